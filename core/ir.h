@@ -1,0 +1,195 @@
+/*
+ * ir.h — kiln's graph IR, internal to libkiln (prefix kiln_ir_).
+ *
+ * A graph is an array of nodes in topological order: a node's inputs are
+ * always earlier nodes.  Every node has a type: dtype, rank and dims, where
+ * a dim is >= 0 when static and <= -2 when symbolic (symbol k is -2-k; an
+ * unknown `?` dim is an anonymous symbol with its own id).
+ */
+#ifndef KILN_CORE_IR_H
+#define KILN_CORE_IR_H
+
+#include <kiln/graph.h>
+#include <kiln/backend.h>
+#include <stdarg.h>
+
+/* Graph-level ops.  The elementwise block maps one-to-one to a scalar
+ * opcode (kiln_ir_op_opcode). */
+typedef enum kiln_op {
+    KILN_OP_INPUT = 0, KILN_OP_SHARED, KILN_OP_CONST, KILN_OP_LITERAL,
+    /* elementwise */
+    KILN_OP_ADD, KILN_OP_SUB, KILN_OP_MUL, KILN_OP_TRUE_DIV, KILN_OP_NEG,
+    KILN_OP_ABS, KILN_OP_EXP, KILN_OP_EXPM1, KILN_OP_LOG, KILN_OP_LOG1P,
+    KILN_OP_SQRT, KILN_OP_SQUARE, KILN_OP_POW, KILN_OP_SIGMOID,
+    KILN_OP_SOFTPLUS, KILN_OP_TANH, KILN_OP_SIN, KILN_OP_COS, KILN_OP_ERF,
+    KILN_OP_ERFC, KILN_OP_GAMMALN, KILN_OP_DIGAMMA, KILN_OP_MAXIMUM,
+    KILN_OP_MINIMUM, KILN_OP_WHERE, KILN_OP_EQ, KILN_OP_NE, KILN_OP_LT,
+    KILN_OP_LE, KILN_OP_GT, KILN_OP_GE, KILN_OP_AND, KILN_OP_OR,
+    KILN_OP_NOT, KILN_OP_CAST,
+    /* reductions */
+    KILN_OP_SUM, KILN_OP_PROD, KILN_OP_MAX, KILN_OP_MIN, KILN_OP_MEAN,
+    KILN_OP_LOGSUMEXP,
+    /* shape */
+    KILN_OP_RESHAPE, KILN_OP_TRANSPOSE, KILN_OP_EXPAND_DIMS,
+    KILN_OP_SQUEEZE, KILN_OP_BROADCAST_TO, KILN_OP_ALLOC, KILN_OP_ZEROS,
+    KILN_OP_ONES, KILN_OP_JOIN, KILN_OP_STACK,
+    /* indexing */
+    KILN_OP_SUBTENSOR, KILN_OP_TAKE, KILN_OP_SET_SUBTENSOR,
+    KILN_OP_INC_SUBTENSOR, KILN_OP_ADVANCED_SET_SUBTENSOR,
+    KILN_OP_ADVANCED_INC_SUBTENSOR,
+    /* linear algebra */
+    KILN_OP_DOT, KILN_OP_MATMUL,
+    KILN_OP_COUNT
+} kiln_op;
+
+/* Op categories, for lowering and printing. */
+enum {
+    KILN_CAT_LEAF = 0,   /* input, shared, const, literal */
+    KILN_CAT_ELEMWISE,
+    KILN_CAT_REDUCE,
+    KILN_CAT_SHAPE,
+    KILN_CAT_INDEX,
+    KILN_CAT_DOT
+};
+
+typedef struct kiln_type {
+    kiln_dtype dtype;
+    int rank;
+    int64_t dims[KILN_MAX_RANK];
+} kiln_type;
+
+/* Attributes of a node; which fields an op reads is in ops.c. */
+typedef struct kiln_attrs {
+    int has_axes;                 /* axis=/axes= given */
+    int naxes;
+    int64_t axes[KILN_MAX_RANK];  /* reduce axes, transpose perm,
+                                     expand_dims/squeeze axes; join, stack
+                                     and take keep their axis in axes[0] */
+    int keepdims;
+    int nshape;                   /* reshape, broadcast_to, alloc, zeros,
+                                     ones: dims (>= 0, symbol ids, -1 in
+                                     reshape = infer) */
+    int64_t shape[KILN_MAX_RANK];
+    int dtype;                    /* cast, zeros, ones: kiln_dtype; -1 unset */
+    int nidx;                     /* subtensor, set/inc_subtensor */
+    kiln_index idx[KILN_MAX_RANK];
+    double value;                 /* literal value */
+    int lit_kind;                 /* kiln_literal_kind of a literal */
+} kiln_attrs;
+
+typedef struct kiln_node {
+    int op;                       /* kiln_op */
+    kiln_type type;
+    int weak;                     /* weakly typed (a literal, or computed
+                                     from literals only) */
+    int n_in;
+    kiln_value *in;               /* n_in earlier nodes (owned) */
+    kiln_attrs attrs;
+    char *name;                   /* owned; NULL when unnamed */
+    /* CONST and SHARED: the value (owned, C order) and its concrete
+     * shape; data is NULL for a shared value not bound yet. */
+    void *data;
+    size_t nbytes;
+    int64_t vshape[KILN_MAX_RANK];
+    char *source;                 /* SHARED: source as written
+                                     (`csv("f.csv", "c")`), or NULL */
+} kiln_node;
+
+typedef struct kiln_output {
+    char *name;
+    kiln_value value;
+} kiln_output;
+
+struct kiln_graph {
+    char *name;
+    kiln_node *nodes;
+    int n_nodes, cap_nodes;
+    kiln_output *outputs;
+    int n_outputs, cap_outputs;
+    char **symbols;               /* symbol k's name; NULL = anonymous `?` */
+    int n_symbols, cap_symbols;
+    /* name -> node map (open addressing; see ir.c) */
+    int32_t *map;
+    int map_cap;
+};
+
+/* Symbol id <-> index. */
+#define KILN_SYM_ID(k) ((int64_t)(-2 - (int64_t)(k)))
+#define KILN_SYM_INDEX(d) ((int)(-2 - (d)))
+#define KILN_DIM_IS_SYM(d) ((d) <= -2)
+
+/* ---- errors ------------------------------------------------------- */
+
+/* Fill err (if not NULL) with code and a printf-style message; returns
+ * code.  Used everywhere in the core. */
+int kiln_seterr(kiln_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Prefix err->message with a printf-style prefix (e.g. "file:3:5: "). */
+void kiln_err_prefix(kiln_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- the op registry (ops.c) -------------------------------------- */
+
+typedef struct kiln_op_info {
+    const char *name;
+    int category;            /* KILN_CAT_* */
+    int min_in, max_in;      /* max_in -1: variadic */
+    int opcode;              /* elementwise: kiln_opcode; else -1 */
+} kiln_op_info;
+
+/* Info for op `op`; NULL when out of range. */
+const kiln_op_info *kiln_ir_op_info(int op);
+
+/* The op named `name`, or -1. */
+int kiln_ir_op_lookup(const char *name);
+
+/* Shape context: at build time `g` is set (fresh symbols may be created)
+ * and symvals is NULL; at run time `g` is NULL and symvals gives each
+ * symbol's size, so every dim is concrete. */
+typedef struct kiln_shape_ctx {
+    kiln_graph *g;
+    const int64_t *symvals;
+} kiln_shape_ctx;
+
+/* Infer the type of op `op` with `attrs` over inputs of types `in` (n_in
+ * of them; `in_weak` may be NULL).  Checks arity, dtypes, attributes and
+ * shapes.  Returns 0 and fills *out (and *out_weak when not NULL), or an
+ * error code.  Messages name the op and shapes ("add: cannot broadcast
+ * shapes (3) and (4)"); callers prefix node or source context. */
+int kiln_ir_infer(const kiln_shape_ctx *ctx, int op, const kiln_attrs *attrs,
+                  int n_in, const kiln_type *in, const int *in_weak,
+                  kiln_type *out, int *out_weak, kiln_err *err);
+
+/* NumPy 2 promotion of two dtypes, with weak (literal) flags. */
+kiln_dtype kiln_ir_promote(kiln_dtype a, int a_weak, kiln_dtype b,
+                           int b_weak);
+
+/* The dtype an elementwise op computes in, given its (promoted) input
+ * dtype: float ops send ints and bool to f64; arithmetic sends bool to
+ * i64; logic works on bool. */
+kiln_dtype kiln_ir_compute_dtype(int op, kiln_dtype promoted);
+
+/* ---- graph helpers (ir.c) ----------------------------------------- */
+
+/* Append a node; takes ownership of nothing (copies `in`).  Returns its id
+ * or -1 (KILN_ERR_NOMEM). */
+kiln_value kiln_ir_append(kiln_graph *g, const kiln_node *proto,
+                          kiln_err *err);
+
+/* Format a type's shape as "(3, n, ?)" into buf. */
+const char *kiln_ir_shape_str(const kiln_graph *g, int rank,
+                              const int64_t *dims, char *buf, size_t size);
+
+/* Format a type as "f64[3, n]" (or "f64" for rank 0) into buf. */
+const char *kiln_ir_type_str(const kiln_graph *g, const kiln_type *t,
+                             char *buf, size_t size);
+
+/* A dim as text: "3", the symbol's name, or "?". */
+const char *kiln_ir_dim_str(const kiln_graph *g, int64_t d, char *buf,
+                            size_t size);
+
+/* Deep-copy a graph (for kiln_compile, which keeps its own). */
+kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err);
+
+#endif

@@ -1,0 +1,299 @@
+/*
+ * backend.h — the kiln backend plugin ABI, version 1.
+ *
+ * This header is the whole contract between kiln (the host) and a backend
+ * plugin.  docs/plugin-abi.md explains it with an example.  Rules that hold
+ * for every struct below:
+ *
+ *  - every struct that crosses the boundary starts with `struct_size`
+ *    (sizeof as compiled by its writer); structs only grow at the end, and
+ *    a reader reads only the fields that lie inside struct_size;
+ *  - a NULL function pointer means "not provided";
+ *  - memory is freed by the side that allocated it: the host never frees a
+ *    plugin pointer with free(), and vice versa;
+ *  - a plugin keeps no global state shared with other plugins.
+ *
+ * Versioning: the host passes its ABI major/minor to the bootstrap symbol.
+ * A plugin returns NULL (with a message) when it cannot serve that major;
+ * the host accepts a descriptor whose abi_major equals KILN_ABI_MAJOR and
+ * whose abi_minor is any value (fields added by newer minors are outside an
+ * older host's struct_size reading, or ignored).
+ */
+#ifndef KILN_BACKEND_H
+#define KILN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <kiln/kiln.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_ABI_MAJOR 1
+#define KILN_ABI_MINOR 0
+
+/* The one frozen bootstrap symbol every plugin exports. */
+#define KILN_BACKEND_ENTRY "kiln_backend_entry"
+
+/* ------------------------------------------------------------------ */
+/* Scalar programs                                                      */
+/* ------------------------------------------------------------------ */
+
+/* Opcodes of a scalar program.  Elementwise ops carry NumPy/PyTensor
+ * names; each computes in the dtype of the instruction's operands (the
+ * lowering inserts KILN_I_CAST so that all operands of one instruction
+ * have one dtype) and produces `dtype` (bool for comparisons and logic).
+ * Semantics, with references for the special functions, are in
+ * docs/ir.md.  Values are stable: they are part of the ABI and of cache
+ * keys; new opcodes are only appended. */
+typedef enum kiln_opcode {
+    KILN_I_LOAD = 0,   /* a = input index: element of input view a */
+    KILN_I_CONST,      /* imm converted to dtype */
+    KILN_I_CAST,       /* a converted to dtype (bool: x != 0) */
+    KILN_I_ADD, KILN_I_SUB, KILN_I_MUL, KILN_I_TRUE_DIV,
+    KILN_I_NEG, KILN_I_ABS,
+    KILN_I_EXP, KILN_I_EXPM1, KILN_I_LOG, KILN_I_LOG1P, KILN_I_SQRT,
+    KILN_I_SQUARE, KILN_I_POW, KILN_I_SIGMOID, KILN_I_SOFTPLUS,
+    KILN_I_TANH, KILN_I_SIN, KILN_I_COS, KILN_I_ERF, KILN_I_ERFC,
+    KILN_I_GAMMALN, KILN_I_DIGAMMA,
+    KILN_I_MAXIMUM, KILN_I_MINIMUM,
+    KILN_I_WHERE,      /* a ? b : c, a is bool */
+    KILN_I_EQ, KILN_I_NE, KILN_I_LT, KILN_I_LE, KILN_I_GT, KILN_I_GE,
+    KILN_I_AND, KILN_I_OR, KILN_I_NOT,   /* on bool */
+    KILN_I_COUNT
+} kiln_opcode;
+
+/* One instruction.  Operands a, b, c are indices of earlier instructions
+ * of the same program (for KILN_I_LOAD, `a` is an input index); unused
+ * operands are -1. */
+typedef struct kiln_instr {
+    uint16_t op;      /* a kiln_opcode */
+    uint8_t dtype;    /* result kiln_dtype */
+    uint8_t reserved; /* 0 */
+    int32_t a, b, c;
+    double imm;       /* KILN_I_CONST only; 0 elsewhere */
+} kiln_instr;
+
+/* ------------------------------------------------------------------ */
+/* Kernels                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef enum kiln_kernel_kind {
+    /* out_k[i] = program(inputs[i]) for every index i of the output
+     * shape; inputs arrive as views of the output's rank (broadcast dims
+     * have stride 0).  Outputs may alias inputs element for element
+     * (in-place updates): read each element before writing it. */
+    KILN_KERNEL_ELEMWISE = 1,
+    /* Iterate over the shape of inputs[0]'s view (all inputs are views of
+     * that rank), compute program output 0, and combine it with
+     * `reduce_op` into outputs[0], a view of the same rank whose reduced
+     * axes have stride 0 and extent equal to the input's.  The kernel
+     * initialises the output itself. */
+    KILN_KERNEL_REDUCE = 2,
+    /* outputs[0] = concatenation of the n_inputs views along `axis`. */
+    KILN_KERNEL_JOIN = 3,
+    /* outputs[0] = take(inputs[0], inputs[1], axis): inputs[1] is an
+     * i64/i32 index tensor; out shape = x[:axis] + idx + x[axis+1:].
+     * Negative indices count from the end; out of range is an error. */
+    KILN_KERNEL_GATHER = 4,
+    /* In place on outputs[0] (already holding x): for every position p of
+     * inputs[0] (indices, i64/i32) write (SET) or add (INC) inputs[1]
+     * (values, a view broadcast to x[:axis] + idx + x[axis+1:]) at index
+     * idx[p] along `axis`.  INC sums repeated indices; SET keeps the last
+     * write.  Out of range is an error. */
+    KILN_KERNEL_SCATTER = 5,
+    /* outputs[0] = inputs[0] @ inputs[1] for 1-D/2-D f32/f64 operands,
+     * C-contiguous, through the runtime's CBLAS gemm. */
+    KILN_KERNEL_DOT = 6
+} kiln_kernel_kind;
+
+typedef enum kiln_reduce_op {
+    KILN_REDUCE_SUM = 0,
+    KILN_REDUCE_PROD = 1,
+    KILN_REDUCE_MAX = 2,
+    KILN_REDUCE_MIN = 3,
+    KILN_REDUCE_MEAN = 4   /* sum / (elements reduced into each output) */
+} kiln_reduce_op;
+
+typedef enum kiln_scatter_mode {
+    KILN_SCATTER_SET = 0,
+    KILN_SCATTER_INC = 1
+} kiln_scatter_mode;
+
+/* dtype and rank of one argument as the kernel sees it. */
+typedef struct kiln_arg_desc {
+    uint8_t dtype;   /* kiln_dtype */
+    uint8_t rank;    /* 0 .. KILN_MAX_RANK */
+    uint8_t reserved[2];
+} kiln_arg_desc;
+
+/* A backend-neutral kernel description (host-owned, valid during the
+ * call that receives it; a plugin copies what it keeps).  Its size and
+ * the size of any code made from it grow linearly with n_inputs: inputs
+ * arrive as arrays, never as separate parameters. */
+typedef struct kiln_kernel {
+    size_t struct_size;
+    uint32_t kind;                 /* kiln_kernel_kind */
+    uint32_t n_inputs, n_outputs;
+    const kiln_arg_desc *inputs;   /* n_inputs entries */
+    const kiln_arg_desc *outputs;  /* n_outputs entries */
+    /* ELEMWISE, REDUCE: the scalar program and which instruction gives
+     * each output (REDUCE: one output). */
+    uint32_t n_instrs;
+    const kiln_instr *instrs;
+    const int32_t *out_refs;       /* n_outputs entries */
+    /* REDUCE */
+    uint32_t reduce_op;            /* kiln_reduce_op */
+    /* JOIN, GATHER, SCATTER: the axis (>= 0) */
+    int32_t axis;
+    /* SCATTER */
+    uint32_t scatter_mode;         /* kiln_scatter_mode */
+    /* A short human-readable label ("add", "sum", "join"); for messages. */
+    const char *label;
+} kiln_kernel;
+
+/* ------------------------------------------------------------------ */
+/* Calling a kernel                                                     */
+/* ------------------------------------------------------------------ */
+
+/* A strided view of a buffer.  `data` points at element [0,...,0];
+ * strides are in elements and may be 0 (broadcast) or negative. */
+typedef struct kiln_view {
+    void *data;
+    int64_t shape[KILN_MAX_RANK];
+    int64_t strides[KILN_MAX_RANK];
+    int32_t rank;
+    int32_t dtype;
+} kiln_view;
+
+/* Functions kernels call instead of resolving symbols themselves, so that
+ * the same code works in memory and when loaded from a cache.  The table
+ * is host-owned and outlives every call.  Append-only; `version` counts
+ * additions. */
+typedef struct kiln_runtime {
+    size_t struct_size;
+    uint32_t version;              /* 1 */
+    double (*exp)(double);
+    double (*expm1)(double);
+    double (*log)(double);
+    double (*log1p)(double);
+    double (*sqrt)(double);
+    double (*pow)(double, double);
+    double (*tanh)(double);
+    double (*sin)(double);
+    double (*cos)(double);
+    double (*erf)(double);
+    double (*erfc)(double);
+    double (*gammaln)(double);     /* log|Gamma(x)|, thread-safe (lgamma_r) */
+    double (*digamma)(double);     /* psi(x); see core/special.c */
+    double (*sigmoid)(double);     /* 1/(1+exp(-x)), stable for |x| large */
+    double (*softplus)(double);    /* log(1+exp(x)), stable */
+    /* CBLAS gemm, row-major: C = alpha*op(A)*op(B) + beta*C.  trans* are
+     * 0 (no transpose) or 1 (transpose). */
+    void (*dgemm)(int transa, int transb, int64_t m, int64_t n, int64_t k,
+                  double alpha, const double *a, int64_t lda,
+                  const double *b, int64_t ldb, double beta, double *c,
+                  int64_t ldc);
+    void (*sgemm)(int transa, int transb, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float *a, int64_t lda, const float *b,
+                  int64_t ldb, float beta, float *c, int64_t ldc);
+} kiln_runtime;
+
+/* Arguments of one kernel call (host-owned, valid during the call). */
+typedef struct kiln_call {
+    size_t struct_size;
+    uint32_t n_inputs, n_outputs;
+    const kiln_view *inputs;
+    const kiln_view *outputs;
+    const kiln_runtime *rt;
+    char *errbuf;                  /* a message on failure, NUL-terminated */
+    size_t errbuf_size;            /* bytes */
+} kiln_call;
+
+/* A loaded kernel: returns 0, or non-zero after writing a message into
+ * call->errbuf (e.g. an index out of bounds). */
+typedef int (*kiln_kernel_fn)(void *state, const kiln_call *call);
+
+/* ------------------------------------------------------------------ */
+/* The plugin's objects                                                 */
+/* ------------------------------------------------------------------ */
+
+/* An error made by the plugin; freed with the plugin's error_free. */
+typedef struct kiln_plugin_error {
+    size_t struct_size;
+    int code;                      /* a kiln_code */
+    char *message;                 /* plugin-owned, NUL-terminated */
+} kiln_plugin_error;
+
+/* An artifact: what compile produced.  Opaque; the plugin owns it.  When
+ * the plugin provides artifact_bytes, the bytes can be stored (the disk
+ * cache) and turned back into a callable with load_bytes in another
+ * process. */
+typedef struct kiln_artifact kiln_artifact;
+
+/* A callable kernel; plugin-owned, freed with callable_free. */
+typedef struct kiln_callable {
+    size_t struct_size;
+    kiln_kernel_fn fn;
+    void *state;                   /* passed to fn */
+} kiln_callable;
+
+/* Options for one compile (host-owned, valid during the call). */
+typedef struct kiln_compile_options {
+    size_t struct_size;
+    int opt_level;                 /* 0..3; backends may ignore */
+    int fast_math;                 /* 0 or 1; backends may ignore */
+} kiln_compile_options;
+
+#define KILN_BACKEND_THREAD_SAFE 1u  /* calls may come from several threads */
+
+/* The descriptor a plugin returns.  Static storage in the plugin; valid
+ * until dlclose. */
+typedef struct kiln_backend {
+    size_t struct_size;
+    uint32_t abi_major, abi_minor;
+    const char *name;              /* "interp", "tcc", ...: [a-z0-9_]+ */
+    const char *version;           /* release, e.g. "0.1.0" */
+    const char *build_id;          /* changes whenever generated code may */
+    uint32_t flags;                /* KILN_BACKEND_* */
+
+    /* 1 when the plugin can compile `k`; 0 otherwise, with the reason in
+     * *err (the host frees it with error_free). */
+    int (*supports)(const kiln_kernel *k, kiln_plugin_error **err);
+
+    /* Compile `k` to an artifact.  Returns 0 and sets *out, or a
+     * kiln_code with *err set. */
+    int (*compile)(const kiln_kernel *k, const kiln_compile_options *opt,
+                   kiln_artifact **out, kiln_plugin_error **err);
+
+    /* Turn an artifact into a callable.  The artifact may be freed after. */
+    int (*load)(const kiln_artifact *a, kiln_callable **out,
+                kiln_plugin_error **err);
+
+    /* Serialised artifact bytes (plugin-owned, valid while `a` lives), or
+     * NULL when the artifact cannot be stored.  *len in bytes. */
+    const void *(*artifact_bytes)(const kiln_artifact *a, size_t *len);
+
+    /* Load a callable from bytes made by artifact_bytes (possibly in
+     * another process).  NULL when not provided. */
+    int (*load_bytes)(const void *bytes, size_t len, kiln_callable **out,
+                      kiln_plugin_error **err);
+
+    void (*artifact_free)(kiln_artifact *a);
+    void (*callable_free)(kiln_callable *c);
+    void (*error_free)(kiln_plugin_error *e);
+} kiln_backend;
+
+/* The bootstrap symbol's type.  Returns the descriptor, or NULL after
+ * writing a one-line reason into errbuf (e.g. an unsupported host ABI
+ * major). */
+typedef const kiln_backend *(*kiln_backend_entry_fn)(uint32_t host_abi_major,
+                                                     uint32_t host_abi_minor,
+                                                     char *errbuf,
+                                                     size_t errbuf_size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

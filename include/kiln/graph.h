@@ -1,0 +1,190 @@
+/*
+ * graph.h — building kiln graphs from C, parsing and printing the `.kg`
+ * text format.  Both routes produce the same IR (docs/ir.md).
+ *
+ * A graph is a list of nodes in topological order; every builder call
+ * appends one node (or none, on error) and returns its id, a kiln_value.
+ * Types are inferred and checked as nodes are added, so a builder error
+ * names the op and the offending input at once.  Error conventions are
+ * those of <kiln/kiln.h>.
+ */
+#ifndef KILN_GRAPH_H
+#define KILN_GRAPH_H
+
+#include <kiln/kiln.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A node of a graph: >= 0; -1 signals an error. */
+typedef int32_t kiln_value;
+
+/* Dims in declarations: >= 0 static, KILN_DIM_UNKNOWN for `?` (a size
+ * known only at run time, independent of every other dim), or a symbol id
+ * from kiln_graph_symbol (<= -2; one symbol is one size at run time). */
+#define KILN_DIM_UNKNOWN ((int64_t)-1)
+
+/* Create an empty graph named `name` (copied; NULL means "main").
+ * Errors: KILN_ERR_NOMEM.  Free with kiln_graph_free. */
+kiln_graph *kiln_graph_new(const char *name, kiln_err *err);
+
+/* Free a graph and every value it owns.  NULL is allowed. */
+void kiln_graph_free(kiln_graph *g);
+
+/* The graph's name (owned by g). */
+const char *kiln_graph_name(const kiln_graph *g);
+
+/* The id of symbolic dim `name` (created on first use; the name is
+ * copied).  Always <= -2.  Returns KILN_DIM_UNKNOWN only on allocation
+ * failure. */
+int64_t kiln_graph_symbol(kiln_graph *g, const char *name);
+
+/* Declare input `name` (passed at every call, in declaration order).
+ * `dims` has `rank` entries (may be NULL for rank 0).
+ * Errors: KILN_ERR_NAME (name already defined), KILN_ERR_ARG (bad dtype,
+ * rank > KILN_MAX_RANK, a dim < -1 that is not a symbol of g). */
+kiln_value kiln_graph_input(kiln_graph *g, const char *name, kiln_dtype dt,
+                            int rank, const int64_t *dims, kiln_err *err);
+
+/* Declare shared value `name`: data bound when the function is created
+ * (observed data, weights) and rebindable with kiln_function_bind_shared.
+ * `value`, when not NULL, is copied; its dtype must equal `dt` and its
+ * shape must fit `dims` (static dims equal; a symbol takes the value's
+ * size, consistently across the graph).  When `value` is NULL the shared
+ * value must be bound before the first call.
+ * Errors: as kiln_graph_input, plus KILN_ERR_TYPE / KILN_ERR_SHAPE when
+ * `value` does not fit (message names both). */
+kiln_value kiln_graph_shared(kiln_graph *g, const char *name, kiln_dtype dt,
+                             int rank, const int64_t *dims,
+                             const kiln_tensor *value, kiln_err *err);
+
+/* Declare constant `name` of static shape `dims` with `data` (copied,
+ * numel * dtype size bytes).
+ * Errors: as kiln_graph_input; symbolic dims are KILN_ERR_ARG. */
+kiln_value kiln_graph_const(kiln_graph *g, const char *name, kiln_dtype dt,
+                            int rank, const int64_t *dims, const void *data,
+                            kiln_err *err);
+
+/* A scalar literal, weakly typed as in NumPy 2 (NEP 50): in an op with a
+ * tensor it takes the tensor's dtype category (an int literal with an f32
+ * tensor gives f32; a float literal with an i64 tensor gives f64).
+ * `kind` is KILN_LIT_INT (value must be integral), KILN_LIT_FLOAT or
+ * KILN_LIT_BOOL (value 0 or 1).  Errors: KILN_ERR_ARG. */
+typedef enum kiln_literal_kind {
+    KILN_LIT_INT = 0,
+    KILN_LIT_FLOAT = 1,
+    KILN_LIT_BOOL = 2
+} kiln_literal_kind;
+kiln_value kiln_graph_literal(kiln_graph *g, double value,
+                              kiln_literal_kind kind, kiln_err *err);
+
+/* Op attributes, given as key/value pairs (docs/ir.md lists each op's
+ * keys).  Keys and arrays are only read during the call. */
+typedef enum kiln_attr_kind {
+    KILN_ATTR_INT = 0,   /* i */
+    KILN_ATTR_FLOAT,     /* f */
+    KILN_ATTR_BOOL,      /* i: 0 or 1 */
+    KILN_ATTR_INTS,      /* n, ints: a list; in `shape=` a dim may be a
+                            symbol id, and -1 in reshape means "infer" */
+    KILN_ATTR_DTYPE      /* i: a kiln_dtype */
+} kiln_attr_kind;
+
+typedef struct kiln_attr {
+    const char *key;
+    kiln_attr_kind kind;
+    int64_t i;
+    double f;
+    int n;
+    const int64_t *ints;
+} kiln_attr;
+
+/* Append op `op` (a name from docs/ir.md: "add", "sum", "join", ...) applied
+ * to `n_in` values.  Shapes broadcast as in NumPy; dtypes promote as in
+ * NumPy 2.  Returns the new node.
+ * Errors: KILN_ERR_TYPE (unknown op "..." / wrong number of inputs /
+ * unknown or ill-typed attribute / dtype not accepted), KILN_ERR_SHAPE
+ * (message names the op, the inputs and both shapes), KILN_ERR_ARG (an
+ * input id not in g). */
+kiln_value kiln_graph_op(kiln_graph *g, const char *op, int n_in,
+                         const kiln_value *in, const kiln_attr *attrs,
+                         int n_attrs, kiln_err *err);
+
+/* One entry of a basic index `x[...]`: an integer (drops the axis) or a
+ * slice start:stop:step with NumPy semantics (negative values count from
+ * the end; an absent bound takes its default). */
+typedef enum kiln_index_kind {
+    KILN_INDEX_INT = 0,
+    KILN_INDEX_SLICE = 1
+} kiln_index_kind;
+
+typedef struct kiln_index {
+    kiln_index_kind kind;
+    int64_t start, stop, step;   /* INT uses start only */
+    int has_start, has_stop, has_step;
+} kiln_index;
+
+/* x[idx[0], ..., idx[n-1]] (basic indexing; missing trailing entries are
+ * full slices).  Errors: KILN_ERR_SHAPE (too many indices, an integer out
+ * of bounds of a static dim, step 0), KILN_ERR_ARG. */
+kiln_value kiln_graph_subtensor(kiln_graph *g, kiln_value x, int n,
+                                const kiln_index *idx, kiln_err *err);
+
+/* set_subtensor(x[idx...], v) (inc = 0) or inc_subtensor(x[idx...], v)
+ * (inc = 1): a copy of x with the indexed region replaced by / increased
+ * by v, which broadcasts to the region's shape and is cast to x's dtype.
+ * Errors: as kiln_graph_subtensor, plus KILN_ERR_SHAPE when v does not
+ * broadcast to the region. */
+kiln_value kiln_graph_set_subtensor(kiln_graph *g, kiln_value x, int n,
+                                    const kiln_index *idx, kiln_value v,
+                                    int inc, kiln_err *err);
+
+/* set/inc with an integer index tensor along `axis` (advanced indexing,
+ * x[:, idx] for axis 1): inc sums repeated indices; set keeps the last
+ * write in index order.  Negative indices count from the end.  Errors: as
+ * kiln_graph_set_subtensor, plus KILN_ERR_TYPE when idx is not integer. */
+kiln_value kiln_graph_advanced_set_subtensor(kiln_graph *g, kiln_value x,
+                                             kiln_value idx, int axis,
+                                             kiln_value v, int inc,
+                                             kiln_err *err);
+
+/* Give value `v` the name `name` (`NAME = EXPR`).  A value may have one
+ * name; names are unique in a graph.  Errors: KILN_ERR_NAME. */
+int kiln_graph_set_name(kiln_graph *g, kiln_value v, const char *name,
+                        kiln_err *err);
+
+/* Declare output `name` with value `v`.  Output names are unique.
+ * Errors: KILN_ERR_NAME, KILN_ERR_ARG. */
+int kiln_graph_output(kiln_graph *g, const char *name, kiln_value v,
+                      kiln_err *err);
+
+/* The value named `name`, or -1. */
+kiln_value kiln_graph_lookup(const kiln_graph *g, const char *name);
+
+/* Number of nodes (including inputs, constants and literals). */
+int kiln_graph_n_nodes(const kiln_graph *g);
+
+/* Parse `.kg` text.  `filename` is used in messages ("<string>" when
+ * NULL) and `base_dir` resolves relative data paths in npy()/csv()
+ * sources (the current directory when NULL).
+ * Errors: KILN_ERR_PARSE with "file:line:col: message" for syntax errors,
+ * and the same prefix on KILN_ERR_TYPE / KILN_ERR_SHAPE / KILN_ERR_NAME /
+ * KILN_ERR_IO errors found while building the graph. */
+kiln_graph *kiln_parse_string(const char *text, const char *filename,
+                              const char *base_dir, kiln_err *err);
+
+/* Parse the file at `path`; data paths are relative to its directory.
+ * Errors: KILN_ERR_IO when the file cannot be read, then as
+ * kiln_parse_string. */
+kiln_graph *kiln_parse_file(const char *path, kiln_err *err);
+
+/* Print `g` in canonical `.kg` form.  Returns a malloc'd NUL-terminated
+ * string the caller frees with free(), or NULL (KILN_ERR_NOMEM).
+ * kiln_parse_string(kiln_graph_print(g)) gives the same graph; shared
+ * values print as declarations without a source. */
+char *kiln_graph_print(const kiln_graph *g, kiln_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
