@@ -144,6 +144,13 @@ const kiln_op_info *kiln_ir_op_info(int op);
 /* The op named `name`, or -1. */
 int kiln_ir_op_lookup(const char *name);
 
+/* Validate the key/value attributes of op `op` into *out (unset fields
+ * take their defaults: dtype -1, no axes, keepdims 0).  Errors:
+ * KILN_ERR_TYPE ("sum: unknown attribute 'axs'", "cast: attribute 'dtype'
+ * must be a dtype"). */
+int kiln_ir_parse_attrs(int op, const kiln_attr *attrs, int n_attrs,
+                        kiln_attrs *out, kiln_err *err);
+
 /* Shape context: at build time `g` is set (fresh symbols may be created)
  * and symvals is NULL; at run time `g` is NULL and symvals gives each
  * symbol's size, so every dim is concrete. */
@@ -169,6 +176,14 @@ kiln_dtype kiln_ir_promote(kiln_dtype a, int a_weak, kiln_dtype b,
  * dtype: float ops send ints and bool to f64; arithmetic sends bool to
  * i64; logic works on bool. */
 kiln_dtype kiln_ir_compute_dtype(int op, kiln_dtype promoted);
+
+/* Start of a slice on an axis of size n (NumPy semantics); *len gets the
+ * number of elements it selects. */
+int64_t kiln_ir_slice_start(int64_t n, const kiln_index *ix, int64_t *len);
+
+/* A new anonymous symbol (an unknown dim) of g; KILN_DIM_UNKNOWN when
+ * out of memory.  (ops.c) */
+int64_t kiln_ir_fresh_symbol(kiln_graph *g);
 
 /* ---- graph helpers (ir.c) ----------------------------------------- */
 

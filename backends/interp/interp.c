@@ -1,0 +1,2214 @@
+/*
+ * interp.c — the interpreter backend, kiln's always-available fallback.
+ *
+ * A plugin like any other (it exports kiln_backend_entry), but it needs
+ * nothing beyond libc: "compiling" a kernel deep-copies its description,
+ * and loading it prepares the scalar program for block execution.
+ *
+ * How a scalar program runs (ELEMWISE and REDUCE kernels): the iteration
+ * space is walked row by row along its innermost (coalesced) dimension,
+ * in blocks of up to KILN_INTERP_BLOCK elements.  Each instruction runs
+ * once per block as a tight loop over a block register (one slot per
+ * element, stored as the instruction's dtype), so the dispatch cost is
+ * paid per block, not per element.  At load, dead instructions are
+ * dropped, CONST instructions are hoisted (filled once per call) and
+ * registers are reused once their last reader has run, so the register
+ * file is as large as the program's peak number of live values.
+ *
+ * Thread safety: a callable's state is read-only after load; every call
+ * uses its own register file, on the stack when it fits in
+ * KILN_INTERP_STACK_BYTES and from malloc otherwise.  The descriptor
+ * therefore carries KILN_BACKEND_THREAD_SAFE.  (Calls use up to 64 KiB of
+ * stack: threads that run kernels need a stack larger than that.)
+ */
+#include <kiln/backend.h>
+#include <kiln/kiln.h>
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KILN_INTERP_BLOCK 256
+/* Bytes of one block register: 256 slots of up to 8 bytes. */
+#define KILN_INTERP_REG_BYTES (KILN_INTERP_BLOCK * 8)
+/* Per-call workspace kept on the stack up to this size (32 registers). */
+#define KILN_INTERP_STACK_BYTES 65536
+/* Changes whenever the interpreter's results for a kernel may change. */
+#define KILN_INTERP_BUILD_ID "interp-1"
+
+/* ------------------------------------------------------------------ */
+/* Names and small tables                                               */
+/* ------------------------------------------------------------------ */
+
+static const char *kiln_interp_dtype_name(unsigned dt)
+{
+    static const char *const names[KILN_NDTYPES] = {
+        "f64", "f32", "i64", "i32", "bool"
+    };
+    return dt < KILN_NDTYPES ? names[dt] : "?";
+}
+
+static size_t kiln_interp_dtype_size(unsigned dt)
+{
+    static const size_t sizes[KILN_NDTYPES] = { 8, 4, 8, 4, 1 };
+    return dt < KILN_NDTYPES ? sizes[dt] : 0;
+}
+
+static int kiln_interp_is_float(unsigned dt)
+{
+    return dt == KILN_F64 || dt == KILN_F32;
+}
+
+static int kiln_interp_is_int(unsigned dt)
+{
+    return dt == KILN_I64 || dt == KILN_I32;
+}
+
+static const char *kiln_interp_kind_name(uint32_t kind)
+{
+    switch (kind) {
+    case KILN_KERNEL_ELEMWISE: return "elemwise";
+    case KILN_KERNEL_REDUCE: return "reduce";
+    case KILN_KERNEL_JOIN: return "join";
+    case KILN_KERNEL_GATHER: return "gather";
+    case KILN_KERNEL_SCATTER: return "scatter";
+    case KILN_KERNEL_DOT: return "dot";
+    default: return "?";
+    }
+}
+
+/* Which dtypes an opcode accepts (see kiln_interp_check_instr). */
+enum kiln_interp_opclass {
+    KILN_INTERP_C_LOAD,    /* dtype of the input view */
+    KILN_INTERP_C_CONST,   /* any dtype */
+    KILN_INTERP_C_CAST,    /* any dtype to any dtype */
+    KILN_INTERP_C_NUMERIC, /* f64 f32 i64 i32; operands of the result dtype */
+    KILN_INTERP_C_FLOAT,   /* f64 f32; operands of the result dtype */
+    KILN_INTERP_C_ORDER,   /* maximum/minimum: any dtype, bool included */
+    KILN_INTERP_C_WHERE,   /* bool ? T : T -> T */
+    KILN_INTERP_C_COMPARE, /* T, T -> bool */
+    KILN_INTERP_C_LOGIC    /* bool, bool -> bool */
+};
+
+typedef struct kiln_interp_opinfo {
+    const char *name;
+    uint8_t arity;    /* operands among a, b, c read as instructions */
+    uint8_t cls;      /* kiln_interp_opclass */
+    uint8_t runtime;  /* 1 when it calls a kiln_runtime function */
+} kiln_interp_opinfo;
+
+static const kiln_interp_opinfo kiln_interp_ops[KILN_I_COUNT] = {
+    [KILN_I_LOAD] = { "load", 0, KILN_INTERP_C_LOAD, 0 },
+    [KILN_I_CONST] = { "const", 0, KILN_INTERP_C_CONST, 0 },
+    [KILN_I_CAST] = { "cast", 1, KILN_INTERP_C_CAST, 0 },
+    [KILN_I_ADD] = { "add", 2, KILN_INTERP_C_NUMERIC, 0 },
+    [KILN_I_SUB] = { "sub", 2, KILN_INTERP_C_NUMERIC, 0 },
+    [KILN_I_MUL] = { "mul", 2, KILN_INTERP_C_NUMERIC, 0 },
+    [KILN_I_TRUE_DIV] = { "true_div", 2, KILN_INTERP_C_FLOAT, 0 },
+    [KILN_I_NEG] = { "neg", 1, KILN_INTERP_C_NUMERIC, 0 },
+    [KILN_I_ABS] = { "abs", 1, KILN_INTERP_C_NUMERIC, 0 },
+    [KILN_I_EXP] = { "exp", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_EXPM1] = { "expm1", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_LOG] = { "log", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_LOG1P] = { "log1p", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_SQRT] = { "sqrt", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_SQUARE] = { "square", 1, KILN_INTERP_C_NUMERIC, 0 },
+    [KILN_I_POW] = { "pow", 2, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_SIGMOID] = { "sigmoid", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_SOFTPLUS] = { "softplus", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_TANH] = { "tanh", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_SIN] = { "sin", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_COS] = { "cos", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_ERF] = { "erf", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_ERFC] = { "erfc", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_GAMMALN] = { "gammaln", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_DIGAMMA] = { "digamma", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_MAXIMUM] = { "maximum", 2, KILN_INTERP_C_ORDER, 0 },
+    [KILN_I_MINIMUM] = { "minimum", 2, KILN_INTERP_C_ORDER, 0 },
+    [KILN_I_WHERE] = { "where", 3, KILN_INTERP_C_WHERE, 0 },
+    [KILN_I_EQ] = { "eq", 2, KILN_INTERP_C_COMPARE, 0 },
+    [KILN_I_NE] = { "ne", 2, KILN_INTERP_C_COMPARE, 0 },
+    [KILN_I_LT] = { "lt", 2, KILN_INTERP_C_COMPARE, 0 },
+    [KILN_I_LE] = { "le", 2, KILN_INTERP_C_COMPARE, 0 },
+    [KILN_I_GT] = { "gt", 2, KILN_INTERP_C_COMPARE, 0 },
+    [KILN_I_GE] = { "ge", 2, KILN_INTERP_C_COMPARE, 0 },
+    [KILN_I_AND] = { "and", 2, KILN_INTERP_C_LOGIC, 0 },
+    [KILN_I_OR] = { "or", 2, KILN_INTERP_C_LOGIC, 0 },
+    [KILN_I_NOT] = { "not", 1, KILN_INTERP_C_LOGIC, 0 },
+};
+
+/* The operands of an instruction that name earlier instructions. */
+static int32_t kiln_interp_operand(const kiln_instr *in, unsigned q)
+{
+    return q == 0 ? in->a : q == 1 ? in->b : in->c;
+}
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                               */
+/* ------------------------------------------------------------------ */
+
+/* Returned when even the error object cannot be allocated; error_free
+ * recognises it and leaves it alone. */
+static char kiln_interp_nomem_message[] = "interp: out of memory";
+static kiln_plugin_error kiln_interp_nomem = {
+    sizeof(kiln_plugin_error), KILN_ERR_NOMEM, kiln_interp_nomem_message
+};
+
+static kiln_plugin_error *kiln_interp_error_new(int code, const char *fmt,
+                                                ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (len < 0)
+        len = 0;
+    kiln_plugin_error *e = malloc(sizeof *e);
+    char *msg = malloc((size_t)len + 1);
+    if (!e || !msg) {
+        free(e);
+        free(msg);
+        return &kiln_interp_nomem;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    e->struct_size = sizeof *e;
+    e->code = code;
+    e->message = msg;
+    return e;
+}
+
+static void kiln_interp_error_free(kiln_plugin_error *e)
+{
+    if (!e || e == &kiln_interp_nomem)
+        return;
+    free(e->message);
+    free(e);
+}
+
+/* Store an error in *err when the caller asked for one. */
+static int kiln_interp_report(kiln_plugin_error **err, int code,
+                              const char *msg)
+{
+    if (err)
+        *err = kiln_interp_error_new(code, "interp: %s", msg);
+    return code;
+}
+
+/* Format the reason a kernel is refused; returns -1 for the caller. */
+static int kiln_interp_why(char *why, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* "(3, 4)" for messages; "()" for rank 0. */
+static const char *kiln_interp_shape_str(char *buf, size_t n, int rank,
+                                         const int64_t *shape)
+{
+    size_t used = 0;
+    used += (size_t)snprintf(buf, n, "(");
+    for (int d = 0; d < rank && used < n; d++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld",
+                                 d ? ", " : "", (long long)shape[d]);
+    if (used < n)
+        snprintf(buf + used, n - used, ")");
+    return buf;
+}
+
+/* ------------------------------------------------------------------ */
+/* Reading and checking kernel descriptions                             */
+/* ------------------------------------------------------------------ */
+
+/* Copy the host's kernel into a full-size struct: fields beyond the
+ * host's struct_size (an older host) read as 0 / NULL. */
+static int kiln_interp_kernel_read(const kiln_kernel *src, kiln_kernel *dst,
+                                   char *why, size_t n)
+{
+    size_t need = offsetof(kiln_kernel, outputs) + sizeof(src->outputs);
+    if (!src)
+        return kiln_interp_why(why, n, "no kernel");
+    if (src->struct_size < need)
+        return kiln_interp_why(why, n, "kernel struct_size %zu is below "
+                               "the %zu bytes of ABI 1", src->struct_size,
+                               need);
+    memset(dst, 0, sizeof *dst);
+    memcpy(dst, src, src->struct_size < sizeof *dst ? src->struct_size
+                                                    : sizeof *dst);
+    dst->struct_size = sizeof *dst;
+    return 0;
+}
+
+static int kiln_interp_check_args(const kiln_kernel *k, char *why, size_t n)
+{
+    if (k->n_outputs == 0 || !k->outputs)
+        return kiln_interp_why(why, n, "kernel has no outputs");
+    if (k->n_inputs > 0 && !k->inputs)
+        return kiln_interp_why(why, n, "kernel has %u inputs but no input "
+                               "descriptions", k->n_inputs);
+    uint64_t n_args = (uint64_t)k->n_inputs + k->n_outputs;
+    for (uint64_t i = 0; i < n_args; i++) {
+        int is_in = i < k->n_inputs;
+        uint32_t pos = (uint32_t)(is_in ? i : i - k->n_inputs);
+        const kiln_arg_desc *d = is_in ? &k->inputs[pos] : &k->outputs[pos];
+        if (d->dtype >= KILN_NDTYPES)
+            return kiln_interp_why(why, n, "%s %u has unknown dtype %u",
+                                   is_in ? "input" : "output", pos,
+                                   d->dtype);
+        if (d->rank > KILN_MAX_RANK)
+            return kiln_interp_why(why, n, "%s %u has rank %u > %d",
+                                   is_in ? "input" : "output", pos,
+                                   d->rank, KILN_MAX_RANK);
+    }
+    return 0;
+}
+
+/* Operand and dtype rules of one instruction (docs/ir.md). */
+static int kiln_interp_check_instr(const kiln_kernel *k, uint32_t i,
+                                   char *why, size_t n)
+{
+    const kiln_instr *in = &k->instrs[i];
+    if (in->op >= KILN_I_COUNT)
+        return kiln_interp_why(why, n, "instruction %u: unknown opcode %u",
+                               i, in->op);
+    const kiln_interp_opinfo *info = &kiln_interp_ops[in->op];
+    unsigned dt = in->dtype;
+    if (dt >= KILN_NDTYPES)
+        return kiln_interp_why(why, n, "instruction %u (%s): unknown dtype "
+                               "%u", i, info->name, dt);
+    for (unsigned q = 0; q < info->arity; q++) {
+        int32_t o = kiln_interp_operand(in, q);
+        if (o < 0 || (uint32_t)o >= i)
+            return kiln_interp_why(why, n, "instruction %u (%s): operand %u "
+                                   "is %d, not an earlier instruction", i,
+                                   info->name, q, (int)o);
+    }
+    unsigned odt = info->arity > 0 ? k->instrs[in->a].dtype : dt;
+    switch (info->cls) {
+    case KILN_INTERP_C_LOAD:
+        if (in->a < 0 || (uint32_t)in->a >= k->n_inputs)
+            return kiln_interp_why(why, n, "instruction %u (load): input %d "
+                                   "does not exist (%u inputs)", i,
+                                   (int)in->a, k->n_inputs);
+        if (k->inputs[in->a].dtype != dt)
+            return kiln_interp_why(why, n, "instruction %u (load): dtype %s "
+                                   "but input %d is %s", i,
+                                   kiln_interp_dtype_name(dt), (int)in->a,
+                                   kiln_interp_dtype_name(
+                                       k->inputs[in->a].dtype));
+        return 0;
+    case KILN_INTERP_C_CONST:
+    case KILN_INTERP_C_CAST:
+        return 0;
+    case KILN_INTERP_C_WHERE:
+        if (k->instrs[in->a].dtype != KILN_BOOL)
+            return kiln_interp_why(why, n, "instruction %u (where): the "
+                                   "condition is %s, not bool", i,
+                                   kiln_interp_dtype_name(odt));
+        if (k->instrs[in->b].dtype != dt || k->instrs[in->c].dtype != dt)
+            return kiln_interp_why(why, n, "instruction %u (where): "
+                                   "branches must both be %s", i,
+                                   kiln_interp_dtype_name(dt));
+        return 0;
+    case KILN_INTERP_C_COMPARE:
+        if (dt != KILN_BOOL)
+            return kiln_interp_why(why, n, "instruction %u (%s): result must "
+                                   "be bool, not %s", i, info->name,
+                                   kiln_interp_dtype_name(dt));
+        if (k->instrs[in->b].dtype != odt)
+            return kiln_interp_why(why, n, "instruction %u (%s): operands "
+                                   "of different dtypes", i, info->name);
+        return 0;
+    default:
+        break;
+    }
+    /* Elementwise ops computing in their result dtype. */
+    for (unsigned q = 0; q < info->arity; q++)
+        if (k->instrs[kiln_interp_operand(in, q)].dtype != dt)
+            return kiln_interp_why(why, n, "instruction %u (%s): operand %u "
+                                   "is %s, result is %s (cast first)", i,
+                                   info->name, q,
+                                   kiln_interp_dtype_name(
+                                       k->instrs[kiln_interp_operand(in, q)]
+                                           .dtype),
+                                   kiln_interp_dtype_name(dt));
+    int ok = info->cls == KILN_INTERP_C_ORDER
+          || (info->cls == KILN_INTERP_C_NUMERIC && dt != KILN_BOOL)
+          || (info->cls == KILN_INTERP_C_FLOAT && kiln_interp_is_float(dt))
+          || (info->cls == KILN_INTERP_C_LOGIC && dt == KILN_BOOL);
+    if (!ok)
+        return kiln_interp_why(why, n, "instruction %u: %s is not defined "
+                               "for %s", i, info->name,
+                               kiln_interp_dtype_name(dt));
+    return 0;
+}
+
+static int kiln_interp_check_program(const kiln_kernel *k, char *why,
+                                     size_t n)
+{
+    if (k->n_instrs == 0 || !k->instrs)
+        return kiln_interp_why(why, n, "%s kernel without a program",
+                               kiln_interp_kind_name(k->kind));
+    if (!k->out_refs)
+        return kiln_interp_why(why, n, "%s kernel without out_refs",
+                               kiln_interp_kind_name(k->kind));
+    for (uint32_t i = 0; i < k->n_instrs; i++)
+        if (kiln_interp_check_instr(k, i, why, n))
+            return -1;
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        int32_t r = k->out_refs[j];
+        if (r < 0 || (uint32_t)r >= k->n_instrs)
+            return kiln_interp_why(why, n, "out_refs[%u] = %d is not an "
+                                   "instruction", j, (int)r);
+        if (k->instrs[r].dtype != k->outputs[j].dtype)
+            return kiln_interp_why(why, n, "output %u is %s but instruction "
+                                   "%d gives %s", j,
+                                   kiln_interp_dtype_name(
+                                       k->outputs[j].dtype),
+                                   (int)r,
+                                   kiln_interp_dtype_name(
+                                       k->instrs[r].dtype));
+    }
+    return 0;
+}
+
+/* All inputs (and outputs) of the same rank as `rank`. */
+static int kiln_interp_check_ranks(const kiln_kernel *k, unsigned rank,
+                                   int outputs_too, char *why, size_t n)
+{
+    for (uint32_t i = 0; i < k->n_inputs; i++)
+        if (k->inputs[i].rank != rank)
+            return kiln_interp_why(why, n, "input %u has rank %u, the "
+                                   "iteration space has rank %u", i,
+                                   k->inputs[i].rank, rank);
+    for (uint32_t j = 0; outputs_too && j < k->n_outputs; j++)
+        if (k->outputs[j].rank != rank)
+            return kiln_interp_why(why, n, "output %u has rank %u, expected "
+                                   "%u", j, k->outputs[j].rank, rank);
+    return 0;
+}
+
+static int kiln_interp_check_reduce(const kiln_kernel *k, char *why,
+                                    size_t n)
+{
+    if (k->n_outputs != 1 || k->n_inputs < 1)
+        return kiln_interp_why(why, n, "reduce needs >= 1 input and 1 "
+                               "output, got %u and %u", k->n_inputs,
+                               k->n_outputs);
+    if (kiln_interp_check_ranks(k, k->inputs[0].rank, 1, why, n))
+        return -1;
+    unsigned dt = k->outputs[0].dtype;
+    switch (k->reduce_op) {
+    case KILN_REDUCE_SUM:
+    case KILN_REDUCE_PROD:
+        if (dt == KILN_BOOL)
+            return kiln_interp_why(why, n, "sum/prod of bool (cast to an "
+                                   "integer first)");
+        break;
+    case KILN_REDUCE_MEAN:
+        if (!kiln_interp_is_float(dt))
+            return kiln_interp_why(why, n, "mean of %s (cast to a float "
+                                   "first)", kiln_interp_dtype_name(dt));
+        break;
+    case KILN_REDUCE_MAX:
+    case KILN_REDUCE_MIN:
+        break;
+    default:
+        return kiln_interp_why(why, n, "unknown reduce_op %u",
+                               k->reduce_op);
+    }
+    return kiln_interp_check_program(k, why, n);
+}
+
+static int kiln_interp_check_join(const kiln_kernel *k, char *why, size_t n)
+{
+    const kiln_arg_desc *out = &k->outputs[0];
+    if (k->n_outputs != 1 || k->n_inputs < 1)
+        return kiln_interp_why(why, n, "join needs >= 1 input and 1 output");
+    if (out->rank < 1 || k->axis < 0 || (unsigned)k->axis >= out->rank)
+        return kiln_interp_why(why, n, "join axis %d out of range for rank "
+                               "%u", (int)k->axis, out->rank);
+    for (uint32_t i = 0; i < k->n_inputs; i++)
+        if (k->inputs[i].dtype != out->dtype)
+            return kiln_interp_why(why, n, "join input %u is %s, output is "
+                                   "%s", i,
+                                   kiln_interp_dtype_name(k->inputs[i].dtype),
+                                   kiln_interp_dtype_name(out->dtype));
+    return kiln_interp_check_ranks(k, out->rank, 1, why, n);
+}
+
+/* GATHER (x, idx) -> out and SCATTER (idx, values) into out: the index
+ * tensor, the data rank and the rank of the indexed side. */
+static int kiln_interp_check_indexing(const kiln_kernel *k, char *why,
+                                      size_t n)
+{
+    int gather = k->kind == KILN_KERNEL_GATHER;
+    const char *what = gather ? "gather" : "scatter";
+    if (k->n_inputs != 2 || k->n_outputs != 1)
+        return kiln_interp_why(why, n, "%s needs 2 inputs and 1 output, got "
+                               "%u and %u", what, k->n_inputs, k->n_outputs);
+    const kiln_arg_desc *data = gather ? &k->inputs[0] : &k->outputs[0];
+    const kiln_arg_desc *idx = gather ? &k->inputs[1] : &k->inputs[0];
+    const kiln_arg_desc *side = gather ? &k->outputs[0] : &k->inputs[1];
+    if (!kiln_interp_is_int(idx->dtype))
+        return kiln_interp_why(why, n, "%s indices are %s, not i64/i32",
+                               what, kiln_interp_dtype_name(idx->dtype));
+    if (side->dtype != data->dtype)
+        return kiln_interp_why(why, n, "%s: %s and %s data", what,
+                               kiln_interp_dtype_name(side->dtype),
+                               kiln_interp_dtype_name(data->dtype));
+    if (data->rank < 1 || k->axis < 0 || (unsigned)k->axis >= data->rank)
+        return kiln_interp_why(why, n, "%s axis %d out of range for rank %u",
+                               what, (int)k->axis, data->rank);
+    if ((unsigned)side->rank != (unsigned)data->rank - 1u + idx->rank)
+        return kiln_interp_why(why, n, "%s: rank %u, expected %u - 1 + %u",
+                               what, side->rank, data->rank, idx->rank);
+    if (!gather && k->scatter_mode != KILN_SCATTER_SET
+        && k->scatter_mode != KILN_SCATTER_INC)
+        return kiln_interp_why(why, n, "unknown scatter_mode %u",
+                               k->scatter_mode);
+    return 0;
+}
+
+static int kiln_interp_check_dot(const kiln_kernel *k, char *why, size_t n)
+{
+    if (k->n_inputs != 2 || k->n_outputs != 1)
+        return kiln_interp_why(why, n, "dot needs 2 inputs and 1 output");
+    const kiln_arg_desc *a = &k->inputs[0], *b = &k->inputs[1];
+    const kiln_arg_desc *c = &k->outputs[0];
+    if (!kiln_interp_is_float(a->dtype) || b->dtype != a->dtype
+        || c->dtype != a->dtype)
+        return kiln_interp_why(why, n, "dot of %s and %s into %s (f32 or "
+                               "f64 only, all alike)",
+                               kiln_interp_dtype_name(a->dtype),
+                               kiln_interp_dtype_name(b->dtype),
+                               kiln_interp_dtype_name(c->dtype));
+    if (a->rank < 1 || a->rank > 2 || b->rank < 1 || b->rank > 2
+        || c->rank != a->rank + b->rank - 2)
+        return kiln_interp_why(why, n, "dot of ranks %u and %u into rank "
+                               "%u", a->rank, b->rank, c->rank);
+    return 0;
+}
+
+/* 0 when the interpreter can run `k` (a full-size copy); otherwise -1
+ * with the reason in `why`. */
+static int kiln_interp_check(const kiln_kernel *k, char *why, size_t n)
+{
+    if (kiln_interp_check_args(k, why, n))
+        return -1;
+    switch (k->kind) {
+    case KILN_KERNEL_ELEMWISE:
+        if (kiln_interp_check_ranks(k, k->outputs[0].rank, 1, why, n))
+            return -1;
+        return kiln_interp_check_program(k, why, n);
+    case KILN_KERNEL_REDUCE:
+        return kiln_interp_check_reduce(k, why, n);
+    case KILN_KERNEL_JOIN:
+        return kiln_interp_check_join(k, why, n);
+    case KILN_KERNEL_GATHER:
+    case KILN_KERNEL_SCATTER:
+        return kiln_interp_check_indexing(k, why, n);
+    case KILN_KERNEL_DOT:
+        return kiln_interp_check_dot(k, why, n);
+    default:
+        return kiln_interp_why(why, n, "unknown kernel kind %u", k->kind);
+    }
+}
+
+static int kiln_interp_has_program(uint32_t kind)
+{
+    return kind == KILN_KERNEL_ELEMWISE || kind == KILN_KERNEL_REDUCE;
+}
+
+/* ------------------------------------------------------------------ */
+/* Artifacts: a deep copy of the kernel in one allocation               */
+/* ------------------------------------------------------------------ */
+
+struct kiln_artifact {
+    kiln_kernel k; /* its arrays and label follow in the same block */
+};
+
+/* Reserve `count` items of `size` bytes at *total (8-aligned); 0 on
+ * overflow. */
+static int kiln_interp_reserve(size_t *total, size_t *at, size_t count,
+                               size_t size)
+{
+    size_t start = (*total + 7u) & ~(size_t)7u;
+    if (start < *total || (size && count > (SIZE_MAX - start) / size))
+        return 0;
+    *at = start;
+    *total = start + count * size;
+    return 1;
+}
+
+/* Copy a checked, full-size kernel; NULL when out of memory. */
+static kiln_artifact *kiln_interp_copy(const kiln_kernel *k)
+{
+    int prog = kiln_interp_has_program(k->kind);
+    size_t total = sizeof(kiln_artifact), at_in, at_out, at_ins = 0,
+           at_refs = 0, at_label = 0;
+    size_t label_len = k->label ? strlen(k->label) : 0;
+    int ok = kiln_interp_reserve(&total, &at_in, k->n_inputs,
+                                 sizeof(kiln_arg_desc))
+          && kiln_interp_reserve(&total, &at_out, k->n_outputs,
+                                 sizeof(kiln_arg_desc))
+          && (!prog || (kiln_interp_reserve(&total, &at_ins, k->n_instrs,
+                                            sizeof(kiln_instr))
+                        && kiln_interp_reserve(&total, &at_refs,
+                                               k->n_outputs,
+                                               sizeof(int32_t))))
+          && (!k->label || kiln_interp_reserve(&total, &at_label,
+                                               label_len + 1, 1));
+    if (!ok)
+        return NULL;
+    unsigned char *block = malloc(total);
+    if (!block)
+        return NULL;
+    kiln_artifact *a = (kiln_artifact *)(void *)block;
+    a->k = *k;
+    kiln_arg_desc *in = (kiln_arg_desc *)(void *)(block + at_in);
+    kiln_arg_desc *out = (kiln_arg_desc *)(void *)(block + at_out);
+    if (k->n_inputs)
+        memcpy(in, k->inputs, k->n_inputs * sizeof *in);
+    memcpy(out, k->outputs, k->n_outputs * sizeof *out);
+    a->k.inputs = in;
+    a->k.outputs = out;
+    a->k.instrs = NULL;
+    a->k.out_refs = NULL;
+    if (prog) {
+        kiln_instr *ins = (kiln_instr *)(void *)(block + at_ins);
+        int32_t *refs = (int32_t *)(void *)(block + at_refs);
+        memcpy(ins, k->instrs, k->n_instrs * sizeof *ins);
+        memcpy(refs, k->out_refs, k->n_outputs * sizeof *refs);
+        a->k.instrs = ins;
+        a->k.out_refs = refs;
+    } else {
+        a->k.n_instrs = 0;
+    }
+    if (k->label) {
+        char *label = (char *)(block + at_label);
+        memcpy(label, k->label, label_len + 1);
+        a->k.label = label;
+    }
+    return a;
+}
+
+/* ------------------------------------------------------------------ */
+/* Prepared programs                                                    */
+/* ------------------------------------------------------------------ */
+
+typedef struct kiln_interp_prog {
+    uint32_t n_exec;   /* instructions run per block, in order */
+    uint32_t *exec;
+    uint32_t n_consts; /* CONST instructions filled once per call */
+    uint32_t *consts;
+    uint32_t *reg;     /* register of each instruction (dead: unused) */
+    uint32_t n_regs;
+    int uses_runtime;  /* calls kiln_runtime functions */
+} kiln_interp_prog;
+
+static void kiln_interp_prog_free(kiln_interp_prog *p)
+{
+    free(p->exec);
+    free(p->consts);
+    free(p->reg);
+}
+
+/* Mark the instructions the outputs depend on (liveness, backwards). */
+static void kiln_interp_mark_live(const kiln_kernel *k, uint8_t *live)
+{
+    for (uint32_t j = 0; j < k->n_outputs; j++)
+        live[k->out_refs[j]] = 1;
+    for (uint32_t i = k->n_instrs; i-- > 0;) {
+        const kiln_instr *in = &k->instrs[i];
+        if (!live[i])
+            continue;
+        for (unsigned q = 0; q < kiln_interp_ops[in->op].arity; q++)
+            live[kiln_interp_operand(in, q)] = 1;
+    }
+}
+
+/* Register allocation by last use: a register returns to the free list
+ * after the last instruction that reads it has been given its own
+ * register, so an instruction never writes the register it reads (a cast
+ * from f32 to f64 in place would overwrite slots not yet read).  CONSTs
+ * and outputs keep their registers for the whole call. */
+static void kiln_interp_assign_regs(const kiln_kernel *k,
+                                    const uint8_t *live, uint32_t *last,
+                                    uint32_t *freelist, kiln_interp_prog *p)
+{
+    uint32_t n = k->n_instrs, n_free = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        last[i] = 0;
+        if (!live[i])
+            continue;
+        const kiln_instr *in = &k->instrs[i];
+        for (unsigned q = 0; q < kiln_interp_ops[in->op].arity; q++)
+            last[kiln_interp_operand(in, q)] = i;
+        if (in->op == KILN_I_CONST)
+            last[i] = UINT32_MAX;
+    }
+    for (uint32_t j = 0; j < k->n_outputs; j++)
+        last[k->out_refs[j]] = UINT32_MAX;
+
+    for (uint32_t i = 0; i < n; i++) {
+        p->reg[i] = UINT32_MAX;
+        if (!live[i])
+            continue;
+        const kiln_instr *in = &k->instrs[i];
+        p->reg[i] = n_free ? freelist[--n_free] : p->n_regs++;
+        if (in->op == KILN_I_CONST)
+            p->consts[p->n_consts++] = i;
+        else
+            p->exec[p->n_exec++] = i;
+        if (kiln_interp_ops[in->op].runtime)
+            p->uses_runtime = 1;
+        unsigned arity = kiln_interp_ops[in->op].arity;
+        for (unsigned q = 0; q < arity; q++) {
+            int32_t o = kiln_interp_operand(in, q);
+            int seen = 0; /* free a register read twice (x * x) once */
+            for (unsigned r = 0; r < q; r++)
+                seen |= kiln_interp_operand(in, r) == o;
+            if (!seen && last[o] == i)
+                freelist[n_free++] = p->reg[o];
+        }
+    }
+}
+
+static int kiln_interp_prog_prepare(kiln_interp_prog *p, const kiln_kernel *k)
+{
+    uint32_t n = k->n_instrs;
+    memset(p, 0, sizeof *p);
+    uint8_t *live = calloc(n, 1);
+    uint32_t *last = malloc(n * sizeof *last);
+    uint32_t *freelist = malloc(n * sizeof *freelist);
+    p->reg = malloc(n * sizeof *p->reg);
+    p->exec = malloc(n * sizeof *p->exec);
+    p->consts = malloc(n * sizeof *p->consts);
+    int ok = live && last && freelist && p->reg && p->exec && p->consts;
+    if (ok) {
+        kiln_interp_mark_live(k, live);
+        kiln_interp_assign_regs(k, live, last, freelist, p);
+    } else {
+        kiln_interp_prog_free(p);
+        memset(p, 0, sizeof *p);
+    }
+    free(live);
+    free(last);
+    free(freelist);
+    return ok ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Callables and calls                                                  */
+/* ------------------------------------------------------------------ */
+
+typedef struct kiln_interp_state {
+    kiln_callable callable; /* handed out; callable.state points here */
+    kiln_artifact *art;     /* own copy of the kernel */
+    kiln_interp_prog prog;  /* ELEMWISE, REDUCE */
+} kiln_interp_state;
+
+/* What one call needs, passed to the per-kind runners. */
+typedef struct kiln_interp_run {
+    const kiln_interp_state *s;
+    const kiln_kernel *k;
+    const kiln_call *call;
+    const kiln_runtime *rt; /* NULL when the host gave none */
+    const char *label;
+} kiln_interp_run;
+
+/* Write a message into the caller's errbuf (when it has one); returns
+ * `code` so that runners can `return kiln_interp_fail(...)`. */
+static int kiln_interp_fail(const kiln_interp_run *r, int code,
+                            const char *fmt, ...)
+{
+    const kiln_call *call = r->call;
+    size_t need = offsetof(kiln_call, errbuf_size) + sizeof(size_t);
+    if (call->struct_size >= need && call->errbuf && call->errbuf_size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(call->errbuf, call->errbuf_size, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static int64_t kiln_interp_numel(int rank, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++)
+        n *= shape[d];
+    return n;
+}
+
+static int kiln_interp_check_view(const kiln_interp_run *r, const char *role,
+                                  uint32_t i, const kiln_view *v,
+                                  const kiln_arg_desc *d)
+{
+    if (v->rank != (int32_t)d->rank)
+        return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: %s %u has rank %d, "
+                                "the kernel expects %u", r->label, role, i,
+                                (int)v->rank, d->rank);
+    if (v->dtype != (int32_t)d->dtype)
+        return kiln_interp_fail(r, KILN_ERR_TYPE, "%s: %s %u is %s, the "
+                                "kernel expects %s", r->label, role, i,
+                                kiln_interp_dtype_name((unsigned)v->dtype),
+                                kiln_interp_dtype_name(d->dtype));
+    for (int dd = 0; dd < v->rank; dd++)
+        if (v->shape[dd] < 0)
+            return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: %s %u has "
+                                    "negative dim %lld", r->label, role, i,
+                                    (long long)v->shape[dd]);
+    if (!v->data && kiln_interp_numel(v->rank, v->shape) > 0)
+        return kiln_interp_fail(r, KILN_ERR_ARG, "%s: %s %u has no data",
+                                r->label, role, i);
+    return 0;
+}
+
+static int kiln_interp_check_call(const kiln_interp_run *r)
+{
+    const kiln_kernel *k = r->k;
+    const kiln_call *call = r->call;
+    if (call->n_inputs != k->n_inputs || call->n_outputs != k->n_outputs)
+        return kiln_interp_fail(r, KILN_ERR_ARG, "%s: called with %u inputs "
+                                "and %u outputs, the kernel has %u and %u",
+                                r->label, call->n_inputs, call->n_outputs,
+                                k->n_inputs, k->n_outputs);
+    if ((k->n_inputs && !call->inputs) || !call->outputs)
+        return kiln_interp_fail(r, KILN_ERR_ARG, "%s: no views", r->label);
+    int rc = 0;
+    for (uint32_t i = 0; !rc && i < k->n_inputs; i++)
+        rc = kiln_interp_check_view(r, "input", i, &call->inputs[i],
+                                    &k->inputs[i]);
+    for (uint32_t j = 0; !rc && j < k->n_outputs; j++)
+        rc = kiln_interp_check_view(r, "output", j, &call->outputs[j],
+                                    &k->outputs[j]);
+    return rc;
+}
+
+/* Address of element `off` (in elements, may be negative) of a view. */
+static void *kiln_interp_elem(const kiln_view *v, int64_t off, size_t esize)
+{
+    return (char *)v->data + (ptrdiff_t)(off * (int64_t)esize);
+}
+
+/* ------------------------------------------------------------------ */
+/* Strided iteration                                                    */
+/* ------------------------------------------------------------------ */
+
+/* Several views walked together over one shape.  Strides are in
+ * elements, per view: strides[v * KILN_MAX_RANK + d].  offs[v] is the
+ * offset of the current row's first element; a body reads element j of
+ * the row at offs[v] + j * (inner stride of v). */
+typedef struct kiln_interp_iter {
+    int rank;
+    int64_t shape[KILN_MAX_RANK];
+    int64_t idx[KILN_MAX_RANK];
+    size_t n_views;
+    int64_t *strides;
+    int64_t *offs;
+} kiln_interp_iter;
+
+static int64_t *kiln_interp_strides(const kiln_interp_iter *it, size_t v)
+{
+    return &it->strides[v * KILN_MAX_RANK];
+}
+
+static int64_t kiln_interp_inner(const kiln_interp_iter *it, size_t v)
+{
+    return it->strides[v * KILN_MAX_RANK + (size_t)(it->rank - 1)];
+}
+
+static int64_t kiln_interp_at(const kiln_interp_iter *it, size_t v,
+                              int64_t j)
+{
+    return it->offs[v] + j * kiln_interp_inner(it, v);
+}
+
+/* Simplify the walk: drop extent-1 dims and merge a dim into the one
+ * outside it whenever every view steps through both as one (outer stride
+ * = inner stride * inner extent), so a C-contiguous (1000, 3) walks as one
+ * row of 3000.  The order of visits does not change.  Returns 0 when the
+ * space is empty (nothing to do), 1 otherwise; afterwards rank >= 1. */
+static int kiln_interp_iter_coalesce(kiln_interp_iter *it)
+{
+    int w = 0;
+    for (int d = 0; d < it->rank; d++) {
+        if (it->shape[d] == 0)
+            return 0;
+        if (it->shape[d] == 1)
+            continue;
+        int merge = w > 0;
+        for (size_t v = 0; merge && v < it->n_views; v++) {
+            int64_t *s = kiln_interp_strides(it, v);
+            merge = s[w - 1] == s[d] * it->shape[d];
+        }
+        if (merge) {
+            it->shape[w - 1] *= it->shape[d];
+            for (size_t v = 0; v < it->n_views; v++) {
+                int64_t *s = kiln_interp_strides(it, v);
+                s[w - 1] = s[d];
+            }
+        } else {
+            it->shape[w] = it->shape[d];
+            for (size_t v = 0; v < it->n_views; v++) {
+                int64_t *s = kiln_interp_strides(it, v);
+                s[w] = s[d];
+            }
+            w++;
+        }
+    }
+    if (w == 0) {
+        it->shape[0] = 1;
+        for (size_t v = 0; v < it->n_views; v++)
+            kiln_interp_strides(it, v)[0] = 0;
+        w = 1;
+    }
+    it->rank = w;
+    return 1;
+}
+
+typedef int (*kiln_interp_body)(void *ctx, const kiln_interp_iter *it,
+                                int64_t j0, int64_t n);
+
+/* Call `body` for every row of the (coalesced) space, in chunks of at
+ * most `block` elements.  Stops at the first non-zero return. */
+static int kiln_interp_iter_run(kiln_interp_iter *it, int64_t block,
+                                kiln_interp_body body, void *ctx)
+{
+    int64_t row = it->shape[it->rank - 1];
+    for (int d = 0; d < it->rank; d++)
+        it->idx[d] = 0;
+    for (size_t v = 0; v < it->n_views; v++)
+        it->offs[v] = 0;
+    for (;;) {
+        for (int64_t j0 = 0; j0 < row; j0 += block) {
+            int rc = body(ctx, it, j0, row - j0 < block ? row - j0 : block);
+            if (rc)
+                return rc;
+        }
+        int d = it->rank - 2;
+        for (; d >= 0; d--) {
+            it->idx[d]++;
+            for (size_t v = 0; v < it->n_views; v++)
+                it->offs[v] += kiln_interp_strides(it, v)[d];
+            if (it->idx[d] < it->shape[d])
+                break;
+            for (size_t v = 0; v < it->n_views; v++)
+                it->offs[v] -= kiln_interp_strides(it, v)[d] * it->shape[d];
+            it->idx[d] = 0;
+        }
+        if (d < 0)
+            return 0;
+    }
+}
+
+/* Copy n elements between strided rows; stride 0 in the source fills. */
+static void kiln_interp_move(void *dst, int64_t ds, const void *src,
+                             int64_t ss, int64_t n, size_t esize)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    if (ds == 1 && ss == 1) {
+        memcpy(d, s, (size_t)n * esize);
+        return;
+    }
+    /* memcpy with a constant size compiles to one load and store, and
+     * keeps the copy free of type punning. */
+#define KILN_INTERP_MOVE(SZ)                                                  \
+    for (int64_t j = 0; j < n; j++)                                           \
+        memcpy(d + (ptrdiff_t)(j * ds * (SZ)), s + (ptrdiff_t)(j * ss * (SZ)),\
+               (SZ));
+    switch (esize) {
+    case 8: KILN_INTERP_MOVE(8) break;
+    case 4: KILN_INTERP_MOVE(4) break;
+    default: KILN_INTERP_MOVE(1) break;
+    }
+#undef KILN_INTERP_MOVE
+}
+
+/* ------------------------------------------------------------------ */
+/* Scalar semantics                                                     */
+/* ------------------------------------------------------------------ */
+
+/* Two's-complement wrap without implementation-defined conversions. */
+static int64_t kiln_interp_s64(uint64_t u)
+{
+    return u <= (uint64_t)INT64_MAX ? (int64_t)u
+                                    : -(int64_t)(UINT64_MAX - u) - 1;
+}
+
+static int32_t kiln_interp_s32(uint32_t u)
+{
+    return u <= (uint32_t)INT32_MAX ? (int32_t)u
+                                    : -(int32_t)(UINT32_MAX - u) - 1;
+}
+
+/* Float to integer: truncation toward zero as in C; NaN and values out
+ * of range (undefined behaviour in C) give the type's minimum, which is
+ * what x86-64's cvttsd2si and therefore NumPy's astype produce there. */
+static int64_t kiln_interp_f2i64(double x)
+{
+    if (x >= -0x1p63 && x < 0x1p63)
+        return (int64_t)x;
+    return INT64_MIN;
+}
+
+static int32_t kiln_interp_f2i32(double x)
+{
+    if (x > -2147483649.0 && x < 2147483648.0)
+        return (int32_t)x;
+    return INT32_MIN;
+}
+
+#define KILN_INTERP_ADD64(x, y) kiln_interp_s64((uint64_t)(x) + (uint64_t)(y))
+#define KILN_INTERP_SUB64(x, y) kiln_interp_s64((uint64_t)(x) - (uint64_t)(y))
+#define KILN_INTERP_MUL64(x, y) kiln_interp_s64((uint64_t)(x) * (uint64_t)(y))
+#define KILN_INTERP_ADD32(x, y) kiln_interp_s32((uint32_t)(x) + (uint32_t)(y))
+#define KILN_INTERP_SUB32(x, y) kiln_interp_s32((uint32_t)(x) - (uint32_t)(y))
+#define KILN_INTERP_MUL32(x, y) kiln_interp_s32((uint32_t)(x) * (uint32_t)(y))
+/* NumPy's maximum/minimum: a NaN on either side wins. */
+#define KILN_INTERP_FMAX(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))
+#define KILN_INTERP_FMIN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))
+#define KILN_INTERP_MAX(x, y) ((x) > (y) ? (x) : (y))
+#define KILN_INTERP_MIN(x, y) ((x) < (y) ? (x) : (y))
+#define KILN_INTERP_OR(x, y) ((uint8_t)((x) | (y)))
+#define KILN_INTERP_AND(x, y) ((uint8_t)((x) & (y)))
+
+/* Loops over one block: x (and y, z) are the operands' slots j. */
+#define KILN_INTERP_LOOP1(T, R, EXPR)                                         \
+    do {                                                                      \
+        R *d_ = d;                                                            \
+        const T *a_ = a;                                                      \
+        for (size_t j = 0; j < n; j++) {                                      \
+            T x = a_[j];                                                      \
+            d_[j] = (EXPR);                                                   \
+        }                                                                     \
+    } while (0)
+
+#define KILN_INTERP_LOOP2(T, R, EXPR)                                         \
+    do {                                                                      \
+        R *d_ = d;                                                            \
+        const T *a_ = a, *b_ = b;                                             \
+        for (size_t j = 0; j < n; j++) {                                      \
+            T x = a_[j], y = b_[j];                                           \
+            d_[j] = (EXPR);                                                   \
+        }                                                                     \
+    } while (0)
+
+typedef double (*kiln_interp_d2d)(double);
+
+/* The runtime function behind a unary transcendental opcode. */
+static kiln_interp_d2d kiln_interp_rt_unary(const kiln_runtime *rt,
+                                            unsigned op)
+{
+    switch (op) {
+    case KILN_I_EXP: return rt->exp;
+    case KILN_I_EXPM1: return rt->expm1;
+    case KILN_I_LOG: return rt->log;
+    case KILN_I_LOG1P: return rt->log1p;
+    case KILN_I_SQRT: return rt->sqrt;
+    case KILN_I_SIGMOID: return rt->sigmoid;
+    case KILN_I_SOFTPLUS: return rt->softplus;
+    case KILN_I_TANH: return rt->tanh;
+    case KILN_I_SIN: return rt->sin;
+    case KILN_I_COS: return rt->cos;
+    case KILN_I_ERF: return rt->erf;
+    case KILN_I_ERFC: return rt->erfc;
+    case KILN_I_GAMMALN: return rt->gammaln;
+    case KILN_I_DIGAMMA: return rt->digamma;
+    default: return NULL;
+    }
+}
+
+/* Ops on floats: f32 goes through the double runtime functions and is
+ * rounded once (for + - * / computing in float gives the same result,
+ * double having more than twice float's precision). */
+#define KILN_INTERP_FLOAT_OPS(T, FABS)                                        \
+    switch (op) {                                                             \
+    case KILN_I_ADD: KILN_INTERP_LOOP2(T, T, x + y); break;                   \
+    case KILN_I_SUB: KILN_INTERP_LOOP2(T, T, x - y); break;                   \
+    case KILN_I_MUL: KILN_INTERP_LOOP2(T, T, x * y); break;                   \
+    case KILN_I_TRUE_DIV: KILN_INTERP_LOOP2(T, T, x / y); break;              \
+    case KILN_I_MAXIMUM: KILN_INTERP_LOOP2(T, T, KILN_INTERP_FMAX(x, y));     \
+        break;                                                                \
+    case KILN_I_MINIMUM: KILN_INTERP_LOOP2(T, T, KILN_INTERP_FMIN(x, y));     \
+        break;                                                                \
+    case KILN_I_POW:                                                          \
+        KILN_INTERP_LOOP2(T, T, (T)rt->pow((double)x, (double)y));            \
+        break;                                                                \
+    case KILN_I_NEG: KILN_INTERP_LOOP1(T, T, -x); break;                      \
+    case KILN_I_ABS: KILN_INTERP_LOOP1(T, T, FABS(x)); break;                 \
+    case KILN_I_SQUARE: KILN_INTERP_LOOP1(T, T, x * x); break;                \
+    default: {                                                                \
+        kiln_interp_d2d f = kiln_interp_rt_unary(rt, op);                     \
+        KILN_INTERP_LOOP1(T, T, (T)f((double)x));                             \
+        break;                                                                \
+    }                                                                         \
+    }
+
+/* Ops on integers wrap like two's complement (NumPy), without UB. */
+#define KILN_INTERP_INT_OPS(T, ADD, SUB, MUL)                                 \
+    switch (op) {                                                             \
+    case KILN_I_ADD: KILN_INTERP_LOOP2(T, T, ADD(x, y)); break;               \
+    case KILN_I_SUB: KILN_INTERP_LOOP2(T, T, SUB(x, y)); break;               \
+    case KILN_I_MUL: KILN_INTERP_LOOP2(T, T, MUL(x, y)); break;               \
+    case KILN_I_MAXIMUM: KILN_INTERP_LOOP2(T, T, KILN_INTERP_MAX(x, y));      \
+        break;                                                                \
+    case KILN_I_MINIMUM: KILN_INTERP_LOOP2(T, T, KILN_INTERP_MIN(x, y));      \
+        break;                                                                \
+    case KILN_I_NEG: KILN_INTERP_LOOP1(T, T, SUB(0, x)); break;               \
+    case KILN_I_ABS: KILN_INTERP_LOOP1(T, T, x < 0 ? SUB(0, x) : x); break;   \
+    case KILN_I_SQUARE: KILN_INTERP_LOOP1(T, T, MUL(x, x)); break;            \
+    default: break;                                                           \
+    }
+
+/* Arithmetic, maximum/minimum and the transcendental functions. */
+static void kiln_interp_arith(const kiln_runtime *rt, unsigned op,
+                              unsigned dt, void *d, const void *a,
+                              const void *b, size_t n)
+{
+    switch (dt) {
+    case KILN_F64: KILN_INTERP_FLOAT_OPS(double, fabs) break;
+    case KILN_F32: KILN_INTERP_FLOAT_OPS(float, fabsf) break;
+    case KILN_I64:
+        KILN_INTERP_INT_OPS(int64_t, KILN_INTERP_ADD64, KILN_INTERP_SUB64,
+                            KILN_INTERP_MUL64)
+        break;
+    case KILN_I32:
+        KILN_INTERP_INT_OPS(int32_t, KILN_INTERP_ADD32, KILN_INTERP_SUB32,
+                            KILN_INTERP_MUL32)
+        break;
+    default: /* bool: only maximum/minimum pass the checks */
+        if (op == KILN_I_MAXIMUM)
+            KILN_INTERP_LOOP2(uint8_t, uint8_t, KILN_INTERP_OR(x, y));
+        else
+            KILN_INTERP_LOOP2(uint8_t, uint8_t, KILN_INTERP_AND(x, y));
+        break;
+    }
+}
+
+#define KILN_INTERP_COMPARE_OPS(T)                                            \
+    switch (op) {                                                             \
+    case KILN_I_EQ: KILN_INTERP_LOOP2(T, uint8_t, x == y); break;             \
+    case KILN_I_NE: KILN_INTERP_LOOP2(T, uint8_t, x != y); break;             \
+    case KILN_I_LT: KILN_INTERP_LOOP2(T, uint8_t, x < y); break;              \
+    case KILN_I_LE: KILN_INTERP_LOOP2(T, uint8_t, x <= y); break;             \
+    case KILN_I_GT: KILN_INTERP_LOOP2(T, uint8_t, x > y); break;              \
+    default: KILN_INTERP_LOOP2(T, uint8_t, x >= y); break;                    \
+    }
+
+/* Comparisons of two operands of dtype `dt`, giving bool (NaN compares
+ * unequal and unordered, as in C and NumPy). */
+static void kiln_interp_compare(unsigned op, unsigned dt, void *d,
+                                const void *a, const void *b, size_t n)
+{
+    switch (dt) {
+    case KILN_F64: KILN_INTERP_COMPARE_OPS(double) break;
+    case KILN_F32: KILN_INTERP_COMPARE_OPS(float) break;
+    case KILN_I64: KILN_INTERP_COMPARE_OPS(int64_t) break;
+    case KILN_I32: KILN_INTERP_COMPARE_OPS(int32_t) break;
+    default: KILN_INTERP_COMPARE_OPS(uint8_t) break;
+    }
+}
+
+static void kiln_interp_logic(unsigned op, void *d, const void *a,
+                              const void *b, size_t n)
+{
+    switch (op) {
+    case KILN_I_AND:
+        KILN_INTERP_LOOP2(uint8_t, uint8_t, (uint8_t)(x != 0 && y != 0));
+        break;
+    case KILN_I_OR:
+        KILN_INTERP_LOOP2(uint8_t, uint8_t, (uint8_t)(x != 0 || y != 0));
+        break;
+    default:
+        KILN_INTERP_LOOP1(uint8_t, uint8_t, (uint8_t)(x == 0));
+        break;
+    }
+}
+
+#define KILN_INTERP_WHERE_LOOP(T)                                             \
+    do {                                                                      \
+        T *d_ = d;                                                            \
+        const T *b_ = b, *c_ = c;                                             \
+        for (size_t j = 0; j < n; j++)                                        \
+            d_[j] = cond[j] ? b_[j] : c_[j];                                  \
+    } while (0)
+
+static void kiln_interp_where(unsigned dt, void *d, const uint8_t *cond,
+                              const void *b, const void *c, size_t n)
+{
+    switch (dt) {
+    case KILN_F64: KILN_INTERP_WHERE_LOOP(double); break;
+    case KILN_F32: KILN_INTERP_WHERE_LOOP(float); break;
+    case KILN_I64: KILN_INTERP_WHERE_LOOP(int64_t); break;
+    case KILN_I32: KILN_INTERP_WHERE_LOOP(int32_t); break;
+    default: KILN_INTERP_WHERE_LOOP(uint8_t); break;
+    }
+}
+
+/* One source dtype to every destination dtype; TO64/TO32 convert x to
+ * the integer types, floats go through C's (defined) conversions. */
+#define KILN_INTERP_CAST_FROM(TS, TO64, TO32)                                 \
+    switch (to) {                                                             \
+    case KILN_F64: KILN_INTERP_LOOP1(TS, double, (double)x); break;           \
+    case KILN_F32: KILN_INTERP_LOOP1(TS, float, (float)x); break;             \
+    case KILN_I64: KILN_INTERP_LOOP1(TS, int64_t, TO64); break;               \
+    case KILN_I32: KILN_INTERP_LOOP1(TS, int32_t, TO32); break;               \
+    default: KILN_INTERP_LOOP1(TS, uint8_t, (uint8_t)(x != 0)); break;        \
+    }
+
+static void kiln_interp_cast(unsigned from, unsigned to, void *d,
+                             const void *a, size_t n)
+{
+    switch (from) {
+    case KILN_F64:
+        KILN_INTERP_CAST_FROM(double, kiln_interp_f2i64(x),
+                              kiln_interp_f2i32(x))
+        break;
+    case KILN_F32:
+        KILN_INTERP_CAST_FROM(float, kiln_interp_f2i64((double)x),
+                              kiln_interp_f2i32((double)x))
+        break;
+    case KILN_I64:
+        KILN_INTERP_CAST_FROM(int64_t, x, kiln_interp_s32((uint32_t)x))
+        break;
+    case KILN_I32:
+        KILN_INTERP_CAST_FROM(int32_t, (int64_t)x, x)
+        break;
+    default:
+        KILN_INTERP_CAST_FROM(uint8_t, (int64_t)(x != 0), (int32_t)(x != 0))
+        break;
+    }
+}
+
+/* Fill a whole register with the constant `imm` converted to `dt`. */
+static void kiln_interp_fill_const(unsigned dt, double imm, void *reg)
+{
+    double one = imm;
+    kiln_interp_cast(KILN_F64, dt, reg, &one, 1);
+    size_t es = kiln_interp_dtype_size(dt);
+    for (size_t j = 1; j < KILN_INTERP_BLOCK; j++)
+        memcpy((char *)reg + j * es, reg, es);
+}
+
+/* Run one non-LOAD, non-CONST instruction over a block. */
+static void kiln_interp_exec(const kiln_runtime *rt, const kiln_instr *in,
+                             unsigned odt, void *d, const void *a,
+                             const void *b, const void *c, size_t n)
+{
+    switch (kiln_interp_ops[in->op].cls) {
+    case KILN_INTERP_C_CAST:
+        kiln_interp_cast(odt, in->dtype, d, a, n);
+        break;
+    case KILN_INTERP_C_WHERE:
+        kiln_interp_where(in->dtype, d, a, b, c, n);
+        break;
+    case KILN_INTERP_C_COMPARE:
+        kiln_interp_compare(in->op, odt, d, a, b, n);
+        break;
+    case KILN_INTERP_C_LOGIC:
+        kiln_interp_logic(in->op, d, a, b, n);
+        break;
+    default:
+        kiln_interp_arith(rt, in->op, in->dtype, d, a, b, n);
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Running scalar programs (ELEMWISE, REDUCE)                           */
+/* ------------------------------------------------------------------ */
+
+typedef struct kiln_interp_prun {
+    const kiln_interp_run *r;
+    unsigned char *regs;
+    uint32_t n_in;
+} kiln_interp_prun;
+
+static void *kiln_interp_reg(const kiln_interp_prun *p, uint32_t i)
+{
+    return p->regs + (size_t)p->r->s->prog.reg[i] * KILN_INTERP_REG_BYTES;
+}
+
+/* Run the program over elements j0 .. j0+n-1 of the current row. */
+static void kiln_interp_run_block(const kiln_interp_prun *p,
+                                  const kiln_interp_iter *it, int64_t j0,
+                                  size_t n)
+{
+    const kiln_interp_prog *prog = &p->r->s->prog;
+    const kiln_instr *instrs = p->r->k->instrs;
+    for (uint32_t e = 0; e < prog->n_exec; e++) {
+        uint32_t i = prog->exec[e];
+        const kiln_instr *in = &instrs[i];
+        void *d = kiln_interp_reg(p, i);
+        if (in->op == KILN_I_LOAD) {
+            size_t v = (size_t)in->a, es = kiln_interp_dtype_size(in->dtype);
+            const void *src = kiln_interp_elem(&p->r->call->inputs[v],
+                                               kiln_interp_at(it, v, j0), es);
+            kiln_interp_move(d, 1, src, kiln_interp_inner(it, v), (int64_t)n,
+                             es);
+            continue;
+        }
+        unsigned arity = kiln_interp_ops[in->op].arity;
+        const void *a = arity > 0 ? kiln_interp_reg(p, (uint32_t)in->a) : NULL;
+        const void *b = arity > 1 ? kiln_interp_reg(p, (uint32_t)in->b) : NULL;
+        const void *c = arity > 2 ? kiln_interp_reg(p, (uint32_t)in->c) : NULL;
+        unsigned odt = arity > 0 ? instrs[in->a].dtype : in->dtype;
+        if (in->op == KILN_I_WHERE)
+            odt = instrs[in->b].dtype;
+        kiln_interp_exec(p->r->rt, in, odt, d, a, b, c, n);
+    }
+}
+
+static int kiln_interp_elemwise_body(void *ctx, const kiln_interp_iter *it,
+                                     int64_t j0, int64_t n)
+{
+    const kiln_interp_prun *p = ctx;
+    const kiln_kernel *k = p->r->k;
+    kiln_interp_run_block(p, it, j0, (size_t)n);
+    /* Stores come after every load of the block, so an output that
+     * aliases an input element for element is read before written. */
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        size_t v = p->n_in + j;
+        size_t es = kiln_interp_dtype_size(k->outputs[j].dtype);
+        void *dst = kiln_interp_elem(&p->r->call->outputs[j],
+                                     kiln_interp_at(it, v, j0), es);
+        kiln_interp_move(dst, kiln_interp_inner(it, v),
+                         kiln_interp_reg(p, (uint32_t)k->out_refs[j]), 1, n,
+                         es);
+    }
+    return 0;
+}
+
+/* Reduction of one block into the output: `o` is the output element of
+ * the block's first position, `os` the output's stride along the row.
+ * When the row is reduced (os == 0) the block is combined in a local
+ * accumulator first (in double for f32) and stored once. */
+#define KILN_INTERP_DEFINE_REDUCE(NAME, T, ACC, ADD, MUL, MAX, MIN, LOW, HIGH)\
+    static void NAME(uint32_t op, void *o_, int64_t os, const void *v_,       \
+                     size_t n)                                                \
+    {                                                                         \
+        T *o = o_;                                                            \
+        const T *v = v_;                                                      \
+        if (os == 0) {                                                        \
+            ACC acc;                                                          \
+            switch (op) {                                                     \
+            case KILN_REDUCE_PROD:                                            \
+                acc = 1;                                                      \
+                for (size_t j = 0; j < n; j++) acc = MUL(acc, (ACC)v[j]);     \
+                *o = (T)MUL((ACC)*o, acc);                                    \
+                break;                                                        \
+            case KILN_REDUCE_MAX:                                             \
+                acc = LOW;                                                    \
+                for (size_t j = 0; j < n; j++) acc = MAX(acc, (ACC)v[j]);     \
+                *o = (T)MAX((ACC)*o, acc);                                    \
+                break;                                                        \
+            case KILN_REDUCE_MIN:                                             \
+                acc = HIGH;                                                   \
+                for (size_t j = 0; j < n; j++) acc = MIN(acc, (ACC)v[j]);     \
+                *o = (T)MIN((ACC)*o, acc);                                    \
+                break;                                                        \
+            default:                                                          \
+                acc = 0;                                                      \
+                for (size_t j = 0; j < n; j++) acc = ADD(acc, (ACC)v[j]);     \
+                *o = (T)ADD((ACC)*o, acc);                                    \
+                break;                                                        \
+            }                                                                 \
+            return;                                                           \
+        }                                                                     \
+        for (size_t j = 0; j < n; j++) {                                      \
+            T *oj = o + (ptrdiff_t)((int64_t)j * os);                         \
+            switch (op) {                                                     \
+            case KILN_REDUCE_PROD: *oj = (T)MUL(*oj, v[j]); break;            \
+            case KILN_REDUCE_MAX: *oj = (T)MAX(*oj, v[j]); break;             \
+            case KILN_REDUCE_MIN: *oj = (T)MIN(*oj, v[j]); break;             \
+            default: *oj = (T)ADD(*oj, v[j]); break;                          \
+            }                                                                 \
+        }                                                                     \
+    }
+
+#define KILN_INTERP_FADD(x, y) ((x) + (y))
+#define KILN_INTERP_FMUL(x, y) ((x) * (y))
+KILN_INTERP_DEFINE_REDUCE(kiln_interp_reduce_f64, double, double,
+                          KILN_INTERP_FADD, KILN_INTERP_FMUL,
+                          KILN_INTERP_FMAX, KILN_INTERP_FMIN, -INFINITY,
+                          INFINITY)
+KILN_INTERP_DEFINE_REDUCE(kiln_interp_reduce_f32, float, double,
+                          KILN_INTERP_FADD, KILN_INTERP_FMUL,
+                          KILN_INTERP_FMAX, KILN_INTERP_FMIN, -INFINITY,
+                          INFINITY)
+KILN_INTERP_DEFINE_REDUCE(kiln_interp_reduce_i64, int64_t, int64_t,
+                          KILN_INTERP_ADD64, KILN_INTERP_MUL64,
+                          KILN_INTERP_MAX, KILN_INTERP_MIN, INT64_MIN,
+                          INT64_MAX)
+KILN_INTERP_DEFINE_REDUCE(kiln_interp_reduce_i32, int32_t, int32_t,
+                          KILN_INTERP_ADD32, KILN_INTERP_MUL32,
+                          KILN_INTERP_MAX, KILN_INTERP_MIN, INT32_MIN,
+                          INT32_MAX)
+/* bool: max is "any", min is "all"; sum and prod are refused. */
+KILN_INTERP_DEFINE_REDUCE(kiln_interp_reduce_bool, uint8_t, uint8_t,
+                          KILN_INTERP_OR, KILN_INTERP_AND, KILN_INTERP_OR,
+                          KILN_INTERP_AND, 0, 1)
+
+static void kiln_interp_reduce_block(unsigned dt, uint32_t op, void *o,
+                                     int64_t os, const void *v, size_t n)
+{
+    switch (dt) {
+    case KILN_F64: kiln_interp_reduce_f64(op, o, os, v, n); break;
+    case KILN_F32: kiln_interp_reduce_f32(op, o, os, v, n); break;
+    case KILN_I64: kiln_interp_reduce_i64(op, o, os, v, n); break;
+    case KILN_I32: kiln_interp_reduce_i32(op, o, os, v, n); break;
+    default: kiln_interp_reduce_bool(op, o, os, v, n); break;
+    }
+}
+
+static int kiln_interp_reduce_body(void *ctx, const kiln_interp_iter *it,
+                                   int64_t j0, int64_t n)
+{
+    const kiln_interp_prun *p = ctx;
+    const kiln_kernel *k = p->r->k;
+    size_t v = p->n_in;
+    unsigned dt = k->outputs[0].dtype;
+    kiln_interp_run_block(p, it, j0, (size_t)n);
+    void *o = kiln_interp_elem(&p->r->call->outputs[0],
+                               kiln_interp_at(it, v, j0),
+                               kiln_interp_dtype_size(dt));
+    kiln_interp_reduce_block(dt, k->reduce_op, o, kiln_interp_inner(it, v),
+                             kiln_interp_reg(p, (uint32_t)k->out_refs[0]),
+                             (size_t)n);
+    return 0;
+}
+
+/* The identity of a reduction, written as one element of dtype `dt`. */
+static void kiln_interp_identity(unsigned dt, uint32_t op, void *out)
+{
+    double val = 0.0;
+    switch (op) {
+    case KILN_REDUCE_PROD: val = 1.0; break;
+    case KILN_REDUCE_MAX: val = -INFINITY; break;
+    case KILN_REDUCE_MIN: val = INFINITY; break;
+    default: break;
+    }
+    if (kiln_interp_is_int(dt) && isinf(val)) {
+        /* The integer limits are not doubles: write them directly. */
+        int64_t i64 = val < 0 ? INT64_MIN : INT64_MAX;
+        int32_t i32 = val < 0 ? INT32_MIN : INT32_MAX;
+        if (dt == KILN_I64)
+            memcpy(out, &i64, sizeof i64);
+        else
+            memcpy(out, &i32, sizeof i32);
+        return;
+    }
+    /* bool: -inf -> 1 would be wrong for max ("any" starts false). */
+    if (dt == KILN_BOOL)
+        val = op == KILN_REDUCE_MIN || op == KILN_REDUCE_PROD;
+    kiln_interp_cast(KILN_F64, dt, out, &val, 1);
+}
+
+typedef struct kiln_interp_fill {
+    const kiln_view *view;
+    size_t esize;
+    unsigned char value[8];
+    double divisor; /* MEAN: divide instead of fill */
+} kiln_interp_fill;
+
+static int kiln_interp_fill_body(void *ctx, const kiln_interp_iter *it,
+                                 int64_t j0, int64_t n)
+{
+    const kiln_interp_fill *f = ctx;
+    void *d = kiln_interp_elem(f->view, kiln_interp_at(it, 0, j0), f->esize);
+    kiln_interp_move(d, kiln_interp_inner(it, 0), f->value, 0, n, f->esize);
+    return 0;
+}
+
+static int kiln_interp_mean_body(void *ctx, const kiln_interp_iter *it,
+                                 int64_t j0, int64_t n)
+{
+    const kiln_interp_fill *f = ctx;
+    int64_t s = kiln_interp_inner(it, 0);
+    if (f->view->dtype == KILN_F64) {
+        double *o = kiln_interp_elem(f->view, kiln_interp_at(it, 0, j0), 8);
+        for (int64_t j = 0; j < n; j++)
+            o[j * s] /= f->divisor;
+    } else {
+        float *o = kiln_interp_elem(f->view, kiln_interp_at(it, 0, j0), 4);
+        for (int64_t j = 0; j < n; j++)
+            o[j * s] = (float)((double)o[j * s] / f->divisor);
+    }
+    return 0;
+}
+
+/* Walk the distinct elements of a reduce output (`shape` has extent 1 on
+ * the reduced axes) with `body`. */
+static void kiln_interp_over_output(const kiln_view *out, const int64_t *shape,
+                                    kiln_interp_body body,
+                                    kiln_interp_fill *f)
+{
+    int64_t strides[KILN_MAX_RANK], off;
+    kiln_interp_iter it = { .rank = out->rank, .n_views = 1,
+                            .strides = strides, .offs = &off };
+    for (int d = 0; d < out->rank; d++) {
+        it.shape[d] = shape[d];
+        strides[d] = out->strides[d];
+    }
+    if (kiln_interp_iter_coalesce(&it))
+        kiln_interp_iter_run(&it, INT64_MAX, body, f);
+}
+
+/* REDUCE: initialise the output, accumulate, and divide for MEAN. */
+static int kiln_interp_reduce(const kiln_interp_run *r, kiln_interp_iter *it,
+                              kiln_interp_prun *p)
+{
+    const kiln_kernel *k = r->k;
+    const kiln_view *out = &r->call->outputs[0];
+    int64_t *os = kiln_interp_strides(it, p->n_in);
+    int64_t distinct[KILN_MAX_RANK];
+    double count = 1.0;
+    for (int d = 0; d < it->rank; d++) {
+        char b1[160], b2[160];
+        if (out->shape[d] != it->shape[d] && out->shape[d] != 1)
+            return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output shape %s "
+                                    "does not fit input shape %s", r->label,
+                                    kiln_interp_shape_str(b1, sizeof b1,
+                                                          out->rank,
+                                                          out->shape),
+                                    kiln_interp_shape_str(b2, sizeof b2,
+                                                          it->rank,
+                                                          it->shape));
+        /* A reduced axis is one the output does not step along. */
+        os[d] = out->shape[d] == 1 ? 0 : out->strides[d];
+        distinct[d] = os[d] == 0 ? 1 : it->shape[d];
+        if (os[d] == 0)
+            count *= (double)it->shape[d];
+    }
+    kiln_interp_fill f = { .view = out,
+                           .esize = kiln_interp_dtype_size(out->dtype),
+                           .divisor = count };
+    kiln_interp_identity(out->dtype, k->reduce_op, f.value);
+    kiln_interp_over_output(out, distinct, kiln_interp_fill_body, &f);
+    if (kiln_interp_iter_coalesce(it))
+        kiln_interp_iter_run(it, KILN_INTERP_BLOCK, kiln_interp_reduce_body,
+                             p);
+    if (k->reduce_op == KILN_REDUCE_MEAN)
+        /* An empty reduction divides 0 by 0: NaN, as NumPy's mean. */
+        kiln_interp_over_output(out, distinct, kiln_interp_mean_body, &f);
+    return 0;
+}
+
+/* ELEMWISE: outputs share outputs[0]'s shape; an input dim of extent 1
+ * broadcasts (stride 0) whatever stride it carries. */
+static int kiln_interp_elemwise(const kiln_interp_run *r, kiln_interp_iter *it,
+                                kiln_interp_prun *p)
+{
+    const kiln_call *call = r->call;
+    for (uint32_t j = 0; j < call->n_outputs; j++) {
+        const kiln_view *o = &call->outputs[j];
+        int64_t *s = kiln_interp_strides(it, p->n_in + j);
+        for (int d = 0; d < it->rank; d++) {
+            char b1[160], b2[160];
+            if (o->shape[d] != it->shape[d])
+                return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u has "
+                                        "shape %s, output 0 has %s", r->label,
+                                        j, kiln_interp_shape_str(
+                                            b1, sizeof b1, o->rank, o->shape),
+                                        kiln_interp_shape_str(
+                                            b2, sizeof b2, it->rank,
+                                            it->shape));
+            s[d] = o->strides[d];
+        }
+    }
+    if (kiln_interp_iter_coalesce(it))
+        kiln_interp_iter_run(it, KILN_INTERP_BLOCK, kiln_interp_elemwise_body,
+                             p);
+    return 0;
+}
+
+/* Input strides for a program kind; checks the broadcast rule. */
+static int kiln_interp_input_strides(const kiln_interp_run *r,
+                                     kiln_interp_iter *it)
+{
+    for (uint32_t i = 0; i < r->call->n_inputs; i++) {
+        const kiln_view *v = &r->call->inputs[i];
+        int64_t *s = kiln_interp_strides(it, i);
+        for (int d = 0; d < it->rank; d++) {
+            char b1[160], b2[160];
+            if (v->shape[d] != it->shape[d] && v->shape[d] != 1)
+                return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: input %u has "
+                                        "shape %s, which does not broadcast "
+                                        "to %s", r->label, i,
+                                        kiln_interp_shape_str(
+                                            b1, sizeof b1, v->rank, v->shape),
+                                        kiln_interp_shape_str(
+                                            b2, sizeof b2, it->rank,
+                                            it->shape));
+            s[d] = v->shape[d] == 1 ? 0 : v->strides[d];
+        }
+    }
+    return 0;
+}
+
+/* Whether the runtime table has every function the program calls. */
+static int kiln_interp_check_runtime(const kiln_interp_run *r)
+{
+    const kiln_runtime *rt = r->rt;
+    if (!r->s->prog.uses_runtime)
+        return 0;
+    if (!rt || rt->struct_size < offsetof(kiln_runtime, softplus)
+                                     + sizeof(rt->softplus))
+        return kiln_interp_fail(r, KILN_ERR_ARG, "%s: the call has no "
+                                "runtime table", r->label);
+    const kiln_interp_prog *prog = &r->s->prog;
+    for (uint32_t e = 0; e < prog->n_exec; e++) {
+        unsigned op = r->k->instrs[prog->exec[e]].op;
+        if (!kiln_interp_ops[op].runtime)
+            continue;
+        int have = op == KILN_I_POW ? rt->pow != NULL
+                                    : kiln_interp_rt_unary(rt, op) != NULL;
+        if (!have)
+            return kiln_interp_fail(r, KILN_ERR_ARG, "%s: the runtime table "
+                                    "has no %s", r->label,
+                                    kiln_interp_ops[op].name);
+    }
+    return 0;
+}
+
+/* ELEMWISE and REDUCE: set up the per-call workspace (register file and
+ * iterator state), fill the hoisted constants, and run. */
+static int kiln_interp_program_kind(const kiln_interp_run *r)
+{
+    union {
+        max_align_t align;
+        double f64[KILN_INTERP_STACK_BYTES / sizeof(double)];
+        float f32[KILN_INTERP_STACK_BYTES / sizeof(float)];
+        int64_t i64[KILN_INTERP_STACK_BYTES / sizeof(int64_t)];
+        int32_t i32[KILN_INTERP_STACK_BYTES / sizeof(int32_t)];
+        unsigned char bytes[KILN_INTERP_STACK_BYTES];
+    } stack;
+    const kiln_kernel *k = r->k;
+    const kiln_interp_prog *prog = &r->s->prog;
+    int reduce = k->kind == KILN_KERNEL_REDUCE;
+    const kiln_view *space = reduce ? &r->call->inputs[0]
+                                    : &r->call->outputs[0];
+    size_t n_views = (size_t)k->n_inputs + k->n_outputs;
+    size_t reg_bytes = (size_t)prog->n_regs * KILN_INTERP_REG_BYTES;
+    size_t iter_bytes = n_views * (KILN_MAX_RANK + 1) * sizeof(int64_t);
+    int rc = kiln_interp_check_runtime(r);
+    if (rc)
+        return rc;
+
+    unsigned char *ws = stack.bytes, *heap = NULL;
+    if (reg_bytes + iter_bytes > sizeof stack) {
+        ws = heap = malloc(reg_bytes + iter_bytes);
+        if (!heap)
+            return kiln_interp_fail(r, KILN_ERR_NOMEM, "%s: out of memory "
+                                    "for %zu bytes of registers", r->label,
+                                    reg_bytes + iter_bytes);
+    }
+    kiln_interp_iter it = { .rank = space->rank, .n_views = n_views };
+    it.strides = (int64_t *)(void *)(ws + reg_bytes);
+    it.offs = it.strides + n_views * KILN_MAX_RANK;
+    for (int d = 0; d < space->rank; d++)
+        it.shape[d] = space->shape[d];
+    kiln_interp_prun p = { .r = r, .regs = ws, .n_in = k->n_inputs };
+    for (uint32_t c = 0; c < prog->n_consts; c++) {
+        const kiln_instr *in = &k->instrs[prog->consts[c]];
+        kiln_interp_fill_const(in->dtype, in->imm,
+                               kiln_interp_reg(&p, prog->consts[c]));
+    }
+    rc = kiln_interp_input_strides(r, &it);
+    if (!rc)
+        rc = reduce ? kiln_interp_reduce(r, &it, &p)
+                    : kiln_interp_elemwise(r, &it, &p);
+    free(heap);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* JOIN, GATHER, SCATTER                                                */
+/* ------------------------------------------------------------------ */
+
+/* Copy (or, for SCATTER INC, add) between two views of one shape.  Made
+ * once per call (a "plan": the coalesced walk) and run from many base
+ * addresses.  View 0 is the destination, view 1 the source. */
+typedef struct kiln_interp_plan {
+    kiln_interp_iter it;
+    int64_t strides[2 * KILN_MAX_RANK];
+    int64_t offs[2];
+    int empty;
+    int single;      /* one element: skip the walk */
+    unsigned dtype;
+    size_t esize;
+    int add;         /* add into the destination instead of copying */
+    char *dst;       /* set before each run */
+    const char *src;
+} kiln_interp_plan;
+
+static void kiln_interp_plan_init(kiln_interp_plan *pl, int rank,
+                                  const int64_t *shape, const int64_t *dst_st,
+                                  const int64_t *src_st, unsigned dtype,
+                                  int add)
+{
+    memset(pl, 0, sizeof *pl);
+    pl->it.rank = rank;
+    pl->it.n_views = 2;
+    pl->it.strides = pl->strides;
+    pl->it.offs = pl->offs;
+    for (int d = 0; d < rank; d++) {
+        pl->it.shape[d] = shape[d];
+        pl->strides[d] = dst_st[d];
+        pl->strides[KILN_MAX_RANK + d] = src_st[d];
+    }
+    pl->dtype = dtype;
+    pl->esize = kiln_interp_dtype_size(dtype);
+    pl->add = add;
+    pl->empty = !kiln_interp_iter_coalesce(&pl->it);
+    pl->single = !pl->empty && pl->it.rank == 1 && pl->it.shape[0] == 1;
+}
+
+#define KILN_INTERP_ADD_LOOP(T, ADD)                                          \
+    do {                                                                      \
+        T *d_ = d;                                                            \
+        const T *s_ = s;                                                      \
+        for (int64_t j = 0; j < n; j++)                                       \
+            d_[j * ds] = (T)ADD(d_[j * ds], s_[j * ss]);                      \
+    } while (0)
+
+/* d[j*ds] += s[j*ss] in dtype `dt` (bool: or). */
+static void kiln_interp_add_into(unsigned dt, void *d, int64_t ds,
+                                 const void *s, int64_t ss, int64_t n)
+{
+    switch (dt) {
+    case KILN_F64: KILN_INTERP_ADD_LOOP(double, KILN_INTERP_FADD); break;
+    case KILN_F32: KILN_INTERP_ADD_LOOP(float, KILN_INTERP_FADD); break;
+    case KILN_I64: KILN_INTERP_ADD_LOOP(int64_t, KILN_INTERP_ADD64); break;
+    case KILN_I32: KILN_INTERP_ADD_LOOP(int32_t, KILN_INTERP_ADD32); break;
+    default: KILN_INTERP_ADD_LOOP(uint8_t, KILN_INTERP_OR); break;
+    }
+}
+
+static int kiln_interp_plan_body(void *ctx, const kiln_interp_iter *it,
+                                 int64_t j0, int64_t n)
+{
+    const kiln_interp_plan *pl = ctx;
+    char *d = pl->dst + (ptrdiff_t)(kiln_interp_at(it, 0, j0)
+                                    * (int64_t)pl->esize);
+    const char *s = pl->src + (ptrdiff_t)(kiln_interp_at(it, 1, j0)
+                                          * (int64_t)pl->esize);
+    if (pl->add)
+        kiln_interp_add_into(pl->dtype, d, kiln_interp_inner(it, 0), s,
+                             kiln_interp_inner(it, 1), n);
+    else
+        kiln_interp_move(d, kiln_interp_inner(it, 0), s,
+                         kiln_interp_inner(it, 1), n, pl->esize);
+    return 0;
+}
+
+static void kiln_interp_plan_run(kiln_interp_plan *pl, void *dst,
+                                 const void *src)
+{
+    if (pl->empty)
+        return;
+    if (pl->single) {
+        if (pl->add)
+            kiln_interp_add_into(pl->dtype, dst, 0, src, 0, 1);
+        else
+            memcpy(dst, src, pl->esize);
+        return;
+    }
+    pl->dst = dst;
+    pl->src = src;
+    kiln_interp_iter_run(&pl->it, INT64_MAX, kiln_interp_plan_body, pl);
+}
+
+/* JOIN: check every input against the output, then copy each into its
+ * slice.  Linear in the number of inputs. */
+static int kiln_interp_join(const kiln_interp_run *r)
+{
+    const kiln_call *call = r->call;
+    const kiln_view *out = &call->outputs[0];
+    int axis = r->k->axis;
+    int64_t total = 0;
+    for (uint32_t i = 0; i < call->n_inputs; i++) {
+        const kiln_view *v = &call->inputs[i];
+        for (int d = 0; d < out->rank; d++) {
+            char b1[160], b2[160];
+            if (d != axis && v->shape[d] != out->shape[d])
+                return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: input %u has "
+                                        "shape %s, output has %s (they may "
+                                        "differ only on axis %d)", r->label,
+                                        i, kiln_interp_shape_str(
+                                            b1, sizeof b1, v->rank, v->shape),
+                                        kiln_interp_shape_str(
+                                            b2, sizeof b2, out->rank,
+                                            out->shape), axis);
+        }
+        total += v->shape[axis];
+    }
+    if (total != out->shape[axis])
+        return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: inputs add up to "
+                                "%lld along axis %d, output has %lld",
+                                r->label, (long long)total, axis,
+                                (long long)out->shape[axis]);
+    size_t es = kiln_interp_dtype_size(out->dtype);
+    int64_t at = 0;
+    for (uint32_t i = 0; i < call->n_inputs; i++) {
+        const kiln_view *v = &call->inputs[i];
+        kiln_interp_plan pl;
+        kiln_interp_plan_init(&pl, v->rank, v->shape, out->strides,
+                              v->strides, (unsigned)out->dtype, 0);
+        kiln_interp_plan_run(&pl, kiln_interp_elem(out, at * out->strides[axis],
+                                                    es), v->data);
+        at += v->shape[axis];
+    }
+    return 0;
+}
+
+static int64_t kiln_interp_read_index(const void *p, unsigned dt)
+{
+    if (dt == KILN_I64) {
+        int64_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+typedef struct kiln_interp_idxcheck {
+    const kiln_interp_run *r;
+    const kiln_view *idx;
+    int64_t size;
+    int axis;
+} kiln_interp_idxcheck;
+
+static int kiln_interp_idxcheck_body(void *ctx, const kiln_interp_iter *it,
+                                     int64_t j0, int64_t n)
+{
+    const kiln_interp_idxcheck *c = ctx;
+    size_t es = kiln_interp_dtype_size((unsigned)c->idx->dtype);
+    for (int64_t j = j0; j < j0 + n; j++) {
+        int64_t k = kiln_interp_read_index(
+            kiln_interp_elem(c->idx, kiln_interp_at(it, 0, j), es),
+            (unsigned)c->idx->dtype);
+        if (k < -c->size || k >= c->size)
+            return kiln_interp_fail(c->r, KILN_ERR_RUNTIME, "index %lld is "
+                                    "out of bounds for axis %d with size "
+                                    "%lld", (long long)k, c->axis,
+                                    (long long)c->size);
+    }
+    return 0;
+}
+
+/* Every index in [-size, size), checked before anything is written so
+ * that a failed SCATTER leaves its (in-place) output untouched. */
+static int kiln_interp_check_indices(const kiln_interp_run *r,
+                                     const kiln_view *idx, int64_t size)
+{
+    int64_t strides[KILN_MAX_RANK], off;
+    kiln_interp_iter it = { .rank = idx->rank, .n_views = 1,
+                            .strides = strides, .offs = &off };
+    for (int d = 0; d < idx->rank; d++) {
+        it.shape[d] = idx->shape[d];
+        strides[d] = idx->strides[d];
+    }
+    kiln_interp_idxcheck c = { r, idx, size, r->k->axis };
+    if (!kiln_interp_iter_coalesce(&it))
+        return 0;
+    return kiln_interp_iter_run(&it, INT64_MAX, kiln_interp_idxcheck_body,
+                                &c);
+}
+
+/* GATHER and SCATTER share one walk over x[:axis] + idx.shape with three
+ * views: the data (x or the output; stride 0 over the idx dims), the
+ * indices (stride 0 over the leading dims) and the indexed side (out or
+ * values).  For each position, the sub-array x[..., k, ...] over
+ * x[axis+1:] is copied (or added) by a plan. */
+typedef struct kiln_interp_take_ctx {
+    const kiln_interp_run *r;
+    const kiln_view *data, *idx, *side;
+    int64_t size, data_axis_stride;
+    int gather;
+    kiln_interp_plan plan;
+} kiln_interp_take_ctx;
+
+static int kiln_interp_take_body(void *ctx, const kiln_interp_iter *it,
+                                 int64_t j0, int64_t n)
+{
+    kiln_interp_take_ctx *t = ctx;
+    size_t es = kiln_interp_dtype_size((unsigned)t->data->dtype);
+    size_t ies = kiln_interp_dtype_size((unsigned)t->idx->dtype);
+    for (int64_t j = j0; j < j0 + n; j++) {
+        int64_t k = kiln_interp_read_index(
+            kiln_interp_elem(t->idx, kiln_interp_at(it, 1, j), ies),
+            (unsigned)t->idx->dtype);
+        if (k < 0)
+            k += t->size; /* in range: checked beforehand */
+        char *data = kiln_interp_elem(t->data, kiln_interp_at(it, 0, j)
+                                      + k * t->data_axis_stride, es);
+        char *side = kiln_interp_elem(t->side, kiln_interp_at(it, 2, j), es);
+        if (t->gather)
+            kiln_interp_plan_run(&t->plan, side, data);
+        else
+            kiln_interp_plan_run(&t->plan, data, side);
+    }
+    return 0;
+}
+
+static int kiln_interp_take(const kiln_interp_run *r)
+{
+    const kiln_call *call = r->call;
+    int gather = r->k->kind == KILN_KERNEL_GATHER;
+    const kiln_view *data = gather ? &call->inputs[0] : &call->outputs[0];
+    const kiln_view *idx = gather ? &call->inputs[1] : &call->inputs[0];
+    const kiln_view *side = gather ? &call->outputs[0] : &call->inputs[1];
+    int axis = r->k->axis, q = idx->rank;
+    int post = data->rank - axis - 1;
+
+    /* side's shape = data[:axis] + idx + data[axis+1:]; SCATTER values
+     * may broadcast (extent 1), GATHER's output may not. */
+    int64_t want[KILN_MAX_RANK], side_st[KILN_MAX_RANK];
+    for (int d = 0; d < axis; d++)
+        want[d] = data->shape[d];
+    for (int d = 0; d < q; d++)
+        want[axis + d] = idx->shape[d];
+    for (int d = 0; d < post; d++)
+        want[axis + q + d] = data->shape[axis + 1 + d];
+    for (int d = 0; d < side->rank; d++) {
+        int bcast = !gather && side->shape[d] == 1;
+        if (side->shape[d] != want[d] && !bcast) {
+            char b1[160], b2[160];
+            return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: %s has shape %s, "
+                                    "expected %s", r->label,
+                                    gather ? "output" : "values",
+                                    kiln_interp_shape_str(b1, sizeof b1,
+                                                          side->rank,
+                                                          side->shape),
+                                    kiln_interp_shape_str(b2, sizeof b2,
+                                                          side->rank, want));
+        }
+        side_st[d] = bcast ? 0 : side->strides[d];
+    }
+    int rc = kiln_interp_check_indices(r, idx, data->shape[axis]);
+    if (rc)
+        return rc;
+
+    kiln_interp_take_ctx t = { .r = r, .data = data, .idx = idx, .side = side,
+                           .size = data->shape[axis],
+                           .data_axis_stride = data->strides[axis],
+                           .gather = gather };
+    const int64_t *data_post = data->strides + axis + 1;
+    const int64_t *side_post = side_st + axis + q;
+    if (gather)
+        kiln_interp_plan_init(&t.plan, post, want + axis + q, side_post,
+                              data_post, (unsigned)data->dtype, 0);
+    else
+        kiln_interp_plan_init(&t.plan, post, want + axis + q, data_post,
+                              side_post, (unsigned)data->dtype,
+                              r->k->scatter_mode == KILN_SCATTER_INC);
+    if (t.plan.empty)
+        return 0;
+
+    int64_t strides[3 * KILN_MAX_RANK], offs[3];
+    kiln_interp_iter it = { .rank = axis + q, .n_views = 3,
+                            .strides = strides, .offs = offs };
+    for (int d = 0; d < axis + q; d++) {
+        int lead = d < axis;
+        it.shape[d] = want[d];
+        strides[d] = lead ? data->strides[d] : 0;
+        strides[KILN_MAX_RANK + d] = lead ? 0 : idx->strides[d - axis];
+        strides[2 * KILN_MAX_RANK + d] = side_st[d];
+    }
+    if (!kiln_interp_iter_coalesce(&it))
+        return 0;
+    return kiln_interp_iter_run(&it, INT64_MAX, kiln_interp_take_body, &t);
+}
+
+/* ------------------------------------------------------------------ */
+/* DOT                                                                  */
+/* ------------------------------------------------------------------ */
+
+/* A matrix operand: rows x cols, element (i, j) at i*s0 + j*s1. */
+typedef struct kiln_interp_mat {
+    int64_t rows, cols, s0, s1;
+    int trans;  /* for BLAS: stored transposed */
+    int64_t ld; /* for BLAS: leading dimension */
+} kiln_interp_mat;
+
+/* Whether BLAS can read the matrix (row-major, maybe transposed, with a
+ * non-negative leading dimension), and how. */
+static int kiln_interp_mat_blas(kiln_interp_mat *m, int allow_trans)
+{
+    int64_t c1 = m->cols > 1 ? m->cols : 1, r1 = m->rows > 1 ? m->rows : 1;
+    if ((m->cols <= 1 || m->s1 == 1) && (m->rows <= 1 || m->s0 >= c1)) {
+        m->trans = 0;
+        m->ld = m->rows <= 1 ? c1 : m->s0;
+        return 1;
+    }
+    if (allow_trans && (m->rows <= 1 || m->s0 == 1)
+        && (m->cols <= 1 || m->s1 >= r1)) {
+        m->trans = 1;
+        m->ld = m->cols <= 1 ? r1 : m->s1;
+        return 1;
+    }
+    return 0;
+}
+
+#define KILN_INTERP_DOT_LOOP(T)                                               \
+    do {                                                                      \
+        const T *pa = a, *pb = b;                                             \
+        T *pc = c;                                                            \
+        for (int64_t i = 0; i < A->rows; i++)                                 \
+            for (int64_t j = 0; j < B->cols; j++) {                           \
+                double acc = 0.0;                                             \
+                for (int64_t p = 0; p < A->cols; p++)                         \
+                    acc += (double)pa[i * A->s0 + p * A->s1]                  \
+                         * (double)pb[p * B->s0 + j * B->s1];                 \
+                pc[i * C->s0 + j * C->s1] = (T)acc;                           \
+            }                                                                 \
+    } while (0)
+
+/* Any strides (negative, broadcast): a plain triple loop. */
+static void kiln_interp_dot_loop(unsigned dt, const kiln_interp_mat *A,
+                                 const void *a, const kiln_interp_mat *B,
+                                 const void *b, const kiln_interp_mat *C,
+                                 void *c)
+{
+    if (dt == KILN_F64)
+        KILN_INTERP_DOT_LOOP(double);
+    else
+        KILN_INTERP_DOT_LOOP(float);
+}
+
+/* DOT: every rank combination as one gemm (a vector is a 1 x k or k x 1
+ * matrix), through the runtime's CBLAS wrappers. */
+static int kiln_interp_dot(const kiln_interp_run *r)
+{
+    const kiln_view *va = &r->call->inputs[0], *vb = &r->call->inputs[1];
+    const kiln_view *vc = &r->call->outputs[0];
+    kiln_interp_mat A = { 1, va->shape[0], 0, va->strides[0], 0, 0 };
+    kiln_interp_mat B = { vb->shape[0], 1, vb->strides[0], 0, 0, 0 };
+    kiln_interp_mat C = { 1, 1, 0, 0, 0, 0 };
+    char b1[160], b2[160], b3[160];
+    if (va->rank == 2) {
+        A = (kiln_interp_mat){ va->shape[0], va->shape[1], va->strides[0],
+                               va->strides[1], 0, 0 };
+        C.rows = A.rows;
+        C.s0 = vc->strides[0];
+    }
+    if (vb->rank == 2) {
+        B = (kiln_interp_mat){ vb->shape[0], vb->shape[1], vb->strides[0],
+                               vb->strides[1], 0, 0 };
+        C.cols = B.cols;
+        C.s1 = vc->strides[vc->rank - 1];
+    }
+    int shape_ok = A.cols == B.rows;
+    if (vc->rank == 2)
+        shape_ok = shape_ok && vc->shape[0] == C.rows && vc->shape[1] == C.cols;
+    else if (vc->rank == 1)
+        shape_ok = shape_ok && vc->shape[0] == (va->rank == 2 ? C.rows
+                                                              : C.cols);
+    if (!shape_ok)
+        return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: shapes %s and %s do "
+                                "not give %s", r->label,
+                                kiln_interp_shape_str(b1, sizeof b1, va->rank,
+                                                      va->shape),
+                                kiln_interp_shape_str(b2, sizeof b2, vb->rank,
+                                                      vb->shape),
+                                kiln_interp_shape_str(b3, sizeof b3, vc->rank,
+                                                      vc->shape));
+    if (C.rows == 0 || C.cols == 0)
+        return 0;
+    const kiln_runtime *rt = r->rt;
+    unsigned dt = (unsigned)vc->dtype;
+    int have_rt = rt && rt->struct_size >= offsetof(kiln_runtime, sgemm)
+                                               + sizeof(rt->sgemm)
+               && (dt == KILN_F64 ? rt->dgemm != NULL : rt->sgemm != NULL);
+    if (have_rt && kiln_interp_mat_blas(&A, 1) && kiln_interp_mat_blas(&B, 1)
+        && kiln_interp_mat_blas(&C, 0)) {
+        if (dt == KILN_F64)
+            rt->dgemm(A.trans, B.trans, C.rows, C.cols, A.cols, 1.0, va->data,
+                      A.ld, vb->data, B.ld, 0.0, vc->data, C.ld);
+        else
+            rt->sgemm(A.trans, B.trans, C.rows, C.cols, A.cols, 1.0f,
+                      va->data, A.ld, vb->data, B.ld, 0.0f, vc->data, C.ld);
+        return 0;
+    }
+    kiln_interp_dot_loop(dt, &A, va->data, &B, vb->data, &C, vc->data);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The plugin interface                                                 */
+/* ------------------------------------------------------------------ */
+
+static int kiln_interp_call(void *state, const kiln_call *call)
+{
+    const kiln_interp_state *s = state;
+    if (!s || !call
+        || call->struct_size < offsetof(kiln_call, rt) + sizeof(call->rt))
+        return KILN_ERR_ARG;
+    const kiln_kernel *k = &s->art->k;
+    kiln_interp_run r = { .s = s, .k = k, .call = call, .rt = call->rt,
+                          .label = k->label ? k->label
+                                            : kiln_interp_kind_name(k->kind) };
+    int rc = kiln_interp_check_call(&r);
+    if (rc)
+        return rc;
+    switch (k->kind) {
+    case KILN_KERNEL_ELEMWISE:
+    case KILN_KERNEL_REDUCE:
+        return kiln_interp_program_kind(&r);
+    case KILN_KERNEL_JOIN:
+        return kiln_interp_join(&r);
+    case KILN_KERNEL_GATHER:
+    case KILN_KERNEL_SCATTER:
+        return kiln_interp_take(&r);
+    default:
+        return kiln_interp_dot(&r);
+    }
+}
+
+static int kiln_interp_supports(const kiln_kernel *k, kiln_plugin_error **err)
+{
+    char why[256];
+    kiln_kernel full;
+    if (kiln_interp_kernel_read(k, &full, why, sizeof why)
+        || kiln_interp_check(&full, why, sizeof why)) {
+        kiln_interp_report(err, KILN_ERR_BACKEND, why);
+        return 0;
+    }
+    return 1;
+}
+
+static int kiln_interp_compile(const kiln_kernel *k,
+                               const kiln_compile_options *opt,
+                               kiln_artifact **out, kiln_plugin_error **err)
+{
+    char why[256];
+    kiln_kernel full;
+    (void)opt; /* nothing to tune: the interpreter has no code to make */
+    if (!out)
+        return kiln_interp_report(err, KILN_ERR_ARG, "compile: no out");
+    *out = NULL;
+    if (kiln_interp_kernel_read(k, &full, why, sizeof why)
+        || kiln_interp_check(&full, why, sizeof why))
+        return kiln_interp_report(err, KILN_ERR_BACKEND, why);
+    *out = kiln_interp_copy(&full);
+    if (!*out)
+        return kiln_interp_report(err, KILN_ERR_NOMEM, "out of memory "
+                                  "copying the kernel");
+    return KILN_OK;
+}
+
+static void kiln_interp_callable_free(kiln_callable *c)
+{
+    if (!c)
+        return;
+    kiln_interp_state *s = c->state;
+    kiln_interp_prog_free(&s->prog);
+    free(s->art);
+    free(s);
+}
+
+static int kiln_interp_load(const kiln_artifact *a, kiln_callable **out,
+                            kiln_plugin_error **err)
+{
+    if (!a || !out)
+        return kiln_interp_report(err, KILN_ERR_ARG, "load: no artifact");
+    *out = NULL;
+    kiln_interp_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return kiln_interp_report(err, KILN_ERR_NOMEM, "out of memory");
+    s->callable.struct_size = sizeof s->callable;
+    s->callable.fn = kiln_interp_call;
+    s->callable.state = s;
+    /* The artifact may be freed after load: keep a copy. */
+    s->art = kiln_interp_copy(&a->k);
+    if (!s->art || (kiln_interp_has_program(a->k.kind)
+                    && kiln_interp_prog_prepare(&s->prog, &s->art->k))) {
+        kiln_interp_callable_free(&s->callable);
+        return kiln_interp_report(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    *out = &s->callable;
+    return KILN_OK;
+}
+
+/* The interpreter's artifacts are not worth caching (compiling is a
+ * copy), so there are no bytes to store. */
+static const void *kiln_interp_artifact_bytes(const kiln_artifact *a,
+                                              size_t *len)
+{
+    (void)a;
+    if (len)
+        *len = 0;
+    return NULL;
+}
+
+static void kiln_interp_artifact_free(kiln_artifact *a)
+{
+    free(a);
+}
+
+static const kiln_backend kiln_interp_backend = {
+    .struct_size = sizeof(kiln_backend),
+    .abi_major = KILN_ABI_MAJOR,
+    .abi_minor = KILN_ABI_MINOR,
+    .name = "interp",
+    .version = KILN_VERSION_STRING,
+    .build_id = KILN_INTERP_BUILD_ID,
+    .flags = KILN_BACKEND_THREAD_SAFE,
+    .supports = kiln_interp_supports,
+    .compile = kiln_interp_compile,
+    .load = kiln_interp_load,
+    .artifact_bytes = kiln_interp_artifact_bytes,
+    .load_bytes = NULL,
+    .artifact_free = kiln_interp_artifact_free,
+    .callable_free = kiln_interp_callable_free,
+    .error_free = kiln_interp_error_free,
+};
+
+/* libkiln compiles this file a second time as its built-in interpreter
+ * (core/interp_builtin.c) under another entry name. */
+#ifdef KILN_INTERP_BUILTIN
+#define KILN_INTERP_ENTRY kiln_interp_builtin_entry
+#else
+#define KILN_INTERP_ENTRY kiln_backend_entry
+#endif
+
+#if defined(__GNUC__)
+#define KILN_INTERP_EXPORT __attribute__((visibility("default")))
+#else
+#define KILN_INTERP_EXPORT
+#endif
+
+KILN_INTERP_EXPORT const kiln_backend *
+KILN_INTERP_ENTRY(uint32_t host_abi_major, uint32_t host_abi_minor,
+                   char *errbuf, size_t errbuf_size);
+
+KILN_INTERP_EXPORT const kiln_backend *
+KILN_INTERP_ENTRY(uint32_t host_abi_major, uint32_t host_abi_minor,
+                   char *errbuf, size_t errbuf_size)
+{
+    (void)host_abi_minor; /* any minor of our major is served */
+    if (host_abi_major != KILN_ABI_MAJOR) {
+        if (errbuf && errbuf_size)
+            snprintf(errbuf, errbuf_size, "interp: built for plugin ABI %d, "
+                     "the host speaks ABI %u", KILN_ABI_MAJOR,
+                     (unsigned)host_abi_major);
+        return NULL;
+    }
+    return &kiln_interp_backend;
+}

@@ -1,0 +1,1072 @@
+/*
+ * lower.c — graph → kernels (prefix kiln_lower_).
+ *
+ * Each node becomes one kernel, or a short fixed sequence (logsumexp:
+ * max, shifted sum of exp, log; set_subtensor: copy, then an update in
+ * place).  Elementwise nodes become a scalar program over their inputs;
+ * literals become immediates (KILN_I_CONST), so they never take a buffer
+ * and their values are part of the kernel description.  Shape ops become
+ * copies whose input view does the work (see lower.h).
+ *
+ * After lowering, buffers get storage slots by liveness: a temporary
+ * takes a free slot at the step that first writes it and gives it back
+ * after the last step that touches it; graph outputs are never given
+ * back.  Slots grow to the largest buffer they hold at call time, so a
+ * steady-state call allocates nothing.
+ */
+#include "lower.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- buffers ------------------------------------------------------- */
+
+static int type_static(const kiln_type *t)
+{
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] < 0)
+            return 0;
+    return 1;
+}
+
+static int add_buf(kiln_program *p, int kind, int node, const kiln_type *t,
+                   kiln_err *err)
+{
+    if (p->n_bufs == p->cap_bufs) {
+        int cap = p->cap_bufs ? 2 * p->cap_bufs : 64;
+        kiln_buf *b = realloc(p->bufs, sizeof *b * (size_t)cap);
+        if (!b)
+            return -kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        p->bufs = b;
+        p->cap_bufs = cap;
+    }
+    kiln_buf *b = &p->bufs[p->n_bufs];
+    memset(b, 0, sizeof *b);
+    b->kind = kind;
+    b->node = node;
+    b->type = *t;
+    b->is_static = type_static(t);
+    b->op = -1;
+    b->slot = -1;
+    b->def_step = -1;
+    b->last_step = -1;
+    b->rank = t->rank;
+    for (int i = 0; i < t->rank; i++)
+        b->shape[i] = t->dims[i];
+    return p->n_bufs++;
+}
+
+/* A temporary whose run-time shape is `op` with `attrs` over `ins`. */
+static int add_temp(kiln_program *p, int node, const kiln_type *t, int op,
+                    const kiln_attrs *attrs, int n_in, const int *ins,
+                    kiln_err *err)
+{
+    int id = add_buf(p, KILN_BUF_TEMP, node, t, err);
+    if (id < 0)
+        return id;
+    kiln_buf *b = &p->bufs[id];
+    b->op = op;
+    if (attrs)
+        b->attrs = *attrs;
+    b->n_in = n_in;
+    if (n_in > 0) {
+        b->in_bufs = malloc(sizeof(int) * (size_t)n_in);
+        if (!b->in_bufs)
+            return -kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        memcpy(b->in_bufs, ins, sizeof(int) * (size_t)n_in);
+    }
+    return id;
+}
+
+/* ---- steps ---------------------------------------------------------- */
+
+typedef struct prog_builder {
+    kiln_instr *ins;
+    int n, cap;
+} prog_builder;
+
+static int emit(prog_builder *pb, int op, kiln_dtype dt, int a, int b, int c,
+                double imm)
+{
+    if (pb->n == pb->cap) {
+        int cap = pb->cap ? 2 * pb->cap : 16;
+        kiln_instr *p = realloc(pb->ins, sizeof *p * (size_t)cap);
+        if (!p)
+            return -1;
+        pb->ins = p;
+        pb->cap = cap;
+    }
+    kiln_instr *i = &pb->ins[pb->n];
+    memset(i, 0, sizeof *i);
+    i->op = (uint16_t)op;
+    i->dtype = (uint8_t)dt;
+    i->a = a;
+    i->b = b;
+    i->c = c;
+    i->imm = imm;
+    return pb->n++;
+}
+
+/* Cast instruction `r` (of dtype `have`) to `want` when they differ. */
+static int emit_cast(prog_builder *pb, int r, kiln_dtype have, kiln_dtype want)
+{
+    if (r < 0 || have == want)
+        return r;
+    return emit(pb, KILN_I_CAST, want, r, -1, -1, 0);
+}
+
+static kiln_step *new_step(kiln_program *p, int kind, int node, int n_in,
+                           int n_out, const char *label, kiln_err *err)
+{
+    if (p->n_steps == p->cap_steps) {
+        int cap = p->cap_steps ? 2 * p->cap_steps : 64;
+        kiln_step *s = realloc(p->steps, sizeof *s * (size_t)cap);
+        if (!s) {
+            kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        p->steps = s;
+        p->cap_steps = cap;
+    }
+    kiln_step *s = &p->steps[p->n_steps];
+    memset(s, 0, sizeof *s);
+    s->node = node;
+    s->n_in = n_in;
+    s->n_out = n_out;
+    s->in = calloc((size_t)(n_in ? n_in : 1), sizeof *s->in);
+    s->out = calloc((size_t)(n_out ? n_out : 1), sizeof *s->out);
+    s->in_desc = calloc((size_t)(n_in ? n_in : 1), sizeof *s->in_desc);
+    s->out_desc = calloc((size_t)(n_out ? n_out : 1), sizeof *s->out_desc);
+    s->vin = calloc((size_t)(n_in ? n_in : 1), sizeof *s->vin);
+    s->vout = calloc((size_t)(n_out ? n_out : 1), sizeof *s->vout);
+    p->n_steps++;
+    if (!s->in || !s->out || !s->in_desc || !s->out_desc || !s->vin ||
+        !s->vout) {
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    snprintf(s->label, sizeof s->label, "%s", label);
+    s->kernel.struct_size = sizeof(kiln_kernel);
+    s->kernel.kind = (uint32_t)kind;
+    s->kernel.n_inputs = (uint32_t)n_in;
+    s->kernel.n_outputs = (uint32_t)n_out;
+    s->kernel.inputs = s->in_desc;
+    s->kernel.outputs = s->out_desc;
+    s->kernel.label = s->label;
+    return s;
+}
+
+static void set_arg(kiln_program *p, kiln_step *s, int is_out, int k,
+                    int buf, int recipe, int view_rank)
+{
+    kiln_arg *a = is_out ? &s->out[k] : &s->in[k];
+    kiln_arg_desc *d = is_out ? &s->out_desc[k] : &s->in_desc[k];
+    a->buf = buf;
+    a->recipe = recipe;
+    a->aux[0] = a->aux[1] = -1;
+    d->dtype = (uint8_t)p->bufs[buf].type.dtype;
+    d->rank = (uint8_t)view_rank;
+    int step = (int)(s - p->steps);
+    kiln_buf *b = &p->bufs[buf];
+    if (is_out && b->def_step < 0)
+        b->def_step = step;
+    if (b->last_step < step)
+        b->last_step = step;
+}
+
+static int attach_program(kiln_step *s, prog_builder *pb, const int *outs,
+                          kiln_err *err)
+{
+    s->instrs = pb->ins;
+    pb->ins = NULL;
+    s->out_refs = malloc(sizeof(int32_t) * (size_t)(s->n_out ? s->n_out : 1));
+    if (!s->out_refs)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < s->n_out; i++)
+        s->out_refs[i] = outs[i];
+    s->kernel.n_instrs = (uint32_t)pb->n;
+    s->kernel.instrs = s->instrs;
+    s->kernel.out_refs = s->out_refs;
+    return 0;
+}
+
+/* ---- elementwise ---------------------------------------------------- */
+
+/* Operand of an elementwise program: an immediate for a literal node,
+ * else a LOAD of the argument slot given to that buffer (each distinct
+ * buffer is loaded once, so mul(x, x) has one input). */
+typedef struct ew_ctx {
+    kiln_program *p;
+    kiln_graph *g;
+    prog_builder pb;
+    int bufs[KILN_MAX_RANK * 4];
+    int *dyn;          /* when more inputs than the small array holds */
+    int n, cap;
+    int *load_of;      /* per arg slot: its LOAD instruction */
+    int load_literals; /* literals with a buffer are loaded, not inlined */
+} ew_ctx;
+
+static int ew_operand(ew_ctx *c, kiln_value v, kiln_dtype want, kiln_err *err)
+{
+    kiln_node *n = &c->g->nodes[v];
+    if (n->op == KILN_OP_LITERAL &&
+        !(c->load_literals && c->p->node_buf[v] >= 0))
+        return emit(&c->pb, KILN_I_CONST, want, -1, -1, -1, n->attrs.value);
+    int buf = c->p->node_buf[v];
+    int *arr = c->dyn ? c->dyn : c->bufs;
+    int slot = -1;
+    for (int i = 0; i < c->n; i++)
+        if (arr[i] == buf)
+            slot = i;
+    if (slot < 0) {
+        if (c->n == c->cap) {
+            int cap = c->cap * 2;
+            int *d = malloc(sizeof(int) * (size_t)cap);
+            int *l = realloc(c->load_of, sizeof(int) * (size_t)cap);
+            if (!d || !l) {
+                free(d);
+                if (l)
+                    c->load_of = l;
+                kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+                return -1;
+            }
+            memcpy(d, arr, sizeof(int) * (size_t)c->n);
+            free(c->dyn);
+            c->dyn = d;
+            c->load_of = l;
+            c->cap = cap;
+            arr = d;
+        }
+        slot = c->n++;
+        arr[slot] = buf;
+        c->load_of[slot] = emit(&c->pb, KILN_I_LOAD, n->type.dtype, slot, -1,
+                                -1, 0);
+        if (c->load_of[slot] < 0)
+            return -1;
+    }
+    return emit_cast(&c->pb, c->load_of[slot], n->type.dtype, want);
+}
+
+static int ew_init(ew_ctx *c, kiln_program *p, kiln_graph *g, kiln_err *err)
+{
+    memset(c, 0, sizeof *c);
+    c->p = p;
+    c->g = g;
+    c->cap = (int)(sizeof c->bufs / sizeof c->bufs[0]);
+    c->load_of = malloc(sizeof(int) * (size_t)c->cap);
+    if (!c->load_of)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    return 0;
+}
+
+static void ew_free(ew_ctx *c)
+{
+    free(c->pb.ins);
+    free(c->dyn);
+    free(c->load_of);
+}
+
+/* Emit a step for program c with output buffer `out` (recipe `orec`) and
+ * the collected inputs broadcast to the iteration shape. */
+static int ew_finish(ew_ctx *c, int kind, int node, const char *label,
+                     int out_buf, int orec, const kiln_attrs *oattrs,
+                     int result, int iter_rank, kiln_step **sp, kiln_err *err)
+{
+    kiln_step *s = new_step(c->p, kind, node, c->n, 1, label, err);
+    if (!s)
+        return err ? err->code : KILN_ERR_NOMEM;
+    int *arr = c->dyn ? c->dyn : c->bufs;
+    for (int i = 0; i < c->n; i++) {
+        int rec = kind == KILN_KERNEL_REDUCE && i == 0 ? KILN_VIEW_FULL
+                                                        : KILN_VIEW_BCAST;
+        set_arg(c->p, s, 0, i, arr[i], rec, iter_rank);
+    }
+    set_arg(c->p, s, 1, 0, out_buf, orec, kind == KILN_KERNEL_REDUCE
+                                            ? iter_rank
+                                            : c->p->bufs[out_buf].type.rank);
+    s->out[0].attrs = oattrs;
+    if (kind == KILN_KERNEL_REDUCE)
+        s->iter_input = 1;
+    if (attach_program(s, &c->pb, &result, err))
+        return err ? err->code : KILN_ERR_NOMEM;
+    if (sp)
+        *sp = s;
+    return 0;
+}
+
+static int lower_elemwise(kiln_program *p, kiln_graph *g, int v,
+                          kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    const kiln_op_info *info = kiln_ir_op_info(n->op);
+    ew_ctx c;
+    if (ew_init(&c, p, g, err))
+        return err ? err->code : KILN_ERR_NOMEM;
+    int r = -1;
+    kiln_dtype od = n->type.dtype;
+    if (n->op == KILN_OP_CAST) {
+        kiln_dtype in_dt = g->nodes[n->in[0]].type.dtype;
+        r = ew_operand(&c, n->in[0], in_dt, err);
+        r = emit_cast(&c.pb, r, in_dt, od);  /* identity: a plain copy */
+    } else if (n->op == KILN_OP_WHERE) {
+        int a = ew_operand(&c, n->in[0], KILN_BOOL, err);
+        int b = a >= 0 ? ew_operand(&c, n->in[1], od, err) : -1;
+        int d = b >= 0 ? ew_operand(&c, n->in[2], od, err) : -1;
+        if (d >= 0)
+            r = emit(&c.pb, KILN_I_WHERE, od, a, b, d, 0);
+    } else {
+        /* the dtype the op computes in */
+        kiln_dtype cd;
+        if (n->op == KILN_OP_AND || n->op == KILN_OP_OR ||
+            n->op == KILN_OP_NOT) {
+            cd = KILN_BOOL;
+        } else {
+            kiln_dtype pd = g->nodes[n->in[0]].type.dtype;
+            int pw = g->nodes[n->in[0]].weak;
+            for (int i = 1; i < n->n_in; i++) {
+                kiln_node *m = &g->nodes[n->in[i]];
+                pd = kiln_ir_promote(pd, pw, m->type.dtype, m->weak);
+                pw = pw && m->weak;
+            }
+            cd = kiln_ir_compute_dtype(n->op, pd);
+        }
+        int ops[3] = {-1, -1, -1};
+        for (int i = 0; i < n->n_in; i++) {
+            ops[i] = ew_operand(&c, n->in[i], cd, err);
+            if (ops[i] < 0)
+                break;
+        }
+        if (n->n_in == 0 || ops[n->n_in - 1] >= 0)
+            r = emit(&c.pb, info->opcode, od, ops[0], ops[1], ops[2], 0);
+    }
+    int rc;
+    if (r < 0) {
+        rc = err && err->code ? err->code
+                              : kiln_seterr(err, KILN_ERR_NOMEM,
+                                            "out of memory");
+    } else {
+        rc = ew_finish(&c, KILN_KERNEL_ELEMWISE, v, info->name,
+                       p->node_buf[v], KILN_VIEW_FULL, NULL, r, n->type.rank,
+                       NULL, err);
+    }
+    ew_free(&c);
+    return rc;
+}
+
+/* A copy of node `src` into buffer `dst` through view recipe `rec` of the
+ * source (and `orec` of the destination), casting to dst's dtype.  Used
+ * by every shape op and by set_subtensor. */
+static int lower_copy(kiln_program *p, kiln_graph *g, int node, int src,
+                      int rec, int dst, int orec, const kiln_attrs *attrs,
+                      const char *label, kiln_err *err)
+{
+    ew_ctx c;
+    if (ew_init(&c, p, g, err))
+        return err ? err->code : KILN_ERR_NOMEM;
+    kiln_dtype od = p->bufs[dst].type.dtype;
+    int r = ew_operand(&c, src, od, err);
+    int rc;
+    if (r < 0) {
+        rc = err && err->code ? err->code : KILN_ERR_NOMEM;
+        ew_free(&c);
+        return rc;
+    }
+    kiln_step *s;
+    int iter_rank = p->bufs[dst].type.rank;
+    if (orec == KILN_VIEW_SUBTENSOR) {
+        /* region rank: the rank of the index result */
+        iter_rank = 0;
+        for (int i = 0; i < p->bufs[dst].type.rank; i++)
+            if (i >= attrs->nidx || attrs->idx[i].kind == KILN_INDEX_SLICE)
+                iter_rank++;
+    }
+    rc = ew_finish(&c, KILN_KERNEL_ELEMWISE, node, label, dst, orec, attrs, r,
+                   iter_rank, &s, err);
+    if (!rc && c.n == 1)
+        s->in[0].recipe = rec;
+    if (!rc && c.n == 1 && rec == KILN_VIEW_TRANSPOSE) {
+        kiln_node *n = &g->nodes[node];
+        int rk = g->nodes[src].type.rank;
+        for (int i = 0; i < rk; i++) {
+            int64_t ax = n->attrs.has_axes ? n->attrs.axes[i] : rk - 1 - i;
+            s->in[0].perm[i] = ax < 0 ? ax + rk : ax;
+        }
+    }
+    if (!rc && c.n == 1 && rec == KILN_VIEW_SUBTENSOR)
+        s->in[0].attrs = &g->nodes[node].attrs;
+    ew_free(&c);
+    return rc;
+}
+
+/* ---- reductions ----------------------------------------------------- */
+
+static void reduce_mask(const kiln_attrs *at, int rank, int64_t *mask)
+{
+    for (int i = 0; i < KILN_MAX_RANK; i++)
+        mask[i] = at->has_axes ? 0 : 1;
+    for (int i = 0; at->has_axes && i < at->naxes; i++) {
+        int64_t a = at->axes[i] < 0 ? at->axes[i] + rank : at->axes[i];
+        mask[a] = 1;
+    }
+}
+
+static int reduce_step(kiln_program *p, kiln_graph *g, int node, int xnode,
+                       int extra_buf, int rop, int out_buf,
+                       const kiln_attrs *at, int keepdims, kiln_dtype od,
+                       int shifted, kiln_err *err)
+{
+    ew_ctx c;
+    if (ew_init(&c, p, g, err))
+        return err ? err->code : KILN_ERR_NOMEM;
+    kiln_node *x = &g->nodes[xnode];
+    c.load_literals = 1;  /* the reduced operand defines the iteration */
+    int r = ew_operand(&c, xnode, od, err);
+    if (r >= 0 && shifted) {
+        /* exp(x - m'), m' = m where m is finite, else 0, so that all -inf
+         * (or an inf) input gives log(0) + 0 = -inf (or inf) */
+        int slot = c.n++;
+        c.bufs[slot] = extra_buf;
+        int m = emit(&c.pb, KILN_I_LOAD, od, slot, -1, -1, 0);
+        int am = emit(&c.pb, KILN_I_ABS, od, m, -1, -1, 0);
+        int inf = emit(&c.pb, KILN_I_CONST, od, -1, -1, -1, INFINITY);
+        int isinf = emit(&c.pb, KILN_I_EQ, KILN_BOOL, am, inf, -1, 0);
+        int zero = emit(&c.pb, KILN_I_CONST, od, -1, -1, -1, 0);
+        int mm = emit(&c.pb, KILN_I_WHERE, od, isinf, zero, m, 0);
+        int d = emit(&c.pb, KILN_I_SUB, od, r, mm, -1, 0);
+        r = emit(&c.pb, KILN_I_EXP, od, d, -1, -1, 0);
+    }
+    int rc;
+    if (r < 0) {
+        rc = err && err->code ? err->code : KILN_ERR_NOMEM;
+        ew_free(&c);
+        return rc;
+    }
+    kiln_step *s;
+    rc = ew_finish(&c, KILN_KERNEL_REDUCE, node,
+                   kiln_ir_op_info(g->nodes[node].op)->name, out_buf,
+                   KILN_VIEW_REDUCE_OUT, NULL, r, x->type.rank, &s, err);
+    if (!rc) {
+        s->kernel.reduce_op = (uint32_t)rop;
+        reduce_mask(at, x->type.rank, s->out[0].perm);
+        s->out[0].keepdims = keepdims;
+    }
+    ew_free(&c);
+    return rc;
+}
+
+static int lower_reduce(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    int ob = p->node_buf[v];
+    kiln_dtype od = n->type.dtype;
+    switch (n->op) {
+    case KILN_OP_SUM:
+        return reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_SUM, ob,
+                           &n->attrs, n->attrs.keepdims, od, 0, err);
+    case KILN_OP_PROD:
+        return reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_PROD, ob,
+                           &n->attrs, n->attrs.keepdims, od, 0, err);
+    case KILN_OP_MAX:
+        return reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_MAX, ob,
+                           &n->attrs, n->attrs.keepdims, od, 0, err);
+    case KILN_OP_MIN:
+        return reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_MIN, ob,
+                           &n->attrs, n->attrs.keepdims, od, 0, err);
+    case KILN_OP_MEAN:
+        return reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_MEAN, ob,
+                           &n->attrs, n->attrs.keepdims, od, 0, err);
+    default: break;
+    }
+    /* logsumexp: m = max(x, keepdims); s = sum(exp(x - m')); out = log(s)
+     * + m', with temporaries m and s of the keepdims shape. */
+    kiln_attrs kat = n->attrs;
+    kat.keepdims = 1;
+    kiln_type kt;
+    kiln_shape_ctx ctx = {g, NULL};
+    kiln_type xt = g->nodes[n->in[0]].type;
+    xt.dtype = od;
+    if (kiln_ir_infer(&ctx, KILN_OP_MAX, &kat, 1, &xt, NULL, &kt, NULL, err))
+        return err ? err->code : KILN_ERR_SHAPE;
+    int xb = p->node_buf[n->in[0]];
+    int mb = add_temp(p, -1, &kt, KILN_OP_MAX, &kat, 1, &xb, err);
+    if (mb < 0)
+        return -mb;
+    int sb = add_temp(p, -1, &kt, KILN_OP_MAX, &kat, 1, &xb, err);
+    if (sb < 0)
+        return -sb;
+    int rc = reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_MAX, mb, &n->attrs,
+                         1, od, 0, err);
+    if (!rc)
+        rc = reduce_step(p, g, v, n->in[0], mb, KILN_REDUCE_SUM, sb,
+                         &n->attrs, 1, od, 1, err);
+    if (rc)
+        return rc;
+    /* out = log(s) + m' */
+    kiln_step *s = new_step(p, KILN_KERNEL_ELEMWISE, v, 2, 1, "logsumexp",
+                            err);
+    if (!s)
+        return err ? err->code : KILN_ERR_NOMEM;
+    prog_builder pb = {0};
+    int ls = emit(&pb, KILN_I_LOAD, od, 0, -1, -1, 0);
+    int m = emit(&pb, KILN_I_LOAD, od, 1, -1, -1, 0);
+    int lg = emit(&pb, KILN_I_LOG, od, ls, -1, -1, 0);
+    int am = emit(&pb, KILN_I_ABS, od, m, -1, -1, 0);
+    int inf = emit(&pb, KILN_I_CONST, od, -1, -1, -1, INFINITY);
+    int isinf = emit(&pb, KILN_I_EQ, KILN_BOOL, am, inf, -1, 0);
+    int zero = emit(&pb, KILN_I_CONST, od, -1, -1, -1, 0);
+    int mm = emit(&pb, KILN_I_WHERE, od, isinf, zero, m, 0);
+    int out = emit(&pb, KILN_I_ADD, od, lg, mm, -1, 0);
+    if (out < 0) {
+        free(pb.ins);
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    set_arg(p, s, 0, 0, sb, KILN_VIEW_RESHAPE, n->type.rank);
+    set_arg(p, s, 0, 1, mb, KILN_VIEW_RESHAPE, n->type.rank);
+    set_arg(p, s, 1, 0, ob, KILN_VIEW_FULL, n->type.rank);
+    return attach_program(s, &pb, &out, err);
+}
+
+/* ---- casts to a temporary (join, dot, scatter operands) ------------- */
+
+static int cast_buf(kiln_program *p, int node, int buf,
+                    kiln_dtype want, kiln_err *err)
+{
+    if (p->bufs[buf].type.dtype == want)
+        return buf;
+    kiln_type t = p->bufs[buf].type;
+    t.dtype = want;
+    kiln_attrs at;
+    memset(&at, 0, sizeof at);
+    at.dtype = want;
+    int tb = add_temp(p, -1, &t, KILN_OP_CAST, &at, 1, &buf, err);
+    if (tb < 0)
+        return tb;
+    kiln_step *s = new_step(p, KILN_KERNEL_ELEMWISE, node, 1, 1, "cast", err);
+    if (!s)
+        return -(err ? err->code : KILN_ERR_NOMEM);
+    prog_builder pb = {0};
+    int l = emit(&pb, KILN_I_LOAD, p->bufs[buf].type.dtype, 0, -1, -1, 0);
+    int c = l >= 0 ? emit(&pb, KILN_I_CAST, want, l, -1, -1, 0) : -1;
+    if (c < 0) {
+        free(pb.ins);
+        return -kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    set_arg(p, s, 0, 0, buf, KILN_VIEW_FULL, t.rank);
+    set_arg(p, s, 1, 0, tb, KILN_VIEW_FULL, t.rank);
+    if (attach_program(s, &pb, &c, err))
+        return -(err ? err->code : KILN_ERR_NOMEM);
+    return tb;
+}
+
+/* ---- shape, index and dot ops -------------------------------------- */
+
+static int lower_join(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    int stack = n->op == KILN_OP_STACK;
+    int *bufs = malloc(sizeof(int) * (size_t)n->n_in);
+    if (!bufs)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n->n_in; i++) {
+        bufs[i] = cast_buf(p, v, p->node_buf[n->in[i]], n->type.dtype, err);
+        if (bufs[i] < 0) {
+            int rc = -bufs[i];
+            free(bufs);
+            return rc;
+        }
+    }
+    kiln_step *s = new_step(p, KILN_KERNEL_JOIN, v, n->n_in, 1,
+                            kiln_ir_op_info(n->op)->name, err);
+    if (!s) {
+        free(bufs);
+        return err ? err->code : KILN_ERR_NOMEM;
+    }
+    int r = n->type.rank;
+    int64_t ax = n->attrs.has_axes ? n->attrs.axes[0] : 0;
+    if (ax < 0)
+        ax += r;
+    for (int i = 0; i < n->n_in; i++) {
+        set_arg(p, s, 0, i, bufs[i], stack ? KILN_VIEW_EXPAND : KILN_VIEW_FULL,
+                r);
+        s->in[i].axis = (int)ax;
+    }
+    set_arg(p, s, 1, 0, p->node_buf[v], KILN_VIEW_FULL, r);
+    s->kernel.axis = (int32_t)ax;
+    free(bufs);
+    return 0;
+}
+
+static int lower_take(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    kiln_step *s = new_step(p, KILN_KERNEL_GATHER, v, 2, 1, "take", err);
+    if (!s)
+        return err ? err->code : KILN_ERR_NOMEM;
+    int xr = g->nodes[n->in[0]].type.rank;
+    int64_t ax = n->attrs.has_axes ? n->attrs.axes[0] : 0;
+    if (ax < 0)
+        ax += xr;
+    set_arg(p, s, 0, 0, p->node_buf[n->in[0]], KILN_VIEW_FULL, xr);
+    set_arg(p, s, 0, 1, p->node_buf[n->in[1]], KILN_VIEW_FULL,
+            g->nodes[n->in[1]].type.rank);
+    set_arg(p, s, 1, 0, p->node_buf[v], KILN_VIEW_FULL, n->type.rank);
+    s->kernel.axis = (int32_t)ax;
+    return 0;
+}
+
+static int lower_set_subtensor(kiln_program *p, kiln_graph *g, int v,
+                               kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    int ob = p->node_buf[v];
+    int rc = lower_copy(p, g, v, n->in[0], KILN_VIEW_FULL, ob, KILN_VIEW_FULL,
+                        NULL, "copy", err);
+    if (rc)
+        return rc;
+    int inc = n->op == KILN_OP_INC_SUBTENSOR;
+    if (n->op == KILN_OP_SET_SUBTENSOR || inc) {
+        ew_ctx c;
+        if (ew_init(&c, p, g, err))
+            return err ? err->code : KILN_ERR_NOMEM;
+        kiln_dtype od = n->type.dtype;
+        int r;
+        if (inc) {
+            /* input 0 is the region of the output itself */
+            c.bufs[c.n++] = ob;
+            int cur = emit(&c.pb, KILN_I_LOAD, od, 0, -1, -1, 0);
+            int val = cur >= 0 ? ew_operand(&c, n->in[1], od, err) : -1;
+            r = val >= 0 ? emit(&c.pb, KILN_I_ADD, od, cur, val, -1, 0) : -1;
+        } else {
+            r = ew_operand(&c, n->in[1], od, err);
+        }
+        if (r < 0) {
+            ew_free(&c);
+            return err && err->code ? err->code : KILN_ERR_NOMEM;
+        }
+        int iter_rank = 0;
+        for (int i = 0; i < n->type.rank; i++)
+            if (i >= n->attrs.nidx || n->attrs.idx[i].kind == KILN_INDEX_SLICE)
+                iter_rank++;
+        kiln_step *s;
+        rc = ew_finish(&c, KILN_KERNEL_ELEMWISE, v,
+                       kiln_ir_op_info(n->op)->name, ob, KILN_VIEW_SUBTENSOR,
+                       &n->attrs, r, iter_rank, &s, err);
+        if (!rc && inc) {
+            s->in[0].recipe = KILN_VIEW_SUBTENSOR;
+            s->in[0].attrs = &n->attrs;
+        }
+        ew_free(&c);
+        return rc;
+    }
+    /* advanced: scatter(idx, v) into the copy */
+    kiln_dtype od = n->type.dtype;
+    int vb = cast_buf(p, v, p->node_buf[n->in[2]], od, err);
+    if (vb < 0)
+        return -vb;
+    kiln_step *s = new_step(p, KILN_KERNEL_SCATTER, v, 2, 1,
+                            kiln_ir_op_info(n->op)->name, err);
+    if (!s)
+        return err ? err->code : KILN_ERR_NOMEM;
+    int xr = n->type.rank;
+    int64_t ax = n->attrs.has_axes ? n->attrs.axes[0] : 0;
+    if (ax < 0)
+        ax += xr;
+    int ib = p->node_buf[n->in[1]];
+    int ir = g->nodes[n->in[1]].type.rank;
+    set_arg(p, s, 0, 0, ib, KILN_VIEW_FULL, ir);
+    set_arg(p, s, 0, 1, vb, KILN_VIEW_BCAST_TAKE, xr - 1 + ir);
+    s->in[1].axis = (int)ax;
+    s->in[1].aux[0] = ob;
+    s->in[1].aux[1] = ib;
+    set_arg(p, s, 1, 0, ob, KILN_VIEW_FULL, xr);
+    s->kernel.axis = (int32_t)ax;
+    s->kernel.scatter_mode = n->op == KILN_OP_ADVANCED_INC_SUBTENSOR
+                                 ? KILN_SCATTER_INC
+                                 : KILN_SCATTER_SET;
+    return 0;
+}
+
+static int lower_dot(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    int a = cast_buf(p, v, p->node_buf[n->in[0]], n->type.dtype, err);
+    if (a < 0)
+        return -a;
+    int b = cast_buf(p, v, p->node_buf[n->in[1]], n->type.dtype, err);
+    if (b < 0)
+        return -b;
+    kiln_step *s = new_step(p, KILN_KERNEL_DOT, v, 2, 1,
+                            kiln_ir_op_info(n->op)->name, err);
+    if (!s)
+        return err ? err->code : KILN_ERR_NOMEM;
+    set_arg(p, s, 0, 0, a, KILN_VIEW_FULL, p->bufs[a].type.rank);
+    set_arg(p, s, 0, 1, b, KILN_VIEW_FULL, p->bufs[b].type.rank);
+    set_arg(p, s, 1, 0, p->node_buf[v], KILN_VIEW_FULL, n->type.rank);
+    return 0;
+}
+
+static int lower_shape(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    int ob = p->node_buf[v];
+    const char *name = kiln_ir_op_info(n->op)->name;
+    switch (n->op) {
+    case KILN_OP_RESHAPE:
+    case KILN_OP_EXPAND_DIMS:
+    case KILN_OP_SQUEEZE:
+        return lower_copy(p, g, v, n->in[0], KILN_VIEW_RESHAPE, ob,
+                          KILN_VIEW_FULL, NULL, name, err);
+    case KILN_OP_TRANSPOSE:
+        return lower_copy(p, g, v, n->in[0], KILN_VIEW_TRANSPOSE, ob,
+                          KILN_VIEW_FULL, NULL, name, err);
+    case KILN_OP_BROADCAST_TO:
+    case KILN_OP_ALLOC:
+        return lower_copy(p, g, v, n->in[0], KILN_VIEW_BCAST, ob,
+                          KILN_VIEW_FULL, NULL, name, err);
+    case KILN_OP_ZEROS:
+    case KILN_OP_ONES: {
+        kiln_step *s = new_step(p, KILN_KERNEL_ELEMWISE, v, 0, 1, name, err);
+        if (!s)
+            return err ? err->code : KILN_ERR_NOMEM;
+        prog_builder pb = {0};
+        int r = emit(&pb, KILN_I_CONST, n->type.dtype, -1, -1, -1,
+                     n->op == KILN_OP_ONES ? 1.0 : 0.0);
+        if (r < 0)
+            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        set_arg(p, s, 1, 0, ob, KILN_VIEW_FULL, n->type.rank);
+        return attach_program(s, &pb, &r, err);
+    }
+    case KILN_OP_JOIN:
+    case KILN_OP_STACK:
+        return lower_join(p, g, v, err);
+    case KILN_OP_SUBTENSOR:
+        return lower_copy(p, g, v, n->in[0], KILN_VIEW_SUBTENSOR, ob,
+                          KILN_VIEW_FULL, NULL, "subtensor", err);
+    }
+    return kiln_seterr(err, KILN_ERR_TYPE, "cannot lower op '%s'", name);
+}
+
+/* ---- the driver ----------------------------------------------------- */
+
+static int make_buffers(kiln_program *p, kiln_graph *g, kiln_err *err)
+{
+    p->node_buf = malloc(sizeof(int) * (size_t)(g->n_nodes ? g->n_nodes : 1));
+    if (!p->node_buf)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    /* which literals need a buffer: those read by a non-elementwise op or
+     * that are outputs */
+    char *need = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+    if (!need)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    for (int v = 0; v < g->n_nodes; v++) {
+        kiln_node *n = &g->nodes[v];
+        int cat = kiln_ir_op_info(n->op)->category;
+        int ew = cat == KILN_CAT_ELEMWISE ||
+                 n->op == KILN_OP_BROADCAST_TO || n->op == KILN_OP_ALLOC ||
+                 n->op == KILN_OP_SET_SUBTENSOR ||
+                 n->op == KILN_OP_INC_SUBTENSOR;
+        for (int i = 0; i < n->n_in; i++) {
+            int setv = (n->op == KILN_OP_SET_SUBTENSOR ||
+                        n->op == KILN_OP_INC_SUBTENSOR) && i == 0;
+            if (!ew || setv)
+                need[n->in[i]] = 1;
+        }
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        need[g->outputs[i].value] = 1;
+    for (int v = 0; v < g->n_nodes; v++) {
+        kiln_node *n = &g->nodes[v];
+        int id;
+        switch (n->op) {
+        case KILN_OP_INPUT:
+            id = add_buf(p, KILN_BUF_INPUT, v, &n->type, err);
+            break;
+        case KILN_OP_CONST:
+        case KILN_OP_SHARED:
+        case KILN_OP_LITERAL:
+            if (n->op == KILN_OP_LITERAL && !need[v]) {
+                p->node_buf[v] = -1;
+                continue;
+            }
+            id = add_buf(p, KILN_BUF_CONST, v, &n->type, err);
+            break;
+        default: {
+            id = add_buf(p, KILN_BUF_TEMP, v, &n->type, err);
+            if (id >= 0) {
+                kiln_buf *b = &p->bufs[id];
+                b->op = n->op;
+                b->attrs = n->attrs;
+                b->n_in = n->n_in;
+                b->in_bufs = malloc(sizeof(int) * (size_t)(n->n_in ? n->n_in
+                                                                    : 1));
+                if (!b->in_bufs) {
+                    free(need);
+                    return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+                }
+                /* literal inputs have no buffer: -1; shape inference
+                 * treats them as rank-0 */
+                for (int i = 0; i < n->n_in; i++)
+                    b->in_bufs[i] = p->node_buf[n->in[i]];
+            }
+        }
+        }
+        if (id < 0) {
+            free(need);
+            return -id;
+        }
+        p->node_buf[v] = id;
+    }
+    free(need);
+    return 0;
+}
+
+static int plan_slots(kiln_program *p, kiln_graph *g, kiln_err *err)
+{
+    /* outputs live to the end */
+    for (int i = 0; i < g->n_outputs; i++) {
+        int b = p->node_buf[g->outputs[i].value];
+        if (b >= 0 && p->bufs[b].kind == KILN_BUF_TEMP)
+            p->bufs[b].last_step = p->n_steps;
+    }
+    /* bufs defined at each step, and bufs dying at each step */
+    int ns = p->n_steps + 1;
+    int *def_head = malloc(sizeof(int) * (size_t)ns);
+    int *die_head = malloc(sizeof(int) * (size_t)ns);
+    int *def_next = malloc(sizeof(int) * (size_t)(p->n_bufs + 1));
+    int *die_next = malloc(sizeof(int) * (size_t)(p->n_bufs + 1));
+    int *free_slots = malloc(sizeof(int) * (size_t)(p->n_bufs + 1));
+    if (!def_head || !die_head || !def_next || !die_next || !free_slots) {
+        free(def_head); free(die_head); free(def_next); free(die_next);
+        free(free_slots);
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    for (int s = 0; s < ns; s++)
+        def_head[s] = die_head[s] = -1;
+    for (int b = 0; b < p->n_bufs; b++) {
+        kiln_buf *bb = &p->bufs[b];
+        if (bb->kind != KILN_BUF_TEMP || bb->def_step < 0)
+            continue;
+        def_next[b] = def_head[bb->def_step];
+        def_head[bb->def_step] = b;
+        die_next[b] = die_head[bb->last_step];
+        die_head[bb->last_step] = b;
+    }
+    int n_free = 0, n_slots = 0;
+    for (int s = 0; s < ns; s++) {
+        for (int b = def_head[s]; b >= 0; b = def_next[b])
+            p->bufs[b].slot = n_free > 0 ? free_slots[--n_free] : n_slots++;
+        if (s == p->n_steps)
+            break;
+        for (int b = die_head[s]; b >= 0; b = die_next[b])
+            free_slots[n_free++] = p->bufs[b].slot;
+    }
+    p->n_slots = n_slots;
+    free(def_head); free(die_head); free(def_next); free(die_next);
+    free(free_slots);
+    return 0;
+}
+
+int kiln_lower(kiln_graph *g, kiln_program *p, kiln_err *err)
+{
+    memset(p, 0, sizeof *p);
+    int rc = make_buffers(p, g, err);
+    if (rc)
+        return rc;
+    /* Only nodes that an output depends on are lowered. */
+    char *live = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+    if (!live)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_outputs; i++)
+        live[g->outputs[i].value] = 1;
+    for (int v = g->n_nodes - 1; v >= 0; v--)
+        if (live[v])
+            for (int i = 0; i < g->nodes[v].n_in; i++)
+                live[g->nodes[v].in[i]] = 1;
+    for (int v = 0; v < g->n_nodes && !rc; v++) {
+        if (!live[v])
+            continue;
+        kiln_node *n = &g->nodes[v];
+        switch (kiln_ir_op_info(n->op)->category) {
+        case KILN_CAT_LEAF: break;
+        case KILN_CAT_ELEMWISE: rc = lower_elemwise(p, g, v, err); break;
+        case KILN_CAT_REDUCE: rc = lower_reduce(p, g, v, err); break;
+        case KILN_CAT_SHAPE: rc = lower_shape(p, g, v, err); break;
+        case KILN_CAT_INDEX:
+            if (n->op == KILN_OP_TAKE)
+                rc = lower_take(p, g, v, err);
+            else if (n->op == KILN_OP_SUBTENSOR)
+                rc = lower_shape(p, g, v, err);
+            else
+                rc = lower_set_subtensor(p, g, v, err);
+            break;
+        case KILN_CAT_DOT: rc = lower_dot(p, g, v, err); break;
+        }
+    }
+    free(live);
+    /* A buffer of static type still needs its shape checked at run time
+     * when an input's type is symbolic: add(x: f64[n], c: f64[3]) has type
+     * (3), and a call must verify that n is 3 or 1. */
+    for (int i = 0; i < p->n_bufs; i++) {
+        kiln_buf *b = &p->bufs[i];
+        for (int k = 0; b->kind == KILN_BUF_TEMP && k < b->n_in; k++)
+            if (b->in_bufs[k] >= 0 && !type_static(&p->bufs[b->in_bufs[k]].type))
+                b->is_static = 0;
+    }
+    if (!rc)
+        rc = plan_slots(p, g, err);
+    return rc;
+}
+
+void kiln_lower_free(kiln_program *p)
+{
+    for (int i = 0; i < p->n_bufs; i++) {
+        free(p->bufs[i].in_bufs);
+        free(p->bufs[i].owned);
+    }
+    for (int i = 0; i < p->n_steps; i++) {
+        kiln_step *s = &p->steps[i];
+        free(s->in);
+        free(s->out);
+        free(s->in_desc);
+        free(s->out_desc);
+        free(s->instrs);
+        free(s->out_refs);
+        free(s->vin);
+        free(s->vout);
+    }
+    free(p->bufs);
+    free(p->steps);
+    free(p->node_buf);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- views at call time -------------------------------------------- */
+
+static void contiguous(kiln_view *v)
+{
+    int64_t st = 1;
+    for (int i = v->rank - 1; i >= 0; i--) {
+        v->strides[i] = st;
+        st *= v->shape[i];
+    }
+}
+
+void kiln_lower_view(const kiln_program *p, const kiln_arg *a, int iter_rank,
+                     const int64_t *iter_shape, kiln_view *v)
+{
+    const kiln_buf *b = &p->bufs[a->buf];
+    size_t esz = kiln_dtype_size(b->type.dtype);
+    v->data = b->data;
+    v->dtype = b->type.dtype;
+    v->rank = b->rank;
+    for (int i = 0; i < b->rank; i++)
+        v->shape[i] = b->shape[i];
+    contiguous(v);
+    switch (a->recipe) {
+    case KILN_VIEW_FULL:
+        return;
+    case KILN_VIEW_BCAST: {
+        kiln_view src = *v;
+        v->rank = iter_rank;
+        for (int i = 0; i < iter_rank; i++) {
+            int j = i - (iter_rank - src.rank);
+            v->shape[i] = iter_shape[i];
+            v->strides[i] = j < 0 || src.shape[j] == 1 ? 0 : src.strides[j];
+        }
+        return;
+    }
+    case KILN_VIEW_RESHAPE:
+        v->rank = iter_rank;
+        for (int i = 0; i < iter_rank; i++)
+            v->shape[i] = iter_shape[i];
+        contiguous(v);
+        return;
+    case KILN_VIEW_TRANSPOSE: {
+        kiln_view src = *v;
+        for (int i = 0; i < src.rank; i++) {
+            v->shape[i] = src.shape[a->perm[i]];
+            v->strides[i] = src.strides[a->perm[i]];
+        }
+        return;
+    }
+    case KILN_VIEW_SUBTENSOR: {
+        kiln_view src = *v;
+        const kiln_attrs *at = a->attrs;
+        int64_t off = 0;
+        int r = 0;
+        for (int i = 0; i < src.rank; i++) {
+            if (i >= at->nidx) {
+                v->shape[r] = src.shape[i];
+                v->strides[r++] = src.strides[i];
+                continue;
+            }
+            const kiln_index *ix = &at->idx[i];
+            if (ix->kind == KILN_INDEX_INT) {
+                int64_t k = ix->start < 0 ? ix->start + src.shape[i]
+                                          : ix->start;
+                off += k * src.strides[i];
+                continue;
+            }
+            int64_t len;
+            int64_t st = kiln_ir_slice_start(src.shape[i], ix, &len);
+            int64_t step = ix->has_step ? ix->step : 1;
+            if (len > 0)
+                off += st * src.strides[i];
+            v->shape[r] = len;
+            v->strides[r++] = src.strides[i] * step;
+        }
+        v->rank = r;
+        v->data = (char *)b->data + off * (int64_t)esz;
+        return;
+    }
+    case KILN_VIEW_REDUCE_OUT: {
+        /* iteration rank, buffer strides on kept axes, 0 on reduced */
+        kiln_view src = *v;
+        v->rank = iter_rank;
+        int j = 0;
+        for (int i = 0; i < iter_rank; i++) {
+            v->shape[i] = iter_shape[i];
+            if (a->perm[i]) {
+                v->strides[i] = 0;
+                if (a->keepdims)
+                    j++;
+            } else {
+                v->strides[i] = src.strides[j++];
+            }
+        }
+        return;
+    }
+    case KILN_VIEW_EXPAND: {
+        kiln_view src = *v;
+        v->rank = src.rank + 1;
+        for (int i = 0, j = 0; i < v->rank; i++) {
+            if (i == a->axis) {
+                v->shape[i] = 1;
+                v->strides[i] = 0;
+            } else {
+                v->shape[i] = src.shape[j];
+                v->strides[i] = src.strides[j++];
+            }
+        }
+        return;
+    }
+    case KILN_VIEW_BCAST_TAKE: {
+        const kiln_buf *x = &p->bufs[a->aux[0]];
+        const kiln_buf *ix = &p->bufs[a->aux[1]];
+        int64_t tshape[KILN_MAX_RANK];
+        int tr = 0;
+        for (int i = 0; i < a->axis; i++)
+            tshape[tr++] = x->shape[i];
+        for (int i = 0; i < ix->rank; i++)
+            tshape[tr++] = ix->shape[i];
+        for (int i = a->axis + 1; i < x->rank; i++)
+            tshape[tr++] = x->shape[i];
+        kiln_arg bc = *a;
+        bc.recipe = KILN_VIEW_BCAST;
+        kiln_lower_view(p, &bc, tr, tshape, v);
+        return;
+    }
+    }
+}

@@ -1,0 +1,109 @@
+/*
+ * lower.h — lowering a graph to kernels and a VM program (prefix
+ * kiln_lower_), shared by core/lower.c (builds it) and core/vm.c (runs it).
+ *
+ * The lowered program is a list of buffers and a list of steps.  A buffer
+ * is a tensor the VM holds: an input, a constant or shared value, a
+ * literal, or a temporary (a node's result or a lowering temporary).  A
+ * step is one kernel call; each of its arguments is a *view* of a buffer,
+ * computed at call time from the buffer's run-time shape by a recipe
+ * (broadcast, transpose, slice, ...), so that shape ops cost no copy of
+ * their own beyond the kernel that consumes them.
+ */
+#ifndef KILN_CORE_LOWER_H
+#define KILN_CORE_LOWER_H
+
+#include "ir.h"
+
+enum kiln_buf_kind {
+    KILN_BUF_INPUT = 0,   /* the caller's tensor, set at each call */
+    KILN_BUF_CONST,       /* const, shared or literal data owned by the fn */
+    KILN_BUF_TEMP         /* computed; lives in a planned slot */
+};
+
+typedef struct kiln_buf {
+    int kind;             /* kiln_buf_kind */
+    int node;             /* graph node it holds, or -1 for a temporary */
+    kiln_type type;       /* compile-time type (dims may be symbols) */
+    int is_static;        /* every dim of `type` and of its inputs' types
+                             is concrete: no run-time inference needed */
+    /* How to infer the run-time shape of a TEMP: op over in_bufs. */
+    int op;
+    kiln_attrs attrs;
+    int n_in;
+    int *in_bufs;         /* owned */
+    /* run time */
+    int rank;
+    int64_t shape[KILN_MAX_RANK];
+    size_t nbytes;
+    void *data;
+    /* planning */
+    int slot;             /* TEMP: storage slot; -1 otherwise */
+    int def_step, last_step;
+    void *owned;          /* CONST: owned data */
+} kiln_buf;
+
+enum kiln_recipe {
+    KILN_VIEW_FULL = 0,   /* the buffer as it is */
+    KILN_VIEW_BCAST,      /* broadcast to the step's iteration shape */
+    KILN_VIEW_RESHAPE,    /* contiguous, with the iteration shape */
+    KILN_VIEW_TRANSPOSE,  /* permuted by perm[] */
+    KILN_VIEW_SUBTENSOR,  /* basic index attrs->idx */
+    KILN_VIEW_REDUCE_OUT, /* reduce output: iteration rank, stride 0 on
+                             reduced axes (mask[]) */
+    KILN_VIEW_EXPAND,     /* a size-1 axis inserted at `axis` */
+    KILN_VIEW_BCAST_TAKE  /* broadcast to take(aux[0], aux[1], axis)'s
+                             shape (scatter values) */
+};
+
+typedef struct kiln_arg {
+    int buf;
+    int recipe;           /* kiln_recipe */
+    int axis;
+    int keepdims;         /* REDUCE_OUT: the buffer kept reduced axes */
+    int64_t perm[KILN_MAX_RANK];   /* TRANSPOSE: perm; REDUCE_OUT: mask */
+    const kiln_attrs *attrs;       /* SUBTENSOR (points into the fn's graph) */
+    int aux[2];                    /* BCAST_TAKE */
+} kiln_arg;
+
+typedef struct kiln_step {
+    kiln_kernel kernel;   /* description; arrays owned by the step */
+    kiln_arg_desc *in_desc, *out_desc;
+    kiln_instr *instrs;
+    int32_t *out_refs;
+    char label[48];
+    int n_in, n_out;
+    kiln_arg *in, *out;   /* owned */
+    int iter_input;       /* 1: iteration shape is in[0]'s view (REDUCE) */
+    int node;             /* graph node, for messages */
+    /* compiled */
+    const kiln_backend *backend;
+    kiln_callable *callable;
+    /* per-call views (preallocated) */
+    kiln_view *vin, *vout;
+} kiln_step;
+
+typedef struct kiln_program {
+    kiln_buf *bufs;
+    int n_bufs, cap_bufs;
+    kiln_step *steps;
+    int n_steps, cap_steps;
+    int *node_buf;        /* graph node -> buffer (-1 when none) */
+    int n_slots;
+} kiln_program;
+
+/* Lower graph `g` (validated, owned by the caller, must outlive prog) into
+ * *prog: buffers, steps with kernel descriptions, and a slot plan.
+ * Errors: KILN_ERR_NOMEM, KILN_ERR_TYPE for an op it cannot lower. */
+int kiln_lower(kiln_graph *g, kiln_program *prog, kiln_err *err);
+
+/* Free what kiln_lower allocated (not the callables: see vm.c). */
+void kiln_lower_free(kiln_program *prog);
+
+/* Compute the view of argument `a` given the step's iteration shape
+ * (rank, dims; ignored by recipes that do not use it). */
+void kiln_lower_view(const kiln_program *prog, const kiln_arg *a,
+                     int iter_rank, const int64_t *iter_shape,
+                     kiln_view *v);
+
+#endif

@@ -1,0 +1,1736 @@
+/*
+ * parse.c — the `.kg` text format (docs/ir.md): a hand-written lexer and a
+ * recursive-descent parser that drives the builder API of <kiln/graph.h>.
+ *
+ * Every error is reported as "FILE:LINE:COL: message" (columns count
+ * bytes from 1).  Syntax errors have code KILN_ERR_PARSE; errors found by
+ * the builder keep the builder's code (TYPE, SHAPE, NAME, IO, ...) and get
+ * the position of the construct that made the call (the op name of a call,
+ * the '[' of an index, the name of a declaration).
+ *
+ * Costs: the text is scanned once; a call with n arguments costs O(n)
+ * (argument lists are growable arrays, names are looked up in the graph's
+ * hash map), so a join of thousands of values parses in linear time.
+ * Expressions nest at most KG_MAX_DEPTH levels; deeper input is an error,
+ * not a stack overflow.
+ */
+#include "ir.h"
+#include <kiln/io.h>
+
+#include <errno.h>
+#include <float.h>
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KG_MAX_DEPTH 1000
+
+enum {
+    T_EOF = 0, T_NL, T_IDENT, T_INT, T_FLOAT, T_STRING,
+    T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COMMA, T_COLON, T_EQ,
+    T_QUEST, T_MINUS
+};
+
+typedef struct tok {
+    int kind;
+    const char *s;   /* text (for T_STRING: between the quotes, escaped) */
+    size_t n;
+    int line, col;
+} tok;
+
+typedef struct parser {
+    const char *src;
+    size_t len, pos;
+    int line;
+    size_t line_start;
+    int nest;            /* open ( and [: newlines inside them are skipped */
+    tok t;               /* current token */
+    tok pk;              /* lookahead, valid when has_pk */
+    int has_pk;
+    const char *file;
+    const char *base_dir;
+    kiln_graph *g;
+    kiln_err e;
+    int depth;           /* expression nesting */
+    int *def_line;       /* line where node i was named (0: unknown) */
+    size_t def_cap;
+    int *out_line;       /* line of output k */
+    size_t out_cap;
+} parser;
+
+/* ---- errors --------------------------------------------------------- */
+
+__attribute__((format(printf, 5, 6)))
+static int fail_at(parser *p, int line, int col, int code, const char *fmt,
+                   ...)
+{
+    char msg[sizeof p->e.message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    kiln_seterr(&p->e, code, "%s:%d:%d: %s", p->file, line, col, msg);
+    return -1;
+}
+
+/* Prefix a builder error with a position. */
+static int builder_fail(parser *p, int line, int col)
+{
+    kiln_err_prefix(&p->e, "%s:%d:%d: ", p->file, line, col);
+    return -1;
+}
+
+static int nomem(parser *p)
+{
+    kiln_seterr(&p->e, KILN_ERR_NOMEM, "%s: out of memory", p->file);
+    return -1;
+}
+
+/* "'text'", "end of line", ... for messages. */
+static const char *tok_desc(const tok *t, char *buf, size_t size)
+{
+    switch (t->kind) {
+    case T_EOF: return "end of file";
+    case T_NL: return "end of line";
+    case T_STRING:
+        if (t->n > 40)
+            snprintf(buf, size, "\"%.40s...\"", t->s);
+        else
+            snprintf(buf, size, "\"%.*s\"", (int)t->n, t->s);
+        return buf;
+    default:
+        if (t->n > 40)
+            snprintf(buf, size, "'%.40s...'", t->s);
+        else
+            snprintf(buf, size, "'%.*s'", (int)t->n, t->s);
+        return buf;
+    }
+}
+
+/* "expected WHAT, found TOKEN" at the current token. */
+static int expected(parser *p, const char *what)
+{
+    char b[64];
+    return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                   "expected %s, found %s", what, tok_desc(&p->t, b, sizeof b));
+}
+
+/* ---- lexer ---------------------------------------------------------- */
+
+static int is_alpha(int c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+static int is_digit(int c) { return c >= '0' && c <= '9'; }
+
+static int is_alnum(int c) { return is_alpha(c) || is_digit(c); }
+
+/* T_INT, T_FLOAT, or -1 when s[0..n) is not a number:
+ * digits [. digits] [(e|E) [+|-] digits], with a digit before or after
+ * the point. */
+static int number_kind(const char *s, size_t n)
+{
+    size_t i = 0, nd = 0;
+    int is_float = 0;
+    while (i < n && is_digit((unsigned char)s[i]))
+        i++, nd++;
+    if (i < n && s[i] == '.') {
+        is_float = 1;
+        i++;
+        while (i < n && is_digit((unsigned char)s[i]))
+            i++, nd++;
+    }
+    if (nd == 0)
+        return -1;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        size_t ne = 0;
+        is_float = 1;
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-'))
+            i++;
+        while (i < n && is_digit((unsigned char)s[i]))
+            i++, ne++;
+        if (ne == 0)
+            return -1;
+    }
+    return i == n ? (is_float ? T_FLOAT : T_INT) : -1;
+}
+
+static int lex(parser *p, tok *t)
+{
+    for (;;) {
+        if (p->pos >= p->len) {
+            t->kind = T_EOF;
+            t->s = "";
+            t->n = 0;
+            t->line = p->line;
+            t->col = (int)(p->pos - p->line_start) + 1;
+            return 0;
+        }
+        char c = p->src[p->pos];
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+            p->pos++;
+            continue;
+        }
+        if (c == '#') {
+            while (p->pos < p->len && p->src[p->pos] != '\n')
+                p->pos++;
+            continue;
+        }
+        if (c == '\n') {
+            int line = p->line, col = (int)(p->pos - p->line_start) + 1;
+            p->pos++;
+            p->line++;
+            p->line_start = p->pos;
+            if (p->nest > 0)
+                continue;
+            t->kind = T_NL;
+            t->s = "\n";
+            t->n = 1;
+            t->line = line;
+            t->col = col;
+            return 0;
+        }
+        break;
+    }
+    const char *s = p->src + p->pos;
+    unsigned char c = (unsigned char)*s;
+    t->s = s;
+    t->line = p->line;
+    t->col = (int)(p->pos - p->line_start) + 1;
+    size_t i = 1;
+    if (is_alpha(c)) {
+        while (p->pos + i < p->len && is_alnum((unsigned char)s[i]))
+            i++;
+        t->kind = T_IDENT;
+    } else if (is_digit(c) ||
+               (c == '.' && p->pos + 1 < p->len && is_digit((unsigned char)s[1]))) {
+        /* take the whole run of number-like characters, then check it,
+         * so that "1.2.3" is one bad literal and not "1.2" ".3" */
+        while (p->pos + i < p->len) {
+            unsigned char d = (unsigned char)s[i];
+            if (is_alnum(d) || d == '.')
+                i++;
+            else if ((d == '+' || d == '-') && (s[i - 1] == 'e' || s[i - 1] == 'E'))
+                i++;
+            else
+                break;
+        }
+        t->kind = number_kind(s, i);
+        if (t->kind < 0)
+            return fail_at(p, t->line, t->col, KILN_ERR_PARSE,
+                           "bad literal '%.*s'", i > 60 ? 60 : (int)i, s);
+    } else if (c == '"') {
+        for (;;) {
+            if (p->pos + i >= p->len || s[i] == '\n')
+                return fail_at(p, t->line, t->col, KILN_ERR_PARSE,
+                               "unterminated string");
+            if (s[i] == '"')
+                break;
+            if (s[i] == '\\') {
+                if (p->pos + i + 1 >= p->len ||
+                    (s[i + 1] != '\\' && s[i + 1] != '"'))
+                    return fail_at(p, t->line,
+                                   (int)(p->pos + i - p->line_start) + 1,
+                                   KILN_ERR_PARSE,
+                                   "bad escape in string (only \\\\ and \\\" "
+                                   "are allowed)");
+                i++;
+            }
+            i++;
+        }
+        t->kind = T_STRING;
+        t->s = s + 1;
+        t->n = i - 1;
+        p->pos += i + 1;
+        return 0;
+    } else {
+        switch (c) {
+        case '(': t->kind = T_LPAREN; p->nest++; break;
+        case '[': t->kind = T_LBRACK; p->nest++; break;
+        case ')': t->kind = T_RPAREN; if (p->nest) p->nest--; break;
+        case ']': t->kind = T_RBRACK; if (p->nest) p->nest--; break;
+        case ',': t->kind = T_COMMA; break;
+        case ':': t->kind = T_COLON; break;
+        case '=': t->kind = T_EQ; break;
+        case '?': t->kind = T_QUEST; break;
+        case '-': t->kind = T_MINUS; break;
+        default:
+            if (c >= 0x21 && c < 0x7f)
+                return fail_at(p, t->line, t->col, KILN_ERR_PARSE,
+                               "unexpected character '%c'", c);
+            return fail_at(p, t->line, t->col, KILN_ERR_PARSE,
+                           "unexpected byte 0x%02x", c);
+        }
+    }
+    t->n = i;
+    p->pos += i;
+    return 0;
+}
+
+static int advance(parser *p)
+{
+    if (p->has_pk) {
+        p->t = p->pk;
+        p->has_pk = 0;
+        return 0;
+    }
+    return lex(p, &p->t);
+}
+
+static const tok *peek(parser *p)
+{
+    if (!p->has_pk) {
+        if (lex(p, &p->pk))
+            return NULL;
+        p->has_pk = 1;
+    }
+    return &p->pk;
+}
+
+static int is_word(const tok *t, const char *w)
+{
+    size_t n = strlen(w);
+    return t->kind == T_IDENT && t->n == n && memcmp(t->s, w, n) == 0;
+}
+
+/* Expect token kind k (what: for the message) and step over it. */
+static int expect(parser *p, int k, const char *what)
+{
+    if (p->t.kind != k)
+        return expected(p, what);
+    return advance(p);
+}
+
+static int end_of_statement(parser *p)
+{
+    if (p->t.kind == T_EOF)
+        return 0;
+    if (p->t.kind != T_NL)
+        return expected(p, "end of line");
+    return advance(p);
+}
+
+/* A NUL-terminated copy of a token's text. */
+static char *tok_str(const tok *t)
+{
+    char *s = malloc(t->n + 1);
+    if (s) {
+        memcpy(s, t->s, t->n);
+        s[t->n] = '\0';
+    }
+    return s;
+}
+
+/* The decoded text of a string token. */
+static char *str_value(const tok *t)
+{
+    char *s = malloc(t->n + 1);
+    if (!s)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->s[i] == '\\' && i + 1 < t->n)
+            i++;
+        s[k++] = t->s[i];
+    }
+    s[k] = '\0';
+    return s;
+}
+
+/* ---- numbers -------------------------------------------------------- */
+
+/* Decimal text to double, independent of the program's locale.  Returns
+ * 0, 1 when the value overflows, -1 out of memory. */
+static int text_to_double(const char *s, size_t n, double *out)
+{
+    const char *dp = localeconv()->decimal_point;
+    size_t dpl = dp ? strlen(dp) : 0;
+    int plain = !dp || strcmp(dp, ".") == 0;
+    char small[80];
+    size_t need = n + (plain ? 0 : n * (dpl ? dpl : 1)) + 1;
+    char *b = need <= sizeof small ? small : malloc(need);
+    if (!b)
+        return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '.' && !plain) {
+            memcpy(b + k, dp, dpl);
+            k += dpl;
+        } else {
+            b[k++] = s[i];
+        }
+    }
+    b[k] = '\0';
+    errno = 0;
+    double v = strtod(b, NULL);
+    int over = errno == ERANGE && isinf(v);
+    if (b != small)
+        free(b);
+    *out = v;
+    return over;
+}
+
+/* Decimal digits to int64 with sign; returns -1 on overflow. */
+static int digits_to_i64(const char *s, size_t n, int neg, int64_t *out)
+{
+    uint64_t v = 0;
+    uint64_t lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (lim - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    if (neg)
+        *out = v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
+    else
+        *out = (int64_t)v;
+    return 0;
+}
+
+/* A scalar literal as written: [-] INT | [-] FLOAT | [-] inf | nan |
+ * true | false. */
+typedef struct scalar {
+    int kind;        /* KILN_LIT_INT, _FLOAT, _BOOL */
+    int64_t i;       /* INT (exact) and BOOL */
+    double d;        /* every kind */
+    int line, col;   /* where it starts */
+    const char *s;   /* its text, for messages */
+    size_t n;
+} scalar;
+
+static int is_literal_word(const tok *t)
+{
+    return is_word(t, "true") || is_word(t, "false") || is_word(t, "inf") ||
+           is_word(t, "nan");
+}
+
+/* 1 when the current token can start a scalar literal. */
+static int starts_scalar(const parser *p)
+{
+    return p->t.kind == T_INT || p->t.kind == T_FLOAT ||
+           p->t.kind == T_MINUS || is_literal_word(&p->t);
+}
+
+/* Parse a scalar literal at the current token (starts_scalar holds). */
+static int parse_scalar(parser *p, scalar *sc)
+{
+    int neg = 0;
+    memset(sc, 0, sizeof *sc);
+    sc->line = p->t.line;
+    sc->col = p->t.col;
+    sc->s = p->t.s;
+    if (p->t.kind == T_MINUS) {
+        neg = 1;
+        if (advance(p))
+            return -1;
+        if (p->t.kind != T_INT && p->t.kind != T_FLOAT &&
+            !is_word(&p->t, "inf") && !is_word(&p->t, "nan"))
+            return expected(p, "a number after '-'");
+    }
+    const tok *t = &p->t;
+    sc->n = (size_t)(t->s + t->n - sc->s);
+    if (t->kind == T_INT) {
+        sc->kind = KILN_LIT_INT;
+        if (digits_to_i64(t->s, t->n, neg, &sc->i))
+            return fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
+                           "integer '%.*s' is out of range",
+                           sc->n > 60 ? 60 : (int)sc->n, sc->s);
+        sc->d = (double)sc->i;
+    } else if (t->kind == T_FLOAT) {
+        sc->kind = KILN_LIT_FLOAT;
+        int rc = text_to_double(t->s, t->n, &sc->d);
+        if (rc < 0)
+            return nomem(p);
+        if (rc > 0)
+            return fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
+                           "number '%.*s' is out of range",
+                           sc->n > 60 ? 60 : (int)sc->n, sc->s);
+        if (neg)
+            sc->d = -sc->d;
+    } else if (is_word(t, "inf")) {
+        sc->kind = KILN_LIT_FLOAT;
+        sc->d = neg ? -INFINITY : INFINITY;
+    } else if (is_word(t, "nan")) {
+        sc->kind = KILN_LIT_FLOAT;
+        sc->d = NAN;
+    } else {
+        sc->kind = KILN_LIT_BOOL;
+        sc->i = is_word(t, "true");
+        sc->d = (double)sc->i;
+    }
+    return advance(p);
+}
+
+/* An integer (with optional '-') at the current token. */
+static int parse_int(parser *p, const char *what, int64_t *out)
+{
+    if (p->t.kind != T_INT && p->t.kind != T_MINUS)
+        return expected(p, what);
+    scalar sc;
+    if (parse_scalar(p, &sc))
+        return -1;
+    if (sc.kind != KILN_LIT_INT)
+        return fail_at(p, sc.line, sc.col, KILN_ERR_PARSE,
+                       "expected %s, found '%.*s'", what,
+                       sc.n > 60 ? 60 : (int)sc.n, sc.s);
+    *out = sc.i;
+    return 0;
+}
+
+/* ---- graph bookkeeping --------------------------------------------- */
+
+static int note_line(int **arr, size_t *cap, int idx, int line)
+{
+    if ((size_t)idx >= *cap) {
+        size_t n = *cap ? *cap : 64;
+        while (n <= (size_t)idx)
+            n *= 2;
+        int *a = realloc(*arr, n * sizeof *a);
+        if (!a)
+            return -1;
+        memset(a + *cap, 0, (n - *cap) * sizeof *a);
+        *arr = a;
+        *cap = n;
+    }
+    (*arr)[idx] = line;
+    return 0;
+}
+
+static int def_line_of(const parser *p, kiln_value v)
+{
+    return (size_t)v < p->def_cap ? p->def_line[v] : 0;
+}
+
+/* The value named by identifier token t, or an error. */
+static int lookup_name(parser *p, const tok *t, kiln_value *out)
+{
+    char buf[128];
+    kiln_value v = -1;
+    if (t->n < sizeof buf) {
+        memcpy(buf, t->s, t->n);
+        buf[t->n] = '\0';
+        v = kiln_graph_lookup(p->g, buf);
+    } else {
+        char *s = tok_str(t);
+        if (!s)
+            return nomem(p);
+        v = kiln_graph_lookup(p->g, s);
+        free(s);
+    }
+    if (v < 0)
+        return fail_at(p, t->line, t->col, KILN_ERR_NAME,
+                       "undefined name '%.*s'", t->n > 200 ? 200 : (int)t->n,
+                       t->s);
+    *out = v;
+    return 0;
+}
+
+/* Refuse to define `name` twice. */
+static int check_new_name(parser *p, const tok *t, const char *name)
+{
+    kiln_value v = kiln_graph_lookup(p->g, name);
+    if (v < 0)
+        return 0;
+    int l = def_line_of(p, v);
+    if (l > 0)
+        return fail_at(p, t->line, t->col, KILN_ERR_NAME,
+                       "duplicate name '%s' (first defined at line %d)", name,
+                       l);
+    return fail_at(p, t->line, t->col, KILN_ERR_NAME, "duplicate name '%s'",
+                   name);
+}
+
+/* ---- expressions ---------------------------------------------------- */
+
+/* An expression's value: a node, or a literal not yet added to the graph
+ * (literals become nodes when an op uses them, so that `join(0, ...)` can
+ * read its axis and a node's literals sit right before it). */
+typedef struct operand {
+    int is_lit;
+    kiln_value v;
+    scalar lit;
+    int line, col;
+} operand;
+
+static int materialize(parser *p, operand *o)
+{
+    if (!o->is_lit)
+        return 0;
+    if (o->lit.kind == KILN_LIT_INT && fabs(o->lit.d) > 9007199254740992.0)
+        return fail_at(p, o->line, o->col, KILN_ERR_PARSE,
+                       "integer literal '%.*s' is too large (at most 2^53 in "
+                       "magnitude)", o->lit.n > 60 ? 60 : (int)o->lit.n,
+                       o->lit.s);
+    kiln_value v = kiln_graph_literal(p->g, o->lit.d,
+                                      (kiln_literal_kind)o->lit.kind, &p->e);
+    if (v < 0)
+        return builder_fail(p, o->line, o->col);
+    o->is_lit = 0;
+    o->v = v;
+    return 0;
+}
+
+/* A parsed `[...]`: basic entries, or one tensor entry at `tensor_at`. */
+typedef struct index_spec {
+    int n;
+    kiln_index e[KILN_MAX_RANK];
+    int tensor_at;          /* -1: basic indexing */
+    kiln_value tensor;
+    int line, col;          /* the '[' */
+} index_spec;
+
+static int parse_expr(parser *p, operand *o);
+static int parse_primary(parser *p, operand *o);
+
+static int starts_int(const parser *p)
+{
+    return p->t.kind == T_INT || p->t.kind == T_MINUS;
+}
+
+static int parse_index(parser *p, index_spec *ix)
+{
+    memset(ix, 0, sizeof *ix);
+    ix->tensor_at = -1;
+    ix->line = p->t.line;
+    ix->col = p->t.col;
+    int others_full = 1;
+    if (advance(p))
+        return -1;
+    if (p->t.kind == T_RBRACK)
+        return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                       "empty index '[]'");
+    for (;;) {
+        if (ix->n == KILN_MAX_RANK)
+            return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                           "too many indices (at most %d)", KILN_MAX_RANK);
+        kiln_index *e = &ix->e[ix->n];
+        memset(e, 0, sizeof *e);
+        if (starts_int(p) || p->t.kind == T_COLON) {
+            int64_t a = 0;
+            int has_a = 0;
+            if (p->t.kind != T_COLON) {
+                if (parse_int(p, "an integer index", &a))
+                    return -1;
+                has_a = 1;
+            }
+            if (p->t.kind == T_COLON) {
+                e->kind = KILN_INDEX_SLICE;
+                e->has_start = has_a;
+                e->start = a;
+                if (advance(p))
+                    return -1;
+                if (starts_int(p)) {
+                    if (parse_int(p, "an integer slice bound", &e->stop))
+                        return -1;
+                    e->has_stop = 1;
+                }
+                if (p->t.kind == T_COLON) {
+                    if (advance(p))
+                        return -1;
+                    if (starts_int(p)) {
+                        if (parse_int(p, "an integer slice step", &e->step))
+                            return -1;
+                        e->has_step = 1;
+                    }
+                }
+                if (e->has_start || e->has_stop || e->has_step)
+                    others_full = 0;
+            } else {
+                e->kind = KILN_INDEX_INT;
+                e->start = a;
+                e->has_start = 1;
+                others_full = 0;
+            }
+        } else if (p->t.kind == T_IDENT && !is_literal_word(&p->t)) {
+            if (ix->tensor_at >= 0)
+                return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                               "at most one tensor index is allowed in "
+                               "x[...]");
+            operand o;
+            if (parse_expr(p, &o) || materialize(p, &o))
+                return -1;
+            ix->tensor_at = ix->n;
+            ix->tensor = o.v;
+            e->kind = KILN_INDEX_SLICE; /* placeholder */
+        } else {
+            return expected(p, "an index (an integer, a slice like 1:3 or an "
+                               "integer tensor)");
+        }
+        ix->n++;
+        if (p->t.kind == T_COMMA) {
+            if (advance(p))
+                return -1;
+            continue;
+        }
+        if (p->t.kind == T_RBRACK)
+            break;
+        return expected(p, "',' or ']' in the index");
+    }
+    if (ix->tensor_at >= 0 && !others_full)
+        return fail_at(p, ix->line, ix->col, KILN_ERR_PARSE,
+                       "with a tensor index every other entry must be ':' "
+                       "(a full slice)");
+    return advance(p);
+}
+
+static int apply_index(parser *p, kiln_value base, const index_spec *ix,
+                       kiln_value *out)
+{
+    kiln_value v;
+    if (ix->tensor_at >= 0) {
+        kiln_attr a;
+        memset(&a, 0, sizeof a);
+        a.key = "axis";
+        a.kind = KILN_ATTR_INT;
+        a.i = ix->tensor_at;
+        kiln_value in[2] = { base, ix->tensor };
+        v = kiln_graph_op(p->g, "take", 2, in, &a, 1, &p->e);
+    } else {
+        v = kiln_graph_subtensor(p->g, base, ix->n, ix->e, &p->e);
+    }
+    if (v < 0)
+        return builder_fail(p, ix->line, ix->col);
+    *out = v;
+    return 0;
+}
+
+/* One attribute being parsed. */
+typedef struct attr_item {
+    kiln_attr a;
+    char *key;
+    int64_t *ints;
+} attr_item;
+
+static int parse_attr_value(parser *p, attr_item *it)
+{
+    kiln_attr *a = &it->a;
+    if (p->t.kind == T_LBRACK) {
+        size_t cap = 0;
+        a->kind = KILN_ATTR_INTS;
+        if (advance(p))
+            return -1;
+        while (p->t.kind != T_RBRACK) {
+            int64_t v;
+            if (starts_int(p)) {
+                if (parse_int(p, "an integer", &v))
+                    return -1;
+            } else if (p->t.kind == T_QUEST) {
+                v = kiln_ir_fresh_symbol(p->g);
+                if (v == KILN_DIM_UNKNOWN)
+                    return nomem(p);
+                if (advance(p))
+                    return -1;
+            } else if (p->t.kind == T_IDENT && !is_literal_word(&p->t)) {
+                char *name = tok_str(&p->t);
+                if (!name)
+                    return nomem(p);
+                v = kiln_graph_symbol(p->g, name);
+                free(name);
+                if (v == KILN_DIM_UNKNOWN)
+                    return nomem(p);
+                if (advance(p))
+                    return -1;
+            } else {
+                char b[64];
+                return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                               "attribute '%s': expected an integer or a dim "
+                               "name in the list, found %s", it->key,
+                               tok_desc(&p->t, b, sizeof b));
+            }
+            if ((size_t)a->n == cap) {
+                size_t nc = cap ? 2 * cap : 8;
+                if (nc > (size_t)INT32_MAX)
+                    return nomem(p);
+                int64_t *q = realloc(it->ints, nc * sizeof *q);
+                if (!q)
+                    return nomem(p);
+                it->ints = q;
+                cap = nc;
+            }
+            it->ints[a->n++] = v;
+            if (p->t.kind == T_COMMA) {
+                if (advance(p))
+                    return -1;
+                continue;
+            }
+            if (p->t.kind != T_RBRACK)
+                return expected(p, "',' or ']' in the list");
+        }
+        a->ints = it->ints;
+        return advance(p);
+    }
+    if (starts_scalar(p)) {
+        scalar sc;
+        if (parse_scalar(p, &sc))
+            return -1;
+        a->kind = sc.kind == KILN_LIT_INT    ? KILN_ATTR_INT
+                  : sc.kind == KILN_LIT_BOOL ? KILN_ATTR_BOOL
+                                             : KILN_ATTR_FLOAT;
+        a->i = sc.i;
+        a->f = sc.d;
+        return 0;
+    }
+    if (p->t.kind == T_IDENT) {
+        char buf[16];
+        kiln_dtype dt;
+        if (p->t.n < sizeof buf) {
+            memcpy(buf, p->t.s, p->t.n);
+            buf[p->t.n] = '\0';
+            if (kiln_dtype_parse(buf, &dt) == 0) {
+                a->kind = KILN_ATTR_DTYPE;
+                a->i = dt;
+                return advance(p);
+            }
+        }
+    }
+    char b[64];
+    return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                   "attribute '%s': expected a number, true, false, a dtype "
+                   "or a list, found %s", it->key,
+                   tok_desc(&p->t, b, sizeof b));
+}
+
+/* set_subtensor(x[...], v) / inc_subtensor(x[...], v); the current token
+ * is the first argument. */
+static int parse_set(parser *p, const tok *name, int inc, operand *o)
+{
+    const char *opn = inc ? "inc_subtensor" : "set_subtensor";
+    operand base;
+    int aline = p->t.line, acol = p->t.col;
+    if (parse_primary(p, &base))
+        return -1;
+    if (p->t.kind != T_LBRACK)
+        return fail_at(p, aline, acol, KILN_ERR_PARSE,
+                       "%s: the first argument must be indexed, like "
+                       "x[0:2]", opn);
+    index_spec *ix = malloc(sizeof *ix);
+    if (!ix)
+        return nomem(p);
+    for (;;) {
+        if (materialize(p, &base) || parse_index(p, ix))
+            goto fail;
+        if (p->t.kind != T_LBRACK)
+            break;
+        if (apply_index(p, base.v, ix, &base.v))
+            goto fail;
+    }
+    if (p->t.kind != T_COMMA) {
+        expected(p, "',' and the new value");
+        goto fail;
+    }
+    operand val;
+    if (advance(p) || parse_expr(p, &val) || materialize(p, &val))
+        goto fail;
+    if (p->t.kind != T_RPAREN) {
+        char b[64];
+        fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                "%s takes two arguments, x[...] and a value; found %s", opn,
+                tok_desc(&p->t, b, sizeof b));
+        goto fail;
+    }
+    kiln_value v;
+    if (ix->tensor_at >= 0)
+        v = kiln_graph_advanced_set_subtensor(p->g, base.v, ix->tensor,
+                                              ix->tensor_at, val.v, inc,
+                                              &p->e);
+    else
+        v = kiln_graph_set_subtensor(p->g, base.v, ix->n, ix->e, val.v, inc,
+                                     &p->e);
+    if (v < 0) {
+        builder_fail(p, name->line, name->col);
+        goto fail;
+    }
+    free(ix);
+    o->is_lit = 0;
+    o->v = v;
+    return advance(p);
+fail:
+    free(ix);
+    return -1;
+}
+
+/* op(arg, ..., key=value, ...); the current token is the op name. */
+static int parse_call(parser *p, operand *o)
+{
+    tok name = p->t;
+    char opname[32];
+    if (advance(p) || advance(p)) /* name, '(' */
+        return -1;
+    if (is_word(&name, "set_subtensor") || is_word(&name, "inc_subtensor"))
+        return parse_set(p, &name, is_word(&name, "inc_subtensor"), o);
+    if (is_word(&name, "subtensor"))
+        return fail_at(p, name.line, name.col, KILN_ERR_PARSE,
+                       "subtensor is written as indexing: x[1:3, 0]");
+    int op = -1;
+    if (name.n < sizeof opname) {
+        memcpy(opname, name.s, name.n);
+        opname[name.n] = '\0';
+        op = kiln_ir_op_lookup(opname);
+    }
+    if (op < 0)
+        return fail_at(p, name.line, name.col, KILN_ERR_TYPE,
+                       "unknown op '%.*s'", name.n > 60 ? 60 : (int)name.n,
+                       name.s);
+
+    operand *args = NULL;
+    attr_item *attrs = NULL;
+    kiln_attr *ka = NULL;
+    kiln_value *in = NULL;
+    size_t nargs = 0, cargs = 0, nattrs = 0, cattrs = 0;
+    int rc = -1;
+    while (p->t.kind != T_RPAREN) {
+        const tok *nx = NULL;
+        if (p->t.kind == T_IDENT && !(nx = peek(p)))
+            goto done;
+        if (nx && nx->kind == T_EQ) {
+            if (nattrs == cattrs) {
+                size_t nc = cattrs ? 2 * cattrs : 4;
+                attr_item *q = realloc(attrs, nc * sizeof *q);
+                if (!q) {
+                    nomem(p);
+                    goto done;
+                }
+                attrs = q;
+                cattrs = nc;
+            }
+            attr_item *it = &attrs[nattrs++];
+            memset(it, 0, sizeof *it);
+            if (!(it->key = tok_str(&p->t))) {
+                nomem(p);
+                goto done;
+            }
+            it->a.key = it->key;
+            if (advance(p) || advance(p) || parse_attr_value(p, it))
+                goto done;
+        } else {
+            if (nattrs > 0) {
+                fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                        "%s: positional argument after keyword argument",
+                        opname);
+                goto done;
+            }
+            if (nargs == cargs) {
+                size_t nc = cargs ? 2 * cargs : 8;
+                if (nc > (size_t)INT32_MAX / 2) {
+                    nomem(p);
+                    goto done;
+                }
+                operand *q = realloc(args, nc * sizeof *q);
+                if (!q) {
+                    nomem(p);
+                    goto done;
+                }
+                args = q;
+                cargs = nc;
+            }
+            if (parse_expr(p, &args[nargs]))
+                goto done;
+            nargs++;
+        }
+        if (p->t.kind == T_COMMA) {
+            if (advance(p))
+                goto done;
+            continue;
+        }
+        if (p->t.kind != T_RPAREN) {
+            char what[80];
+            snprintf(what, sizeof what, "',' or ')' in the arguments of %s",
+                     opname);
+            expected(p, what);
+            goto done;
+        }
+    }
+    /* join(AXIS, x1, ...): a leading integer literal is the axis */
+    size_t first = 0;
+    int64_t join_axis = 0;
+    int has_join_axis = 0;
+    if (op == KILN_OP_JOIN && nargs > 0 && args[0].is_lit &&
+        args[0].lit.kind == KILN_LIT_INT) {
+        for (size_t k = 0; k < nattrs; k++)
+            if (strcmp(attrs[k].key, "axis") == 0) {
+                fail_at(p, args[0].line, args[0].col, KILN_ERR_PARSE,
+                        "join: axis given twice (first argument and "
+                        "axis=)");
+                goto done;
+            }
+        join_axis = args[0].lit.i;
+        has_join_axis = 1;
+        first = 1;
+    }
+    for (size_t k = first; k < nargs; k++)
+        if (materialize(p, &args[k]))
+            goto done;
+    size_t nin = nargs - first;
+    size_t nka = nattrs + (size_t)has_join_axis;
+    in = malloc((nin ? nin : 1) * sizeof *in);
+    ka = malloc((nka ? nka : 1) * sizeof *ka);
+    if (!in || !ka) {
+        nomem(p);
+        goto done;
+    }
+    for (size_t k = 0; k < nin; k++)
+        in[k] = args[first + k].v;
+    for (size_t k = 0; k < nattrs; k++)
+        ka[k] = attrs[k].a;
+    if (has_join_axis) {
+        memset(&ka[nattrs], 0, sizeof ka[nattrs]);
+        ka[nattrs].key = "axis";
+        ka[nattrs].kind = KILN_ATTR_INT;
+        ka[nattrs].i = join_axis;
+    }
+    kiln_value v = kiln_graph_op(p->g, opname, (int)nin, in, ka, (int)nka,
+                                 &p->e);
+    if (v < 0) {
+        builder_fail(p, name.line, name.col);
+        goto done;
+    }
+    o->is_lit = 0;
+    o->v = v;
+    rc = advance(p); /* ')' */
+done:
+    for (size_t k = 0; k < nattrs; k++) {
+        free(attrs[k].key);
+        free(attrs[k].ints);
+    }
+    free(attrs);
+    free(args);
+    free(in);
+    free(ka);
+    return rc;
+}
+
+static int parse_primary(parser *p, operand *o)
+{
+    int rc;
+    memset(o, 0, sizeof *o);
+    o->line = p->t.line;
+    o->col = p->t.col;
+    if (++p->depth > KG_MAX_DEPTH)
+        return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                       "expression nested too deeply (more than %d levels)",
+                       KG_MAX_DEPTH);
+    if (starts_scalar(p)) {
+        o->is_lit = 1;
+        rc = parse_scalar(p, &o->lit);
+    } else if (p->t.kind == T_IDENT) {
+        const tok *nx = peek(p);
+        if (!nx)
+            rc = -1;
+        else if (nx->kind == T_LPAREN)
+            rc = parse_call(p, o);
+        else if ((rc = lookup_name(p, &p->t, &o->v)) == 0)
+            rc = advance(p);
+    } else {
+        rc = expected(p, "an expression");
+    }
+    p->depth--;
+    return rc;
+}
+
+static int parse_expr(parser *p, operand *o)
+{
+    if (parse_primary(p, o))
+        return -1;
+    if (p->t.kind != T_LBRACK)
+        return 0;
+    index_spec *ix = malloc(sizeof *ix);
+    if (!ix)
+        return nomem(p);
+    int rc = 0;
+    while (rc == 0 && p->t.kind == T_LBRACK)
+        rc = materialize(p, o) || parse_index(p, ix) ||
+                     apply_index(p, o->v, ix, &o->v)
+                 ? -1
+                 : 0;
+    free(ix);
+    return rc;
+}
+
+/* ---- declarations --------------------------------------------------- */
+
+typedef struct decl_type {
+    kiln_dtype dt;
+    int rank;
+    int64_t dims[KILN_MAX_RANK];
+    int line, col;
+} decl_type;
+
+static int parse_type(parser *p, decl_type *ty)
+{
+    memset(ty, 0, sizeof *ty);
+    ty->line = p->t.line;
+    ty->col = p->t.col;
+    if (p->t.kind != T_IDENT)
+        return expected(p, "a type (f64, f32, i64, i32 or bool)");
+    char buf[16];
+    int ok = 0;
+    if (p->t.n < sizeof buf) {
+        memcpy(buf, p->t.s, p->t.n);
+        buf[p->t.n] = '\0';
+        ok = kiln_dtype_parse(buf, &ty->dt) == 0;
+    }
+    if (!ok)
+        return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                       "unknown dtype '%.*s' (expected f64, f32, i64, i32 or "
+                       "bool)", p->t.n > 60 ? 60 : (int)p->t.n, p->t.s);
+    if (advance(p))
+        return -1;
+    if (p->t.kind != T_LBRACK)
+        return 0;
+    if (advance(p))
+        return -1;
+    for (;;) {
+        int64_t d;
+        if (ty->rank == KILN_MAX_RANK)
+            return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                           "too many dims (at most %d)", KILN_MAX_RANK);
+        if (p->t.kind == T_INT) {
+            if (digits_to_i64(p->t.s, p->t.n, 0, &d))
+                return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                               "dim '%.*s' is out of range",
+                               p->t.n > 60 ? 60 : (int)p->t.n, p->t.s);
+        } else if (p->t.kind == T_QUEST) {
+            d = KILN_DIM_UNKNOWN;
+        } else if (p->t.kind == T_IDENT) {
+            char *name = tok_str(&p->t);
+            if (!name)
+                return nomem(p);
+            d = kiln_graph_symbol(p->g, name);
+            free(name);
+            if (d == KILN_DIM_UNKNOWN)
+                return nomem(p);
+        } else {
+            return expected(p, "a dim (a size, a name or '?')");
+        }
+        ty->dims[ty->rank++] = d;
+        if (advance(p))
+            return -1;
+        if (p->t.kind == T_COMMA) {
+            if (advance(p))
+                return -1;
+            continue;
+        }
+        if (p->t.kind == T_RBRACK)
+            return advance(p);
+        return expected(p, "',' or ']' in the dims");
+    }
+}
+
+/* `NAME:` of a declaration; the current token is the keyword. */
+static int decl_head(parser *p, const char *what, tok *name, char **sname)
+{
+    char m[64];
+    if (advance(p))
+        return -1;
+    *name = p->t; /* an identifier: checked by the statement dispatch */
+    if (!(*sname = tok_str(name)))
+        return nomem(p);
+    if (advance(p))
+        return -1;
+    snprintf(m, sizeof m, "':' after %s name", what);
+    if (p->t.kind != T_COLON)
+        return expected(p, m);
+    if (advance(p))
+        return -1;
+    return check_new_name(p, name, *sname);
+}
+
+static int record_def(parser *p, kiln_value v, int line)
+{
+    if (note_line(&p->def_line, &p->def_cap, v, line))
+        return nomem(p);
+    return 0;
+}
+
+static int stmt_input(parser *p)
+{
+    tok name;
+    char *s = NULL;
+    decl_type ty;
+    int rc = -1;
+    if (decl_head(p, "input", &name, &s) || parse_type(p, &ty) ||
+        end_of_statement(p))
+        goto out;
+    kiln_value v = kiln_graph_input(p->g, s, ty.dt, ty.rank, ty.dims, &p->e);
+    if (v < 0) {
+        builder_fail(p, name.line, name.col);
+        goto out;
+    }
+    rc = record_def(p, v, name.line);
+out:
+    free(s);
+    return rc;
+}
+
+/* Growable typed buffer for a const's values. */
+typedef struct cbuf {
+    unsigned char *data;
+    size_t n, cap;    /* elements */
+    size_t esize;
+    int64_t numel;
+} cbuf;
+
+static int const_put(parser *p, cbuf *b, const char *name, kiln_dtype dt,
+                     const scalar *sc)
+{
+    if (b->n == b->cap) {
+        size_t nc = b->cap ? 2 * b->cap : 16;
+        if ((int64_t)nc > b->numel)
+            nc = (size_t)b->numel;
+        unsigned char *q = realloc(b->data, nc * b->esize);
+        if (!q)
+            return nomem(p);
+        b->data = q;
+        b->cap = nc;
+    }
+    unsigned char *dst = b->data + b->n * b->esize;
+    int bad = 0;
+    switch (dt) {
+    case KILN_F64:
+        if (sc->kind == KILN_LIT_BOOL)
+            bad = 1;
+        else
+            memcpy(dst, &sc->d, 8);
+        break;
+    case KILN_F32: {
+        float f = (float)sc->d;
+        if (sc->kind == KILN_LIT_BOOL)
+            bad = 1;
+        else if (isinf(f) && !isinf(sc->d))
+            return fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
+                           "const '%s': %.*s is out of range for f32", name,
+                           (int)sc->n, sc->s);
+        else
+            memcpy(dst, &f, 4);
+        break;
+    }
+    case KILN_I64:
+        if (sc->kind != KILN_LIT_INT)
+            bad = 1;
+        else
+            memcpy(dst, &sc->i, 8);
+        break;
+    case KILN_I32: {
+        if (sc->kind != KILN_LIT_INT)
+            bad = 1;
+        else if (sc->i < INT32_MIN || sc->i > INT32_MAX)
+            return fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
+                           "const '%s': %.*s is out of range for i32", name,
+                           (int)sc->n, sc->s);
+        int32_t v = (int32_t)sc->i;
+        memcpy(dst, &v, 4);
+        break;
+    }
+    default: /* bool */
+        if (sc->kind == KILN_LIT_FLOAT ||
+            (sc->kind == KILN_LIT_INT && sc->i != 0 && sc->i != 1))
+            bad = 1;
+        else
+            *dst = (unsigned char)(sc->i != 0);
+    }
+    if (bad)
+        return fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
+                       "const '%s': '%.*s' is not a value of dtype %s", name,
+                       sc->n > 60 ? 60 : (int)sc->n, sc->s,
+                       kiln_dtype_name(dt));
+    b->n++;
+    return 0;
+}
+
+/* The values of axis `level` and below (recursion depth <= rank). */
+static int const_level(parser *p, cbuf *b, const char *name,
+                       const decl_type *ty, int level, const char *tstr)
+{
+    char d[64];
+    if (level == ty->rank) {
+        if (!starts_scalar(p)) {
+            if (p->t.kind == T_LBRACK)
+                return fail_at(p, p->t.line, p->t.col, KILN_ERR_SHAPE,
+                               "const '%s': too many nested lists for type "
+                               "%s", name, tstr);
+            return expected(p, "a number");
+        }
+        scalar sc;
+        return parse_scalar(p, &sc) || const_put(p, b, name, ty->dt, &sc)
+                   ? -1 : 0;
+    }
+    int64_t want = ty->dims[level];
+    if (p->t.kind != T_LBRACK)
+        return fail_at(p, p->t.line, p->t.col, KILN_ERR_SHAPE,
+                       "const '%s': expected a list of %lld values for axis "
+                       "%d of type %s, found %s", name, (long long)want,
+                       level, tstr, tok_desc(&p->t, d, sizeof d));
+    int lline = p->t.line, lcol = p->t.col;
+    if (advance(p))
+        return -1;
+    int64_t got = 0;
+    while (p->t.kind != T_RBRACK) {
+        if (got == want)
+            return fail_at(p, lline, lcol, KILN_ERR_SHAPE,
+                           "const '%s': more than %lld values for axis %d "
+                           "of type %s", name, (long long)want, level, tstr);
+        if (const_level(p, b, name, ty, level + 1, tstr))
+            return -1;
+        got++;
+        if (p->t.kind == T_COMMA) {
+            if (advance(p))
+                return -1;
+            continue;
+        }
+        if (p->t.kind != T_RBRACK)
+            return expected(p, "',' or ']' in the list");
+    }
+    if (got != want)
+        return fail_at(p, lline, lcol, KILN_ERR_SHAPE,
+                       "const '%s': expected %lld values for axis %d of type "
+                       "%s, found %lld", name, (long long)want, level, tstr,
+                       (long long)got);
+    return advance(p);
+}
+
+static int stmt_const(parser *p)
+{
+    tok name;
+    char *s = NULL;
+    decl_type ty;
+    cbuf b = { NULL, 0, 0, 0, 0 };
+    int rc = -1;
+    char tstr[256];
+    if (decl_head(p, "const", &name, &s) || parse_type(p, &ty))
+        goto out;
+    kiln_type kt;
+    memset(&kt, 0, sizeof kt);
+    kt.dtype = ty.dt;
+    kt.rank = ty.rank;
+    memcpy(kt.dims, ty.dims, sizeof kt.dims);
+    kiln_ir_type_str(p->g, &kt, tstr, sizeof tstr);
+    for (int i = 0; i < ty.rank; i++)
+        if (ty.dims[i] < 0) {
+            fail_at(p, ty.line, ty.col, KILN_ERR_PARSE,
+                    "const '%s': type %s is not static (a const needs a "
+                    "known shape)", s, tstr);
+            goto out;
+        }
+    if (p->t.kind != T_EQ) {
+        char m[300];
+        snprintf(m, sizeof m, "'=' and the value of const '%.200s'", s);
+        expected(p, m);
+        goto out;
+    }
+    if (advance(p))
+        goto out;
+    b.esize = kiln_dtype_size(ty.dt);
+    b.numel = kiln_shape_numel(ty.rank, ty.dims);
+    if (b.numel < 0 || (uint64_t)b.numel > SIZE_MAX / 16) {
+        fail_at(p, ty.line, ty.col, KILN_ERR_SHAPE,
+                "const '%s': type %s is too large", s, tstr);
+        goto out;
+    }
+    if (const_level(p, &b, s, &ty, 0, tstr) || end_of_statement(p))
+        goto out;
+    kiln_value v = kiln_graph_const(p->g, s, ty.dt, ty.rank, ty.dims, b.data,
+                                    &p->e);
+    if (v < 0) {
+        builder_fail(p, name.line, name.col);
+        goto out;
+    }
+    rc = record_def(p, v, name.line);
+out:
+    free(b.data);
+    free(s);
+    return rc;
+}
+
+/* Append `s` to dst at *k, escaping '\\' and '"'. */
+static size_t put_escaped(char *dst, size_t k, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            dst[k++] = '\\';
+        dst[k++] = *s;
+    }
+    return k;
+}
+
+static int stmt_shared(parser *p)
+{
+    tok name;
+    char *s = NULL, *path = NULL, *column = NULL, *full = NULL;
+    char *source = NULL;
+    decl_type ty;
+    kiln_tensor t;
+    int have_t = 0;
+    int rc = -1;
+    memset(&t, 0, sizeof t);
+    if (decl_head(p, "shared", &name, &s) || parse_type(p, &ty))
+        goto out;
+    tok src = name, ptok = name;
+    int is_csv = 0;
+    if (p->t.kind == T_EQ) {
+        if (advance(p))
+            goto out;
+        src = p->t;
+        is_csv = is_word(&p->t, "csv");
+        if (!is_csv && !is_word(&p->t, "npy")) {
+            expected(p, "npy(\"FILE\") or csv(\"FILE\", \"COLUMN\") after '='");
+            goto out;
+        }
+        if (advance(p) || expect(p, T_LPAREN, "'('"))
+            goto out;
+        ptok = p->t;
+        if (p->t.kind != T_STRING) {
+            expected(p, "a file name in double quotes");
+            goto out;
+        }
+        if (!(path = str_value(&p->t))) {
+            nomem(p);
+            goto out;
+        }
+        if (advance(p))
+            goto out;
+        if (is_csv) {
+            if (expect(p, T_COMMA, "',' and a column name"))
+                goto out;
+            if (p->t.kind != T_STRING) {
+                expected(p, "a column name in double quotes");
+                goto out;
+            }
+            if (!(column = str_value(&p->t))) {
+                nomem(p);
+                goto out;
+            }
+            if (advance(p))
+                goto out;
+        }
+        if (expect(p, T_RPAREN, "')'") || end_of_statement(p))
+            goto out;
+        /* resolve the path against base_dir */
+        size_t bl = p->base_dir && path[0] != '/' ? strlen(p->base_dir) : 0;
+        full = malloc(bl + strlen(path) + 2);
+        if (!full) {
+            nomem(p);
+            goto out;
+        }
+        if (bl)
+            snprintf(full, bl + strlen(path) + 2, "%s/%s", p->base_dir, path);
+        else
+            strcpy(full, path);
+        FILE *f = fopen(full, "rb");
+        if (!f) {
+            fail_at(p, ptok.line, ptok.col, KILN_ERR_IO,
+                    "cannot read data file '%s': %s", path, strerror(errno));
+            goto out;
+        }
+        fclose(f);
+        int r = is_csv ? kiln_csv_read_column(full, column, ty.dt, &t, &p->e)
+                       : kiln_npy_read(full, &t, &p->e);
+        if (r) {
+            builder_fail(p, src.line, src.col);
+            goto out;
+        }
+        have_t = 1;
+        size_t sl = 16 + 2 * strlen(path) + (column ? 2 * strlen(column) : 0);
+        if (!(source = malloc(sl))) {
+            nomem(p);
+            goto out;
+        }
+        size_t k = 0;
+        memcpy(source, is_csv ? "csv(\"" : "npy(\"", 5);
+        k = put_escaped(source, 5, path);
+        source[k++] = '"';
+        if (column) {
+            memcpy(source + k, ", \"", 3);
+            k = put_escaped(source, k + 3, column);
+            source[k++] = '"';
+        }
+        source[k++] = ')';
+        source[k] = '\0';
+    } else if (end_of_statement(p)) {
+        goto out;
+    }
+    kiln_value v = kiln_graph_shared(p->g, s, ty.dt, ty.rank, ty.dims,
+                                     have_t ? &t : NULL, &p->e);
+    if (v < 0) {
+        builder_fail(p, src.line, src.col);
+        goto out;
+    }
+    p->g->nodes[v].source = source;
+    source = NULL;
+    rc = record_def(p, v, name.line);
+out:
+    if (have_t)
+        free(t.data);
+    free(source);
+    free(full);
+    free(column);
+    free(path);
+    free(s);
+    return rc;
+}
+
+static int stmt_output(parser *p)
+{
+    if (advance(p))
+        return -1;
+    tok name = p->t;
+    char *s = tok_str(&name);
+    int rc = -1;
+    if (!s)
+        return nomem(p);
+    if (advance(p))
+        goto out;
+    kiln_value v;
+    if (p->t.kind == T_EQ) {
+        operand o;
+        if (advance(p) || parse_expr(p, &o) || materialize(p, &o))
+            goto out;
+        v = o.v;
+    } else if (lookup_name(p, &name, &v)) {
+        goto out;
+    }
+    if (end_of_statement(p))
+        goto out;
+    int was_named = p->g->nodes[v].name != NULL;
+    if (kiln_graph_output(p->g, s, v, &p->e)) {
+        /* output names are their own namespace; a duplicate is found by
+         * the builder's map, the line of the first one only now */
+        if (p->e.code == KILN_ERR_NAME &&
+            strncmp(p->e.message, "duplicate output", 16) == 0)
+            for (int k = 0; k < p->g->n_outputs; k++)
+                if (strcmp(p->g->outputs[k].name, s) == 0) {
+                    int l = (size_t)k < p->out_cap ? p->out_line[k] : 0;
+                    fail_at(p, name.line, name.col, KILN_ERR_NAME,
+                            "duplicate output '%s' (first defined at line "
+                            "%d)", s, l);
+                    goto out;
+                }
+        builder_fail(p, name.line, name.col);
+        goto out;
+    }
+    if (note_line(&p->out_line, &p->out_cap, p->g->n_outputs - 1, name.line)) {
+        nomem(p);
+        goto out;
+    }
+    if (!was_named && p->g->nodes[v].name && record_def(p, v, name.line))
+        goto out;
+    rc = 0;
+out:
+    free(s);
+    return rc;
+}
+
+static int stmt_assign(parser *p)
+{
+    tok name = p->t;
+    char *s = tok_str(&name);
+    int rc = -1;
+    operand o;
+    if (!s)
+        return nomem(p);
+    if (advance(p) || advance(p)) /* NAME '=' */
+        goto out;
+    if (check_new_name(p, &name, s))
+        goto out;
+    if (parse_expr(p, &o) || materialize(p, &o) || end_of_statement(p))
+        goto out;
+    if (kiln_graph_set_name(p->g, o.v, s, &p->e)) {
+        builder_fail(p, name.line, name.col);
+        goto out;
+    }
+    rc = record_def(p, o.v, name.line);
+out:
+    free(s);
+    return rc;
+}
+
+/* ---- file ----------------------------------------------------------- */
+
+static int skip_blank_lines(parser *p)
+{
+    while (p->t.kind == T_NL)
+        if (advance(p))
+            return -1;
+    return 0;
+}
+
+static int parse_graph(parser *p)
+{
+    char b[64];
+    if (advance(p) || skip_blank_lines(p))
+        return -1;
+    if (!is_word(&p->t, "kiln"))
+        return expected(p, "'kiln 1' (the format version) on the first line");
+    if (advance(p))
+        return -1;
+    if (p->t.kind != T_INT && p->t.kind != T_FLOAT)
+        return expected(p, "a format version number after 'kiln'");
+    if (!(p->t.kind == T_INT && p->t.n == 1 && p->t.s[0] == '1'))
+        return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                       "unsupported format version %s (this kiln reads "
+                       "version 1)", tok_desc(&p->t, b, sizeof b));
+    if (advance(p) || end_of_statement(p) || skip_blank_lines(p))
+        return -1;
+    if (!is_word(&p->t, "graph"))
+        return expected(p, "'graph NAME'");
+    if (advance(p))
+        return -1;
+    if (p->t.kind != T_IDENT)
+        return expected(p, "a graph name after 'graph'");
+    tok gname = p->t;
+    char *s = tok_str(&gname);
+    if (!s)
+        return nomem(p);
+    p->g = kiln_graph_new(s, &p->e);
+    free(s);
+    if (!p->g)
+        return -1;
+    if (advance(p) || end_of_statement(p))
+        return -1;
+    for (;;) {
+        if (skip_blank_lines(p))
+            return -1;
+        if (p->t.kind == T_EOF) {
+            char m[128];
+            snprintf(m, sizeof m, "'end' to close graph '%.*s'",
+                     gname.n > 60 ? 60 : (int)gname.n, gname.s);
+            return expected(p, m);
+        }
+        if (p->t.kind != T_IDENT)
+            return expected(p, "a statement (input, shared, const, output, "
+                               "NAME = EXPR or end)");
+        const tok *nx = peek(p);
+        if (!nx)
+            return -1;
+        int rc;
+        if (is_word(&p->t, "end") && (nx->kind == T_NL || nx->kind == T_EOF))
+            break;
+        if (nx->kind == T_IDENT && is_word(&p->t, "input"))
+            rc = stmt_input(p);
+        else if (nx->kind == T_IDENT && is_word(&p->t, "shared"))
+            rc = stmt_shared(p);
+        else if (nx->kind == T_IDENT && is_word(&p->t, "const"))
+            rc = stmt_const(p);
+        else if (nx->kind == T_IDENT && is_word(&p->t, "output"))
+            rc = stmt_output(p);
+        else if (nx->kind == T_EQ)
+            rc = stmt_assign(p);
+        else if (is_word(&p->t, "end")) {
+            if (advance(p))
+                return -1;
+            rc = expected(p, "end of line after 'end'");
+        }
+        else if (is_word(&p->t, "input") || is_word(&p->t, "shared") ||
+                 is_word(&p->t, "const") || is_word(&p->t, "output")) {
+            if (advance(p))
+                return -1;
+            rc = expected(p, "a name");
+        } else {
+            if (advance(p))
+                return -1;
+            rc = expected(p, "'=' after the name");
+        }
+        if (rc)
+            return -1;
+    }
+    if (advance(p) || end_of_statement(p) || skip_blank_lines(p))
+        return -1;
+    if (p->t.kind != T_EOF)
+        return expected(p, "end of file after 'end' (one graph per file)");
+    return 0;
+}
+
+static kiln_graph *parse_text(const char *text, size_t len,
+                              const char *filename, const char *base_dir,
+                              kiln_err *err)
+{
+    parser p;
+    memset(&p, 0, sizeof p);
+    p.src = text;
+    p.len = len;
+    p.line = 1;
+    p.file = filename ? filename : "<string>";
+    p.base_dir = base_dir && *base_dir ? base_dir : NULL;
+    int rc = parse_graph(&p);
+    free(p.def_line);
+    free(p.out_line);
+    if (rc) {
+        kiln_graph_free(p.g);
+        if (err)
+            *err = p.e;
+        return NULL;
+    }
+    return p.g;
+}
+
+kiln_graph *kiln_parse_string(const char *text, const char *filename,
+                              const char *base_dir, kiln_err *err)
+{
+    if (!text) {
+        kiln_seterr(err, KILN_ERR_ARG, "kiln_parse_string: text is NULL");
+        return NULL;
+    }
+    return parse_text(text, strlen(text), filename, base_dir, err);
+}
+
+kiln_graph *kiln_parse_file(const char *path, kiln_err *err)
+{
+    if (!path) {
+        kiln_seterr(err, KILN_ERR_ARG, "kiln_parse_file: path is NULL");
+        return NULL;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        kiln_seterr(err, KILN_ERR_IO, "cannot read '%s': %s", path,
+                    strerror(errno));
+        return NULL;
+    }
+    size_t n = 0, cap = 1 << 16;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            fclose(f);
+            kiln_seterr(err, KILN_ERR_NOMEM, "%s: out of memory", path);
+            return NULL;
+        }
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *q = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+        if (!q)
+            free(buf);
+        buf = q;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    int e = errno;
+    fclose(f);
+    if (bad) {
+        free(buf);
+        kiln_seterr(err, KILN_ERR_IO, "cannot read '%s': %s", path,
+                    strerror(e));
+        return NULL;
+    }
+    /* data paths are relative to the file's directory */
+    char *dir = NULL;
+    const char *slash = strrchr(path, '/');
+    if (slash) {
+        size_t dl = slash == path ? 1 : (size_t)(slash - path);
+        dir = malloc(dl + 1);
+        if (!dir) {
+            free(buf);
+            kiln_seterr(err, KILN_ERR_NOMEM, "%s: out of memory", path);
+            return NULL;
+        }
+        memcpy(dir, path, dl);
+        dir[dl] = '\0';
+    }
+    kiln_graph *g = parse_text(buf, n, path, dir, err);
+    free(dir);
+    free(buf);
+    return g;
+}

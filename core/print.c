@@ -1,0 +1,573 @@
+/*
+ * print.c — kiln_graph_print: a graph in canonical `.kg` text.
+ *
+ * Layout (docs/ir.md, "Canonical form"):
+ *   kiln 1
+ *   graph NAME
+ *     declarations (input, shared, const) in node order
+ *     one `NAME = ...` line per other node, in node order
+ *     `output NAME [= VALUE]` lines in output order
+ *   end
+ * A literal that is unnamed and used exactly once is written inline in
+ * its user's argument list; any other literal gets its own line.  Unnamed
+ * nodes get the names t0, t1, ... in node order, skipping names the graph
+ * already uses, so the text is deterministic and parses back to the same
+ * graph (same ops, types, attributes and structure).
+ */
+#include "ir.h"
+
+#include <locale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_putn(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *q = realloc(b->s, cap);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->s = q;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+
+static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+__attribute__((format(printf, 2, 3)))
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    char small[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->oom = 1;
+        return;
+    }
+    if ((size_t)n < sizeof small) {
+        sb_putn(b, small, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_putn(b, big, (size_t)n);
+    free(big);
+}
+
+/* ---- numbers -------------------------------------------------------- */
+
+/* printf a double with %.{prec}g, with '.' whatever the locale. */
+static void fmt_g(char *buf, size_t size, int prec, double v)
+{
+    snprintf(buf, size, "%.*g", prec, v);
+    const char *dp = localeconv()->decimal_point;
+    if (!dp || strcmp(dp, ".") == 0)
+        return;
+    size_t dl = strlen(dp);
+    char *at = strstr(buf, dp);
+    if (at) {
+        *at = '.';
+        memmove(at + 1, at + dl, strlen(at + dl) + 1);
+    }
+}
+
+/* Parse back what fmt_g wrote (locale-independent). */
+static double parse_g(const char *s)
+{
+    const char *dp = localeconv()->decimal_point;
+    if (!dp || strcmp(dp, ".") == 0)
+        return strtod(s, NULL);
+    char buf[64];
+    size_t k = 0, dl = strlen(dp);
+    for (const char *p = s; *p && k + dl + 1 < sizeof buf; p++) {
+        if (*p == '.') {
+            memcpy(buf + k, dp, dl);
+            k += dl;
+        } else {
+            buf[k++] = *p;
+        }
+    }
+    buf[k] = '\0';
+    return strtod(buf, NULL);
+}
+
+/* The shortest of %.15g .. %.17g that reads back as v. */
+static void fmt_double(char *buf, size_t size, double v)
+{
+    if (isnan(v)) {
+        snprintf(buf, size, "nan");
+        return;
+    }
+    if (isinf(v)) {
+        snprintf(buf, size, v > 0 ? "inf" : "-inf");
+        return;
+    }
+    for (int prec = 15; prec <= 17; prec++) {
+        fmt_g(buf, size, prec, v);
+        if (parse_g(buf) == v && (v != 0 || signbit(v) == signbit(parse_g(buf))))
+            return;
+    }
+}
+
+/* A float written so that it reads back as a float: "1.0", "1e+20". */
+static void put_float(sbuf *b, double v)
+{
+    char buf[64];
+    fmt_double(buf, sizeof buf - 2, v);
+    if (!strpbrk(buf, ".eEni"))
+        strcat(buf, ".0");
+    sb_puts(b, buf);
+}
+
+static void put_literal(sbuf *b, const kiln_node *nd)
+{
+    double v = nd->attrs.value;
+    switch (nd->attrs.lit_kind) {
+    case KILN_LIT_INT:
+        sb_printf(b, "%lld", (long long)v);
+        break;
+    case KILN_LIT_BOOL:
+        sb_puts(b, v != 0 ? "true" : "false");
+        break;
+    default:
+        put_float(b, v);
+    }
+}
+
+/* ---- names ---------------------------------------------------------- */
+
+typedef struct printer {
+    const kiln_graph *g;
+    sbuf b;
+    int *gen;          /* generated name number, or -1 */
+    unsigned char *inl;  /* 1: literal written inline */
+} printer;
+
+static void put_name(printer *pr, kiln_value v)
+{
+    const kiln_node *nd = &pr->g->nodes[v];
+    if (nd->name)
+        sb_puts(&pr->b, nd->name);
+    else
+        sb_printf(&pr->b, "t%d", pr->gen[v]);
+}
+
+/* An argument: an inline literal or a name. */
+static void put_arg(printer *pr, kiln_value v)
+{
+    if (pr->inl[v])
+        put_literal(&pr->b, &pr->g->nodes[v]);
+    else
+        put_name(pr, v);
+}
+
+static void put_dim(printer *pr, int64_t d)
+{
+    char buf[32];
+    const kiln_graph *g = pr->g;
+    if (KILN_DIM_IS_SYM(d) && d >= -2 - (int64_t)(g->n_symbols - 1) &&
+        g->symbols[KILN_SYM_INDEX(d)])
+        sb_puts(&pr->b, g->symbols[KILN_SYM_INDEX(d)]);
+    else if (KILN_DIM_IS_SYM(d))
+        sb_puts(&pr->b, "?");
+    else {
+        snprintf(buf, sizeof buf, "%lld", (long long)d);
+        sb_puts(&pr->b, buf);
+    }
+}
+
+static void put_type(printer *pr, const kiln_type *t)
+{
+    sb_puts(&pr->b, kiln_dtype_name(t->dtype));
+    if (t->rank <= 0)
+        return;
+    sb_puts(&pr->b, "[");
+    for (int i = 0; i < t->rank; i++) {
+        if (i)
+            sb_puts(&pr->b, ", ");
+        put_dim(pr, t->dims[i]);
+    }
+    sb_puts(&pr->b, "]");
+}
+
+/* ---- constants ------------------------------------------------------ */
+
+static void put_element(sbuf *b, kiln_dtype dt, const unsigned char *p)
+{
+    char buf[64];
+    switch (dt) {
+    case KILN_F64: {
+        double v;
+        memcpy(&v, p, 8);
+        fmt_double(buf, sizeof buf, v);
+        sb_puts(b, buf);
+        break;
+    }
+    case KILN_F32: {
+        float f;
+        memcpy(&f, p, 4);
+        if (isnan(f) || isinf(f)) {
+            fmt_double(buf, sizeof buf, f);
+        } else {
+            /* 9 significant digits identify a float */
+            for (int prec = 6; prec <= 9; prec++) {
+                fmt_g(buf, sizeof buf, prec, f);
+                if ((float)parse_g(buf) == f)
+                    break;
+            }
+        }
+        sb_puts(b, buf);
+        break;
+    }
+    case KILN_I64: {
+        int64_t v;
+        memcpy(&v, p, 8);
+        sb_printf(b, "%lld", (long long)v);
+        break;
+    }
+    case KILN_I32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        sb_printf(b, "%d", (int)v);
+        break;
+    }
+    default:
+        sb_puts(b, *p ? "true" : "false");
+    }
+}
+
+/* Nested lists for axes `level`.. of a const; recursion depth <= rank. */
+static void put_const_level(sbuf *b, const kiln_node *nd, int level,
+                            const unsigned char **p, size_t es)
+{
+    if (level == nd->type.rank) {
+        put_element(b, nd->type.dtype, *p);
+        *p += es;
+        return;
+    }
+    sb_puts(b, "[");
+    for (int64_t i = 0; i < nd->vshape[level] && !b->oom; i++) {
+        if (i)
+            sb_puts(b, ", ");
+        put_const_level(b, nd, level + 1, p, es);
+    }
+    sb_puts(b, "]");
+}
+
+static void put_const_value(printer *pr, const kiln_node *nd)
+{
+    size_t es = kiln_dtype_size(nd->type.dtype);
+    int64_t numel = kiln_shape_numel(nd->type.rank, nd->vshape);
+    if ((!nd->data && numel > 0) || numel < 0 ||
+        (size_t)numel > nd->nbytes / (es ? es : 1)) {
+        sb_puts(&pr->b, "?"); /* not a valid const: print something visible */
+        return;
+    }
+    const unsigned char *p = nd->data;
+    put_const_level(&pr->b, nd, 0, &p, es);
+}
+
+/* ---- op statements -------------------------------------------------- */
+
+static void put_int_list(printer *pr, const int64_t *v, int n, int dims)
+{
+    sb_puts(&pr->b, "[");
+    for (int i = 0; i < n; i++) {
+        if (i)
+            sb_puts(&pr->b, ", ");
+        if (dims)
+            put_dim(pr, v[i]);
+        else
+            sb_printf(&pr->b, "%lld", (long long)v[i]);
+    }
+    sb_puts(&pr->b, "]");
+}
+
+static void put_axis_attr(printer *pr, const char *key, const kiln_attrs *a,
+                          int always_list)
+{
+    sb_printf(&pr->b, ", %s=", key);
+    if (a->naxes == 1 && !always_list)
+        sb_printf(&pr->b, "%lld", (long long)a->axes[0]);
+    else
+        put_int_list(pr, a->axes, a->naxes, 0);
+}
+
+static void put_index(printer *pr, const kiln_attrs *a)
+{
+    sbuf *b = &pr->b;
+    sb_puts(b, "[");
+    for (int i = 0; i < a->nidx; i++) {
+        const kiln_index *e = &a->idx[i];
+        if (i)
+            sb_puts(b, ", ");
+        if (e->kind == KILN_INDEX_INT) {
+            sb_printf(b, "%lld", (long long)e->start);
+            continue;
+        }
+        if (e->has_start)
+            sb_printf(b, "%lld", (long long)e->start);
+        sb_puts(b, ":");
+        if (e->has_stop)
+            sb_printf(b, "%lld", (long long)e->stop);
+        if (e->has_step)
+            sb_printf(b, ":%lld", (long long)e->step);
+    }
+    sb_puts(b, "]");
+}
+
+/* x[:, :, idx] for an index tensor on `axis`. */
+static void put_tensor_index(printer *pr, kiln_value x, kiln_value idx,
+                             int64_t axis)
+{
+    put_name(pr, x);
+    sb_puts(&pr->b, "[");
+    for (int64_t i = 0; i < axis; i++)
+        sb_puts(&pr->b, ":, ");
+    put_name(pr, idx);
+    sb_puts(&pr->b, "]");
+}
+
+static void put_args(printer *pr, const kiln_node *nd, int from)
+{
+    for (int i = from; i < nd->n_in; i++) {
+        if (i > from)
+            sb_puts(&pr->b, ", ");
+        put_arg(pr, nd->in[i]);
+    }
+}
+
+static void put_op(printer *pr, const kiln_node *nd)
+{
+    sbuf *b = &pr->b;
+    const kiln_attrs *a = &nd->attrs;
+    const kiln_op_info *info = kiln_ir_op_info(nd->op);
+    const char *opn = info ? info->name : "?";
+    int64_t axis = a->has_axes ? a->axes[0] : 0;
+    switch (nd->op) {
+    case KILN_OP_SUBTENSOR:
+        put_arg(pr, nd->in[0]);
+        put_index(pr, a);
+        return;
+    case KILN_OP_SET_SUBTENSOR:
+    case KILN_OP_INC_SUBTENSOR:
+        sb_printf(b, "%s(", nd->op == KILN_OP_SET_SUBTENSOR
+                                ? "set_subtensor" : "inc_subtensor");
+        put_name(pr, nd->in[0]);
+        put_index(pr, a);
+        sb_puts(b, ", ");
+        put_arg(pr, nd->in[1]);
+        sb_puts(b, ")");
+        return;
+    case KILN_OP_TAKE:
+        /* x[idx] only when idx is a name: x[2] would be basic indexing */
+        if (axis == 0 && !pr->inl[nd->in[1]] && !pr->inl[nd->in[0]]) {
+            put_tensor_index(pr, nd->in[0], nd->in[1], 0);
+            return;
+        }
+        break;
+    case KILN_OP_ADVANCED_SET_SUBTENSOR:
+    case KILN_OP_ADVANCED_INC_SUBTENSOR:
+        if (axis >= 0 && !pr->inl[nd->in[1]] && !pr->inl[nd->in[0]]) {
+            sb_printf(b, "%s(", nd->op == KILN_OP_ADVANCED_SET_SUBTENSOR
+                                    ? "set_subtensor" : "inc_subtensor");
+            put_tensor_index(pr, nd->in[0], nd->in[1], axis);
+            sb_puts(b, ", ");
+            put_arg(pr, nd->in[2]);
+            sb_puts(b, ")");
+            return;
+        }
+        break;
+    case KILN_OP_JOIN:
+        sb_printf(b, "join(%lld", (long long)axis);
+        if (nd->n_in)
+            sb_puts(b, ", ");
+        put_args(pr, nd, 0);
+        sb_puts(b, ")");
+        return;
+    default:
+        break;
+    }
+    sb_printf(b, "%s(", opn);
+    put_args(pr, nd, 0);
+    int sep = nd->n_in > 0;
+    /* attributes: the keys ops.c reads for this op */
+    size_t mark = b->n;
+    switch (nd->op) {
+    case KILN_OP_SUM: case KILN_OP_PROD: case KILN_OP_MAX: case KILN_OP_MIN:
+    case KILN_OP_MEAN: case KILN_OP_LOGSUMEXP:
+        if (a->has_axes)
+            put_axis_attr(pr, "axis", a, 0);
+        if (a->keepdims)
+            sb_puts(b, ", keepdims=true");
+        break;
+    case KILN_OP_EXPAND_DIMS: case KILN_OP_SQUEEZE:
+        if (a->has_axes)
+            put_axis_attr(pr, "axis", a, 0);
+        break;
+    case KILN_OP_TRANSPOSE:
+        if (a->has_axes)
+            put_axis_attr(pr, "axes", a, 1);
+        break;
+    case KILN_OP_RESHAPE: case KILN_OP_BROADCAST_TO: case KILN_OP_ALLOC:
+    case KILN_OP_ZEROS: case KILN_OP_ONES:
+        sb_puts(b, ", shape=");
+        put_int_list(pr, a->shape, a->nshape, 1);
+        if (a->dtype >= 0)
+            sb_printf(b, ", dtype=%s", kiln_dtype_name((kiln_dtype)a->dtype));
+        break;
+    case KILN_OP_CAST:
+        sb_printf(b, ", dtype=%s", kiln_dtype_name((kiln_dtype)a->dtype));
+        break;
+    case KILN_OP_STACK: case KILN_OP_TAKE:
+    case KILN_OP_ADVANCED_SET_SUBTENSOR: case KILN_OP_ADVANCED_INC_SUBTENSOR:
+        if (a->has_axes)
+            sb_printf(b, ", axis=%lld", (long long)axis);
+        break;
+    default:
+        break;
+    }
+    /* with no positional argument the first attribute has no ", " */
+    if (!sep && b->n > mark && !b->oom) {
+        memmove(b->s + mark, b->s + mark + 2, b->n - mark - 2 + 1);
+        b->n -= 2;
+    }
+    sb_puts(b, ")");
+}
+
+/* ---- the graph ------------------------------------------------------ */
+
+static int is_decl(int op)
+{
+    return op == KILN_OP_INPUT || op == KILN_OP_SHARED || op == KILN_OP_CONST;
+}
+
+char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
+{
+    if (!g) {
+        kiln_seterr(err, KILN_ERR_ARG, "kiln_graph_print: NULL graph");
+        return NULL;
+    }
+    printer pr;
+    memset(&pr, 0, sizeof pr);
+    pr.g = g;
+    size_t nn = (size_t)g->n_nodes;
+    int *uses = calloc(nn + 1, sizeof *uses);
+    pr.gen = malloc((nn + 1) * sizeof *pr.gen);
+    pr.inl = calloc(nn + 1, 1);
+    unsigned char *is_out = calloc(nn + 1, 1);
+    if (!uses || !pr.gen || !pr.inl || !is_out)
+        goto nomem;
+
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            uses[g->nodes[i].in[k]]++;
+    for (int k = 0; k < g->n_outputs; k++)
+        is_out[g->outputs[k].value] = 1;
+    int counter = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *nd = &g->nodes[i];
+        pr.gen[i] = -1;
+        if (nd->op == KILN_OP_LITERAL && !nd->name && uses[i] == 1 &&
+            !is_out[i]) {
+            pr.inl[i] = 1;
+            continue;
+        }
+        if (nd->name)
+            continue;
+        char buf[32];
+        do
+            snprintf(buf, sizeof buf, "t%d", counter++);
+        while (kiln_graph_lookup(g, buf) >= 0);
+        pr.gen[i] = counter - 1;
+    }
+
+    sbuf *b = &pr.b;
+    sb_puts(b, "kiln 1\ngraph ");
+    sb_puts(b, g->name ? g->name : "main");
+    sb_puts(b, "\n");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *nd = &g->nodes[i];
+        if (!is_decl(nd->op))
+            continue;
+        sb_puts(b, nd->op == KILN_OP_INPUT    ? "  input "
+                   : nd->op == KILN_OP_SHARED ? "  shared "
+                                              : "  const ");
+        put_name(&pr, i);
+        sb_puts(b, ": ");
+        put_type(&pr, &nd->type);
+        if (nd->op == KILN_OP_SHARED && nd->source) {
+            sb_puts(b, " = ");
+            sb_puts(b, nd->source);
+        } else if (nd->op == KILN_OP_CONST) {
+            sb_puts(b, " = ");
+            put_const_value(&pr, nd);
+        }
+        sb_puts(b, "\n");
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *nd = &g->nodes[i];
+        if (is_decl(nd->op) || pr.inl[i])
+            continue;
+        sb_puts(b, "  ");
+        put_name(&pr, i);
+        sb_puts(b, " = ");
+        if (nd->op == KILN_OP_LITERAL)
+            put_literal(b, nd);
+        else
+            put_op(&pr, nd);
+        sb_puts(b, "\n");
+    }
+    for (int k = 0; k < g->n_outputs; k++) {
+        kiln_value v = g->outputs[k].value;
+        sb_puts(b, "  output ");
+        sb_puts(b, g->outputs[k].name);
+        if (!g->nodes[v].name || strcmp(g->nodes[v].name, g->outputs[k].name)) {
+            sb_puts(b, " = ");
+            put_name(&pr, v);
+        }
+        sb_puts(b, "\n");
+    }
+    sb_puts(b, "end\n");
+    if (b->oom)
+        goto nomem;
+    free(uses);
+    free(pr.gen);
+    free(pr.inl);
+    free(is_out);
+    return b->s;
+nomem:
+    free(uses);
+    free(pr.gen);
+    free(pr.inl);
+    free(is_out);
+    free(pr.b.s);
+    kiln_seterr(err, KILN_ERR_NOMEM, "kiln_graph_print: out of memory");
+    return NULL;
+}

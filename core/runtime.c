@@ -1,0 +1,115 @@
+/*
+ * runtime.c — the runtime function table handed to every kernel call.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include "runtime.h"
+#include "special.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+
+/* Row-major CBLAS constraints on a leading dimension: at least the row
+ * length of the stored (possibly transposed) matrix, and at least 1. */
+static int kiln_runtime_ld_ok(int64_t ld, int64_t row_len)
+{
+    return ld >= (row_len > 1 ? row_len : 1) && ld <= INT_MAX;
+}
+
+/* 1 when BLAS accepts the arguments as they are. */
+static int kiln_runtime_gemm_ok(int transa, int transb, int64_t m, int64_t n,
+                                int64_t k, int64_t lda, int64_t ldb,
+                                int64_t ldc)
+{
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+        return 0;
+    return kiln_runtime_ld_ok(lda, transa ? m : k)
+        && kiln_runtime_ld_ok(ldb, transb ? k : n)
+        && kiln_runtime_ld_ok(ldc, n);
+}
+
+/* Element (i, j) of a row-major matrix stored with leading dimension ld,
+ * read as its transpose when `trans`. */
+static int64_t kiln_runtime_at(int trans, int64_t ld, int64_t i, int64_t j)
+{
+    return trans ? j * ld + i : i * ld + j;
+}
+
+/* gemm by loops, for arguments BLAS would refuse.  Same contract as BLAS:
+ * when beta is 0, C is not read (it may hold NaN). */
+#define KILN_RUNTIME_GEMM_LOOP(T)                                             \
+    for (int64_t i = 0; i < m; i++) {                                         \
+        for (int64_t j = 0; j < n; j++) {                                     \
+            double acc = 0.0;                                                 \
+            for (int64_t p = 0; p < k; p++)                                   \
+                acc += (double)a[kiln_runtime_at(transa, lda, i, p)]          \
+                     * (double)b[kiln_runtime_at(transb, ldb, p, j)];         \
+            T *cij = &c[i * ldc + j];                                         \
+            double prev = beta == 0 ? 0.0 : (double)beta * (double)*cij;      \
+            *cij = (T)((double)alpha * acc + prev);                           \
+        }                                                                     \
+    }
+
+static void kiln_runtime_dgemm(int transa, int transb, int64_t m, int64_t n,
+                               int64_t k, double alpha, const double *a,
+                               int64_t lda, const double *b, int64_t ldb,
+                               double beta, double *c, int64_t ldc)
+{
+    if (m <= 0 || n <= 0 || k < 0)
+        return;
+    if (kiln_runtime_gemm_ok(transa, transb, m, n, k, lda, ldb, ldc)) {
+        cblas_dgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,
+                    transb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+                    (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c,
+                    (int)ldc);
+        return;
+    }
+    KILN_RUNTIME_GEMM_LOOP(double)
+}
+
+static void kiln_runtime_sgemm(int transa, int transb, int64_t m, int64_t n,
+                               int64_t k, float alpha, const float *a,
+                               int64_t lda, const float *b, int64_t ldb,
+                               float beta, float *c, int64_t ldc)
+{
+    if (m <= 0 || n <= 0 || k < 0)
+        return;
+    if (kiln_runtime_gemm_ok(transa, transb, m, n, k, lda, ldb, ldc)) {
+        cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,
+                    transb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+                    (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c,
+                    (int)ldc);
+        return;
+    }
+    KILN_RUNTIME_GEMM_LOOP(float)
+}
+
+static const kiln_runtime kiln_runtime_table = {
+    .struct_size = sizeof(kiln_runtime),
+    .version = 1,
+    .exp = exp,
+    .expm1 = expm1,
+    .log = log,
+    .log1p = log1p,
+    .sqrt = sqrt,
+    .pow = pow,
+    .tanh = tanh,
+    .sin = sin,
+    .cos = cos,
+    .erf = erf,
+    .erfc = erfc,
+    .gammaln = kiln_gammaln,
+    .digamma = kiln_digamma,
+    .sigmoid = kiln_sigmoid,
+    .softplus = kiln_softplus,
+    .dgemm = kiln_runtime_dgemm,
+    .sgemm = kiln_runtime_sgemm,
+};
+
+const kiln_runtime *kiln_runtime_get(void)
+{
+    return &kiln_runtime_table;
+}

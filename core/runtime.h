@@ -1,0 +1,25 @@
+/*
+ * runtime.h — the host's runtime function table (prefix kiln_runtime_).
+ *
+ * Kernels call libm, the special functions and BLAS through a
+ * kiln_runtime (include/kiln/backend.h) instead of resolving symbols
+ * themselves, so one piece of generated code works in memory, loaded from
+ * the cache, and in any process.
+ */
+#ifndef KILN_CORE_RUNTIME_H
+#define KILN_CORE_RUNTIME_H
+
+#include <kiln/backend.h>
+
+/* The table: static, fully filled (version 1), valid for the life of the
+ * process, safe to use from several threads at once.
+ *
+ * The gemm entries take row-major CBLAS arguments.  Unlike raw CBLAS they
+ * never reach BLAS's error handler (the reference cblas_xerbla exits the
+ * process): arguments BLAS would reject but that still describe a valid
+ * product (a leading dimension smaller than BLAS wants for a matrix with
+ * one row, dimensions above INT_MAX) are computed by a plain loop instead,
+ * and negative dimensions do nothing. */
+const kiln_runtime *kiln_runtime_get(void);
+
+#endif

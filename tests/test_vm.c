@@ -1,0 +1,258 @@
+/*
+ * test_vm.c — compiled functions: run-time input checks (each error names
+ * the input and both shapes), symbolic dims, shape changes between calls,
+ * shared-value rebinding, outputs of every kind, and no allocation in a
+ * steady-state call.
+ */
+#define _GNU_SOURCE
+#include <kiln/kiln.h>
+#include <kiln/graph.h>
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+
+/* ---- counting allocations ------------------------------------------
+ * The test binary defines malloc & co., which interposes them for
+ * libkiln too; each forwards to glibc's.  Not under ASan, which owns the
+ * allocator. */
+#if defined(__SANITIZE_ADDRESS__)
+#define COUNT_ALLOCS 0
+#else
+#define COUNT_ALLOCS 1
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+static long n_allocs;
+void *malloc(size_t n) { n_allocs++; return __libc_malloc(n); }
+void *calloc(size_t a, size_t b) { n_allocs++; return __libc_calloc(a, b); }
+void *realloc(void *p, size_t n) { n_allocs++; return __libc_realloc(p, n); }
+void free(void *p) { __libc_free(p); }
+#endif
+
+static kiln_function *compile_text(const char *text, kiln_err *err)
+{
+    kiln_graph *g = kiln_parse_string(text, "t.kg", NULL, err);
+    if (!g)
+        return NULL;
+    kiln_function *f = kiln_compile(g, NULL, err);
+    kiln_graph_free(g);
+    return f;
+}
+
+static void test_input_errors(void)
+{
+    kiln_err err = {0, ""};
+    kiln_function *f = compile_text(
+        "kiln 1\ngraph g\n  input x: f64[n, 3]\n  input y: f64[n]\n"
+        "  input s: f32\n  output z = add(sum(x, axis=1), y)\nend\n", &err);
+    ok(f != NULL, "compile %s", f ? "" : err.message);
+    if (!f)
+        return;
+    double x[12], y[4] = {1, 2, 3, 4};
+    float s = 1;
+    for (int i = 0; i < 12; i++)
+        x[i] = i;
+    kiln_tensor in[3] = {{KILN_F64, 2, {4, 3}, x},
+                         {KILN_F64, 1, {4}, y},
+                         {KILN_F32, 0, {0}, &s}};
+    kiln_tensor out[1];
+    ok(kiln_function_call(f, in, out, &err) == 0, "good call %s", err.message);
+    double *z = out[0].data;
+    ok(out[0].rank == 1 && out[0].shape[0] == 4 && z[0] == 0 + 1 + 2 + 1 &&
+       z[3] == 9 + 10 + 11 + 4, "values of add(sum(x, axis=1), y)");
+
+    kiln_tensor bad[3];
+    memcpy(bad, in, sizeof bad);
+    bad[0].dtype = KILN_F32;
+    ok(kiln_function_call(f, bad, out, &err) == KILN_ERR_TYPE &&
+       strcmp(err.message, "input 'x': expected dtype f64, got f32") == 0,
+       "dtype error: %s", err.message);
+    memcpy(bad, in, sizeof bad);
+    bad[0].shape[1] = 2;
+    ok(kiln_function_call(f, bad, out, &err) == KILN_ERR_SHAPE &&
+       strcmp(err.message, "input 'x': expected shape (n, 3), got (4, 2)") ==
+           0,
+       "static dim error: %s", err.message);
+    memcpy(bad, in, sizeof bad);
+    bad[1].rank = 2;
+    bad[1].shape[1] = 1;
+    ok(kiln_function_call(f, bad, out, &err) == KILN_ERR_SHAPE &&
+       strcmp(err.message, "input 'y': expected shape (n), got (4, 1)") == 0,
+       "rank error: %s", err.message);
+    memcpy(bad, in, sizeof bad);
+    bad[1].shape[0] = 3;
+    ok(kiln_function_call(f, bad, out, &err) == KILN_ERR_SHAPE &&
+       strcmp(err.message, "input 'y': got shape (3), but dim 0 is 'n', "
+                           "which is 4 from input 'x'") == 0,
+       "symbolic dim error: %s", err.message);
+    /* a good call still works after errors, with a new n */
+    double x2[6] = {1, 1, 1, 2, 2, 2}, y2[2] = {10, 20};
+    kiln_tensor in2[3] = {{KILN_F64, 2, {2, 3}, x2},
+                          {KILN_F64, 1, {2}, y2},
+                          {KILN_F32, 0, {0}, &s}};
+    ok(kiln_function_call(f, in2, out, &err) == 0 && out[0].shape[0] == 2 &&
+       ((double *)out[0].data)[1] == 26, "n changes from 4 to 2");
+    ok(kiln_function_call(f, in, out, &err) == 0 && out[0].shape[0] == 4 &&
+       ((double *)out[0].data)[3] == 34, "and back to 4");
+    kiln_function_free(f);
+}
+
+static void test_runtime_broadcast_error(void)
+{
+    kiln_err err = {0, ""};
+    kiln_function *f = compile_text(
+        "kiln 1\ngraph g\n  input x: f64[n]\n  const c: f64[3] = [1, 2, 3]\n"
+        "  y = add(x, c)\n  output y\nend\n", &err);
+    ok(f != NULL, "compile broadcast graph %s", f ? "" : err.message);
+    if (!f)
+        return;
+    double x[4] = {0};
+    kiln_tensor in[1] = {{KILN_F64, 1, {4}, x}};
+    kiln_tensor out[1];
+    int rc = kiln_function_call(f, in, out, &err);
+    ok(rc == KILN_ERR_SHAPE &&
+       strcmp(err.message, "node 'y' (add): add: cannot broadcast shapes (4) "
+                           "and (3)") == 0,
+       "run-time broadcast error names the node and shapes: %s", err.message);
+    in[0].shape[0] = 1;
+    ok(kiln_function_call(f, in, out, &err) == 0 && out[0].shape[0] == 3 &&
+       ((double *)out[0].data)[2] == 3, "n = 1 broadcasts");
+    in[0].shape[0] = 3;
+    ok(kiln_function_call(f, in, out, &err) == 0, "n = 3 matches");
+    kiln_function_free(f);
+}
+
+static void test_outputs_and_shared(void)
+{
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_graph_new("g", &err);
+    int64_t n = kiln_graph_symbol(g, "n");
+    kiln_value x = kiln_graph_input(g, "x", KILN_F64, 1, &n, &err);
+    double w0[3] = {1, 2, 3};
+    kiln_tensor wt = {KILN_F64, 1, {3}, w0};
+    int64_t three = 3;
+    kiln_value w = kiln_graph_shared(g, "w", KILN_F64, 1, &three, &wt, &err);
+    kiln_value lit = kiln_graph_literal(g, 2.5, KILN_LIT_FLOAT, &err);
+    kiln_value in2[2] = {w, lit};
+    kiln_value m = kiln_graph_op(g, "mul", 2, in2, NULL, 0, &err);
+    kiln_value sx = kiln_graph_op(g, "sum", 1, &x, NULL, 0, &err);
+    ok(x >= 0 && w >= 0 && lit >= 0 && m >= 0 && sx >= 0, "builder %s",
+       err.message);
+    kiln_graph_output(g, "wm", m, &err);
+    kiln_graph_output(g, "x_again", x, &err);
+    kiln_graph_output(g, "lit", lit, &err);
+    kiln_graph_output(g, "sx", sx, &err);
+    kiln_function *f = kiln_compile(g, NULL, &err);
+    kiln_graph_free(g);
+    ok(f != NULL, "compile %s", f ? "" : err.message);
+    if (!f)
+        return;
+    ok(kiln_function_n_outputs(f) == 4 && kiln_function_n_shared(f) == 1 &&
+       strcmp(kiln_function_output_name(f, 1), "x_again") == 0,
+       "introspection");
+    double xv[2] = {4, 5};
+    kiln_tensor in[1] = {{KILN_F64, 1, {2}, xv}};
+    kiln_tensor out[4];
+    ok(kiln_function_call(f, in, out, &err) == 0, "call %s", err.message);
+    ok(((double *)out[0].data)[2] == 7.5, "shared * literal");
+    ok(out[1].shape[0] == 2 && ((double *)out[1].data)[1] == 5,
+       "an input as output");
+    ok(out[2].rank == 0 && *(double *)out[2].data == 2.5 &&
+       out[2].dtype == KILN_F64, "a literal as output");
+    ok(*(double *)out[3].data == 9, "sum");
+    double w1[3] = {10, 20, 30};
+    kiln_tensor nw = {KILN_F64, 1, {3}, w1};
+    ok(kiln_function_bind_shared(f, "w", &nw, &err) == 0, "rebind w");
+    ok(kiln_function_call(f, in, out, &err) == 0 &&
+       ((double *)out[0].data)[2] == 75, "rebinding changes the result");
+    kiln_tensor badw = {KILN_F64, 1, {4}, w1};
+    ok(kiln_function_bind_shared(f, "w", &badw, &err) == KILN_ERR_SHAPE &&
+       strcmp(err.message,
+              "shared value 'w': expected shape (3), got (4)") == 0,
+       "rebind with a wrong shape: %s", err.message);
+    ok(kiln_function_bind_shared(f, "v", &nw, &err) == KILN_ERR_NAME,
+       "rebind an unknown name: %s", err.message);
+    ok(kiln_function_call(f, in, out, &err) == 0 &&
+       ((double *)out[0].data)[2] == 75, "value kept after a failed rebind");
+    kiln_function_free(f);
+}
+
+static void test_steady_state(void)
+{
+    kiln_err err = {0, ""};
+    kiln_function *f = compile_text(
+        "kiln 1\ngraph g\n  input x: f64[n]\n  a = exp(x)\n  b = mul(a, x)\n"
+        "  c = sub(b, 1)\n  d = log1p(square(c))\n  output s = sum(d)\n"
+        "  output m = max(c)\nend\n", &err);
+    ok(f != NULL, "compile chain %s", f ? "" : err.message);
+    if (!f)
+        return;
+    double x[1000];
+    for (int i = 0; i < 1000; i++)
+        x[i] = i * 1e-3;
+    kiln_tensor in[1] = {{KILN_F64, 1, {1000}, x}};
+    kiln_tensor out[2];
+    ok(kiln_function_call(f, in, out, &err) == 0, "first call");
+    double s1 = *(double *)out[0].data;
+#if COUNT_ALLOCS
+    long before = n_allocs;
+    for (int r = 0; r < 10; r++)
+        kiln_function_call(f, in, out, &err);
+    ok(n_allocs == before, "no allocation in 10 steady-state calls (%ld)",
+       n_allocs - before);
+#else
+    ok(1, "# SKIP allocation counting under ASan");
+#endif
+    ok(*(double *)out[0].data == s1, "repeat calls give the same value");
+    kiln_function_free(f);
+}
+
+static void test_compile_errors(void)
+{
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_graph_new("empty", &err);
+    ok(kiln_compile(g, NULL, &err) == NULL && err.code == KILN_ERR_ARG &&
+       strcmp(err.message, "graph 'empty' has no output") == 0,
+       "no output: %s", err.message);
+    kiln_graph_free(g);
+    ok(kiln_compile(NULL, NULL, &err) == NULL && err.code == KILN_ERR_ARG,
+       "NULL graph");
+    /* an unknown backend falls back to interp with a diagnostic */
+    kiln_graph *g2 = kiln_parse_string(
+        "kiln 1\ngraph g\n  input x: f64\n  output y = exp(x)\nend\n", "t.kg",
+        NULL, &err);
+    kiln_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.struct_size = sizeof opt;
+    opt.backend = "nosuchbackend";
+    FILE *diag = tmpfile();
+    opt.diag = diag;
+    kiln_function *f = g2 ? kiln_compile(g2, &opt, &err) : NULL;
+    ok(f != NULL && strcmp(kiln_function_kernel_backend(f, 0), "interp") == 0,
+       "unknown backend falls back to interp");
+    char line[512] = "";
+    if (diag) {
+        rewind(diag);
+        if (!fgets(line, sizeof line, diag))
+            line[0] = 0;
+        fclose(diag);
+    }
+    ok(strstr(line, "backend 'nosuchbackend' not found") != NULL &&
+       strstr(line, "using interp") != NULL, "one-line diagnostic: %s", line);
+    kiln_function_free(f);
+    kiln_graph_free(g2);
+}
+
+int main(void)
+{
+    test_input_errors();
+    test_runtime_broadcast_error();
+    test_outputs_and_shared();
+    test_steady_state();
+    test_compile_errors();
+    return done_testing();
+}
