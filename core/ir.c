@@ -169,8 +169,8 @@ static int bad_name(kiln_err *err, const char *what, const char *name)
     for (int i = 0; reserved[i]; i++)
         if (strcmp(name, reserved[i]) == 0)
             return kiln_seterr(err, KILN_ERR_NAME,
-                               "'%s' is a reserved word and cannot be a %s "
-                               "name", name, what);
+                               "'%s' is a reserved word and cannot be a "
+                               "name", name);
     return kiln_seterr(err, KILN_ERR_NAME,
                        "invalid %s name '%.200s' (names are letters, digits "
                        "and '_', not starting with a digit)", what, name);

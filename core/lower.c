@@ -450,6 +450,9 @@ static int reduce_step(kiln_program *p, kiln_graph *g, int node, int xnode,
     if (!rc) {
         s->kernel.reduce_op = (uint32_t)rop;
         reduce_mask(at, x->type.rank, s->out[0].perm);
+        for (int i = 0; i < x->type.rank; i++)
+            if (s->out[0].perm[i])
+                s->kernel.reduce_axes |= 1u << i;
         s->out[0].keepdims = keepdims;
     }
     ew_free(&c);
@@ -490,10 +493,12 @@ static int lower_reduce(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     if (kiln_ir_infer(&ctx, KILN_OP_MAX, &kat, 1, &xt, NULL, &kt, NULL, err))
         return err ? err->code : KILN_ERR_SHAPE;
     int xb = p->node_buf[n->in[0]];
-    int mb = add_temp(p, -1, &kt, KILN_OP_MAX, &kat, 1, &xb, err);
+    /* m and s have the shape of sum(x, keepdims) at run time: `sum`, not
+     * `max`, which refuses a bool x (only the shape is used) */
+    int mb = add_temp(p, -1, &kt, KILN_OP_SUM, &kat, 1, &xb, err);
     if (mb < 0)
         return -mb;
-    int sb = add_temp(p, -1, &kt, KILN_OP_MAX, &kat, 1, &xb, err);
+    int sb = add_temp(p, -1, &kt, KILN_OP_SUM, &kat, 1, &xb, err);
     if (sb < 0)
         return -sb;
     int rc = reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_MAX, mb, &n->attrs,

@@ -586,6 +586,7 @@ typedef struct index_spec {
 
 static int parse_expr(parser *p, operand *o);
 static int parse_primary(parser *p, operand *o);
+static int enter(parser *p);
 
 static int starts_int(const parser *p)
 {
@@ -802,8 +803,9 @@ static int parse_set(parser *p, const tok *name, int inc, operand *o)
     const char *opn = inc ? "inc_subtensor" : "set_subtensor";
     operand base;
     int aline = p->t.line, acol = p->t.col;
-    if (parse_primary(p, &base))
+    if (enter(p) || parse_primary(p, &base))
         return -1;
+    p->depth--;
     if (p->t.kind != T_LBRACK)
         return fail_at(p, aline, acol, KILN_ERR_PARSE,
                        "%s: the first argument must be indexed, like "
@@ -1004,16 +1006,24 @@ done:
     return rc;
 }
 
+/* Every recursion of the expression parser passes through parse_expr
+ * (call arguments, index entries) or parse_set (its first argument), which
+ * count the nesting depth here. */
+static int enter(parser *p)
+{
+    if (++p->depth > KG_MAX_DEPTH)
+        return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                       "expression nested too deeply (more than %d levels)",
+                       KG_MAX_DEPTH);
+    return 0;
+}
+
 static int parse_primary(parser *p, operand *o)
 {
     int rc;
     memset(o, 0, sizeof *o);
     o->line = p->t.line;
     o->col = p->t.col;
-    if (++p->depth > KG_MAX_DEPTH)
-        return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
-                       "expression nested too deeply (more than %d levels)",
-                       KG_MAX_DEPTH);
     if (starts_scalar(p)) {
         o->is_lit = 1;
         rc = parse_scalar(p, &o->lit);
@@ -1028,26 +1038,26 @@ static int parse_primary(parser *p, operand *o)
     } else {
         rc = expected(p, "an expression");
     }
-    p->depth--;
     return rc;
 }
 
 static int parse_expr(parser *p, operand *o)
 {
-    if (parse_primary(p, o))
+    if (enter(p) || parse_primary(p, o))
         return -1;
-    if (p->t.kind != T_LBRACK)
-        return 0;
-    index_spec *ix = malloc(sizeof *ix);
-    if (!ix)
-        return nomem(p);
     int rc = 0;
-    while (rc == 0 && p->t.kind == T_LBRACK)
-        rc = materialize(p, o) || parse_index(p, ix) ||
-                     apply_index(p, o->v, ix, &o->v)
-                 ? -1
-                 : 0;
-    free(ix);
+    if (p->t.kind == T_LBRACK) {
+        index_spec *ix = malloc(sizeof *ix);
+        if (!ix)
+            return nomem(p);
+        while (rc == 0 && p->t.kind == T_LBRACK)
+            rc = materialize(p, o) || parse_index(p, ix) ||
+                         apply_index(p, o->v, ix, &o->v)
+                     ? -1
+                     : 0;
+        free(ix);
+    }
+    p->depth--;
     return rc;
 }
 

@@ -226,6 +226,8 @@ static void put_element(sbuf *b, kiln_dtype dt, const unsigned char *p)
         double v;
         memcpy(&v, p, 8);
         fmt_double(buf, sizeof buf, v);
+        if (v == 0 && signbit(v))
+            snprintf(buf, sizeof buf, "-0.0"); /* "-0" would read as 0 */
         sb_puts(b, buf);
         break;
     }
@@ -241,6 +243,8 @@ static void put_element(sbuf *b, kiln_dtype dt, const unsigned char *p)
                 if ((float)parse_g(buf) == f)
                     break;
             }
+            if (f == 0 && signbit(f))
+                snprintf(buf, sizeof buf, "-0.0");
         }
         sb_puts(b, buf);
         break;

@@ -278,10 +278,11 @@ void kiln_function_free(kiln_function *f)
         if (s->callable)
             s->backend->callable_free(s->callable);
     }
-    kiln_lower_free(&f->prog);
+    /* before kiln_lower_free, which zeroes prog.n_slots */
     for (int i = 0; f->slots && i < (f->prog.n_slots ? f->prog.n_slots : 1);
          i++)
         free(f->slots[i]);
+    kiln_lower_free(&f->prog);
     free(f->slots);
     free(f->slot_cap);
     free(f->inputs);

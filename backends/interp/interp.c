@@ -743,12 +743,13 @@ static int kiln_interp_fail(const kiln_interp_run *r, int code,
     return code;
 }
 
-static int64_t kiln_interp_numel(int rank, const int64_t *shape)
+/* Whether a shape has no elements (no product: it could overflow). */
+static int kiln_interp_is_empty(int rank, const int64_t *shape)
 {
-    int64_t n = 1;
     for (int d = 0; d < rank; d++)
-        n *= shape[d];
-    return n;
+        if (shape[d] == 0)
+            return 1;
+    return 0;
 }
 
 static int kiln_interp_check_view(const kiln_interp_run *r, const char *role,
@@ -769,7 +770,7 @@ static int kiln_interp_check_view(const kiln_interp_run *r, const char *role,
             return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: %s %u has "
                                     "negative dim %lld", r->label, role, i,
                                     (long long)v->shape[dd]);
-    if (!v->data && kiln_interp_numel(v->rank, v->shape) > 0)
+    if (!v->data && !kiln_interp_is_empty(v->rank, v->shape))
         return kiln_interp_fail(r, KILN_ERR_ARG, "%s: %s %u has no data",
                                 r->label, role, i);
     return 0;

@@ -72,7 +72,9 @@ typedef struct kiln_instr {
     uint8_t dtype;    /* result kiln_dtype */
     uint8_t reserved; /* 0 */
     int32_t a, b, c;
-    double imm;       /* KILN_I_CONST only; 0 elsewhere */
+    double imm;       /* KILN_I_CONST only (0 elsewhere); converted to the
+                         dtype as a C cast would, so integer constants are
+                         exact up to 2^53 */
 } kiln_instr;
 
 /* ------------------------------------------------------------------ */
@@ -82,8 +84,9 @@ typedef struct kiln_instr {
 typedef enum kiln_kernel_kind {
     /* out_k[i] = program(inputs[i]) for every index i of the output
      * shape; inputs arrive as views of the output's rank (broadcast dims
-     * have stride 0).  Outputs may alias inputs element for element
-     * (in-place updates): read each element before writing it. */
+     * have stride 0, and extent equal to the output's).  An output may
+     * alias an input element for element (an in-place update: the same
+     * data, shape and strides), never a broadcast (stride-0) input. */
     KILN_KERNEL_ELEMWISE = 1,
     /* Iterate over the shape of inputs[0]'s view (all inputs are views of
      * that rank), compute program output 0, and combine it with
@@ -151,6 +154,11 @@ typedef struct kiln_kernel {
     uint32_t scatter_mode;         /* kiln_scatter_mode */
     /* A short human-readable label ("add", "sum", "join"); for messages. */
     const char *label;
+    /* REDUCE: bit i set when axis i of the iteration space is reduced
+     * (the output view has stride 0 there).  Part of the description so
+     * that a compiler can specialise its loops and a cache key can tell
+     * reductions apart. */
+    uint32_t reduce_axes;
 } kiln_kernel;
 
 /* ------------------------------------------------------------------ */
@@ -211,8 +219,10 @@ typedef struct kiln_call {
     size_t errbuf_size;            /* bytes */
 } kiln_call;
 
-/* A loaded kernel: returns 0, or non-zero after writing a message into
- * call->errbuf (e.g. an index out of bounds). */
+/* A loaded kernel: returns 0 (KILN_OK), or a kiln_code after writing a
+ * one-line message into call->errbuf (e.g. KILN_ERR_RUNTIME for an index
+ * out of bounds).  Called with the kernel's own shapes; a backend may use
+ * up to 64 KiB of stack per call. */
 typedef int (*kiln_kernel_fn)(void *state, const kiln_call *call);
 
 /* ------------------------------------------------------------------ */

@@ -1,0 +1,1225 @@
+/*
+ * test_parse.c — the `.kg` text format: every error message, every
+ * statement form and op, print/parse round trips, wide and long input,
+ * and robustness against truncated and mutated files.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <kiln/graph.h>
+#include <kiln/io.h>
+#include "ir.h"
+#include "tap.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- helpers -------------------------------------------------------- */
+
+static char tmpdir[256];
+
+static char *cat_lines(const char *const *lines)
+{
+    size_t n = 1;
+    for (int i = 0; lines[i]; i++)
+        n += strlen(lines[i]) + 1;
+    char *s = malloc(n);
+    if (!s)
+        return NULL;
+    s[0] = '\0';
+    for (int i = 0; lines[i]; i++) {
+        strcat(s, lines[i]);
+        strcat(s, "\n");
+    }
+    return s;
+}
+
+/* Parse `text` (base dir: tmpdir) expecting error `code` with message
+ * `msg` exactly. */
+static int parse_err(const char *text, int code, const char *msg,
+                     const char *what)
+{
+    kiln_err e;
+    memset(&e, 0, sizeof e);
+    kiln_graph *g = kiln_parse_string(text, "m.kg", tmpdir, &e);
+    int good = !g && e.code == code && strcmp(e.message, msg) == 0;
+    ok(good, "error: %s", what);
+    if (!good) {
+        if (g)
+            diag("parsed without error");
+        else
+            diag("got code %d message \"%s\"\n# want code %d message \"%s\"",
+                 e.code, e.message, code, msg);
+    }
+    kiln_graph_free(g);
+    return good;
+}
+
+#define ERR(code, msg, what, ...)                                      \
+    do {                                                               \
+        const char *lines_[] = { __VA_ARGS__, NULL };                  \
+        char *t_ = cat_lines(lines_);                                  \
+        parse_err(t_, code, msg, what);                                \
+        free(t_);                                                      \
+    } while (0)
+
+static kiln_graph *parse_ok(const char *text, const char *what)
+{
+    kiln_err e;
+    memset(&e, 0, sizeof e);
+    kiln_graph *g = kiln_parse_string(text, "m.kg", tmpdir, &e);
+    if (!ok(g != NULL, "parses: %s", what))
+        diag("%s", e.message);
+    return g;
+}
+
+static const char *type_of(const kiln_graph *g, const char *name,
+                           char *buf, size_t n)
+{
+    kiln_value v = kiln_graph_lookup(g, name);
+    if (v < 0)
+        return "(undefined)";
+    return kiln_ir_type_str(g, &g->nodes[v].type, buf, n);
+}
+
+/* ---- structural graph equality -------------------------------------- */
+
+typedef struct eqctx {
+    const kiln_graph *a, *b;
+    int *map;       /* a node -> b node */
+    int64_t *sym;   /* a symbol index -> b symbol id (0: unset) */
+    char why[256];
+} eqctx;
+
+static int dim_eq(eqctx *c, int64_t da, int64_t db)
+{
+    if (!KILN_DIM_IS_SYM(da) || !KILN_DIM_IS_SYM(db))
+        return da == db;
+    int ia = KILN_SYM_INDEX(da), ib = KILN_SYM_INDEX(db);
+    if (ia >= c->a->n_symbols || ib >= c->b->n_symbols)
+        return 0;
+    const char *na = c->a->symbols[ia], *nb = c->b->symbols[ib];
+    if ((na == NULL) != (nb == NULL) || (na && strcmp(na, nb)))
+        return 0;
+    if (c->sym[ia] == 0)
+        c->sym[ia] = db;
+    return c->sym[ia] == db;
+}
+
+static int type_eq(eqctx *c, const kiln_type *ta, const kiln_type *tb)
+{
+    if (ta->dtype != tb->dtype || ta->rank != tb->rank)
+        return 0;
+    for (int i = 0; i < ta->rank; i++)
+        if (!dim_eq(c, ta->dims[i], tb->dims[i]))
+            return 0;
+    return 1;
+}
+
+static int attrs_eq(eqctx *c, const kiln_attrs *x, const kiln_attrs *y)
+{
+    if (x->has_axes != y->has_axes || x->naxes != y->naxes ||
+        x->keepdims != y->keepdims || x->nshape != y->nshape ||
+        x->dtype != y->dtype || x->nidx != y->nidx ||
+        x->lit_kind != y->lit_kind)
+        return 0;
+    if (memcmp(&x->value, &y->value, sizeof x->value) &&
+        !(isnan(x->value) && isnan(y->value)))
+        return 0;
+    for (int i = 0; i < x->naxes; i++)
+        if (x->axes[i] != y->axes[i])
+            return 0;
+    for (int i = 0; i < x->nshape; i++)
+        if (!dim_eq(c, x->shape[i], y->shape[i]))
+            return 0;
+    for (int i = 0; i < x->nidx; i++) {
+        const kiln_index *p = &x->idx[i], *q = &y->idx[i];
+        if (p->kind != q->kind || p->start != q->start ||
+            p->stop != q->stop || p->step != q->step ||
+            p->has_start != q->has_start || p->has_stop != q->has_stop ||
+            p->has_step != q->has_step)
+            return 0;
+    }
+    return 1;
+}
+
+static int node_eq(eqctx *c, int i, int j)
+{
+    if (c->map[i] >= 0)
+        return c->map[i] == j;
+    const kiln_node *x = &c->a->nodes[i], *y = &c->b->nodes[j];
+    if (x->op != y->op || x->weak != y->weak || x->n_in != y->n_in) {
+        snprintf(c->why, sizeof c->why, "node %d/%d: op/weak/arity differ",
+                 i, j);
+        return 0;
+    }
+    if (!type_eq(c, &x->type, &y->type)) {
+        snprintf(c->why, sizeof c->why, "node %d/%d: types differ", i, j);
+        return 0;
+    }
+    if (!attrs_eq(c, &x->attrs, &y->attrs)) {
+        snprintf(c->why, sizeof c->why, "node %d/%d: attrs differ", i, j);
+        return 0;
+    }
+    if (x->name && (!y->name || strcmp(x->name, y->name))) {
+        snprintf(c->why, sizeof c->why, "node %d/%d: names differ", i, j);
+        return 0;
+    }
+    if (x->nbytes != y->nbytes || (x->data == NULL) != (y->data == NULL) ||
+        (x->data && memcmp(x->data, y->data, x->nbytes)) ||
+        memcmp(x->vshape, y->vshape, sizeof x->vshape)) {
+        snprintf(c->why, sizeof c->why, "node %d/%d: values differ", i, j);
+        return 0;
+    }
+    if ((x->source == NULL) != (y->source == NULL) ||
+        (x->source && strcmp(x->source, y->source))) {
+        snprintf(c->why, sizeof c->why, "node %d/%d: sources differ", i, j);
+        return 0;
+    }
+    c->map[i] = j;
+    for (int k = 0; k < x->n_in; k++)
+        if (!node_eq(c, x->in[k], y->in[k]))
+            return 0;
+    return 1;
+}
+
+/* Same graph: same name, declarations in the same order, outputs, and
+ * every node paired with one of the same op, type, attrs and inputs. */
+static int same_graph(const kiln_graph *a, const kiln_graph *b, char *why,
+                      size_t wn)
+{
+    eqctx c;
+    memset(&c, 0, sizeof c);
+    c.a = a;
+    c.b = b;
+    int good = 0;
+    c.map = malloc(sizeof *c.map * (size_t)(a->n_nodes + 1));
+    c.sym = calloc((size_t)a->n_symbols + 1, sizeof *c.sym);
+    if (!c.map || !c.sym)
+        goto out;
+    for (int i = 0; i < a->n_nodes; i++)
+        c.map[i] = -1;
+    if (strcmp(a->name, b->name) || a->n_nodes != b->n_nodes ||
+        a->n_outputs != b->n_outputs) {
+        snprintf(c.why, sizeof c.why, "name/node count/output count differ "
+                 "(%d vs %d nodes)", a->n_nodes, b->n_nodes);
+        goto out;
+    }
+    int ja = 0, jb = 0;
+    for (;;) {
+        while (ja < a->n_nodes && a->nodes[ja].op > KILN_OP_CONST)
+            ja++;
+        while (jb < b->n_nodes && b->nodes[jb].op > KILN_OP_CONST)
+            jb++;
+        if (ja == a->n_nodes || jb == b->n_nodes) {
+            if (ja != a->n_nodes || jb != b->n_nodes) {
+                snprintf(c.why, sizeof c.why, "declarations differ");
+                goto out;
+            }
+            break;
+        }
+        if (!node_eq(&c, ja++, jb++))
+            goto out;
+    }
+    for (int k = 0; k < a->n_outputs; k++) {
+        if (strcmp(a->outputs[k].name, b->outputs[k].name)) {
+            snprintf(c.why, sizeof c.why, "output %d names differ", k);
+            goto out;
+        }
+        if (!node_eq(&c, a->outputs[k].value, b->outputs[k].value))
+            goto out;
+    }
+    for (int i = 0; i < a->n_nodes; i++)
+        if (a->nodes[i].name) {
+            kiln_value j = kiln_graph_lookup(b, a->nodes[i].name);
+            if (j < 0 || !node_eq(&c, i, j)) {
+                if (!c.why[0])
+                    snprintf(c.why, sizeof c.why, "named node '%s' differs",
+                             a->nodes[i].name);
+                goto out;
+            }
+        }
+    good = 1;
+out:
+    if (why)
+        snprintf(why, wn, "%s", c.why);
+    free(c.map);
+    free(c.sym);
+    return good;
+}
+
+/* parse -> print -> parse -> print: the texts agree and the graphs are
+ * the same. */
+static void round_trip(const char *text, const char *what)
+{
+    kiln_err e;
+    kiln_graph *g1 = kiln_parse_string(text, "m.kg", tmpdir, &e);
+    if (!ok(g1 != NULL, "round trip %s: parses", what)) {
+        diag("%s", e.message);
+        return;
+    }
+    char *s1 = kiln_graph_print(g1, &e);
+    kiln_graph *g2 = s1 ? kiln_parse_string(s1, "p.kg", tmpdir, &e) : NULL;
+    if (!ok(g2 != NULL, "round trip %s: printed text parses", what)) {
+        diag("%s\n%s", e.message, s1 ? s1 : "");
+        free(s1);
+        kiln_graph_free(g1);
+        return;
+    }
+    char *s2 = kiln_graph_print(g2, &e);
+    ok(s2 && strcmp(s1, s2) == 0, "round trip %s: printing is stable", what);
+    char why[256];
+    if (!ok(same_graph(g1, g2, why, sizeof why),
+            "round trip %s: same graph", what))
+        diag("%s\n%s", why, s1);
+    free(s1);
+    free(s2);
+    kiln_graph_free(g1);
+    kiln_graph_free(g2);
+}
+
+/* ---- data files ----------------------------------------------------- */
+
+static char *tmp_path(const char *name)
+{
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
+    return buf;
+}
+
+static void write_file(const char *name, const char *content, size_t n)
+{
+    FILE *f = fopen(tmp_path(name), "wb");
+    if (f) {
+        fwrite(content, 1, n, f);
+        fclose(f);
+    }
+}
+
+static void write_npy_f64(const char *name, int n, double base)
+{
+    double v[16];
+    kiln_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = KILN_F64;
+    t.rank = 1;
+    t.shape[0] = n;
+    t.data = v;
+    for (int i = 0; i < n; i++)
+        v[i] = base + i;
+    kiln_err e;
+    if (kiln_npy_write(tmp_path(name), &t, &e))
+        diag("npy write: %s", e.message);
+}
+
+/* ---- the example ---------------------------------------------------- */
+
+static const char *eight_schools =
+    "kiln 1                                  # format version, first line\n"
+    "graph eight_schools                     # one graph per file in version 1\n"
+    "  input mu: f64                         # passed at each call\n"
+    "  input log_tau: f64\n"
+    "  input theta_t: f64[8]\n"
+    "  const y: f64[8] = [28, 8, -3, 7, -1, 1, 18, 12]\n"
+    "  const sigma: f64[8] = [15, 10, 16, 11, 9, 11, 10, 18]\n"
+    "  tau = exp(log_tau)\n"
+    "  theta = add(mu, mul(tau, theta_t))\n"
+    "  z = true_div(sub(y, theta), sigma)\n"
+    "  output loglik = sum(sub(mul(-0.5, square(z)), add(log(sigma), "
+    "0.9189385332046727)))\n"
+    "end\n";
+
+static void test_eight_schools(void)
+{
+    kiln_graph *g = parse_ok(eight_schools, "eight schools");
+    if (!g)
+        return;
+    char b[128];
+    ok(strcmp(kiln_graph_name(g), "eight_schools") == 0, "graph name");
+    ok(strcmp(type_of(g, "theta_t", b, sizeof b), "f64[8]") == 0,
+       "input type f64[8]");
+    ok(strcmp(type_of(g, "theta", b, sizeof b), "f64[8]") == 0,
+       "theta broadcasts to f64[8]");
+    ok(strcmp(type_of(g, "loglik", b, sizeof b), "f64") == 0,
+       "output statement names its value: loglik is f64");
+    ok(g->n_outputs == 1 && strcmp(g->outputs[0].name, "loglik") == 0,
+       "one output named loglik");
+    kiln_value y = kiln_graph_lookup(g, "y");
+    ok(y >= 0 && g->nodes[y].op == KILN_OP_CONST &&
+       g->nodes[y].nbytes == 64 && ((double *)g->nodes[y].data)[2] == -3.0,
+       "integer-looking values in an f64 const are stored as f64");
+    /* -0.5 and 0.9189... are weak float literals */
+    int nlit = 0, weak_ok = 1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == KILN_OP_LITERAL) {
+            nlit++;
+            weak_ok &= g->nodes[i].weak && g->nodes[i].type.dtype == KILN_F64 &&
+                       g->nodes[i].attrs.lit_kind == KILN_LIT_FLOAT;
+        }
+    ok(nlit == 2 && weak_ok, "two weak float literals");
+    char *s = kiln_graph_print(g, NULL);
+    ok(s && strstr(s, "  t3 = mul(-0.5, t2)\n") &&
+       strstr(s, "  t5 = add(t4, 0.9189385332046727)\n") &&
+       strstr(s, "  loglik = sum(t6)\n  output loglik\nend\n"),
+       "canonical print: generated names, inline literals, output");
+    free(s);
+    kiln_graph_free(g);
+    round_trip(eight_schools, "eight schools");
+}
+
+/* ---- errors --------------------------------------------------------- */
+
+static void test_errors(void)
+{
+    const int P = KILN_ERR_PARSE;
+    ERR(KILN_ERR_TYPE, "m.kg:4:12: unknown op 'ad'", "unknown op",
+        "kiln 1", "graph m", "  input x: f64[3]", "  yy = add(ad(x), 1)",
+        "end");
+    ERR(P, "m.kg:3:9: expected ':' after input name, found '='",
+        "missing ':'", "kiln 1", "graph m", "input x = f64", "end");
+    ERR(KILN_ERR_NAME, "m.kg:7:3: undefined name 'thta'", "undefined name",
+        "kiln 1", "graph m", "  input theta: f64[3]", "  input mu: f64",
+        "  a = exp(mu)", "  b = add(a,", "  thta)", "end");
+    ERR(KILN_ERR_NAME, "m.kg:5:3: duplicate name 'x' (first defined at line 3)",
+        "duplicate name (assignment)", "kiln 1", "graph m", "  input x: f64",
+        "  input y: f64", "  x = add(y, 1)", "end");
+    ERR(KILN_ERR_NAME, "m.kg:4:9: duplicate name 'x' (first defined at line 3)",
+        "duplicate name (input)", "kiln 1", "graph m", "  input x: f64",
+        "  input x: f32", "end");
+    ERR(KILN_ERR_NAME,
+        "m.kg:5:9: duplicate name 'loglik' (first defined at line 4)",
+        "duplicate name (named by an output)", "kiln 1", "graph m",
+        "  input x: f64", "  output loglik = exp(x)",
+        "  const loglik: f64 = 1", "end");
+    ERR(KILN_ERR_SHAPE, "m.kg:6:20: add: cannot broadcast shapes (3) and (4)",
+        "builder error with call position", "kiln 1", "graph m",
+        "  input a: f64[3]", "  input b: f64[4]", "  c = exp(a)",
+        "  d = mul(2.0, exp(add(a, b)))", "end");
+    ERR(P, "m.kg:4:14: bad literal '1.2.3'", "bad literal", "kiln 1",
+        "graph m", "  input x: f64", "  y = add(x, 1.2.3)", "end");
+    ERR(P, "m.kg:4:14: bad literal '1e'", "bad exponent", "kiln 1",
+        "graph m", "  input x: f64", "  y = add(x, 1e)", "end");
+    ERR(P, "m.kg:4:14: bad literal '2abc'", "digits then letters", "kiln 1",
+        "graph m", "  input x: f64", "  y = add(x, 2abc)", "end");
+    ERR(KILN_ERR_IO,
+        "m.kg:3:26: cannot read data file 'missing.npy': No such file or "
+        "directory", "missing data file", "kiln 1", "graph m",
+        "  shared d: f64[3] = npy(\"missing.npy\")", "end");
+    {
+        char want[1024];
+        snprintf(want, sizeof want,
+                 "m.kg:3:22: %s/data.csv: no column 'c' (columns: a, b)",
+                 tmpdir);
+        ERR(KILN_ERR_NAME, want, "csv column missing", "kiln 1", "graph m",
+            "  shared d: f64[n] = csv(\"data.csv\", \"c\")", "end");
+        snprintf(want, sizeof want,
+                 "m.kg:3:22: %s/bad.npy: not a .npy file (bad magic)",
+                 tmpdir);
+        ERR(KILN_ERR_PARSE, want, "npy reader error", "kiln 1", "graph m",
+            "  shared d: f64[3] = npy(\"bad.npy\")", "end");
+    }
+    ERR(KILN_ERR_SHAPE, "m.kg:3:22: shared 'd': value has shape (4), declared (3)",
+        "npy shape differs from the declaration", "kiln 1", "graph m",
+        "  shared d: f64[3] = npy(\"four.npy\")", "end");
+    ERR(KILN_ERR_TYPE,
+        "m.kg:3:22: shared 'd': value has dtype f64, declared f32",
+        "npy dtype differs from the declaration", "kiln 1", "graph m",
+        "  shared d: f32[4] = npy(\"four.npy\")", "end");
+    ERR(KILN_ERR_SHAPE,
+        "m.kg:4:22: shared 'e': value has shape (4) but symbol 'n' is 3 in "
+        "shared 'd'", "a symbol bound by two shared values", "kiln 1",
+        "graph m", "  shared d: f64[n] = npy(\"three.npy\")",
+        "  shared e: f64[n] = npy(\"four.npy\")", "end");
+    ERR(P, "m.kg:1:1: expected 'kiln 1' (the format version) on the first "
+        "line, found 'graph'", "missing header", "graph m", "end");
+    ERR(P, "m.kg:1:6: unsupported format version '2' (this kiln reads "
+        "version 1)", "wrong version", "kiln 2", "graph m", "end");
+    ERR(P, "m.kg:1:6: unsupported format version '1.0' (this kiln reads "
+        "version 1)", "float version", "kiln 1.0", "graph m", "end");
+    ERR(P, "m.kg:2:6: expected a graph name after 'graph', found end of line",
+        "graph without name", "kiln 1", "graph", "end");
+    ERR(P, "m.kg:4:1: expected 'end' to close graph 'm', found end of file",
+        "missing end", "kiln 1", "graph m", "  input x: f64");
+    ERR(P, "m.kg:4:1: expected end of file after 'end' (one graph per "
+        "file), found 'graph'", "two graphs", "kiln 1", "graph m", "end",
+        "graph n", "end");
+    ERR(P, "m.kg:3:7: expected end of line after 'end', found 'x'",
+        "junk after end", "kiln 1", "graph m", "  end x");
+    ERR(P, "m.kg:3:12: unknown dtype 'f65' (expected f64, f32, i64, i32 or "
+        "bool)", "unknown dtype", "kiln 1", "graph m", "  input x: f65",
+        "end");
+    ERR(P, "m.kg:3:32: too many dims (at most 8)", "rank 9", "kiln 1",
+        "graph m", "  input x: f64[1,1,1,1,1,1,1,1,1]", "end");
+    ERR(P, "m.kg:3:16: expected a dim (a size, a name or '?'), found '-'",
+        "negative dim", "kiln 1", "graph m", "  input x: f64[-1]", "end");
+    ERR(P, "m.kg:3:16: expected a dim (a size, a name or '?'), found ']'",
+        "empty dims", "kiln 1", "graph m", "  input x: f64[]", "end");
+    ERR(KILN_ERR_SHAPE,
+        "m.kg:3:21: const 'c': expected 3 values for axis 0 of type f64[3], "
+        "found 2", "const too short", "kiln 1", "graph m",
+        "  const c: f64[3] = [1, 2]", "end");
+    ERR(KILN_ERR_SHAPE,
+        "m.kg:3:21: const 'c': more than 2 values for axis 0 of type f64[2]",
+        "const too long", "kiln 1", "graph m",
+        "  const c: f64[2] = [1, 2, 3]", "end");
+    ERR(KILN_ERR_SHAPE,
+        "m.kg:3:21: const 'c': expected a list of 2 values for axis 0 of "
+        "type f64[2], found '1.5'", "scalar for a vector const", "kiln 1",
+        "graph m", "  const c: f64[2] = 1.5", "end");
+    ERR(KILN_ERR_SHAPE,
+        "m.kg:3:22: const 'c': too many nested lists for type f64[2]",
+        "const nested too deep", "kiln 1", "graph m",
+        "  const c: f64[2] = [[1], [2]]", "end");
+    ERR(KILN_ERR_SHAPE,
+        "m.kg:3:33: const 'm': expected 2 values for axis 1 of type "
+        "f64[2, 2], found 1", "ragged 2-D const", "kiln 1", "graph m",
+        "  const m: f64[2, 2] = [[1, 2], [3]]", "end");
+    ERR(P, "m.kg:3:25: const 'k': '2.5' is not a value of dtype i64",
+        "float in an i64 const", "kiln 1", "graph m",
+        "  const k: i64[2] = [1, 2.5]", "end");
+    ERR(P, "m.kg:3:29: const 'b': '2' is not a value of dtype bool",
+        "2 in a bool const", "kiln 1", "graph m",
+        "  const b: bool[2] = [true, 2]", "end");
+    ERR(P, "m.kg:3:18: const 'k': 3000000000 is out of range for i32",
+        "i32 overflow", "kiln 1", "graph m", "  const k: i32 = 3000000000",
+        "end");
+    ERR(P, "m.kg:3:18: const 'f': 1e300 is out of range for f32",
+        "f32 overflow", "kiln 1", "graph m", "  const f: f32 = 1e300", "end");
+    ERR(P, "m.kg:3:18: number '1e999' is out of range", "f64 overflow",
+        "kiln 1", "graph m", "  const f: f64 = 1e999", "end");
+    ERR(P, "m.kg:3:18: integer '99999999999999999999' is out of range",
+        "i64 overflow", "kiln 1", "graph m",
+        "  const k: i64 = 99999999999999999999", "end");
+    ERR(P, "m.kg:3:12: const 'c': type f64[n] is not static (a const needs "
+        "a known shape)", "symbolic const", "kiln 1", "graph m",
+        "  const c: f64[n] = [1]", "end");
+    ERR(P, "m.kg:3:16: expected '=' and the value of const 'c', found '1'",
+        "const without '='", "kiln 1", "graph m", "  const c: f64 1", "end");
+    ERR(P, "m.kg:5:8: with a tensor index every other entry must be ':' (a "
+        "full slice)", "tensor index beside an integer", "kiln 1", "graph m",
+        "  input x: f64[3, 4]", "  input i: i64[2]", "  y = x[1, i]", "end");
+    ERR(P, "m.kg:5:12: at most one tensor index is allowed in x[...]",
+        "two tensor indices", "kiln 1", "graph m", "  input x: f64[3, 4]",
+        "  input i: i64[2]", "  y = x[i, i]", "end");
+    ERR(P, "m.kg:4:21: set_subtensor: the first argument must be indexed, "
+        "like x[0:2]", "set_subtensor without index", "kiln 1", "graph m",
+        "  input x: f64[3]", "  y = set_subtensor(x, 1.0)", "end");
+    ERR(P, "m.kg:4:28: set_subtensor takes two arguments, x[...] and a "
+        "value; found ','", "set_subtensor with 3 args", "kiln 1", "graph m",
+        "  input x: f64[3]", "  y = set_subtensor(x[0], 1, 2)", "end");
+    ERR(KILN_ERR_SHAPE,
+        "m.kg:4:7: inc_subtensor: value of shape (3) does not broadcast to "
+        "(2)", "inc_subtensor shape error at the call", "kiln 1", "graph m",
+        "  input x: f64[3]", "  y = inc_subtensor(x[0:2], x)", "end");
+    ERR(P, "m.kg:5:12: join: axis given twice (first argument and axis=)",
+        "join axis twice", "kiln 1", "graph m", "  input a: f64[2]",
+        "  input b: f64[2]", "  y = join(0, a, b, axis=0)", "end");
+    ERR(KILN_ERR_TYPE, "m.kg:5:7: join: attribute 'axis' is required",
+        "join without axis", "kiln 1", "graph m", "  input a: f64[2]",
+        "  input b: f64[2]", "  y = join(a, b)", "end");
+    ERR(P, "m.kg:4:22: sum: positional argument after keyword argument",
+        "positional after keyword", "kiln 1", "graph m", "  input x: f64[3]",
+        "  y = sum(x, axis=0, x)", "end");
+    ERR(KILN_ERR_TYPE, "m.kg:4:7: sum: unknown attribute 'axs'",
+        "unknown attribute", "kiln 1", "graph m", "  input x: f64[3]",
+        "  y = sum(x, axs=0)", "end");
+    ERR(P, "m.kg:4:19: attribute 'axis': expected a number, true, false, a "
+        "dtype or a list, found 'foo'", "bad attribute value", "kiln 1",
+        "graph m", "  input x: f64[3]", "  y = sum(x, axis=foo)", "end");
+    ERR(P, "m.kg:4:25: attribute 'shape': expected an integer or a dim name "
+        "in the list, found '1.5'", "float in an attribute list", "kiln 1",
+        "graph m", "  input x: f64[3]", "  y = reshape(x, shape=[1.5])",
+        "end");
+    ERR(KILN_ERR_NAME, "m.kg:3:3: 'true' is a reserved word and cannot be a "
+        "name", "reserved word as a name", "kiln 1", "graph m",
+        "  true = 1", "end");
+    ERR(P, "m.kg:4:14: integer literal '99999999999999999' is too large (at "
+        "most 2^53 in magnitude)", "huge integer literal", "kiln 1",
+        "graph m", "  input x: f64", "  y = add(x, 99999999999999999)", "end");
+    ERR(P, "m.kg:4:9: empty index '[]'", "empty index", "kiln 1", "graph m",
+        "  input x: f64[3]", "  y = x[]", "end");
+    ERR(P, "m.kg:4:25: too many indices (at most 8)", "nine indices",
+        "kiln 1", "graph m", "  input x: f64[3]",
+        "  y = x[0,0,0,0,0,0,0,0,0]", "end");
+    ERR(KILN_ERR_SHAPE,
+        "m.kg:4:8: subtensor: too many indices (2) for a tensor of rank 1",
+        "index rank error at '['", "kiln 1", "graph m", "  input x: f64[3]",
+        "  y = x[0, 0]", "end");
+    ERR(KILN_ERR_SHAPE,
+        "m.kg:4:8: subtensor: index 3 is out of bounds for axis 0 with size 3",
+        "index out of bounds", "kiln 1", "graph m", "  input x: f64[3]",
+        "  y = x[3]", "end");
+    ERR(P, "m.kg:4:9: expected an index (an integer, a slice like 1:3 or an "
+        "integer tensor), found '1.5'", "float index", "kiln 1", "graph m",
+        "  input x: f64[3]", "  y = x[1.5]", "end");
+    ERR(KILN_ERR_TYPE, "m.kg:5:8: take: indices must be i64 or i32, got f64",
+        "float index tensor", "kiln 1", "graph m", "  input x: f64[3]",
+        "  input f: f64[2]", "  y = x[f]", "end");
+    ERR(P, "m.kg:4:7: subtensor is written as indexing: x[1:3, 0]",
+        "subtensor by name", "kiln 1", "graph m", "  input x: f64[3]",
+        "  y = subtensor(x)", "end");
+    ERR(KILN_ERR_NAME, "m.kg:4:3: cannot name a value 'y': it is already "
+        "named 'x'", "alias of a named value", "kiln 1", "graph m",
+        "  input x: f64[3]", "  y = x", "end");
+    ERR(P, "m.kg:3:22: expected npy(\"FILE\") or csv(\"FILE\", \"COLUMN\") "
+        "after '=', found 'foo'", "unknown data source", "kiln 1", "graph m",
+        "  shared d: f64[3] = foo(\"a\")", "end");
+    ERR(P, "m.kg:3:36: expected ',' and a column name, found ')'",
+        "csv without column", "kiln 1", "graph m",
+        "  shared d: f64[3] = csv(\"data.csv\")", "end");
+    ERR(P, "m.kg:3:26: unterminated string", "unterminated string",
+        "kiln 1", "graph m", "  shared d: f64[3] = npy(\"abc", "end");
+    ERR(P, "m.kg:3:28: bad escape in string (only \\\\ and \\\" are "
+        "allowed)", "bad escape", "kiln 1", "graph m",
+        "  shared d: f64[3] = npy(\"a\\q\")", "end");
+    ERR(P, "m.kg:4:14: unexpected character '@'", "unexpected character",
+        "kiln 1", "graph m", "  input x: f64", "  y = add(x, @)", "end");
+    ERR(P, "m.kg:4:15: expected a number after '-', found 'x'",
+        "minus before a name", "kiln 1", "graph m", "  input x: f64",
+        "  y = add(x, -x)", "end");
+    ERR(KILN_ERR_NAME, "m.kg:5:10: duplicate output 'a' (first defined at "
+        "line 4)", "duplicate output", "kiln 1", "graph m", "  input x: f64",
+        "  output a = x", "  output a = x", "end");
+    ERR(KILN_ERR_NAME, "m.kg:3:10: undefined name 'nope'",
+        "output of an undefined name", "kiln 1", "graph m", "  output nope",
+        "end");
+    ERR(P, "m.kg:3:3: expected a statement (input, shared, const, output, "
+        "NAME = EXPR or end), found '['", "not a statement", "kiln 1",
+        "graph m", "  [x]", "end");
+    ERR(P, "m.kg:4:5: expected '=' after the name, found 'add'",
+        "assignment without '='", "kiln 1", "graph m", "  input x: f64",
+        "  y add(x)", "end");
+    ERR(P, "m.kg:3:8: expected a name, found ':'", "input without name",
+        "kiln 1", "graph m", "  input: f64", "end");
+    ERR(P, "m.kg:3:16: expected end of line, found 'y'", "junk after a "
+        "declaration", "kiln 1", "graph m", "  input x: f64 y", "end");
+    ERR(P, "m.kg:4:13: expected ',' or ')' in the arguments of add, found "
+        "'y'", "missing comma", "kiln 1", "graph m", "  input x: f64",
+        "  y = add(x y)", "end");
+    ERR(P, "m.kg:4:7: expected an expression, found ')'",
+        "missing expression", "kiln 1", "graph m", "  input x: f64",
+        "  y = )", "end");
+    ERR(KILN_ERR_TYPE, "m.kg:4:7: add: expected 2 inputs, got 1",
+        "wrong arity from the builder", "kiln 1", "graph m", "  input x: f64",
+        "  y = add(x)", "end");
+    ERR(KILN_ERR_TYPE, "m.kg:4:7: cast: attribute 'dtype' is required",
+        "cast without dtype", "kiln 1", "graph m", "  input x: f64",
+        "  y = cast(x)", "end");
+
+    /* nesting: 100000 levels fail cleanly, 900 levels work */
+    {
+        size_t n = 100000;
+        char *t = malloc(n * 15 + 200);
+        char *q = t;
+        q += sprintf(q, "kiln 1\ngraph m\n  input x: f64\n  y = ");
+        for (size_t i = 0; i < n; i++)
+            q += sprintf(q, "neg(");
+        q += sprintf(q, "x");
+        for (size_t i = 0; i < n; i++)
+            *q++ = ')';
+        sprintf(q, "\nend\n");
+        parse_err(t, P, "m.kg:4:4007: expression nested too deeply (more "
+                  "than 1000 levels)", "100000 nested calls");
+        q = t;
+        q += sprintf(q, "kiln 1\ngraph m\n  input x: f64\n  y = ");
+        for (size_t i = 0; i < 900; i++)
+            q += sprintf(q, "neg(");
+        q += sprintf(q, "x");
+        for (size_t i = 0; i < 900; i++)
+            *q++ = ')';
+        sprintf(q, "\n  output y\nend\n");
+        kiln_graph *g = parse_ok(t, "900 nested calls");
+        ok(g && kiln_graph_n_nodes(g) == 901, "900 nested calls: 901 nodes");
+        kiln_graph_free(g);
+        /* nested indexing and set_subtensor recurse too */
+        q = t;
+        q += sprintf(q, "kiln 1\ngraph m\n  input x: f64[3]\n  y = ");
+        for (size_t i = 0; i < n; i++)
+            q += sprintf(q, "set_subtensor(");
+        sprintf(q, "x\nend\n");
+        kiln_err e;
+        g = kiln_parse_string(t, "m.kg", NULL, &e);
+        ok(!g && strstr(e.message, "nested too deeply"),
+           "100000 nested set_subtensor: clean error");
+        kiln_graph_free(g);
+        /* index entries nest too: x[i[i[...]]] */
+        q = t;
+        q += sprintf(q, "kiln 1\ngraph m\n  input x: i64[3]\n  y = x");
+        for (size_t i = 0; i < n; i++)
+            q += sprintf(q, "[x");
+        sprintf(q, "\nend\n");
+        g = kiln_parse_string(t, "m.kg", NULL, &e);
+        ok(!g && strcmp(e.message, "m.kg:4:2007: expression nested too "
+                        "deeply (more than 1000 levels)") == 0,
+           "100000 nested index entries: clean error");
+        kiln_graph_free(g);
+        q = t;
+        q += sprintf(q, "kiln 1\ngraph m\n  input x: i64[3]\n  y = x");
+        for (size_t i = 0; i < 900; i++)
+            q += sprintf(q, "[x");
+        for (size_t i = 0; i < 900; i++)
+            *q++ = ']';
+        sprintf(q, "\nend\n");
+        g = kiln_parse_string(t, "m.kg", NULL, &e);
+        ok(g && kiln_graph_n_nodes(g) == 901,
+           "900 nested index entries parse");
+        kiln_graph_free(g);
+        free(t);
+    }
+
+    /* API errors */
+    kiln_err e;
+    ok(!kiln_parse_string(NULL, "m.kg", NULL, &e) && e.code == KILN_ERR_ARG,
+       "NULL text is KILN_ERR_ARG");
+    ok(!kiln_parse_file("/nonexistent/x.kg", &e) && e.code == KILN_ERR_IO &&
+       strcmp(e.message, "cannot read '/nonexistent/x.kg': No such file or "
+              "directory") == 0, "missing .kg file is KILN_ERR_IO");
+    {
+        kiln_graph *g = kiln_parse_string("kiln 1\ngraph m\nend\n", NULL,
+                                          NULL, NULL);
+        ok(g && kiln_graph_n_nodes(g) == 0 &&
+           !kiln_parse_string("kiln 2\n", NULL, NULL, NULL),
+           "NULL err and filename are allowed");
+        kiln_graph_free(g);
+    }
+    ok(!kiln_parse_string("graph m\n", NULL, NULL, &e) &&
+       strncmp(e.message, "<string>:1:1: ", 14) == 0,
+       "default file name is <string>");
+    {
+        static const char nul[] = "kiln 1\ngraph m\n  input x: f64\0\nend\n";
+        write_file("nul.kg", nul, sizeof nul - 1);
+        char want[600];
+        snprintf(want, sizeof want, "%s: unexpected byte 0x00",
+                 tmp_path("nul.kg"));
+        kiln_graph *g = kiln_parse_file(tmp_path("nul.kg"), &e);
+        size_t wl = strlen(want), ml = strlen(e.message);
+        ok(!g && e.code == P && ml > wl &&
+           strcmp(e.message + ml - strlen(": unexpected byte 0x00"),
+                  ": unexpected byte 0x00") == 0 &&
+           strstr(e.message, ":3:15: "), "NUL byte in a file");
+        kiln_graph_free(g);
+    }
+}
+
+/* ---- statements and ops --------------------------------------------- */
+
+static void test_statements(void)
+{
+    const char *lines[] = {
+        "kiln 1",
+        "",
+        "# a comment line",
+        "graph stmts   # trailing comment",
+        "  input a: f64",
+        "input b: f32[8]",
+        "\t\tinput c: i64[n, 3, ?]",
+        "  input d: i32[n]",
+        "  input e: bool[2, 2]",
+        "  shared s0: f64[3]",
+        "  shared s1: f64[n] = npy(\"three.npy\")",
+        "  shared s2: f64[?] = csv(\"data.csv\", \"b\")",
+        "  shared s3: i64[?] = csv(\"data.csv\", \"a\")",
+        "  const k0: f64 = 2.5",
+        "  const k1: i64[3] = [1, -2, 3]",
+        "  const k2: f32[2, 2] = [[1.5, -inf], [inf, nan]]",
+        "  const k3: bool[3] = [true, false, 1]",
+        "  const k4: i32[2] = [-2147483648, 2147483647]",
+        "  const k5: f64[0] = []",
+        "  const k6: f64[2, 0] = [[], []]",
+        "  const k7: f64[2, 1] = [",
+        "      [1e-3],",
+        "      [-0.0]]",
+        "  v = add(a, 1)",
+        "  w = mul(b, true)",
+        "  lit = 3",
+        "  output out1 = v",
+        "  output w",
+        "  output out3 = add(w, 1.5)",
+        "  output out4 = 7",
+        "  output s0",
+        "end",
+        "",
+        "# done",
+        NULL
+    };
+    char *t = cat_lines(lines);
+    kiln_graph *g = parse_ok(t, "every statement form");
+    if (g) {
+        char b[128];
+        ok(strcmp(type_of(g, "c", b, sizeof b), "i64[n, 3, ?]") == 0,
+           "named, static and unknown dims");
+        kiln_value c = kiln_graph_lookup(g, "c"), d = kiln_graph_lookup(g, "d");
+        ok(g->nodes[c].type.dims[0] == g->nodes[d].type.dims[0],
+           "one symbol for one name");
+        kiln_value s2 = kiln_graph_lookup(g, "s2"), s3 = kiln_graph_lookup(g, "s3");
+        ok(g->nodes[s2].type.dims[0] != g->nodes[s3].type.dims[0] &&
+           g->nodes[c].type.dims[2] != g->nodes[s2].type.dims[0],
+           "each '?' is its own symbol");
+        kiln_value s0 = kiln_graph_lookup(g, "s0");
+        ok(g->nodes[s0].op == KILN_OP_SHARED && !g->nodes[s0].data &&
+           !g->nodes[s0].source, "shared without a source");
+        kiln_value s1 = kiln_graph_lookup(g, "s1");
+        ok(g->nodes[s1].data && g->nodes[s1].vshape[0] == 3 &&
+           ((double *)g->nodes[s1].data)[2] == 12.0 &&
+           strcmp(g->nodes[s1].source, "npy(\"three.npy\")") == 0,
+           "shared from npy: value, bound shape, source");
+        ok(g->nodes[s2].data && g->nodes[s2].vshape[0] == 2 &&
+           ((double *)g->nodes[s2].data)[1] == 4.0 &&
+           strcmp(g->nodes[s2].source, "csv(\"data.csv\", \"b\")") == 0,
+           "shared from csv: value, bound shape, source");
+        ok(g->nodes[s3].type.dtype == KILN_I64 &&
+           ((int64_t *)g->nodes[s3].data)[1] == 3, "csv read as i64");
+        kiln_value k2 = kiln_graph_lookup(g, "k2");
+        const float *f = g->nodes[k2].data;
+        ok(f && f[0] == 1.5f && isinf(f[1]) && f[1] < 0 && isinf(f[2]) &&
+           isnan(f[3]), "f32 const with inf and nan");
+        kiln_value k3 = kiln_graph_lookup(g, "k3");
+        const unsigned char *bb = g->nodes[k3].data;
+        ok(bb && bb[0] == 1 && bb[1] == 0 && bb[2] == 1, "bool const");
+        kiln_value k4 = kiln_graph_lookup(g, "k4");
+        const int32_t *ii = g->nodes[k4].data;
+        ok(ii && ii[0] == INT32_MIN && ii[1] == INT32_MAX, "i32 limits");
+        kiln_value k6 = kiln_graph_lookup(g, "k6");
+        ok(g->nodes[k6].nbytes == 0 &&
+           strcmp(type_of(g, "k6", b, sizeof b), "f64[2, 0]") == 0,
+           "empty const");
+        kiln_value k7 = kiln_graph_lookup(g, "k7");
+        const double *dd = g->nodes[k7].data;
+        ok(dd && dd[0] == 1e-3 && dd[1] == 0 && signbit(dd[1]),
+           "multi-line const, -0.0 keeps its sign");
+        ok(strcmp(type_of(g, "v", b, sizeof b), "f64") == 0 &&
+           strcmp(type_of(g, "w", b, sizeof b), "f32[8]") == 0,
+           "weak literals: f64 + int -> f64, f32 * bool -> f32");
+        kiln_value lit = kiln_graph_lookup(g, "lit");
+        ok(lit >= 0 && g->nodes[lit].op == KILN_OP_LITERAL &&
+           g->nodes[lit].attrs.lit_kind == KILN_LIT_INT &&
+           g->nodes[lit].attrs.value == 3, "a named literal");
+        ok(g->n_outputs == 5, "five outputs");
+        ok(g->n_outputs == 5 && g->outputs[0].value == kiln_graph_lookup(g, "v") &&
+           g->outputs[1].value == kiln_graph_lookup(g, "w") &&
+           strcmp(g->outputs[1].name, "w") == 0,
+           "output NAME = EXPR and output NAME");
+        ok(strcmp(type_of(g, "out3", b, sizeof b), "f32[8]") == 0,
+           "output names an unnamed value");
+        ok(kiln_graph_lookup(g, "out1") < 0,
+           "output of a named value does not rename it");
+        kiln_value o4 = kiln_graph_lookup(g, "out4");
+        ok(o4 >= 0 && g->nodes[o4].op == KILN_OP_LITERAL, "literal output");
+        kiln_graph_free(g);
+    }
+    round_trip(t, "every statement form");
+    free(t);
+
+    /* parse_file: relative data paths resolve against the file's dir */
+    {
+        const char *fl[] = { "kiln 1", "graph f",
+                             "  shared s: f64[n] = npy(\"three.npy\")",
+                             "  output s", "end", NULL };
+        char *ft = cat_lines(fl);
+        write_file("f.kg", ft, strlen(ft));
+        free(ft);
+        kiln_err e;
+        kiln_graph *gf = kiln_parse_file(tmp_path("f.kg"), &e);
+        if (!ok(gf != NULL, "kiln_parse_file resolves data next to the file"))
+            diag("%s", e.message);
+        kiln_graph_free(gf);
+    }
+}
+
+typedef struct op_case {
+    const char *expr;
+    const char *type;
+} op_case;
+
+static const op_case op_cases[] = {
+    {"add(a, b)", "f64[3]"}, {"sub(a, b)", "f64[3]"},
+    {"mul(a, b)", "f64[3]"}, {"true_div(k, k)", "f64[3]"},
+    {"neg(k)", "i32[3]"}, {"abs(a)", "f64[3]"}, {"exp(a)", "f64[3]"},
+    {"expm1(s)", "f32[3]"}, {"log(a)", "f64[3]"}, {"log1p(a)", "f64[3]"},
+    {"sqrt(a)", "f64[3]"}, {"square(k)", "i32[3]"}, {"pow(a, 2)", "f64[3]"},
+    {"sigmoid(a)", "f64[3]"}, {"softplus(a)", "f64[3]"},
+    {"tanh(a)", "f64[3]"}, {"sin(a)", "f64[3]"}, {"cos(a)", "f64[3]"},
+    {"erf(a)", "f64[3]"}, {"erfc(a)", "f64[3]"}, {"gammaln(a)", "f64[3]"},
+    {"digamma(a)", "f64[3]"}, {"maximum(a, m)", "f64[2, 3]"},
+    {"minimum(a, 0)", "f64[3]"}, {"where(p, a, b)", "f64[3]"},
+    {"eq(a, b)", "bool[3]"}, {"ne(a, 1)", "bool[3]"}, {"lt(a, b)", "bool[3]"},
+    {"le(a, b)", "bool[3]"}, {"gt(a, b)", "bool[3]"}, {"ge(a, b)", "bool[3]"},
+    {"and(p, p)", "bool[3]"}, {"or(p, false)", "bool[3]"},
+    {"not(p)", "bool[3]"}, {"cast(a, dtype=f32)", "f32[3]"},
+    {"sum(m)", "f64"}, {"sum(m, axis=1)", "f64[2]"},
+    {"sum(m, axis=[0, 1])", "f64"}, {"sum(m, axis=0, keepdims=true)", "f64[1, 3]"},
+    {"prod(k)", "i64"}, {"max(m, axis=-1)", "f64[2]"}, {"min(k)", "i32"},
+    {"mean(k)", "f64"}, {"logsumexp(m, axis=1)", "f64[2]"},
+    {"reshape(m, shape=[3, 2])", "f64[3, 2]"}, {"reshape(m, shape=[-1])", "f64[6]"},
+    {"reshape(q, shape=[n, 3])", "f64[n, 3]"}, {"reshape(a, shape=[1, 3, 1])", "f64[1, 3, 1]"},
+    {"transpose(m)", "f64[3, 2]"}, {"transpose(m, axes=[1, 0])", "f64[3, 2]"},
+    {"expand_dims(a, axis=0)", "f64[1, 3]"},
+    {"squeeze(expand_dims(a, axis=[0, 2]))", "f64[3]"},
+    {"squeeze(expand_dims(a, axis=1), axis=1)", "f64[3]"},
+    {"broadcast_to(a, shape=[2, 3])", "f64[2, 3]"},
+    {"broadcast_to(a, shape=[n, 3])", "f64[n, 3]"},
+    {"alloc(0.0, shape=[2, 3])", "f64[2, 3]"}, {"alloc(1, shape=[4])", "i64[4]"},
+    {"alloc(a, shape=[2, 3])", "f64[2, 3]"},
+    {"zeros(shape=[2])", "f64[2]"}, {"ones(shape=[2, n], dtype=i32)", "i32[2, n]"},
+    {"join(0, a, b)", "f64[6]"}, {"join(1, m, m)", "f64[2, 6]"},
+    {"join(-1, m, m, m)", "f64[2, 9]"}, {"join(0, q, q)", "f64[?, 3]"},
+    {"stack(a, b)", "f64[2, 3]"}, {"stack(a, b, axis=1)", "f64[3, 2]"},
+    {"a[1:3]", "f64[2]"}, {"a[1:]", "f64[2]"}, {"a[:2]", "f64[2]"},
+    {"a[::2]", "f64[2]"}, {"a[-1]", "f64"}, {"m[0]", "f64[3]"},
+    {"m[:, 1]", "f64[2]"}, {"m[::-1, 0:3:2]", "f64[2, 2]"}, {"m[0][1]", "f64"},
+    {"q[1:]", "f64[?, 3]"}, {"q[:, 1:]", "f64[n, 2]"},
+    {"a[i]", "f64[2]"}, {"m[:, i]", "f64[2, 2]"}, {"m[j]", "f64[2, 2, 3]"},
+    {"m[i, :]", "f64[2, 3]"}, {"exp(a)[i]", "f64[2]"},
+    {"take(m, i, axis=1)", "f64[2, 2]"}, {"take(a, 1)", "f64"},
+    {"set_subtensor(a[0:2], 1.0)", "f64[3]"},
+    {"inc_subtensor(m[0], a)", "f64[2, 3]"},
+    {"set_subtensor(a[i], 0.0)", "f64[3]"},
+    {"inc_subtensor(m[:, i], 1.0)", "f64[2, 3]"},
+    {"set_subtensor(exp(m)[1][0:2], 5)", "f64[3]"},
+    {"advanced_inc_subtensor(a, i, 1.0)", "f64[3]"},
+    {"advanced_set_subtensor(m, i, 0.0, axis=1)", "f64[2, 3]"},
+    {"dot(m, a)", "f64[2]"}, {"matmul(m, t)", "f64[2, 2]"},
+    {"dot(k, k)", "f64"},
+    {"add(s, 1)", "f32[3]"}, {"add(k, 1.5)", "f64[3]"}, {"add(s, a)", "f64[3]"},
+    {"add(k, true)", "i32[3]"}, {"mul(2, 3)", "i64"},
+    {"add(1e300, -inf)", "f64"}, {"sub(nan, .5)", "f64"},
+};
+
+static void test_ops(void)
+{
+    size_t n = sizeof op_cases / sizeof op_cases[0];
+    size_t cap = 4096;
+    for (size_t i = 0; i < n; i++)
+        cap += strlen(op_cases[i].expr) + 32;
+    char *t = malloc(cap);
+    char *q = t;
+    q += sprintf(q, "kiln 1\ngraph ops\n"
+                    "  input a: f64[3]\n  input b: f64[3]\n"
+                    "  input m: f64[2, 3]\n  input t: f64[3, 2]\n"
+                    "  input i: i64[2]\n  input j: i32[2, 2]\n"
+                    "  input k: i32[3]\n  input p: bool[3]\n"
+                    "  input s: f32[3]\n  input q: f64[n, 3]\n");
+    for (size_t i = 0; i < n; i++)
+        q += sprintf(q, "  e%zu = %s\n", i, op_cases[i].expr);
+    q += sprintf(q, "  output e0\nend\n");
+    kiln_graph *g = parse_ok(t, "one graph with every op");
+    if (g) {
+        for (size_t i = 0; i < n; i++) {
+            char name[32], b[128];
+            snprintf(name, sizeof name, "e%zu", i);
+            const char *got = type_of(g, name, b, sizeof b);
+            if (!ok(strcmp(got, op_cases[i].type) == 0, "%s : %s",
+                    op_cases[i].expr, op_cases[i].type))
+                diag("got %s", got);
+        }
+        int seen[KILN_OP_COUNT] = {0};
+        for (int i = 0; i < g->n_nodes; i++)
+            seen[g->nodes[i].op] = 1;
+        int all = 1;
+        for (int o = KILN_OP_LITERAL; o < KILN_OP_COUNT; o++)
+            if (!seen[o]) {
+                all = 0;
+                diag("op %s not covered", kiln_ir_op_info(o)->name);
+            }
+        ok(all, "every non-declaration op is covered");
+        kiln_graph_free(g);
+    }
+    round_trip(t, "every op");
+    free(t);
+}
+
+static void test_printing(void)
+{
+    const char *lines[] = {
+        "kiln 1", "graph pr",
+        "  input x: f64[4, n]", "  input i: i64[3]",
+        "  input t0: f64", "  input t2: f64",
+        "  const c: f32[2] = [0.1, 3]",
+        "  const z: i64 = -9223372036854775808",
+        "  a = exp(x)",
+        "  b = add(a, 1.0)",
+        "  c2 = x[1:3, ::-1]",
+        "  d = a[i]",
+        "  e = take(a, i, axis=1)",
+        "  f = set_subtensor(a[:, i], 0)",
+        "  g = inc_subtensor(x[0, 1:], 2)",
+        "  h = join(1, a, a)",
+        "  k = sum(a, axis=0, keepdims=true)",
+        "  l = reshape(a, shape=[-1, n])",
+        "  m = zeros(shape=[2], dtype=i32)",
+        "  o = add(add(t0, t2), mul(x, 1e20))",
+        "  p = take(a, 2)",
+        "  output y = add(b, 1)",
+        "  output y2 = y",
+        "  output q = 2.5",
+        "end", NULL
+    };
+    char *t = cat_lines(lines);
+    kiln_graph *g = parse_ok(t, "printing graph");
+    char *s = g ? kiln_graph_print(g, NULL) : NULL;
+    ok(s != NULL, "prints");
+    if (s) {
+        const char *want[] = {
+            "kiln 1\ngraph pr\n  input x: f64[4, n]\n",
+            "  const c: f32[2] = [0.1, 3]\n",
+            "  const z: i64 = -9223372036854775808\n",
+            "  b = add(a, 1.0)\n",
+            "  c2 = x[1:3, ::-1]\n",
+            "  d = a[i]\n",
+            "  e = take(a, i, axis=1)\n",
+            "  f = set_subtensor(a[:, i], 0)\n",
+            "  g = inc_subtensor(x[0, 1:], 2)\n",
+            "  h = join(1, a, a)\n",
+            "  k = sum(a, axis=0, keepdims=true)\n",
+            "  l = reshape(a, shape=[-1, n])\n",
+            "  m = zeros(shape=[2], dtype=i32)\n",
+            "  t1 = add(t0, t2)\n",
+            "  t3 = mul(x, 1e+20)\n",
+            "  o = add(t1, t3)\n",
+            "  p = take(a, 2, axis=0)\n",
+            "  y = add(b, 1)\n",
+            "  q = 2.5\n",
+            "  output y\n  output y2 = y\n  output q\nend\n",
+        };
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+            if (!ok(strstr(s, want[i]) != NULL, "printed: %.*s",
+                    (int)strcspn(want[i], "\n"), want[i]))
+                diag("in:\n%s", s);
+    }
+    free(s);
+    kiln_graph_free(g);
+    round_trip(t, "printing graph");
+    free(t);
+
+    /* literal formatting: floats that look like ints, specials, -0 */
+    const char *lit_lines[] = {
+        "kiln 1", "graph lits", "  input x: f64",
+        "  a = add(x, 1.0)", "  b = add(x, -0.0)", "  c = add(x, inf)",
+        "  d = add(x, -inf)", "  e = add(x, nan)", "  f = add(x, 0.1)",
+        "  g = add(x, 123456789012345678.0)", "  h = add(x, 5e-324)",
+        "  i = add(x, -7)", "  j = and(true, false)", "end", NULL
+    };
+    t = cat_lines(lit_lines);
+    g = parse_ok(t, "literal graph");
+    s = g ? kiln_graph_print(g, NULL) : NULL;
+    ok(s && strstr(s, "a = add(x, 1.0)\n") && strstr(s, "b = add(x, -0.0)\n") &&
+       strstr(s, "c = add(x, inf)\n") && strstr(s, "d = add(x, -inf)\n") &&
+       strstr(s, "e = add(x, nan)\n") && strstr(s, "f = add(x, 0.1)\n") &&
+       strstr(s, "g = add(x, 1.2345678901234568e+17)\n") &&
+       strstr(s, "h = add(x, 4.94065645841247e-324)\n") &&
+       strstr(s, "i = add(x, -7)\n") && strstr(s, "j = and(true, false)\n"),
+       "literal formatting");
+    if (s && !strstr(s, "a = add(x, 1.0)"))
+        diag("%s", s);
+    free(s);
+    kiln_graph_free(g);
+    round_trip(t, "literal graph");
+    free(t);
+
+    /* names that look generated, and names that look like ops */
+    const char *nm_lines[] = {
+        "kiln 1", "graph names", "  input exp: f64", "  input t1: f64",
+        "  t0 = exp(exp(exp))", "  f32 = add(exp(t1), t0)",
+        "  output t0 = add(f32, mul(t1, 2))", "end", NULL
+    };
+    t = cat_lines(nm_lines);
+    round_trip(t, "user names t0/t1, op and dtype names as values");
+    free(t);
+
+    /* shared values print with their source */
+    const char *sh_lines[] = {
+        "kiln 1", "graph sh", "  shared s: f64[n] = npy(\"three.npy\")",
+        "  shared c: f64[m] = csv(\"data.csv\", \"b\")", "  shared u: f64[m]",
+        "  input x: f64[n]", "  output y = add(x, s)", "end", NULL
+    };
+    t = cat_lines(sh_lines);
+    g = parse_ok(t, "shared graph");
+    s = g ? kiln_graph_print(g, NULL) : NULL;
+    ok(s && strstr(s, "  shared s: f64[n] = npy(\"three.npy\")\n") &&
+       strstr(s, "  shared c: f64[m] = csv(\"data.csv\", \"b\")\n") &&
+       strstr(s, "  shared u: f64[m]\n"), "shared values print their source");
+    free(s);
+    kiln_graph_free(g);
+    round_trip(t, "shared graph");
+    free(t);
+}
+
+/* ---- size ----------------------------------------------------------- */
+
+static void test_wide(void)
+{
+    int n = 5000;
+    size_t cap = (size_t)n * 40 + 256;
+    char *t = malloc(cap);
+    char *q = t;
+    q += sprintf(q, "kiln 1\ngraph wide\n");
+    for (int i = 0; i < n; i++)
+        q += sprintf(q, "  input x%d: f64[1]\n", i);
+    q += sprintf(q, "  y = join(0");
+    for (int i = 0; i < n; i++)
+        q += sprintf(q, ", x%d", i);
+    q += sprintf(q, ")\n  output y\nend\n");
+    kiln_graph *g = parse_ok(t, "join of 5000 inputs");
+    if (g) {
+        char b[64];
+        ok(strcmp(type_of(g, "y", b, sizeof b), "f64[5000]") == 0,
+           "join of 5000: f64[5000]");
+        kiln_value y = kiln_graph_lookup(g, "y");
+        ok(g->nodes[y].n_in == 5000 && g->nodes[y].in[4999] == 4999,
+           "join of 5000: inputs in order");
+    }
+    kiln_graph_free(g);
+    round_trip(t, "join of 5000 inputs");
+    free(t);
+
+    /* one line of a million bytes: a const of 100000 values */
+    n = 100000;
+    t = malloc((size_t)n * 12 + 256);
+    q = t;
+    q += sprintf(q, "kiln 1\ngraph long\n  const c: f64[%d] = [", n);
+    for (int i = 0; i < n; i++)
+        q += sprintf(q, "%s%d.5", i ? ", " : "", i);
+    q += sprintf(q, "]\n  output s = sum(c)\nend\n");
+    g = parse_ok(t, "a const line of ~1 MB");
+    if (g) {
+        kiln_value c = kiln_graph_lookup(g, "c");
+        ok(((double *)g->nodes[c].data)[n - 1] == n - 1 + 0.5,
+           "long const: last value");
+    }
+    kiln_graph_free(g);
+    free(t);
+}
+
+/* ---- robustness ----------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static uint32_t rng(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 11);
+}
+
+/* Parse; a success must print and re-parse to the same text, an error
+ * must carry a position. */
+static int robust_one(const char *text, int *n_ok)
+{
+    kiln_err e;
+    memset(&e, 0, sizeof e);
+    kiln_graph *g = kiln_parse_string(text, "m.kg", tmpdir, &e);
+    if (!g) {
+        return e.code != 0 &&
+               (strncmp(e.message, "m.kg:", 5) == 0 ||
+                e.code == KILN_ERR_NOMEM);
+    }
+    (*n_ok)++;
+    int good = 0;
+    char *s1 = kiln_graph_print(g, &e);
+    kiln_graph *g2 = s1 ? kiln_parse_string(s1, "p.kg", tmpdir, &e) : NULL;
+    char *s2 = g2 ? kiln_graph_print(g2, &e) : NULL;
+    good = s2 && strcmp(s1, s2) == 0;
+    if (!good)
+        diag("unstable: %s\n%s", e.message, s1 ? s1 : "(null)");
+    free(s1);
+    free(s2);
+    kiln_graph_free(g);
+    kiln_graph_free(g2);
+    return good;
+}
+
+static const char *fuzz_base =
+    "kiln 1\n"
+    "graph fuzz\n"
+    "  input x: f64[3, n]\n"
+    "  input i: i64[2]\n"
+    "  shared s: f64[3] = npy(\"three.npy\")\n"
+    "  const c: f64[2, 2] = [[1, 2.5], [-3e2, inf]]\n"
+    "  a = add(x, mul(-0.5, exp(x)))\n"
+    "  b = sum(a[0:2, ::2], axis=[0], keepdims=true)\n"
+    "  d = set_subtensor(a[:, i], 1)  # advanced\n"
+    "  e = join(0, a, d, a)\n"
+    "  f = reshape(e, shape=[-1])\n"
+    "  output loglik = sum(where(gt(f, 0), f, 0.0))\n"
+    "  output s2 = add(s, c[0, 1])\n"
+    "end\n";
+
+static void test_robustness(void)
+{
+    size_t n = strlen(fuzz_base);
+    char *buf = malloc(n + 64);
+    int good = 1, n_ok = 0;
+    for (size_t k = 0; k <= n; k++) {
+        memcpy(buf, fuzz_base, k);
+        buf[k] = '\0';
+        good &= robust_one(buf, &n_ok);
+    }
+    ok(good, "every prefix of a valid file: no crash, positioned errors");
+    ok(n_ok >= 1, "the full file parses (%d prefixes parsed)", n_ok);
+
+    static const char alphabet[] = "()[],:=?-#\"\n 0123456789.eE_abxyz\t\\\x01\xff";
+    good = 1;
+    n_ok = 0;
+    for (int r = 0; r < 600; r++) {
+        memcpy(buf, fuzz_base, n + 1);
+        size_t len = n;
+        int edits = 1 + (int)(rng() % 4);
+        for (int k = 0; k < edits; k++) {
+            size_t at = rng() % (len + 1);
+            char ch = alphabet[rng() % (sizeof alphabet - 1)];
+            switch (rng() % 3) {
+            case 0: /* replace */
+                if (at < len)
+                    buf[at] = ch;
+                break;
+            case 1: /* insert */
+                if (len + 1 < n + 64) {
+                    memmove(buf + at + 1, buf + at, len - at + 1);
+                    buf[at] = ch;
+                    len++;
+                }
+                break;
+            default: /* delete */
+                if (at < len) {
+                    memmove(buf + at, buf + at + 1, len - at);
+                    len--;
+                }
+            }
+        }
+        good &= robust_one(buf, &n_ok);
+    }
+    ok(good, "600 random mutations: no crash, positioned errors, stable "
+       "printing (%d still parsed)", n_ok);
+    free(buf);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/kiln-test-parse-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        printf("Bail out! cannot create a temporary directory\n");
+        return 1;
+    }
+    write_file("data.csv", "a,b\n1,2\n3,4\n", 12);
+    write_file("bad.npy", "not an npy file at all", 22);
+    write_npy_f64("three.npy", 3, 10.0);
+    write_npy_f64("four.npy", 4, 0.0);
+
+    test_eight_schools();
+    test_errors();
+    test_statements();
+    test_ops();
+    test_printing();
+    test_wide();
+    test_robustness();
+
+    const char *files[] = { "data.csv", "bad.npy", "three.npy", "four.npy",
+                            "f.kg", "nul.kg", NULL };
+    for (int i = 0; files[i]; i++)
+        unlink(tmp_path(files[i]));
+    rmdir(tmpdir);
+    return done_testing();
+}
