@@ -908,6 +908,11 @@ static kiln_value build(kiln_graph *g, int op, int n_in, const kiln_value *in,
     }
     if (rc)
         return -1;
+    /* inference makes fresh symbols; one that could not be allocated
+     * shows as KILN_DIM_UNKNOWN */
+    for (int i = 0; i < nd.type.rank; i++)
+        if (nd.type.dims[i] == KILN_DIM_UNKNOWN)
+            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory"), -1;
     if (n_in > 0)
         normalize_axis(op, attrs, &g->nodes[in[0]].type);
     nd.op = op;

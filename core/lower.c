@@ -283,9 +283,12 @@ static int ew_finish(ew_ctx *c, int kind, int node, const char *label,
                                                         : KILN_VIEW_BCAST;
         set_arg(c->p, s, 0, i, arr[i], rec, iter_rank);
     }
-    set_arg(c->p, s, 1, 0, out_buf, orec, kind == KILN_KERNEL_REDUCE
-                                            ? iter_rank
-                                            : c->p->bufs[out_buf].type.rank);
+    /* the output view's rank: the iteration rank for a reduction and for
+     * a slice of the output (set_subtensor), else the buffer's */
+    set_arg(c->p, s, 1, 0, out_buf, orec,
+            kind == KILN_KERNEL_REDUCE || orec == KILN_VIEW_SUBTENSOR
+                ? iter_rank
+                : c->p->bufs[out_buf].type.rank);
     s->out[0].attrs = oattrs;
     if (kind == KILN_KERNEL_REDUCE)
         s->iter_input = 1;
@@ -919,6 +922,10 @@ int kiln_lower(kiln_graph *g, kiln_program *p, kiln_err *err)
             if (b->in_bufs[k] >= 0 && !type_static(&p->bufs[b->in_bufs[k]].type))
                 b->is_static = 0;
     }
+    /* the steps array moved while it grew: point each kernel's label at
+     * its step's final place */
+    for (int i = 0; i < p->n_steps; i++)
+        p->steps[i].kernel.label = p->steps[i].label;
     if (!rc)
         rc = plan_slots(p, g, err);
     return rc;

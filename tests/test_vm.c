@@ -247,8 +247,73 @@ static void test_compile_errors(void)
     kiln_graph_free(g2);
 }
 
+/* More steps than the lowering's first allocation (64): kernels must not
+ * keep pointers into the step array while it grows (a crash found by
+ * bench/run.sh's 1000-kernel chain). */
+static void test_long_chain(void)
+{
+    enum { N = 300 };
+    static char text[N * 64 + 256];
+    size_t len = (size_t)snprintf(text, sizeof text,
+                                  "kiln 1\ngraph chain\n  input x0: f64\n");
+    for (int i = 1; i <= N; i++)
+        len += (size_t)snprintf(text + len, sizeof text - len,
+                                "  x%d = add(mul(x%d, 0.999), 0.001)\n", i,
+                                i - 1);
+    snprintf(text + len, sizeof text - len, "  output y = x%d\nend\n", N);
+    kiln_err err = {0, ""};
+    kiln_function *f = compile_text(text, &err);
+    ok(f != NULL && kiln_function_n_kernels(f) == 2 * N,
+       "a chain of %d kernels compiles %s", 2 * N, f ? "" : err.message);
+    if (!f)
+        return;
+    double x = 0.5, want = 0.5;
+    for (int i = 1; i <= N; i++)
+        want = want * 0.999 + 0.001;
+    kiln_tensor in[1] = {{KILN_F64, 0, {0}, &x}};
+    kiln_tensor out[1];
+    ok(kiln_function_call(f, in, out, &err) == 0 &&
+       *(double *)out[0].data == want, "and computes x*0.999 + 0.001 %d times",
+       N);
+    kiln_function_free(f);
+}
+
+/* set_subtensor through an integer index: the update kernel's output is a
+ * rank-1 view of a rank-2 buffer (a compile failure found by the plugin
+ * ABI example's author). */
+static void test_set_subtensor_int_index(void)
+{
+    kiln_err err = {0, ""};
+    kiln_function *f = compile_text(
+        "kiln 1\ngraph g\n  input m: f64[3, 4]\n  input v: f64[4]\n"
+        "  output y = set_subtensor(m[0], v)\n"
+        "  output z = inc_subtensor(m[1:, 2], 10)\nend\n", &err);
+    ok(f != NULL, "set/inc_subtensor with an integer index compile %s",
+       f ? "" : err.message);
+    if (!f)
+        return;
+    double m[12], v[4] = {5, 6, 7, 8};
+    for (int i = 0; i < 12; i++)
+        m[i] = i;
+    kiln_tensor in[2] = {{KILN_F64, 2, {3, 4}, m}, {KILN_F64, 1, {4}, v}};
+    kiln_tensor out[2];
+    ok(kiln_function_call(f, in, out, &err) == 0, "call %s", err.message);
+    const double *y = out[0].data, *z = out[1].data;
+    int good = 1;
+    for (int i = 0; i < 12; i++) {
+        double wy = i < 4 ? v[i] : m[i];
+        double wz = m[i] + ((i / 4 >= 1 && i % 4 == 2) ? 10 : 0);
+        good = good && y[i] == wy && z[i] == wz;
+    }
+    ok(good, "values of m[0] = v and m[1:, 2] += 10");
+    ok(m[0] == 0 && m[6] == 6, "the input is not modified");
+    kiln_function_free(f);
+}
+
 int main(void)
 {
+    test_set_subtensor_int_index();
+    test_long_chain();
     test_input_errors();
     test_runtime_broadcast_error();
     test_outputs_and_shared();

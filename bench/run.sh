@@ -1,0 +1,51 @@
+#!/bin/sh
+# bench/run.sh — compile and call times of the example models and of a
+# long scalar chain (VM overhead per kernel), through `kiln run --json`.
+# Usage: bench/run.sh [BUILDDIR]   (also: make bench)
+# Prints a Markdown table; docs/performance.md records a run.  Numbers
+# are medians over 5 processes; the machines are shared, so compare
+# ratios within one run.
+set -eu
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-${KILN_BUILDDIR:-$src}}
+kiln="$build/tools/kiln"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# a chain of N scalar elementwise kernels: x -> sin -> add 1 -> ...
+chain() {
+  n=$1
+  {
+    echo "kiln 1"; echo "graph chain$n"; echo "  input x0: f64"
+    i=1
+    while [ "$i" -le "$n" ]; do
+      echo "  x$i = add(mul(x$((i - 1)), 0.999), 0.001)"; i=$((i + 1))
+    done
+    echo "  output y = x$n"; echo "end"
+  } >"$tmp/chain$n.kg"
+}
+chain 1000
+
+field() { sed -n "s/.*\"$1\": \([0-9.e+-]*\).*/\1/p"; }
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+run() {  # NAME FILE ARGS...
+  name=$1; file=$2; shift 2
+  : >"$tmp/c"; : >"$tmp/f"; : >"$tmp/m"
+  for r in 1 2 3 4 5; do
+    "$kiln" run "$file" "$@" --repeat 1000 --json >"$tmp/j"
+    field compile_ms <"$tmp/j" >>"$tmp/c"
+    field first_call_ms <"$tmp/j" >>"$tmp/f"
+    field call_ms_median <"$tmp/j" >>"$tmp/m"
+  done
+  printf '| %s | %s | %s | %s |\n' "$name" "$(median <"$tmp/c")" \
+    "$(median <"$tmp/f")" "$(median <"$tmp/m")"
+}
+
+echo "| model | compile (ms) | first call (ms) | median call (ms) |"
+echo "|---|---|---|---|"
+run "radon (interp)" "$src/examples/radon.kg" -i mu_a=1.5 -i log_sigma_a=-0.5 \
+  -i a_t=0 -i b=-0.7 -i log_sigma_y=-0.3
+run "eight schools (interp)" "$src/examples/eight_schools.kg" -i mu=0 \
+  -i log_tau=0 -i theta_t=0
+run "chain of 1000 scalar kernels (interp)" "$tmp/chain1000.kg" -i x0=0.5
