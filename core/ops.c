@@ -179,6 +179,9 @@ kiln_dtype kiln_ir_compute_dtype(int op, kiln_dtype promoted)
         return KILN_BOOL;
     if (op_is_float_only(op))
         return dt_is_float(promoted) ? promoted : KILN_F64;
+    /* maximum/minimum of bool stay bool (or / and), as in NumPy. */
+    if (op == KILN_OP_MAXIMUM || op == KILN_OP_MINIMUM)
+        return promoted;
     /* Arithmetic and comparisons on bool compute in i64. */
     if (promoted == KILN_BOOL)
         return KILN_I64;

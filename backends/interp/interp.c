@@ -665,7 +665,11 @@ static void kiln_interp_assign_regs(const kiln_kernel *k,
         if (!live[i])
             continue;
         const kiln_instr *in = &k->instrs[i];
-        p->reg[i] = n_free ? freelist[--n_free] : p->n_regs++;
+        /* A CONST is filled once per call, before the blocks run: it
+         * must not take a register freed by an instruction that runs
+         * per block (that instruction would overwrite it each block). */
+        p->reg[i] = n_free && in->op != KILN_I_CONST ? freelist[--n_free]
+                                                     : p->n_regs++;
         if (in->op == KILN_I_CONST)
             p->consts[p->n_consts++] = i;
         else
@@ -1194,13 +1198,16 @@ static void kiln_interp_cast(unsigned from, unsigned to, void *d,
     }
 }
 
-/* Fill a whole register with the constant `imm` converted to `dt`. */
-static void kiln_interp_fill_const(unsigned dt, double imm, void *reg)
+/* Fill the first `count` slots of a register (no block of this call is
+ * longer) with the constant `imm` converted to `dt`.  Filling only what a
+ * call can read keeps small kernels (scalars) cheap. */
+static void kiln_interp_fill_const(unsigned dt, double imm, void *reg,
+                                   size_t count)
 {
     double one = imm;
     kiln_interp_cast(KILN_F64, dt, reg, &one, 1);
     size_t es = kiln_interp_dtype_size(dt);
-    for (size_t j = 1; j < KILN_INTERP_BLOCK; j++)
+    for (size_t j = 1; j < count; j++)
         memcpy((char *)reg + j * es, reg, es);
 }
 
@@ -1623,10 +1630,18 @@ static int kiln_interp_program_kind(const kiln_interp_run *r)
     for (int d = 0; d < space->rank; d++)
         it.shape[d] = space->shape[d];
     kiln_interp_prun p = { .r = r, .regs = ws, .n_in = k->n_inputs };
+    size_t fill = KILN_INTERP_BLOCK;
+    if (prog->n_consts) {
+        int64_t numel = 1;
+        for (int d = 0; d < space->rank && numel < KILN_INTERP_BLOCK; d++)
+            numel *= space->shape[d];
+        if (numel < (int64_t)fill)
+            fill = numel > 0 ? (size_t)numel : 1;
+    }
     for (uint32_t c = 0; c < prog->n_consts; c++) {
         const kiln_instr *in = &k->instrs[prog->consts[c]];
         kiln_interp_fill_const(in->dtype, in->imm,
-                               kiln_interp_reg(&p, prog->consts[c]));
+                               kiln_interp_reg(&p, prog->consts[c]), fill);
     }
     rc = kiln_interp_input_strides(r, &it);
     if (!rc)
