@@ -654,9 +654,12 @@ static void kiln_interp_assign_regs(const kiln_kernel *k,
         const kiln_instr *in = &k->instrs[i];
         for (unsigned q = 0; q < kiln_interp_ops[in->op].arity; q++)
             last[kiln_interp_operand(in, q)] = i;
-        if (in->op == KILN_I_CONST)
-            last[i] = UINT32_MAX;
     }
+    /* Pinned after the pass: a later reader of a CONST would otherwise
+     * overwrite its UINT32_MAX and free its register. */
+    for (uint32_t i = 0; i < n; i++)
+        if (live[i] && k->instrs[i].op == KILN_I_CONST)
+            last[i] = UINT32_MAX;
     for (uint32_t j = 0; j < k->n_outputs; j++)
         last[k->out_refs[j]] = UINT32_MAX;
 

@@ -180,8 +180,10 @@ kiln_graph *kiln_parse_file(const char *path, kiln_err *err);
 
 /* Print `g` in canonical `.kg` form.  Returns a malloc'd NUL-terminated
  * string the caller frees with free(), or NULL (KILN_ERR_NOMEM).
- * kiln_parse_string(kiln_graph_print(g)) gives the same graph; shared
- * values print as declarations without a source. */
+ * kiln_parse_string(kiln_graph_print(g)) gives the same graph: shared
+ * values print with the source they were parsed from (`= csv(...)`,
+ * resolved against the same base directory), or without one when they
+ * were built with the C API. */
 char *kiln_graph_print(const kiln_graph *g, kiln_err *err);
 
 #ifdef __cplusplus
