@@ -297,6 +297,7 @@ void kiln_graph_free(kiln_graph *g)
     for (int s = 0; s < g->n_symbols; s++)
         free(g->symbols[s]);
     free(g->symbols);
+    free(g->grads);
     free(g->map);
     free(g->name);
     free(g);
@@ -477,6 +478,12 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
             if (g->symbols[s] && !(c->symbols[s] = dupstr(g->symbols[s])))
                 goto nomem;
         }
+    }
+    if (g->n_grads) {
+        c->grads = dupmem(g->grads, sizeof *c->grads * (size_t)g->n_grads);
+        if (!c->grads)
+            goto nomem;
+        c->n_grads = c->cap_grads = g->n_grads;
     }
     if (g->map_cap) {
         c->map = dupmem(g->map, sizeof *c->map * (size_t)g->map_cap);

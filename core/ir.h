@@ -39,6 +39,9 @@ typedef enum kiln_op {
     KILN_OP_ADVANCED_INC_SUBTENSOR,
     /* linear algebra */
     KILN_OP_DOT, KILN_OP_MATMUL,
+    /* added with gradients: fill(model, value) broadcasts value to the
+     * shape of model (PyTensor's fill/second); trigamma is psi' */
+    KILN_OP_FILL, KILN_OP_TRIGAMMA,
     KILN_OP_COUNT
 } kiln_op;
 
@@ -100,6 +103,14 @@ typedef struct kiln_output {
     kiln_value value;
 } kiln_output;
 
+/* What kiln_graph_grad made: result = d cost / d wrt.  Kept so that tools
+ * (kiln run --check-grad, the sampler callback) know which output is the
+ * gradient of which input.  Not printed: a printed graph keeps the
+ * gradient nodes but not this record. */
+typedef struct kiln_grad_rec {
+    kiln_value cost, wrt, result;
+} kiln_grad_rec;
+
 struct kiln_graph {
     char *name;
     kiln_node *nodes;
@@ -108,6 +119,8 @@ struct kiln_graph {
     int n_outputs, cap_outputs;
     char **symbols;               /* symbol k's name; NULL = anonymous `?` */
     int n_symbols, cap_symbols;
+    kiln_grad_rec *grads;         /* gradients made by kiln_graph_grad */
+    int n_grads, cap_grads;
     /* name -> node map (open addressing; see ir.c) */
     int32_t *map;
     int map_cap;

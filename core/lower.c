@@ -313,6 +313,9 @@ static int lower_elemwise(kiln_program *p, kiln_graph *g, int v,
         kiln_dtype in_dt = g->nodes[n->in[0]].type.dtype;
         r = ew_operand(&c, n->in[0], in_dt, err);
         r = emit_cast(&c.pb, r, in_dt, od);  /* identity: a plain copy */
+    } else if (n->op == KILN_OP_FILL) {
+        /* the model only gives the shape: load nothing of it */
+        r = ew_operand(&c, n->in[1], od, err);
     } else if (n->op == KILN_OP_WHERE) {
         int a = ew_operand(&c, n->in[0], KILN_BOOL, err);
         int b = a >= 0 ? ew_operand(&c, n->in[1], od, err) : -1;

@@ -86,6 +86,8 @@ static const kiln_op_info op_table[KILN_OP_COUNT] = {
       KILN_CAT_INDEX, 3, 3, -1),
     E(KILN_OP_DOT, "dot", KILN_CAT_DOT, 2, 2, -1),
     E(KILN_OP_MATMUL, "matmul", KILN_CAT_DOT, 2, 2, -1),
+    E(KILN_OP_FILL, "fill", KILN_CAT_ELEMWISE, 2, 2, -1),
+    E(KILN_OP_TRIGAMMA, "trigamma", KILN_CAT_ELEMWISE, 1, 1, KILN_I_TRIGAMMA),
 };
 
 #undef E
@@ -156,7 +158,7 @@ static int op_is_float_only(int op)
     case KILN_OP_POW: case KILN_OP_SIGMOID: case KILN_OP_SOFTPLUS:
     case KILN_OP_TANH: case KILN_OP_SIN: case KILN_OP_COS:
     case KILN_OP_ERF: case KILN_OP_ERFC: case KILN_OP_GAMMALN:
-    case KILN_OP_DIGAMMA:
+    case KILN_OP_DIGAMMA: case KILN_OP_TRIGAMMA:
         return 1;
     default:
         return 0;
@@ -962,6 +964,15 @@ int kiln_ir_infer(const kiln_shape_ctx *ctx, int op, const kiln_attrs *attrs,
         }
         if (op == KILN_OP_CAST) {
             t.dtype = (kiln_dtype)attrs->dtype;
+            weak = 0;
+            break;
+        }
+        if (op == KILN_OP_FILL) {
+            /* the value's dtype; a weak value takes the model's category
+             * (NEP 50) */
+            int vw = in_weak && in_weak[1];
+            t.dtype = vw ? kiln_ir_promote(in[0].dtype, 0, in[1].dtype, 1)
+                         : in[1].dtype;
             weak = 0;
             break;
         }

@@ -6,7 +6,9 @@
  * bytes from 1).  Syntax errors have code KILN_ERR_PARSE; errors found by
  * the builder keep the builder's code (TYPE, SHAPE, NAME, IO, ...) and get
  * the position of the construct that made the call (the op name of a call,
- * the '[' of an index, the name of a declaration).
+ * the '[' of an index, the name of a declaration).  The statement
+ * `NAME1, ..., NAMEk = grad(COST, X1, ..., Xk)` calls kiln_graph_grad and
+ * names its results (docs/ir.md section 12).
  *
  * Costs: the text is scanned once; a call with n arguments costs O(n)
  * (argument lists are growable arrays, names are looked up in the graph's
@@ -868,6 +870,10 @@ static int parse_call(parser *p, operand *o)
     if (is_word(&name, "subtensor"))
         return fail_at(p, name.line, name.col, KILN_ERR_PARSE,
                        "subtensor is written as indexing: x[1:3, 0]");
+    if (is_word(&name, "grad"))
+        return fail_at(p, name.line, name.col, KILN_ERR_PARSE,
+                       "grad can only be used as a statement: NAMES = "
+                       "grad(...)");
     int op = -1;
     if (name.n < sizeof opname) {
         memcpy(opname, name.s, name.n);
@@ -1534,6 +1540,249 @@ out:
     return rc;
 }
 
+/* ---- gradients ------------------------------------------------------ */
+
+/* A name on the left of `NAME1, ..., NAMEk = grad(...)`. */
+typedef struct lhs_name {
+    tok t;
+    char *s;      /* its text (owned by the caller) */
+} lhs_name;
+
+/* 1 when the current token starts `grad(`, 0 when not, -1 on a lexer
+ * error in the token after it. */
+static int starts_grad(parser *p)
+{
+    if (!is_word(&p->t, "grad"))
+        return 0;
+    const tok *nx = peek(p);
+    if (!nx)
+        return -1;
+    return nx->kind == T_LPAREN;
+}
+
+/* `grad(COST, WRT1, ..., WRTk [, disconnected="zero"|"error"])` after
+ * `NAMES =` (names[0..n), each already checked to be new): calls
+ * kiln_graph_grad and names out[i] names[i].  The current token is
+ * `grad`; errors about the call as a whole are at its position. */
+static int parse_grad(parser *p, const lhs_name *names, size_t n)
+{
+    tok gt = p->t;
+    operand *args = NULL;
+    kiln_value *wrt = NULL, *out = NULL;
+    size_t nargs = 0, cargs = 0;
+    unsigned flags = 0;
+    int seen_kw = 0, rc = -1;
+    char b[64];
+    if (advance(p) || advance(p)) /* grad '(' */
+        return -1;
+    while (p->t.kind != T_RPAREN) {
+        const tok *nx = NULL;
+        if (p->t.kind == T_IDENT && !(nx = peek(p)))
+            goto done;
+        if (nx && nx->kind == T_EQ) {
+            tok key = p->t;
+            if (!is_word(&key, "disconnected")) {
+                fail_at(p, key.line, key.col, KILN_ERR_PARSE,
+                        "grad: unknown keyword %s (grad takes only "
+                        "disconnected=\"zero\" or disconnected=\"error\")",
+                        tok_desc(&key, b, sizeof b));
+                goto done;
+            }
+            if (seen_kw) {
+                fail_at(p, key.line, key.col, KILN_ERR_PARSE,
+                        "grad: disconnected given twice");
+                goto done;
+            }
+            seen_kw = 1;
+            if (advance(p) || advance(p)) /* key '=' */
+                goto done;
+            if (p->t.kind == T_STRING && p->t.n == 4 &&
+                memcmp(p->t.s, "zero", 4) == 0) {
+                flags |= KILN_GRAD_DISCONNECTED_ZERO;
+            } else if (!(p->t.kind == T_STRING && p->t.n == 5 &&
+                         memcmp(p->t.s, "error", 5) == 0)) {
+                fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                        "grad: disconnected must be \"zero\" or \"error\", "
+                        "found %s", tok_desc(&p->t, b, sizeof b));
+                goto done;
+            }
+            if (advance(p))
+                goto done;
+        } else {
+            if (seen_kw) {
+                fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                        "grad: positional argument after keyword argument");
+                goto done;
+            }
+            if (nargs == cargs) {
+                size_t nc = cargs ? 2 * cargs : 8;
+                if (nc > (size_t)INT32_MAX / 2) {
+                    nomem(p);
+                    goto done;
+                }
+                operand *q = realloc(args, nc * sizeof *q);
+                if (!q) {
+                    nomem(p);
+                    goto done;
+                }
+                args = q;
+                cargs = nc;
+            }
+            if (parse_expr(p, &args[nargs]))
+                goto done;
+            nargs++;
+        }
+        if (p->t.kind == T_COMMA) {
+            if (advance(p))
+                goto done;
+            continue;
+        }
+        if (p->t.kind != T_RPAREN) {
+            expected(p, "',' or ')' in the arguments of grad");
+            goto done;
+        }
+    }
+    if (nargs < 2) {
+        fail_at(p, gt.line, gt.col, KILN_ERR_PARSE,
+                "grad: expected the cost and at least one value to "
+                "differentiate with respect to: NAMES = grad(COST, X1, ...)");
+        goto done;
+    }
+    if (nargs - 1 != n) {
+        fail_at(p, gt.line, gt.col, KILN_ERR_PARSE,
+                "grad: %zu name%s on the left but %zu value%s to "
+                "differentiate with respect to", n, n == 1 ? "" : "s",
+                nargs - 1, nargs == 2 ? "" : "s");
+        goto done;
+    }
+    if (advance(p)) /* ')' */
+        goto done;
+    if (p->t.kind == T_LBRACK) {
+        fail_at(p, gt.line, gt.col, KILN_ERR_PARSE,
+                "grad can only be used as a statement: NAMES = grad(...)");
+        goto done;
+    }
+    if (end_of_statement(p))
+        goto done;
+    for (size_t k = 0; k < nargs; k++)
+        if (materialize(p, &args[k]))
+            goto done;
+    wrt = malloc(n * sizeof *wrt);
+    out = malloc(n * sizeof *out);
+    if (!wrt || !out) {
+        nomem(p);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+        wrt[i] = args[i + 1].v;
+    if (kiln_graph_grad(p->g, args[0].v, (int)n, wrt, flags, out, &p->e)) {
+        builder_fail(p, gt.line, gt.col);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        kiln_value v = out[i];
+        if (p->g->nodes[v].name) {
+            /* a value has one name: when kiln_graph_grad returned a value
+             * that is already named (the same gradient for two wrt, as
+             * for add(x, y)), name a copy and record the copy */
+            kiln_attr at = {.key = "dtype", .kind = KILN_ATTR_DTYPE,
+                            .i = p->g->nodes[v].type.dtype};
+            kiln_value c = kiln_graph_op(p->g, "cast", 1, &v, &at, 1,
+                                         &p->e);
+            if (c < 0) {
+                builder_fail(p, gt.line, gt.col);
+                goto done;
+            }
+            for (int r = p->g->n_grads - 1; r >= 0; r--)
+                if (p->g->grads[r].result == v &&
+                    p->g->grads[r].wrt == wrt[i]) {
+                    p->g->grads[r].result = c;
+                    break;
+                }
+            v = c;
+        }
+        if (kiln_graph_set_name(p->g, v, names[i].s, &p->e)) {
+            builder_fail(p, names[i].t.line, names[i].t.col);
+            goto done;
+        }
+        if (record_def(p, v, names[i].t.line))
+            goto done;
+    }
+    rc = 0;
+done:
+    free(args);
+    free(wrt);
+    free(out);
+    return rc;
+}
+
+/* `NAME1, NAME2, ... = grad(...)`: the current token is NAME1, a ','
+ * follows. */
+static int stmt_multi_assign(parser *p)
+{
+    lhs_name *names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = -1;
+    for (;;) {
+        if (p->t.kind != T_IDENT) {
+            expected(p, "a name after ','");
+            goto out;
+        }
+        if (n == cap) {
+            size_t nc = cap ? 2 * cap : 8;
+            lhs_name *q = realloc(names, nc * sizeof *q);
+            if (!q) {
+                nomem(p);
+                goto out;
+            }
+            names = q;
+            cap = nc;
+        }
+        names[n].t = p->t;
+        if (!(names[n].s = tok_str(&p->t))) {
+            nomem(p);
+            goto out;
+        }
+        n++;
+        if (check_new_name(p, &names[n - 1].t, names[n - 1].s))
+            goto out;
+        for (size_t j = 0; j + 1 < n; j++)
+            if (strcmp(names[j].s, names[n - 1].s) == 0) {
+                fail_at(p, names[n - 1].t.line, names[n - 1].t.col,
+                        KILN_ERR_NAME, "duplicate name '%s' (first defined "
+                        "at line %d)", names[n - 1].s, names[j].t.line);
+                goto out;
+            }
+        if (advance(p))
+            goto out;
+        if (p->t.kind == T_EQ)
+            break;
+        if (p->t.kind != T_COMMA) {
+            expected(p, "',' or '=' after a name");
+            goto out;
+        }
+        if (advance(p))
+            goto out;
+    }
+    if (advance(p)) /* '=' */
+        goto out;
+    int sg = starts_grad(p);
+    if (sg < 0)
+        goto out;
+    if (!sg) {
+        fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                "several names on the left need grad on the right: "
+                "NAME1, NAME2 = grad(COST, X1, X2)");
+        goto out;
+    }
+    rc = parse_grad(p, names, n);
+out:
+    for (size_t i = 0; i < n; i++)
+        free(names[i].s);
+    free(names);
+    return rc;
+}
+
 static int stmt_assign(parser *p)
 {
     tok name = p->t;
@@ -1546,6 +1795,14 @@ static int stmt_assign(parser *p)
         goto out;
     if (check_new_name(p, &name, s))
         goto out;
+    int sg = starts_grad(p);
+    if (sg < 0)
+        goto out;
+    if (sg) {
+        lhs_name one = {name, s};
+        rc = parse_grad(p, &one, 1);
+        goto out;
+    }
     if (parse_expr(p, &o) || materialize(p, &o) || end_of_statement(p))
         goto out;
     if (kiln_graph_set_name(p->g, o.v, s, &p->e)) {
@@ -1629,6 +1886,8 @@ static int parse_graph(parser *p)
             rc = stmt_output(p);
         else if (nx->kind == T_EQ)
             rc = stmt_assign(p);
+        else if (nx->kind == T_COMMA)
+            rc = stmt_multi_assign(p);
         else if (is_word(&p->t, "end")) {
             if (advance(p))
                 return -1;

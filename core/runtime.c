@@ -89,7 +89,7 @@ static void kiln_runtime_sgemm(int transa, int transb, int64_t m, int64_t n,
 
 static const kiln_runtime kiln_runtime_table = {
     .struct_size = sizeof(kiln_runtime),
-    .version = 1,
+    .version = 2,
     .exp = exp,
     .expm1 = expm1,
     .log = log,
@@ -107,6 +107,7 @@ static const kiln_runtime kiln_runtime_table = {
     .softplus = kiln_softplus,
     .dgemm = kiln_runtime_dgemm,
     .sgemm = kiln_runtime_sgemm,
+    .trigamma = kiln_trigamma,
 };
 
 const kiln_runtime *kiln_runtime_get(void)

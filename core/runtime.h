@@ -11,7 +11,7 @@
 
 #include <kiln/backend.h>
 
-/* The table: static, fully filled (version 1), valid for the life of the
+/* The table: static, fully filled (version 2), valid for the life of the
  * process, safe to use from several threads at once.
  *
  * The gemm entries take row-major CBLAS arguments.  Unlike raw CBLAS they

@@ -14,6 +14,13 @@
  * psi(+inf) = +inf (SciPy's digamma does the same). */
 double kiln_digamma(double x);
 
+/* psi1(x) = psi'(x), the trigamma function (PyTensor's tri_gamma,
+ * SciPy's polygamma(1, x)).  Poles: +inf at 0 (either sign) and at every
+ * negative integer; psi1(-inf) = +inf and psi1(+inf) = 0, as SciPy's
+ * polygamma(1, x) = zeta(2, x) gives; NaN gives NaN.  Negative
+ * non-integers by reflection (finite, positive). */
+double kiln_trigamma(double x);
+
 /* log|Gamma(x)|; +inf at the poles (non-positive integers).  Uses
  * lgamma_r, so it does not touch the global `signgam`. */
 double kiln_gammaln(double x);

@@ -14,6 +14,7 @@
 #include "loader.h"
 #include "lower.h"
 #include "runtime.h"
+#include "vm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,8 @@ struct kiln_function {
     int64_t *last_shapes;       /* n_inputs * KILN_MAX_RANK */
     const kiln_runtime *rt;
     char errbuf[512];
+    void *callback_ctx;         /* sampler callbacks' state (callback.c) */
+    void (*callback_ctx_free)(void *);
 };
 
 /* ---- helpers -------------------------------------------------------- */
@@ -273,6 +276,8 @@ void kiln_function_free(kiln_function *f)
 {
     if (!f)
         return;
+    if (f->callback_ctx_free)
+        f->callback_ctx_free(f->callback_ctx);
     for (int i = 0; i < f->prog.n_steps; i++) {
         kiln_step *s = &f->prog.steps[i];
         if (s->callable)
@@ -640,4 +645,21 @@ const char *kiln_function_kernel_backend(const kiln_function *f, int i)
     if (!f || i < 0 || i >= f->prog.n_steps || !f->prog.steps[i].backend)
         return NULL;
     return f->prog.steps[i].backend->name;
+}
+
+const kiln_graph *kiln_vm_graph(const kiln_function *f)
+{
+    return f ? f->g : NULL;
+}
+
+void *kiln_vm_callback_ctx(const kiln_function *f)
+{
+    return f ? f->callback_ctx : NULL;
+}
+
+void kiln_vm_set_callback_ctx(kiln_function *f, void *ctx,
+                              void (*free_fn)(void *))
+{
+    f->callback_ctx = ctx;
+    f->callback_ctx_free = free_fn;
 }

@@ -346,6 +346,7 @@ static double ref_float(int op, double x, double y)
     case KILN_I_ERFC: return erfc(x);
     case KILN_I_GAMMALN: return lgamma(x);
     case KILN_I_DIGAMMA: return kiln_digamma(x); /* checked on its own */
+    case KILN_I_TRIGAMMA: return kiln_trigamma(x); /* checked on its own */
     case KILN_I_MAXIMUM: return isnan(x) || isnan(y) ? NAN : x > y ? x : y;
     case KILN_I_MINIMUM: return isnan(x) || isnan(y) ? NAN : x < y ? x : y;
     default: return NAN;
@@ -506,6 +507,7 @@ static const opdef OPS[] = {
     { KILN_I_GT, "gt", 2, C_CMP }, { KILN_I_GE, "ge", 2, C_CMP },
     { KILN_I_AND, "and", 2, C_LOG }, { KILN_I_OR, "or", 2, C_LOG },
     { KILN_I_NOT, "not", 1, C_LOG },
+    { KILN_I_TRIGAMMA, "trigamma", 1, C_FLT },
 };
 
 static int op_valid(int cls, int dt)
@@ -1624,6 +1626,97 @@ static void test_special(void)
        "softplus(+-inf)");
 }
 
+/* trigamma: reference values (mpmath.polygamma(1, x) to 20 digits),
+ * recurrence, reflection, poles as in SciPy's polygamma(1, x); then the
+ * interpreter with a runtime table from before trigamma (version 1). */
+static void test_trigamma(void)
+{
+    const double pi = 3.14159265358979323846;
+    is_close(kiln_trigamma(1.0), pi * pi / 6, 2e-16, "psi1(1) = pi^2/6");
+    is_close(kiln_trigamma(0.5), pi * pi / 2, 2e-16, "psi1(0.5) = pi^2/2");
+    is_close(kiln_trigamma(2.0), pi * pi / 6 - 1, 4e-16,
+             "psi1(2) = pi^2/6 - 1");
+    is_close(kiln_trigamma(3.7), 0.31003785767003830216, 4e-16, "psi1(3.7)");
+    is_close(kiln_trigamma(10.0), 0.10516633568168574612, 4e-16,
+             "psi1(10), where the series starts");
+    /* the double nearest 1e-8 is 1e-8 (1 - 6.1e-17): mpmath's value */
+    is_close(kiln_trigamma(1e-8), 10000000000000001.22648283, 4e-16,
+             "psi1(1e-8) ~ 1/x^2 + pi^2/6");
+    is_close(kiln_trigamma(1e15), 1.0000000000000005e-15, 2e-16,
+             "psi1(1e15) ~ 1/x + 1/(2x^2)");
+    static const double xs[] = { 0.1, 0.75, 1.3, 2.5, 5.9, 9.5, 9.99, 12.5,
+                                 77.0 };
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+        double x = xs[i];
+        is_close(kiln_trigamma(x + 1), kiln_trigamma(x) - 1 / (x * x), 4e-15,
+                 "recurrence psi1(%g + 1) = psi1(%g) - 1/%g^2", x, x, x);
+    }
+    static const double ns[] = { -0.5, -1.25, -2.75, -10.1, -100.3,
+                                 -1e6 + 0.5, -1e-8 };
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        double x = ns[i];
+        /* fmod is exact: sin(pi x) without pi*x's rounding at large x */
+        double s = sin(pi * fmod(x, 1.0));
+        is_close(kiln_trigamma(x) + kiln_trigamma(1 - x), pi * pi / (s * s),
+                 1e-15, "reflection psi1(1 - x) + psi1(x) = pi^2/sin^2(pi x) "
+                 "at %g", x);
+    }
+    is_close(kiln_trigamma(-0.5), pi * pi / 2 + 4, 4e-16,
+             "psi1(-0.5) = pi^2/2 + 4");
+    is_close(kiln_trigamma(-1.25), 19.181879647671606498, 4e-16,
+             "psi1(-1.25)");
+    ok(kiln_trigamma(0.0) == INFINITY && kiln_trigamma(-0.0) == INFINITY
+       && kiln_trigamma(-1.0) == INFINITY && kiln_trigamma(-7.0) == INFINITY
+       && kiln_trigamma(-1e300) == INFINITY,
+       "psi1 at 0 and the negative integers is +inf (SciPy)");
+    ok(isnan(kiln_trigamma(NAN)) && kiln_trigamma(INFINITY) == 0.0
+       && kiln_trigamma(-INFINITY) == INFINITY,
+       "psi1(NaN) = NaN, psi1(inf) = 0, psi1(-inf) = +inf (SciPy)");
+
+    /* through the interpreter */
+    double x[4] = { 1.0, 0.5, 2.0, -0.5 }, o[4] = { 0 };
+    int64_t sh[1] = { 4 };
+    kiln_arg_desc d1[1] = { AD(KILN_F64, 1) };
+    kiln_kernel k = kernel(KILN_KERNEL_ELEMWISE, 1, d1, 1, d1);
+    prog p = { .n = 0 };
+    int32_t refs[1] = { OP1(&p, KILN_I_TRIGAMMA, KILN_F64,
+                            LOAD(&p, 0, KILN_F64)) };
+    with_prog(&k, &p, refs);
+    k.label = "trigamma";
+    kiln_view vi[1] = { V(x, KILN_F64, 1, sh) };
+    kiln_view vo[1] = { V(o, KILN_F64, 1, sh) };
+    int rc = run(&k, vi, vo);
+    ok(rc == 0 && o[0] == kiln_trigamma(1.0) && o[1] == kiln_trigamma(0.5)
+       && o[2] == kiln_trigamma(2.0) && o[3] == kiln_trigamma(-0.5),
+       "trigamma kernel computes kiln_trigamma (rc %d)", rc);
+
+    /* a host whose runtime table ends before trigamma (version 1): the
+     * kernel compiles (supports sees no table) but the call refuses */
+    kiln_runtime old = *kiln_runtime_get();
+    old.struct_size = offsetof(kiln_runtime, sgemm) + sizeof old.sgemm;
+    old.version = 1;
+    old.trigamma = NULL;
+    ok(kiln_runtime_get()->version == 2 && kiln_runtime_get()->trigamma
+       && kiln_runtime_get()->struct_size >= offsetof(kiln_runtime, trigamma)
+                                             + sizeof(void (*)(void)),
+       "the host's runtime table is version 2 and has trigamma");
+    old.trigamma = kiln_trigamma; /* beyond struct_size: must be ignored */
+    RT = &old;
+    o[0] = 0;
+    rc = run(&k, vi, vo);
+    RT = NULL;
+    ok(rc == KILN_ERR_ARG && strstr(errbuf, "trigamma") && o[0] == 0,
+       "trigamma with a version-1 runtime table fails cleanly: %s", errbuf);
+    /* exp still works with that table */
+    prog q = { .n = 0 };
+    int32_t r2[1] = { OP1(&q, KILN_I_EXP, KILN_F64, LOAD(&q, 0, KILN_F64)) };
+    with_prog(&k, &q, r2);
+    RT = &old;
+    rc = run(&k, vi, vo);
+    RT = NULL;
+    ok(rc == 0 && o[0] == exp(1.0), "exp with a version-1 table still runs");
+}
+
 /* ------------------------------------------------------------------ */
 /* The plugin interface                                                 */
 /* ------------------------------------------------------------------ */
@@ -1728,6 +1821,7 @@ int main(void)
     }
     test_plugin_api();
     test_special();
+    test_trigamma();
     test_all_ops();
     test_where_and_casts();
     test_broadcast_strides();

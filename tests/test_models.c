@@ -56,6 +56,42 @@ static double radon_ref(const radon_data *d, double mu_a, double log_sigma_a,
     return lp;
 }
 
+/* Hand-derived gradient of radon's logp (see the model comment):
+ * with a_j = mu_a + sa a_t_j, r_i = (y_i - yhat_i) / sy^2 and
+ * R_j = sum over houses i in county j of r_i:
+ *   d/dmu_a   = -mu_a/100 + sum_i r_i
+ *   d/da_t_j  = -a_t_j + sa R_j
+ *   d/db      = -b/100 + sum_i r_i floor_i
+ *   d/dlsa    = sa (-sa/25 + sum_j a_t_j R_j) + 1
+ *   d/dlsy    = sum_i ((y_i - yhat_i)^2/sy^2 - 1) - sy^2/25 + 1 */
+static void radon_grad_ref(const radon_data *d, double mu_a, double lsa,
+                           const double *a_t, double b, double lsy,
+                           double *g /* 89: mu_a, lsa, a_t[85], b, lsy */)
+{
+    double sa = exp(lsa), sy = exp(lsy), R[85] = {0}, sr = 0, srf = 0;
+    double ssq = 0;
+    const int64_t *c = d->county.data;
+    const double *fl = d->floor.data, *y = d->y.data;
+    int64_t n = d->y.shape[0];
+    for (int64_t i = 0; i < n; i++) {
+        double e = y[i] - (mu_a + sa * a_t[c[i]] + b * fl[i]);
+        double r = e / (sy * sy);
+        R[c[i]] += r;
+        sr += r;
+        srf += r * fl[i];
+        ssq += e * e / (sy * sy) - 1;
+    }
+    double ra = 0;
+    for (int j = 0; j < 85; j++)
+        ra += a_t[j] * R[j];
+    g[0] = -mu_a / 100 + sr;
+    g[1] = sa * (-sa / 25 + ra) + 1;
+    for (int j = 0; j < 85; j++)
+        g[2 + j] = -a_t[j] + sa * R[j];
+    g[87] = -b / 100 + srf;
+    g[88] = ssq - sy * sy / 25 + 1;
+}
+
 static void test_radon(const char *backend)
 {
     kiln_err err = {0, ""};
@@ -84,6 +120,10 @@ static void test_radon(const char *backend)
     if (!f)
         return;
     ok(kiln_function_n_inputs(f) == 5, "radon has 5 inputs");
+    int n_out = kiln_function_n_outputs(f);
+    ok(n_out == 6 && strcmp(kiln_function_output_name(f, 1), "d_mu_a") == 0 &&
+       strcmp(kiln_function_output_name(f, 5), "d_log_sigma_y") == 0,
+       "radon outputs logp and its gradient (d_mu_a ... d_log_sigma_y)");
 
     double a_t[85];
     static const double points[4][4] = {
@@ -102,7 +142,7 @@ static void test_radon(const char *backend)
             {KILN_F64, 1, {85}, a_t},  {KILN_F64, 0, {0}, &b},
             {KILN_F64, 0, {0}, &lsy},
         };
-        kiln_tensor out[1];
+        kiln_tensor out[8];
         rc = kiln_function_call(f, in, out, &err);
         ok(rc == 0, "radon call %d %s", p, rc ? err.message : "");
         if (rc)
@@ -111,6 +151,22 @@ static void test_radon(const char *backend)
         double got = *(double *)out[0].data;
         is_close(got, want, 1e-12, "radon logp at point %d (%s): %.17g vs "
                  "%.17g", p, backend, got, want);
+        if (n_out != 6)
+            continue;
+        double gr[89], worst = 0;
+        radon_grad_ref(&d, mu_a, lsa, a_t, b, lsy, gr);
+        const double *ga = out[3].data;
+        double gk[89];
+        gk[0] = *(double *)out[1].data;
+        gk[1] = *(double *)out[2].data;
+        for (int j = 0; j < 85; j++)
+            gk[2 + j] = ga[j];
+        gk[87] = *(double *)out[4].data;
+        gk[88] = *(double *)out[5].data;
+        for (int j = 0; j < 89; j++)
+            worst = fmax(worst, fabs(gk[j] - gr[j]) / fmax(1, fabs(gr[j])));
+        ok(worst <= 1e-11, "radon gradient at point %d matches the hand-derived "
+           "one (worst relative error %.2g)", p, worst);
     }
     kiln_function_free(f);
     free(d.county.data);
@@ -133,6 +189,27 @@ static double eight_ref(double mu, double log_tau, const double *theta_t)
         lp += normal_lpdf(y[j], mu + tau * theta_t[j], s[j]);
     }
     return lp;
+}
+
+/* Hand-derived gradient of eight schools' logp: with theta_j = mu +
+ * tau th_j and r_j = (y_j - theta_j)/s_j^2:
+ *   d/dmu      = -mu/25 + sum_j r_j
+ *   d/dlog_tau = tau (-(2 tau/25) / (1 + tau^2/25) + sum_j r_j th_j) + 1
+ *   d/dth_j    = -th_j + tau r_j */
+static void eight_grad_ref(double mu, double log_tau, const double *th,
+                           double *g /* 10 */)
+{
+    static const double y[8] = {28, 8, -3, 7, -1, 1, 18, 12};
+    static const double s[8] = {15, 10, 16, 11, 9, 11, 10, 18};
+    double tau = exp(log_tau), sr = 0, srt = 0;
+    for (int j = 0; j < 8; j++) {
+        double r = (y[j] - (mu + tau * th[j])) / (s[j] * s[j]);
+        sr += r;
+        srt += r * th[j];
+        g[2 + j] = -th[j] + tau * r;
+    }
+    g[0] = -mu / 25 + sr;
+    g[1] = tau * (-(2 * tau / 25) / (1 + tau * tau / 25) + srt) + 1;
 }
 
 static void test_eight_schools(const char *backend)
@@ -159,7 +236,7 @@ static void test_eight_schools(const char *backend)
         kiln_tensor in[3] = {{KILN_F64, 0, {0}, &mu},
                              {KILN_F64, 0, {0}, &log_tau},
                              {KILN_F64, 1, {8}, th}};
-        kiln_tensor out[1];
+        kiln_tensor out[4];
         int rc = kiln_function_call(f, in, out, &err);
         ok(rc == 0, "eight schools call %d %s", p, rc ? err.message : "");
         if (rc)
@@ -168,6 +245,20 @@ static void test_eight_schools(const char *backend)
         double got = *(double *)out[0].data;
         is_close(got, want, 1e-12, "eight schools logp at point %d (%s): "
                  "%.17g vs %.17g", p, backend, got, want);
+        if (kiln_function_n_outputs(f) != 4) {
+            ok(0, "eight schools has outputs logp, d_mu, d_log_tau, "
+               "d_theta_t");
+            continue;
+        }
+        double gr[10], gk[10], worst = 0;
+        eight_grad_ref(mu, log_tau, th, gr);
+        gk[0] = *(double *)out[1].data;
+        gk[1] = *(double *)out[2].data;
+        memcpy(gk + 2, out[3].data, sizeof(double) * 8);
+        for (int j = 0; j < 10; j++)
+            worst = fmax(worst, fabs(gk[j] - gr[j]) / fmax(1, fabs(gr[j])));
+        ok(worst <= 1e-12, "eight schools gradient at point %d matches the "
+           "hand-derived one (worst relative error %.2g)", p, worst);
     }
     /* a hand-derived value: mu = 0, tau = 1, theta_t = 0 gives
      * N(0|0,5) + log(2/(5 pi)) - log1p(1/25) + 8 N(0|0,1)
@@ -177,7 +268,7 @@ static void test_eight_schools(const char *backend)
         kiln_tensor in[3] = {{KILN_F64, 0, {0}, &mu},
                              {KILN_F64, 0, {0}, &log_tau},
                              {KILN_F64, 1, {8}, th}};
-        kiln_tensor out[1];
+        kiln_tensor out[4];
         static const double y[8] = {28, 8, -3, 7, -1, 1, 18, 12};
         static const double s[8] = {15, 10, 16, 11, 9, 11, 10, 18};
         double want = -log(5.0) - LOG_SQRT_2PI + log(2.0 / (5.0 * M_PI)) -

@@ -1527,7 +1527,8 @@ static void test_logsumexp(void)
     kiln_function *f = run("logsumexp rows",
                            S("input x: f64[%d, 2]\n"
                              "output y = logsumexp(x, axis=1)\n"
-                             "output k = logsumexp(x, axis=-1, keepdims=true)\n"
+                             "output k = logsumexp(x, axis=-1, "
+                             "keepdims=true)\n"
                              "output t = logsumexp(x, axis=0)", n), &x, out);
     if (f) {
         for (int i = 0; i < n; i++) {
@@ -1610,7 +1611,8 @@ static void test_shape_ops(void)
     {
         double *v = iota(24, 1);
         static const struct { const char *shape; int r; int64_t s[4]; } R[] = {
-            {"[4, 6]", 2, {4, 6}}, {"[-1]", 1, {24}}, {"[2, -1, 3]", 3, {2, 4, 3}},
+            {"[4, 6]", 2, {4, 6}}, {"[-1]", 1, {24}},
+            {"[2, -1, 3]", 3, {2, 4, 3}},
             {"[24, 1]", 2, {24, 1}}, {"[1, 2, 3, 4]", 4, {1, 2, 3, 4}},
         };
         for (int k = 0; k < NELEM(R); k++)
@@ -1732,8 +1734,8 @@ static void test_shape_ops(void)
         kiln_function_free(f);
 
         kiln_tensor z[2] = {TD(KILN_F32, 1, SHAPE(3), v),
-                            TD(KILN_BOOL, 2, SHAPE(3, 1), (const double[]){1, 0,
-                                                                          1})};
+                            TD(KILN_BOOL, 2, SHAPE(3, 1),
+                               (const double[]){1, 0, 1})};
         f = run("broadcast_to", "input x: f32[3]\ninput b: bool[3, 1]\n"
                 "output a = broadcast_to(x, shape=[2, 3])\n"
                 "output c = broadcast_to(b, shape=[2, 3, 2])\n"
@@ -2230,7 +2232,8 @@ static void test_take(void)
             for (int p = 0; p < 2; p++)
                 for (int q = 0; q < 3; q++)
                     for (int r = 0; r < 2; r++)
-                        wb[p * 6 + q * 2 + r] = y[p * 12 + q * 4 + (r ? 1 : 3)];
+                        wb[p * 6 + q * 2 + r] =
+                            y[p * 12 + q * 4 + (r ? 1 : 3)];
             for (int p = 0; p < 2; p++)
                 for (int r = 0; r < 4; r++)
                     wc[p * 4 + r] = y[p * 12 + 2 * 4 + r];
@@ -2297,7 +2300,8 @@ static void test_set_subtensor(void)
         kiln_tensor in[4] = {TD(KILN_F64, 2, SHAPE(4, 5), v),
                              TD(KILN_F64, 2, SHAPE(2, 5), iota(10, -1)),
                              TD(KILN_F64, 1, SHAPE(5), iota(5, 100)),
-                             TD(KILN_I32, 1, SHAPE(2), (const double[]){7, 9})};
+                             TD(KILN_I32, 1, SHAPE(2),
+                                (const double[]){7, 9})};
         void *before = snapshot(&in[0]);
         f = run("set/inc_subtensor",
                 "input x: f64[4, 5]\ninput v: f64[2, 5]\ninput r: f64[5]\n"
@@ -2344,8 +2348,8 @@ static void test_set_subtensor(void)
 
     /* dtypes: the value is cast to x's dtype; rank 3; rank-0 region */
     {
-        kiln_tensor in[2] = {TD(KILN_I32, 1, SHAPE(4), (const double[]){1, 2, 3,
-                                                                        4}),
+        kiln_tensor in[2] = {TD(KILN_I32, 1, SHAPE(4),
+                                (const double[]){1, 2, 3, 4}),
                              TD(KILN_F32, 3, SHAPE(2, 3, 4), iota(24, 1))};
         f = run("set_subtensor dtypes",
                 "input x: i32[4]\ninput y: f32[2, 3, 4]\n"
@@ -2618,7 +2622,11 @@ static void test_dot(void)
 
 static void test_build_errors(void)
 {
-    static const struct { const char *body; int code; const char *msg; } E[] = {
+    static const struct {
+        const char *body;
+        int code;
+        const char *msg;
+    } E[] = {
         {"input x: f64[3]\noutput z = foo(x)", KILN_ERR_TYPE,
          "t.kg:4:12: unknown op 'foo'"},
         {"input x: f64[3]\noutput z = exp(x, x)", KILN_ERR_TYPE,
@@ -2678,7 +2686,8 @@ static void test_build_errors(void)
         {"input x: f64[3]\ninput i: f64[2]\noutput z = x[i]", KILN_ERR_TYPE,
          "t.kg:5:13: take: indices must be i64 or i32, got f64"},
         {"input x: f64[3]\ninput i: bool[2]\noutput z = take(x, i)",
-         KILN_ERR_TYPE, "t.kg:5:12: take: indices must be i64 or i32, got bool"},
+         KILN_ERR_TYPE,
+         "t.kg:5:12: take: indices must be i64 or i32, got bool"},
         {"input x: bool[3]\noutput z = max(x)", KILN_ERR_TYPE,
          "t.kg:4:12: max: bool input is not supported; cast to i64 first"},
         {"input x: bool[3]\noutput z = min(x, axis=0)", KILN_ERR_TYPE,
@@ -2731,10 +2740,12 @@ static void test_misc(void)
         f = run("long programs", S("input x: i32[%d]\ninput y: f32[%d]\n"
                 "output a = add(mul(x, 0.5), 1)\n"
                 "output b = where(gt(y, 0), y, 0.25)\n"
-                "output c = logsumexp(stack(x, mul(x, 2), 3), axis=0)\n"
-                "output d = sub(sigmoid(x), true_div(1, add(exp(neg(x)), 1)))\n"
+                "output c = logsumexp(stack(x, mul(x, 2), "
+                "alloc(3, shape=[%d])), axis=0)\n"
+                "output d = sub(sigmoid(x), "
+                "true_div(1, add(exp(neg(x)), 1)))\n"
                 "output e = maximum(minimum(x, 50), -50.5)\n"
-                "output g = mul(cast(x, dtype=bool), 3)", N, N), in, out);
+                "output g = mul(cast(x, dtype=bool), 3)", N, N, N), in, out);
         if (f) {
             double *w[6];
             for (int k = 0; k < 6; k++)
@@ -2755,7 +2766,7 @@ static void test_misc(void)
             check_out(&out[1], KILN_F32, 1, SHAPE(N), w[1], NULL, 0, 0,
                       "where(gt(f32, 0), f32, 0.25) over 1000 elements");
             check_out(&out[2], KILN_F64, 1, SHAPE(N), w[2], NULL, 1e-14, 0,
-                      "logsumexp(stack(i32, mul(i32, 2), 3), axis=0)");
+                      "logsumexp(stack(i32, 2 i32, alloc(3)), axis=0)");
             int good = out[3].dtype == KILN_F64;
             for (int i = 0; good && i < N; i++)
                 good = fabs(getd(&out[3], i) - w[3][i]) < 1e-15;

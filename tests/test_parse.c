@@ -885,6 +885,10 @@ static const op_case op_cases[] = {
     {"add(s, 1)", "f32[3]"}, {"add(k, 1.5)", "f64[3]"}, {"add(s, a)", "f64[3]"},
     {"add(k, true)", "i32[3]"}, {"mul(2, 3)", "i64"},
     {"add(1e300, -inf)", "f64"}, {"sub(nan, .5)", "f64"},
+    {"fill(m, a)", "f64[2, 3]"}, {"fill(s, 1)", "f32[3]"},
+    {"fill(k, 1.5)", "f64[3]"}, {"fill(a, s)", "f32[3]"},
+    {"trigamma(a)", "f64[3]"}, {"trigamma(k)", "f64[3]"},
+    {"trigamma(s)", "f32[3]"},
 };
 
 static void test_ops(void)
@@ -1196,6 +1200,193 @@ static void test_robustness(void)
     free(buf);
 }
 
+/* ---- the grad statement -------------------------------------------- */
+
+/* The record kiln_graph_grad keeps for (cost, wrt) names `result`. */
+static int grad_recorded(const kiln_graph *g, const char *cost,
+                         const char *wrt, const char *result)
+{
+    kiln_value c = kiln_graph_lookup(g, cost), w = kiln_graph_lookup(g, wrt);
+    kiln_value r = kiln_graph_lookup(g, result);
+    for (int i = 0; i < g->n_grads; i++)
+        if (g->grads[i].cost == c && g->grads[i].wrt == w)
+            return g->grads[i].result == r && r >= 0;
+    return 0;
+}
+
+static void test_grad_statement(void)
+{
+    const int P = KILN_ERR_PARSE;
+#define GHEAD "kiln 1", "graph m", "  input x: f64[3]", "  input y: f64"
+    const char *lines[] = {
+        GHEAD, "  input z: f64[2]", "  input w: f64[3]",
+        "  logp = sub(mul(-0.5, sum(square(x))), mul(0.5, square(y)))",
+        "  d_x, d_y = grad(logp, x, y)",
+        "  d2 = grad(sum(exp(x)), x)",
+        "  ax,ay=grad(logp,",
+        "             x,   # newlines inside the parentheses",
+        "             y, disconnected=\"error\")",
+        "  dz, dy2 = grad(logp, z, y, disconnected=\"zero\")",
+        "  s = sum(add(x, w))",
+        "  gx, gw = grad(s, x, w)",
+        "  output d_x",
+        "  output e = add(d_x, d2)",
+        "end", NULL
+    };
+    char *t = cat_lines(lines);
+    kiln_graph *g = parse_ok(t, "grad statements");
+    if (g) {
+        char b[128];
+        ok(strcmp(type_of(g, "d_x", b, sizeof b), "f64[3]") == 0 &&
+           strcmp(type_of(g, "d_y", b, sizeof b), "f64") == 0 &&
+           strcmp(type_of(g, "d2", b, sizeof b), "f64[3]") == 0 &&
+           strcmp(type_of(g, "dz", b, sizeof b), "f64[2]") == 0,
+           "each gradient has its wrt's type");
+        ok(grad_recorded(g, "logp", "x", "d_x") &&
+           grad_recorded(g, "logp", "y", "d_y"),
+           "NAMES = grad(...) names out[i] NAMEi and keeps the record");
+        ok(g->n_grads == 2 + 1 + 2 + 2 + 2, "one record per wrt (%d)",
+           g->n_grads);
+        ok(kiln_graph_lookup(g, "ax") != kiln_graph_lookup(g, "d_x") &&
+           kiln_graph_lookup(g, "ax") >= 0,
+           "a second grad statement makes new nodes");
+        /* for add(x, w) both adjoints are one node: the second name goes
+         * to a copy (an identity cast), and the record follows the name */
+        kiln_value gx = kiln_graph_lookup(g, "gx"), gw = kiln_graph_lookup(g, "gw");
+        ok(gx >= 0 && gw >= 0 && gx != gw &&
+           g->nodes[gw].op == KILN_OP_CAST && g->nodes[gw].in[0] == gx &&
+           strcmp(type_of(g, "gw", b, sizeof b), "f64[3]") == 0,
+           "one gradient node for two wrt: the second name is a copy");
+        ok(grad_recorded(g, "s", "x", "gx") && grad_recorded(g, "s", "w", "gw"),
+           "records name the values the statement named");
+        kiln_graph_free(g);
+    }
+    round_trip(t, "grad statements (printed expanded)");
+    free(t);
+
+    /* d = grad(...) with one wrt is an ordinary assignment */
+    {
+        const char *l2[] = { GHEAD, "  c = mul(y, 3.0)", "  d = grad(c, y)",
+                             "  output d", "end", NULL };
+        char *t2 = cat_lines(l2);
+        g = parse_ok(t2, "d = grad(c, y)");
+        kiln_value d = g ? kiln_graph_lookup(g, "d") : -1;
+        ok(d >= 0 && g->n_outputs == 1 && g->outputs[0].value == d &&
+           grad_recorded(g, "c", "y", "d"), "single-name grad");
+        kiln_graph_free(g);
+        free(t2);
+    }
+
+    ERR(P, "m.kg:5:11: grad: 2 names on the left but 3 values to "
+        "differentiate with respect to", "grad: fewer names than wrt",
+        GHEAD, "  a, bb = grad(sum(x), x, y, y)", "end");
+    ERR(P, "m.kg:5:7: grad: 1 name on the left but 2 values to "
+        "differentiate with respect to", "grad: one name, two wrt",
+        GHEAD, "  d = grad(sum(x), x, y)", "end");
+    ERR(P, "m.kg:5:13: grad: 3 names on the left but 1 value to "
+        "differentiate with respect to", "grad: more names than wrt",
+        GHEAD, "  a, b, c = grad(sum(x), x)", "end");
+    ERR(P, "m.kg:5:7: grad: expected the cost and at least one value to "
+        "differentiate with respect to: NAMES = grad(COST, X1, ...)",
+        "grad: no wrt", GHEAD, "  d = grad(y)", "end");
+    ERR(P, "m.kg:5:11: grad can only be used as a statement: NAMES = "
+        "grad(...)", "grad nested in an expression",
+        GHEAD, "  d = exp(grad(y, y))", "end");
+    ERR(P, "m.kg:5:14: grad can only be used as a statement: NAMES = "
+        "grad(...)", "grad in an output statement",
+        GHEAD, "  output d = grad(y, y)", "end");
+    ERR(P, "m.kg:5:7: grad can only be used as a statement: NAMES = "
+        "grad(...)", "grad indexed",
+        GHEAD, "  d = grad(sum(x), x)[0]", "end");
+    ERR(P, "m.kg:5:20: grad can only be used as a statement: NAMES = "
+        "grad(...)", "grad as an argument of grad",
+        GHEAD, "  d = grad(sum(x), grad(y, y))", "end");
+    ERR(P, "m.kg:5:18: grad: unknown keyword 'disconnect' (grad takes only "
+        "disconnected=\"zero\" or disconnected=\"error\")",
+        "grad: unknown keyword", GHEAD,
+        "  d = grad(y, y, disconnect=\"zero\")", "end");
+    ERR(P, "m.kg:5:31: grad: disconnected must be \"zero\" or \"error\", "
+        "found \"ignore\"", "grad: bad disconnected value", GHEAD,
+        "  d = grad(y, y, disconnected=\"ignore\")", "end");
+    ERR(P, "m.kg:5:31: grad: disconnected must be \"zero\" or \"error\", "
+        "found 'zero'", "grad: disconnected value not a string", GHEAD,
+        "  d = grad(y, y, disconnected=zero)", "end");
+    ERR(P, "m.kg:5:39: grad: disconnected given twice",
+        "grad: disconnected twice", GHEAD,
+        "  d = grad(y, y, disconnected=\"zero\", disconnected=\"error\")",
+        "end");
+    ERR(P, "m.kg:5:36: grad: positional argument after keyword argument",
+        "grad: positional after keyword", GHEAD,
+        "  d = grad(y, disconnected=\"zero\", y)", "end");
+    ERR(P, "m.kg:5:19: expected ',' or ')' in the arguments of grad, found "
+        "'y'", "grad: missing comma", GHEAD, "  d = grad(sum(x) y)", "end");
+    ERR(P, "m.kg:5:10: several names on the left need grad on the right: "
+        "NAME1, NAME2 = grad(COST, X1, X2)", "multi-name without grad",
+        GHEAD, "  a, b = add(x, y)", "end");
+    ERR(P, "m.kg:5:10: several names on the left need grad on the right: "
+        "NAME1, NAME2 = grad(COST, X1, X2)", "multi-name with a name",
+        GHEAD, "  a, b = grad", "end");
+    ERR(P, "m.kg:5:6: expected a name after ',', found '='",
+        "multi-name: trailing comma", GHEAD, "  a, = grad(y, y)", "end");
+    ERR(P, "m.kg:5:8: expected ',' or '=' after a name, found 'c'",
+        "multi-name: missing '='", GHEAD, "  a, b c = grad(y, y)", "end");
+    ERR(KILN_ERR_NAME, "m.kg:5:6: duplicate name 'a' (first defined at line "
+        "5)", "multi-name: a name twice", GHEAD,
+        "  a, a = grad(sum(x), x, y)", "end");
+    ERR(KILN_ERR_NAME, "m.kg:5:6: duplicate name 'x' (first defined at line "
+        "3)", "multi-name: an existing name", GHEAD,
+        "  a, x = grad(sum(x), x, y)", "end");
+    ERR(KILN_ERR_NAME, "m.kg:5:3: duplicate name 'y' (first defined at line "
+        "4)", "single name: an existing name", GHEAD,
+        "  y = grad(sum(x), x)", "end");
+
+    /* kiln_graph_grad's own errors, at the position of grad */
+    ERR(KILN_ERR_TYPE, "m.kg:6:7: grad: 'c' is not an input or shared value",
+        "grad: wrt not an input", GHEAD, "  c = exp(y)",
+        "  d = grad(c, c)", "end");
+    ERR(KILN_ERR_TYPE, "m.kg:6:10: grad: cannot differentiate with respect "
+        "to 'k': it has integer dtype i64", "grad: integer wrt", GHEAD,
+        "  input k: i64", "  a, b = grad(mul(y, k), y, k)", "end");
+    ERR(KILN_ERR_SHAPE, "m.kg:5:7: grad: the cost must be a scalar, got "
+        "shape (3)", "grad: non-scalar cost", GHEAD, "  d = grad(x, x)",
+        "end");
+    ERR(KILN_ERR_TYPE, "m.kg:5:10: grad: the cost does not depend on 'x'",
+        "grad: disconnected (default error)", GHEAD,
+        "  a, b = grad(square(y), y, x)", "end");
+    ERR(KILN_ERR_TYPE, "m.kg:5:10: grad: the cost does not depend on 'x'",
+        "grad: disconnected=\"error\"", GHEAD,
+        "  a, b = grad(square(y), y, x, disconnected=\"error\")", "end");
+    ERR(KILN_ERR_NAME, "m.kg:5:3: 'input' is a reserved word and cannot be "
+        "a name", "grad: a reserved word on the left", GHEAD,
+        "  input, b = grad(add(sum(x), y), x, y)", "end");
+#undef GHEAD
+
+    /* every prefix and some mutations of a file with grad statements */
+    static const char gtext[] =
+        "kiln 1\ngraph g\n  input x: f64[3]\n  input y: f64\n"
+        "  c = add(sum(square(x)), y)\n"
+        "  dx, dy = grad(c, x, y, disconnected=\"zero\")\n"
+        "  d = grad(mul(c, 2), y)\n  output dx\nend\n";
+    size_t n = strlen(gtext);
+    char *buf = malloc(n + 8);
+    int good = 1, n_ok = 0;
+    for (size_t k = 0; buf && k <= n; k++) {
+        memcpy(buf, gtext, k);
+        buf[k] = '\0';
+        good &= robust_one(buf, &n_ok);
+    }
+    static const char alphabet[] = "(),=\"x\n 1_g";
+    for (int r = 0; buf && r < 300; r++) {
+        memcpy(buf, gtext, n + 1);
+        size_t at = rng() % n;
+        buf[at] = alphabet[rng() % (sizeof alphabet - 1)];
+        good &= robust_one(buf, &n_ok);
+    }
+    ok(buf && good && n_ok >= 1, "grad text: every prefix and 300 "
+       "mutations give a graph or a positioned error (%d parsed)", n_ok);
+    free(buf);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/kiln-test-parse-XXXXXX");
@@ -1215,6 +1406,7 @@ int main(void)
     test_printing();
     test_wide();
     test_robustness();
+    test_grad_statement();
 
     const char *files[] = { "data.csv", "bad.npy", "three.npy", "four.npy",
                             "f.kg", "nul.kg", NULL };

@@ -18,9 +18,13 @@
 
 #define MAX_ARGS 256
 
+/* --check-grad fails (exit status 1) when a gradient's max error is
+ * above this (docs/kiln.1). */
+#define CHECK_GRAD_TOL 1e-4
+
 static const char *usage_text =
     "usage: kiln run FILE.kg [-i NAME=VALUE]... [--random-inputs SEED]\n"
-    "                [--repeat N] [--backend NAME] [--json]\n"
+    "                [--repeat N] [--backend NAME] [--json] [--check-grad]\n"
     "       kiln check FILE.kg\n"
     "       kiln --version | --help\n"
     "\n"
@@ -365,7 +369,7 @@ static int cmd_run(int argc, char **argv)
 {
     const char *file = NULL, *backend = NULL;
     const char *assign[MAX_ARGS];
-    int n_assign = 0, json = 0, random = 0, repeat = 1;
+    int n_assign = 0, json = 0, random = 0, repeat = 1, check_grad = 0;
     unsigned long long seed = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -399,6 +403,8 @@ static int cmd_run(int argc, char **argv)
             backend = argv[++i];
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (strcmp(a, "--check-grad") == 0) {
+            check_grad = 1;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "kiln: unknown or incomplete option '%s'\n%s", a,
                     usage_text);
@@ -439,6 +445,8 @@ static int cmd_run(int argc, char **argv)
     kiln_tensor *in = calloc((size_t)(ni ? ni : 1), sizeof *in);
     kiln_tensor *out = calloc((size_t)(no ? no : 1), sizeof *out);
     double *times = calloc((size_t)repeat, sizeof *times);
+    kiln_grad_check *rows = NULL;
+    int n_rows = 0, n_bad = 0;
     if (!in || !out || !times) {
         fprintf(stderr, "kiln: out of memory\n");
         goto done;
@@ -505,6 +513,30 @@ static int cmd_run(int argc, char **argv)
         }
         times[r] = now_ms() - s;
     }
+    /* after the timed calls; the check leaves the outputs as they were */
+    if (check_grad) {
+        if (kiln_function_check_grad(f, in, NULL, 0, &n_rows, &err)) {
+            fprintf(stderr, "kiln: %s\n", err.message);
+            goto done;
+        }
+        if (n_rows == 0) {
+            fprintf(stderr, "kiln: --check-grad: no gradient to check (no "
+                    "output of the model is grad(COST, INPUT) of an output "
+                    "COST)\n");
+            goto done;
+        }
+        rows = calloc((size_t)n_rows, sizeof *rows);
+        if (!rows) {
+            fprintf(stderr, "kiln: out of memory\n");
+            goto done;
+        }
+        if (kiln_function_check_grad(f, in, rows, n_rows, &n_rows, &err)) {
+            fprintf(stderr, "kiln: %s\n", err.message);
+            goto done;
+        }
+        for (int r = 0; r < n_rows; r++)
+            n_bad += !(rows[r].max_error <= CHECK_GRAD_TOL);
+    }
     double first = times[0];
     qsort(times, (size_t)repeat, sizeof *times, cmp_double);
     double median = repeat % 2 ? times[repeat / 2]
@@ -525,8 +557,30 @@ static int cmd_run(int argc, char **argv)
             printf("}");
         }
         printf("}, \"timing\": {\"compile_ms\": %.6f, \"first_call_ms\": "
-               "%.6f, \"call_ms_median\": %.6f, \"repeat\": %d}}\n",
+               "%.6f, \"call_ms_median\": %.6f, \"repeat\": %d}",
                compile_ms, first, median, repeat);
+        if (check_grad) {
+            printf(", \"check_grad\": [");
+            for (int r = 0; r < n_rows; r++) {
+                printf("%s{\"input\": ", r ? ", " : "");
+                print_json_string(stdout, rows[r].input);
+                printf(", \"output\": ");
+                print_json_string(stdout, rows[r].output);
+                printf(", \"gradient\": ");
+                print_json_string(stdout, rows[r].gradient);
+                printf(", \"max_error\": ");
+                print_number(stdout, rows[r].max_error, KILN_F64, 1);
+                printf(", \"worst_index\": %lld, \"analytic\": ",
+                       (long long)rows[r].worst_index);
+                print_number(stdout, rows[r].analytic, KILN_F64, 1);
+                printf(", \"numeric\": ");
+                print_number(stdout, rows[r].numeric, KILN_F64, 1);
+                printf(", \"ok\": %s}",
+                       rows[r].max_error <= CHECK_GRAD_TOL ? "true" : "false");
+            }
+            printf("]");
+        }
+        printf("}\n");
     } else {
         for (int k = 0; k < no; k++) {
             printf("%s = ", kiln_function_output_name(f, k));
@@ -534,10 +588,25 @@ static int cmd_run(int argc, char **argv)
             print_nested(stdout, &out[k], 0, &pos, 0);
             printf("\n");
         }
+        for (int r = 0; r < n_rows; r++) {
+            printf("check-grad: d(%s)/d(%s): max error %.2g at [%lld] "
+                   "(analytic ", rows[r].output, rows[r].input,
+                   rows[r].max_error, (long long)rows[r].worst_index);
+            print_number(stdout, rows[r].analytic, KILN_F64, 0);
+            printf(", numeric ");
+            print_number(stdout, rows[r].numeric, KILN_F64, 0);
+            printf(")\n");
+        }
         printf("compile: %.3f ms, first call: %.3f ms, median call: %.3f ms "
                "(%d call%s, %d kernel%s)\n", compile_ms, first, median, repeat,
                repeat == 1 ? "" : "s", kiln_function_n_kernels(f),
                kiln_function_n_kernels(f) == 1 ? "" : "s");
+    }
+    if (n_bad) {
+        fprintf(stderr, "kiln: check-grad: %d gradient%s differ%s from "
+                "finite differences by more than %g\n", n_bad,
+                n_bad == 1 ? "" : "s", n_bad == 1 ? "s" : "", CHECK_GRAD_TOL);
+        goto done;
     }
     status = 0;
 done:
@@ -546,6 +615,7 @@ done:
     free(in);
     free(out);
     free(times);
+    free(rows);
     kiln_function_free(f);
     return status;
 }

@@ -140,6 +140,7 @@ static const kiln_interp_opinfo kiln_interp_ops[KILN_I_COUNT] = {
     [KILN_I_AND] = { "and", 2, KILN_INTERP_C_LOGIC, 0 },
     [KILN_I_OR] = { "or", 2, KILN_INTERP_C_LOGIC, 0 },
     [KILN_I_NOT] = { "not", 1, KILN_INTERP_C_LOGIC, 0 },
+    [KILN_I_TRIGAMMA] = { "trigamma", 1, KILN_INTERP_C_FLOAT, 1 },
 };
 
 /* The operands of an instruction that name earlier instructions. */
@@ -1035,6 +1036,10 @@ static kiln_interp_d2d kiln_interp_rt_unary(const kiln_runtime *rt,
     case KILN_I_ERFC: return rt->erfc;
     case KILN_I_GAMMALN: return rt->gammaln;
     case KILN_I_DIGAMMA: return rt->digamma;
+    case KILN_I_TRIGAMMA: /* runtime version 2: absent from older tables */
+        return rt->struct_size >= offsetof(kiln_runtime, trigamma)
+                                       + sizeof(rt->trigamma)
+                   ? rt->trigamma : NULL;
     default: return NULL;
     }
 }

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1
-#define KILN_ABI_MINOR 0
+#define KILN_ABI_MINOR 1
 
 /* The one frozen bootstrap symbol every plugin exports. */
 #define KILN_BACKEND_ENTRY "kiln_backend_entry"
@@ -61,6 +61,7 @@ typedef enum kiln_opcode {
     KILN_I_WHERE,      /* a ? b : c, a is bool */
     KILN_I_EQ, KILN_I_NE, KILN_I_LT, KILN_I_LE, KILN_I_GT, KILN_I_GE,
     KILN_I_AND, KILN_I_OR, KILN_I_NOT,   /* on bool */
+    KILN_I_TRIGAMMA,   /* psi'(x); ABI 1.1 */
     KILN_I_COUNT
 } kiln_opcode;
 
@@ -181,7 +182,7 @@ typedef struct kiln_view {
  * additions. */
 typedef struct kiln_runtime {
     size_t struct_size;
-    uint32_t version;              /* 1 */
+    uint32_t version;              /* 2 (1: up to sgemm) */
     double (*exp)(double);
     double (*expm1)(double);
     double (*log)(double);
@@ -206,6 +207,8 @@ typedef struct kiln_runtime {
     void (*sgemm)(int transa, int transb, int64_t m, int64_t n, int64_t k,
                   float alpha, const float *a, int64_t lda, const float *b,
                   int64_t ldb, float beta, float *c, int64_t ldc);
+    /* version 2 (ABI 1.1); check struct_size before use */
+    double (*trigamma)(double);    /* psi'(x); see core/special.c */
 } kiln_runtime;
 
 /* Arguments of one kernel call (host-owned, valid during the call). */

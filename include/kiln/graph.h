@@ -148,6 +148,30 @@ kiln_value kiln_graph_advanced_set_subtensor(kiln_graph *g, kiln_value x,
                                              kiln_value v, int inc,
                                              kiln_err *err);
 
+/* Flags of kiln_graph_grad. */
+#define KILN_GRAD_DISCONNECTED_ZERO 1u  /* a wrt the cost does not depend on
+                                           gets a zero gradient, not an
+                                           error */
+
+/* Reverse-mode gradients: append to g the nodes that compute
+ * d cost / d wrt[i] for each i, and store them in out[i] (n_wrt entries;
+ * out[i] has wrt[i]'s type).  `cost` must be a float scalar (rank 0);
+ * each wrt must be an input or a shared value of float dtype.  The result
+ * is an ordinary graph: it prints, compiles and caches like any other.
+ * The rule for each op, with its source, is in docs/ops.md.
+ * Errors: KILN_ERR_SHAPE ("grad: the cost must be a scalar, got shape
+ * (3)"); KILN_ERR_TYPE ("grad: cannot differentiate with respect to 'k':
+ * it has integer dtype i64", "grad: 'a' is not an input or shared
+ * value", "grad: the cost does not depend on 'x'" unless
+ * KILN_GRAD_DISCONNECTED_ZERO is set, "grad: no gradient through join of
+ * symbolic sizes" for the few rules that need static shapes);
+ * KILN_ERR_ARG (ids not in g).  On error nothing of g is lost: nodes
+ * appended before the error
+ * stay, unnamed and unused. */
+int kiln_graph_grad(kiln_graph *g, kiln_value cost, int n_wrt,
+                    const kiln_value *wrt, unsigned flags, kiln_value *out,
+                    kiln_err *err);
+
 /* Give value `v` the name `name` (`NAME = EXPR`).  A value may have one
  * name; names are unique in a graph.  Errors: KILN_ERR_NAME. */
 int kiln_graph_set_name(kiln_graph *g, kiln_value v, const char *name,

@@ -171,6 +171,151 @@ int kiln_function_bind_shared(kiln_function *f, const char *name,
 int kiln_function_n_kernels(const kiln_function *f);
 const char *kiln_function_kernel_backend(const kiln_function *f, int i);
 
+/* ---- the sampler callback (core/callback.c; docs/sampler.md) -------- */
+
+/* A log-density and its gradient as a plain C function: the ABI that
+ * nutpie (`RawLogpFunc`) and PyMC-style samplers take for a compiled
+ * model,
+ *
+ *   int fn(uint64_t dim, const double *x, double *grad, double *logp,
+ *          void *user_data);
+ *
+ * `x` is the point, `dim` doubles, read only.  `grad`, when not NULL,
+ * receives `dim` doubles: d logp / d x.  `*logp` receives the
+ * log-density.  `user_data` is the pointer kiln_function_logp_callback
+ * returned with the function.
+ *
+ * Packing (x and grad alike): the concatenation of ALL inputs of the
+ * function in declaration order (kiln_function_input_name(f, 0), 1, ...),
+ * each flattened in C (row-major) order.  An input of shape (2, 3)
+ * starting at offset k holds element [i][j] at x[k + 3*i + j]; a scalar
+ * takes one slot.  `dim` is the sum of the inputs' element counts.  f32
+ * inputs are rounded to f32 before the call and their gradients widened
+ * to f64.
+ *
+ * Returns 0 on success and otherwise (following nutpie, where a positive
+ * code is a recoverable failure that rejects the point and a negative one
+ * stops sampling):
+ *   KILN_LOGP_NONFINITE  logp is NaN or +-inf; *logp holds it, the
+ *                        contents of grad are unspecified;
+ *   KILN_LOGP_BAD_DIM    `dim` is not the function's total, or x (with
+ *                        dim > 0) or logp is NULL; nothing is written;
+ *   KILN_LOGP_ERROR      the function failed to run (kiln_function_call
+ *                        returned an error); *logp and grad unspecified.
+ * kiln_logp_callback_message tells why the last call failed. */
+typedef int (*kiln_logp_fn)(uint64_t dim, const double *x, double *grad,
+                            double *logp, void *user_data);
+
+enum {
+    KILN_LOGP_OK = 0,
+    KILN_LOGP_NONFINITE = 1,
+    KILN_LOGP_BAD_DIM = -1,
+    KILN_LOGP_ERROR = -2
+};
+
+/* The callback for output `logp_output` of `f` and the gradients g->grads
+ * records for it (built with kiln_graph_grad or `grad(...)` in a .kg
+ * file).  Sets *dim to the number of doubles in x and *user_data to the
+ * pointer to pass back at every call; returns the function pointer, or
+ * NULL on error.
+ *
+ * Requirements, checked here (the message names the output or input):
+ *  - `logp_output` names an output of f
+ *      KILN_ERR_NAME  "logp callback: no output named 'lp'"
+ *  - that output is a float scalar (f64 or f32, rank 0)
+ *      KILN_ERR_TYPE  "logp callback: output 'n' must be a float scalar,
+ *                      got i64"
+ *      KILN_ERR_SHAPE "logp callback: output 'v' must be a float scalar,
+ *                      got f64[3]"
+ *  - every input has static dims
+ *      KILN_ERR_SHAPE "logp callback: input 'x' has a symbolic or unknown
+ *                      dim, f64[n]; the callback needs static shapes"
+ *  - every input is f64 or f32
+ *      KILN_ERR_TYPE  "logp callback: input 'k' has dtype i64; every input
+ *                      must be f64 or f32"
+ *  - for every input, an output of f is recorded as the gradient of the
+ *    logp output's node with respect to that input, with the input's
+ *    shape and a float dtype
+ *      KILN_ERR_ARG   "logp callback: no output is the gradient of 'logp'
+ *                      with respect to input 'y'"
+ *      KILN_ERR_SHAPE "logp callback: gradient output 'd_x' is f64[2], but
+ *                      input 'x' is f64[3]"
+ *  - f, logp_output, dim and user_data are not NULL (KILN_ERR_ARG).
+ *
+ * user_data is owned by f and stays valid until kiln_function_free(f);
+ * the caller never frees it.  Several callbacks may be made from one f
+ * (each its own user_data).
+ *
+ * Calls run f (kiln_function_call): each one overwrites f's outputs.
+ * Calls through every callback of one f are serialized by a lock kept
+ * with f, so a sampler may call from several threads, but they do not
+ * run in parallel; for parallel chains compile one function per chain.
+ * Do not call kiln_function_call(f, ...) yourself while a callback of f
+ * may be running.  The first call may allocate f's buffers (as the first
+ * kiln_function_call does); every later call allocates nothing (the
+ * input tensors are prepared here; f64 inputs point straight into x). */
+kiln_logp_fn kiln_function_logp_callback(kiln_function *f,
+                                         const char *logp_output,
+                                         uint64_t *dim, void **user_data,
+                                         kiln_err *err);
+
+/* Why the last call of the callback with this user_data did not return 0
+ * (one line, owned by user_data), or "" when it succeeded or was never
+ * called.  Read it from the thread that made the call, before the next
+ * call. */
+const char *kiln_logp_callback_message(const void *user_data);
+
+/* ---- gradient check (core/gradcheck.c) ------------------------------ */
+
+/* One checked gradient: output `gradient` of f, recorded as
+ * d output / d input, against central finite differences of output
+ * `output`.  Names are owned by f. */
+typedef struct kiln_grad_check {
+    const char *input;     /* the input differentiated against (wrt) */
+    const char *output;    /* the cost output */
+    const char *gradient;  /* the output holding d output / d input */
+    double max_error;      /* the worst per-element error (below); +inf
+                              when either value there is not finite; 0
+                              for an input with no elements */
+    int64_t worst_index;   /* its flat C-order index in the input (the
+                              first one on ties); -1 for no elements */
+    double analytic;       /* the gradient output there */
+    double numeric;        /* the central finite difference there */
+} kiln_grad_check;
+
+/* Compare every gradient recorded in f's graph (g->grads, in record
+ * order) whose cost and result are both outputs of f and whose wrt is an
+ * input of f, with central finite differences of the cost output at
+ * `inputs` (as for kiln_function_call).  For each element i of the
+ * input, with x_i its value:
+ *
+ *   h_i     = 1e-6 * max(1, |x_i|)   (f32 inputs: 1e-3 * max(1, |x_i|))
+ *   numeric = (cost(x_i + h_i) - cost(x_i - h_i)) / (x_i+ - x_i-)
+ *   error   = |analytic - numeric| / max(1, |numeric|)
+ *
+ * in f64, where x_i+ and x_i- are the perturbed values as stored in the
+ * input's dtype (so the divisor is the step actually taken).  One row
+ * per (gradient output, input, cost output) triple gives the largest
+ * error over the input's elements, where it occurs, and both values.
+ * f32 models are checked in their own precision: expect errors around
+ * 1e-3 rather than 1e-8.
+ *
+ * `inputs` is not modified (the check perturbs a private copy).  f is
+ * called 1 + 2 * (elements of the checked inputs) + 1 times; on success
+ * its outputs are those at `inputs` again.
+ *
+ * *n_rows receives the number of rows there are; the first
+ * min(*n_rows, max_rows) are filled.  With max_rows 0 (rows may then be
+ * NULL) nothing is evaluated: only the count is returned.
+ * Returns 0, or: KILN_ERR_ARG (f or n_rows NULL, max_rows < 0, rows NULL
+ * with max_rows > 0); an error of kiln_function_call (at `inputs`, or
+ * prefixed "check-grad: at input 'x'[3] + h: " at a perturbed point);
+ * KILN_ERR_SHAPE when a gradient output's element count differs from its
+ * input's or the cost output is not a scalar; KILN_ERR_NOMEM. */
+int kiln_function_check_grad(kiln_function *f, const kiln_tensor *inputs,
+                             kiln_grad_check *rows, int max_rows,
+                             int *n_rows, kiln_err *err);
+
 #ifdef __cplusplus
 }
 #endif

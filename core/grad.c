@@ -1,0 +1,701 @@
+/*
+ * grad.c — reverse-mode differentiation (prefix kiln_grad_; public
+ * kiln_graph_grad).
+ *
+ * The gradient is built as ordinary nodes appended to the same graph, so
+ * it prints, rewrites, compiles and caches like anything else.  The
+ * classic algorithm (Griewank & Walther, "Evaluating Derivatives", 2nd
+ * ed., ch. 3; the same structure as PyTensor's `grad`): mark the nodes
+ * that depend on a wrt and that the cost depends on; walk them from the
+ * cost backwards in reverse topological order, seeding d cost / d cost =
+ * 1; each node's rule (docs/ops.md) turns its output adjoint into
+ * contributions to its inputs' adjoints, which are summed.
+ *
+ * Broadcasting is undone by summing each contribution over the axes its
+ * input was broadcast along.  A symbolic dim that broadcast against
+ * another size is taken as equal to it (the usual case); a symbolic dim
+ * that is 1 at run time while the other side is not is not supported by
+ * gradients (documented in docs/ops.md).
+ *
+ * Node pointers are re-fetched after every builder call: appending a
+ * node may move the node array.
+ */
+#include "ir.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gctx {
+    kiln_graph *g;
+    kiln_err *err;
+    kiln_value *adj;        /* adjoint of each original node, or -1 */
+    unsigned char *path;    /* depends on a wrt, and the cost on it */
+    int n;                  /* nodes before differentiation */
+} gctx;
+
+#define NODE(c, v) (&(c)->g->nodes[(v)])
+#define TRY(x)          \
+    do {                \
+        if ((x) < 0)    \
+            return -1;  \
+    } while (0)
+
+static int is_float(kiln_dtype d) { return d == KILN_F64 || d == KILN_F32; }
+
+/* ---- builder shorthands (return -1 on error, err set) ---------------- */
+
+static kiln_value lit(gctx *c, double v)
+{
+    return kiln_graph_literal(c->g, v, KILN_LIT_FLOAT, c->err);
+}
+
+static kiln_value opn(gctx *c, const char *op, int n, const kiln_value *in,
+                      const kiln_attr *at, int na)
+{
+    for (int i = 0; i < n; i++)
+        if (in[i] < 0)
+            return -1;
+    return kiln_graph_op(c->g, op, n, in, at, na, c->err);
+}
+
+static kiln_value op1(gctx *c, const char *op, kiln_value a)
+{
+    return opn(c, op, 1, &a, NULL, 0);
+}
+
+static kiln_value op2(gctx *c, const char *op, kiln_value a, kiln_value b)
+{
+    kiln_value in[2] = {a, b};
+    return opn(c, op, 2, in, NULL, 0);
+}
+
+static kiln_value op3(gctx *c, const char *op, kiln_value a, kiln_value b,
+                      kiln_value d)
+{
+    kiln_value in[3] = {a, b, d};
+    return opn(c, op, 3, in, NULL, 0);
+}
+
+static kiln_value op1_axes(gctx *c, const char *op, kiln_value a,
+                           const char *key, int n, const int64_t *axes,
+                           int keepdims)
+{
+    kiln_attr at[2];
+    int na = 0;
+    at[na++] = (kiln_attr){.key = key, .kind = KILN_ATTR_INTS, .n = n,
+                           .ints = axes};
+    if (keepdims >= 0)
+        at[na++] = (kiln_attr){.key = "keepdims", .kind = KILN_ATTR_BOOL,
+                               .i = keepdims};
+    return opn(c, op, 1, &a, at, na);
+}
+
+static kiln_value cast_to(gctx *c, kiln_value v, kiln_dtype dt)
+{
+    if (v < 0 || NODE(c, v)->type.dtype == dt)
+        return v;
+    kiln_attr at = {.key = "dtype", .kind = KILN_ATTR_DTYPE, .i = dt};
+    return opn(c, "cast", 1, &v, &at, 1);
+}
+
+/* ---- adjoints -------------------------------------------------------- */
+
+/* Sum contribution `d` (the shape of the consumer's output) down to the
+ * shape of input `x`, cast it to x's dtype, and add it to x's adjoint. */
+static int contribute(gctx *c, kiln_value x, kiln_value d)
+{
+    if (d < 0)
+        return -1;
+    if (!c->path[x])
+        return 0;
+    kiln_type xt = NODE(c, x)->type, dt = NODE(c, d)->type;
+    int64_t axes[KILN_MAX_RANK];
+    int na = 0, lead = dt.rank - xt.rank;
+    for (int i = 0; i < dt.rank; i++) {
+        int j = i - lead;
+        if (j < 0 || (xt.dims[j] == 1 && dt.dims[i] != 1))
+            axes[na++] = i;
+    }
+    if (na > 0) {
+        d = op1_axes(c, "sum", d, "axis", na, axes, 1);
+        if (lead > 0) {
+            int64_t sq[KILN_MAX_RANK];
+            for (int i = 0; i < lead; i++)
+                sq[i] = i;
+            d = op1_axes(c, "squeeze", d, "axis", lead, sq, -1);
+        }
+    }
+    d = cast_to(c, d, xt.dtype);
+    TRY(d);
+    if (c->adj[x] < 0)
+        c->adj[x] = d;
+    else
+        c->adj[x] = op2(c, "add", c->adj[x], d);
+    return c->adj[x] < 0 ? -1 : 0;
+}
+
+/* Normalised reduce axes of node v over its input's rank (all when the
+ * node has none), sorted. */
+static int reduce_axes(const kiln_node *n, int rank, int64_t *axes)
+{
+    int mask[KILN_MAX_RANK] = {0}, na = 0;
+    if (!n->attrs.has_axes)
+        for (int i = 0; i < rank; i++)
+            mask[i] = 1;
+    for (int i = 0; n->attrs.has_axes && i < n->attrs.naxes; i++) {
+        int64_t a = n->attrs.axes[i];
+        mask[a < 0 ? a + rank : a] = 1;
+    }
+    for (int i = 0; i < rank; i++)
+        if (mask[i])
+            axes[na++] = i;
+    return na;
+}
+
+/* A reduction's output adjoint (or output) with the reduced axes put back
+ * as size 1, so that it broadcasts against the input. */
+static kiln_value keep_reduced(gctx *c, kiln_value v, kiln_value gv)
+{
+    const kiln_node *n = NODE(c, v);
+    if (n->attrs.keepdims)
+        return gv;
+    int64_t axes[KILN_MAX_RANK];
+    int na = reduce_axes(n, NODE(c, n->in[0])->type.rank, axes);
+    if (na == 0)
+        return gv;
+    return op1_axes(c, "expand_dims", gv, "axis", na, axes, -1);
+}
+
+static int grad_reduce(gctx *c, kiln_value v, kiln_value gv)
+{
+    const kiln_node *n = NODE(c, v);
+    int op = n->op;
+    kiln_value x = n->in[0];
+    kiln_value gb = keep_reduced(c, v, gv);
+    TRY(gb);
+    switch (op) {
+    case KILN_OP_SUM:
+        return contribute(c, x, op2(c, "fill", x, gb));
+    case KILN_OP_MEAN: {
+        int64_t axes[KILN_MAX_RANK];
+        const kiln_type *xt = &NODE(c, x)->type;
+        int na = reduce_axes(NODE(c, v), xt->rank, axes);
+        int64_t count = 1;
+        for (int i = 0; i < na && count > 0; i++)
+            count = xt->dims[axes[i]] >= 0 ? count * xt->dims[axes[i]] : -1;
+        kiln_value cnt;
+        if (count >= 0)
+            cnt = lit(c, (double)count);
+        else  /* symbolic: count the elements at run time */
+            cnt = op1_axes(c, "sum", op2(c, "fill", x, lit(c, 1.0)), "axis",
+                           na, axes, 1);
+        return contribute(c, x, op2(c, "true_div", op2(c, "fill", x, gb),
+                                    cnt));
+    }
+    case KILN_OP_PROD: {
+        kiln_value vb = keep_reduced(c, v, v);
+        return contribute(c, x, op2(c, "mul", gb, op2(c, "true_div", vb, x)));
+    }
+    case KILN_OP_MAX:
+    case KILN_OP_MIN: {
+        /* every element equal to the extremum gets the whole adjoint, as
+         * in PyTensor's Max grad */
+        kiln_value vb = keep_reduced(c, v, v);
+        return contribute(c, x, op2(c, "mul", gb, op2(c, "eq", x, vb)));
+    }
+    default: { /* logsumexp: softmax weights */
+        kiln_value vb = keep_reduced(c, v, v);
+        return contribute(c, x, op2(c, "mul", gb,
+                                    op1(c, "exp", op2(c, "sub", x, vb))));
+    }
+    }
+}
+
+/* x[idx...] of basic index entries, as the builder takes them. */
+static kiln_value sub_of(gctx *c, kiln_value x, const kiln_attrs *at)
+{
+    TRY(x);
+    return kiln_graph_subtensor(c->g, x, at->nidx, at->idx, c->err);
+}
+
+static kiln_value zeros_like(gctx *c, kiln_value x)
+{
+    return op2(c, "fill", x, lit(c, 0.0));
+}
+
+static int grad_join(gctx *c, kiln_value v, kiln_value gv)
+{
+    kiln_node n = *NODE(c, v);
+    int stack = n.op == KILN_OP_STACK;
+    int r = n.type.rank;
+    int64_t ax = n.attrs.has_axes ? n.attrs.axes[0] : 0;
+    if (ax < 0)
+        ax += r;
+    int64_t off = 0;
+    for (int i = 0; i < n.n_in; i++) {
+        kiln_value x = NODE(c, v)->in[i];
+        kiln_index idx[KILN_MAX_RANK];
+        memset(idx, 0, sizeof idx);
+        for (int k = 0; k <= ax; k++)
+            idx[k].kind = KILN_INDEX_SLICE;
+        int64_t len = stack ? 1 : NODE(c, x)->type.dims[ax];
+        if (stack) {
+            idx[ax].kind = KILN_INDEX_INT;
+            idx[ax].start = i;
+        } else {
+            if (len < 0 || off < 0)
+                return kiln_seterr(c->err, KILN_ERR_TYPE,
+                                   "grad: no gradient through join of "
+                                   "symbolic sizes along its axis");
+            idx[ax].start = off;
+            idx[ax].stop = off + len;
+            idx[ax].has_start = idx[ax].has_stop = 1;
+        }
+        off += len;
+        if (!c->path[x])
+            continue;
+        kiln_value part = kiln_graph_subtensor(c->g, gv, (int)ax + 1, idx,
+                                               c->err);
+        TRY(contribute(c, x, part));
+    }
+    return 0;
+}
+
+static int grad_dot(gctx *c, kiln_value v, kiln_value gv)
+{
+    kiln_node n = *NODE(c, v);
+    kiln_value a = n.in[0], b = n.in[1];
+    int ra = NODE(c, a)->type.rank, rb = NODE(c, b)->type.rank;
+    int64_t one = 1;
+    kiln_value ga, gb;
+    if (ra == 1 && rb == 1) {
+        ga = op2(c, "mul", gv, b);
+        gb = op2(c, "mul", gv, a);
+    } else if (ra == 2 && rb == 1) {
+        /* (m,k)(k) -> (m): ga = g[:, None] * b, gb = a^T g */
+        ga = op2(c, "mul", op1_axes(c, "expand_dims", gv, "axis", 1, &one, -1),
+                 b);
+        gb = op2(c, "dot", op1(c, "transpose", a), gv);
+    } else if (ra == 1 && rb == 2) {
+        /* (k)(k,n) -> (n): ga = b g, gb = a[:, None] * g */
+        ga = op2(c, "dot", b, gv);
+        gb = op2(c, "mul", op1_axes(c, "expand_dims", a, "axis", 1, &one, -1),
+                 gv);
+    } else {
+        ga = op2(c, "dot", gv, op1(c, "transpose", b));
+        gb = op2(c, "dot", op1(c, "transpose", a), gv);
+    }
+    if (c->path[a])
+        TRY(contribute(c, a, ga));
+    if (c->path[b])
+        TRY(contribute(c, b, gb));
+    return 0;
+}
+
+static int grad_shape(gctx *c, kiln_value v, kiln_value gv)
+{
+    kiln_node n = *NODE(c, v);
+    kiln_value x = n.in[0];
+    kiln_type xt = NODE(c, x)->type;
+    switch (n.op) {
+    case KILN_OP_RESHAPE: {
+        int64_t shape[KILN_MAX_RANK];
+        int n_sym = 0;
+        for (int i = 0; i < xt.rank; i++) {
+            shape[i] = xt.dims[i] >= 0 ? xt.dims[i] : -1;
+            n_sym += xt.dims[i] < 0;
+        }
+        if (n_sym > 1)
+            return kiln_seterr(c->err, KILN_ERR_TYPE,
+                               "grad: no gradient through reshape of a "
+                               "tensor with %d symbolic dims", n_sym);
+        return contribute(c, x, op1_axes(c, "reshape", gv, "shape", xt.rank,
+                                         shape, -1));
+    }
+    case KILN_OP_TRANSPOSE: {
+        int64_t inv[KILN_MAX_RANK];
+        for (int i = 0; i < xt.rank; i++) {
+            int64_t p = n.attrs.has_axes ? n.attrs.axes[i] : xt.rank - 1 - i;
+            inv[p < 0 ? p + xt.rank : p] = i;
+        }
+        return contribute(c, x, op1_axes(c, "transpose", gv, "axes", xt.rank,
+                                         inv, -1));
+    }
+    case KILN_OP_EXPAND_DIMS: {
+        int64_t axes[KILN_MAX_RANK];
+        int r = n.type.rank;
+        for (int i = 0; i < n.attrs.naxes; i++)
+            axes[i] = n.attrs.axes[i] < 0 ? n.attrs.axes[i] + r
+                                          : n.attrs.axes[i];
+        return contribute(c, x, op1_axes(c, "squeeze", gv, "axis",
+                                         n.attrs.naxes, axes, -1));
+    }
+    case KILN_OP_SQUEEZE: {
+        int64_t axes[KILN_MAX_RANK];
+        int na = 0;
+        if (n.attrs.has_axes) {
+            for (int i = 0; i < n.attrs.naxes; i++)
+                axes[na++] = n.attrs.axes[i] < 0 ? n.attrs.axes[i] + xt.rank
+                                                 : n.attrs.axes[i];
+        } else {
+            for (int i = 0; i < xt.rank; i++)
+                if (xt.dims[i] == 1)
+                    axes[na++] = i;
+        }
+        /* expand_dims wants its axes in increasing order */
+        for (int i = 1; i < na; i++)
+            for (int j = i; j > 0 && axes[j - 1] > axes[j]; j--) {
+                int64_t t = axes[j];
+                axes[j] = axes[j - 1];
+                axes[j - 1] = t;
+            }
+        if (na == 0)
+            return contribute(c, x, gv);
+        return contribute(c, x, op1_axes(c, "expand_dims", gv, "axis", na,
+                                         axes, -1));
+    }
+    case KILN_OP_BROADCAST_TO:
+    case KILN_OP_ALLOC:
+        return contribute(c, x, gv);
+    case KILN_OP_JOIN:
+    case KILN_OP_STACK:
+        return grad_join(c, v, gv);
+    }
+    return 0;  /* zeros, ones: no inputs */
+}
+
+static int grad_index(gctx *c, kiln_value v, kiln_value gv)
+{
+    kiln_node n = *NODE(c, v);
+    kiln_attrs at = n.attrs;
+    kiln_value x = n.in[0];
+    int axis = at.has_axes ? (int)at.axes[0] : 0;
+    switch (n.op) {
+    case KILN_OP_SUBTENSOR:
+        return contribute(c, x, kiln_graph_set_subtensor(
+                                    c->g, zeros_like(c, x), at.nidx, at.idx,
+                                    gv, 1, c->err));
+    case KILN_OP_TAKE: {
+        kiln_value z = zeros_like(c, x);
+        TRY(z);
+        return contribute(c, x, kiln_graph_advanced_set_subtensor(
+                                    c->g, z, n.in[1], axis, gv, 1, c->err));
+    }
+    case KILN_OP_SET_SUBTENSOR:
+    case KILN_OP_INC_SUBTENSOR: {
+        kiln_value val = n.in[1];
+        if (c->path[x]) {
+            kiln_value gx = gv;
+            if (n.op == KILN_OP_SET_SUBTENSOR) {
+                kiln_value z = lit(c, 0.0);
+                TRY(z);
+                gx = kiln_graph_set_subtensor(c->g, gv, at.nidx, at.idx, z, 0,
+                                              c->err);
+            }
+            TRY(contribute(c, x, gx));
+        }
+        if (c->path[val])
+            TRY(contribute(c, val, sub_of(c, gv, &at)));
+        return 0;
+    }
+    default: { /* advanced set/inc: x, idx, value */
+        kiln_value idx = n.in[1], val = n.in[2];
+        if (c->path[x]) {
+            kiln_value gx = gv;
+            if (n.op == KILN_OP_ADVANCED_SET_SUBTENSOR) {
+                kiln_value z = lit(c, 0.0);
+                TRY(z);
+                gx = kiln_graph_advanced_set_subtensor(c->g, gv, idx, axis, z,
+                                                       0, c->err);
+            }
+            TRY(contribute(c, x, gx));
+        }
+        if (c->path[val]) {
+            int64_t ax = axis;
+            kiln_attr a = {.key = "axis", .kind = KILN_ATTR_INT, .i = ax};
+            kiln_value in[2] = {gv, idx};
+            TRY(contribute(c, val, opn(c, "take", 2, in, &a, 1)));
+        }
+        return 0;
+    }
+    }
+}
+
+/* 2/sqrt(pi), for erf' (A&S 7.1.19) */
+#define TWO_OVER_SQRT_PI 1.1283791670955126
+
+static int grad_elemwise(gctx *c, kiln_value v, kiln_value gv)
+{
+    kiln_node n = *NODE(c, v);
+    kiln_value x = n.n_in > 0 ? n.in[0] : -1;
+    kiln_value y = n.n_in > 1 ? n.in[1] : -1;
+    switch (n.op) {
+    case KILN_OP_ADD:
+        TRY(contribute(c, x, gv));
+        return contribute(c, y, gv);
+    case KILN_OP_SUB:
+        TRY(contribute(c, x, gv));
+        return c->path[y] ? contribute(c, y, op1(c, "neg", gv)) : 0;
+    case KILN_OP_MUL:
+        if (c->path[x])
+            TRY(contribute(c, x, op2(c, "mul", gv, y)));
+        return c->path[y] ? contribute(c, y, op2(c, "mul", gv, x)) : 0;
+    case KILN_OP_TRUE_DIV:
+        if (c->path[x])
+            TRY(contribute(c, x, op2(c, "true_div", gv, y)));
+        return c->path[y]
+                   ? contribute(c, y, op1(c, "neg", op2(c, "mul", gv,
+                                                        op2(c, "true_div", v,
+                                                            y))))
+                   : 0;
+    case KILN_OP_NEG:
+        return contribute(c, x, op1(c, "neg", gv));
+    case KILN_OP_ABS: /* sign(x) = (x > 0) - (x < 0) */
+        return contribute(c, x, op2(c, "mul", gv,
+                                    op2(c, "sub", op2(c, "gt", x, lit(c, 0.0)),
+                                        op2(c, "lt", x, lit(c, 0.0)))));
+    case KILN_OP_EXP:
+        return contribute(c, x, op2(c, "mul", gv, v));
+    case KILN_OP_EXPM1:
+        return contribute(c, x, op2(c, "mul", gv, op2(c, "add", v,
+                                                      lit(c, 1.0))));
+    case KILN_OP_LOG:
+        return contribute(c, x, op2(c, "true_div", gv, x));
+    case KILN_OP_LOG1P:
+        return contribute(c, x, op2(c, "true_div", gv, op2(c, "add", x,
+                                                           lit(c, 1.0))));
+    case KILN_OP_SQRT:
+        return contribute(c, x, op2(c, "true_div", gv, op2(c, "mul",
+                                                           lit(c, 2.0), v)));
+    case KILN_OP_SQUARE:
+        return contribute(c, x, op2(c, "mul", gv, op2(c, "mul", lit(c, 2.0),
+                                                      x)));
+    case KILN_OP_POW:
+        if (c->path[x])
+            TRY(contribute(c, x, op2(c, "mul", gv,
+                                     op2(c, "mul", y,
+                                         op2(c, "pow", x,
+                                             op2(c, "sub", y,
+                                                 lit(c, 1.0)))))));
+        /* d/dy x^y = x^y log x, taken as 0 where x == 0 (the limit for
+         * y > 0) instead of 0 * -inf = nan */
+        return c->path[y]
+                   ? contribute(c, y,
+                                op2(c, "mul", gv,
+                                    op3(c, "where", op2(c, "eq", x, lit(c, 0.0)),
+                                        lit(c, 0.0),
+                                        op2(c, "mul", v, op1(c, "log", x)))))
+                   : 0;
+    case KILN_OP_SIGMOID:
+        return contribute(c, x, op2(c, "mul", gv,
+                                    op2(c, "mul", v, op2(c, "sub", lit(c, 1.0),
+                                                         v))));
+    case KILN_OP_SOFTPLUS:
+        return contribute(c, x, op2(c, "mul", gv, op1(c, "sigmoid", x)));
+    case KILN_OP_TANH:
+        return contribute(c, x, op2(c, "mul", gv,
+                                    op2(c, "sub", lit(c, 1.0),
+                                        op1(c, "square", v))));
+    case KILN_OP_SIN:
+        return contribute(c, x, op2(c, "mul", gv, op1(c, "cos", x)));
+    case KILN_OP_COS:
+        return contribute(c, x, op1(c, "neg", op2(c, "mul", gv,
+                                                  op1(c, "sin", x))));
+    case KILN_OP_ERF:
+    case KILN_OP_ERFC: {
+        kiln_value d = op2(c, "mul", lit(c, TWO_OVER_SQRT_PI),
+                           op1(c, "exp", op1(c, "neg", op1(c, "square", x))));
+        if (n.op == KILN_OP_ERFC)
+            d = op1(c, "neg", d);
+        return contribute(c, x, op2(c, "mul", gv, d));
+    }
+    case KILN_OP_GAMMALN:
+        return contribute(c, x, op2(c, "mul", gv, op1(c, "digamma", x)));
+    case KILN_OP_DIGAMMA:
+        return contribute(c, x, op2(c, "mul", gv, op1(c, "trigamma", x)));
+    case KILN_OP_MAXIMUM:
+    case KILN_OP_MINIMUM: {
+        /* ties go to x, as in PyTensor */
+        const char *cx = n.op == KILN_OP_MAXIMUM ? "ge" : "le";
+        const char *cy = n.op == KILN_OP_MAXIMUM ? "lt" : "gt";
+        if (c->path[x])
+            TRY(contribute(c, x, op2(c, "mul", gv, op2(c, cx, x, y))));
+        return c->path[y]
+                   ? contribute(c, y, op2(c, "mul", gv, op2(c, cy, x, y)))
+                   : 0;
+    }
+    case KILN_OP_WHERE: {
+        kiln_value a = n.in[1], b = n.in[2];
+        if (c->path[a])
+            TRY(contribute(c, a, op3(c, "where", x, gv, lit(c, 0.0))));
+        return c->path[b] ? contribute(c, b, op3(c, "where", x, lit(c, 0.0),
+                                                  gv))
+                          : 0;
+    }
+    case KILN_OP_CAST:
+        return contribute(c, x, gv);  /* contribute casts back */
+    case KILN_OP_FILL:
+        return contribute(c, y, gv);  /* the model gives only a shape */
+    default:
+        return kiln_seterr(c->err, KILN_ERR_TYPE,
+                           "grad: no gradient rule for '%s'",
+                           kiln_ir_op_info(n.op)->name);
+    }
+}
+
+static int grad_node(gctx *c, kiln_value v)
+{
+    kiln_value gv = c->adj[v];
+    switch (kiln_ir_op_info(NODE(c, v)->op)->category) {
+    case KILN_CAT_ELEMWISE: return grad_elemwise(c, v, gv);
+    case KILN_CAT_REDUCE: return grad_reduce(c, v, gv);
+    case KILN_CAT_SHAPE: return grad_shape(c, v, gv);
+    case KILN_CAT_INDEX: return grad_index(c, v, gv);
+    case KILN_CAT_DOT: return grad_dot(c, v, gv);
+    default: return 0;
+    }
+}
+
+/* ---- the driver ------------------------------------------------------ */
+
+static const char *vname(const kiln_graph *g, kiln_value v, char *buf,
+                         size_t size)
+{
+    if (g->nodes[v].name)
+        return g->nodes[v].name;
+    snprintf(buf, size, "node %d", v);
+    return buf;
+}
+
+static int check_args(kiln_graph *g, kiln_value cost, int n_wrt,
+                      const kiln_value *wrt, kiln_value *out, kiln_err *err)
+{
+    char b1[256], b2[64];
+    if (!g || n_wrt < 0 || (n_wrt > 0 && (!wrt || !out)))
+        return kiln_seterr(err, KILN_ERR_ARG, "grad: NULL argument");
+    if (cost < 0 || cost >= g->n_nodes)
+        return kiln_seterr(err, KILN_ERR_ARG, "grad: cost %d is not a node",
+                           cost);
+    const kiln_node *cn = &g->nodes[cost];
+    if (cn->type.rank != 0)
+        return kiln_seterr(err, KILN_ERR_SHAPE,
+                           "grad: the cost must be a scalar, got shape %s",
+                           kiln_ir_shape_str(g, cn->type.rank, cn->type.dims,
+                                             b1, sizeof b1));
+    if (!is_float(cn->type.dtype))
+        return kiln_seterr(err, KILN_ERR_TYPE,
+                           "grad: the cost must be f64 or f32, got %s",
+                           kiln_dtype_name(cn->type.dtype));
+    for (int i = 0; i < n_wrt; i++) {
+        if (wrt[i] < 0 || wrt[i] >= g->n_nodes)
+            return kiln_seterr(err, KILN_ERR_ARG,
+                               "grad: wrt %d is not a node", wrt[i]);
+        const kiln_node *w = &g->nodes[wrt[i]];
+        if (w->op != KILN_OP_INPUT && w->op != KILN_OP_SHARED)
+            return kiln_seterr(err, KILN_ERR_TYPE,
+                               "grad: '%s' is not an input or shared value",
+                               vname(g, wrt[i], b2, sizeof b2));
+        if (!is_float(w->type.dtype))
+            return kiln_seterr(err, KILN_ERR_TYPE,
+                               "grad: cannot differentiate with respect to "
+                               "'%s': it has integer dtype %s",
+                               vname(g, wrt[i], b2, sizeof b2),
+                               kiln_dtype_name(w->type.dtype));
+    }
+    return 0;
+}
+
+int kiln_graph_grad(kiln_graph *g, kiln_value cost, int n_wrt,
+                    const kiln_value *wrt, unsigned flags, kiln_value *out,
+                    kiln_err *err)
+{
+    int rc = check_args(g, cost, n_wrt, wrt, out, err);
+    if (rc)
+        return rc;
+    gctx c = {g, err, NULL, NULL, g->n_nodes};
+    c.adj = malloc(sizeof *c.adj * (size_t)c.n);
+    c.path = calloc((size_t)c.n, 1);
+    unsigned char *needed = calloc((size_t)c.n, 1);
+    if (!c.adj || !c.path || !needed) {
+        rc = kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int v = 0; v < c.n; v++)
+        c.adj[v] = -1;
+    /* forward: float nodes that depend on a wrt */
+    for (int i = 0; i < n_wrt; i++)
+        c.path[wrt[i]] = 1;
+    for (int v = 0; v <= cost; v++) {
+        const kiln_node *n = &g->nodes[v];
+        if (c.path[v] || !is_float(n->type.dtype))
+            continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (c.path[n->in[k]])
+                c.path[v] = 1;
+    }
+    /* backward: and that the cost depends on */
+    needed[cost] = 1;
+    for (int v = cost; v >= 0; v--)
+        if (needed[v])
+            for (int k = 0; k < g->nodes[v].n_in; k++)
+                needed[g->nodes[v].in[k]] = 1;
+    for (int v = 0; v < c.n; v++)
+        c.path[v] = c.path[v] && needed[v];
+    if (c.path[cost]) {
+        c.adj[cost] = lit(&c, 1.0);
+        if (c.adj[cost] < 0) {
+            rc = err ? err->code : KILN_ERR_NOMEM;
+            goto done;
+        }
+    }
+    for (int v = cost; v >= 0; v--) {
+        if (!c.path[v] || c.adj[v] < 0)
+            continue;
+        if (grad_node(&c, v)) {
+            rc = err && err->code ? err->code : KILN_ERR_NOMEM;
+            goto done;
+        }
+    }
+    for (int i = 0; i < n_wrt; i++) {
+        kiln_value r = c.adj[wrt[i]];
+        if (r < 0) {
+            char b[64];
+            if (!(flags & KILN_GRAD_DISCONNECTED_ZERO)) {
+                rc = kiln_seterr(err, KILN_ERR_TYPE,
+                                 "grad: the cost does not depend on '%s'",
+                                 vname(g, wrt[i], b, sizeof b));
+                goto done;
+            }
+            r = zeros_like(&c, wrt[i]);
+        }
+        /* a literal (d x / d x = 1 for a scalar x) still has x's dtype */
+        if (r >= 0 && g->nodes[r].op == KILN_OP_LITERAL)
+            r = op2(&c, "fill", wrt[i], r);
+        if (r < 0) {
+            rc = err && err->code ? err->code : KILN_ERR_NOMEM;
+            goto done;
+        }
+        out[i] = r;
+    }
+    /* record what was made */
+    if (g->n_grads + n_wrt > g->cap_grads) {
+        int cap = g->cap_grads ? g->cap_grads : 8;
+        while (cap < g->n_grads + n_wrt)
+            cap *= 2;
+        kiln_grad_rec *p = realloc(g->grads, sizeof *p * (size_t)cap);
+        if (!p) {
+            rc = kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        g->grads = p;
+        g->cap_grads = cap;
+    }
+    for (int i = 0; i < n_wrt; i++)
+        g->grads[g->n_grads++] = (kiln_grad_rec){cost, wrt[i], out[i]};
+done:
+    free(c.adj);
+    free(c.path);
+    free(needed);
+    return rc;
+}
