@@ -961,10 +961,16 @@ void kiln_lower_free(kiln_program *p)
 
 static void contiguous(kiln_view *v)
 {
+    /* the product only overflows for a tensor with no elements (a
+     * buffer's byte size fits in int64, vm.c), whose strides are never
+     * used: saturate to 0 instead of overflowing */
     int64_t st = 1;
     for (int i = v->rank - 1; i >= 0; i--) {
         v->strides[i] = st;
-        st *= v->shape[i];
+        if (v->shape[i] != 0 && st > INT64_MAX / v->shape[i])
+            st = 0;
+        else
+            st *= v->shape[i];
     }
 }
 
@@ -1030,7 +1036,11 @@ void kiln_lower_view(const kiln_program *p, const kiln_arg *a, int iter_rank,
             if (len > 0)
                 off += st * src.strides[i];
             v->shape[r] = len;
-            v->strides[r++] = src.strides[i] * step;
+            /* with len > 1 the slice stays inside the axis, so
+             * |step * stride| is bounded by the buffer; with len <= 1
+             * the step (perhaps near INT64_MAX) is never applied */
+            v->strides[r++] = len > 1 ? src.strides[i] * step
+                                      : src.strides[i];
         }
         v->rank = r;
         v->data = (char *)b->data + off * (int64_t)esz;

@@ -408,7 +408,11 @@ static int attr_dim(const kiln_shape_ctx *ctx, const char *opn, int64_t d,
         *out = v;
         return 0;
     }
-    if (d < 0 && !KILN_DIM_IS_SYM(d))
+    /* -1 is only reshape's "infer" (handled before this); a value below
+     * -1 must be a symbol of the graph being built: symbol k is -2-k, so
+     * a stray negative number would read past g->symbols later */
+    if ((d < 0 && !KILN_DIM_IS_SYM(d)) ||
+        (KILN_DIM_IS_SYM(d) && ctx->g && -2 - d >= ctx->g->n_symbols))
         return kiln_seterr(err, KILN_ERR_SHAPE,
                            "%s: bad dim %lld in 'shape'", opn, (long long)d);
     *out = d;
@@ -422,6 +426,10 @@ static int dims_equal_or_sym(int64_t a, int64_t b)
 
 static int64_t slice_len(int64_t n, const kiln_index *ix, int64_t *start_out)
 {
+    /* NumPy's rules, without signed overflow for any int64 bounds and
+     * step: start and stop are clamped into [-1, n] first, so their
+     * difference fits, and a negative step is divided as an unsigned
+     * magnitude (the step may be INT64_MIN). */
     int64_t step = ix->has_step ? ix->step : 1;
     int64_t start, stop;
     if (step > 0) {
@@ -434,14 +442,14 @@ static int64_t slice_len(int64_t n, const kiln_index *ix, int64_t *start_out)
         if (stop < 0) stop = 0;
         if (stop > n) stop = n;
         if (start_out) *start_out = start;
-        return stop > start ? (stop - start + step - 1) / step : 0;
+        return stop > start ? 1 + (stop - start - 1) / step : 0;
     }
     start = ix->has_start ? ix->start : n - 1;
-    stop = ix->has_stop ? ix->stop : -n - 1;
     if (start < 0) start += n;
     if (start < -1) start = -1;
     if (start > n - 1) start = n - 1;
     if (ix->has_stop) {
+        stop = ix->stop;
         if (stop < 0) stop += n;
         if (stop < -1) stop = -1;
         if (stop > n - 1) stop = n - 1;
@@ -449,7 +457,10 @@ static int64_t slice_len(int64_t n, const kiln_index *ix, int64_t *start_out)
         stop = -1;
     }
     if (start_out) *start_out = start;
-    return start > stop ? (start - stop + (-step) - 1) / (-step) : 0;
+    uint64_t mag = (uint64_t)0 - (uint64_t)step;
+    return start > stop
+               ? (int64_t)(1 + (uint64_t)(start - stop - 1) / mag)
+               : 0;
 }
 
 /* Resolve a basic index on a concrete or symbolic shape.  Fills the
@@ -574,12 +585,43 @@ static int infer_reduce(int op,
     return 0;
 }
 
+/* *acc *= d for d >= 0; 1 (and *acc unchanged) when it overflows.  A
+ * product with a 0 is 0 whatever came before, so the caller multiplies
+ * the zeros in last (see static_numel). */
+static int mul_dims(int64_t *acc, int64_t d)
+{
+    if (d != 0 && *acc > INT64_MAX / d)
+        return 1;
+    *acc *= d;
+    return 0;
+}
+
+/* The product of the static dims of dims[0..n) (symbols skipped); sets
+ * *all_static, and returns 1 when the product does not fit in int64. */
+static int static_numel(int n, const int64_t *dims, int skip, int64_t *out,
+                        int *all_static)
+{
+    int64_t p = 1;
+    int over = 0, zero = 0;
+    *all_static = 1;
+    for (int i = 0; i < n; i++) {
+        if (i == skip)
+            continue;
+        if (dims[i] < 0)
+            *all_static = 0;
+        else if (dims[i] == 0)
+            zero = 1;
+        else if (mul_dims(&p, dims[i]))
+            over = 1;
+    }
+    *out = zero ? 0 : p;
+    return zero ? 0 : over;
+}
+
 static int infer_reshape(const kiln_shape_ctx *ctx, const kiln_attrs *at,
                          const kiln_type *x, kiln_type *out, kiln_err *err)
 {
     int infer_at = -1;
-    int all_static = 1;
-    int64_t known = 1;
     out->rank = at->nshape;
     for (int i = 0; i < at->nshape; i++) {
         int64_t d = at->shape[i];
@@ -593,20 +635,20 @@ static int infer_reshape(const kiln_shape_ctx *ctx, const kiln_attrs *at,
         }
         if (attr_dim(ctx, "reshape", d, &out->dims[i], err))
             return err ? err->code : KILN_ERR_SHAPE;
-        if (out->dims[i] < 0)
-            all_static = 0;
-        else
-            known *= out->dims[i];
     }
-    int64_t n = 1;
-    int x_static = 1;
-    for (int i = 0; i < x->rank; i++) {
-        if (x->dims[i] < 0)
-            x_static = 0;
-        else
-            n *= x->dims[i];
-    }
+    int64_t known, n;
+    int all_static, x_static;
+    int known_over = static_numel(out->rank, out->dims, infer_at, &known,
+                                  &all_static);
+    int n_over = static_numel(x->rank, x->dims, -1, &n, &x_static);
     char s1[256], s2[256];
+    /* products that do not fit in int64 are never wrapped */
+    if (x_static && n_over)
+        return kiln_seterr(err, KILN_ERR_SHAPE,
+                           "reshape: input of shape %s has more than "
+                           "2^63 elements", shp(ctx, x, s1, sizeof s1));
+    if (x_static && all_static && known_over)
+        goto bad;
     if (infer_at >= 0) {
         if (x_static && all_static) {
             if (known == 0 || n % known != 0)
@@ -709,6 +751,10 @@ static int infer_shape_op(const kiln_shape_ctx *ctx, int op,
                                        "squeeze: axis %lld of shape %s does "
                                        "not have size 1", (long long)a,
                                        shp(ctx, &in[0], s1, sizeof s1));
+                if (mask[a])
+                    return kiln_seterr(err, KILN_ERR_SHAPE,
+                                       "squeeze: axis %lld given twice",
+                                       (long long)a);
                 mask[a] = 1;
             }
         } else {
@@ -777,6 +823,10 @@ static int infer_shape_op(const kiln_shape_ctx *ctx, int op,
             }
             if (t->dims[ax] < 0)
                 sym = 1;
+            else if (t->dims[ax] > INT64_MAX - total)
+                return kiln_seterr(err, KILN_ERR_SHAPE,
+                                   "join: the result's size along axis %lld "
+                                   "overflows", (long long)ax);
             else
                 total += t->dims[ax];
             if (k > 0) {

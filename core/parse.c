@@ -28,6 +28,7 @@
 #include <string.h>
 
 #define KG_MAX_DEPTH 1000
+#define KG_LIT_INT_MAX ((int64_t)1 << 53) /* exact in a literal's double */
 
 enum {
     T_EOF = 0, T_NL, T_IDENT, T_INT, T_FLOAT, T_STRING,
@@ -48,6 +49,8 @@ typedef struct parser {
     int line;
     size_t line_start;
     int nest;            /* open ( and [: newlines inside them are skipped */
+    size_t *open_at;     /* byte offset of each open ( and [ (nest used) */
+    size_t open_cap;
     tok t;               /* current token */
     tok pk;              /* lookahead, valid when has_pk */
     int has_pk;
@@ -161,10 +164,66 @@ static int number_kind(const char *s, size_t n)
     return i == n ? (is_float ? T_FLOAT : T_INT) : -1;
 }
 
+/* Remember an open ( or [ at byte offset pos. */
+static int push_open(parser *p, size_t pos)
+{
+    if ((size_t)p->nest == p->open_cap) {
+        size_t nc = p->open_cap ? 2 * p->open_cap : 16;
+        size_t *q = nc > (size_t)INT32_MAX ? NULL
+                                            : realloc(p->open_at,
+                                                      nc * sizeof *q);
+        if (!q)
+            return nomem(p);
+        p->open_at = q;
+        p->open_cap = nc;
+    }
+    p->open_at[p->nest++] = pos;
+    return 0;
+}
+
+/* "'[' is not closed" at the innermost open bracket: the file ended, or a
+ * statement keyword starts a line, inside ( ) or [ ] (where newlines are
+ * skipped, so the error would otherwise surface later, at 'end'). */
+static int unclosed(parser *p)
+{
+    size_t pos = p->open_at[p->nest - 1];
+    int line = 1;
+    size_t ls = 0;
+    for (size_t i = 0; i < pos; i++)
+        if (p->src[i] == '\n') {
+            line++;
+            ls = i + 1;
+        }
+    return fail_at(p, line, (int)(pos - ls) + 1, KILN_ERR_PARSE,
+                   "'%c' is not closed", p->src[pos]);
+}
+
+/* 1 when identifier t is a word that only starts a statement and stands
+ * first on its line. */
+static int is_statement_word_at_bol(const parser *p, const tok *t)
+{
+    static const char *const words[] = {"end", "input", "output", "shared",
+                                        "const", "graph", "kiln", NULL};
+    int w = 0;
+    for (int i = 0; words[i] && !w; i++) {
+        size_t n = strlen(words[i]);
+        w = t->n == n && memcmp(t->s, words[i], n) == 0;
+    }
+    if (!w)
+        return 0;
+    for (const char *c = p->src + p->line_start; c < t->s; c++)
+        if (*c != ' ' && *c != '\t' && *c != '\r' && *c != '\f' &&
+            *c != '\v')
+            return 0;
+    return 1;
+}
+
 static int lex(parser *p, tok *t)
 {
     for (;;) {
         if (p->pos >= p->len) {
+            if (p->nest > 0)
+                return unclosed(p);
             t->kind = T_EOF;
             t->s = "";
             t->n = 0;
@@ -208,6 +267,9 @@ static int lex(parser *p, tok *t)
         while (p->pos + i < p->len && is_alnum((unsigned char)s[i]))
             i++;
         t->kind = T_IDENT;
+        t->n = i;
+        if (p->nest > 0 && is_statement_word_at_bol(p, t))
+            return unclosed(p);
     } else if (is_digit(c) ||
                (c == '.' && p->pos + 1 < p->len && is_digit((unsigned char)s[1]))) {
         /* take the whole run of number-like characters, then check it,
@@ -251,8 +313,12 @@ static int lex(parser *p, tok *t)
         return 0;
     } else {
         switch (c) {
-        case '(': t->kind = T_LPAREN; p->nest++; break;
-        case '[': t->kind = T_LBRACK; p->nest++; break;
+        case '(':
+        case '[':
+            t->kind = c == '(' ? T_LPAREN : T_LBRACK;
+            if (push_open(p, p->pos))
+                return -1;
+            break;
         case ')': t->kind = T_RPAREN; if (p->nest) p->nest--; break;
         case ']': t->kind = T_RBRACK; if (p->nest) p->nest--; break;
         case ',': t->kind = T_COMMA; break;
@@ -563,11 +629,13 @@ static int materialize(parser *p, operand *o)
 {
     if (!o->is_lit)
         return 0;
-    if (o->lit.kind == KILN_LIT_INT && fabs(o->lit.d) > 9007199254740992.0)
+    /* the exact int64, not the double: 2^53 + 1 rounds to 2^53 */
+    if (o->lit.kind == KILN_LIT_INT &&
+        (o->lit.i > KG_LIT_INT_MAX || o->lit.i < -KG_LIT_INT_MAX))
         return fail_at(p, o->line, o->col, KILN_ERR_PARSE,
-                       "integer literal '%.*s' is too large (at most 2^53 in "
-                       "magnitude)", o->lit.n > 60 ? 60 : (int)o->lit.n,
-                       o->lit.s);
+                       "integer literal '%.*s' is too large (at most 2^53 = "
+                       "9007199254740992 in magnitude)",
+                       o->lit.n > 60 ? 60 : (int)o->lit.n, o->lit.s);
     kiln_value v = kiln_graph_literal(p->g, o->lit.d,
                                       (kiln_literal_kind)o->lit.kind, &p->e);
     if (v < 0)
@@ -709,7 +777,8 @@ typedef struct attr_item {
     int64_t *ints;
 } attr_item;
 
-static int parse_attr_value(parser *p, attr_item *it)
+/* `op` is the op being called (for the dims of `shape=`). */
+static int parse_attr_value(parser *p, attr_item *it, int op)
 {
     kiln_attr *a = &it->a;
     if (p->t.kind == T_LBRACK) {
@@ -720,8 +789,19 @@ static int parse_attr_value(parser *p, attr_item *it)
         while (p->t.kind != T_RBRACK) {
             int64_t v;
             if (starts_int(p)) {
+                int vline = p->t.line, vcol = p->t.col;
                 if (parse_int(p, "an integer", &v))
                     return -1;
+                /* a dim in `shape=` is a size, a name, '?' or (reshape
+                 * only) -1; other negative numbers would be read as
+                 * symbol ids (symbol k is -2-k) */
+                if (strcmp(it->key, "shape") == 0 &&
+                    (v < -1 || (v == -1 && op != KILN_OP_RESHAPE)))
+                    return fail_at(p, vline, vcol, KILN_ERR_SHAPE,
+                                   "%s: bad dim %lld in 'shape'%s",
+                                   kiln_ir_op_info(op)->name, (long long)v,
+                                   v == -1 ? " (-1 is only for reshape)"
+                                           : "");
             } else if (p->t.kind == T_QUEST) {
                 v = kiln_ir_fresh_symbol(p->g);
                 if (v == KILN_DIM_UNKNOWN)
@@ -759,6 +839,8 @@ static int parse_attr_value(parser *p, attr_item *it)
             if (p->t.kind == T_COMMA) {
                 if (advance(p))
                     return -1;
+                if (p->t.kind == T_RBRACK)
+                    return expected(p, "an integer or a dim name after ','");
                 continue;
             }
             if (p->t.kind != T_RBRACK)
@@ -913,7 +995,7 @@ static int parse_call(parser *p, operand *o)
                 goto done;
             }
             it->a.key = it->key;
-            if (advance(p) || advance(p) || parse_attr_value(p, it))
+            if (advance(p) || advance(p) || parse_attr_value(p, it, op))
                 goto done;
         } else {
             if (nattrs > 0) {
@@ -943,6 +1025,10 @@ static int parse_call(parser *p, operand *o)
         if (p->t.kind == T_COMMA) {
             if (advance(p))
                 goto done;
+            if (p->t.kind == T_RPAREN) {
+                expected(p, "an argument after ','");
+                goto done;
+            }
             continue;
         }
         if (p->t.kind != T_RPAREN) {
@@ -1296,6 +1382,8 @@ static int const_level(parser *p, cbuf *b, const char *name,
         if (p->t.kind == T_COMMA) {
             if (advance(p))
                 return -1;
+            if (p->t.kind == T_RBRACK)
+                return expected(p, "a value after ','");
             continue;
         }
         if (p->t.kind != T_RBRACK)
@@ -1635,6 +1723,10 @@ static int parse_grad(parser *p, const lhs_name *names, size_t n)
         if (p->t.kind == T_COMMA) {
             if (advance(p))
                 goto done;
+            if (p->t.kind == T_RPAREN) {
+                expected(p, "an argument after ','");
+                goto done;
+            }
             continue;
         }
         if (p->t.kind != T_RPAREN) {
@@ -1927,6 +2019,7 @@ static kiln_graph *parse_text(const char *text, size_t len,
     int rc = parse_graph(&p);
     free(p.def_line);
     free(p.out_line);
+    free(p.open_at);
     if (rc) {
         kiln_graph_free(p.g);
         if (err)

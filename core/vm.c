@@ -70,6 +70,17 @@ static size_t buf_bytes(const kiln_buf *b)
     return (size_t)n * kiln_dtype_size(b->type.dtype);
 }
 
+/* 1 when a tensor of this shape and dtype has a byte size that fits in
+ * int64 (views address elements with int64 offsets), so that numel and
+ * numel * element size can be computed without overflow. */
+static int size_fits(int rank, const int64_t *shape, kiln_dtype dt)
+{
+    int64_t n = kiln_shape_numel(rank, shape);
+    size_t es = kiln_dtype_size(dt);
+    return n >= 0 && es > 0 && (uint64_t)n <= (uint64_t)INT64_MAX / es &&
+           (uint64_t)n <= SIZE_MAX / es;
+}
+
 /* ---- compile -------------------------------------------------------- */
 
 static int setup_leaves(kiln_function *f, kiln_err *err)
@@ -314,6 +325,11 @@ static int check_inputs(kiln_function *f, const kiln_tensor *in,
     for (int i = 0; i < f->n_inputs; i++) {
         const kiln_node *n = &g->nodes[f->inputs[i]];
         const kiln_tensor *t = &in[i];
+        if ((unsigned)t->dtype >= KILN_NDTYPES)
+            return kiln_seterr(err, KILN_ERR_TYPE,
+                               "input '%s': expected dtype %s, got a bad "
+                               "dtype %d", n->name,
+                               kiln_dtype_name(n->type.dtype), (int)t->dtype);
         if (t->dtype != n->type.dtype)
             return kiln_seterr(err, KILN_ERR_TYPE,
                                "input '%s': expected dtype %s, got %s",
@@ -335,6 +351,11 @@ static int check_inputs(kiln_function *f, const kiln_tensor *in,
                                n->name,
                                kiln_ir_shape_str(g, n->type.rank,
                                                  n->type.dims, s1, sizeof s1),
+                               kiln_ir_shape_str(NULL, t->rank, t->shape, s2,
+                                                 sizeof s2));
+        if (!size_fits(t->rank, t->shape, t->dtype))
+            return kiln_seterr(err, KILN_ERR_SHAPE,
+                               "input '%s': shape %s is too large", n->name,
                                kiln_ir_shape_str(NULL, t->rank, t->shape, s2,
                                                  sizeof s2));
         if (t->data == NULL && kiln_shape_numel(t->rank, t->shape) > 0)
@@ -438,6 +459,17 @@ static int prepare_shapes(kiln_function *f, const kiln_tensor *in,
             }
             b->rank = tout.rank;
             memcpy(b->shape, tout.dims, sizeof(int64_t) * KILN_MAX_RANK);
+        }
+        if (!size_fits(b->rank, b->shape, b->type.dtype)) {
+            char lbl[160], s1[256];
+            if (b->node >= 0)
+                node_label(g, b->node, lbl, sizeof lbl);
+            else
+                snprintf(lbl, sizeof lbl, "a temporary");
+            return kiln_seterr(err, KILN_ERR_SHAPE,
+                               "%s: shape %s is too large", lbl,
+                               kiln_ir_shape_str(NULL, b->rank, b->shape, s1,
+                                                 sizeof s1));
         }
         b->nbytes = buf_bytes(b);
         if (b->slot >= 0) {
@@ -609,8 +641,16 @@ int kiln_function_bind_shared(kiln_function *f, const char *name,
                                                        sizeof s1),
                            kiln_ir_shape_str(NULL, value->rank, value->shape,
                                              s2, sizeof s2));
+    if (!size_fits(value->rank, value->shape, value->dtype))
+        return kiln_seterr(err, KILN_ERR_SHAPE,
+                           "shared value '%s': shape %s is too large", name,
+                           kiln_ir_shape_str(NULL, value->rank, value->shape,
+                                             s2, sizeof s2));
     size_t bytes = (size_t)kiln_shape_numel(value->rank, value->shape) *
                    kiln_dtype_size(value->dtype);
+    if (bytes && !value->data)
+        return kiln_seterr(err, KILN_ERR_ARG, "shared value '%s': data is "
+                           "NULL", name);
     if (!n->data) {
         n->data = malloc(bytes ? bytes : 1);
         if (!n->data)

@@ -9,6 +9,7 @@
 #include <kiln/backend.h>
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,36 +48,98 @@ static int cmp_double(const void *a, const void *b)
 
 /* ---- values --------------------------------------------------------- */
 
-static void put_value(void *data, kiln_dtype dt, int64_t i, double v)
+/* One element of a -i value, already in the input's dtype: integers and
+ * bools exactly (i), floats as doubles (d). */
+typedef union lval {
+    double d;
+    int64_t i;
+} lval;
+
+static void put_value(void *data, kiln_dtype dt, int64_t i, lval v)
 {
     switch (dt) {
-    case KILN_F64: ((double *)data)[i] = v; break;
-    case KILN_F32: ((float *)data)[i] = (float)v; break;
-    case KILN_I64: ((int64_t *)data)[i] = (int64_t)v; break;
-    case KILN_I32: ((int32_t *)data)[i] = (int32_t)v; break;
-    default: ((uint8_t *)data)[i] = v != 0; break;
+    case KILN_F64: ((double *)data)[i] = v.d; break;
+    case KILN_F32: ((float *)data)[i] = (float)v.d; break;
+    case KILN_I64: ((int64_t *)data)[i] = v.i; break;
+    case KILN_I32: ((int32_t *)data)[i] = (int32_t)v.i; break;
+    default: ((uint8_t *)data)[i] = v.i != 0; break;
     }
 }
 
-static double get_value(const void *data, kiln_dtype dt, int64_t i)
+/* The decimal text of the product of n factors (each < 2^63), exact
+ * whatever its size, for "cannot allocate N bytes". */
+static const char *product_text(const uint64_t *f, int n, char *buf,
+                                size_t size)
 {
-    switch (dt) {
-    case KILN_F64: return ((const double *)data)[i];
-    case KILN_F32: return ((const float *)data)[i];
-    case KILN_I64: return (double)((const int64_t *)data)[i];
-    case KILN_I32: return ((const int32_t *)data)[i];
-    default: return ((const uint8_t *)data)[i];
+    enum { B = 1000000000, MAXL = 32 };
+    uint64_t r[MAXL] = {1}, t[MAXL]; /* base 1e9, least significant first */
+    int nr = 1;
+    for (int k = 0; k < n && k < 9; k++) {
+        uint64_t d[3] = {f[k] % B, f[k] / B % B, f[k] / B / B};
+        int nd = d[2] ? 3 : d[1] ? 2 : 1;
+        memset(t, 0, sizeof t);
+        for (int i = 0; i < nr; i++) {
+            uint64_t carry = 0;
+            int j = 0;
+            for (; j < nd; j++) {
+                uint64_t v = t[i + j] + r[i] * d[j] + carry;
+                t[i + j] = v % B;
+                carry = v / B;
+            }
+            for (j += i; carry && j < MAXL; j++) {
+                uint64_t v = t[j] + carry;
+                t[j] = v % B;
+                carry = v / B;
+            }
+        }
+        nr = nr + nd < MAXL ? nr + nd : MAXL;
+        while (nr > 1 && t[nr - 1] == 0)
+            nr--;
+        memcpy(r, t, sizeof r);
     }
+    size_t len = (size_t)snprintf(buf, size, "%llu",
+                                  (unsigned long long)r[nr - 1]);
+    for (int i = nr - 2; i >= 0 && len < size; i--)
+        len += (size_t)snprintf(buf + len, size - len, "%09llu",
+                                (unsigned long long)r[i]);
+    return buf;
+}
+
+/* Allocate the data of tensor t (shape set) for input `name`: NULL with a
+ * message when the size does not fit or malloc fails. */
+static void *alloc_input(const char *name, const kiln_tensor *t)
+{
+    size_t es = kiln_dtype_size(t->dtype);
+    int64_t n = kiln_shape_numel(t->rank, t->shape);
+    if (n < 0 || (uint64_t)n > (uint64_t)INT64_MAX / es ||
+        (uint64_t)n > SIZE_MAX / es) {
+        uint64_t f[KILN_MAX_RANK + 1];
+        char num[320];
+        for (int k = 0; k < t->rank; k++)
+            f[k] = (uint64_t)t->shape[k];
+        f[t->rank] = es;
+        fprintf(stderr, "kiln: input '%s': cannot allocate %s bytes\n", name,
+                product_text(f, t->rank + 1, num, sizeof num));
+        return NULL;
+    }
+    size_t bytes = (size_t)n * es;
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        fprintf(stderr, "kiln: input '%s': cannot allocate %zu bytes\n", name,
+                bytes);
+    return p;
 }
 
 /* A nested list literal: numbers collected flat, shape from nesting. */
 typedef struct list_parse {
     const char *s;
-    double *vals;
+    kiln_dtype dt;     /* the input's dtype: numbers are checked against it */
+    lval *vals;
     int64_t n, cap;
     int rank;
     int64_t shape[KILN_MAX_RANK];
     int shape_set[KILN_MAX_RANK];
+    int bad_value;     /* err is about a value, not the syntax */
     char err[256];
 } list_parse;
 
@@ -86,24 +149,103 @@ static void skip_ws(list_parse *lp)
         lp->s++;
 }
 
-static int parse_number(list_parse *lp, double *out)
+/* One number of a -i value, converted to lp->dt without changing it:
+ * integer dtypes take integers in range (exactly, up to the full i64
+ * range), bool takes true, false, 0 or 1, floats take what strtod reads
+ * if it is within range (inf and nan written as such are fine). */
+static int parse_number(list_parse *lp, lval *out)
 {
-    char *end;
-    errno = 0;
-    *out = strtod(lp->s, &end);
-    if (end == lp->s) {
-        if (strncmp(lp->s, "true", 4) == 0) {
-            *out = 1;
-            end = (char *)lp->s + 4;
-        } else if (strncmp(lp->s, "false", 5) == 0) {
-            *out = 0;
-            end = (char *)lp->s + 5;
-        } else {
-            snprintf(lp->err, sizeof lp->err, "bad number at '%.20s'", lp->s);
+    size_t n = strcspn(lp->s, ",] \t\n");
+    char tok[64];
+    if (n == 0) {
+        snprintf(lp->err, sizeof lp->err, "bad number at '%.20s'", lp->s);
+        return -1;
+    }
+    if (n >= sizeof tok) {
+        snprintf(lp->err, sizeof lp->err, "bad number '%.20s...'", lp->s);
+        return -1;
+    }
+    memcpy(tok, lp->s, n);
+    tok[n] = '\0';
+    const char *dtn = kiln_dtype_name(lp->dt);
+    int is_bool_word = strcmp(tok, "true") == 0 || strcmp(tok, "false") == 0;
+    lp->bad_value = 1;
+    if (is_bool_word) {
+        if (lp->dt != KILN_BOOL) {
+            snprintf(lp->err, sizeof lp->err, "%s is not a number (the "
+                     "input is %s)", tok, dtn);
             return -1;
         }
+        out->i = tok[0] == 't';
+        lp->s += n;
+        lp->bad_value = 0;
+        return 0;
     }
-    lp->s = end;
+    char *end;
+    if (lp->dt == KILN_I64 || lp->dt == KILN_I32 || lp->dt == KILN_BOOL) {
+        errno = 0;
+        long long v = strtoll(tok, &end, 10);
+        int range = errno == ERANGE;
+        if (end == tok || *end) {
+            /* not plain decimal: a number with a point or exponent is
+             * fine when it is an integer (3e9, 2.0) */
+            errno = 0;
+            double d = strtod(tok, &end);
+            if (end == tok || *end) {
+                lp->bad_value = 0;
+                snprintf(lp->err, sizeof lp->err, "bad number '%s'", tok);
+                return -1;
+            }
+            if (!isfinite(d) || d != floor(d)) {
+                snprintf(lp->err, sizeof lp->err, "%s is not %s (the input "
+                         "is %s)", tok, lp->dt == KILN_BOOL
+                         ? "true, false, 0 or 1" : "an integer", dtn);
+                return -1;
+            }
+            range = !(d >= -9223372036854775808.0 &&
+                      d < 9223372036854775808.0);
+            v = range ? 0 : (long long)d;
+        }
+        if (!range && lp->dt == KILN_I32 && (v < INT32_MIN || v > INT32_MAX))
+            range = 1;
+        if (!range && lp->dt == KILN_BOOL && v != 0 && v != 1) {
+            snprintf(lp->err, sizeof lp->err, "%s is not true, false, 0 or 1 "
+                     "(the input is bool)", tok);
+            return -1;
+        }
+        if (range) {
+            snprintf(lp->err, sizeof lp->err, "%s is out of range for %s",
+                     tok, dtn);
+            return -1;
+        }
+        out->i = (int64_t)v;
+    } else {
+        errno = 0;
+        double d = strtod(tok, &end);
+        if (end == tok || *end) {
+            lp->bad_value = 0;
+            snprintf(lp->err, sizeof lp->err, "bad number '%s'", tok);
+            return -1;
+        }
+        /* a finite number that becomes inf (f64: strtod's ERANGE; f32:
+         * beyond the largest float after rounding) is refused; so is
+         * nothing else: underflow to 0 or a subnormal is rounding */
+        int over = errno == ERANGE && isinf(d);
+        if (lp->dt == KILN_F32 && isfinite(d) && fabs(d) > FLT_MAX) {
+            if (fabs(d) >= (double)FLT_MAX + 0x1p103)
+                over = 1;
+            else
+                d = d > 0 ? FLT_MAX : -FLT_MAX; /* rounds to FLT_MAX */
+        }
+        if (over) {
+            snprintf(lp->err, sizeof lp->err, "%s is out of range for %s",
+                     tok, dtn);
+            return -1;
+        }
+        out->d = d;
+    }
+    lp->s += n;
+    lp->bad_value = 0;
     return 0;
 }
 
@@ -111,7 +253,7 @@ static int parse_list(list_parse *lp, int depth)
 {
     skip_ws(lp);
     if (*lp->s != '[') {
-        double v;
+        lval v;
         if (parse_number(lp, &v))
             return -1;
         if (depth < lp->rank || (lp->rank >= 0 && depth != lp->rank)) {
@@ -121,7 +263,7 @@ static int parse_list(list_parse *lp, int depth)
         lp->rank = depth;
         if (lp->n == lp->cap) {
             int64_t cap = lp->cap ? 2 * lp->cap : 64;
-            double *p = realloc(lp->vals, sizeof(double) * (size_t)cap);
+            lval *p = realloc(lp->vals, sizeof(lval) * (size_t)cap);
             if (!p) {
                 snprintf(lp->err, sizeof lp->err, "out of memory");
                 return -1;
@@ -213,9 +355,14 @@ static int load_value(const kiln_function *f, int idx, const char *value,
     list_parse lp;
     memset(&lp, 0, sizeof lp);
     lp.s = value;
+    lp.dt = dt;
     lp.rank = -1;
     if (parse_list(&lp, 0)) {
-        fprintf(stderr, "kiln: input '%s': %s in '%s'\n", name, lp.err, value);
+        if (lp.bad_value)
+            fprintf(stderr, "kiln: input '%s': %s\n", name, lp.err);
+        else
+            fprintf(stderr, "kiln: input '%s': %s in '%s'\n", name, lp.err,
+                    value);
         free(lp.vals);
         return -1;
     }
@@ -244,12 +391,12 @@ static int load_value(const kiln_function *f, int idx, const char *value,
         for (int k = 0; k < lp.rank; k++)
             t->shape[k] = lp.shape[k];
     }
-    int64_t n = kiln_shape_numel(t->rank, t->shape);
-    t->data = malloc((size_t)(n ? n : 1) * kiln_dtype_size(dt));
+    t->data = alloc_input(name, t);
     if (!t->data) {
         free(lp.vals);
         return -1;
     }
+    int64_t n = kiln_shape_numel(t->rank, t->shape);
     for (int64_t i = 0; i < n; i++)
         put_value(t->data, dt, i, lp.rank == 0 ? lp.vals[0] : lp.vals[i]);
     free(lp.vals);
@@ -278,15 +425,17 @@ static int random_value(const kiln_function *f, int idx, kiln_tensor *t)
     t->rank = rank;
     for (int k = 0; k < rank; k++)
         t->shape[k] = dims[k] >= 0 ? dims[k] : 4;
-    int64_t n = kiln_shape_numel(rank, t->shape);
-    t->data = malloc((size_t)(n ? n : 1) * kiln_dtype_size(dt));
+    t->data = alloc_input(kiln_function_input_name(f, idx), t);
     if (!t->data)
         return -1;
+    int64_t n = kiln_shape_numel(rank, t->shape);
     for (int64_t i = 0; i < n; i++) {
         double u = rng_uniform();
-        double v = dt == KILN_F64 || dt == KILN_F32 ? 2 * u - 1
-                   : dt == KILN_BOOL                ? (u < 0.5)
-                                                    : floor(u * 4);
+        lval v;
+        if (dt == KILN_F64 || dt == KILN_F32)
+            v.d = 2 * u - 1;
+        else
+            v.i = dt == KILN_BOOL ? (u < 0.5) : (int64_t)floor(u * 4);
         put_value(t->data, dt, i, v);
     }
     return 0;
@@ -309,11 +458,39 @@ static void print_number(FILE *o, double v, kiln_dtype dt, int json)
         fprintf(o, "%.17g", v);
 }
 
+/* Element i of t, integers exactly (an i64 beyond 2^53 too). */
+static void print_elem(FILE *o, const kiln_tensor *t, int64_t i, int json)
+{
+    switch (t->dtype) {
+    case KILN_F64:
+        print_number(o, ((const double *)t->data)[i], t->dtype, json);
+        break;
+    case KILN_F32:
+        print_number(o, ((const float *)t->data)[i], t->dtype, json);
+        break;
+    case KILN_I64:
+        fprintf(o, "%lld", (long long)((const int64_t *)t->data)[i]);
+        break;
+    case KILN_I32:
+        fprintf(o, "%ld", (long)((const int32_t *)t->data)[i]);
+        break;
+    default:
+        print_number(o, ((const uint8_t *)t->data)[i], t->dtype, json);
+        break;
+    }
+}
+
 static void print_nested(FILE *o, const kiln_tensor *t, int dim, int64_t *pos,
                          int json)
 {
+    if (dim == 0 && kiln_shape_numel(t->rank, t->shape) == 0) {
+        /* no elements: one [] whatever the shape (the shape is in the
+         * JSON; walking (2^63 - 1, 0) would never end) */
+        fputs("[]", o);
+        return;
+    }
     if (dim == t->rank) {
-        print_number(o, get_value(t->data, t->dtype, *pos), t->dtype, json);
+        print_elem(o, t, *pos, json);
         (*pos)++;
         return;
     }
@@ -383,10 +560,14 @@ static int cmd_run(int argc, char **argv)
             assign[n_assign++] = argv[++i];
         } else if (strcmp(a, "--random-inputs") == 0 && i + 1 < argc) {
             char *end;
-            seed = strtoull(argv[++i], &end, 10);
-            if (*end) {
-                fprintf(stderr, "kiln: --random-inputs takes an integer "
-                        "seed, got '%s'\n", argv[i]);
+            const char *sa = argv[++i];
+            /* digits only: strtoull would take '', ' 1', '+1' and '-1'
+             * (as 2^64 - 1), and saturate on overflow */
+            errno = 0;
+            seed = strtoull(sa, &end, 10);
+            if (sa[0] < '0' || sa[0] > '9' || *end || errno == ERANGE) {
+                fprintf(stderr, "kiln: --random-inputs takes a decimal "
+                        "unsigned integer seed below 2^64, got '%s'\n", sa);
                 return 2;
             }
             random = 1;
