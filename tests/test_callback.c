@@ -698,6 +698,57 @@ static void test_samplers(void)
     kiln_function_free(f);
 }
 
+/* HMC in any dimension (identity mass matrix), for the radon model.
+ * Returns -1 on a callback error; fills the acceptance rate and the means
+ * of the draws after `burn` iterations. */
+static int hmc_n(kiln_logp_fn fn, void *ud, uint64_t dim, double *q, int n,
+                 int burn, double eps, int steps, double *accept,
+                 double *mean)
+{
+    enum { MAXD = 128 };
+    double g[MAXD], qn[MAXD], gn[MAXD], p[MAXD], lp, lpn;
+    if (dim > MAXD || fn(dim, q, g, &lp, ud))
+        return -1;
+    int acc = 0;
+    for (uint64_t d = 0; d < dim; d++)
+        mean[d] = 0;
+    for (int i = 0; i < n; i++) {
+        double h0 = -lp;
+        for (uint64_t d = 0; d < dim; d++) {
+            p[d] = normal01();
+            h0 += 0.5 * p[d] * p[d];
+            qn[d] = q[d];
+            gn[d] = g[d];
+        }
+        int rc = 0;
+        for (int s = 0; s < steps && rc == 0; s++) {
+            for (uint64_t d = 0; d < dim; d++) {
+                p[d] += 0.5 * eps * gn[d];
+                qn[d] += eps * p[d];
+            }
+            rc = fn(dim, qn, gn, &lpn, ud);
+            for (uint64_t d = 0; d < dim && rc == 0; d++)
+                p[d] += 0.5 * eps * gn[d];
+        }
+        if (rc < 0)
+            return -1;
+        double h1 = -lpn;
+        for (uint64_t d = 0; d < dim; d++)
+            h1 += 0.5 * p[d] * p[d];
+        if (rc == 0 && log(uniform01()) < h0 - h1) {
+            memcpy(q, qn, sizeof(double) * dim);
+            memcpy(g, gn, sizeof(double) * dim);
+            lp = lpn;
+            acc++;
+        }
+        if (i >= burn)
+            for (uint64_t d = 0; d < dim; d++)
+                mean[d] += q[d] / (n - burn);
+    }
+    *accept = (double)acc / n;
+    return 0;
+}
+
 /* ---- the radon model with kiln_graph_grad ------------------------------ */
 
 static const char *radon_inputs[5] = {"mu_a", "log_sigma_a", "a_t", "b",
@@ -820,6 +871,27 @@ static void test_radon(void)
     ok(n_allocs == before, "radon: no allocation in 50 calls (%ld)",
        n_allocs - before);
 #endif
+    /* a short HMC run on the real data through the plain function
+     * pointer: the posterior means should land near the published
+     * estimates (Gelman & Hill 2007, 12.3: mu_a ~ 1.46, b ~ -0.69, sigma_y
+     * ~ 0.76), with loose bounds for 200 draws */
+    {
+        double q[89] = {0}, mean[89], accept = 0;
+        q[0] = 1.5;
+        q[1] = -0.5;
+        q[87] = -0.7;
+        q[88] = -0.3;
+        int rc = hmc_n(fn, ud, dim, q, 200, 50, 0.01, 30, &accept, mean);
+        ok(rc == 0, "HMC on radon, 200 iterations of 30 leapfrog steps %s",
+           rc ? kiln_logp_callback_message(ud) : "");
+        diag("radon HMC: accept %.2f, mu_a %.3f, b %.3f, sigma_y %.3f",
+             accept, mean[0], mean[87], exp(mean[88]));
+        ok(rc == 0 && accept > 0.3, "acceptance %.2f > 0.3", accept);
+        ok(rc == 0 && fabs(mean[0] - 1.46) < 0.3 &&
+               fabs(mean[87] + 0.69) < 0.25 && fabs(exp(mean[88]) - 0.76) <
+                                                   0.1,
+           "posterior means near the published estimates");
+    }
     kiln_function_free(f);
 }
 
