@@ -480,7 +480,7 @@ static const char *ref(emitter *e, int32_t i, char *buf, size_t n)
         snprintf(buf, n, "c%d", (int)i);
         return buf;
     }
-    snprintf(buf, n, "r%s%d", dt_name[in->dtype], (int)e->reg[i]);
+    snprintf(buf, n, "r%s_%d", dt_name[in->dtype], (int)e->reg[i]);
     return buf;
 }
 
@@ -601,7 +601,7 @@ static void emit_instr(emitter *e, uint32_t i)
     const char *z = info->arity > 2 ? ref(e, in->c, e->tmp[2], 128) : "";
     unsigned odt = info->arity > 0 ? k->instrs[in->a].dtype : dt;
     int f32 = dt == KILN_F32;
-    sb_printf(b, "      r%s%d = ", dt_name[dt], (int)e->reg[i]);
+    sb_printf(b, "      r%s_%d = ", dt_name[dt], (int)e->reg[i]);
     switch (in->op) {
     case KILN_I_CAST:
         emit_cast(e, odt, dt, x);
@@ -701,7 +701,7 @@ static void emit_program_decls(emitter *e)
     sbuf *b = &e->body;
     for (unsigned d = 0; d < KILN_NDTYPES; d++)
         for (uint32_t r = 0; r < e->n_regs[d]; r++)
-            sb_printf(b, "  %s r%s%u;\n", ctype[d], dt_name[d], r);
+            sb_printf(b, "  %s r%s_%u;\n", ctype[d], dt_name[d], r);
     for (uint32_t i = 0; i < k->n_instrs; i++) {
         const kiln_instr *in = &k->instrs[i];
         char buf[128];
@@ -930,7 +930,7 @@ static void emit_reduce(emitter *e)
     sb_printf(b, "  {\n    %s idv = (%s)%s;\n"
               "    kl_walk(&O[0], dsh, &idv, 0, 0.0);\n  }\n", T, T,
               identity_text(op, dt));
-    sb_put(b, "  (void)cnt;\n  w = kl_coalesce(call, &I[0], sh, map);\n"
+    sb_put(b, "  (void)cnt; (void)kl_inf;\n  w = kl_coalesce(call, &I[0], sh, map);\n"
               "  if (w >= 0) {\n"
               "  if (w == 0) { w = 1; sh[0] = 1; map[0] = -1; }\n"
               "  n = sh[w - 1];\n");

@@ -49,4 +49,10 @@ int kiln_emit_c_check(const kiln_kernel *k, char *why, size_t n);
 int kiln_emit_c(const kiln_kernel *k, char **src, size_t *len, char *why,
                 size_t n);
 
+/* Write the C of every kernel of graph `g` (lowered as kiln_compile
+ * lowers it) to `out`, each unit after a comment naming the kernel and
+ * its node (libkiln only: `kiln emit-c`).  Returns 0 or a kiln_code with
+ * err set. */
+int kiln_emit_c_graph(const kiln_graph *g, FILE *out, kiln_err *err);
+
 #endif

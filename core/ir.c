@@ -505,11 +505,9 @@ const char *kiln_ir_dim_str(const kiln_graph *g, int64_t d, char *buf,
 {
     if (!buf || !size)
         return "";
-    /* without a graph a dim is a concrete size: a negative one (a
-     * caller's bad shape) shows as the number it is */
-    if (d >= 0 || !g)
+    if (d >= 0)
         snprintf(buf, size, "%lld", (long long)d);
-    else if (is_symbol_of(g, d) && g->symbols[KILN_SYM_INDEX(d)])
+    else if (g && is_symbol_of(g, d) && g->symbols[KILN_SYM_INDEX(d)])
         snprintf(buf, size, "%s", g->symbols[KILN_SYM_INDEX(d)]);
     else
         snprintf(buf, size, "?");

@@ -205,8 +205,7 @@ int64_t kiln_ir_fresh_symbol(kiln_graph *g);
 kiln_value kiln_ir_append(kiln_graph *g, const kiln_node *proto,
                           kiln_err *err);
 
-/* Format a type's shape as "(3, n, ?)" into buf (g NULL: numbers only,
- * as kiln_ir_dim_str). */
+/* Format a type's shape as "(3, n, ?)" into buf. */
 const char *kiln_ir_shape_str(const kiln_graph *g, int rank,
                               const int64_t *dims, char *buf, size_t size);
 
@@ -214,8 +213,7 @@ const char *kiln_ir_shape_str(const kiln_graph *g, int rank,
 const char *kiln_ir_type_str(const kiln_graph *g, const kiln_type *t,
                              char *buf, size_t size);
 
-/* A dim as text: "3", the symbol's name, or "?".  With g NULL (run-time
- * shapes) every dim prints as its number, a bad negative one too. */
+/* A dim as text: "3", the symbol's name, or "?". */
 const char *kiln_ir_dim_str(const kiln_graph *g, int64_t d, char *buf,
                             size_t size);
 

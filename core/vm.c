@@ -10,15 +10,18 @@
  * allocates nothing: it sets the input pointers, computes each step's
  * views into preallocated arrays and calls the kernels.
  */
+#define _POSIX_C_SOURCE 200809L  /* strdup, sysconf */
 #include "ir.h"
 #include "loader.h"
 #include "lower.h"
 #include "runtime.h"
 #include "vm.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct kiln_function {
     kiln_graph *g;              /* owned copy of the graph */
@@ -68,6 +71,20 @@ static size_t buf_bytes(const kiln_buf *b)
 {
     int64_t n = kiln_shape_numel(b->rank, b->shape);
     return (size_t)n * kiln_dtype_size(b->type.dtype);
+}
+
+/* A caller's concrete shape as "(3, 4)": every dim as the number it is
+ * (kiln_ir_shape_str shows a negative dim as "?", a symbol). */
+static const char *given_shape_str(int rank, const int64_t *shape, char *buf,
+                                   size_t size)
+{
+    size_t len = (size_t)snprintf(buf, size, "(");
+    for (int k = 0; k < rank && k < KILN_MAX_RANK && len < size; k++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld",
+                                k ? ", " : "", (long long)shape[k]);
+    if (len < size)
+        snprintf(buf + len, size - len, ")");
+    return buf;
 }
 
 /* 1 when a tensor of this shape and dtype has a byte size that fits in
@@ -120,8 +137,9 @@ static int setup_leaves(kiln_function *f, kiln_err *err)
 
 /* Compile one step with backend `be`; 0 on success, else the reason in
  * why. */
-static int compile_step(kiln_step *s, const kiln_backend *be, char *why,
-                        size_t size)
+static int compile_step_unlocked(kiln_step *s, const kiln_backend *be,
+                                 const kiln_compile_options *co, char *why,
+                                 size_t size)
 {
     kiln_plugin_error *pe = NULL;
     if (be->supports && !be->supports(&s->kernel, &pe)) {
@@ -135,9 +153,8 @@ static int compile_step(kiln_step *s, const kiln_backend *be, char *why,
         be->error_free(pe);
         pe = NULL;
     }
-    kiln_compile_options co = {sizeof co, 2, 0};
     kiln_artifact *art = NULL;
-    if (be->compile(&s->kernel, &co, &art, &pe)) {
+    if (be->compile(&s->kernel, co, &art, &pe)) {
         snprintf(why, size, "compile failed: %s",
                  pe && pe->message ? pe->message : "unknown error");
         if (pe)
@@ -161,10 +178,106 @@ static int compile_step(kiln_step *s, const kiln_backend *be, char *why,
     return 0;
 }
 
+/* A plugin without KILN_BACKEND_THREAD_SAFE (libtcc 0.9.27 keeps its
+ * compiler state in globals) is entered by one thread at a time: one lock,
+ * shared by all such plugins, around supports/compile/load/artifact_free
+ * and callable_free.  Kernel calls are not serialised: a plugin's kernels
+ * must be reentrant (docs/plugin-abi.md, section 11). */
+static pthread_mutex_t serial_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int compile_step(kiln_step *s, const kiln_backend *be,
+                        const kiln_compile_options *co, char *why,
+                        size_t size)
+{
+    int serial = !(be->flags & KILN_BACKEND_THREAD_SAFE);
+    if (serial)
+        pthread_mutex_lock(&serial_lock);
+    int rc = compile_step_unlocked(s, be, co, why, size);
+    if (serial)
+        pthread_mutex_unlock(&serial_lock);
+    return rc;
+}
+
+/* Parallel compilation (kiln_options.jobs): a small pool of threads takes
+ * steps in order from a shared counter and compiles each with the chosen
+ * backend, keeping the reason of a failure; the fallbacks, their
+ * diagnostics and the final error are then handled in step order by the
+ * calling thread, exactly as a serial compile would. */
+typedef struct compile_pool {
+    kiln_function *f;
+    const kiln_backend *be;
+    const kiln_compile_options *co;
+    char **why;                 /* per step: NULL, or the failure reason */
+    int *failed;
+    int next;
+    pthread_mutex_t lock;
+} compile_pool;
+
+static void *compile_worker(void *arg)
+{
+    compile_pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        int i = p->next++;
+        pthread_mutex_unlock(&p->lock);
+        if (i >= p->f->prog.n_steps)
+            return NULL;
+        char why[600];
+        if (compile_step(&p->f->prog.steps[i], p->be, p->co, why,
+                         sizeof why)) {
+            p->failed[i] = 1;
+            p->why[i] = strdup(why);  /* NULL: reported as "unknown" */
+        }
+    }
+}
+
+static int default_jobs(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+/* Compile every step with `be` on `jobs` threads; *failed[i] and why[i]
+ * record failures.  Returns -1 when the pool cannot be set up (the caller
+ * then compiles serially). */
+static int compile_parallel(kiln_function *f, const kiln_backend *be,
+                            const kiln_compile_options *co, int jobs,
+                            int *failed, char **why)
+{
+    compile_pool p = {f, be, co, why, failed, 0, PTHREAD_MUTEX_INITIALIZER};
+    if (jobs > f->prog.n_steps)
+        jobs = f->prog.n_steps;
+    pthread_t *th = malloc(sizeof *th * (size_t)jobs);
+    if (!th)
+        return -1;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    /* optimisers recurse: more than the smallest default stacks */
+    pthread_attr_setstacksize(&attr, (size_t)16 << 20);
+    int started = 0;
+    for (int t = 1; t < jobs; t++) {
+        if (pthread_create(&th[t], &attr, compile_worker, &p) != 0)
+            break;
+        started++;
+    }
+    pthread_attr_destroy(&attr);
+    compile_worker(&p);         /* the calling thread works too */
+    for (int t = 1; t <= started; t++)
+        pthread_join(th[t], NULL);
+    free(th);
+    pthread_mutex_destroy(&p.lock);
+    return 0;
+}
+
 static int compile_steps(kiln_function *f, const kiln_options *opt,
                          kiln_err *err)
 {
-    const char *name = "interp";
+    int jobs = 0;
+    kiln_compile_options co = {sizeof co, 2, 0};
+    /* $KILN_BACKEND names the backend when the options do not */
+    const char *name = getenv("KILN_BACKEND");
+    if (!name || !*name)
+        name = "interp";
     const char *path = NULL;
     FILE *diag = NULL;
     int quiet = 0;
@@ -179,7 +292,16 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
             diag = opt->diag;
         if (sz >= offsetof(kiln_options, quiet) + sizeof(int))
             quiet = opt->quiet;
+        if (sz >= offsetof(kiln_options, jobs) + sizeof(int))
+            jobs = opt->jobs;
+        if (sz >= offsetof(kiln_options, opt_level) + sizeof(int) &&
+            opt->opt_level >= 1 && opt->opt_level <= 3)
+            co.opt_level = opt->opt_level;
+        if (sz >= offsetof(kiln_options, fast_math) + sizeof(int))
+            co.fast_math = opt->fast_math != 0;
     }
+    if (jobs <= 0)
+        jobs = default_jobs();
     kiln_err lerr = {0, ""};
     const kiln_backend *be = kiln_loader_get(name, path, diag, quiet, &lerr);
     const kiln_backend *interp = kiln_loader_get("interp", path, diag, quiet,
@@ -192,28 +314,58 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
                     lerr.message);
         be = interp;
     }
-    for (int i = 0; i < f->prog.n_steps; i++) {
+    /* Thread-safe plugins other than the interpreter (whose "compile" is a
+     * copy) compile on the pool; the rest in this thread. */
+    int n = f->prog.n_steps;
+    int *failed = NULL;
+    char **whys = NULL;
+    if (jobs > 1 && n > 1 && be != interp &&
+        (be->flags & KILN_BACKEND_THREAD_SAFE)) {
+        failed = calloc((size_t)n, sizeof *failed);
+        whys = calloc((size_t)n, sizeof *whys);
+        if (!failed || !whys ||
+            compile_parallel(f, be, &co, jobs, failed, whys)) {
+            free(failed);  /* steps already compiled are kept */
+            free(whys);
+            failed = NULL;
+            whys = NULL;
+        }
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
         kiln_step *s = &f->prog.steps[i];
         char why[600];
-        if (compile_step(s, be, why, sizeof why) == 0)
+        if (failed) {
+            if (!failed[i])
+                continue;
+            snprintf(why, sizeof why, "%s", whys[i] ? whys[i]
+                                                     : "unknown error");
+        } else if (s->callable ||
+                   compile_step(s, be, &co, why, sizeof why) == 0) {
             continue;
+        }
         if (be != interp) {
             if (!quiet)
                 fprintf(diag ? diag : stderr,
                         "kiln: backend '%s' on kernel %d (%s): %s; using "
                         "interp\n", be->name, i, s->label, why);
             char why2[600];
-            if (compile_step(s, interp, why2, sizeof why2) == 0)
+            if (compile_step(s, interp, &co, why2, sizeof why2) == 0)
                 continue;
             snprintf(why, sizeof why, "%s", why2);
         }
         char lbl[160];
-        return kiln_seterr(err, KILN_ERR_BACKEND,
-                           "no backend could compile kernel %d (%s) of %s: "
-                           "%s", i, s->label,
-                           node_label(f->g, s->node, lbl, sizeof lbl), why);
+        rc = kiln_seterr(err, KILN_ERR_BACKEND,
+                         "no backend could compile kernel %d (%s) of %s: "
+                         "%s", i, s->label,
+                         node_label(f->g, s->node, lbl, sizeof lbl), why);
+        break;
     }
-    return 0;
+    for (int i = 0; whys && i < n; i++)
+        free(whys[i]);
+    free(whys);
+    free(failed);
+    return rc;
 }
 
 kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
@@ -291,8 +443,14 @@ void kiln_function_free(kiln_function *f)
         f->callback_ctx_free(f->callback_ctx);
     for (int i = 0; i < f->prog.n_steps; i++) {
         kiln_step *s = &f->prog.steps[i];
-        if (s->callable)
+        if (s->callable) {
+            int serial = !(s->backend->flags & KILN_BACKEND_THREAD_SAFE);
+            if (serial)
+                pthread_mutex_lock(&serial_lock);
             s->backend->callable_free(s->callable);
+            if (serial)
+                pthread_mutex_unlock(&serial_lock);
+        }
     }
     /* before kiln_lower_free, which zeroes prog.n_slots */
     for (int i = 0; f->slots && i < (f->prog.n_slots ? f->prog.n_slots : 1);
@@ -351,13 +509,13 @@ static int check_inputs(kiln_function *f, const kiln_tensor *in,
                                n->name,
                                kiln_ir_shape_str(g, n->type.rank,
                                                  n->type.dims, s1, sizeof s1),
-                               kiln_ir_shape_str(NULL, t->rank, t->shape, s2,
-                                                 sizeof s2));
+                               given_shape_str(t->rank, t->shape, s2,
+                                               sizeof s2));
         if (!size_fits(t->rank, t->shape, t->dtype))
             return kiln_seterr(err, KILN_ERR_SHAPE,
                                "input '%s': shape %s is too large", n->name,
-                               kiln_ir_shape_str(NULL, t->rank, t->shape, s2,
-                                                 sizeof s2));
+                               given_shape_str(t->rank, t->shape, s2,
+                                               sizeof s2));
         if (t->data == NULL && kiln_shape_numel(t->rank, t->shape) > 0)
             return kiln_seterr(err, KILN_ERR_ARG, "input '%s': data is NULL",
                                n->name);
@@ -380,8 +538,8 @@ static int check_inputs(kiln_function *f, const kiln_tensor *in,
                 return kiln_seterr(err, KILN_ERR_SHAPE,
                                    "input '%s': got shape %s, but dim %d is "
                                    "'%s', which is %lld from %s", n->name,
-                                   kiln_ir_shape_str(NULL, t->rank, t->shape,
-                                                     s2, sizeof s2),
+                                   given_shape_str(t->rank, t->shape, s2,
+                                                   sizeof s2),
                                    k, sn, (long long)f->symvals[si], from);
             }
         }
@@ -468,8 +626,8 @@ static int prepare_shapes(kiln_function *f, const kiln_tensor *in,
                 snprintf(lbl, sizeof lbl, "a temporary");
             return kiln_seterr(err, KILN_ERR_SHAPE,
                                "%s: shape %s is too large", lbl,
-                               kiln_ir_shape_str(NULL, b->rank, b->shape, s1,
-                                                 sizeof s1));
+                               given_shape_str(b->rank, b->shape, s1,
+                                               sizeof s1));
         }
         b->nbytes = buf_bytes(b);
         if (b->slot >= 0) {
@@ -639,13 +797,13 @@ int kiln_function_bind_shared(kiln_function *f, const char *name,
                                    : kiln_ir_shape_str(f->g, n->type.rank,
                                                        n->type.dims, s1,
                                                        sizeof s1),
-                           kiln_ir_shape_str(NULL, value->rank, value->shape,
-                                             s2, sizeof s2));
+                           given_shape_str(value->rank, value->shape, s2,
+                                           sizeof s2));
     if (!size_fits(value->rank, value->shape, value->dtype))
         return kiln_seterr(err, KILN_ERR_SHAPE,
                            "shared value '%s': shape %s is too large", name,
-                           kiln_ir_shape_str(NULL, value->rank, value->shape,
-                                             s2, sizeof s2));
+                           given_shape_str(value->rank, value->shape, s2,
+                                           sizeof s2));
     size_t bytes = (size_t)kiln_shape_numel(value->rank, value->shape) *
                    kiln_dtype_size(value->dtype);
     if (bytes && !value->data)

@@ -115,5 +115,78 @@ cp "$tmp/c1.kg" "$top/examples/.check_tmp.kg" 2>/dev/null && {
   cmp -s "$tmp/c1.kg" "$tmp/c2.kg"; ok $? "check(check(radon)) == check(radon)"
 } || echo "ok $((n = n + 1)) - # SKIP source tree is read-only"
 
+# --- hostile input: sizes, -i values, seeds, text (one clear error each) ----
+# a guard against hangs where coreutils' timeout exists
+to=""; command -v timeout >/dev/null 2>&1 && to="timeout 60"
+printf 'kiln 1\ngraph g\n input x: f64[4611686018427387904]\n output y = sum(x)\nend\n' >"$tmp/big.kg"
+"$kiln" run "$tmp/big.kg" -i x=1 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: input 'x': cannot allocate 36893488147419103232 bytes" "$tmp/out"
+ok $? "a number for a 2^62-element input: $(cat "$tmp/out")"
+printf 'kiln 1\ngraph g\n input x: f64[3037000500, 3037000500]\n output y = sum(x)\nend\n' >"$tmp/big2.kg"
+"$kiln" run "$tmp/big2.kg" -i x=1 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: input 'x': cannot allocate 73786976296002000000 bytes" "$tmp/out"
+ok $? "an input of more than 2^63 elements: $(cat "$tmp/out")"
+"$kiln" run "$tmp/big2.kg" --random-inputs 1 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: input 'x': cannot allocate 73786976296002000000 bytes" "$tmp/out"
+ok $? "the same with --random-inputs: $(cat "$tmp/out")"
+printf 'kiln 1\ngraph g\n output o = zeros(shape=[9223372036854775807, 0])\nend\n' >"$tmp/empty.kg"
+$to "$kiln" run "$tmp/empty.kg" >"$tmp/out" 2>&1
+[ $? = 0 ] && grep -qx 'o = \[\]' "$tmp/out"; ok $? "an output of shape (2^63-1, 0) prints as []"
+$to "$kiln" run "$tmp/empty.kg" --json >"$tmp/out" 2>&1
+grep -q '^{"outputs": {"o": {"dtype": "f64", "shape": \[9223372036854775807, 0\], "value": \[\]}}' "$tmp/out"
+ok $? "... and in JSON with its exact shape: $(head -c 120 "$tmp/out")"
+printf 'kiln 1\ngraph g\n input k: i32\n input v: i64\n input b: bool\n input h: f32\n output a = k\n output c = v\n output d = b\n output e = h\nend\n' >"$tmp/conv.kg"
+"$kiln" run "$tmp/conv.kg" -i k=-2147483648 -i v=9223372036854775807 -i b=true -i h=3.4028235e38 >"$tmp/out" 2>&1
+[ $? = 0 ] && grep -qx 'a = -2147483648' "$tmp/out" && grep -qx 'c = 9223372036854775807' "$tmp/out" &&
+  grep -qx 'd = true' "$tmp/out" && grep -qx 'e = 3.4028234663852886e+38' "$tmp/out"
+ok $? "-i values at the ends of i32, i64 and f32 are exact: $(head -4 "$tmp/out" | tr '\n' ' ')"
+"$kiln" run "$tmp/conv.kg" -i k=1e3 -i v=-9223372036854775808 -i b=0 -i h=-inf >"$tmp/out" 2>&1
+[ $? = 0 ] && grep -qx 'a = 1000' "$tmp/out" && grep -qx 'c = -9223372036854775808' "$tmp/out" &&
+  grep -qx 'd = false' "$tmp/out" && grep -qx 'e = -inf' "$tmp/out"
+ok $? "1e3 for i32, -2^63 for i64, 0 for bool, -inf for f32: $(head -4 "$tmp/out" | tr '\n' ' ')"
+for c in "k=3e9|kiln: input 'k': 3e9 is out of range for i32" \
+         "k=2147483648|kiln: input 'k': 2147483648 is out of range for i32" \
+         "v=9223372036854775808|kiln: input 'v': 9223372036854775808 is out of range for i64" \
+         "v=1e19|kiln: input 'v': 1e19 is out of range for i64" \
+         "k=nan|kiln: input 'k': nan is not an integer (the input is i32)" \
+         "v=2.5|kiln: input 'v': 2.5 is not an integer (the input is i64)" \
+         "k=true|kiln: input 'k': true is not a number (the input is i32)" \
+         "h=false|kiln: input 'h': false is not a number (the input is f32)" \
+         "b=2|kiln: input 'b': 2 is not true, false, 0 or 1 (the input is bool)" \
+         "h=1e39|kiln: input 'h': 1e39 is out of range for f32" \
+         "h=[1, -1e39]|kiln: input 'h': -1e39 is out of range for f32"; do
+  arg=${c%%|*}; want=${c#*|}
+  set -- -i k=1 -i v=1 -i b=1 -i h=1
+  case $arg in k=*) set -- -i "$arg" -i v=1 -i b=1 -i h=1;; v=*) set -- -i k=1 -i "$arg" -i b=1 -i h=1;;
+    b=*) set -- -i k=1 -i v=1 -i "$arg" -i h=1;; h=*) set -- -i k=1 -i v=1 -i b=1 -i "$arg";; esac
+  "$kiln" run "$tmp/conv.kg" "$@" >"$tmp/out" 2>&1
+  [ $? = 1 ] && [ "$(cat "$tmp/out")" = "$want" ]; ok $? "-i $arg: $(cat "$tmp/out")"
+done
+printf 'kiln 1\ngraph g\n input d: f64\n output e = d\nend\n' >"$tmp/f64.kg"
+"$kiln" run "$tmp/f64.kg" -i d=1e999 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: input 'd': 1e999 is out of range for f64" "$tmp/out"; ok $? "-i d=1e999: $(cat "$tmp/out")"
+for s in '' '-1' '+1' ' 1' '18446744073709551616' '99999999999999999999999'; do
+  "$kiln" run "$tmp/empty.kg" --random-inputs "$s" >"$tmp/out" 2>&1
+  [ $? = 2 ] && grep -q "^kiln: --random-inputs takes a decimal unsigned integer seed below 2^64, got '$s'$" "$tmp/out"
+  ok $? "--random-inputs '$s' is a usage error"
+done
+"$kiln" run "$tmp/empty.kg" --random-inputs 18446744073709551615 >"$tmp/out" 2>&1
+ok $? "--random-inputs 2^64-1 is a good seed"
+printf 'kiln 1\ngraph g\n input x: f64[3]\n output o = x[\nend\n' >"$tmp/eof.kg"
+"$kiln" run "$tmp/eof.kg" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: $tmp/eof.kg:4:14: '\[' is not closed" "$tmp/out"; ok $? "unclosed '[': $(cat "$tmp/out")"
+printf 'kiln 1\ngraph g\n output o = zeros(shape=[-5])\nend\n' >"$tmp/neg.kg"
+"$kiln" run "$tmp/neg.kg" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: $tmp/neg.kg:3:26: zeros: bad dim -5 in 'shape'" "$tmp/out"; ok $? "shape=[-5]: $(cat "$tmp/out")"
+printf 'kiln 1\ngraph g\n input x: f64\n output o = add(x, 9007199254740993)\nend\n' >"$tmp/lit.kg"
+"$kiln" run "$tmp/lit.kg" -i x=0 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "lit.kg:4:20: integer literal '9007199254740993' is too large" "$tmp/out"; ok $? "2^53 + 1: $(cat "$tmp/out")"
+printf 'kiln 1\ngraph g\n input x: f64[3]\n output a = x[::-9223372036854775808]\n output b = x[0:3:9223372036854775807]\nend\n' >"$tmp/ub.kg"
+"$kiln" run "$tmp/ub.kg" -i "x=[1, 2, 3]" >"$tmp/out" 2>&1
+[ $? = 0 ] && grep -qx 'a = \[3\]' "$tmp/out" && grep -qx 'b = \[1\]' "$tmp/out"; ok $? "slices with steps -2^63 and 2^63-1: $(head -2 "$tmp/out" | tr '\n' ' ')"
+printf 'kiln 1\ngraph g\n output o = join(0, zeros(shape=[9223372036854775807]), zeros(shape=[9223372036854775807]))\nend\n' >"$tmp/join.kg"
+"$kiln" run "$tmp/join.kg" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: $tmp/join.kg:3:13: join: the result's size along axis 0 overflows" "$tmp/out"; ok $? "join overflow: $(cat "$tmp/out")"
+
 echo "1..$n"
 [ $failed = 0 ]

@@ -2894,6 +2894,167 @@ static void test_misc(void)
     scratch_free();
 }
 
+/* ---- hostile dims, slice bounds and sizes --------------------------- */
+
+/* A `shape=` attribute built through the C API with one dim d. */
+static kiln_value shape_op(kiln_graph *g, const char *op, kiln_value x,
+                           int n, const int64_t *dims, kiln_err *err)
+{
+    kiln_attr a;
+    memset(&a, 0, sizeof a);
+    a.key = "shape";
+    a.kind = KILN_ATTR_INTS;
+    a.n = n;
+    a.ints = dims;
+    return kiln_graph_op(g, op, x >= 0 ? 1 : 0, x >= 0 ? &x : NULL, &a, 1,
+                         err);
+}
+
+static void expect_shape_op_error(kiln_graph *g, const char *op, kiln_value x,
+                                  int n, const int64_t *dims, const char *msg)
+{
+    kiln_err err = {0, ""};
+    kiln_value v = shape_op(g, op, x, n, dims, &err);
+    int good = v < 0 && err.code == KILN_ERR_SHAPE &&
+               strcmp(err.message, msg) == 0;
+    ok(good, "builder refuses: %s", msg);
+    if (!good)
+        diag("got value %d, code %d: %s", (int)v, err.code, err.message);
+}
+
+static void test_hostile_shapes(void)
+{
+    /* shape= dims: >= 0, -1 (reshape only) or a symbol of this graph; a
+     * symbol id is -2-k, so any other negative number used to reach past
+     * g->symbols (zeros(shape=[-5]) ran as 33 zeros, ASan: overflow) */
+    {
+        kiln_err err = {0, ""};
+        kiln_graph *g = kiln_graph_new("g", &err);
+        kiln_value x = kiln_graph_input(g, "x", KILN_F64, 1, SHAPE(6), &err);
+        expect_shape_op_error(g, "zeros", -1, 1, SHAPE(-5),
+                              "zeros: bad dim -5 in 'shape'");
+        expect_shape_op_error(g, "zeros", -1, 1, SHAPE(-2),
+                              "zeros: bad dim -2 in 'shape'");
+        expect_shape_op_error(g, "ones", -1, 2, SHAPE(3, INT64_MIN),
+                              "ones: bad dim -9223372036854775808 in "
+                              "'shape'");
+        expect_shape_op_error(g, "zeros", -1, 1, SHAPE(-1),
+                              "zeros: bad dim -1 in 'shape'");
+        expect_shape_op_error(g, "reshape", x, 2, SHAPE(-2, -3),
+                              "reshape: bad dim -2 in 'shape'");
+        expect_shape_op_error(g, "broadcast_to", x, 2, SHAPE(-7, 6),
+                              "broadcast_to: bad dim -7 in 'shape'");
+        int64_t n = kiln_graph_symbol(g, "n");
+        kiln_value z = shape_op(g, "zeros", -1, 2, (int64_t[]){n, 2}, &err);
+        ok(z >= 0 && n == -2, "a symbol of the graph is a good dim (%s)",
+           z >= 0 ? "built" : err.message);
+        expect_shape_op_error(g, "reshape", x, 2, SHAPE(-2, -3),
+                              "reshape: bad dim -3 in 'shape'");
+        kiln_value r = shape_op(g, "reshape", x, 2, SHAPE(-1, 3), &err);
+        ok(r >= 0, "reshape keeps -1 (%s)", r >= 0 ? "built" : err.message);
+        kiln_graph_free(g);
+    }
+
+    /* slices whose bounds or step are at the ends of int64: NumPy's
+     * clamping, no signed overflow (UBSan), at build and at call time */
+    {
+        static const struct { const char *ix; int n; double w[3]; } SL[] = {
+            {"::-9223372036854775808", 1, {3}},
+            {"0:3:9223372036854775807", 1, {1}},
+            {"::9223372036854775807", 1, {1}},
+            {"9223372036854775807:-9223372036854775808:"
+             "-9223372036854775808", 1, {3}},
+            {"-9223372036854775808:9223372036854775807:"
+             "9223372036854775807", 1, {1}},
+            {"-9223372036854775808:9223372036854775807:-1", 0, {0}},
+            {"9223372036854775807::-2", 2, {3, 1}},
+            {"-9223372036854775808::-9223372036854775807", 0, {0}},
+            {"1:9223372036854775807:9223372036854775806", 1, {2}},
+        };
+        double xv[3] = {1, 2, 3};
+        for (int k = 0; k < NELEM(SL); k++)
+            for (int sym = 0; sym < 2; sym++) {
+                kiln_tensor x = TD(KILN_F64, 1, SHAPE(3), xv), out[1];
+                const char *what = S("x[%s] (x: f64[%s])", SL[k].ix,
+                                     sym ? "n" : "3");
+                kiln_function *f = run(what, S("input x: f64[%s]\n"
+                                               "output y = x[%s]",
+                                               sym ? "n" : "3", SL[k].ix),
+                                       &x, out);
+                if (f)
+                    check_out(&out[0], KILN_F64, 1, SHAPE(SL[k].n), SL[k].w,
+                              NULL, 0, 0, what);
+                kiln_function_free(f);
+            }
+        /* the same slice as a written region, and on a 2-D view */
+        kiln_tensor x = TD(KILN_F64, 1, SHAPE(3), xv), out[1];
+        kiln_function *f = run("set_subtensor(x[::-2^63], 10)",
+                               "input x: f64[3]\noutput y = "
+                               "set_subtensor(x[::-9223372036854775808], 10)",
+                               &x, out);
+        if (f)
+            check_out(&out[0], KILN_F64, 1, SHAPE(3), (double[]){1, 2, 10},
+                      NULL, 0, 0, "set_subtensor(x[::-2^63], 10)");
+        kiln_function_free(f);
+        double mv[6] = {1, 2, 3, 4, 5, 6};
+        kiln_tensor m = TD(KILN_F64, 2, SHAPE(2, 3), mv);
+        f = run("m[::9223372036854775807, ::-9223372036854775808]",
+                "input m: f64[2, 3]\noutput y = "
+                "m[::9223372036854775807, ::-9223372036854775808]", &m, out);
+        if (f)
+            check_out(&out[0], KILN_F64, 2, SHAPE(1, 1), (double[]){3}, NULL,
+                      0, 0, "m[::2^63-1, ::-2^63]");
+        kiln_function_free(f);
+    }
+
+    /* sizes that overflow int64 are errors, not wrapped products */
+    expect_build_error("output o = join(0, zeros(shape=[9223372036854775807]), "
+                       "zeros(shape=[9223372036854775807]))", KILN_ERR_SHAPE,
+                       "t.kg:3:12: join: the result's size along axis 0 "
+                       "overflows", "join of two 2^63-1 sizes");
+    expect_build_error("input x: f64[6]\n"
+                       "output o = reshape(x, shape=[4611686018427387904, 4])",
+                       KILN_ERR_SHAPE, "t.kg:4:12: reshape: cannot reshape "
+                       "(6) into (4611686018427387904, 4)",
+                       "reshape into a shape of 2^64 elements");
+    expect_build_error("input x: f64[3037000500, 3037000500]\n"
+                       "output o = reshape(x, shape=[-1])", KILN_ERR_SHAPE,
+                       "t.kg:4:12: reshape: input of shape (3037000500, "
+                       "3037000500) has more than 2^63 elements",
+                       "reshape of a shape of more than 2^63 elements");
+    /* a zero dim makes the product 0 whatever the other dims */
+    {
+        kiln_tensor out[1];
+        kiln_function *f = run("empty tensors with a 2^63-1 dim",
+                               "output o = reshape(zeros(shape=[0, "
+                               "9223372036854775807, 4]), shape="
+                               "[9223372036854775807, 0, 4])", NULL, out);
+        if (f)
+            check_out(&out[0], KILN_F64, 3,
+                      SHAPE(9223372036854775807, 0, 4), NULL, NULL, 0, 0,
+                      "reshape(zeros(0, 2^63-1, 4)) has shape (2^63-1, 0, 4)");
+        kiln_function_free(f);
+        f = run("exp and sum over (0, 2^63-1, 2)",
+                "output o = sum(exp(zeros(shape=[0, 9223372036854775807, 2]))"
+                ", axis=1)", NULL, out);
+        if (f)
+            check_out(&out[0], KILN_F64, 2, SHAPE(0, 2), NULL, NULL, 0, 0,
+                      "sum(exp(zeros(0, 2^63-1, 2)), axis=1) has shape "
+                      "(0, 2)");
+        kiln_function_free(f);
+    }
+
+    /* squeeze refuses a repeated axis, as the reductions do */
+    expect_build_error("input m: f64[1, 3]\n"
+                       "output o = squeeze(m, axis=[0, 0])", KILN_ERR_SHAPE,
+                       "t.kg:4:12: squeeze: axis 0 given twice",
+                       "squeeze(m, axis=[0, 0])");
+    expect_build_error("input m: f64[1, 3]\n"
+                       "output o = squeeze(m, axis=[0, -2])", KILN_ERR_SHAPE,
+                       "t.kg:4:12: squeeze: axis 0 given twice",
+                       "squeeze(m, axis=[0, -2])");
+}
+
 int main(void)
 {
     test_unary();
@@ -2913,6 +3074,7 @@ int main(void)
     test_dot();
     test_misc();
     test_build_errors();
+    test_hostile_shapes();
     scratch_free();
     free(scratch);
     return done_testing();

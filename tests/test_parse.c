@@ -536,7 +536,8 @@ static void test_errors(void)
         "name", "reserved word as a name", "kiln 1", "graph m",
         "  true = 1", "end");
     ERR(P, "m.kg:4:14: integer literal '99999999999999999' is too large (at "
-        "most 2^53 in magnitude)", "huge integer literal", "kiln 1",
+        "most 2^53 = 9007199254740992 in magnitude)", "huge integer literal",
+        "kiln 1",
         "graph m", "  input x: f64", "  y = add(x, 99999999999999999)", "end");
     ERR(P, "m.kg:4:9: empty index '[]'", "empty index", "kiln 1", "graph m",
         "  input x: f64[3]", "  y = x[]", "end");
@@ -1387,6 +1388,87 @@ static void test_grad_statement(void)
     free(buf);
 }
 
+/* Hostile text: dims in shape= that would be symbol ids, integer literals
+ * past 2^53, unclosed brackets before 'end', trailing commas. */
+static void test_hostile_text(void)
+{
+    const int P = KILN_ERR_PARSE, SH = KILN_ERR_SHAPE;
+#define HHEAD "kiln 1", "graph m", "  input x: f64[6]"
+    /* a negative dim other than reshape's -1 would be read as a symbol
+     * id (symbol k is -2-k): refused where it is written */
+    ERR(SH, "m.kg:4:27: zeros: bad dim -5 in 'shape'", "shape=[-5]", HHEAD,
+        "  output o = zeros(shape=[-5])", "end");
+    ERR(SH, "m.kg:4:25: reshape: bad dim -2 in 'shape'", "shape=[-2, -3]",
+        HHEAD, "  y = reshape(x, shape=[-2, -3])", "end");
+    ERR(SH, "m.kg:4:28: reshape: bad dim -9223372036854775808 in 'shape'",
+        "shape=[n, -2^63]", HHEAD,
+        "  y = reshape(x, shape=[n, -9223372036854775808])", "end");
+    ERR(SH, "m.kg:4:23: zeros: bad dim -1 in 'shape' (-1 is only for "
+        "reshape)", "shape=[-1] outside reshape", HHEAD,
+        "  y = zeros(shape=[2, -1])", "end");
+    ERR(SH, "m.kg:4:30: broadcast_to: bad dim -3 in 'shape'",
+        "broadcast_to shape=[-3]", HHEAD,
+        "  y = broadcast_to(x, shape=[-3, 6])", "end");
+    {
+        const char *l[] = { HHEAD, "  input m: f64[2, 3]",
+                            "  a = reshape(x, shape=[-1, 3])",
+                            "  b = sum(m, axis=[-1, -2])",
+                            "  output c = transpose(m, axes=[-1, 0])",
+                            "  output d = add(a, sum(b))", "end", NULL };
+        char *t = cat_lines(l);
+        kiln_graph *g = parse_ok(t, "-1 in reshape, negative axes in lists");
+        kiln_graph_free(g);
+        free(t);
+    }
+    /* integer literals are stored as doubles: the bound is checked on the
+     * exact integer, so 2^53 + 1 (which rounds to 2^53) is refused */
+    ERR(P, "m.kg:4:14: integer literal '9007199254740993' is too large (at "
+        "most 2^53 = 9007199254740992 in magnitude)", "2^53 + 1", HHEAD,
+        "  y = add(x, 9007199254740993)", "end");
+    ERR(P, "m.kg:4:14: integer literal '-9007199254740993' is too large (at "
+        "most 2^53 = 9007199254740992 in magnitude)", "-(2^53 + 1)", HHEAD,
+        "  y = add(x, -9007199254740993)", "end");
+    {
+        const char *l[] = { HHEAD, "  a = add(x, 9007199254740992)",
+                            "  output b = sub(a, -9007199254740992)", "end",
+                            NULL };
+        char *t = cat_lines(l);
+        kiln_graph *g = parse_ok(t, "2^53 and -2^53 are integer literals");
+        int found = 0;
+        for (int i = 0; g && i < g->n_nodes; i++)
+            if (g->nodes[i].op == KILN_OP_LITERAL &&
+                fabs(g->nodes[i].attrs.value) == 9007199254740992.0)
+                found++;
+        ok(found == 2, "both literals are exactly +-2^53 (%d)", found);
+        kiln_graph_free(g);
+        free(t);
+    }
+    /* an unclosed ( or [ is reported where it opens, not at 'end' (which
+     * the newlines-inside-brackets rule would otherwise read as a name) */
+    ERR(P, "m.kg:4:15: '[' is not closed", "x[ before end", HHEAD,
+        "  output o = x[", "end");
+    ERR(P, "m.kg:4:10: '(' is not closed", "add( before output", HHEAD,
+        "  y = add(x,", "  output o = y", "end");
+    ERR(P, "m.kg:4:17: '(' is not closed", "innermost open bracket", HHEAD,
+        "  y = add(x, sum(x[0:2]", "", "end");
+    ERR(P, "m.kg:4:10: '(' is not closed", "( at end of file", HHEAD,
+        "  y = exp(x");
+    ERR(P, "m.kg:4:21: '[' is not closed", "const list before end", HHEAD,
+        "  const c: f64[2] = [1, 2", "end");
+    ERR(P, "m.kg:4:19: '[' is not closed", "attribute list before input",
+        HHEAD, "  y = sum(x, axis=[0", "  input z: f64", "end");
+    /* no trailing commas (docs/ir.md's grammar has none) */
+    ERR(P, "m.kg:4:16: expected an argument after ',', found ')'",
+        "add(x, 1,)", HHEAD, "  y = add(x, 1,)", "end");
+    ERR(P, "m.kg:4:22: expected an integer or a dim name after ',', found "
+        "']'", "axis=[0,]", HHEAD, "  y = sum(x, axis=[0,])", "end");
+    ERR(P, "m.kg:4:27: expected a value after ',', found ']'",
+        "const [1, 2,]", HHEAD, "  const c: f64[2] = [1, 2,]", "end");
+    ERR(P, "m.kg:5:17: expected an argument after ',', found ')'",
+        "grad(c, x,)", HHEAD, "  c = sum(x)", "  d = grad(c, x,)", "end");
+#undef HHEAD
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/kiln-test-parse-XXXXXX");
@@ -1407,6 +1489,7 @@ int main(void)
     test_wide();
     test_robustness();
     test_grad_statement();
+    test_hostile_text();
 
     const char *files[] = { "data.csv", "bad.npy", "three.npy", "four.npy",
                             "f.kg", "nul.kg", NULL };

@@ -310,6 +310,93 @@ static void test_set_subtensor_int_index(void)
     kiln_function_free(f);
 }
 
+/* Bad shapes and dtypes from the caller, and run-time shapes whose size
+ * overflows: one clear error each, never a wrapped size. */
+static void test_hostile_calls(void)
+{
+    kiln_err err = {0, ""};
+    kiln_function *f = compile_text(
+        "kiln 1\ngraph g\n  input x: f64[n]\n  input k: i64[m, 0]\n"
+        "  shared w: f64[p]\n  output s = sum(x)\n"
+        "  output z = zeros(shape=[m, m])\nend\n", &err);
+    ok(f != NULL, "compile %s", f ? "" : err.message);
+    if (!f)
+        return;
+    double x[3] = {1, 2, 4}, w[1] = {0};
+    kiln_tensor wt = {KILN_F64, 1, {1}, w};
+    ok(kiln_function_bind_shared(f, "w", &wt, &err) == 0, "bind w %s",
+       err.message);
+    kiln_tensor in[2] = {{KILN_F64, 1, {3}, x}, {KILN_I64, 2, {2, 0}, NULL}};
+    kiln_tensor out[2];
+    ok(kiln_function_call(f, in, out, &err) == 0 &&
+       ((double *)out[0].data)[0] == 7 && out[1].shape[0] == 2,
+       "good call %s", err.message);
+
+    kiln_tensor bad[2];
+    memcpy(bad, in, sizeof bad);
+    bad[0].shape[0] = -3;
+    ok(kiln_function_call(f, bad, out, &err) == KILN_ERR_SHAPE &&
+       strcmp(err.message, "input 'x': expected shape (n), got (-3)") == 0,
+       "a negative dim is shown as given: %s", err.message);
+    memcpy(bad, in, sizeof bad);
+    bad[0].dtype = (kiln_dtype)77;
+    ok(kiln_function_call(f, bad, out, &err) == KILN_ERR_TYPE &&
+       strcmp(err.message, "input 'x': expected dtype f64, got a bad dtype "
+                           "77") == 0, "a bad dtype: %s", err.message);
+    static const struct { int rank; int64_t d0, d1; const char *msg; }
+    BIG[] = {
+        {1, INT64_MAX, 0,
+         "input 'x': shape (9223372036854775807) is too large"},
+        {1, (int64_t)1 << 61, 0,
+         "input 'x': shape (2305843009213693952) is too large"},
+    };
+    for (int i = 0; i < 2; i++) {
+        memcpy(bad, in, sizeof bad);
+        bad[0].rank = BIG[i].rank;
+        bad[0].shape[0] = BIG[i].d0;
+        ok(kiln_function_call(f, bad, out, &err) == KILN_ERR_SHAPE &&
+           strcmp(err.message, BIG[i].msg) == 0,
+           "an input whose byte size overflows: %s", err.message);
+    }
+    /* k has no elements, so m can be anything: zeros(shape=[m, m]) is
+     * too large for 2^31 (2^62 elements of 8 bytes) and 2^32 (2^64) */
+    for (int i = 31; i <= 32; i++) {
+        memcpy(bad, in, sizeof bad);
+        bad[1].shape[0] = (int64_t)1 << i;
+        char want[160];
+        snprintf(want, sizeof want, "node 'z' (zeros): shape (%lld, %lld) "
+                 "is too large", (long long)bad[1].shape[0],
+                 (long long)bad[1].shape[0]);
+        ok(kiln_function_call(f, bad, out, &err) == KILN_ERR_SHAPE &&
+           strcmp(err.message, want) == 0, "a run-time shape whose size "
+           "overflows (m = 2^%d): %s", i, err.message);
+    }
+    ok(kiln_function_call(f, in, out, &err) == 0 &&
+       ((double *)out[0].data)[0] == 7 && out[1].shape[1] == 2,
+       "a good call after the errors %s", err.message);
+    /* shared values too */
+    kiln_tensor wb = {KILN_F64, 1, {INT64_MAX}, w};
+    ok(kiln_function_bind_shared(f, "w", &wb, &err) == KILN_ERR_SHAPE &&
+       strcmp(err.message, "shared value 'w': expected shape (1), got "
+                           "(9223372036854775807)") == 0,
+       "rebinding w with a huge shape: %s", err.message);
+    kiln_function_free(f);
+    f = compile_text("kiln 1\ngraph g\n  shared w: f64[p]\n"
+                     "  output s = sum(w)\nend\n", &err);
+    ok(f != NULL, "compile %s", f ? "" : err.message);
+    if (!f)
+        return;
+    ok(kiln_function_bind_shared(f, "w", &wb, &err) == KILN_ERR_SHAPE &&
+       strcmp(err.message, "shared value 'w': shape (9223372036854775807) "
+                           "is too large") == 0,
+       "binding w with a huge shape: %s", err.message);
+    kiln_tensor wn = {KILN_F64, 1, {2}, NULL};
+    ok(kiln_function_bind_shared(f, "w", &wn, &err) == KILN_ERR_ARG &&
+       strcmp(err.message, "shared value 'w': data is NULL") == 0,
+       "binding w with NULL data: %s", err.message);
+    kiln_function_free(f);
+}
+
 int main(void)
 {
     test_set_subtensor_int_index();
@@ -319,5 +406,6 @@ int main(void)
     test_outputs_and_shared();
     test_steady_state();
     test_compile_errors();
+    test_hostile_calls();
     return done_testing();
 }

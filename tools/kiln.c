@@ -17,6 +17,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "emit_c.h"   /* kiln emit-c (libkiln, internal header) */
+#include "emit_text.h" /* kiln emit-llvm (libkiln, internal header) */
+
 #define MAX_ARGS 256
 
 /* --check-grad fails (exit status 1) when a gradient's max error is
@@ -26,7 +29,10 @@
 static const char *usage_text =
     "usage: kiln run FILE.kg [-i NAME=VALUE]... [--random-inputs SEED]\n"
     "                [--repeat N] [--backend NAME] [--json] [--check-grad]\n"
+    "                [--jobs N] [--opt 1|2|3] [--fast-math]\n"
     "       kiln check FILE.kg\n"
+    "       kiln emit-c FILE.kg\n"
+    "       kiln emit-llvm FILE.kg [--opt 1|2|3] [--fast-math]\n"
     "       kiln --version | --help\n"
     "\n"
     "VALUE is a number, a list [..] (nested for rank > 1), @file.npy or\n"
@@ -519,6 +525,67 @@ static void print_json_string(FILE *o, const char *s)
 
 /* ---- commands ------------------------------------------------------- */
 
+/* kiln emit-c FILE.kg: the C generated for every kernel (docs/kiln.1) */
+static int cmd_emit_c(int argc, char **argv)
+{
+    if (argc != 1) {
+        fputs(usage_text, stderr);
+        return 2;
+    }
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_file(argv[0], &err);
+    if (!g) {
+        fprintf(stderr, "kiln: %s\n", err.message);
+        return 1;
+    }
+    int rc = kiln_emit_c_graph(g, stdout, &err);
+    kiln_graph_free(g);
+    if (rc) {
+        fprintf(stderr, "kiln: %s\n", err.message);
+        return 1;
+    }
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+static int cmd_emit_llvm(int argc, char **argv)
+{
+    const char *file = NULL;
+    kiln_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.struct_size = sizeof opt;
+    opt.backend = "llvm";
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--opt") == 0 && i + 1 < argc &&
+            argv[i + 1][0] >= '1' && argv[i + 1][0] <= '3' && !argv[i + 1][1])
+            opt.opt_level = argv[++i][0] - '0';
+        else if (strcmp(argv[i], "--fast-math") == 0)
+            opt.fast_math = 1;
+        else if (argv[i][0] != '-' && !file)
+            file = argv[i];
+        else {
+            fputs(usage_text, stderr);
+            return 2;
+        }
+    }
+    if (!file) {
+        fputs(usage_text, stderr);
+        return 2;
+    }
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_file(file, &err);
+    if (!g) {
+        fprintf(stderr, "kiln: %s\n", err.message);
+        return 1;
+    }
+    int rc = kiln_emit_text_graph(g, &opt, stdout, &err);
+    kiln_graph_free(g);
+    if (rc) {
+        fprintf(stderr, "kiln: %s\n", err.message);
+        return 1;
+    }
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 static int cmd_check(int argc, char **argv)
 {
     if (argc != 1) {
@@ -547,6 +614,7 @@ static int cmd_run(int argc, char **argv)
     const char *file = NULL, *backend = NULL;
     const char *assign[MAX_ARGS];
     int n_assign = 0, json = 0, random = 0, repeat = 1, check_grad = 0;
+    int jobs = 0, opt_level = 0, fast_math = 0;
     unsigned long long seed = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -582,6 +650,24 @@ static int cmd_run(int argc, char **argv)
             repeat = (int)r;
         } else if (strcmp(a, "--backend") == 0 && i + 1 < argc) {
             backend = argv[++i];
+        } else if ((strcmp(a, "--jobs") == 0 || strcmp(a, "--opt") == 0) &&
+                   i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            int is_jobs = a[2] == 'j';
+            if (*end || argv[i][0] == 0 || v < (is_jobs ? 1 : 1) ||
+                v > (is_jobs ? 1024 : 3)) {
+                fprintf(stderr, "kiln: %s takes %s, got '%s'\n", a,
+                        is_jobs ? "a thread count >= 1" : "1, 2 or 3",
+                        argv[i]);
+                return 2;
+            }
+            if (is_jobs)
+                jobs = (int)v;
+            else
+                opt_level = (int)v;
+        } else if (strcmp(a, "--fast-math") == 0) {
+            fast_math = 1;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
         } else if (strcmp(a, "--check-grad") == 0) {
@@ -614,6 +700,9 @@ static int cmd_run(int argc, char **argv)
     memset(&opt, 0, sizeof opt);
     opt.struct_size = sizeof opt;
     opt.backend = backend;
+    opt.jobs = jobs;
+    opt.opt_level = opt_level;
+    opt.fast_math = fast_math;
     double t0 = now_ms();
     kiln_function *f = kiln_compile(g, &opt, &err);
     double compile_ms = now_ms() - t0;
@@ -820,6 +909,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "emit-c") == 0)
+        return cmd_emit_c(argc - 2, argv + 2);
+    if (strcmp(cmd, "emit-llvm") == 0)
+        return cmd_emit_llvm(argc - 2, argv + 2);
     if (strcmp(cmd, "check") == 0)
         return cmd_check(argc - 2, argv + 2);
     fprintf(stderr, "kiln: unknown command '%s'\n%s", cmd, usage_text);

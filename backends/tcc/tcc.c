@@ -29,6 +29,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
 #include "emit_c.h"
 
 #include <kiln/backend.h>

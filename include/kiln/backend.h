@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1
-#define KILN_ABI_MINOR 1
+#define KILN_ABI_MINOR 2
 
 /* The one frozen bootstrap symbol every plugin exports. */
 #define KILN_BACKEND_ENTRY "kiln_backend_entry"
@@ -296,6 +296,15 @@ typedef struct kiln_backend {
     void (*artifact_free)(kiln_artifact *a);
     void (*callable_free)(kiln_callable *c);
     void (*error_free)(kiln_plugin_error *e);
+
+    /* ABI 1.2, optional (check struct_size, NULL = not provided).  A
+     * human-readable rendering of the code the plugin makes for `k` with
+     * `opt` (the llvm backend: the optimised LLVM IR), for `kiln
+     * emit-llvm` and debugging.  Returns 0 and sets *text (NUL-terminated,
+     * freed with text_free), or a kiln_code with *err set. */
+    int (*emit_text)(const kiln_kernel *k, const kiln_compile_options *opt,
+                     char **text, kiln_plugin_error **err);
+    void (*text_free)(char *text);
 } kiln_backend;
 
 /* The bootstrap symbol's type.  Returns the descriptor, or NULL after

@@ -103,6 +103,16 @@ typedef struct kiln_options {
     void *diag;
     /* 1 to silence diagnostics. */
     int quiet;
+    /* Threads compiling kernels at once when the backend is thread-safe
+     * (KILN_BACKEND_THREAD_SAFE): 0 means the number of online CPUs, 1
+     * compiles in the calling thread only.  Results do not depend on it. */
+    int jobs;
+    /* Optimisation level handed to the backend (kiln_compile_options):
+     * 1..3, 0 meaning the default, 2.  Backends may ignore it. */
+    int opt_level;
+    /* 1 lets backends that honour it relax IEEE semantics (docs/backends.md);
+     * 0 (the default) keeps results within the interpreter's tolerance. */
+    int fast_math;
 } kiln_options;
 
 /* Compile `g` to a function.  The graph is validated and lowered to kernels;

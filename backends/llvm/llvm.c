@@ -1,0 +1,1476 @@
+/*
+ * llvm.c — the LLVM backend plugin: optimised, vectorised kernels built
+ * directly as LLVM IR through the LLVM-C API (LLVM 14).
+ *
+ * What is compiled, and what is not.  ELEMWISE and REDUCE kernels — the
+ * ones with a scalar program — become machine code.  For each such kernel
+ * one LLVM module holds a few *row functions*, each a single loop over one
+ * row of the (coalesced) iteration space:
+ *
+ *     void kiln_ec(int64_t n, void **ptrs, const int64_t *st,
+ *                  const kiln_runtime *rt, void *acc)
+ *
+ *   kiln_ec / kiln_es   ELEMWISE, contiguous / strided: out[j] = prog(j)
+ *   kiln_rc / kiln_rs   REDUCE into one scalar: *acc = fold(prog(j)), in
+ *                       order, from the identity (the interpreter's block
+ *                       accumulator: double for f32)
+ *   kiln_uc / kiln_us   REDUCE along a kept axis: o[j] = op(o[j], prog(j))
+ *
+ * `ptrs` holds one base pointer per view (inputs, then outputs), `st` the
+ * inner strides in elements (strided versions only).  The signature is
+ * fixed, whatever the kernel's width (design invariant 1).  The
+ * contiguous versions mark input loads and output stores with disjoint
+ * alias scopes (`!alias.scope`/`!noalias`), so LLVM vectorises them with
+ * no run-time overlap checks and for any number of inputs; the element-
+ * for-element aliasing the ABI allows (an in-place update) is safe under
+ * that promise because every element is loaded before it is stored and no
+ * other index touches it.
+ *
+ * The walk over the outer dimensions, the view checks, the 256-element
+ * reduction blocks, the output initialisation, MEAN's division and the
+ * error messages are the interpreter's own code (this file includes
+ * backends/interp/interp.c), so the order of every floating-point
+ * operation is the interpreter's and results agree bit for bit.  A row
+ * whose inputs are contiguous or broadcast (inner stride 0) runs the
+ * contiguous function, the broadcast values splatted into small stack
+ * buffers; other rows run the strided function.
+ *
+ * JOIN, GATHER, SCATTER and DOT move data (or call BLAS through the
+ * runtime table) and gain nothing from code generation: they run on the
+ * embedded interpreter, with its exact semantics and messages.
+ *
+ * Math: + - * / sqrt fabs and comparisons are inline (sqrt through
+ * llvm.sqrt, which is correctly rounded like libm's); every other
+ * function is called through the runtime table (call->rt), so results are
+ * the interpreter's digits and the code embeds no addresses.
+ *
+ * The artifact is an ELF object file in memory, emitted by a target
+ * machine for the host CPU, behind a small header and a copy of the
+ * kernel description; load and load_bytes are one function that links the
+ * object into its own ORC LLJIT instance (symbols such as memcpy, which
+ * LLVM may emit for copy loops, come from the process).
+ *
+ * Thread safety: one LLVMContext, module, target machine and JIT per
+ * compile or callable; the process-wide LLVM set-up (targets, the
+ * alias-set saturation threshold) runs once under pthread_once before any
+ * compile.  The descriptor carries KILN_BACKEND_THREAD_SAFE.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"     /* KILN_LLVM_VERSION */
+#endif
+#define KILN_INTERP_BUILTIN 1   /* the embedded interpreter's entry is not ours */
+#include "../interp/interp.c"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/DebugInfo.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/Support.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include <pthread.h>
+
+#define KL_BUILD_ID "llvm-1"
+#define KL_MAGIC 0x564c4c4bu  /* "KLLV" */
+#define KL_FORMAT 1u
+#define KL_SPLAT 256          /* elements of one broadcast splat buffer */
+#define KL_MAX_SPLAT 16       /* broadcast inputs splatted per row */
+
+#ifndef KILN_LLVM_VERSION
+#define KILN_LLVM_VERSION "14"
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                               */
+/* ------------------------------------------------------------------ */
+
+static int kl_fail(kiln_plugin_error **err, int code, const char *fmt, ...)
+{
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (err)
+        *err = kiln_interp_error_new(code, "llvm: %s", msg);
+    return code;
+}
+
+/* ------------------------------------------------------------------ */
+/* Process-wide set-up, once                                            */
+/* ------------------------------------------------------------------ */
+
+static pthread_once_t kl_once = PTHREAD_ONCE_INIT;
+static int kl_init_ok;
+static char *kl_triple, *kl_cpu, *kl_features;
+
+static void kl_init(void)
+{
+    if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter())
+        return;
+    /* The alias-set tracker gives up ("may alias everything") beyond 250
+     * pointers by default, which stops vectorisation of wide kernels even
+     * with alias scopes.  A global LLVM option: set here, once, before
+     * any compile can run (every compile waits on this pthread_once). */
+    const char *argv[] = {"kiln-llvm", "-alias-set-saturation-threshold=100000"};
+    LLVMParseCommandLineOptions(2, argv, NULL);
+    kl_triple = LLVMGetDefaultTargetTriple();
+    kl_cpu = LLVMGetHostCPUName();
+    kl_features = LLVMGetHostCPUFeatures();
+    kl_init_ok = kl_triple && kl_cpu && kl_features;
+}
+
+static int kl_ready(kiln_plugin_error **err)
+{
+    pthread_once(&kl_once, kl_init);
+    if (!kl_init_ok)
+        return kl_fail(err, KILN_ERR_BACKEND, "cannot initialise the native "
+                       "LLVM target");
+    return 0;
+}
+
+static char *kl_errmsg(LLVMErrorRef e)
+{
+    return LLVMGetErrorMessage(e);  /* consumes e */
+}
+
+/* ------------------------------------------------------------------ */
+/* Serialised kernel descriptions (inside the artifact bytes)           */
+/* ------------------------------------------------------------------ */
+
+typedef struct kl_header {
+    uint32_t magic, format;
+    uint32_t kind, n_inputs, n_outputs, n_instrs;
+    uint32_t reduce_op, scatter_mode, reduce_axes, label_len;
+    int32_t axis;
+    uint32_t reserved;
+    uint64_t obj_len;
+} kl_header;
+
+static size_t kl_desc_len(const kiln_kernel *k, size_t label_len)
+{
+    return sizeof(kl_header) +
+           sizeof(kiln_arg_desc) * ((size_t)k->n_inputs + k->n_outputs) +
+           sizeof(kiln_instr) * k->n_instrs +
+           sizeof(int32_t) * (k->n_instrs ? k->n_outputs : 0) + label_len;
+}
+
+/* header, descs, instrs, out_refs, label, then the object (obj_len). */
+static unsigned char *kl_pack(const kiln_kernel *k, const void *obj,
+                              size_t obj_len, size_t *len)
+{
+    size_t label_len = k->label ? strlen(k->label) : 0;
+    size_t dl = kl_desc_len(k, label_len);
+    unsigned char *b = malloc(dl + obj_len + 1);
+    if (!b)
+        return NULL;
+    kl_header h = {KL_MAGIC, KL_FORMAT, k->kind, k->n_inputs, k->n_outputs,
+                   k->n_instrs, k->reduce_op, k->scatter_mode,
+                   k->reduce_axes, (uint32_t)label_len, k->axis, 0,
+                   obj_len};
+    unsigned char *p = b;
+    memcpy(p, &h, sizeof h);
+    p += sizeof h;
+    if (k->n_inputs)
+        memcpy(p, k->inputs, sizeof(kiln_arg_desc) * k->n_inputs);
+    p += sizeof(kiln_arg_desc) * k->n_inputs;
+    memcpy(p, k->outputs, sizeof(kiln_arg_desc) * k->n_outputs);
+    p += sizeof(kiln_arg_desc) * k->n_outputs;
+    if (k->n_instrs) {
+        memcpy(p, k->instrs, sizeof(kiln_instr) * k->n_instrs);
+        p += sizeof(kiln_instr) * k->n_instrs;
+        memcpy(p, k->out_refs, sizeof(int32_t) * k->n_outputs);
+        p += sizeof(int32_t) * k->n_outputs;
+    }
+    if (label_len)
+        memcpy(p, k->label, label_len);
+    p += label_len;
+    if (obj_len)
+        memcpy(p, obj, obj_len);
+    *len = dl + obj_len;
+    return b;
+}
+
+/* Parse bytes into a kernel whose arrays point into `bytes`; -1 when the
+ * bytes are not ours or do not add up. */
+static int kl_unpack(const unsigned char *bytes, size_t len, kiln_kernel *k,
+                     char *label, size_t label_size, const void **obj,
+                     size_t *obj_len)
+{
+    kl_header h;
+    if (!bytes || len < sizeof h)
+        return -1;
+    memcpy(&h, bytes, sizeof h);
+    if (h.magic != KL_MAGIC || h.format != KL_FORMAT || h.n_inputs > (1u << 24)
+        || h.n_outputs > (1u << 16) || h.n_instrs > (1u << 24)
+        || h.label_len > (1u << 16) || h.obj_len > len)
+        return -1;
+    kiln_kernel kk = {0};
+    kk.struct_size = sizeof kk;
+    kk.kind = h.kind;
+    kk.n_inputs = h.n_inputs;
+    kk.n_outputs = h.n_outputs;
+    kk.n_instrs = h.n_instrs;
+    kk.reduce_op = h.reduce_op;
+    kk.scatter_mode = h.scatter_mode;
+    kk.reduce_axes = h.reduce_axes;
+    kk.axis = h.axis;
+    if (kl_desc_len(&kk, h.label_len) + h.obj_len != len)
+        return -1;
+    const unsigned char *p = bytes + sizeof h;
+    kk.inputs = (const kiln_arg_desc *)(const void *)p;
+    p += sizeof(kiln_arg_desc) * kk.n_inputs;
+    kk.outputs = (const kiln_arg_desc *)(const void *)p;
+    p += sizeof(kiln_arg_desc) * kk.n_outputs;
+    if (kk.n_instrs) {
+        kk.instrs = (const kiln_instr *)(const void *)p;  /* 8-aligned: */
+        p += sizeof(kiln_instr) * kk.n_instrs;            /* see kl_load */
+        kk.out_refs = (const int32_t *)(const void *)p;
+        p += sizeof(int32_t) * kk.n_outputs;
+    }
+    snprintf(label, label_size, "%.*s", (int)h.label_len, (const char *)p);
+    kk.label = label;
+    p += h.label_len;
+    *obj = p;
+    *obj_len = h.obj_len;
+    *k = kk;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Code generation                                                      */
+/* ------------------------------------------------------------------ */
+
+enum kl_mode { KL_EW = 0, KL_RSCALAR, KL_RROW };
+
+typedef struct kl_cg {
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    const kiln_kernel *k;
+    const uint8_t *live;
+    int fast_math;
+    LLVMTypeRef t_i1, t_i8, t_i32, t_i64, t_f32, t_f64, t_void, t_p8,
+        t_pp8, t_p64, t_fn, t_d2d, t_dd2d;
+    unsigned md_scope, md_noalias;
+    LLVMValueRef l_in, l_outs, *l_out_scope, *l_out_noalias, l_in_only;
+} kl_cg;
+
+static LLVMTypeRef kl_type(const kl_cg *g, unsigned dt)
+{
+    switch (dt) {
+    case KILN_F64: return g->t_f64;
+    case KILN_F32: return g->t_f32;
+    case KILN_I64: return g->t_i64;
+    case KILN_I32: return g->t_i32;
+    default: return g->t_i8;
+    }
+}
+
+/* Register type of a value: bool lives as i1 in registers. */
+static LLVMTypeRef kl_rtype(const kl_cg *g, unsigned dt)
+{
+    return dt == KILN_BOOL ? g->t_i1 : kl_type(g, dt);
+}
+
+static int kl_isf(unsigned dt) { return dt == KILN_F64 || dt == KILN_F32; }
+
+/* An immediate as the interpreter converts it (kiln_interp_cast from f64). */
+static LLVMValueRef kl_const(const kl_cg *g, unsigned dt, double imm)
+{
+    unsigned char v[8];
+    double one = imm;
+    kiln_interp_cast(KILN_F64, dt, v, &one, 1);
+    switch (dt) {
+    case KILN_F64: { double d; memcpy(&d, v, 8); return LLVMConstReal(g->t_f64, d); }
+    case KILN_F32: { float f; memcpy(&f, v, 4); return LLVMConstReal(g->t_f32, (double)f); }
+    case KILN_I64: { int64_t i; memcpy(&i, v, 8); return LLVMConstInt(g->t_i64, (unsigned long long)i, 1); }
+    case KILN_I32: { int32_t i; memcpy(&i, v, 4); return LLVMConstInt(g->t_i32, (unsigned long long)(int64_t)i, 1); }
+    default: return LLVMConstInt(g->t_i1, v[0] != 0, 0);
+    }
+}
+
+static LLVMValueRef kl_intrinsic(kl_cg *g, const char *name, LLVMTypeRef t,
+                                 LLVMValueRef x)
+{
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(g->mod, id, &t, 1);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(g->ctx, id, &t, 1);
+    return LLVMBuildCall2(g->b, fty, fn, &x, 1, "");
+}
+
+/* A runtime-table function pointer, loaded in the entry block. */
+static LLVMValueRef kl_rt_fn(kl_cg *g, LLVMValueRef rt, size_t off,
+                             LLVMTypeRef fty)
+{
+    LLVMValueRef idx = LLVMConstInt(g->t_i64, off, 0);
+    LLVMValueRef p = LLVMBuildGEP2(g->b, g->t_i8, rt, &idx, 1, "");
+    LLVMTypeRef pfty = LLVMPointerType(fty, 0);
+    p = LLVMBuildBitCast(g->b, p, LLVMPointerType(pfty, 0), "");
+    LLVMValueRef f = LLVMBuildLoad2(g->b, pfty, p, "");
+    LLVMSetMetadata(f, LLVMGetMDKindIDInContext(g->ctx, "invariant.load", 14),
+                    LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, NULL, 0)));
+    return f;
+}
+
+static size_t kl_rt_offset(unsigned op)
+{
+    switch (op) {
+    case KILN_I_EXP: return offsetof(kiln_runtime, exp);
+    case KILN_I_EXPM1: return offsetof(kiln_runtime, expm1);
+    case KILN_I_LOG: return offsetof(kiln_runtime, log);
+    case KILN_I_LOG1P: return offsetof(kiln_runtime, log1p);
+    case KILN_I_POW: return offsetof(kiln_runtime, pow);
+    case KILN_I_SIGMOID: return offsetof(kiln_runtime, sigmoid);
+    case KILN_I_SOFTPLUS: return offsetof(kiln_runtime, softplus);
+    case KILN_I_TANH: return offsetof(kiln_runtime, tanh);
+    case KILN_I_SIN: return offsetof(kiln_runtime, sin);
+    case KILN_I_COS: return offsetof(kiln_runtime, cos);
+    case KILN_I_ERF: return offsetof(kiln_runtime, erf);
+    case KILN_I_ERFC: return offsetof(kiln_runtime, erfc);
+    case KILN_I_GAMMALN: return offsetof(kiln_runtime, gammaln);
+    case KILN_I_DIGAMMA: return offsetof(kiln_runtime, digamma);
+    case KILN_I_TRIGAMMA: return offsetof(kiln_runtime, trigamma);
+    default: return 0;
+    }
+}
+
+static void kl_md(kl_cg *g, LLVMValueRef inst, LLVMValueRef scope,
+                  LLVMValueRef noalias)
+{
+    LLVMSetMetadata(inst, g->md_scope, scope);
+    LLVMSetMetadata(inst, g->md_noalias, noalias);
+}
+
+/* float -> int as the interpreter: truncate; NaN / out of range -> MIN. */
+static LLVMValueRef kl_f2i(kl_cg *g, LLVMValueRef x, unsigned from,
+                           unsigned to)
+{
+    LLVMBuilderRef b = g->b;
+    if (from == KILN_F32)
+        x = LLVMBuildFPExt(b, x, g->t_f64, "");
+    LLVMTypeRef it = kl_type(g, to);
+    double lo = to == KILN_I64 ? -0x1p63 : -2147483649.0;
+    double hi = to == KILN_I64 ? 0x1p63 : 2147483648.0;
+    LLVMValueRef ok1 = LLVMBuildFCmp(b, to == KILN_I64 ? LLVMRealOGE : LLVMRealOGT,
+                                     x, LLVMConstReal(g->t_f64, lo), "");
+    LLVMValueRef ok2 = LLVMBuildFCmp(b, LLVMRealOLT, x,
+                                     LLVMConstReal(g->t_f64, hi), "");
+    LLVMValueRef ok = LLVMBuildAnd(b, ok1, ok2, "");
+    /* fptosi of an out-of-range value is poison; select discards it */
+    LLVMValueRef v = LLVMBuildFPToSI(b, x, it, "");
+    LLVMValueRef mn = to == KILN_I64
+        ? LLVMConstInt(it, (unsigned long long)INT64_MIN, 1)
+        : LLVMConstInt(it, (unsigned long long)(int64_t)INT32_MIN, 1);
+    return LLVMBuildSelect(b, ok, v, mn, "");
+}
+
+static LLVMValueRef kl_cast(kl_cg *g, LLVMValueRef x, unsigned from,
+                            unsigned to)
+{
+    LLVMBuilderRef b = g->b;
+    if (from == to)
+        return x;
+    if (to == KILN_BOOL) {
+        if (kl_isf(from))
+            return LLVMBuildFCmp(b, LLVMRealUNE, x,
+                                 LLVMConstReal(kl_type(g, from), 0.0), "");
+        return LLVMBuildICmp(b, LLVMIntNE, x, LLVMConstNull(kl_type(g, from)), "");
+    }
+    if (from == KILN_BOOL) {
+        if (kl_isf(to))
+            return LLVMBuildUIToFP(b, x, kl_type(g, to), "");
+        return LLVMBuildZExt(b, x, kl_type(g, to), "");
+    }
+    if (kl_isf(from) && kl_isf(to))
+        return to == KILN_F64 ? LLVMBuildFPExt(b, x, g->t_f64, "")
+                              : LLVMBuildFPTrunc(b, x, g->t_f32, "");
+    if (kl_isf(from))
+        return kl_f2i(g, x, from, to);
+    if (kl_isf(to))
+        return LLVMBuildSIToFP(b, x, kl_type(g, to), "");
+    return to == KILN_I64 ? LLVMBuildSExt(b, x, g->t_i64, "")
+                          : LLVMBuildTrunc(b, x, g->t_i32, "");
+}
+
+/* NumPy maximum/minimum (NaN on either side wins) and the integer /
+ * bool versions, exactly as the interpreter's macros. */
+static LLVMValueRef kl_maxmin(kl_cg *g, int is_max, unsigned dt,
+                              LLVMValueRef x, LLVMValueRef y)
+{
+    LLVMBuilderRef b = g->b;
+    if (dt == KILN_BOOL)
+        return is_max ? LLVMBuildOr(b, x, y, "") : LLVMBuildAnd(b, x, y, "");
+    LLVMValueRef c;
+    if (kl_isf(dt)) {
+        LLVMValueRef cmp = LLVMBuildFCmp(b, is_max ? LLVMRealOGT : LLVMRealOLT,
+                                         x, y, "");
+        LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+        c = LLVMBuildOr(b, cmp, nan, "");
+    } else {
+        c = LLVMBuildICmp(b, is_max ? LLVMIntSGT : LLVMIntSLT, x, y, "");
+    }
+    return LLVMBuildSelect(b, c, x, y, "");
+}
+
+typedef struct kl_loopctx {
+    LLVMValueRef j;            /* the loop index */
+    LLVMValueRef *base;        /* typed base pointer per view (or NULL) */
+    LLVMValueRef *stride;      /* inner stride per view (strided) */
+    LLVMValueRef *rtfn;        /* runtime fn pointer per opcode */
+    LLVMValueRef *val;         /* value per instruction */
+    int strided;
+} kl_loopctx;
+
+static LLVMValueRef kl_index(kl_cg *g, const kl_loopctx *lc, uint32_t v)
+{
+    return lc->strided ? LLVMBuildMul(g->b, lc->j, lc->stride[v], "") : lc->j;
+}
+
+/* The scalar program at index j. */
+static void kl_emit_program(kl_cg *g, kl_loopctx *lc)
+{
+    const kiln_kernel *k = g->k;
+    LLVMBuilderRef b = g->b;
+    for (uint32_t i = 0; i < k->n_instrs; i++) {
+        if (!g->live[i])
+            continue;
+        const kiln_instr *in = &k->instrs[i];
+        unsigned dt = in->dtype;
+        LLVMValueRef x = NULL, y = NULL, z = NULL, r = NULL;
+        unsigned arity = kiln_interp_ops[in->op].arity;
+        if (arity > 0) x = lc->val[in->a];
+        if (arity > 1) y = lc->val[in->b];
+        if (arity > 2) z = lc->val[in->c];
+        unsigned odt = arity > 0 ? k->instrs[in->a].dtype : dt;
+        int f = kl_isf(dt), isint = dt == KILN_I64 || dt == KILN_I32;
+        switch (in->op) {
+        case KILN_I_LOAD: {
+            LLVMValueRef idx = kl_index(g, lc, (uint32_t)in->a);
+            LLVMValueRef p = LLVMBuildGEP2(b, kl_type(g, dt), lc->base[in->a],
+                                           &idx, 1, "");
+            r = LLVMBuildLoad2(b, kl_type(g, dt), p, "");
+            if (!lc->strided)
+                kl_md(g, r, g->l_in, g->l_outs);
+            if (dt == KILN_BOOL)
+                r = LLVMBuildICmp(b, LLVMIntNE, r, LLVMConstNull(g->t_i8), "");
+            break;
+        }
+        case KILN_I_CONST: r = kl_const(g, dt, in->imm); break;
+        case KILN_I_CAST: r = kl_cast(g, x, odt, dt); break;
+        case KILN_I_ADD: r = f ? LLVMBuildFAdd(b, x, y, "") : LLVMBuildAdd(b, x, y, ""); break;
+        case KILN_I_SUB: r = f ? LLVMBuildFSub(b, x, y, "") : LLVMBuildSub(b, x, y, ""); break;
+        case KILN_I_MUL: r = f ? LLVMBuildFMul(b, x, y, "") : LLVMBuildMul(b, x, y, ""); break;
+        case KILN_I_TRUE_DIV: r = LLVMBuildFDiv(b, x, y, ""); break;
+        case KILN_I_NEG:
+            r = f ? LLVMBuildFNeg(b, x, "")
+                  : LLVMBuildSub(b, LLVMConstNull(kl_type(g, dt)), x, "");
+            break;
+        case KILN_I_ABS:
+            if (f) {
+                r = kl_intrinsic(g, "llvm.fabs", kl_type(g, dt), x);
+            } else {
+                LLVMValueRef neg = LLVMBuildICmp(b, LLVMIntSLT, x,
+                                                 LLVMConstNull(kl_type(g, dt)), "");
+                r = LLVMBuildSelect(b, neg, LLVMBuildSub(b, LLVMConstNull(
+                                        kl_type(g, dt)), x, ""), x, "");
+            }
+            break;
+        case KILN_I_SQUARE: r = f ? LLVMBuildFMul(b, x, x, "") : LLVMBuildMul(b, x, x, ""); break;
+        case KILN_I_SQRT:
+            /* correctly rounded, like libm's sqrt; for f32,
+             * (float)sqrt((double)x) == sqrtf(x) */
+            r = kl_intrinsic(g, "llvm.sqrt", kl_type(g, dt), x);
+            break;
+        case KILN_I_POW: {
+            LLVMValueRef a2[2] = {x, y};
+            if (dt == KILN_F32) {
+                a2[0] = LLVMBuildFPExt(b, x, g->t_f64, "");
+                a2[1] = LLVMBuildFPExt(b, y, g->t_f64, "");
+            }
+            r = LLVMBuildCall2(b, g->t_dd2d, lc->rtfn[in->op], a2, 2, "");
+            if (dt == KILN_F32)
+                r = LLVMBuildFPTrunc(b, r, g->t_f32, "");
+            break;
+        }
+        case KILN_I_MAXIMUM: r = kl_maxmin(g, 1, dt, x, y); break;
+        case KILN_I_MINIMUM: r = kl_maxmin(g, 0, dt, x, y); break;
+        case KILN_I_WHERE: r = LLVMBuildSelect(b, x, y, z, ""); break;
+        case KILN_I_EQ: case KILN_I_NE: case KILN_I_LT: case KILN_I_LE:
+        case KILN_I_GT: case KILN_I_GE: {
+            int q = in->op - KILN_I_EQ;
+            if (kl_isf(odt)) {
+                static const LLVMRealPredicate fp[6] = {
+                    LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT, LLVMRealOLE,
+                    LLVMRealOGT, LLVMRealOGE};
+                r = LLVMBuildFCmp(b, fp[q], x, y, "");
+            } else {
+                static const LLVMIntPredicate sp[6] = {
+                    LLVMIntEQ, LLVMIntNE, LLVMIntSLT, LLVMIntSLE, LLVMIntSGT,
+                    LLVMIntSGE};
+                static const LLVMIntPredicate up[6] = {
+                    LLVMIntEQ, LLVMIntNE, LLVMIntULT, LLVMIntULE, LLVMIntUGT,
+                    LLVMIntUGE};
+                r = LLVMBuildICmp(b, odt == KILN_BOOL ? up[q] : sp[q], x, y, "");
+            }
+            break;
+        }
+        case KILN_I_AND: r = LLVMBuildAnd(b, x, y, ""); break;
+        case KILN_I_OR: r = LLVMBuildOr(b, x, y, ""); break;
+        case KILN_I_NOT: r = LLVMBuildXor(b, x, LLVMConstInt(g->t_i1, 1, 0), ""); break;
+        default: { /* unary runtime functions */
+            LLVMValueRef a1 = dt == KILN_F32 ? LLVMBuildFPExt(b, x, g->t_f64, "") : x;
+            r = LLVMBuildCall2(b, g->t_d2d, lc->rtfn[in->op], &a1, 1, "");
+            if (dt == KILN_F32)
+                r = LLVMBuildFPTrunc(b, r, g->t_f32, "");
+            break;
+        }
+        }
+        (void)isint;
+        lc->val[i] = r;
+    }
+}
+
+/* Fold v into acc (the interpreter's block accumulator arithmetic). */
+static LLVMValueRef kl_fold(kl_cg *g, unsigned dt, uint32_t op,
+                            LLVMValueRef acc, LLVMValueRef v)
+{
+    LLVMBuilderRef b = g->b;
+    int f = kl_isf(dt);
+    switch (op) {
+    case KILN_REDUCE_PROD:
+        if (dt == KILN_BOOL) return LLVMBuildAnd(b, acc, v, "");
+        return f ? LLVMBuildFMul(b, acc, v, "") : LLVMBuildMul(b, acc, v, "");
+    case KILN_REDUCE_MAX: return kl_maxmin(g, 1, dt, acc, v);
+    case KILN_REDUCE_MIN: return kl_maxmin(g, 0, dt, acc, v);
+    default:
+        if (dt == KILN_BOOL) return LLVMBuildOr(b, acc, v, "");
+        return f ? LLVMBuildFAdd(b, acc, v, "") : LLVMBuildAdd(b, acc, v, "");
+    }
+}
+
+static LLVMValueRef kl_identity(kl_cg *g, unsigned accdt, uint32_t op)
+{
+    unsigned char v[8];
+    kiln_interp_identity(accdt, op == KILN_REDUCE_MEAN ? KILN_REDUCE_SUM : op, v);
+    switch (accdt) {
+    case KILN_F64: { double d; memcpy(&d, v, 8); return LLVMConstReal(g->t_f64, d); }
+    case KILN_I64: { int64_t i; memcpy(&i, v, 8); return LLVMConstInt(g->t_i64, (unsigned long long)i, 1); }
+    case KILN_I32: { int32_t i; memcpy(&i, v, 4); return LLVMConstInt(g->t_i32, (unsigned long long)(int64_t)i, 1); }
+    default: return LLVMConstInt(g->t_i1, v[0] != 0, 0);
+    }
+}
+
+/* One row function. */
+static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
+{
+    const kiln_kernel *k = g->k;
+    LLVMBuilderRef b = g->b;
+    LLVMValueRef fn = LLVMAddFunction(g->mod, name, g->t_fn);
+    LLVMSetLinkage(fn, LLVMExternalLinkage);
+    unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateEnumAttribute(g->ctx, nounwind, 0));
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry");
+    LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(g->ctx, fn, "loop");
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->ctx, fn, "exit");
+    LLVMPositionBuilderAtEnd(b, entry);
+    LLVMValueRef n = LLVMGetParam(fn, 0), ptrs = LLVMGetParam(fn, 1),
+                 st = LLVMGetParam(fn, 2), rt = LLVMGetParam(fn, 3),
+                 accp = LLVMGetParam(fn, 4);
+    uint32_t nv = k->n_inputs + k->n_outputs;
+    kl_loopctx lc = {0};
+    lc.strided = strided;
+    lc.base = calloc(nv, sizeof *lc.base);
+    lc.stride = calloc(nv, sizeof *lc.stride);
+    lc.val = calloc(k->n_instrs, sizeof *lc.val);
+    LLVMValueRef rtfn[KILN_I_COUNT] = {0};
+    lc.rtfn = rtfn;
+    uint8_t *need = calloc(nv, 1);
+    for (uint32_t i = 0; i < k->n_instrs; i++) {
+        const kiln_instr *in = &k->instrs[i];
+        if (!g->live[i])
+            continue;
+        if (in->op == KILN_I_LOAD)
+            need[in->a] = 1;
+        size_t off = kl_rt_offset(in->op);
+        if (off && !rtfn[in->op])
+            rtfn[in->op] = kl_rt_fn(g, rt, off, in->op == KILN_I_POW ? g->t_dd2d
+                                                                      : g->t_d2d);
+    }
+    if (mode == KL_EW)
+        for (uint32_t j = 0; j < k->n_outputs; j++)
+            need[k->n_inputs + j] = 1;
+    if (mode == KL_RROW)
+        need[k->n_inputs] = 1;
+    for (uint32_t v = 0; v < nv; v++) {
+        if (!need[v])
+            continue;
+        unsigned dt = v < k->n_inputs ? k->inputs[v].dtype
+                                      : k->outputs[v - k->n_inputs].dtype;
+        LLVMValueRef idx = LLVMConstInt(g->t_i64, v, 0);
+        LLVMValueRef p = LLVMBuildGEP2(b, g->t_p8, ptrs, &idx, 1, "");
+        p = LLVMBuildLoad2(b, g->t_p8, p, "");
+        lc.base[v] = LLVMBuildBitCast(b, p, LLVMPointerType(kl_type(g, dt), 0), "");
+        if (strided) {
+            LLVMValueRef sp = LLVMBuildGEP2(b, g->t_i64, st, &idx, 1, "");
+            lc.stride[v] = LLVMBuildLoad2(b, g->t_i64, sp, "");
+        }
+    }
+    unsigned odt = k->outputs[0].dtype;
+    unsigned accdt = odt == KILN_F32 ? KILN_F64 : odt;
+    LLVMValueRef ident = mode == KL_RSCALAR ? kl_identity(g, accdt, k->reduce_op) : NULL;
+    LLVMValueRef zero = LLVMConstInt(g->t_i64, 0, 0);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, zero, ""), loop, exit);
+
+    LLVMPositionBuilderAtEnd(b, loop);
+    lc.j = LLVMBuildPhi(b, g->t_i64, "j");
+    LLVMValueRef acc = NULL;
+    if (mode == KL_RSCALAR)
+        acc = LLVMBuildPhi(b, kl_rtype(g, accdt), "acc");
+    kl_emit_program(g, &lc);
+    LLVMValueRef acc2 = NULL;
+    if (mode == KL_EW) {
+        for (uint32_t j = 0; j < k->n_outputs; j++) {
+            uint32_t v = k->n_inputs + j;
+            unsigned dt = k->outputs[j].dtype;
+            LLVMValueRef x = lc.val[k->out_refs[j]];
+            if (dt == KILN_BOOL)
+                x = LLVMBuildZExt(b, x, g->t_i8, "");
+            LLVMValueRef idx = kl_index(g, &lc, v);
+            LLVMValueRef p = LLVMBuildGEP2(b, kl_type(g, dt), lc.base[v], &idx, 1, "");
+            LLVMValueRef s = LLVMBuildStore(b, x, p);
+            if (!strided)
+                kl_md(g, s, g->l_out_scope[j], g->l_out_noalias[j]);
+        }
+    } else if (mode == KL_RSCALAR) {
+        LLVMValueRef x = lc.val[k->out_refs[0]];
+        if (odt == KILN_F32)
+            x = LLVMBuildFPExt(b, x, g->t_f64, "");
+        acc2 = kl_fold(g, accdt, k->reduce_op, acc, x);
+    } else {
+        uint32_t v = k->n_inputs;
+        LLVMValueRef idx = kl_index(g, &lc, v);
+        LLVMValueRef p = LLVMBuildGEP2(b, kl_type(g, odt), lc.base[v], &idx, 1, "");
+        LLVMValueRef o = LLVMBuildLoad2(b, kl_type(g, odt), p, "");
+        if (!strided)
+            kl_md(g, o, g->l_out_scope[0], g->l_in_only);
+        if (odt == KILN_BOOL)
+            o = LLVMBuildICmp(b, LLVMIntNE, o, LLVMConstNull(g->t_i8), "");
+        LLVMValueRef x = kl_fold(g, odt, k->reduce_op, o, lc.val[k->out_refs[0]]);
+        if (odt == KILN_BOOL)
+            x = LLVMBuildZExt(b, x, g->t_i8, "");
+        LLVMValueRef s = LLVMBuildStore(b, x, p);
+        if (!strided)
+            kl_md(g, s, g->l_out_scope[0], g->l_in_only);
+    }
+    LLVMValueRef j1 = LLVMBuildAdd(b, lc.j, LLVMConstInt(g->t_i64, 1, 0), "");
+    LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j1, n, ""), loop, exit);
+    LLVMValueRef in_j[2] = {zero, j1};
+    LLVMBasicBlockRef in_b[2] = {entry, loop_end};
+    LLVMAddIncoming(lc.j, in_j, in_b, 2);
+    if (acc) {
+        LLVMValueRef in_a[2] = {ident, acc2};
+        LLVMAddIncoming(acc, in_a, in_b, 2);
+    }
+
+    LLVMPositionBuilderAtEnd(b, exit);
+    if (mode == KL_RSCALAR) {
+        LLVMValueRef res = LLVMBuildPhi(b, kl_rtype(g, accdt), "res");
+        LLVMValueRef in_r[2] = {ident, acc2};
+        LLVMAddIncoming(res, in_r, in_b, 2);
+        if (accdt == KILN_BOOL)
+            res = LLVMBuildZExt(b, res, g->t_i8, "");
+        LLVMValueRef ap = LLVMBuildBitCast(b, accp, LLVMPointerType(
+                                               kl_type(g, accdt), 0), "");
+        LLVMBuildStore(b, res, ap);
+    }
+    LLVMBuildRetVoid(b);
+    free(lc.base);
+    free(lc.stride);
+    free(lc.val);
+    free(need);
+}
+
+static LLVMMetadataRef kl_mdstr(kl_cg *g, const char *s)
+{
+    return LLVMMDStringInContext2(g->ctx, s, strlen(s));
+}
+
+static LLVMValueRef kl_mdlist(kl_cg *g, LLVMMetadataRef *m, size_t n)
+{
+    return LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, m, n));
+}
+
+/* Build the module of kernel k (checked, with a program) into g->mod. */
+static int kl_build(kl_cg *g, char *why, size_t why_n)
+{
+    const kiln_kernel *k = g->k;
+    LLVMContextRef c = g->ctx;
+    g->t_i1 = LLVMInt1TypeInContext(c);
+    g->t_i8 = LLVMInt8TypeInContext(c);
+    g->t_i32 = LLVMInt32TypeInContext(c);
+    g->t_i64 = LLVMInt64TypeInContext(c);
+    g->t_f32 = LLVMFloatTypeInContext(c);
+    g->t_f64 = LLVMDoubleTypeInContext(c);
+    g->t_void = LLVMVoidTypeInContext(c);
+    g->t_p8 = LLVMPointerType(g->t_i8, 0);
+    g->t_pp8 = LLVMPointerType(g->t_p8, 0);
+    g->t_p64 = LLVMPointerType(g->t_i64, 0);
+    LLVMTypeRef params[5] = {g->t_i64, g->t_pp8, g->t_p64, g->t_p8, g->t_p8};
+    g->t_fn = LLVMFunctionType(g->t_void, params, 5, 0);
+    LLVMTypeRef d1[2] = {g->t_f64, g->t_f64};
+    g->t_d2d = LLVMFunctionType(g->t_f64, d1, 1, 0);
+    g->t_dd2d = LLVMFunctionType(g->t_f64, d1, 2, 0);
+    g->md_scope = LLVMGetMDKindIDInContext(c, "alias.scope", 11);
+    g->md_noalias = LLVMGetMDKindIDInContext(c, "noalias", 7);
+
+    /* alias scopes: one for all inputs, one per output, in one domain */
+    LLVMMetadataRef dom_ops[1] = {kl_mdstr(g, "kiln.domain")};
+    LLVMMetadataRef dom = LLVMMDNodeInContext2(c, dom_ops, 1);
+    LLVMMetadataRef in_ops[2] = {kl_mdstr(g, "kiln.inputs"), dom};
+    LLVMMetadataRef s_in = LLVMMDNodeInContext2(c, in_ops, 2);
+    uint32_t no = k->n_outputs;
+    LLVMMetadataRef *s_out = calloc(no + 1, sizeof *s_out);
+    LLVMMetadataRef *tmp = calloc(no + 1, sizeof *tmp);
+    g->l_out_scope = calloc(no, sizeof *g->l_out_scope);
+    g->l_out_noalias = calloc(no, sizeof *g->l_out_noalias);
+    if (!s_out || !tmp || !g->l_out_scope || !g->l_out_noalias) {
+        free(s_out);
+        free(tmp);
+        snprintf(why, why_n, "out of memory");
+        return -1;
+    }
+    for (uint32_t j = 0; j < no; j++) {
+        char name[48];
+        snprintf(name, sizeof name, "kiln.output%u", j);
+        LLVMMetadataRef ops[2] = {kl_mdstr(g, name), dom};
+        s_out[j] = LLVMMDNodeInContext2(c, ops, 2);
+    }
+    g->l_in = kl_mdlist(g, &s_in, 1);
+    g->l_in_only = g->l_in;
+    g->l_outs = kl_mdlist(g, s_out, no);
+    for (uint32_t j = 0; j < no; j++) {
+        g->l_out_scope[j] = kl_mdlist(g, &s_out[j], 1);
+        size_t m = 0;
+        tmp[m++] = s_in;
+        for (uint32_t q = 0; q < no; q++)
+            if (q != j)
+                tmp[m++] = s_out[q];
+        g->l_out_noalias[j] = kl_mdlist(g, tmp, m);
+    }
+    free(s_out);
+    free(tmp);
+
+    if (k->kind == KILN_KERNEL_ELEMWISE) {
+        kl_emit_fn(g, "kiln_ec", KL_EW, 0);
+        kl_emit_fn(g, "kiln_es", KL_EW, 1);
+    } else {
+        kl_emit_fn(g, "kiln_rc", KL_RSCALAR, 0);
+        kl_emit_fn(g, "kiln_rs", KL_RSCALAR, 1);
+        kl_emit_fn(g, "kiln_uc", KL_RROW, 0);
+        kl_emit_fn(g, "kiln_us", KL_RROW, 1);
+    }
+    free(g->l_out_scope);
+    free(g->l_out_noalias);
+    char *msg = NULL;
+    if (LLVMVerifyModule(g->mod, LLVMReturnStatusAction, &msg)) {
+        snprintf(why, why_n, "invalid IR: %.400s", msg ? msg : "?");
+        LLVMDisposeMessage(msg);
+        return -1;
+    }
+    LLVMDisposeMessage(msg);
+    return 0;
+}
+
+/* Build, optimise and then either emit an object (obj != NULL) or print
+ * the optimised IR (text != NULL). */
+static int kl_codegen(const kiln_kernel *k, const kiln_compile_options *opt,
+                      LLVMMemoryBufferRef *obj, char **text,
+                      kiln_plugin_error **err)
+{
+    int level = 2, fast = 0;
+    if (opt && opt->struct_size >= offsetof(kiln_compile_options, opt_level) + sizeof(int))
+        level = opt->opt_level;
+    if (opt && opt->struct_size >= offsetof(kiln_compile_options, fast_math) + sizeof(int))
+        fast = opt->fast_math;
+    if (level < 0) level = 0;
+    if (level > 3) level = 3;
+    uint8_t *live = calloc(k->n_instrs ? k->n_instrs : 1, 1);
+    if (!live)
+        return kl_fail(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_interp_mark_live(k, live);
+    kl_cg g = {0};
+    g.k = k;
+    g.live = live;
+    g.fast_math = fast;
+    g.ctx = LLVMContextCreate();
+    g.mod = LLVMModuleCreateWithNameInContext("kiln_kernel", g.ctx);
+    g.b = LLVMCreateBuilderInContext(g.ctx);
+    int rc = 0;
+    char why[512];
+    LLVMTargetMachineRef tm = NULL;
+    LLVMPassBuilderOptionsRef pbo = NULL;
+    if (kl_build(&g, why, sizeof why)) {
+        rc = kl_fail(err, KILN_ERR_BACKEND, "%s", why);
+        goto out;
+    }
+    LLVMTargetRef target;
+    char *terr = NULL;
+    if (LLVMGetTargetFromTriple(kl_triple, &target, &terr)) {
+        rc = kl_fail(err, KILN_ERR_BACKEND, "no target for %s: %s", kl_triple,
+                     terr ? terr : "?");
+        LLVMDisposeMessage(terr);
+        goto out;
+    }
+    static const LLVMCodeGenOptLevel cgl[4] = {
+        LLVMCodeGenLevelNone, LLVMCodeGenLevelLess, LLVMCodeGenLevelDefault,
+        LLVMCodeGenLevelAggressive};
+    tm = LLVMCreateTargetMachine(target, kl_triple, kl_cpu, kl_features,
+                                 cgl[level], LLVMRelocPIC,
+                                 LLVMCodeModelJITDefault);
+    if (!tm) {
+        rc = kl_fail(err, KILN_ERR_BACKEND, "cannot create a target machine");
+        goto out;
+    }
+    LLVMSetTarget(g.mod, kl_triple);
+    LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
+    char *dl = LLVMCopyStringRepOfTargetData(td);
+    LLVMSetDataLayout(g.mod, dl);
+    LLVMDisposeMessage(dl);
+    LLVMDisposeTargetData(td);
+    if (level > 0) {
+        pbo = LLVMCreatePassBuilderOptions();
+        LLVMPassBuilderOptionsSetLoopVectorization(pbo, 1);
+        LLVMPassBuilderOptionsSetSLPVectorization(pbo, 1);
+        LLVMPassBuilderOptionsSetLoopInterleaving(pbo, 1);
+        LLVMPassBuilderOptionsSetLoopUnrolling(pbo, 1);
+        char passes[32];
+        snprintf(passes, sizeof passes, "default<O%d>", level);
+        LLVMErrorRef e = LLVMRunPasses(g.mod, passes, tm, pbo);
+        if (e) {
+            char *m = kl_errmsg(e);
+            rc = kl_fail(err, KILN_ERR_BACKEND, "optimisation failed: %s", m);
+            LLVMDisposeErrorMessage(m);
+            goto out;
+        }
+    }
+    if (text) {
+        *text = LLVMPrintModuleToString(g.mod);
+    } else {
+        char *emsg = NULL;
+        if (LLVMTargetMachineEmitToMemoryBuffer(tm, g.mod, LLVMObjectFile,
+                                                &emsg, obj)) {
+            rc = kl_fail(err, KILN_ERR_BACKEND, "code generation failed: %s",
+                         emsg ? emsg : "?");
+            LLVMDisposeMessage(emsg);
+            goto out;
+        }
+    }
+out:
+    if (pbo)
+        LLVMDisposePassBuilderOptions(pbo);
+    if (tm)
+        LLVMDisposeTargetMachine(tm);
+    LLVMDisposeBuilder(g.b);
+    LLVMDisposeModule(g.mod);
+    LLVMContextDispose(g.ctx);
+    free(live);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Plugin entry points: supports, compile, artifacts                     */
+/* ------------------------------------------------------------------ */
+
+struct kl_artifact {
+    struct kiln_artifact base; /* unused; kiln_artifact is interp's type */
+    size_t len;
+    unsigned char *bytes;
+};
+
+static int kl_check(const kiln_kernel *src, kiln_kernel *full,
+                    kiln_plugin_error **err)
+{
+    char why[256];
+    if (kiln_interp_kernel_read(src, full, why, sizeof why)
+        || kiln_interp_check(full, why, sizeof why))
+        return kl_fail(err, KILN_ERR_BACKEND, "%s", why);
+    return 0;
+}
+
+static int kl_supports(const kiln_kernel *k, kiln_plugin_error **err)
+{
+    kiln_kernel full;
+    return kl_check(k, &full, err) == 0;
+}
+
+static int kl_compile(const kiln_kernel *k, const kiln_compile_options *opt,
+                      kiln_artifact **out, kiln_plugin_error **err)
+{
+    kiln_kernel full;
+    if (!out)
+        return kl_fail(err, KILN_ERR_ARG, "compile: no out");
+    *out = NULL;
+    if (kl_check(k, &full, err))
+        return KILN_ERR_BACKEND;
+    LLVMMemoryBufferRef obj = NULL;
+    if (kiln_interp_has_program(full.kind)) {
+        if (kl_ready(err))
+            return KILN_ERR_BACKEND;
+        int rc = kl_codegen(&full, opt, &obj, NULL, err);
+        if (rc)
+            return rc;
+    }
+    struct kl_artifact *a = calloc(1, sizeof *a);
+    if (a)
+        a->bytes = kl_pack(&full, obj ? LLVMGetBufferStart(obj) : NULL,
+                           obj ? LLVMGetBufferSize(obj) : 0, &a->len);
+    if (obj)
+        LLVMDisposeMemoryBuffer(obj);
+    if (!a || !a->bytes) {
+        free(a);
+        return kl_fail(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    *out = &a->base;
+    return KILN_OK;
+}
+
+static const void *kl_artifact_bytes(const kiln_artifact *a, size_t *len)
+{
+    const struct kl_artifact *k = (const struct kl_artifact *)(const void *)a;
+    *len = k->len;
+    return k->bytes;
+}
+
+static void kl_artifact_free(kiln_artifact *a)
+{
+    struct kl_artifact *k = (struct kl_artifact *)(void *)a;
+    if (!k)
+        return;
+    free(k->bytes);
+    free(k);
+}
+
+static int kl_emit_text(const kiln_kernel *k, const kiln_compile_options *opt,
+                        char **text, kiln_plugin_error **err)
+{
+    kiln_kernel full;
+    if (!text)
+        return kl_fail(err, KILN_ERR_ARG, "emit_text: no text");
+    *text = NULL;
+    if (kl_check(k, &full, err))
+        return KILN_ERR_BACKEND;
+    if (!kiln_interp_has_program(full.kind)) {
+        const char *msg = "; runs on the embedded interpreter (no code)\n";
+        *text = malloc(strlen(msg) + 1);
+        if (!*text)
+            return kl_fail(err, KILN_ERR_NOMEM, "out of memory");
+        memcpy(*text, msg, strlen(msg) + 1);
+        return KILN_OK;
+    }
+    if (kl_ready(err))
+        return KILN_ERR_BACKEND;
+    char *llvm_text = NULL;
+    int rc = kl_codegen(&full, opt, NULL, &llvm_text, err);
+    if (rc)
+        return rc;
+    size_t n = strlen(llvm_text);
+    *text = malloc(n + 1);
+    if (*text)
+        memcpy(*text, llvm_text, n + 1);
+    LLVMDisposeMessage(llvm_text);
+    return *text ? KILN_OK : kl_fail(err, KILN_ERR_NOMEM, "out of memory");
+}
+
+static void kl_text_free(char *text)
+{
+    free(text);
+}
+
+/* ------------------------------------------------------------------ */
+/* Callables                                                            */
+/* ------------------------------------------------------------------ */
+
+typedef void (*kl_row_fn)(int64_t n, void **ptrs, const int64_t *st,
+                          const kiln_runtime *rt, void *acc);
+
+typedef struct kl_state {
+    kiln_callable callable;
+    kiln_callable *interp;   /* the embedded interpreter's callable */
+    LLVMOrcLLJITRef jit;     /* NULL for data-movement kinds */
+    kl_row_fn c, s;          /* ELEMWISE: ec/es; REDUCE: rc/rs */
+    kl_row_fn uc, us;        /* REDUCE along a kept axis */
+} kl_state;
+
+static void kl_callable_free(kiln_callable *c)
+{
+    if (!c)
+        return;
+    kl_state *s = c->state;
+    if (s->jit) {
+        LLVMErrorRef e = LLVMOrcDisposeLLJIT(s->jit);
+        if (e)
+            LLVMConsumeError(e);
+    }
+    if (s->interp)
+        kiln_interp_callable_free(s->interp);
+    free(s);
+}
+
+static int kl_run(void *state, const kiln_call *call);
+
+static int kl_lookup(kl_state *s, const char *name, kl_row_fn *fn,
+                     kiln_plugin_error **err)
+{
+    LLVMOrcExecutorAddress addr = 0;
+    LLVMErrorRef e = LLVMOrcLLJITLookup(s->jit, &addr, name);
+    if (e) {
+        char *m = kl_errmsg(e);
+        int rc = kl_fail(err, KILN_ERR_BACKEND, "lookup of %s: %s", name, m);
+        LLVMDisposeErrorMessage(m);
+        return rc;
+    }
+    void *p = (void *)(uintptr_t)addr;
+    memcpy(fn, &p, sizeof *fn);
+    return 0;
+}
+
+static int kl_load_bytes(const void *bytes, size_t len, kiln_callable **out,
+                         kiln_plugin_error **err)
+{
+    if (!out)
+        return kl_fail(err, KILN_ERR_ARG, "load: no out");
+    *out = NULL;
+    /* instrs inside the bytes need 8-byte alignment: work on a copy */
+    unsigned char *copy = malloc(len ? len : 1);
+    if (!copy)
+        return kl_fail(err, KILN_ERR_NOMEM, "out of memory");
+    if (len)
+        memcpy(copy, bytes, len);
+    kiln_kernel k;
+    char label[128];
+    const void *obj;
+    size_t obj_len;
+    if (kl_unpack(copy, len, &k, label, sizeof label, &obj, &obj_len)) {
+        free(copy);
+        return kl_fail(err, KILN_ERR_BACKEND, "not an llvm artifact of format "
+                       "%u (%zu bytes)", KL_FORMAT, len);
+    }
+    kiln_kernel full;
+    if (kl_check(&k, &full, err)) {
+        free(copy);
+        return KILN_ERR_BACKEND;
+    }
+    int prog = kiln_interp_has_program(full.kind);
+    if (prog && obj_len == 0) {
+        free(copy);
+        return kl_fail(err, KILN_ERR_BACKEND, "artifact without code");
+    }
+    kl_state *s = calloc(1, sizeof *s);
+    kiln_artifact *ia = s ? kiln_interp_copy(&full) : NULL;
+    int rc = 0;
+    if (!s || !ia) {
+        rc = kl_fail(err, KILN_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    s->callable.struct_size = sizeof s->callable;
+    s->callable.fn = kl_run;
+    s->callable.state = s;
+    kiln_plugin_error *ie = NULL;
+    rc = kiln_interp_load(ia, &s->interp, &ie);
+    if (rc) {
+        kiln_interp_error_free(ie);
+        rc = kl_fail(err, KILN_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (prog) {
+        if ((rc = kl_ready(err)))
+            goto fail;
+        LLVMErrorRef e = LLVMOrcCreateLLJIT(&s->jit, NULL);
+        if (e) {
+            char *m = kl_errmsg(e);
+            rc = kl_fail(err, KILN_ERR_BACKEND, "cannot create a JIT: %s", m);
+            LLVMDisposeErrorMessage(m);
+            s->jit = NULL;
+            goto fail;
+        }
+        LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(s->jit);
+        LLVMOrcDefinitionGeneratorRef gen = NULL;
+        e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+            &gen, LLVMOrcLLJITGetGlobalPrefix(s->jit), NULL, NULL);
+        if (e) {
+            char *m = kl_errmsg(e);
+            rc = kl_fail(err, KILN_ERR_BACKEND, "process symbols: %s", m);
+            LLVMDisposeErrorMessage(m);
+            goto fail;
+        }
+        LLVMOrcJITDylibAddGenerator(jd, gen);
+        LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy(
+            obj, obj_len, "kiln_kernel.o");
+        e = LLVMOrcLLJITAddObjectFile(s->jit, jd, mb);
+        if (e) {
+            char *m = kl_errmsg(e);
+            rc = kl_fail(err, KILN_ERR_BACKEND, "cannot add the object: %s", m);
+            LLVMDisposeErrorMessage(m);
+            goto fail;
+        }
+        int ew = full.kind == KILN_KERNEL_ELEMWISE;
+        if ((rc = kl_lookup(s, ew ? "kiln_ec" : "kiln_rc", &s->c, err)) ||
+            (rc = kl_lookup(s, ew ? "kiln_es" : "kiln_rs", &s->s, err)) ||
+            (!ew && (rc = kl_lookup(s, "kiln_uc", &s->uc, err))) ||
+            (!ew && (rc = kl_lookup(s, "kiln_us", &s->us, err))))
+            goto fail;
+    }
+    free(ia);
+    free(copy);
+    *out = &s->callable;
+    return KILN_OK;
+fail:
+    free(ia);
+    free(copy);
+    if (s)
+        kl_callable_free(&s->callable);
+    return rc ? rc : KILN_ERR_BACKEND;
+}
+
+static int kl_load(const kiln_artifact *a, kiln_callable **out,
+                   kiln_plugin_error **err)
+{
+    if (!a)
+        return kl_fail(err, KILN_ERR_ARG, "load: no artifact");
+    const struct kl_artifact *k = (const struct kl_artifact *)(const void *)a;
+    return kl_load_bytes(k->bytes, k->len, out, err);
+}
+
+/* ------------------------------------------------------------------ */
+/* Running: the interpreter's walk, the JIT's rows                      */
+/* ------------------------------------------------------------------ */
+
+typedef struct kl_prun {
+    const kiln_interp_run *r;
+    const kl_state *ls;
+    uint32_t n_in, nv;
+    void **ptrs;
+    int64_t *st;
+    size_t *esize;
+    int mode;                 /* 0 contiguous, 1 splat, 2 strided */
+    int n_splat;
+    uint32_t splat_in[KL_MAX_SPLAT];
+    const void *splat_src[KL_MAX_SPLAT];
+    double splat[KL_MAX_SPLAT][KL_SPLAT];
+} kl_prun;
+
+/* Base pointers of the block's views; in splat mode, broadcast inputs
+ * read a buffer filled with their (row-constant) value. */
+static void kl_ptrs(kl_prun *p, const kiln_interp_iter *it, int64_t j0,
+                    int64_t n, uint32_t nviews)
+{
+    const kiln_call *call = p->r->call;
+    for (uint32_t v = 0; v < nviews; v++) {
+        const kiln_view *view = v < p->n_in ? &call->inputs[v]
+                                            : &call->outputs[v - p->n_in];
+        p->ptrs[v] = kiln_interp_elem(view, kiln_interp_at(it, v, j0),
+                                      p->esize[v]);
+    }
+    if (p->mode != 1)
+        return;
+    for (int q = 0; q < p->n_splat; q++) {
+        uint32_t v = p->splat_in[q];
+        const void *src = p->ptrs[v];
+        if (src != p->splat_src[q]) {
+            size_t es = p->esize[v];
+            unsigned char *d = (unsigned char *)p->splat[q];
+            for (int64_t j = 0; j < KL_SPLAT; j++)
+                memcpy(d + (size_t)j * es, src, es);
+            p->splat_src[q] = src;
+        }
+        (void)n;
+        p->ptrs[v] = p->splat[q];
+    }
+}
+
+static int kl_elemwise_body(void *ctx, const kiln_interp_iter *it,
+                            int64_t j0, int64_t n)
+{
+    kl_prun *p = ctx;
+    kl_ptrs(p, it, j0, n, p->nv);
+    if (p->mode == 2)
+        p->ls->s(n, p->ptrs, p->st, p->r->rt, NULL);
+    else
+        p->ls->c(n, p->ptrs, NULL, p->r->rt, NULL);
+    return 0;
+}
+
+/* *o = (T)OP((ACC)*o, acc): the interpreter's combination of a block. */
+static void kl_combine(unsigned dt, uint32_t op, void *o, const void *accp)
+{
+    switch (dt) {
+    case KILN_F64: case KILN_F32: {
+        double acc, x;
+        memcpy(&acc, accp, 8);
+        if (dt == KILN_F64) memcpy(&x, o, 8);
+        else { float f; memcpy(&f, o, 4); x = (double)f; }
+        switch (op) {
+        case KILN_REDUCE_PROD: x = x * acc; break;
+        case KILN_REDUCE_MAX: x = KILN_INTERP_FMAX(x, acc); break;
+        case KILN_REDUCE_MIN: x = KILN_INTERP_FMIN(x, acc); break;
+        default: x = x + acc; break;
+        }
+        if (dt == KILN_F64) memcpy(o, &x, 8);
+        else { float f = (float)x; memcpy(o, &f, 4); }
+        break;
+    }
+    case KILN_I64: {
+        int64_t acc, x;
+        memcpy(&acc, accp, 8);
+        memcpy(&x, o, 8);
+        switch (op) {
+        case KILN_REDUCE_PROD: x = KILN_INTERP_MUL64(x, acc); break;
+        case KILN_REDUCE_MAX: x = KILN_INTERP_MAX(x, acc); break;
+        case KILN_REDUCE_MIN: x = KILN_INTERP_MIN(x, acc); break;
+        default: x = KILN_INTERP_ADD64(x, acc); break;
+        }
+        memcpy(o, &x, 8);
+        break;
+    }
+    case KILN_I32: {
+        int32_t acc, x;
+        memcpy(&acc, accp, 4);
+        memcpy(&x, o, 4);
+        switch (op) {
+        case KILN_REDUCE_PROD: x = KILN_INTERP_MUL32(x, acc); break;
+        case KILN_REDUCE_MAX: x = KILN_INTERP_MAX(x, acc); break;
+        case KILN_REDUCE_MIN: x = KILN_INTERP_MIN(x, acc); break;
+        default: x = KILN_INTERP_ADD32(x, acc); break;
+        }
+        memcpy(o, &x, 4);
+        break;
+    }
+    default: {
+        uint8_t acc = *(const uint8_t *)accp, x = *(uint8_t *)o;
+        x = (op == KILN_REDUCE_MIN || op == KILN_REDUCE_PROD)
+                ? KILN_INTERP_AND(x, acc) : KILN_INTERP_OR(x, acc);
+        *(uint8_t *)o = x;
+        break;
+    }
+    }
+}
+
+static int kl_reduce_body(void *ctx, const kiln_interp_iter *it,
+                          int64_t j0, int64_t n)
+{
+    kl_prun *p = ctx;
+    const kiln_kernel *k = p->r->k;
+    kl_ptrs(p, it, j0, n, p->nv);
+    int64_t os = kiln_interp_inner(it, p->n_in);
+    if (os == 0) {
+        union { double d; int64_t i; unsigned char b[8]; } acc;
+        if (p->mode == 2)
+            p->ls->s(n, p->ptrs, p->st, p->r->rt, &acc);
+        else
+            p->ls->c(n, p->ptrs, NULL, p->r->rt, &acc);
+        kl_combine(k->outputs[0].dtype, k->reduce_op, p->ptrs[p->n_in], &acc);
+    } else if (p->mode != 2 && os == 1) {
+        p->ls->uc(n, p->ptrs, NULL, p->r->rt, NULL);
+    } else {
+        p->ls->us(n, p->ptrs, p->st, p->r->rt, NULL);
+    }
+    return 0;
+}
+
+/* After coalescing: pick contiguous, splat or strided rows. */
+static void kl_pick_mode(kl_prun *p, const kiln_interp_iter *it, int reduce)
+{
+    int contig = 1, splat_ok = 1;
+    p->n_splat = 0;
+    for (uint32_t v = 0; v < p->nv; v++) {
+        int64_t s = kiln_interp_inner(it, v);
+        p->st[v] = s;
+        if (reduce && v == p->n_in)
+            continue;  /* the output: handled per block */
+        if (s == 1)
+            continue;
+        contig = 0;
+        if (v < p->n_in && s == 0 && p->n_splat < KL_MAX_SPLAT)
+            p->splat_in[p->n_splat++] = v;
+        else
+            splat_ok = 0;
+    }
+    p->mode = contig ? 0 : splat_ok ? 1 : 2;
+    for (int q = 0; q < KL_MAX_SPLAT; q++)
+        p->splat_src[q] = NULL;
+}
+
+static int kl_program_kind(const kiln_interp_run *r, const kl_state *ls)
+{
+    const kiln_kernel *k = r->k;
+    int reduce = k->kind == KILN_KERNEL_REDUCE;
+    const kiln_view *space = reduce ? &r->call->inputs[0] : &r->call->outputs[0];
+    uint32_t nv = k->n_inputs + k->n_outputs;
+    int rc = kiln_interp_check_runtime(r);
+    if (rc)
+        return rc;
+    /* per-view arrays: iterator strides and offsets, pointers, strides,
+     * element sizes; on the stack for up to 64 views */
+    enum { KL_STACK_VIEWS = 64 };
+    int64_t s_strides[KL_STACK_VIEWS * KILN_MAX_RANK], s_offs[KL_STACK_VIEWS],
+        s_st[KL_STACK_VIEWS];
+    void *s_ptrs[KL_STACK_VIEWS];
+    size_t s_es[KL_STACK_VIEWS];
+    unsigned char *heap = NULL;
+    kiln_interp_iter it = {.rank = space->rank, .n_views = nv};
+    kl_prun prun, *p = &prun;  /* ~33 KiB of stack, splat buffers included */
+    p->r = r;
+    p->ls = ls;
+    p->n_in = k->n_inputs;
+    p->nv = nv;
+    if (nv <= KL_STACK_VIEWS) {
+        it.strides = s_strides;
+        it.offs = s_offs;
+        p->ptrs = s_ptrs;
+        p->st = s_st;
+        p->esize = s_es;
+    } else {
+        size_t per = sizeof(int64_t) * (KILN_MAX_RANK + 2) + sizeof(void *) + sizeof(size_t);
+        heap = malloc(per * nv);
+        if (!heap)
+            return kiln_interp_fail(r, KILN_ERR_NOMEM, "%s: out of memory", r->label);
+        it.strides = (int64_t *)(void *)heap;
+        it.offs = it.strides + (size_t)nv * KILN_MAX_RANK;
+        p->st = it.offs + nv;
+        p->ptrs = (void **)(void *)(p->st + nv);
+        p->esize = (size_t *)(void *)(p->ptrs + nv);
+    }
+    for (uint32_t v = 0; v < nv; v++)
+        p->esize[v] = kiln_interp_dtype_size(v < k->n_inputs ? k->inputs[v].dtype
+                                             : k->outputs[v - k->n_inputs].dtype);
+    for (int d = 0; d < space->rank; d++)
+        it.shape[d] = space->shape[d];
+    rc = kiln_interp_input_strides(r, &it);
+    if (rc)
+        goto out;
+    if (reduce) {
+        /* the interpreter's kiln_interp_reduce, with our body */
+        const kiln_view *o = &r->call->outputs[0];
+        int64_t *os = kiln_interp_strides(&it, p->n_in);
+        int64_t distinct[KILN_MAX_RANK];
+        double count = 1.0;
+        for (int d = 0; d < it.rank; d++) {
+            char b1[160], b2[160];
+            if (o->shape[d] != it.shape[d] && o->shape[d] != 1) {
+                rc = kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output shape %s "
+                                      "does not fit input shape %s", r->label,
+                                      kiln_interp_shape_str(b1, sizeof b1, o->rank, o->shape),
+                                      kiln_interp_shape_str(b2, sizeof b2, it.rank, it.shape));
+                goto out;
+            }
+            os[d] = o->shape[d] == 1 ? 0 : o->strides[d];
+            distinct[d] = os[d] == 0 ? 1 : it.shape[d];
+            if (os[d] == 0)
+                count *= (double)it.shape[d];
+        }
+        kiln_interp_fill f = {.view = o, .esize = kiln_interp_dtype_size(o->dtype),
+                              .divisor = count};
+        kiln_interp_identity(o->dtype, k->reduce_op, f.value);
+        kiln_interp_over_output(o, distinct, kiln_interp_fill_body, &f);
+        if (kiln_interp_iter_coalesce(&it)) {
+            kl_pick_mode(p, &it, 1);
+            kiln_interp_iter_run(&it, KILN_INTERP_BLOCK, kl_reduce_body, p);
+        }
+        if (k->reduce_op == KILN_REDUCE_MEAN)
+            kiln_interp_over_output(o, distinct, kiln_interp_mean_body, &f);
+    } else {
+        for (uint32_t j = 0; j < k->n_outputs; j++) {
+            const kiln_view *o = &r->call->outputs[j];
+            int64_t *s = kiln_interp_strides(&it, p->n_in + j);
+            for (int d = 0; d < it.rank; d++) {
+                char b1[160], b2[160];
+                if (o->shape[d] != it.shape[d]) {
+                    rc = kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u has "
+                                          "shape %s, output 0 has %s", r->label, j,
+                                          kiln_interp_shape_str(b1, sizeof b1, o->rank, o->shape),
+                                          kiln_interp_shape_str(b2, sizeof b2, it.rank, it.shape));
+                    goto out;
+                }
+                s[d] = o->strides[d];
+            }
+        }
+        if (kiln_interp_iter_coalesce(&it)) {
+            kl_pick_mode(p, &it, 0);
+            kiln_interp_iter_run(&it, p->mode == 1 ? KL_SPLAT : INT64_MAX,
+                                 kl_elemwise_body, p);
+        }
+    }
+out:
+    free(heap);
+    return rc;
+}
+
+static int kl_run(void *state, const kiln_call *call)
+{
+    const kl_state *ls = state;
+    if (!ls || !call)
+        return KILN_ERR_ARG;
+    if (!ls->jit)  /* JOIN, GATHER, SCATTER, DOT */
+        return ls->interp->fn(ls->interp->state, call);
+    if (call->struct_size < offsetof(kiln_call, rt) + sizeof(call->rt))
+        return KILN_ERR_ARG;
+    const kiln_interp_state *is = ls->interp->state;
+    const kiln_kernel *k = &is->art->k;
+    kiln_interp_run r = {.s = is, .k = k, .call = call, .rt = call->rt,
+                         .label = k->label ? k->label : kiln_interp_kind_name(k->kind)};
+    int rc = kiln_interp_check_call(&r);
+    if (rc)
+        return rc;
+    return kl_program_kind(&r, ls);
+}
+
+/* ------------------------------------------------------------------ */
+/* The descriptor                                                       */
+/* ------------------------------------------------------------------ */
+
+static const kiln_backend kl_backend = {
+    .struct_size = sizeof(kiln_backend),
+    .abi_major = KILN_ABI_MAJOR,
+    .abi_minor = KILN_ABI_MINOR,
+    .name = "llvm",
+    .version = KILN_VERSION_STRING "+llvm" KILN_LLVM_VERSION,
+    .build_id = KL_BUILD_ID,
+    .flags = KILN_BACKEND_THREAD_SAFE,
+    .supports = kl_supports,
+    .compile = kl_compile,
+    .load = kl_load,
+    .artifact_bytes = kl_artifact_bytes,
+    .load_bytes = kl_load_bytes,
+    .artifact_free = kl_artifact_free,
+    .callable_free = kl_callable_free,
+    .error_free = kiln_interp_error_free,
+    .emit_text = kl_emit_text,
+    .text_free = kl_text_free,
+};
+
+__attribute__((visibility("default")))
+const kiln_backend *kiln_backend_entry(uint32_t host_abi_major,
+                                       uint32_t host_abi_minor, char *errbuf,
+                                       size_t errbuf_size);
+
+const kiln_backend *kiln_backend_entry(uint32_t host_abi_major,
+                                       uint32_t host_abi_minor, char *errbuf,
+                                       size_t errbuf_size)
+{
+    (void)host_abi_minor;
+    if (host_abi_major != KILN_ABI_MAJOR) {
+        if (errbuf && errbuf_size)
+            snprintf(errbuf, errbuf_size, "llvm: built for plugin ABI %d, the "
+                     "host speaks ABI %u", KILN_ABI_MAJOR,
+                     (unsigned)host_abi_major);
+        return NULL;
+    }
+    return &kl_backend;
+}

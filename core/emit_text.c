@@ -1,0 +1,69 @@
+/*
+ * emit_text.c — `kiln emit-llvm` (see emit_text.h).
+ */
+#include "emit_text.h"
+#include "ir.h"
+#include "loader.h"
+#include "lower.h"
+
+#include <stdlib.h>
+
+int kiln_emit_text_graph(const kiln_graph *graph, const kiln_options *opt,
+                         FILE *out, kiln_err *err)
+{
+    const char *name = "llvm";
+    kiln_compile_options co = {sizeof co, 2, 0};
+    if (opt) {
+        size_t sz = opt->struct_size;
+        if (sz >= offsetof(kiln_options, backend) + sizeof(char *) &&
+            opt->backend)
+            name = opt->backend;
+        if (sz >= offsetof(kiln_options, opt_level) + sizeof(int) &&
+            opt->opt_level >= 1 && opt->opt_level <= 3)
+            co.opt_level = opt->opt_level;
+        if (sz >= offsetof(kiln_options, fast_math) + sizeof(int))
+            co.fast_math = opt->fast_math != 0;
+    }
+    const kiln_backend *be = kiln_loader_get(name, NULL, NULL, 0, err);
+    if (!be)
+        return KILN_ERR_BACKEND;
+    if (be->struct_size < offsetof(kiln_backend, text_free) +
+                              sizeof(be->text_free) ||
+        !be->emit_text || !be->text_free)
+        return kiln_seterr(err, KILN_ERR_BACKEND, "backend '%s' cannot print "
+                           "its code (no emit_text)", be->name);
+    kiln_graph *g = kiln_ir_clone(graph, err);
+    if (!g)
+        return err ? err->code : KILN_ERR_ARG;
+    kiln_program prog;
+    int rc = kiln_lower(g, &prog, err);
+    if (rc) {
+        kiln_graph_free(g);
+        return rc;
+    }
+    for (int i = 0; i < prog.n_steps && rc == 0; i++) {
+        const kiln_step *s = &prog.steps[i];
+        const char *nn = s->node >= 0 ? g->nodes[s->node].name : NULL;
+        fprintf(out, "; ==== kernel %d of %d: %s, node %s%s%s ====\n", i,
+                prog.n_steps, s->label, nn ? "'" : "", nn ? nn : "-",
+                nn ? "'" : "");
+        char *text = NULL;
+        kiln_plugin_error *pe = NULL;
+        if (be->emit_text(&s->kernel, &co, &text, &pe)) {
+            rc = kiln_seterr(err, KILN_ERR_BACKEND, "kernel %d (%s): %s", i,
+                             s->label, pe && pe->message ? pe->message
+                                                         : "unknown error");
+            if (pe)
+                be->error_free(pe);
+            break;
+        }
+        if (pe)
+            be->error_free(pe);
+        fputs(text ? text : "", out);
+        fputc('\n', out);
+        be->text_free(text);
+    }
+    kiln_lower_free(&prog);
+    kiln_graph_free(g);
+    return rc;
+}

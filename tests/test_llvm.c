@@ -1,0 +1,471 @@
+/*
+ * test_llvm.c — the llvm backend plugin on its own (the corpus comparison
+ * with the interpreter is in test_backends.c):
+ *
+ *  1. object round trip: compile -> artifact_bytes -> load_bytes in a
+ *     fresh JIT gives bitwise the results of the callable loaded from the
+ *     artifact, and of the interpreter; contiguous, broadcast (stride 0),
+ *     strided, negative-stride and in-place views; REDUCE to a scalar and
+ *     along a kept axis;
+ *  2. a fresh process (this program re-executed with --child) that only
+ *     calls load_bytes on bytes written by this one gets the same results;
+ *  3. bad bytes are refused with a message, never a crash;
+ *  4. emit_text gives optimised IR whose elementwise loop is vectorised
+ *     (a `<N x double>` operation) and the wide kernel (300 inputs, past
+ *     the alias-set tracker's default saturation) is vectorised too.
+ *
+ * Skips everything when the plugin was not built.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <kiln/backend.h>
+#include <kiln/kiln.h>
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime.h"
+#include "tap.h"
+
+static const kiln_backend *L, *I;
+
+static const kiln_backend *open_backend(const char *dir, const char *name)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/backends/%s/.libs/%s.so", dir, name, name);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return NULL;
+    void *sym = dlsym(h, KILN_BACKEND_ENTRY);
+    kiln_backend_entry_fn e;
+    memcpy(&e, &sym, sizeof e);
+    return sym ? e(KILN_ABI_MAJOR, KILN_ABI_MINOR, NULL, 0) : NULL;
+}
+
+/* ---- kernels ----------------------------------------------------------- */
+
+#define N 1000
+static kiln_arg_desc d1[8] = {{KILN_F64, 1, {0}}, {KILN_F64, 1, {0}},
+                              {KILN_F64, 1, {0}}, {KILN_F64, 1, {0}}};
+static kiln_arg_desc d2[4] = {{KILN_F64, 2, {0}}, {KILN_F64, 2, {0}},
+                              {KILN_F64, 2, {0}}};
+
+/* out = where(x > 0, exp(x) * y, maximum(x, y)) - 1.5 */
+static kiln_instr ew_prog[] = {
+    {KILN_I_LOAD, KILN_F64, 0, 0, -1, -1, 0},
+    {KILN_I_LOAD, KILN_F64, 0, 1, -1, -1, 0},
+    {KILN_I_CONST, KILN_F64, 0, -1, -1, -1, 0},
+    {KILN_I_GT, KILN_BOOL, 0, 0, 2, -1, 0},
+    {KILN_I_EXP, KILN_F64, 0, 0, -1, -1, 0},
+    {KILN_I_MUL, KILN_F64, 0, 4, 1, -1, 0},
+    {KILN_I_MAXIMUM, KILN_F64, 0, 0, 1, -1, 0},
+    {KILN_I_WHERE, KILN_F64, 0, 3, 5, 6, 0},
+    {KILN_I_CONST, KILN_F64, 0, -1, -1, -1, 1.5},
+    {KILN_I_SUB, KILN_F64, 0, 7, 8, -1, 0},
+};
+static int32_t ref9 = 9;
+
+/* sum(x * y) */
+static kiln_instr red_prog[] = {
+    {KILN_I_LOAD, KILN_F64, 0, 0, -1, -1, 0},
+    {KILN_I_LOAD, KILN_F64, 0, 1, -1, -1, 0},
+    {KILN_I_MUL, KILN_F64, 0, 0, 1, -1, 0},
+};
+static int32_t ref2 = 2;
+
+static kiln_kernel make_kernel(uint32_t kind, uint32_t rank)
+{
+    kiln_kernel k;
+    memset(&k, 0, sizeof k);
+    k.struct_size = sizeof k;
+    k.kind = kind;
+    k.n_inputs = 2;
+    k.n_outputs = 1;
+    k.inputs = rank == 1 ? d1 : d2;
+    k.outputs = rank == 1 ? d1 + 2 : d2 + 2;
+    if (kind == KILN_KERNEL_ELEMWISE) {
+        k.n_instrs = sizeof ew_prog / sizeof ew_prog[0];
+        k.instrs = ew_prog;
+        k.out_refs = &ref9;
+        k.label = "ew";
+    } else {
+        k.n_instrs = 3;
+        k.instrs = red_prog;
+        k.out_refs = &ref2;
+        k.reduce_op = KILN_REDUCE_SUM;
+        k.label = "sum";
+    }
+    return k;
+}
+
+static double xs[2 * N], ys[2 * N];
+
+static void fill(void)
+{
+    for (int i = 0; i < 2 * N; i++) {
+        xs[i] = sin(0.37 * i) * 3.0;
+        ys[i] = cos(0.11 * i) * 2.0 - 0.5;
+    }
+    xs[7] = NAN;
+    ys[11] = INFINITY;
+    xs[13] = -0.0;
+}
+
+static kiln_view view1(void *p, int64_t n, int64_t s)
+{
+    kiln_view v;
+    memset(&v, 0, sizeof v);
+    v.data = p;
+    v.rank = 1;
+    v.dtype = KILN_F64;
+    v.shape[0] = n;
+    v.strides[0] = s;
+    return v;
+}
+
+static int call(const kiln_callable *c, kiln_view *in, kiln_view *out)
+{
+    char eb[256] = "";
+    kiln_call k = {sizeof k, 2, 1, in, out, kiln_runtime_get(), eb, sizeof eb};
+    int rc = c->fn(c->state, &k);
+    if (rc)
+        diag("kernel failed: %s", eb);
+    return rc;
+}
+
+/* Run the elementwise kernel with several view layouts; results into
+ * res (5 * N doubles). */
+static void run_ew(const kiln_callable *c, double *res)
+{
+    double tmp[N];
+    memset(res, 0, sizeof(double) * 5 * N);
+    kiln_view in[2], out[1];
+    in[0] = view1(xs, N, 1); in[1] = view1(ys, N, 1);          /* contiguous */
+    out[0] = view1(res, N, 1);
+    call(c, in, out);
+    in[1] = view1(ys + 3, N, 0);                                 /* broadcast */
+    out[0] = view1(res + N, N, 1);
+    call(c, in, out);
+    in[0] = view1(xs, N, 2); in[1] = view1(ys + 2 * N - 1, N, -2); /* strided */
+    out[0] = view1(res + 2 * N, N, 1);
+    call(c, in, out);
+    memcpy(tmp, xs, sizeof tmp);                                 /* in place */
+    in[0] = view1(tmp, N, 1); in[1] = view1(ys, N, 1);
+    out[0] = view1(tmp, N, 1);
+    call(c, in, out);
+    memcpy(res + 3 * N, tmp, sizeof tmp);
+    in[0] = view1(xs, 0, 1); in[1] = view1(ys, 0, 1);            /* empty */
+    out[0] = view1(res + 4 * N, 0, 1);
+    call(c, in, out);
+}
+
+/* The reduction: to a scalar (1-D), over axis 1 and over axis 0 of a
+ * (20, 50) matrix, with the output view's stride-0 axes. */
+static void run_red(const kiln_callable *c1, const kiln_callable *c2,
+                    double *res)
+{
+    kiln_view in[2], out[1];
+    in[0] = view1(xs, N, 1); in[1] = view1(ys, N, 1);
+    out[0] = view1(res, N, 0);
+    call(c1, in, out);
+    in[1] = view1(ys, N, 0);
+    out[0] = view1(res + 1, N, 0);
+    call(c1, in, out);
+    for (int axis = 0; axis < 2; axis++) {
+        kiln_view a = view1(xs + 10, 0, 0), b = view1(ys, 0, 0),
+                  o = view1(res + 2 + axis * 50, 0, 0);
+        a.rank = b.rank = o.rank = 2;
+        a.shape[0] = b.shape[0] = o.shape[0] = 20;
+        a.shape[1] = b.shape[1] = o.shape[1] = 50;
+        a.strides[0] = 50; a.strides[1] = 1;
+        b.strides[0] = 1; b.strides[1] = 20;        /* transposed */
+        o.strides[0] = axis == 0 ? 0 : 1;
+        o.strides[1] = axis == 0 ? 1 : 0;
+        in[0] = a; in[1] = b; out[0] = o;
+        call(c2, in, out);
+    }
+}
+
+static int same(const double *a, const double *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) && isnan(b[i]))
+            continue;
+        if (memcmp(&a[i], &b[i], sizeof(double)) != 0) {
+            diag("element %zu: %.17g vs %.17g", i, a[i], b[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static kiln_callable *compile_load(const kiln_backend *be, const kiln_kernel *k,
+                                   unsigned char **bytes, size_t *len)
+{
+    kiln_artifact *a = NULL;
+    kiln_plugin_error *e = NULL;
+    kiln_compile_options co = {sizeof co, 2, 0};
+    if (be->compile(k, &co, &a, &e)) {
+        diag("compile: %s", e ? e->message : "?");
+        be->error_free(e);
+        return NULL;
+    }
+    if (bytes) {
+        const void *p = be->artifact_bytes(a, len);
+        *bytes = p ? malloc(*len) : NULL;
+        if (*bytes)
+            memcpy(*bytes, p, *len);
+    }
+    kiln_callable *c = NULL;
+    if (be->load(a, &c, &e)) {
+        diag("load: %s", e ? e->message : "?");
+        be->error_free(e);
+        c = NULL;
+    }
+    be->artifact_free(a);
+    return c;
+}
+
+static kiln_callable *from_bytes(const unsigned char *b, size_t len)
+{
+    kiln_callable *c = NULL;
+    kiln_plugin_error *e = NULL;
+    if (L->load_bytes(b, len, &c, &e)) {
+        diag("load_bytes: %s", e ? e->message : "?");
+        L->error_free(e);
+        return NULL;
+    }
+    return c;
+}
+
+/* Child: load the three kernels from files and write results. */
+static int child_main(const char *dir)
+{
+    L = open_backend(getenv("KILN_BUILDDIR"), "llvm");
+    if (!L)
+        return 3;
+    fill();
+    const char *names[3] = {"ew", "r1", "r2"};
+    kiln_callable *c[3];
+    for (int i = 0; i < 3; i++) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/%s.bin", dir, names[i]);
+        FILE *f = fopen(path, "rb");
+        if (!f)
+            return 4;
+        unsigned char buf[1 << 16];
+        size_t len = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        c[i] = from_bytes(buf, len);
+        if (!c[i])
+            return 5;
+    }
+    static double r[5 * N + 200];
+    run_ew(c[0], r);
+    run_red(c[1], c[2], r + 5 * N);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/child.out", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(r, sizeof r, 1, f) != 1)
+        return 6;
+    fclose(f);
+    for (int i = 0; i < 3; i++)
+        L->callable_free(c[i]);
+    return 0;
+}
+
+static void test_text(void)
+{
+    kiln_kernel k = make_kernel(KILN_KERNEL_ELEMWISE, 1);
+    /* a plain f64 elementwise kernel: out = x * 2.5 + y * y */
+    static kiln_instr p[] = {
+        {KILN_I_LOAD, KILN_F64, 0, 0, -1, -1, 0},
+        {KILN_I_LOAD, KILN_F64, 0, 1, -1, -1, 0},
+        {KILN_I_CONST, KILN_F64, 0, -1, -1, -1, 2.5},
+        {KILN_I_MUL, KILN_F64, 0, 0, 2, -1, 0},
+        {KILN_I_MUL, KILN_F64, 0, 1, 1, -1, 0},
+        {KILN_I_ADD, KILN_F64, 0, 3, 4, -1, 0},
+    };
+    static int32_t r5 = 5;
+    k.instrs = p;
+    k.n_instrs = 6;
+    k.out_refs = &r5;
+    char *text = NULL;
+    kiln_plugin_error *e = NULL;
+    kiln_compile_options co = {sizeof co, 2, 0};
+    ok(L->struct_size >= offsetof(kiln_backend, text_free) + sizeof(void *) &&
+       L->emit_text && L->emit_text(&k, &co, &text, &e) == 0 && text,
+       "emit_text gives optimised IR");
+    ok(text && strstr(text, " x double>") && strstr(text, "fmul <"),
+       "the f64 elementwise loop is vectorised (<N x double> fmul)");
+    if (text)
+        L->text_free(text);
+
+    /* 300 inputs summed: past the default alias-set saturation (250) */
+    enum { W = 300 };
+    kiln_arg_desc *d = malloc(sizeof *d * (W + 1));
+    kiln_instr *q = malloc(sizeof *q * (2 * W));
+    for (int i = 0; i <= W; i++)
+        d[i] = (kiln_arg_desc){KILN_F64, 1, {0}};
+    /* acc_i = acc_{i-1} + load_i */
+    int n = 0;
+    int acc = -1;
+    for (int i = 0; i < W; i++) {
+        q[n] = (kiln_instr){KILN_I_LOAD, KILN_F64, 0, i, -1, -1, 0};
+        int ld = n++;
+        if (acc < 0) {
+            acc = ld;
+        } else {
+            q[n] = (kiln_instr){KILN_I_ADD, KILN_F64, 0, acc, ld, -1, 0};
+            acc = n++;
+        }
+    }
+    int32_t ref = acc;
+    kiln_kernel w;
+    memset(&w, 0, sizeof w);
+    w.struct_size = sizeof w;
+    w.kind = KILN_KERNEL_ELEMWISE;
+    w.n_inputs = W;
+    w.n_outputs = 1;
+    w.inputs = d;
+    w.outputs = d + W;
+    w.n_instrs = (uint32_t)n;
+    w.instrs = q;
+    w.out_refs = &ref;
+    text = NULL;
+    int rc = L->emit_text(&w, &co, &text, &e);
+    ok(rc == 0 && text && strstr(text, "fadd <"),
+       "a %d-input elementwise kernel is vectorised too", W);
+    if (text)
+        L->text_free(text);
+    free(d);
+    free(q);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--child") == 0)
+        return child_main(argv[2]);
+    const char *bd = getenv("KILN_BUILDDIR") ? getenv("KILN_BUILDDIR") : ".";
+    L = open_backend(bd, "llvm");
+    I = open_backend(bd, "interp");
+    if (!L || !I) {
+        ok(1, "llvm backend # SKIP not built (configure --with-llvm)");
+        return done_testing();
+    }
+    ok(L->flags & KILN_BACKEND_THREAD_SAFE, "llvm declares itself thread-safe");
+    fill();
+    kiln_kernel ke = make_kernel(KILN_KERNEL_ELEMWISE, 1);
+    kiln_kernel kr1 = make_kernel(KILN_KERNEL_REDUCE, 1);
+    kiln_kernel kr2 = make_kernel(KILN_KERNEL_REDUCE, 2);
+    unsigned char *b[3] = {NULL, NULL, NULL};
+    size_t len[3] = {0, 0, 0};
+    kiln_callable *ce = compile_load(L, &ke, &b[0], &len[0]);
+    kiln_callable *cr1 = compile_load(L, &kr1, &b[1], &len[1]);
+    kiln_callable *cr2 = compile_load(L, &kr2, &b[2], &len[2]);
+    kiln_callable *ie = compile_load(I, &ke, NULL, NULL);
+    kiln_callable *ir1 = compile_load(I, &kr1, NULL, NULL);
+    kiln_callable *ir2 = compile_load(I, &kr2, NULL, NULL);
+    ok(ce && cr1 && cr2 && ie && ir1 && ir2, "kernels compile and load");
+    ok(b[0] && b[1] && b[2] && len[0] > 64,
+       "artifact bytes (%zu, %zu, %zu bytes) hold an object file", len[0],
+       len[1], len[2]);
+    int elf = 0;
+    for (size_t i = 0; b[0] && i + 4 <= len[0]; i++)
+        if (memcmp(b[0] + i, "\177ELF", 4) == 0)
+            elf = 1;
+    ok(elf, "the artifact embeds an ELF object");
+    if (!(ce && cr1 && cr2 && ie && ir1 && ir2 && b[0] && b[1] && b[2]))
+        return done_testing();
+
+    static double rl[5 * N + 200], ri[5 * N + 200], rb[5 * N + 200];
+    run_ew(ce, rl);
+    run_red(cr1, cr2, rl + 5 * N);
+    run_ew(ie, ri);
+    run_red(ir1, ir2, ri + 5 * N);
+    ok(same(rl, ri, 5 * N), "elementwise (contiguous, broadcast, strided, "
+       "in place, empty) equals interp bitwise");
+    ok(same(rl + 5 * N, ri + 5 * N, 200), "reductions (scalar, axis 0, "
+       "axis 1) equal interp bitwise");
+
+    kiln_callable *be = from_bytes(b[0], len[0]);
+    kiln_callable *br1 = from_bytes(b[1], len[1]);
+    kiln_callable *br2 = from_bytes(b[2], len[2]);
+    ok(be && br1 && br2, "load_bytes: the objects link into fresh JITs");
+    if (be && br1 && br2) {
+        run_ew(be, rb);
+        run_red(br1, br2, rb + 5 * N);
+        ok(same(rl, rb, 5 * N + 200), "kernels loaded from object bytes give "
+           "the fresh compile's results");
+    }
+
+    /* a fresh process that never compiles */
+    char dir[] = "/tmp/kiln_llvm_XXXXXX";
+    int child_ok = 0;
+    if (mkdtemp(dir)) {
+        const char *names[3] = {"ew", "r1", "r2"};
+        for (int i = 0; i < 3; i++) {
+            char path[4300];
+            snprintf(path, sizeof path, "%s/%s.bin", dir, names[i]);
+            FILE *f = fopen(path, "wb");
+            fwrite(b[i], 1, len[i], f);
+            fclose(f);
+        }
+        pid_t pid = fork();
+        if (pid == 0) {
+            execl(argv[0], argv[0], "--child", dir, (char *)NULL);
+            _exit(127);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        char path[4300];
+        snprintf(path, sizeof path, "%s/child.out", dir);
+        FILE *f = fopen(path, "rb");
+        static double rc[5 * N + 200];
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && f &&
+            fread(rc, sizeof rc, 1, f) == 1)
+            child_ok = same(rl, rc, 5 * N + 200);
+        else
+            diag("child: status %d", st);
+        if (f)
+            fclose(f);
+        remove(path);
+        for (int i = 0; i < 3; i++) {
+            snprintf(path, sizeof path, "%s/%s.bin", dir, names[i]);
+            remove(path);
+        }
+        rmdir(dir);
+    }
+    ok(child_ok, "a fresh process loading only the object bytes gets the same "
+       "results");
+
+    /* bad bytes */
+    kiln_callable *c = NULL;
+    kiln_plugin_error *e = NULL;
+    unsigned char junk[100] = "not an artifact";
+    int rc = L->load_bytes(junk, sizeof junk, &c, &e);
+    ok(rc != 0 && !c && e && strncmp(e->message, "llvm: ", 6) == 0,
+       "junk bytes are refused: %s", e ? e->message : "(no message)");
+    L->error_free(e);
+    e = NULL;
+    rc = L->load_bytes(b[0], len[0] - 10, &c, &e);
+    ok(rc != 0 && !c, "truncated bytes are refused");
+    L->error_free(e);
+
+    test_text();
+
+    kiln_callable *all[] = {ce, cr1, cr2, be, br1, br2};
+    for (int i = 0; i < 6; i++)
+        if (all[i])
+            L->callable_free(all[i]);
+    I->callable_free(ie);
+    I->callable_free(ir1);
+    I->callable_free(ir2);
+    for (int i = 0; i < 3; i++)
+        free(b[i]);
+    return done_testing();
+}
