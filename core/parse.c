@@ -941,6 +941,26 @@ fail:
 }
 
 /* op(arg, ..., key=value, ...); the current token is the op name. */
+/* Parse one positional argument into a growing array (arguments of a
+ * call or of grad): linear in the number of arguments. */
+static int parse_arg(parser *p, operand **args, size_t *nargs, size_t *cargs)
+{
+    if (*nargs == *cargs) {
+        size_t nc = *cargs ? 2 * *cargs : 8;
+        if (nc > (size_t)INT32_MAX / 2)
+            return nomem(p);
+        operand *q = realloc(*args, nc * sizeof *q);
+        if (!q)
+            return nomem(p);
+        *args = q;
+        *cargs = nc;
+    }
+    if (parse_expr(p, &(*args)[*nargs]))
+        return -1;
+    (*nargs)++;
+    return 0;
+}
+
 static int parse_call(parser *p, operand *o)
 {
     tok name = p->t;
@@ -1004,23 +1024,8 @@ static int parse_call(parser *p, operand *o)
                         opname);
                 goto done;
             }
-            if (nargs == cargs) {
-                size_t nc = cargs ? 2 * cargs : 8;
-                if (nc > (size_t)INT32_MAX / 2) {
-                    nomem(p);
-                    goto done;
-                }
-                operand *q = realloc(args, nc * sizeof *q);
-                if (!q) {
-                    nomem(p);
-                    goto done;
-                }
-                args = q;
-                cargs = nc;
-            }
-            if (parse_expr(p, &args[nargs]))
+            if (parse_arg(p, &args, &nargs, &cargs))
                 goto done;
-            nargs++;
         }
         if (p->t.kind == T_COMMA) {
             if (advance(p))
@@ -1702,23 +1707,8 @@ static int parse_grad(parser *p, const lhs_name *names, size_t n)
                         "grad: positional argument after keyword argument");
                 goto done;
             }
-            if (nargs == cargs) {
-                size_t nc = cargs ? 2 * cargs : 8;
-                if (nc > (size_t)INT32_MAX / 2) {
-                    nomem(p);
-                    goto done;
-                }
-                operand *q = realloc(args, nc * sizeof *q);
-                if (!q) {
-                    nomem(p);
-                    goto done;
-                }
-                args = q;
-                cargs = nc;
-            }
-            if (parse_expr(p, &args[nargs]))
+            if (parse_arg(p, &args, &nargs, &cargs))
                 goto done;
-            nargs++;
         }
         if (p->t.kind == T_COMMA) {
             if (advance(p))
