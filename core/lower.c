@@ -470,24 +470,18 @@ static int lower_reduce(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     kiln_node *n = &g->nodes[v];
     int ob = p->node_buf[v];
     kiln_dtype od = n->type.dtype;
+    int rop = -1;
     switch (n->op) {
-    case KILN_OP_SUM:
-        return reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_SUM, ob,
-                           &n->attrs, n->attrs.keepdims, od, 0, err);
-    case KILN_OP_PROD:
-        return reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_PROD, ob,
-                           &n->attrs, n->attrs.keepdims, od, 0, err);
-    case KILN_OP_MAX:
-        return reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_MAX, ob,
-                           &n->attrs, n->attrs.keepdims, od, 0, err);
-    case KILN_OP_MIN:
-        return reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_MIN, ob,
-                           &n->attrs, n->attrs.keepdims, od, 0, err);
-    case KILN_OP_MEAN:
-        return reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_MEAN, ob,
-                           &n->attrs, n->attrs.keepdims, od, 0, err);
-    default: break;
+    case KILN_OP_SUM: rop = KILN_REDUCE_SUM; break;
+    case KILN_OP_PROD: rop = KILN_REDUCE_PROD; break;
+    case KILN_OP_MAX: rop = KILN_REDUCE_MAX; break;
+    case KILN_OP_MIN: rop = KILN_REDUCE_MIN; break;
+    case KILN_OP_MEAN: rop = KILN_REDUCE_MEAN; break;
+    default: break;  /* logsumexp */
     }
+    if (rop >= 0)
+        return reduce_step(p, g, v, n->in[0], -1, rop, ob, &n->attrs,
+                           n->attrs.keepdims, od, 0, err);
     /* logsumexp: m = max(x, keepdims); s = sum(exp(x - m')); out = log(s)
      * + m', with temporaries m and s of the keepdims shape. */
     kiln_attrs kat = n->attrs;
