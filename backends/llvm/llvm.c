@@ -142,7 +142,7 @@ static char *kl_errmsg(LLVMErrorRef e)
 /* Serialised kernel descriptions (inside the artifact bytes)           */
 /* ------------------------------------------------------------------ */
 
-typedef struct kl_header {
+typedef struct kl_header {  /* 56 bytes */
     uint32_t magic, format;
     uint32_t kind, n_inputs, n_outputs, n_instrs;
     uint32_t reduce_op, scatter_mode, reduce_axes, label_len;
@@ -151,15 +151,25 @@ typedef struct kl_header {
     uint64_t obj_len;
 } kl_header;
 
+/* The argument descriptors, padded to 8 bytes so that the instructions
+ * after them are aligned (the header is 56 bytes). */
+static size_t kl_descs_len(const kiln_kernel *k)
+{
+    size_t n = sizeof(kiln_arg_desc) * ((size_t)k->n_inputs + k->n_outputs);
+    return (n + 7u) & ~(size_t)7u;
+}
+
 static size_t kl_desc_len(const kiln_kernel *k, size_t label_len)
 {
-    return sizeof(kl_header) +
-           sizeof(kiln_arg_desc) * ((size_t)k->n_inputs + k->n_outputs) +
+    return sizeof(kl_header) + kl_descs_len(k) +
            sizeof(kiln_instr) * k->n_instrs +
            sizeof(int32_t) * (k->n_instrs ? k->n_outputs : 0) + label_len;
 }
 
-/* header, descs, instrs, out_refs, label, then the object (obj_len). */
+_Static_assert(sizeof(kl_header) == 56, "artifact header layout");
+
+/* header, descs (padded to 8), instrs, out_refs, label, then the object
+ * (obj_len). */
 static unsigned char *kl_pack(const kiln_kernel *k, const void *obj,
                               size_t obj_len, size_t *len)
 {
@@ -180,6 +190,8 @@ static unsigned char *kl_pack(const kiln_kernel *k, const void *obj,
     p += sizeof(kiln_arg_desc) * k->n_inputs;
     memcpy(p, k->outputs, sizeof(kiln_arg_desc) * k->n_outputs);
     p += sizeof(kiln_arg_desc) * k->n_outputs;
+    while ((size_t)(p - b) % 8u)
+        *p++ = 0;
     if (k->n_instrs) {
         memcpy(p, k->instrs, sizeof(kiln_instr) * k->n_instrs);
         p += sizeof(kiln_instr) * k->n_instrs;
@@ -225,10 +237,10 @@ static int kl_unpack(const unsigned char *bytes, size_t len, kiln_kernel *k,
     kk.inputs = (const kiln_arg_desc *)(const void *)p;
     p += sizeof(kiln_arg_desc) * kk.n_inputs;
     kk.outputs = (const kiln_arg_desc *)(const void *)p;
-    p += sizeof(kiln_arg_desc) * kk.n_outputs;
+    p = bytes + sizeof h + kl_descs_len(&kk);
     if (kk.n_instrs) {
-        kk.instrs = (const kiln_instr *)(const void *)p;  /* 8-aligned: */
-        p += sizeof(kiln_instr) * kk.n_instrs;            /* see kl_load */
+        kk.instrs = (const kiln_instr *)(const void *)p;  /* 8-aligned in the copy */
+        p += sizeof(kiln_instr) * kk.n_instrs;
         kk.out_refs = (const int32_t *)(const void *)p;
         p += sizeof(int32_t) * kk.n_outputs;
     }
@@ -565,6 +577,8 @@ static LLVMValueRef kl_identity(kl_cg *g, unsigned accdt, uint32_t op)
     }
 }
 
+static LLVMMetadataRef kl_mdstr(kl_cg *g, const char *s);
+
 /* One row function. */
 static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
 {
@@ -670,7 +684,24 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
     }
     LLVMValueRef j1 = LLVMBuildAdd(b, lc.j, LLVMConstInt(g->t_i64, 1, 0), "");
     LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j1, n, ""), loop, exit);
+    LLVMValueRef latch = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j1,
+                                                          n, ""), loop, exit);
+    if (strided) {
+        /* The strided version runs only when some stride is not 1:
+         * vectorising it (on a speculated stride of 1, behind run-time
+         * checks) is wasted compile time, and so is unrolling it. */
+        LLVMMetadataRef tmp = LLVMTemporaryMDNode(g->ctx, NULL, 0);
+        LLVMMetadataRef v_ops[2] = {
+            kl_mdstr(g, "llvm.loop.vectorize.enable"),
+            LLVMValueAsMetadata(LLVMConstInt(g->t_i1, 0, 0))};
+        LLVMMetadataRef u_ops[1] = {kl_mdstr(g, "llvm.loop.unroll.disable")};
+        LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(g->ctx, v_ops, 2),
+                                  LLVMMDNodeInContext2(g->ctx, u_ops, 1)};
+        LLVMMetadataRef id = LLVMMDNodeInContext2(g->ctx, ops, 3);
+        LLVMMetadataReplaceAllUsesWith(tmp, id);
+        LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9),
+                        LLVMMetadataAsValue(g->ctx, id));
+    }
     LLVMValueRef in_j[2] = {zero, j1};
     LLVMBasicBlockRef in_b[2] = {entry, loop_end};
     LLVMAddIncoming(lc.j, in_j, in_b, 2);
