@@ -108,6 +108,8 @@ static pthread_once_t kl_once = PTHREAD_ONCE_INIT;
 static int kl_init_ok;
 static char *kl_triple, *kl_cpu, *kl_features;
 
+static void kl_warm_up(void);
+
 static void kl_init(void)
 {
     if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter())
@@ -122,6 +124,8 @@ static void kl_init(void)
     kl_cpu = LLVMGetHostCPUName();
     kl_features = LLVMGetHostCPUFeatures();
     kl_init_ok = kl_triple && kl_cpu && kl_features;
+    if (kl_init_ok)
+        kl_warm_up();
 }
 
 static int kl_ready(kiln_plugin_error **err)
@@ -1460,6 +1464,55 @@ static int kl_run(void *state, const kiln_call *call)
     if (rc)
         return rc;
     return kl_program_kind(&r, ls);
+}
+
+/* One compile and one JIT load of a trivial kernel inside pthread_once:
+ * libLLVM creates some process-wide objects lazily (timer groups, the
+ * dynamic-library lock); creating them here, before any thread can race
+ * to create them, publishes them to every later compile (and keeps
+ * ThreadSanitizer, which cannot see libLLVM's own atomics, quiet). */
+static void kl_warm_up(void)
+{
+    static const kiln_arg_desc d = {KILN_F64, 1, {0}};
+    static const kiln_instr p = {KILN_I_CONST, KILN_F64, 0, -1, -1, -1, 1.0};
+    static const int32_t ref = 0;
+    kiln_kernel k;
+    memset(&k, 0, sizeof k);
+    k.struct_size = sizeof k;
+    k.kind = KILN_KERNEL_ELEMWISE;
+    k.n_outputs = 1;
+    k.outputs = &d;
+    k.n_instrs = 1;
+    k.instrs = &p;
+    k.out_refs = &ref;
+    LLVMMemoryBufferRef obj = NULL;
+    if (kl_codegen(&k, NULL, &obj, NULL, NULL) || !obj)
+        return;
+    LLVMOrcLLJITRef jit = NULL;
+    LLVMErrorRef e = LLVMOrcCreateLLJIT(&jit, NULL);
+    if (e) {
+        LLVMConsumeError(e);
+        LLVMDisposeMemoryBuffer(obj);
+        return;
+    }
+    LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(jit);
+    LLVMOrcDefinitionGeneratorRef gen = NULL;
+    e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+        &gen, LLVMOrcLLJITGetGlobalPrefix(jit), NULL, NULL);
+    if (!e) {
+        LLVMOrcJITDylibAddGenerator(jd, gen);
+        e = LLVMOrcLLJITAddObjectFile(jit, jd, obj);  /* takes obj */
+        LLVMOrcExecutorAddress addr = 0;
+        if (!e)
+            e = LLVMOrcLLJITLookup(jit, &addr, "kiln_ec");
+    } else {
+        LLVMDisposeMemoryBuffer(obj);
+    }
+    if (e)
+        LLVMConsumeError(e);
+    e = LLVMOrcDisposeLLJIT(jit);
+    if (e)
+        LLVMConsumeError(e);
 }
 
 /* ------------------------------------------------------------------ */
