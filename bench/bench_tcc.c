@@ -145,7 +145,7 @@ static double compile_once(const kiln_backend *be, const kiln_kernel *k,
                            kiln_callable **out)
 {
     kiln_plugin_error *pe = NULL;
-    kiln_compile_options co = {sizeof co, 2, 0};
+    kiln_compile_options co = {.struct_size = sizeof co, .opt_level = 2};
     kiln_artifact *a = NULL;
     double t0 = now_ms();
     if (!be->supports(k, &pe) || be->compile(k, &co, &a, &pe) ||

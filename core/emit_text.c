@@ -12,7 +12,7 @@ int kiln_emit_text_graph(const kiln_graph *graph, const kiln_options *opt,
                          FILE *out, kiln_err *err)
 {
     const char *name = "llvm";
-    kiln_compile_options co = {sizeof co, 2, 0};
+    kiln_compile_options co = {.struct_size = sizeof co, .opt_level = 2};
     if (opt) {
         size_t sz = opt->struct_size;
         if (sz >= offsetof(kiln_options, backend) + sizeof(char *) &&

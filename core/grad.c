@@ -425,19 +425,57 @@ static int grad_index(gctx *c, kiln_value v, kiln_value gv)
 /* 2/sqrt(pi), for erf' (A&S 7.1.19) */
 #define TWO_OVER_SQRT_PI 1.1283791670955126
 
+/* n-ary mul (made by core/rewrite): d/d x_i = g * prod_{j<i} x_j *
+ * prod_{j>i} x_j, from prefix and suffix products: O(n) nodes. */
+static int grad_mul_n(gctx *c, const kiln_node *n, kiln_value gv)
+{
+    int k = n->n_in;
+    kiln_value *suf = malloc(sizeof *suf * (size_t)k);
+    if (!suf) {
+        kiln_seterr(c->err, KILN_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    suf[k - 1] = -2;  /* empty product */
+    for (int i = k - 2; i >= 0; i--)
+        suf[i] = suf[i + 1] == -2 ? n->in[i + 1]
+                                  : op2(c, "mul", n->in[i + 1], suf[i + 1]);
+    kiln_value pre = -2;
+    int rc = 0;
+    for (int i = 0; i < k && !rc; i++) {
+        if (suf[i] == -1 || pre == -1) {
+            rc = -1;
+            break;
+        }
+        if (c->path[n->in[i]]) {
+            kiln_value d = gv;
+            if (pre != -2)
+                d = op2(c, "mul", d, pre);
+            if (suf[i] != -2)
+                d = op2(c, "mul", d, suf[i]);
+            rc = contribute(c, n->in[i], d);
+        }
+        pre = pre == -2 ? n->in[i] : op2(c, "mul", pre, n->in[i]);
+    }
+    free(suf);
+    return rc;
+}
+
 static int grad_elemwise(gctx *c, kiln_value v, kiln_value gv)
 {
     kiln_node n = *NODE(c, v);
     kiln_value x = n.n_in > 0 ? n.in[0] : -1;
     kiln_value y = n.n_in > 1 ? n.in[1] : -1;
     switch (n.op) {
-    case KILN_OP_ADD:
-        TRY(contribute(c, x, gv));
-        return contribute(c, y, gv);
+    case KILN_OP_ADD: /* n-ary (core/rewrite flattens): g to every term */
+        for (int i = 0; i < n.n_in; i++)
+            TRY(contribute(c, n.in[i], gv));
+        return 0;
     case KILN_OP_SUB:
         TRY(contribute(c, x, gv));
         return c->path[y] ? contribute(c, y, op1(c, "neg", gv)) : 0;
     case KILN_OP_MUL:
+        if (n.n_in > 2)
+            return grad_mul_n(c, &n, gv);
         if (c->path[x])
             TRY(contribute(c, x, op2(c, "mul", gv, y)));
         return c->path[y] ? contribute(c, y, op2(c, "mul", gv, x)) : 0;

@@ -421,6 +421,14 @@ kiln_value kiln_ir_append(kiln_graph *g, const kiln_node *proto, kiln_err *err)
     return push_node(g, &nd, err);
 }
 
+int kiln_ir_reindex(kiln_graph *g, kiln_err *err)
+{
+    free(g->map);
+    g->map = NULL;
+    g->map_cap = 0;
+    return map_reserve(g, 0, 0, err);
+}
+
 kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
 {
     if (!g) {

@@ -96,6 +96,10 @@ typedef struct kiln_node {
     int64_t vshape[KILN_MAX_RANK];
     char *source;                 /* SHARED: source as written
                                      (`csv("f.csv", "c")`), or NULL */
+    int promoted;                 /* SHARED made from a large constant by
+                                     constant promotion (core/rewrite):
+                                     bound at creation, not a shared value
+                                     the caller sees or binds */
 } kiln_node;
 
 typedef struct kiln_output {
@@ -219,5 +223,10 @@ const char *kiln_ir_dim_str(const kiln_graph *g, int64_t d, char *buf,
 
 /* Deep-copy a graph (for kiln_compile, which keeps its own). */
 kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err);
+
+/* Rebuild g's name map from its nodes and outputs, after a caller (the
+ * rewrite passes, core/rewrite) filled the arrays directly.  Names must be
+ * unique.  Errors: KILN_ERR_NOMEM. */
+int kiln_ir_reindex(kiln_graph *g, kiln_err *err);
 
 #endif

@@ -11,7 +11,11 @@
 #include "ir.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +27,7 @@ const kiln_backend *kiln_interp_builtin_entry(uint32_t major, uint32_t minor,
 static struct {
     char name[64];
     const kiln_backend *backend;
+    uint64_t build_hash;
 } registry[MAX_BACKENDS];
 static int n_registry;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -126,8 +131,52 @@ static const kiln_backend *try_file(const char *path, const char *name,
     return b;
 }
 
+/* The id of a backend's build: XXH3-64 of its build_id string, then of
+ * the bytes of the file it was loaded from (`path`, may be NULL for code
+ * built into libkiln).  A rebuilt plugin gets a new id even when nobody
+ * changed its build_id, so the disk cache never feeds it artifacts of an
+ * older code generator. */
+static uint64_t build_hash_of(const kiln_backend *b, const char *path)
+{
+    XXH3_state_t *st = XXH3_createState();
+    if (!st)
+        return 0;
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, b->name, strlen(b->name) + 1);
+    if (b->build_id)
+        XXH3_64bits_update(st, b->build_id, strlen(b->build_id) + 1);
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd >= 0) {
+        char buf[65536];
+        ssize_t n;
+        while ((n = read(fd, buf, sizeof buf)) > 0)
+            XXH3_64bits_update(st, buf, (size_t)n);
+        close(fd);
+    }
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
+uint64_t kiln_loader_build_hash(const kiln_backend *be)
+{
+    if (!be)
+        return 0;
+    pthread_mutex_lock(&registry_lock);
+    for (int i = 0; i < n_registry; i++) {
+        if (registry[i].backend == be) {
+            uint64_t h = registry[i].build_hash;
+            pthread_mutex_unlock(&registry_lock);
+            return h;
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return build_hash_of(be, NULL);
+}
+
 static const kiln_backend *search_dirs(const char *dirs, const char *name,
-                                       FILE *diag, int quiet)
+                                       FILE *diag, int quiet, char *found,
+                                       size_t found_size)
 {
     if (!dirs || !*dirs)
         return NULL;
@@ -139,8 +188,10 @@ static const kiln_backend *search_dirs(const char *dirs, const char *name,
             char path[4096];
             snprintf(path, sizeof path, "%.*s/%s.so", (int)len, p, name);
             const kiln_backend *b = try_file(path, name, diag, quiet);
-            if (b)
+            if (b) {
+                snprintf(found, found_size, "%s", path);
                 return b;
+            }
         }
         if (!e)
             break;
@@ -177,17 +228,21 @@ const kiln_backend *kiln_loader_get(const char *name, const char *extra_path,
             return b;
         }
     }
-    const kiln_backend *b = search_dirs(extra_path, name, diag, quiet);
+    char found[4096] = "";
+    const kiln_backend *b = search_dirs(extra_path, name, diag, quiet, found,
+                                        sizeof found);
     if (!b)
-        b = search_dirs(getenv("KILN_PLUGIN_PATH"), name, diag, quiet);
+        b = search_dirs(getenv("KILN_PLUGIN_PATH"), name, diag, quiet, found,
+                        sizeof found);
     if (!b)
-        b = search_dirs(KILN_PLUGIN_DIR, name, diag, quiet);
+        b = search_dirs(KILN_PLUGIN_DIR, name, diag, quiet, found,
+                        sizeof found);
 #ifdef KILN_BUILD_TOP
     if (!b) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/backends/%s/.libs:%s/plugins/%s/.libs",
                  KILN_BUILD_TOP, name, KILN_BUILD_TOP, name);
-        b = search_dirs(dir, name, diag, quiet);
+        b = search_dirs(dir, name, diag, quiet, found, sizeof found);
     }
 #endif
     if (!b && strcmp(name, "interp") == 0)
@@ -195,7 +250,9 @@ const kiln_backend *kiln_loader_get(const char *name, const char *extra_path,
     if (b && n_registry < MAX_BACKENDS) {
         snprintf(registry[n_registry].name, sizeof registry[0].name, "%s",
                  name);
-        registry[n_registry++].backend = b;
+        registry[n_registry].backend = b;
+        registry[n_registry++].build_hash = build_hash_of(b, found[0] ? found
+                                                                   : NULL);
     }
     pthread_mutex_unlock(&registry_lock);
     if (!b)

@@ -30,4 +30,10 @@ const kiln_backend *kiln_loader_builtin_interp(void);
  * reason in buf. */
 int kiln_loader_check(const kiln_backend *b, char *buf, size_t size);
 
+/* 64-bit id of the build of backend `be`: XXH3-64 of its name, its
+ * build_id string and the bytes of the plugin file it was loaded from (for
+ * code built into libkiln, of the strings only).  The disk cache files
+ * artifacts under it.  Thread-safe. */
+uint64_t kiln_loader_build_hash(const kiln_backend *be);
+
 #endif

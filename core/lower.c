@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err);
+
 /* ---- buffers ------------------------------------------------------- */
 
 static int type_static(const kiln_type *t)
@@ -115,6 +117,20 @@ static int emit_cast(prog_builder *pb, int r, kiln_dtype have, kiln_dtype want)
     if (r < 0 || have == want)
         return r;
     return emit(pb, KILN_I_CAST, want, r, -1, -1, 0);
+}
+
+/* An n-ary add/mul over operands ops[lo..hi) as a balanced tree (the
+ * order core/rewrite/pairwise.c gives the graph): depth ceil(log2 n),
+ * pairwise summation's error bound. */
+static int emit_pairwise(prog_builder *pb, int opcode, kiln_dtype dt,
+                         const int *ops, int lo, int hi)
+{
+    if (hi - lo == 1)
+        return ops[lo];
+    int mid = lo + (hi - lo) / 2;
+    int a = emit_pairwise(pb, opcode, dt, ops, lo, mid);
+    int b = a >= 0 ? emit_pairwise(pb, opcode, dt, ops, mid, hi) : -1;
+    return b >= 0 ? emit(pb, opcode, dt, a, b, -1, 0) : -1;
 }
 
 static kiln_step *new_step(kiln_program *p, int kind, int node, int n_in,
@@ -338,14 +354,23 @@ static int lower_elemwise(kiln_program *p, kiln_graph *g, int v,
             }
             cd = kiln_ir_compute_dtype(n->op, pd);
         }
-        int ops[3] = {-1, -1, -1};
-        for (int i = 0; i < n->n_in; i++) {
-            ops[i] = ew_operand(&c, n->in[i], cd, err);
-            if (ops[i] < 0)
-                break;
+        int small[3] = {-1, -1, -1};
+        int *ops = small;
+        if (n->n_in > 3 && !(ops = malloc(sizeof(int) * (size_t)n->n_in))) {
+            ew_free(&c);
+            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         }
-        if (n->n_in == 0 || ops[n->n_in - 1] >= 0)
+        int ok = 1;
+        for (int i = 0; i < n->n_in && ok; i++) {
+            ops[i] = ew_operand(&c, n->in[i], cd, err);
+            ok = ops[i] >= 0;
+        }
+        if (ok && n->n_in > 2)   /* n-ary add/mul (core/rewrite) */
+            r = emit_pairwise(&c.pb, info->opcode, od, ops, 0, n->n_in);
+        else if (ok)
             r = emit(&c.pb, info->opcode, od, ops[0], ops[1], ops[2], 0);
+        if (ops != small)
+            free(ops);
     }
     int rc;
     if (r < 0) {
@@ -567,10 +592,65 @@ static int cast_buf(kiln_program *p, int node, int buf,
 
 /* ---- shape, index and dot ops -------------------------------------- */
 
+/* join_slices (core/rewrite/join.c): one narrow copy per input into its
+ * slice of the output, when the sizes along the axis are static.  Returns
+ * 1 when it did not apply. */
+static int lower_join_slices(kiln_program *p, kiln_graph *g, int v,
+                             kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    int stack = n->op == KILN_OP_STACK;
+    int r = n->type.rank;
+    int64_t ax = n->attrs.has_axes ? n->attrs.axes[0] : 0;
+    if (ax < 0)
+        ax += r;
+    if (ax < 0 || ax >= r)
+        return 1;
+    for (int i = 0; !stack && i < n->n_in; i++)
+        if (g->nodes[n->in[i]].type.dims[ax] < 0)
+            return 1;
+    int64_t off = 0;
+    for (int i = 0; i < n->n_in; i++) {
+        kiln_attrs *sl = calloc(1, sizeof *sl);
+        if (!sl)
+            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        sl->dtype = -1;
+        sl->nidx = (int)ax + 1;
+        for (int k = 0; k < ax; k++)
+            sl->idx[k].kind = KILN_INDEX_SLICE;
+        kiln_index *ix = &sl->idx[ax];
+        if (stack) {
+            ix->kind = KILN_INDEX_INT;
+            ix->start = i;
+        } else {
+            int64_t len = g->nodes[n->in[i]].type.dims[ax];
+            ix->kind = KILN_INDEX_SLICE;
+            ix->start = off;
+            ix->stop = off + len;
+            ix->has_start = ix->has_stop = 1;
+            off += len;
+        }
+        int rc = lower_copy(p, g, v, n->in[i], KILN_VIEW_BCAST,
+                            p->node_buf[v], KILN_VIEW_SUBTENSOR, sl,
+                            kiln_ir_op_info(n->op)->name, err);
+        if (rc) {
+            free(sl);
+            return rc;
+        }
+        p->steps[p->n_steps - 1].slice = sl;
+    }
+    return 0;
+}
+
 static int lower_join(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
 {
     kiln_node *n = &g->nodes[v];
     int stack = n->op == KILN_OP_STACK;
+    if (p->opts && p->opts->join_slices && n->type.rank > 0) {
+        int rc = lower_join_slices(p, g, v, err);
+        if (rc != 1)
+            return rc;
+    }
     int *bufs = malloc(sizeof(int) * (size_t)n->n_in);
     if (!bufs)
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
@@ -875,7 +955,25 @@ static int plan_slots(kiln_program *p, kiln_graph *g, kiln_err *err)
 
 int kiln_lower(kiln_graph *g, kiln_program *p, kiln_err *err)
 {
+    return kiln_lower_ex(g, p, NULL, err);
+}
+
+int kiln_lower_ex(kiln_graph *g, kiln_program *p, const kiln_lower_opts *opts,
+                  kiln_err *err)
+{
     memset(p, 0, sizeof *p);
+    kiln_lower_opts o;
+    memset(&o, 0, sizeof o);
+    if (opts)
+        o = *opts;
+    p->opts = &o;
+    int rc = lower_all(g, p, err);
+    p->opts = NULL;
+    return rc;
+}
+
+static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
+{
     int rc = make_buffers(p, g, err);
     if (rc)
         return rc;
@@ -944,6 +1042,7 @@ void kiln_lower_free(kiln_program *p)
         free(s->out_refs);
         free(s->vin);
         free(s->vout);
+        free(s->slice);
     }
     free(p->bufs);
     free(p->steps);

@@ -14,6 +14,7 @@
 #define KILN_CORE_LOWER_H
 
 #include "ir.h"
+#include <kiln/cache.h>
 
 enum kiln_buf_kind {
     KILN_BUF_INPUT = 0,   /* the caller's tensor, set at each call */
@@ -79,8 +80,16 @@ typedef struct kiln_step {
     /* compiled */
     const kiln_backend *backend;
     kiln_callable *callable;
+    /* the cache (core/cache.c): key of `kernel`, what happened */
+    kiln_key key;
+    int cache_result;     /* kiln_cache_result */
+    int cache_written;
+    int callable_shared;  /* callable owned by an identical earlier step */
+    double compile_s, saved_s;
     /* per-call views (preallocated) */
     kiln_view *vin, *vout;
+    kiln_attrs *slice;    /* owned: the output slice of a join written
+                             slice by slice (join_slices) */
 } kiln_step;
 
 typedef struct kiln_program {
@@ -90,12 +99,26 @@ typedef struct kiln_program {
     int n_steps, cap_steps;
     int *node_buf;        /* graph node -> buffer (-1 when none) */
     int n_slots;
+    struct kiln_lower_opts *opts; /* during kiln_lower_ex only */
 } kiln_program;
 
 /* Lower graph `g` (validated, owned by the caller, must outlive prog) into
  * *prog: buffers, steps with kernel descriptions, and a slot plan.
  * Errors: KILN_ERR_NOMEM, KILN_ERR_TYPE for an op it cannot lower. */
 int kiln_lower(kiln_graph *g, kiln_program *prog, kiln_err *err);
+
+/* Lowering choices made by the rewrite passes (core/rewrite). */
+typedef struct kiln_lower_opts {
+    int join_slices;      /* join/stack of static sizes: one narrow copy
+                             per input into its slice of the output */
+    int fuse;             /* fuse elementwise chains (core/rewrite/fusion.c) */
+    int fuse_max_width;   /* inputs of one fused kernel */
+    int fuse_max_ops;     /* instructions of one fused scalar program */
+} kiln_lower_opts;
+
+/* kiln_lower with options (NULL: none of them, kiln_lower's behaviour). */
+int kiln_lower_ex(kiln_graph *g, kiln_program *prog,
+                  const kiln_lower_opts *opts, kiln_err *err);
 
 /* Free what kiln_lower allocated (not the callables: see vm.c). */
 void kiln_lower_free(kiln_program *prog);

@@ -11,9 +11,12 @@
  * views into preallocated arrays and calls the kernels.
  */
 #define _POSIX_C_SOURCE 200809L  /* strdup, sysconf */
+#include "cache.h"
 #include "ir.h"
 #include "loader.h"
 #include "lower.h"
+#include "policy_int.h"
+#include "rewrite/rewrite.h"
 #include "runtime.h"
 #include "vm.h"
 
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct kiln_function {
@@ -38,8 +42,15 @@ struct kiln_function {
     int64_t *last_shapes;       /* n_inputs * KILN_MAX_RANK */
     const kiln_runtime *rt;
     char errbuf[512];
+    kiln_cache_session *cache;  /* during kiln_compile only */
+    /* kernel dedupe during kiln_compile: (key, backend, options) -> the
+     * step whose callable later identical steps share */
+    struct memo_ent *memo;
+    size_t memo_mask;
+    pthread_mutex_t memo_lock;
     void *callback_ctx;         /* sampler callbacks' state (callback.c) */
     void (*callback_ctx_free)(void *);
+    kiln_plan *plan;            /* per-kernel backend decisions (policy.c) */
 };
 
 /* ---- helpers -------------------------------------------------------- */
@@ -135,46 +146,187 @@ static int setup_leaves(kiln_function *f, kiln_err *err)
     return 0;
 }
 
-/* Compile one step with backend `be`; 0 on success, else the reason in
- * why. */
-static int compile_step_unlocked(kiln_step *s, const kiln_backend *be,
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void plugin_why(const kiln_backend *be, kiln_plugin_error *pe,
+                       const char *what, const char *dflt, char *why,
+                       size_t size)
+{
+    snprintf(why, size, "%s%s", what,
+             pe && pe->message ? pe->message : dflt);
+    if (pe)
+        be->error_free(pe);
+}
+
+/* Try the disk cache for step s: 1 when its callable came from an entry,
+ * 0 when it must be compiled (a miss, or a bad entry now removed). */
+static int load_cached(kiln_cache_session *cache, kiln_step *s,
+                       const kiln_backend *be, const kiln_compile_options *co)
+{
+    void *bytes = NULL;
+    size_t len = 0;
+    double saved = 0, t0 = seconds_now();
+    int r = kiln_cache_fetch(cache, be, co, &s->key, &bytes, &len, &saved);
+    s->cache_result = r > 0 ? KILN_CACHE_HIT : r < 0 ? KILN_CACHE_BAD
+                                                      : KILN_CACHE_MISS;
+    if (r <= 0)
+        return 0;
+    kiln_plugin_error *pe = NULL;
+    kiln_callable *c = NULL;
+    int rc = be->load_bytes(bytes, len, &c, &pe);
+    free(bytes);
+    if (rc || !c || !c->fn) {
+        char why[600];
+        plugin_why(be, pe, "", "unknown error", why, sizeof why);
+        if (c)
+            be->callable_free(c);
+        kiln_cache_reject(cache, be, co, &s->key, why);
+        s->cache_result = KILN_CACHE_BAD;
+        return 0;
+    }
+    if (pe)
+        be->error_free(pe);
+    s->backend = be;
+    s->callable = c;
+    s->compile_s = seconds_now() - t0;
+    s->saved_s = saved;
+    return 1;
+}
+
+/* ---- kernel dedupe -------------------------------------------------- */
+
+/* Identical kernels (same key) compiled with the same backend and options
+ * make interchangeable code: a model's gradient repeats the same scalar
+ * kernels many times (eight schools: 65 kernels, 32 different).  The
+ * first compiled step owns the callable; the others share it
+ * (callable_shared) and report KILN_CACHE_SHARED.  Kernels are reentrant
+ * and a function runs one call at a time, so sharing is safe. */
+struct memo_ent {
+    int used;
+    kiln_key key;
+    const kiln_backend *be;
+    int opts;
+    int step;
+};
+
+static int memo_opts(const kiln_compile_options *co)
+{
+    return co->opt_level * 4 + (co->fast_math ? 2 : 0) +
+           (co->generic_target ? 1 : 0);
+}
+
+static size_t memo_slot(const kiln_function *f, const kiln_key *k,
+                        const kiln_backend *be, int opts)
+{
+    uint64_t h = 0;
+    memcpy(&h, k->b + 1, sizeof h);
+    h ^= (uint64_t)(uintptr_t)be * 0x9e3779b97f4a7c15ull + (uint64_t)opts;
+    size_t i = (size_t)h & f->memo_mask;
+    while (f->memo[i].used &&
+           !(f->memo[i].be == be && f->memo[i].opts == opts &&
+             memcmp(f->memo[i].key.b, k->b, KILN_KEY_BYTES) == 0))
+        i = (i + 1) & f->memo_mask;
+    return i;
+}
+
+/* Share an earlier identical step's callable; 1 when done. */
+static int memo_share(kiln_function *f, kiln_step *s, const kiln_backend *be,
+                      const kiln_compile_options *co)
+{
+    if (!f->memo)
+        return 0;
+    pthread_mutex_lock(&f->memo_lock);
+    size_t i = memo_slot(f, &s->key, be, memo_opts(co));
+    int owner = f->memo[i].used ? f->memo[i].step : -1;
+    pthread_mutex_unlock(&f->memo_lock);
+    if (owner < 0)
+        return 0;
+    const kiln_step *o = &f->prog.steps[owner];
+    s->backend = be;
+    s->callable = o->callable;
+    s->callable_shared = 1;
+    s->cache_result = KILN_CACHE_SHARED;
+    s->cache_written = 0;
+    s->compile_s = 0;
+    s->saved_s = 0;
+    return 1;
+}
+
+static void memo_add(kiln_function *f, kiln_step *s, const kiln_backend *be,
+                     const kiln_compile_options *co)
+{
+    if (!f->memo)
+        return;
+    pthread_mutex_lock(&f->memo_lock);
+    size_t i = memo_slot(f, &s->key, be, memo_opts(co));
+    if (!f->memo[i].used)
+        f->memo[i] = (struct memo_ent){1, s->key, be, memo_opts(co),
+                                       (int)(s - f->prog.steps)};
+    pthread_mutex_unlock(&f->memo_lock);
+}
+
+/* Compile one step with backend `be`, through the disk cache when there
+ * is one and the backend makes storable artifacts; 0 on success, else the
+ * reason in why. */
+static int compile_step_unlocked(kiln_function *f, kiln_step *s,
+                                 const kiln_backend *be,
                                  const kiln_compile_options *co, char *why,
                                  size_t size)
 {
+    kiln_cache_session *cache = f->cache;
+    if (memo_share(f, s, be, co))
+        return 0;
     kiln_plugin_error *pe = NULL;
     if (be->supports && !be->supports(&s->kernel, &pe)) {
-        snprintf(why, size, "refused: %s",
-                 pe && pe->message ? pe->message : "unsupported");
-        if (pe)
-            be->error_free(pe);
+        plugin_why(be, pe, "refused: ", "unsupported", why, size);
         return -1;
     }
     if (pe) {
         be->error_free(pe);
         pe = NULL;
     }
+    int storable = cache && be->artifact_bytes && be->load_bytes;
+    s->cache_result = KILN_CACHE_NONE;
+    s->cache_written = 0;
+    if (storable && !kiln_cache_recaching(cache) &&
+        load_cached(cache, s, be, co)) {
+        memo_add(f, s, be, co);
+        return 0;
+    }
+    if (storable && s->cache_result == KILN_CACHE_NONE)
+        s->cache_result = KILN_CACHE_MISS;     /* recache */
+    double t0 = seconds_now();
     kiln_artifact *art = NULL;
     if (be->compile(&s->kernel, co, &art, &pe)) {
-        snprintf(why, size, "compile failed: %s",
-                 pe && pe->message ? pe->message : "unknown error");
-        if (pe)
-            be->error_free(pe);
+        plugin_why(be, pe, "compile failed: ", "unknown error", why, size);
         return -1;
     }
     kiln_callable *c = NULL;
     int rc = be->load(art, &c, &pe);
-    be->artifact_free(art);
     if (rc || !c || !c->fn) {
-        snprintf(why, size, "load failed: %s",
-                 pe && pe->message ? pe->message : "unknown error");
-        if (pe)
-            be->error_free(pe);
+        plugin_why(be, pe, "load failed: ", "unknown error", why, size);
         if (c)
             be->callable_free(c);
+        be->artifact_free(art);
         return -1;
     }
+    s->compile_s = seconds_now() - t0;
+    if (storable) {
+        size_t len = 0;
+        const void *bytes = be->artifact_bytes(art, &len);
+        if (bytes && len)
+            s->cache_written = kiln_cache_store(cache, be, co, &s->key, bytes,
+                                                len, s->compile_s) == 1;
+    }
+    be->artifact_free(art);
     s->backend = be;
     s->callable = c;
+    memo_add(f, s, be, co);
     return 0;
 }
 
@@ -185,28 +337,29 @@ static int compile_step_unlocked(kiln_step *s, const kiln_backend *be,
  * must be reentrant (docs/plugin-abi.md, section 11). */
 static pthread_mutex_t serial_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int compile_step(kiln_step *s, const kiln_backend *be,
+static int compile_step(kiln_function *f, kiln_step *s,
+                        const kiln_backend *be,
                         const kiln_compile_options *co, char *why,
                         size_t size)
 {
     int serial = !(be->flags & KILN_BACKEND_THREAD_SAFE);
     if (serial)
         pthread_mutex_lock(&serial_lock);
-    int rc = compile_step_unlocked(s, be, co, why, size);
+    int rc = compile_step_unlocked(f, s, be, co, why, size);
     if (serial)
         pthread_mutex_unlock(&serial_lock);
     return rc;
 }
 
 /* Parallel compilation (kiln_options.jobs): a small pool of threads takes
- * steps in order from a shared counter and compiles each with the chosen
- * backend, keeping the reason of a failure; the fallbacks, their
+ * steps in order from a shared counter and compiles each with the backend
+ * the plan gave it, keeping the reason of a failure; the fallbacks, their
  * diagnostics and the final error are then handled in step order by the
  * calling thread, exactly as a serial compile would. */
 typedef struct compile_pool {
     kiln_function *f;
-    const kiln_backend *be;
-    const kiln_compile_options *co;
+    const kiln_backend **be;    /* per step: backend to try, NULL: skip */
+    const kiln_compile_options **co;  /* per step */
     char **why;                 /* per step: NULL, or the failure reason */
     int *failed;
     int next;
@@ -222,9 +375,11 @@ static void *compile_worker(void *arg)
         pthread_mutex_unlock(&p->lock);
         if (i >= p->f->prog.n_steps)
             return NULL;
+        if (!p->be[i])
+            continue;
         char why[600];
-        if (compile_step(&p->f->prog.steps[i], p->be, p->co, why,
-                         sizeof why)) {
+        if (compile_step(p->f, &p->f->prog.steps[i], p->be[i], p->co[i],
+                         why, sizeof why)) {
             p->failed[i] = 1;
             p->why[i] = strdup(why);  /* NULL: reported as "unknown" */
         }
@@ -237,11 +392,11 @@ static int default_jobs(void)
     return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
-/* Compile every step with `be` on `jobs` threads; *failed[i] and why[i]
- * record failures.  Returns -1 when the pool cannot be set up (the caller
- * then compiles serially). */
-static int compile_parallel(kiln_function *f, const kiln_backend *be,
-                            const kiln_compile_options *co, int jobs,
+/* Compile the steps with a backend in be[] on `jobs` threads; failed[i]
+ * and why[i] record failures.  Returns -1 when the pool cannot be set up
+ * (the caller then compiles serially). */
+static int compile_parallel(kiln_function *f, const kiln_backend **be,
+                            const kiln_compile_options **co, int jobs,
                             int *failed, char **why)
 {
     compile_pool p = {f, be, co, why, failed, 0, PTHREAD_MUTEX_INITIALIZER};
@@ -269,15 +424,62 @@ static int compile_parallel(kiln_function *f, const kiln_backend *be,
     return 0;
 }
 
+static void begin_cache(kiln_function *f, const kiln_options *opt);
+
+#define MAX_CHAIN 16
+
+/* The backends of a plan's chain, loaded on first use. */
+typedef struct chain_state {
+    int n;
+    const kiln_plan *pl;
+    const kiln_backend *interp;
+    const char *path;
+    FILE *diag;
+    int quiet;
+    const kiln_backend *be[MAX_CHAIN];
+    int state[MAX_CHAIN];       /* 0 not tried, 1 loaded, -1 missing */
+    int told[MAX_CHAIN];        /* the missing diagnostic was printed */
+    char missing[MAX_CHAIN][600];
+    kiln_compile_options co[MAX_CHAIN];
+} chain_state;
+
+/* The first backend of the chain at index c or after that is installed
+ * (loading it), or ch->n when none is. */
+static int chain_next(chain_state *ch, int c)
+{
+    for (; c < ch->n; c++) {
+        if (ch->state[c] == 0) {
+            const char *bn = kiln_plan_chain(ch->pl, c);
+            kiln_err lerr = {0, ""};
+            ch->be[c] = strcmp(bn, "interp") == 0
+                            ? ch->interp
+                            : kiln_loader_get(bn, ch->path, ch->diag,
+                                              ch->quiet, &lerr);
+            ch->state[c] = ch->be[c] ? 1 : -1;
+            snprintf(ch->missing[c], sizeof ch->missing[c], "%s",
+                     lerr.message);
+        }
+        if (ch->state[c] > 0)
+            return c;
+    }
+    return ch->n;
+}
+
+/* Compile every step with the backend the plan (core/policy.c: the
+ * policy, or an explicit backend) chose for it, walking down the plan's
+ * chain when that backend is missing, refuses the kernel or fails to
+ * compile it: one diagnostic line per missing backend and per kernel
+ * passed on, and the reason kept for kiln explain. */
 static int compile_steps(kiln_function *f, const kiln_options *opt,
                          kiln_err *err)
 {
     int jobs = 0;
-    kiln_compile_options co = {sizeof co, 2, 0};
-    /* $KILN_BACKEND names the backend when the options do not */
+    kiln_compile_options co = {.struct_size = sizeof co, .opt_level = 2};
+    /* $KILN_BACKEND names the backend when the options do not; an
+     * explicit backend overrides the policy */
     const char *name = getenv("KILN_BACKEND");
-    if (!name || !*name)
-        name = "interp";
+    if (name && !*name)
+        name = NULL;
     const char *path = NULL;
     FILE *diag = NULL;
     int quiet = 0;
@@ -302,29 +504,71 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
     }
     if (jobs <= 0)
         jobs = default_jobs();
-    kiln_err lerr = {0, ""};
-    const kiln_backend *be = kiln_loader_get(name, path, diag, quiet, &lerr);
+    FILE *out = diag ? diag : stderr;
+    f->plan = kiln_plan_make(opt, name, f->g, &f->prog, err);
+    if (!f->plan)
+        return err ? err->code : KILN_ERR_POLICY;
+    kiln_plan *pl = f->plan;
+    begin_cache(f, opt);
     const kiln_backend *interp = kiln_loader_get("interp", path, diag, quiet,
                                                  NULL);
     if (!interp)
         interp = kiln_loader_builtin_interp();
-    if (!be) {
-        if (!quiet)
-            fprintf(diag ? diag : stderr, "kiln: %s; using interp\n",
-                    lerr.message);
-        be = interp;
+    /* the chain's backends, each loaded when a kernel first needs it (a
+     * process that never uses llvm never loads libLLVM); a missing one
+     * stays NULL */
+    chain_state ch;
+    ch.n = kiln_plan_n_chain(pl);
+    ch.pl = pl;
+    ch.interp = interp;
+    ch.path = path;
+    ch.diag = diag;
+    ch.quiet = quiet;
+    for (int c = 0; c < ch.n && c < MAX_CHAIN; c++) {
+        ch.be[c] = NULL;
+        ch.state[c] = 0;
+        ch.told[c] = 0;
+        ch.missing[c][0] = 0;
+        kiln_plan_compile_options(pl, kiln_plan_chain(pl, c), &co,
+                                  &ch.co[c]);
+    }
+    int nc = ch.n;
+    const kiln_backend **bes = ch.be;
+    kiln_compile_options *cos = ch.co;
+    /* the first backend each step tries (a missing one passes on) */
+    int n = f->prog.n_steps;
+    int *first = calloc((size_t)(n ? n : 1), sizeof *first);
+    if (!first)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    int n_pool = 0;
+    for (int i = 0; i < n; i++) {
+        int c = chain_next(&ch, kiln_plan_start(pl, i));
+        first[i] = c;
+        if (c < nc && bes[c] != interp &&
+            (bes[c]->flags & KILN_BACKEND_THREAD_SAFE))
+            n_pool++;
     }
     /* Thread-safe plugins other than the interpreter (whose "compile" is a
      * copy) compile on the pool; the rest in this thread. */
-    int n = f->prog.n_steps;
     int *failed = NULL;
     char **whys = NULL;
-    if (jobs > 1 && n > 1 && be != interp &&
-        (be->flags & KILN_BACKEND_THREAD_SAFE)) {
+    const kiln_backend **pbe = NULL;
+    const kiln_compile_options **pco = NULL;
+    if (jobs > 1 && n_pool > 1) {
         failed = calloc((size_t)n, sizeof *failed);
         whys = calloc((size_t)n, sizeof *whys);
-        if (!failed || !whys ||
-            compile_parallel(f, be, &co, jobs, failed, whys)) {
+        pbe = calloc((size_t)n, sizeof *pbe);
+        pco = calloc((size_t)n, sizeof *pco);
+        int okay = failed && whys && pbe && pco;
+        for (int i = 0; okay && i < n; i++) {
+            int c = first[i];
+            if (c < nc && bes[c] != interp &&
+                (bes[c]->flags & KILN_BACKEND_THREAD_SAFE)) {
+                pbe[i] = bes[c];
+                pco[i] = &cos[c];
+            }
+        }
+        if (!okay || compile_parallel(f, pbe, pco, jobs, failed, whys)) {
             free(failed);  /* steps already compiled are kept */
             free(whys);
             failed = NULL;
@@ -334,26 +578,41 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
     int rc = 0;
     for (int i = 0; i < n; i++) {
         kiln_step *s = &f->prog.steps[i];
-        char why[600];
-        if (failed) {
-            if (!failed[i])
-                continue;
-            snprintf(why, sizeof why, "%s", whys[i] ? whys[i]
-                                                     : "unknown error");
-        } else if (s->callable ||
-                   compile_step(s, be, &co, why, sizeof why) == 0) {
+        if (s->callable)
             continue;
+        char why[600] = "no backend in the chain is available";
+        int done = 0;
+        /* backends the plan chose that are missing: say so once each */
+        for (int c = kiln_plan_start(pl, i); c < first[i]; c++) {
+            char r[700];
+            snprintf(r, sizeof r, "%s", ch.missing[c]);
+            kiln_plan_set_fallback(pl, i, r);
+            if (!ch.told[c] && !quiet && first[i] < nc)
+                fprintf(out, "kiln: %s; using %s\n", ch.missing[c],
+                        kiln_plan_chain(pl, first[i]));
+            ch.told[c] = 1;
         }
-        if (be != interp) {
-            if (!quiet)
-                fprintf(diag ? diag : stderr,
-                        "kiln: backend '%s' on kernel %d (%s): %s; using "
-                        "interp\n", be->name, i, s->label, why);
-            char why2[600];
-            if (compile_step(s, interp, &co, why2, sizeof why2) == 0)
-                continue;
-            snprintf(why, sizeof why, "%s", why2);
+        for (int c = first[i]; c < nc && !done; c = chain_next(&ch, c + 1)) {
+            if (c == first[i] && failed && pbe[i]) {
+                snprintf(why, sizeof why, "%s",
+                         whys[i] ? whys[i] : "unknown error");
+            } else if (compile_step(f, s, bes[c], &cos[c], why,
+                                    sizeof why) == 0) {
+                done = 1;
+                break;
+            }
+            /* pass the kernel on to the next backend there is */
+            int next = chain_next(&ch, c + 1);
+            char r[700];
+            snprintf(r, sizeof r, "backend '%s': %s", bes[c]->name, why);
+            kiln_plan_set_fallback(pl, i, r);
+            if (next < nc && !quiet)
+                fprintf(out, "kiln: backend '%s' on kernel %d (%s): %s; "
+                        "using %s\n", bes[c]->name, i, s->label, why,
+                        kiln_plan_chain(pl, next));
         }
+        if (done)
+            continue;
         char lbl[160];
         rc = kiln_seterr(err, KILN_ERR_BACKEND,
                          "no backend could compile kernel %d (%s) of %s: "
@@ -365,7 +624,47 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
         free(whys[i]);
     free(whys);
     free(failed);
+    free(pbe);
+    free(pco);
+    free(first);
     return rc;
+}
+
+/* Compute every kernel's key (whatever backend compiles it: kiln explain
+ * and --cache-report show it) and open the disk cache for this compile. */
+static void begin_cache(kiln_function *f, const kiln_options *opt)
+{
+    int mode = KILN_CACHE_MODE_DEFAULT, quiet = 0;
+    const char *dir = NULL;
+    FILE *diag = NULL;
+    if (opt) {
+        size_t sz = opt->struct_size;
+        if (sz >= offsetof(kiln_options, diag) + sizeof(void *))
+            diag = opt->diag;
+        if (sz >= offsetof(kiln_options, quiet) + sizeof(int))
+            quiet = opt->quiet;
+        if (sz >= offsetof(kiln_options, cache_mode) + sizeof(int))
+            mode = opt->cache_mode;
+        if (sz >= offsetof(kiln_options, cache_dir) + sizeof(char *))
+            dir = opt->cache_dir;
+    }
+    for (int i = 0; i < f->prog.n_steps; i++)
+        kiln_key_of_kernel(&f->prog.steps[i].kernel, &f->prog.steps[i].key,
+                           NULL);
+    kiln_policy_knobs knobs;
+    memset(&knobs, 0, sizeof knobs);
+    knobs.struct_size = sizeof knobs;
+    const kiln_policy *pol = kiln_plan_policy(f->plan);
+    f->cache = kiln_cache_session_begin(
+        mode, dir, pol && kiln_policy_get_knobs(pol, &knobs) == 0 ? &knobs
+                                                                 : NULL,
+        diag, quiet);
+    size_t cap = 16;
+    while (cap < 2 * (size_t)f->prog.n_steps)
+        cap *= 2;
+    f->memo = calloc(cap, sizeof *f->memo);   /* NULL: no dedupe */
+    f->memo_mask = cap - 1;
+    pthread_mutex_init(&f->memo_lock, NULL);
 }
 
 kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
@@ -389,6 +688,16 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
     f->g = kiln_ir_clone(graph, err);
     if (!f->g)
         goto fail;
+    /* the rewrite passes, on the function's own copy (core/rewrite) */
+    kiln_rw_config rwc;
+    if (kiln_rw_config_for(opt, &rwc, err) ||
+        kiln_rw_run(&f->g, &rwc, NULL, NULL, err))
+        goto fail;
+    kiln_lower_opts lopt = {
+        .join_slices = (rwc.passes >> KILN_PASS_JOIN_SLICES) & 1,
+        .fuse = (rwc.passes >> KILN_PASS_FUSE) & 1,
+        .fuse_max_width = rwc.fuse_max_width,
+        .fuse_max_ops = rwc.fuse_max_ops};
     kiln_graph *g = f->g;
     int nn = g->n_nodes ? g->n_nodes : 1;
     int ns = g->n_symbols ? g->n_symbols : 1;
@@ -407,7 +716,7 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
     for (int v = 0; v < g->n_nodes; v++) {
         if (g->nodes[v].op == KILN_OP_INPUT)
             f->inputs[f->n_inputs++] = v;
-        else if (g->nodes[v].op == KILN_OP_SHARED)
+        else if (g->nodes[v].op == KILN_OP_SHARED && !g->nodes[v].promoted)
             f->shared[f->n_shared++] = v;
     }
     f->last_shapes = calloc((size_t)(f->n_inputs ? f->n_inputs : 1),
@@ -416,7 +725,7 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if (kiln_lower(g, &f->prog, err))
+    if (kiln_lower_ex(g, &f->prog, &lopt, err))
         goto fail;
     if (setup_leaves(f, err))
         goto fail;
@@ -427,7 +736,13 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if (compile_steps(f, opt, err))
+    int crc = compile_steps(f, opt, err);
+    kiln_cache_session_end(f->cache);
+    f->cache = NULL;
+    free(f->memo);
+    f->memo = NULL;
+    pthread_mutex_destroy(&f->memo_lock);
+    if (crc)
         goto fail;
     return f;
 fail:
@@ -443,7 +758,7 @@ void kiln_function_free(kiln_function *f)
         f->callback_ctx_free(f->callback_ctx);
     for (int i = 0; i < f->prog.n_steps; i++) {
         kiln_step *s = &f->prog.steps[i];
-        if (s->callable) {
+        if (s->callable && !s->callable_shared) {
             int serial = !(s->backend->flags & KILN_BACKEND_THREAD_SAFE);
             if (serial)
                 pthread_mutex_lock(&serial_lock);
@@ -457,6 +772,7 @@ void kiln_function_free(kiln_function *f)
          i++)
         free(f->slots[i]);
     kiln_lower_free(&f->prog);
+    kiln_plan_free(f->plan);
     free(f->slots);
     free(f->slot_cap);
     free(f->inputs);
@@ -845,9 +1161,40 @@ const char *kiln_function_kernel_backend(const kiln_function *f, int i)
     return f->prog.steps[i].backend->name;
 }
 
+int kiln_function_kernel_key(const kiln_function *f, int i, kiln_key *key)
+{
+    if (!f || !key || i < 0 || i >= f->prog.n_steps)
+        return -1;
+    *key = f->prog.steps[i].key;
+    return 0;
+}
+
+int kiln_function_kernel_report(const kiln_function *f, int i,
+                                kiln_kernel_report *rep)
+{
+    if (!f || !rep || i < 0 || i >= f->prog.n_steps ||
+        rep->struct_size < offsetof(kiln_kernel_report, saved_seconds) +
+                               sizeof(double))
+        return -1;
+    const kiln_step *s = &f->prog.steps[i];
+    rep->backend = s->backend ? s->backend->name : NULL;
+    rep->label = s->label;
+    rep->key = s->key;
+    rep->cache = s->cache_result;
+    rep->written = s->cache_written;
+    rep->compile_seconds = s->compile_s;
+    rep->saved_seconds = s->saved_s;
+    return 0;
+}
+
 const kiln_graph *kiln_vm_graph(const kiln_function *f)
 {
     return f ? f->g : NULL;
+}
+
+const kiln_plan *kiln_vm_plan(const kiln_function *f)
+{
+    return f ? f->plan : NULL;
 }
 
 void *kiln_vm_callback_ctx(const kiln_function *f)

@@ -18,6 +18,11 @@ const kiln_graph *kiln_vm_graph(const kiln_function *f);
  * freed with free_fn(ctx) by kiln_function_free.  Setting replaces the
  * pointer without freeing the old one. */
 void *kiln_vm_callback_ctx(const kiln_function *f);
+
+/* The per-kernel backend decisions f was compiled with (core/policy.c;
+ * owned by f), NULL only while compiling. */
+struct kiln_plan;
+const struct kiln_plan *kiln_vm_plan(const kiln_function *f);
 void kiln_vm_set_callback_ctx(kiln_function *f, void *ctx,
                               void (*free_fn)(void *));
 

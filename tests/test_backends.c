@@ -24,6 +24,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <kiln/kiln.h>
 #include <kiln/graph.h>
+#include <kiln/policy.h>
 
 #include <dirent.h>
 #include <math.h>
@@ -540,6 +541,162 @@ static void test_random(const char *backend, int n_graphs)
     ok(fallbacks == 0, "random graphs: no kernel fell back (%d)", fallbacks);
 }
 
+/* ---- mixed policies: random per-kernel backend assignments --------------- */
+
+/* A random policy over the backends in pool[]: 2..6 rules, each with one
+ * to three random matchers (op names and kinds, width, elements,
+ * scalar_ops), a random `use` and a random default, so that the kernels
+ * of one graph land on different backends — including the example plugin,
+ * which refuses most kernels (a refusal falls back down the chain). */
+static char *random_policy(uint64_t seed, const char *const *pool, int n_pool)
+{
+    static const char *const ops[] = {
+        "add", "mul", "sub", "exp", "log", "sum", "take", "join",
+        "true_div", "square", "elemwise", "reduce", "gather", "scatter",
+        "neg", "maximum", "where", "cast"};
+    rng = seed * 7919 + 17;
+    size_t cap = 4096, len = 0;
+    char *t = malloc(cap);
+    if (!t)
+        return NULL;
+    len += (size_t)snprintf(t + len, cap - len, "kiln_policy: 1\nbackends: [");
+    for (int i = 0; i < n_pool; i++)
+        len += (size_t)snprintf(t + len, cap - len, "%s%s", i ? ", " : "",
+                                pool[i]);
+    len += (size_t)snprintf(t + len, cap - len, "]\ndefault: %s\nrules:\n",
+                            pool[rint_(n_pool)]);
+    int nr = 2 + rint_(5);
+    for (int r = 0; r < nr && len < cap - 300; r++) {
+        len += (size_t)snprintf(t + len, cap - len, "  - use: %s\n    when:\n",
+                                pool[rint_(n_pool)]);
+        int m = rint_(4), any = 0;
+        if (m == 0 || rint_(2)) {
+            len += (size_t)snprintf(t + len, cap - len, "      op: [%s, %s]\n",
+                                    ops[rint_(18)], ops[rint_(18)]);
+            any = 1;
+        }
+        if (m == 1 || rint_(3) == 0) {
+            len += (size_t)snprintf(t + len, cap - len,
+                                    "      width: {%s: %d}\n",
+                                    rint_(2) ? "gt" : "le", rint_(3));
+            any = 1;
+        }
+        if (m == 2 || rint_(3) == 0) {
+            len += (size_t)snprintf(t + len, cap - len,
+                                    "      elements: {ge: %d}\n",
+                                    1 + rint_(50));
+            any = 1;
+        }
+        if (m == 3 || !any)
+            len += (size_t)snprintf(t + len, cap - len,
+                                    "      scalar_ops: {le: %d}\n",
+                                    1 + rint_(5));
+    }
+    return t;
+}
+
+/* Graph g under a random policy equals interp on `seeds` input sets. */
+static int agree_policy(const kiln_graph *g, const char *what,
+                        const char *policy_text, int seeds, int *n_mixed)
+{
+    kiln_err err;
+    int other = 0;
+    kiln_policy *pol = kiln_policy_load_string(policy_text,
+                                               strlen(policy_text),
+                                               "random.yaml", &err);
+    if (!pol) {
+        diag("%s: random policy rejected: %s\n%s", what, err.message,
+             policy_text);
+        return -1;
+    }
+    kiln_function *fi = compile_with(g, "interp", &other, &err);
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.plugin_path = plugin_dir;
+    o.quiet = 1;
+    o.policy = pol;
+    kiln_function *fb = fi ? kiln_compile(g, &o, &err) : NULL;
+    kiln_policy_free(pol);   /* fb keeps its own reference */
+    if (!fi || !fb) {
+        diag("%s: compile failed: %s", what, err.message);
+        kiln_function_free(fi);
+        kiln_function_free(fb);
+        return -1;
+    }
+    *n_mixed = 0;
+    for (int i = 0; i < kiln_function_n_kernels(fb); i++)
+        *n_mixed += strcmp(kiln_function_kernel_backend(fb, i), "interp") != 0;
+    int bad = 0;
+    for (int s = 0; s < seeds && !bad; s++) {
+        inputs in = {0, NULL};
+        make_inputs(fi, (uint64_t)s + 100, &in);
+        result ri, rb;
+        run(fi, &in, &ri);
+        run(fb, &in, &rb);
+        char buf[1200];
+        const char *d = compare(&ri, &rb, buf, sizeof buf);
+        if (*d) {
+            diag("%s, random policy, seed %d: %s\n%s", what, s, d,
+                 policy_text);
+            bad = 1;
+        }
+        result_free(&ri);
+        result_free(&rb);
+        inputs_free(&in);
+    }
+    kiln_function_free(fi);
+    kiln_function_free(fb);
+    return bad ? -1 : 0;
+}
+
+static void test_mixed(int n_random)
+{
+    const char *pool[4] = {"interp", "example"};
+    int n_pool = 2;
+    if (have_backend("tcc"))
+        pool[n_pool++] = "tcc";
+    int total = 0, on_plugins = 0;
+    for (int i = 0; i < n_files; i++) {
+        kiln_err err;
+        kiln_graph *g = kiln_parse_file(files[i], &err);
+        if (!g)
+            continue;
+        const char *base = strrchr(files[i], '/') ? strrchr(files[i], '/') + 1
+                                                  : files[i];
+        for (int k = 0; k < 2; k++) {
+            char *pt = random_policy((uint64_t)(i * 2 + k), pool, n_pool);
+            int mixed = 0;
+            int same = pt && agree_policy(g, base, pt, 3, &mixed) == 0;
+            ok(same, "%s: random policy %d (%d kernels off interp) equals "
+               "interp", base, k, mixed);
+            on_plugins += mixed;
+            total++;
+            free(pt);
+        }
+        kiln_graph_free(g);
+    }
+    int bad = 0;
+    for (int i = 0; i < n_random; i++) {
+        char *src = random_graph((uint64_t)i + 5000);
+        kiln_err err;
+        kiln_graph *g = src ? kiln_parse_string(src, "r.kg", NULL, &err)
+                            : NULL;
+        char *pt = random_policy((uint64_t)i + 900, pool, n_pool);
+        int mixed = 0;
+        if (g && pt && agree_policy(g, "random graph", pt, 2, &mixed))
+            bad++;
+        on_plugins += mixed;
+        kiln_graph_free(g);
+        free(pt);
+        free(src);
+    }
+    ok(bad == 0, "%d random graphs under random policies equal interp (%d "
+       "failed)", n_random, bad);
+    ok(on_plugins > 0, "random policies put %d kernels on plugins",
+       on_plugins);
+}
+
 /* ---- artifacts across processes ------------------------------------------ */
 
 static int write_result(const char *path, const result *r)
@@ -761,6 +918,7 @@ int main(int argc, char **argv)
     collect_corpus();
     ok(n_files >= 10, "corpus: %d graphs", n_files);
     test_corpus("interp"); /* the harness itself: interp equals interp */
+    test_mixed(60);        /* random per-kernel assignments by policy */
     if (!have_backend("tcc")) {
         ok(1, "tcc backend # SKIP not built (configure --with-tcc)");
     } else {

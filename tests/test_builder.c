@@ -353,7 +353,7 @@ static void test_ops(void)
     ok(is_err(op2(g, "add", a, c, &e), &e, KILN_ERR_SHAPE,
               "add: cannot broadcast shapes (3) and (4)"), "broadcast error");
     ok(is_err(op1(g, "add", a, &e), &e, KILN_ERR_TYPE,
-              "add: expected 2 inputs, got 1"), "arity error");
+              "add: expected at least 2 inputs, got 1"), "arity error");
     ok(is_err(op2(g, "add", a, 999, &e), &e, KILN_ERR_ARG,
               "add: input 2 (id 999) is not a value of this graph"),
        "input id out of range");

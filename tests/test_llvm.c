@@ -12,7 +12,12 @@
  *  3. bad bytes are refused with a message, never a crash;
  *  4. emit_text gives optimised IR whose elementwise loop is vectorised
  *     (a `<N x double>` operation) and the wide kernel (300 inputs, past
- *     the alias-set tracker's default saturation) is vectorised too.
+ *     the alias-set tracker's default saturation) is vectorised too;
+ *  5. long programs, cut into segment functions, equal the interpreter
+ *     bitwise; a full reduction carries only its scalar row functions;
+ *  6. fast_math: a sum's loop becomes a vector reduction (without it,
+ *     not), within a tolerance of the interpreter;
+ *  7. GATHER is compiled and equals the interpreter, messages included.
  *
  * Skips everything when the plugin was not built.
  */
@@ -208,7 +213,7 @@ static kiln_callable *compile_load(const kiln_backend *be, const kiln_kernel *k,
 {
     kiln_artifact *a = NULL;
     kiln_plugin_error *e = NULL;
-    kiln_compile_options co = {sizeof co, 2, 0};
+    kiln_compile_options co = {.struct_size = sizeof co, .opt_level = 2};
     if (be->compile(k, &co, &a, &e)) {
         diag("compile: %s", e ? e->message : "?");
         be->error_free(e);
@@ -278,6 +283,268 @@ static int child_main(const char *dir)
     return 0;
 }
 
+/* A long program (more than the 256-instruction segments a row function
+ * is cut into): values computed in the first segment and read in the
+ * last (a bool, an f32, an i64) go through the stack temporaries, the
+ * tanh chain crosses every segment boundary.  Elementwise (every view
+ * layout of run_ew, in place included) and reductions (scalar and along
+ * either axis) against the interpreter, bitwise; a full reduction
+ * (reduce_axes = all) carries no kept-axis row functions. */
+enum { REPS = 100 };
+static kiln_instr wide_prog[12 + 4 * REPS];
+static int32_t wide_ref;
+
+static uint32_t make_wide(void)
+{
+    kiln_instr *p = wide_prog;
+    int n = 0;
+    p[n++] = (kiln_instr){KILN_I_LOAD, KILN_F64, 0, 0, -1, -1, 0};   /* 0 x */
+    p[n++] = (kiln_instr){KILN_I_LOAD, KILN_F64, 0, 1, -1, -1, 0};   /* 1 y */
+    p[n++] = (kiln_instr){KILN_I_CONST, KILN_F64, 0, -1, -1, -1, 0.25};
+    p[n++] = (kiln_instr){KILN_I_GT, KILN_BOOL, 0, 0, 2, -1, 0};     /* 3 */
+    p[n++] = (kiln_instr){KILN_I_CAST, KILN_F32, 0, 1, -1, -1, 0};   /* 4 */
+    p[n++] = (kiln_instr){KILN_I_CAST, KILN_I64, 0, 0, -1, -1, 0};   /* 5 */
+    int v = 0;
+    for (int r = 0; r < REPS; r++) {
+        int c = n;
+        p[n++] = (kiln_instr){KILN_I_CONST, KILN_F64, 0, -1, -1, -1, 1.0 + 0.01 * r};
+        p[n] = (kiln_instr){KILN_I_MUL, KILN_F64, 0, v, c, -1, 0};
+        p[n + 1] = (kiln_instr){KILN_I_ADD, KILN_F64, 0, n, 1, -1, 0};
+        p[n + 2] = (kiln_instr){KILN_I_TANH, KILN_F64, 0, n + 1, -1, -1, 0};
+        v = n + 2;
+        n += 3;
+    }
+    p[n] = (kiln_instr){KILN_I_CAST, KILN_F64, 0, 4, -1, -1, 0};
+    p[n + 1] = (kiln_instr){KILN_I_CAST, KILN_F64, 0, 5, -1, -1, 0};
+    p[n + 2] = (kiln_instr){KILN_I_ADD, KILN_F64, 0, n, n + 1, -1, 0};
+    p[n + 3] = (kiln_instr){KILN_I_WHERE, KILN_F64, 0, 3, v, n + 2, 0};
+    wide_ref = n + 3;
+    return (uint32_t)n + 4;
+}
+
+static void test_wide(void)
+{
+    uint32_t ni = make_wide();
+    kiln_kernel ke = make_kernel(KILN_KERNEL_ELEMWISE, 1);
+    ke.n_instrs = ni;
+    ke.instrs = wide_prog;
+    ke.out_refs = &wide_ref;
+    kiln_kernel kr1 = make_kernel(KILN_KERNEL_REDUCE, 1);
+    kiln_kernel kr2 = make_kernel(KILN_KERNEL_REDUCE, 2);
+    kr1.n_instrs = kr2.n_instrs = ni;
+    kr1.instrs = kr2.instrs = wide_prog;
+    kr1.out_refs = kr2.out_refs = &wide_ref;
+    kiln_callable *ce = compile_load(L, &ke, NULL, NULL),
+                  *cr1 = compile_load(L, &kr1, NULL, NULL),
+                  *cr2 = compile_load(L, &kr2, NULL, NULL),
+                  *ie = compile_load(I, &ke, NULL, NULL),
+                  *ir1 = compile_load(I, &kr1, NULL, NULL),
+                  *ir2 = compile_load(I, &kr2, NULL, NULL);
+    if (!(ce && cr1 && cr2 && ie && ir1 && ir2)) {
+        ok(0, "a %u-instruction program compiles", ni);
+    } else {
+        static double rl[5 * N + 200], ri[5 * N + 200];
+        run_ew(ce, rl);
+        run_red(cr1, cr2, rl + 5 * N);
+        run_ew(ie, ri);
+        run_red(ir1, ir2, ri + 5 * N);
+        ok(same(rl, ri, 5 * N + 200), "a %u-instruction program (segments, "
+           "carried bool/f32/i64 values): elementwise and reductions equal "
+           "interp bitwise", ni);
+    }
+    kiln_callable *all[] = {ce, cr1, cr2};
+    for (int i = 0; i < 3; i++)
+        if (all[i])
+            L->callable_free(all[i]);
+    kiln_callable *alli[] = {ie, ir1, ir2};
+    for (int i = 0; i < 3; i++)
+        if (alli[i])
+            I->callable_free(alli[i]);
+
+    /* IR: segment functions; a full reduction has no kept-axis rows */
+    char *text = NULL;
+    kiln_plugin_error *e = NULL;
+    kiln_compile_options co = {.struct_size = sizeof co, .opt_level = 2};
+    int rc = L->emit_text(&ke, &co, &text, &e);
+    ok(rc == 0 && text && strstr(text, "@kiln_ec.1(") && strstr(text, "@kiln_es.1("),
+       "the long program is cut into segment functions");
+    if (text)
+        L->text_free(text);
+    kiln_kernel kf = make_kernel(KILN_KERNEL_REDUCE, 1);
+    kf.reduce_axes = 1;
+    text = NULL;
+    rc = L->emit_text(&kf, &co, &text, &e);
+    ok(rc == 0 && text && strstr(text, "@kiln_rc(") && !strstr(text, "@kiln_uc("),
+       "a full reduction emits kiln_rc/kiln_rs only");
+    if (text)
+        L->text_free(text);
+    kiln_callable *cf = compile_load(L, &kf, NULL, NULL);
+    kiln_callable *ci = compile_load(I, &kf, NULL, NULL);
+    double a[2] = {0, 0}, bb[2] = {0, 0};
+    if (cf && ci) {
+        kiln_view in[2] = {view1(xs, N, 1), view1(ys, N, 1)};
+        kiln_view out = view1(a, N, 0);
+        call(cf, in, &out);
+        out = view1(bb, N, 0);
+        call(ci, in, &out);
+    }
+    ok(cf && ci && same(a, bb, 1), "the full reduction equals interp bitwise");
+    /* the same kernel called with a kept axis (a description that lies
+     * about reduce_axes) runs on the interpreter, not on code that does
+     * not exist */
+    static double ka[N], kb[N];
+    if (cf && ci) {
+        kiln_view in[2] = {view1(xs, N, 1), view1(ys, N, 1)};
+        kiln_view out = view1(ka, N, 1);
+        call(cf, in, &out);
+        out = view1(kb, N, 1);
+        call(ci, in, &out);
+    }
+    ok(cf && ci && same(ka, kb, N), "called with a kept axis, it runs the "
+       "interpreter's code");
+    if (cf)
+        L->callable_free(cf);
+    if (ci)
+        I->callable_free(ci);
+}
+
+/* fast_math: the sum's loop becomes a vector reduction (reordered
+ * additions), and stays within a tolerance of the interpreter; without
+ * it the fold stays scalar and in order. */
+static void test_fast(void)
+{
+    kiln_kernel kf = make_kernel(KILN_KERNEL_REDUCE, 1);
+    kf.reduce_axes = 1;
+    char *t0 = NULL, *t1 = NULL;
+    kiln_plugin_error *e = NULL;
+    kiln_compile_options co = {.struct_size = sizeof co, .opt_level = 2};
+    int rc0 = L->emit_text(&kf, &co, &t0, &e);
+    co.fast_math = 1;
+    int rc1 = L->emit_text(&kf, &co, &t1, &e);
+    ok(rc0 == 0 && t0 && !strstr(t0, "fadd <") && !strstr(t0, "vector.reduce.fadd"),
+       "without fast_math the sum stays a scalar, in-order fold");
+    ok(rc1 == 0 && t1 && (strstr(t1, "fadd <") || strstr(t1, "vector.reduce.fadd"))
+       && strstr(t1, "\"unsafe-fp-math\"=\"true\""),
+       "with fast_math it is a vector reduction (and unsafe-fp-math)");
+    if (t0)
+        L->text_free(t0);
+    if (t1)
+        L->text_free(t1);
+    kiln_artifact *a = NULL;
+    kiln_callable *c = NULL, *ci = compile_load(I, &kf, NULL, NULL);
+    double r[3] = {0, 0, 0}, ri[3] = {0, 0, 0};
+    double x2[N], y2[N];
+    for (int i = 0; i < N; i++) {   /* finite: no NaN/inf in this sum */
+        x2[i] = sin(0.37 * i) * 3.0;
+        y2[i] = cos(0.11 * i) * 2.0 - 0.5;
+    }
+    if (L->compile(&kf, &co, &a, &e) == 0 && L->load(a, &c, &e) == 0 && ci) {
+        int64_t ns[3] = {N, 7, 256};
+        for (int q = 0; q < 3; q++) {
+            kiln_view in[2] = {view1(x2, ns[q], 1), view1(y2, ns[q], 1)};
+            kiln_view out = view1(&r[q], ns[q], 0);
+            call(c, in, &out);
+            out = view1(&ri[q], ns[q], 0);
+            call(ci, in, &out);
+        }
+    }
+    int close = c && ci;
+    for (int q = 0; q < 3 && close; q++)
+        if (!(fabs(r[q] - ri[q]) <= 1e-12 * (1.0 + fabs(ri[q])))) {
+            diag("n=%d: %.17g vs %.17g", q, r[q], ri[q]);
+            close = 0;
+        }
+    ok(close, "fast_math sums agree with interp within 1e-12 (%.17g vs %.17g)",
+       r[0], ri[0]);
+    if (a)
+        L->artifact_free(a);
+    if (c)
+        L->callable_free(c);
+    if (ci)
+        I->callable_free(ci);
+    L->error_free(e);
+}
+
+/* GATHER compiled: take(x, idx) along the last axis (one element per
+ * index), i64 and i32 indices, negative ones, strided views, against the
+ * interpreter bitwise; an index out of range gets the interpreter's
+ * message; a sub-array gather (x[idx] of a matrix) is the interpreter's. */
+static void test_gather(void)
+{
+    static kiln_arg_desc gd[2][3] = {
+        {{KILN_F64, 1, {0}}, {KILN_I64, 1, {0}}, {KILN_F64, 1, {0}}},
+        {{KILN_F64, 1, {0}}, {KILN_I32, 1, {0}}, {KILN_F64, 1, {0}}}};
+    int good = 1, compiled = 1;
+    for (int w = 0; w < 2; w++) {
+        kiln_kernel k;
+        memset(&k, 0, sizeof k);
+        k.struct_size = sizeof k;
+        k.kind = KILN_KERNEL_GATHER;
+        k.n_inputs = 2;
+        k.n_outputs = 1;
+        k.inputs = gd[w];
+        k.outputs = gd[w] + 2;
+        k.label = "take";
+        kiln_callable *cl = compile_load(L, &k, NULL, NULL),
+                      *ci = compile_load(I, &k, NULL, NULL);
+        if (!cl || !ci) {
+            compiled = 0;
+        } else {
+            static int64_t i64[N];
+            static int32_t i32[N];
+            static double ol[2 * N], oi[2 * N];
+            for (int i = 0; i < N; i++) {
+                i64[i] = (int64_t)((i * 7919) % 1999) - 999;  /* -999..999 */
+                i32[i] = (int32_t)i64[i];
+            }
+            for (int lay = 0; lay < 2; lay++) {
+                kiln_view in[2], out;
+                in[0] = view1(xs + (lay ? 1998 : 0), 1000, lay ? -2 : 2);
+                in[1] = view1(w ? (void *)i32 : (void *)i64, lay ? N / 2 : N, lay ? 2 : 1);
+                in[1].dtype = w ? KILN_I32 : KILN_I64;
+                for (int b = 0; b < 2; b++) {
+                    double *o = b ? oi : ol;
+                    memset(o, 0, sizeof ol);
+                    out = view1(o, in[1].shape[0], lay ? 2 : 1);
+                    call(b ? ci : cl, in, &out);
+                }
+                good = good && same(ol, oi, 2 * N);
+            }
+            /* out of range: the interpreter's message, from llvm */
+            int64_t badidx[3] = {0, 5, -7};
+            int32_t badidx32[3] = {0, 5, -7};
+            kiln_view in[2] = {view1(xs, 4, 1),
+                               view1(w ? (void *)badidx32 : (void *)badidx, 3, 1)};
+            in[1].dtype = w ? KILN_I32 : KILN_I64;
+            double o[3];
+            kiln_view out = view1(o, 3, 1);
+            char e1[256] = "", e2[256] = "";
+            kiln_call c1 = {sizeof c1, 2, 1, in, &out, kiln_runtime_get(), e1, sizeof e1};
+            kiln_call c2 = {sizeof c2, 2, 1, in, &out, kiln_runtime_get(), e2, sizeof e2};
+            int r1 = cl->fn(cl->state, &c1), r2 = ci->fn(ci->state, &c2);
+            if (!(r1 != 0 && r1 == r2 && strcmp(e1, e2) == 0 && e1[0])) {
+                diag("out of range: %d '%s' vs %d '%s'", r1, e1, r2, e2);
+                good = 0;
+            }
+        }
+        if (cl)
+            L->callable_free(cl);
+        if (ci)
+            I->callable_free(ci);
+        if (w == 0) {
+            char *text = NULL;
+            kiln_plugin_error *e = NULL;
+            kiln_compile_options co = {.struct_size = sizeof co, .opt_level = 2};
+            ok(L->emit_text(&k, &co, &text, &e) == 0 && text && strstr(text, "@kiln_gc("),
+               "GATHER is compiled (kiln_gc/kiln_gk)");
+            if (text)
+                L->text_free(text);
+        }
+    }
+    ok(compiled && good, "compiled gathers (i64/i32, negative indices, strided, "
+       "reversed) equal interp bitwise; out of range gives its message");
+}
+
 static void test_text(void)
 {
     kiln_kernel k = make_kernel(KILN_KERNEL_ELEMWISE, 1);
@@ -296,7 +563,7 @@ static void test_text(void)
     k.out_refs = &r5;
     char *text = NULL;
     kiln_plugin_error *e = NULL;
-    kiln_compile_options co = {sizeof co, 2, 0};
+    kiln_compile_options co = {.struct_size = sizeof co, .opt_level = 2};
     ok(L->struct_size >= offsetof(kiln_backend, text_free) + sizeof(void *) &&
        L->emit_text && L->emit_text(&k, &co, &text, &e) == 0 && text,
        "emit_text gives optimised IR");
@@ -338,8 +605,8 @@ static void test_text(void)
     w.out_refs = &ref;
     text = NULL;
     int rc = L->emit_text(&w, &co, &text, &e);
-    ok(rc == 0 && text && strstr(text, "fadd <"),
-       "a %d-input elementwise kernel is vectorised too", W);
+    ok(rc == 0 && text && strstr(text, "fadd <") && strstr(text, "@kiln_ec.1("),
+       "a %d-input elementwise kernel is vectorised too (in segments)", W);
     if (text)
         L->text_free(text);
     free(d);
@@ -457,6 +724,9 @@ int main(int argc, char **argv)
     L->error_free(e);
 
     test_text();
+    test_wide();
+    test_fast();
+    test_gather();
 
     kiln_callable *all[] = {ce, cr1, cr2, be, br1, br2};
     for (int i = 0; i < 6; i++)

@@ -28,6 +28,23 @@ grep -qE '<[0-9]+ x double>' "$tmp/ir"; ok $? "vector instructions: $(grep -oE '
 "$kiln" emit-llvm "$src/examples/eight_schools.kg" --opt 3 >/dev/null 2>&1; ok $? "emit-llvm --opt 3"
 "$kiln" emit-llvm --bogus x.kg >/dev/null 2>&1; [ $? = 2 ]; ok $? "emit-llvm rejects an unknown option"
 
+# 1b. --fast-math: a sum's loop becomes a vector reduction; without it the
+# fold stays scalar (in order, bitwise equal to the interpreter)
+cat >"$tmp/sum.kg" <<'EOF'
+kiln 1
+graph s
+  input x: f64[n]
+  input y: f64[n]
+  output s = sum(mul(x, y))
+end
+EOF
+"$kiln" emit-llvm "$tmp/sum.kg" >"$tmp/sum0" 2>/dev/null
+"$kiln" emit-llvm "$tmp/sum.kg" --fast-math >"$tmp/sumf" 2>/dev/null
+sed -n '/: sum, node/,$p' "$tmp/sum0" >"$tmp/red0"
+sed -n '/: sum, node/,$p' "$tmp/sumf" >"$tmp/redf"
+[ -s "$tmp/red0" ] && ! grep -q 'fadd <' "$tmp/red0"; ok $? "without --fast-math the sum is a scalar fold"
+grep -qE 'fadd <[0-9]+ x double>|vector\.reduce\.fadd' "$tmp/redf"; ok $? "with --fast-math it is a vector reduction"
+
 # 2. parallel compile of a 1000+-kernel model: --jobs 2 == --jobs 1 == interp
 "$gen" pooled --groups 10 --shared 12 --likelihood gamma -o "$tmp" >/dev/null
 m="$tmp/pooled_g10_p12_gamma.kg"

@@ -2632,7 +2632,7 @@ static void test_build_errors(void)
         {"input x: f64[3]\noutput z = exp(x, x)", KILN_ERR_TYPE,
          "t.kg:4:12: exp: expected 1 input, got 2"},
         {"input x: f64[3]\noutput z = add(x)", KILN_ERR_TYPE,
-         "t.kg:4:12: add: expected 2 inputs, got 1"},
+         "t.kg:4:12: add: expected at least 2 inputs, got 1"},
         {"input x: f64[3]\noutput z = where(x, x)", KILN_ERR_TYPE,
          "t.kg:4:12: where: expected 3 inputs, got 2"},
         {"input x: f64[3]\noutput z = zeros(x, shape=[2])", KILN_ERR_TYPE,

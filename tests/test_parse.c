@@ -602,7 +602,7 @@ static void test_errors(void)
     ERR(P, "m.kg:4:7: expected an expression, found ')'",
         "missing expression", "kiln 1", "graph m", "  input x: f64",
         "  y = )", "end");
-    ERR(KILN_ERR_TYPE, "m.kg:4:7: add: expected 2 inputs, got 1",
+    ERR(KILN_ERR_TYPE, "m.kg:4:7: add: expected at least 2 inputs, got 1",
         "wrong arity from the builder", "kiln 1", "graph m", "  input x: f64",
         "  y = add(x)", "end");
     ERR(KILN_ERR_TYPE, "m.kg:4:7: cast: attribute 'dtype' is required",

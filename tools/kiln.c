@@ -7,6 +7,7 @@
 #include <kiln/graph.h>
 #include <kiln/io.h>
 #include <kiln/backend.h>
+#include <kiln/cache.h>
 
 #include <errno.h>
 #include <float.h>
@@ -19,6 +20,7 @@
 
 #include "emit_c.h"   /* kiln emit-c (libkiln, internal header) */
 #include "emit_text.h" /* kiln emit-llvm (libkiln, internal header) */
+#include "kiln_cli.h"  /* kiln explain, kiln policy (kiln_policy.c) */
 
 #define MAX_ARGS 256
 
@@ -30,6 +32,12 @@ static const char *usage_text =
     "usage: kiln run FILE.kg [-i NAME=VALUE]... [--random-inputs SEED]\n"
     "                [--repeat N] [--backend NAME] [--json] [--check-grad]\n"
     "                [--jobs N] [--opt 1|2|3] [--fast-math]\n"
+    "                [--policy POLICY.yaml] [--no-cache] [--cache-report]\n"
+    "                [--passes all|none|-fuse,...]\n"
+    "       kiln cache stats | list | verify [--remove] |\n"
+    "                  prune [--max-size SIZE] | clear\n"
+    "       kiln explain FILE.kg [--policy POLICY.yaml] [--json] [--passes]\n"
+    "       kiln policy check [POLICY.yaml]\n"
     "       kiln check FILE.kg\n"
     "       kiln emit-c FILE.kg\n"
     "       kiln emit-llvm FILE.kg [--opt 1|2|3] [--fast-math]\n"
@@ -611,10 +619,12 @@ static int cmd_check(int argc, char **argv)
 
 static int cmd_run(int argc, char **argv)
 {
-    const char *file = NULL, *backend = NULL;
+    const char *file = NULL, *backend = NULL, *policy_file = NULL;
     const char *assign[MAX_ARGS];
     int n_assign = 0, json = 0, random = 0, repeat = 1, check_grad = 0;
-    int jobs = 0, opt_level = 0, fast_math = 0;
+    int jobs = 0, opt_level = 0, fast_math = 0, no_cache = 0;
+    const char *passes = NULL;   /* --passes (docs/rewrite.md) */
+    int cache_report = 0;
     unsigned long long seed = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -650,6 +660,8 @@ static int cmd_run(int argc, char **argv)
             repeat = (int)r;
         } else if (strcmp(a, "--backend") == 0 && i + 1 < argc) {
             backend = argv[++i];
+        } else if (strcmp(a, "--policy") == 0 && i + 1 < argc) {
+            policy_file = argv[++i];
         } else if ((strcmp(a, "--jobs") == 0 || strcmp(a, "--opt") == 0) &&
                    i + 1 < argc) {
             char *end;
@@ -668,6 +680,12 @@ static int cmd_run(int argc, char **argv)
                 opt_level = (int)v;
         } else if (strcmp(a, "--fast-math") == 0) {
             fast_math = 1;
+        } else if (strcmp(a, "--passes") == 0 && i + 1 < argc) {
+            passes = argv[++i];   /* docs/rewrite.md */
+        } else if (strcmp(a, "--no-cache") == 0) {
+            no_cache = 1;
+        } else if (strcmp(a, "--cache-report") == 0) {
+            cache_report = 1;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
         } else if (strcmp(a, "--check-grad") == 0) {
@@ -700,9 +718,14 @@ static int cmd_run(int argc, char **argv)
     memset(&opt, 0, sizeof opt);
     opt.struct_size = sizeof opt;
     opt.backend = backend;
+    opt.policy_file = policy_file;
+    opt.model_path = file;   /* FILE.policy.yaml next to it */
     opt.jobs = jobs;
     opt.opt_level = opt_level;
     opt.fast_math = fast_math;
+    opt.passes = passes;
+    if (no_cache)
+        opt.cache_mode = KILN_CACHE_MODE_OFF;
     double t0 = now_ms();
     kiln_function *f = kiln_compile(g, &opt, &err);
     double compile_ms = now_ms() - t0;
@@ -711,6 +734,8 @@ static int cmd_run(int argc, char **argv)
         fprintf(stderr, "kiln: %s\n", err.message);
         return 1;
     }
+    if (cache_report)
+        kiln_cli_cache_report(f, stderr);
     int ni = kiln_function_n_inputs(f), no = kiln_function_n_outputs(f);
     kiln_tensor *in = calloc((size_t)(ni ? ni : 1), sizeof *in);
     kiln_tensor *out = calloc((size_t)(no ? no : 1), sizeof *out);
@@ -915,6 +940,12 @@ int main(int argc, char **argv)
         return cmd_emit_llvm(argc - 2, argv + 2);
     if (strcmp(cmd, "check") == 0)
         return cmd_check(argc - 2, argv + 2);
+    if (strcmp(cmd, "explain") == 0)
+        return kiln_cli_explain(argc - 2, argv + 2);
+    if (strcmp(cmd, "cache") == 0)
+        return kiln_cli_cache(argc - 2, argv + 2);
+    if (strcmp(cmd, "policy") == 0)
+        return kiln_cli_policy(argc - 2, argv + 2);
     fprintf(stderr, "kiln: unknown command '%s'\n%s", cmd, usage_text);
     return 2;
 }

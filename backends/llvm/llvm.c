@@ -3,7 +3,8 @@
  * directly as LLVM IR through the LLVM-C API (LLVM 14).
  *
  * What is compiled, and what is not.  ELEMWISE and REDUCE kernels — the
- * ones with a scalar program — become machine code.  For each such kernel
+ * ones with a scalar program — and GATHER become machine code.  For each
+ * such kernel
  * one LLVM module holds a few *row functions*, each a single loop over one
  * row of the (coalesced) iteration space:
  *
@@ -15,6 +16,8 @@
  *                       order, from the identity (the interpreter's block
  *                       accumulator: double for f32)
  *   kiln_uc / kiln_us   REDUCE along a kept axis: o[j] = op(o[j], prog(j))
+ *                       (not emitted when reduce_axes covers every axis)
+ *   kiln_gk / kiln_gc   GATHER: check a row of indices / copy x[idx[j]]
  *
  * `ptrs` holds one base pointer per view (inputs, then outputs), `st` the
  * inner strides in elements (strided versions only).  The signature is
@@ -35,9 +38,19 @@
  * contiguous function, the broadcast values splatted into small stack
  * buffers; other rows run the strided function.
  *
- * JOIN, GATHER, SCATTER and DOT move data (or call BLAS through the
+ * A program of more than KL_SEG instructions is cut into segment
+ * functions called per strip of the row (see "Wide programs" below):
+ * code generation is superlinear in the size of one loop body.
+ *
+ * JOIN, SCATTER and DOT move blocks of data (or call BLAS through the
  * runtime table) and gain nothing from code generation: they run on the
  * embedded interpreter, with its exact semantics and messages.
+ *
+ * fast_math (off by default): function attributes for the code generator
+ * (unsafe-fp-math, no-signed-zeros, approx-func, less-precise-fpmad) and
+ * forced vectorisation of reductions into a scalar, which lets the loop
+ * vectoriser reorder the fold (kl_loop_md); results then agree with the
+ * interpreter within a tolerance, not bitwise.
  *
  * Math: + - * / sqrt fabs and comparisons are inline (sqrt through
  * llvm.sqrt, which is correctly rounded like libm's); every other
@@ -74,7 +87,7 @@
 
 #include <pthread.h>
 
-#define KL_BUILD_ID "llvm-1"
+#define KL_BUILD_ID "llvm-2"
 #define KL_MAGIC 0x564c4c4bu  /* "KLLV" */
 #define KL_FORMAT 1u
 #define KL_SPLAT 256          /* elements of one broadcast splat buffer */
@@ -269,6 +282,10 @@ typedef struct kl_cg {
     LLVMBuilderRef b;
     const kiln_kernel *k;
     const uint8_t *live;
+    const struct kl_plan *plan;  /* segments of a wide program */
+    LLVMTypeRef t_seg;           /* a segment function */
+    LLVMValueRef *seg_base, *seg_stride, *seg_val, *seg_tmp;
+    uint32_t *seg_stamp, *seg_vmark;
     int fast_math;
     LLVMTypeRef t_i1, t_i8, t_i32, t_i64, t_f32, t_f64, t_void, t_p8,
         t_pp8, t_p64, t_fn, t_d2d, t_dd2d;
@@ -447,14 +464,12 @@ static LLVMValueRef kl_index(kl_cg *g, const kl_loopctx *lc, uint32_t v)
     return lc->strided ? LLVMBuildMul(g->b, lc->j, lc->stride[v], "") : lc->j;
 }
 
-/* The scalar program at index j. */
-static void kl_emit_program(kl_cg *g, kl_loopctx *lc)
+/* Instruction i of the scalar program at index j (operands in lc->val). */
+static LLVMValueRef kl_emit_instr(kl_cg *g, kl_loopctx *lc, uint32_t i)
 {
     const kiln_kernel *k = g->k;
     LLVMBuilderRef b = g->b;
-    for (uint32_t i = 0; i < k->n_instrs; i++) {
-        if (!g->live[i])
-            continue;
+    {
         const kiln_instr *in = &k->instrs[i];
         unsigned dt = in->dtype;
         LLVMValueRef x = NULL, y = NULL, z = NULL, r = NULL;
@@ -547,8 +562,16 @@ static void kl_emit_program(kl_cg *g, kl_loopctx *lc)
         }
         }
         (void)isint;
-        lc->val[i] = r;
+        return r;
     }
+}
+
+/* The scalar program at index j. */
+static void kl_emit_program(kl_cg *g, kl_loopctx *lc)
+{
+    for (uint32_t i = 0; i < g->k->n_instrs; i++)
+        if (g->live[i])
+            lc->val[i] = kl_emit_instr(g, lc, i);
 }
 
 /* Fold v into acc (the interpreter's block accumulator arithmetic). */
@@ -583,16 +606,62 @@ static LLVMValueRef kl_identity(kl_cg *g, unsigned accdt, uint32_t op)
 
 static LLVMMetadataRef kl_mdstr(kl_cg *g, const char *s);
 
-/* One row function. */
-static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
+/* A row function's declaration and attributes.  With fast_math, the
+ * function attributes that let the code generator reassociate, contract
+ * (FMA) and ignore the sign of zero; never "no-nans"/"no-infs", which
+ * would let it fold away maximum/minimum's NaN test and isnan-style
+ * comparisons.  (The LLVM 14 C API has no setters for per-instruction
+ * fast-math flags.) */
+static LLVMValueRef kl_add_fn(kl_cg *g, const char *name)
 {
-    const kiln_kernel *k = g->k;
-    LLVMBuilderRef b = g->b;
     LLVMValueRef fn = LLVMAddFunction(g->mod, name, g->t_fn);
     LLVMSetLinkage(fn, LLVMExternalLinkage);
     unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
     LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
                             LLVMCreateEnumAttribute(g->ctx, nounwind, 0));
+    if (g->fast_math) {
+        static const char *const fa[] = {
+            "unsafe-fp-math", "no-signed-zeros-fp-math", "approx-func-fp-math",
+            "less-precise-fpmad"};
+        for (size_t q = 0; q < sizeof fa / sizeof fa[0]; q++)
+            LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                                    LLVMCreateStringAttribute(
+                                        g->ctx, fa[q], (unsigned)strlen(fa[q]),
+                                        "true", 4));
+    }
+    return fn;
+}
+
+/* Loop metadata on a latch.  Strided loops (they run only when some
+ * stride is not 1): no vectorisation (on a speculated stride of 1,
+ * behind run-time checks: wasted compile time) and no unrolling.  A
+ * contiguous reduction into a scalar under fast_math: vectorisation
+ * forced, which (LoopVectorizeHints::allowReordering) lets the loop
+ * vectoriser reorder the floating-point fold into vector partial sums. */
+static void kl_loop_md(kl_cg *g, LLVMValueRef latch, int strided, int mode)
+{
+    int force = !strided && mode == KL_RSCALAR && g->fast_math;
+    if (!strided && !force)
+        return;
+    LLVMMetadataRef tmp = LLVMTemporaryMDNode(g->ctx, NULL, 0);
+    LLVMMetadataRef v_ops[2] = {
+        kl_mdstr(g, "llvm.loop.vectorize.enable"),
+        LLVMValueAsMetadata(LLVMConstInt(g->t_i1, force ? 1 : 0, 0))};
+    LLVMMetadataRef u_ops[1] = {kl_mdstr(g, "llvm.loop.unroll.disable")};
+    LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(g->ctx, v_ops, 2),
+                              LLVMMDNodeInContext2(g->ctx, u_ops, 1)};
+    LLVMMetadataRef id = LLVMMDNodeInContext2(g->ctx, ops, force ? 2 : 3);
+    LLVMMetadataReplaceAllUsesWith(tmp, id);
+    LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9),
+                    LLVMMetadataAsValue(g->ctx, id));
+}
+
+/* One row function. */
+static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
+{
+    const kiln_kernel *k = g->k;
+    LLVMBuilderRef b = g->b;
+    LLVMValueRef fn = kl_add_fn(g, name);
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry");
     LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(g->ctx, fn, "loop");
     LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->ctx, fn, "exit");
@@ -690,22 +759,7 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
     LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);
     LLVMValueRef latch = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j1,
                                                           n, ""), loop, exit);
-    if (strided) {
-        /* The strided version runs only when some stride is not 1:
-         * vectorising it (on a speculated stride of 1, behind run-time
-         * checks) is wasted compile time, and so is unrolling it. */
-        LLVMMetadataRef tmp = LLVMTemporaryMDNode(g->ctx, NULL, 0);
-        LLVMMetadataRef v_ops[2] = {
-            kl_mdstr(g, "llvm.loop.vectorize.enable"),
-            LLVMValueAsMetadata(LLVMConstInt(g->t_i1, 0, 0))};
-        LLVMMetadataRef u_ops[1] = {kl_mdstr(g, "llvm.loop.unroll.disable")};
-        LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(g->ctx, v_ops, 2),
-                                  LLVMMDNodeInContext2(g->ctx, u_ops, 1)};
-        LLVMMetadataRef id = LLVMMDNodeInContext2(g->ctx, ops, 3);
-        LLVMMetadataReplaceAllUsesWith(tmp, id);
-        LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9),
-                        LLVMMetadataAsValue(g->ctx, id));
-    }
+    kl_loop_md(g, latch, strided, mode);
     LLVMValueRef in_j[2] = {zero, j1};
     LLVMBasicBlockRef in_b[2] = {entry, loop_end};
     LLVMAddIncoming(lc.j, in_j, in_b, 2);
@@ -732,6 +786,480 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
     free(need);
 }
 
+/* ------------------------------------------------------------------ */
+/* Wide programs: segmented row functions                               */
+/* ------------------------------------------------------------------ */
+
+/* A loop body of thousands of instructions costs the code generator more
+ * than linearly: instruction selection works on one basic block at a
+ * time and, in LLVM 14, clusters the loads hanging off one chain and
+ * checks load folding with searches that grow with the block (measured:
+ * 2x inputs -> 3.8x selection time at 1024 -> 2048 inputs), and every
+ * base pointer kept live across one loop is a spill.  So a program of
+ * more than KL_SEG instructions is cut, in program order, into segments
+ * of about KL_SEG; the row is walked in strips of `strip` elements, and
+ * each strip calls one function per segment (kl_emit_seg says why a
+ * function and not a loop).  KL_SEG = 256: below that a block's
+ * selection cost is still linear (measured up to ~1000 instructions) and
+ * the segments' own overhead (20-40 % more compile time per instruction
+ * at 64) is not worth paying.  A value computed in one segment
+ * and used in a later one goes through a stack temporary (`strip`
+ * elements, a slot reused once its last reader is done); LOADs and
+ * CONSTs are not carried but re-emitted where used.  Outputs are stored
+ * (and reductions folded) in the last segment only, after every input
+ * element of the strip was read, so the element-for-element aliasing
+ * the ABI allows stays safe.  Each element still sees the same
+ * operations in the same order: results do not change. */
+#define KL_SEG 256
+#define KL_TEMP_BYTES 32768   /* temporaries per strip, all slots */
+
+typedef struct kl_plan {
+    uint32_t nseg;       /* 1: one plain loop */
+    uint32_t *seg;       /* per instruction: its segment (computed ones) */
+    uint32_t *end;       /* per segment: one past its last instruction */
+    int32_t *slot;       /* per instruction: its temporary, or -1 */
+    uint8_t *slot_dt;    /* per temporary: the dtype */
+    uint32_t nslots;
+    int64_t strip;
+} kl_plan;
+
+static void kl_plan_free(kl_plan *p)
+{
+    free(p->seg);
+    free(p->end);
+    free(p->slot);
+    free(p->slot_dt);
+    memset(p, 0, sizeof *p);
+}
+
+static int kl_carried(unsigned op)
+{
+    return op != KILN_I_LOAD && op != KILN_I_CONST;
+}
+
+/* Cut the live program of k into segments; 0, or -1 out of memory. */
+static int kl_plan_make(const kiln_kernel *k, const uint8_t *live,
+                        kl_plan *p)
+{
+    uint32_t n = k->n_instrs;
+    memset(p, 0, sizeof *p);
+    p->nseg = 1;
+    if (n <= KL_SEG)
+        return 0;
+    p->seg = calloc(n, sizeof *p->seg);
+    p->end = calloc(n + 1, sizeof *p->end);
+    p->slot = malloc(sizeof *p->slot * n);
+    p->slot_dt = calloc(n, 1);
+    int32_t *last = malloc(sizeof *last * n);
+    uint32_t *head = NULL, *next = malloc(sizeof *next * n);
+    int32_t *freel = malloc(sizeof *freel * (size_t)n * 5);
+    uint32_t nfree[5] = {0};
+    if (!p->seg || !p->end || !p->slot || !p->slot_dt || !last || !next || !freel)
+        goto nomem;
+    uint32_t q = 0, cost = 0, computed = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        unsigned op = k->instrs[i].op;
+        p->slot[i] = -1;
+        last[i] = -1;
+        if (!live[i] || op == KILN_I_CONST)
+            continue;
+        if (op == KILN_I_LOAD) {
+            cost++;
+            continue;
+        }
+        if (cost >= KL_SEG && computed) {
+            p->end[q++] = i;
+            cost = computed = 0;
+        }
+        p->seg[i] = q;
+        cost++;
+        computed++;
+    }
+    p->nseg = q + 1;
+    p->end[q] = n;
+    if (p->nseg == 1)
+        goto done;
+    /* the last segment that reads each carried value */
+    for (uint32_t i = 0; i < n; i++) {
+        const kiln_instr *in = &k->instrs[i];
+        if (!live[i] || !kl_carried(in->op))
+            continue;
+        for (unsigned a = 0; a < kiln_interp_ops[in->op].arity; a++) {
+            int32_t o = kiln_interp_operand(in, a);
+            if (kl_carried(k->instrs[o].op) && p->seg[o] < p->seg[i]
+                && last[o] < (int32_t)p->seg[i])
+                last[o] = (int32_t)p->seg[i];
+        }
+    }
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        int32_t o = k->out_refs[j];
+        if (kl_carried(k->instrs[o].op) && p->seg[o] + 1 < p->nseg)
+            last[o] = (int32_t)p->nseg - 1;
+    }
+    /* temporaries: a slot is free again after its value's last reader */
+    head = malloc(sizeof *head * (p->nseg + 1));
+    if (!head)
+        goto nomem;
+    for (uint32_t s = 0; s <= p->nseg; s++)
+        head[s] = UINT32_MAX;
+    uint32_t i = 0;
+    int64_t bytes = 0;
+    for (uint32_t s = 0; s < p->nseg; s++) {
+        for (uint32_t v = head[s]; v != UINT32_MAX; v = next[v]) {
+            unsigned dt = k->instrs[v].dtype;
+            freel[(size_t)dt * n + nfree[dt]++] = p->slot[v];
+        }
+        for (; i < p->end[s]; i++) {
+            if (last[i] < 0)
+                continue;
+            unsigned dt = k->instrs[i].dtype;
+            if (nfree[dt]) {
+                p->slot[i] = freel[(size_t)dt * n + --nfree[dt]];
+            } else {
+                p->slot[i] = (int32_t)p->nslots;
+                p->slot_dt[p->nslots++] = (uint8_t)dt;
+                bytes += (int64_t)kiln_interp_dtype_size(dt);
+            }
+            next[i] = head[last[i] + 1];
+            head[last[i] + 1] = i;
+        }
+    }
+    /* strips: as long as the temporaries fit KL_TEMP_BYTES, 16..256 */
+    p->strip = bytes ? KL_TEMP_BYTES / bytes : 256;
+    if (p->strip > 256)
+        p->strip = 256;
+    p->strip &= ~(int64_t)15;
+    if (p->strip < 16)
+        p->strip = 16;
+done:
+    free(last);
+    free(head);
+    free(next);
+    free(freel);
+    return 0;
+nomem:
+    free(last);
+    free(head);
+    free(next);
+    free(freel);
+    kl_plan_free(p);
+    return -1;
+}
+
+/* Make instruction o's value available in segment q (stamp q + 1):
+ * re-emit a LOAD or CONST, read a carried value from its temporary. */
+static void kl_avail(kl_cg *g, kl_loopctx *lc, uint32_t *stamp,
+                     LLVMValueRef *tmp, int32_t o, uint32_t q)
+{
+    const kiln_instr *in = &g->k->instrs[o];
+    if (stamp[o] == q + 1)
+        return;
+    if (!kl_carried(in->op)) {
+        lc->val[o] = kl_emit_instr(g, lc, (uint32_t)o);
+    } else {
+        unsigned dt = in->dtype;
+        LLVMValueRef t = tmp[g->plan->slot[o]];
+        LLVMValueRef pt = LLVMBuildGEP2(g->b, kl_type(g, dt), t, &lc->j, 1, "");
+        LLVMValueRef v = LLVMBuildLoad2(g->b, kl_type(g, dt), pt, "");
+        if (dt == KILN_BOOL)
+            v = LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstNull(g->t_i8), "");
+        lc->val[o] = v;
+    }
+    stamp[o] = q + 1;
+}
+
+/* The views whose LOADs segment q emits (marks in vmark). */
+static void kl_seg_views(kl_cg *g, uint32_t q, uint32_t from, uint32_t *vmark,
+                         int last_seg)
+{
+    const kiln_kernel *k = g->k;
+    const kl_plan *p = g->plan;
+    for (uint32_t i = from; i < p->end[q]; i++) {
+        const kiln_instr *in = &k->instrs[i];
+        if (!g->live[i] || !kl_carried(in->op))
+            continue;
+        for (unsigned a = 0; a < kiln_interp_ops[in->op].arity; a++) {
+            const kiln_instr *o = &k->instrs[kiln_interp_operand(in, a)];
+            if (o->op == KILN_I_LOAD)
+                vmark[o->a] = q + 1;
+        }
+    }
+    if (last_seg)
+        for (uint32_t j = 0; j < k->n_outputs; j++) {
+            const kiln_instr *o = &k->instrs[k->out_refs[j]];
+            if (o->op == KILN_I_LOAD)
+                vmark[o->a] = q + 1;
+        }
+}
+
+/* Segment q of a segmented row function, as a function of its own:
+ * void seg(int64_t m, void **ptrs, const int64_t *st, const kiln_runtime
+ * *rt, void *tmp, int64_t s, void *acc) runs elements s .. s+m-1 (m > 0)
+ * of the row.  A function per segment, not a loop per segment inside
+ * the row function: the register allocator then never sees a live range
+ * spanning every segment (measured: 2.2x the allocation time per
+ * doubling of the width in one function, linear as separate ones). */
+static LLVMValueRef kl_emit_seg(kl_cg *g, const char *name, uint32_t q,
+                                uint32_t from, const int64_t *slot_off,
+                                int mode, int strided)
+{
+    const kiln_kernel *k = g->k;
+    const kl_plan *p = g->plan;
+    LLVMBuilderRef b = g->b;
+    int last_seg = q + 1 == p->nseg;
+    char fname[96];
+    snprintf(fname, sizeof fname, "%s.%u", name, q);
+    LLVMValueRef fn = LLVMAddFunction(g->mod, fname, g->t_seg);
+    LLVMSetLinkage(fn, LLVMInternalLinkage);
+    static const char *const fa[] = {"nounwind", "noinline"};
+    for (size_t a = 0; a < 2; a++)
+        LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                                LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName(
+                                                            fa[a], strlen(fa[a])), 0));
+    unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
+    LLVMAddAttributeAtIndex(fn, 5, LLVMCreateEnumAttribute(g->ctx, noalias, 0));
+    LLVMAddAttributeAtIndex(fn, 7, LLVMCreateEnumAttribute(g->ctx, noalias, 0));
+    if (g->fast_math) {
+        static const char *const ff[] = {
+            "unsafe-fp-math", "no-signed-zeros-fp-math", "approx-func-fp-math",
+            "less-precise-fpmad"};
+        for (size_t a = 0; a < sizeof ff / sizeof ff[0]; a++)
+            LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                                    LLVMCreateStringAttribute(
+                                        g->ctx, ff[a], (unsigned)strlen(ff[a]), "true", 4));
+    }
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry");
+    LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(g->ctx, fn, "loop");
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->ctx, fn, "exit");
+    LLVMPositionBuilderAtEnd(b, entry);
+    LLVMValueRef m = LLVMGetParam(fn, 0), ptrs = LLVMGetParam(fn, 1),
+                 st = LLVMGetParam(fn, 2), rt = LLVMGetParam(fn, 3),
+                 tmpp = LLVMGetParam(fn, 4), s0 = LLVMGetParam(fn, 5),
+                 accio = LLVMGetParam(fn, 6);
+    uint32_t nv = k->n_inputs + k->n_outputs;
+    kl_loopctx lc = {0};
+    lc.strided = strided;
+    lc.base = g->seg_base;
+    lc.stride = g->seg_stride;
+    lc.val = g->seg_val;
+    uint32_t *stamp = g->seg_stamp, *vmark = g->seg_vmark;
+    LLVMValueRef rtfn[KILN_I_COUNT] = {0};
+    lc.rtfn = rtfn;
+    /* runtime functions, base pointers and strides of this segment */
+    for (uint32_t i = from; i < p->end[q]; i++) {
+        const kiln_instr *in = &k->instrs[i];
+        if (!g->live[i] || !kl_carried(in->op))
+            continue;
+        size_t off = kl_rt_offset(in->op);
+        if (off && !rtfn[in->op])
+            rtfn[in->op] = kl_rt_fn(g, rt, off, in->op == KILN_I_POW ? g->t_dd2d
+                                                                      : g->t_d2d);
+    }
+    kl_seg_views(g, q, from, vmark, last_seg);
+    for (uint32_t v = 0; v < nv; v++) {
+        int out = v >= k->n_inputs;
+        if (out ? !(last_seg && (mode == KL_EW || (mode == KL_RROW && v == k->n_inputs)))
+                : vmark[v] != q + 1)
+            continue;
+        unsigned dt = out ? k->outputs[v - k->n_inputs].dtype : k->inputs[v].dtype;
+        LLVMValueRef idx = LLVMConstInt(g->t_i64, v, 0);
+        LLVMValueRef bp = LLVMBuildLoad2(b, g->t_p8, LLVMBuildGEP2(b, g->t_p8, ptrs,
+                                                                  &idx, 1, ""), "");
+        bp = LLVMBuildBitCast(b, bp, LLVMPointerType(kl_type(g, dt), 0), "");
+        LLVMValueRef off = s0;
+        if (strided) {
+            lc.stride[v] = LLVMBuildLoad2(b, g->t_i64, LLVMBuildGEP2(
+                                              b, g->t_i64, st, &idx, 1, ""), "");
+            off = LLVMBuildMul(b, s0, lc.stride[v], "");
+        }
+        lc.base[v] = LLVMBuildGEP2(b, kl_type(g, dt), bp, &off, 1, "");
+    }
+    /* the temporaries this segment reads or writes */
+    LLVMValueRef *tmp = g->seg_tmp;
+    for (uint32_t t = 0; t < p->nslots; t++) {
+        LLVMValueRef o = LLVMConstInt(g->t_i64, (unsigned long long)slot_off[t], 0);
+        tmp[t] = LLVMBuildBitCast(b, LLVMBuildGEP2(b, g->t_i8, tmpp, &o, 1, ""),
+                                  LLVMPointerType(kl_type(g, p->slot_dt[t]), 0), "");
+    }
+    unsigned odt = k->outputs[0].dtype;
+    unsigned accdt = odt == KILN_F32 ? KILN_F64 : odt;
+    LLVMValueRef acc0 = NULL, accm = NULL;
+    if (last_seg && mode == KL_RSCALAR) {
+        accm = LLVMBuildBitCast(b, accio, LLVMPointerType(kl_type(g, accdt), 0), "");
+        acc0 = LLVMBuildLoad2(b, kl_type(g, accdt), accm, "");
+        if (accdt == KILN_BOOL)
+            acc0 = LLVMBuildICmp(b, LLVMIntNE, acc0, LLVMConstNull(g->t_i8), "");
+    }
+    LLVMValueRef zero = LLVMConstInt(g->t_i64, 0, 0);
+    LLVMBuildBr(b, loop);
+
+    LLVMPositionBuilderAtEnd(b, loop);
+    lc.j = LLVMBuildPhi(b, g->t_i64, "j");
+    LLVMValueRef acc = NULL, acc2 = NULL;
+    if (acc0)
+        acc = LLVMBuildPhi(b, kl_rtype(g, accdt), "acc");
+    for (uint32_t i = from; i < p->end[q]; i++) {
+        const kiln_instr *in = &k->instrs[i];
+        if (!g->live[i] || !kl_carried(in->op))
+            continue;
+        for (unsigned a = 0; a < kiln_interp_ops[in->op].arity; a++)
+            kl_avail(g, &lc, stamp, tmp, kiln_interp_operand(in, a), q);
+        lc.val[i] = kl_emit_instr(g, &lc, i);
+        stamp[i] = q + 1;
+    }
+    for (uint32_t i = from; i < p->end[q]; i++) {
+        if (!g->live[i] || p->slot[i] < 0)
+            continue;
+        LLVMValueRef x = lc.val[i];
+        unsigned dt = k->instrs[i].dtype;
+        if (dt == KILN_BOOL)
+            x = LLVMBuildZExt(b, x, g->t_i8, "");
+        LLVMBuildStore(b, x, LLVMBuildGEP2(b, kl_type(g, dt), tmp[p->slot[i]],
+                                           &lc.j, 1, ""));
+    }
+    if (last_seg) {
+        for (uint32_t j = 0; j < k->n_outputs; j++)
+            kl_avail(g, &lc, stamp, tmp, k->out_refs[j], q);
+        if (mode == KL_EW) {
+            for (uint32_t j = 0; j < k->n_outputs; j++) {
+                uint32_t v = k->n_inputs + j;
+                unsigned dt = k->outputs[j].dtype;
+                LLVMValueRef x = lc.val[k->out_refs[j]];
+                if (dt == KILN_BOOL)
+                    x = LLVMBuildZExt(b, x, g->t_i8, "");
+                LLVMValueRef idx = kl_index(g, &lc, v);
+                LLVMValueRef sp = LLVMBuildStore(b, x, LLVMBuildGEP2(
+                    b, kl_type(g, dt), lc.base[v], &idx, 1, ""));
+                if (!strided)
+                    kl_md(g, sp, g->l_out_scope[j], g->l_out_noalias[j]);
+            }
+        } else if (mode == KL_RSCALAR) {
+            LLVMValueRef x = lc.val[k->out_refs[0]];
+            if (odt == KILN_F32)
+                x = LLVMBuildFPExt(b, x, g->t_f64, "");
+            acc2 = kl_fold(g, accdt, k->reduce_op, acc, x);
+        } else {
+            uint32_t v = k->n_inputs;
+            LLVMValueRef idx = kl_index(g, &lc, v);
+            LLVMValueRef op = LLVMBuildGEP2(b, kl_type(g, odt), lc.base[v], &idx, 1, "");
+            LLVMValueRef o = LLVMBuildLoad2(b, kl_type(g, odt), op, "");
+            if (!strided)
+                kl_md(g, o, g->l_out_scope[0], g->l_in_only);
+            if (odt == KILN_BOOL)
+                o = LLVMBuildICmp(b, LLVMIntNE, o, LLVMConstNull(g->t_i8), "");
+            LLVMValueRef x = kl_fold(g, odt, k->reduce_op, o, lc.val[k->out_refs[0]]);
+            if (odt == KILN_BOOL)
+                x = LLVMBuildZExt(b, x, g->t_i8, "");
+            LLVMValueRef sp = LLVMBuildStore(b, x, op);
+            if (!strided)
+                kl_md(g, sp, g->l_out_scope[0], g->l_in_only);
+        }
+    }
+    LLVMValueRef j1 = LLVMBuildAdd(b, lc.j, LLVMConstInt(g->t_i64, 1, 0), "");
+    LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);
+    LLVMValueRef latch = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j1, m, ""),
+                                         loop, exit);
+    kl_loop_md(g, latch, strided, last_seg ? mode : KL_EW);
+    LLVMValueRef in_j[2] = {zero, j1};
+    LLVMBasicBlockRef in_b[2] = {entry, loop_end};
+    LLVMAddIncoming(lc.j, in_j, in_b, 2);
+    if (acc) {
+        LLVMValueRef in_a[2] = {acc0, acc2};
+        LLVMAddIncoming(acc, in_a, in_b, 2);
+    }
+    LLVMPositionBuilderAtEnd(b, exit);
+    if (acc) {
+        LLVMValueRef r = acc2;
+        if (accdt == KILN_BOOL)
+            r = LLVMBuildZExt(b, r, g->t_i8, "");
+        LLVMBuildStore(b, r, accm);
+    }
+    LLVMBuildRetVoid(b);
+    return fn;
+}
+
+/* A segmented row function: strips of plan->strip elements, each run
+ * by one call per segment. */
+static void kl_emit_fn_seg(kl_cg *g, const char *name, int mode, int strided)
+{
+    const kiln_kernel *k = g->k;
+    const kl_plan *p = g->plan;
+    LLVMBuilderRef b = g->b;
+    uint32_t nv = k->n_inputs + k->n_outputs;
+    int64_t *slot_off = calloc(p->nslots + 1, sizeof *slot_off);
+    LLVMValueRef *segfn = calloc(p->nseg, sizeof *segfn);
+    g->seg_base = calloc(nv, sizeof *g->seg_base);
+    g->seg_stride = calloc(nv, sizeof *g->seg_stride);
+    g->seg_val = calloc(k->n_instrs, sizeof *g->seg_val);
+    g->seg_stamp = calloc(k->n_instrs, sizeof *g->seg_stamp);
+    g->seg_vmark = calloc(nv, sizeof *g->seg_vmark);
+    g->seg_tmp = calloc(p->nslots + 1, sizeof *g->seg_tmp);
+    int64_t bytes = 0;
+    for (uint32_t t = 0; t < p->nslots; t++) {
+        slot_off[t] = bytes;
+        bytes += (p->strip * (int64_t)kiln_interp_dtype_size(p->slot_dt[t]) + 63) & ~(int64_t)63;
+    }
+    uint32_t from = 0;
+    for (uint32_t q = 0; q < p->nseg; q++) {
+        segfn[q] = kl_emit_seg(g, name, q, from, slot_off, mode, strided);
+        from = p->end[q];
+    }
+    free(g->seg_base);
+    free(g->seg_stride);
+    free(g->seg_val);
+    free(g->seg_stamp);
+    free(g->seg_vmark);
+    free(g->seg_tmp);
+
+    LLVMValueRef fn = kl_add_fn(g, name);
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry");
+    LLVMBasicBlockRef strip = LLVMAppendBasicBlockInContext(g->ctx, fn, "strip");
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->ctx, fn, "exit");
+    LLVMPositionBuilderAtEnd(b, entry);
+    LLVMValueRef n = LLVMGetParam(fn, 0), ptrs = LLVMGetParam(fn, 1),
+                 st = LLVMGetParam(fn, 2), rt = LLVMGetParam(fn, 3),
+                 accp = LLVMGetParam(fn, 4);
+    LLVMValueRef tmpa = LLVMBuildArrayAlloca(b, g->t_i8, LLVMConstInt(
+                                                 g->t_i64, (unsigned long long)(bytes ? bytes : 1), 0), "");
+    LLVMSetAlignment(tmpa, 64);
+    LLVMValueRef accs = NULL;
+    unsigned odt = k->outputs[0].dtype;
+    unsigned accdt = odt == KILN_F32 ? KILN_F64 : odt;
+    if (mode == KL_RSCALAR) {
+        accs = LLVMBuildAlloca(b, kl_type(g, accdt), "");
+        LLVMValueRef id = kl_identity(g, accdt, k->reduce_op);
+        if (accdt == KILN_BOOL)
+            id = LLVMBuildZExt(b, id, g->t_i8, "");
+        LLVMBuildStore(b, id, accs);
+    }
+    LLVMValueRef accs8 = accs ? LLVMBuildBitCast(b, accs, g->t_p8, "")
+                              : LLVMConstNull(g->t_p8);
+    LLVMValueRef zero = LLVMConstInt(g->t_i64, 0, 0);
+    LLVMValueRef S = LLVMConstInt(g->t_i64, (unsigned long long)p->strip, 0);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, zero, ""), strip, exit);
+    LLVMPositionBuilderAtEnd(b, strip);
+    LLVMValueRef s0 = LLVMBuildPhi(b, g->t_i64, "s");
+    LLVMValueRef rem = LLVMBuildSub(b, n, s0, "");
+    LLVMValueRef m = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, rem, S, ""),
+                                     rem, S, "");
+    for (uint32_t q = 0; q < p->nseg; q++) {
+        LLVMValueRef args[7] = {m, ptrs, st, rt, tmpa, s0, accs8};
+        LLVMBuildCall2(b, g->t_seg, segfn[q], args, 7, "");
+    }
+    LLVMValueRef s1 = LLVMBuildAdd(b, s0, m, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, s1, n, ""), strip, exit);
+    LLVMValueRef in_s[2] = {zero, s1};
+    LLVMBasicBlockRef in_sb[2] = {entry, strip};
+    LLVMAddIncoming(s0, in_s, in_sb, 2);
+    LLVMPositionBuilderAtEnd(b, exit);
+    if (mode == KL_RSCALAR)
+        LLVMBuildStore(b, LLVMBuildLoad2(b, kl_type(g, accdt), accs, ""),
+                       LLVMBuildBitCast(b, accp, LLVMPointerType(kl_type(g, accdt), 0), ""));
+    LLVMBuildRetVoid(b);
+    free(slot_off);
+    free(segfn);
+}
+
 static LLVMMetadataRef kl_mdstr(kl_cg *g, const char *s)
 {
     return LLVMMDStringInContext2(g->ctx, s, strlen(s));
@@ -740,6 +1268,104 @@ static LLVMMetadataRef kl_mdstr(kl_cg *g, const char *s)
 static LLVMValueRef kl_mdlist(kl_cg *g, LLVMMetadataRef *m, size_t n)
 {
     return LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, m, n));
+}
+
+/* GATHER (take along an axis, one element per index: x[..., idx, ...]
+ * with nothing after the axis) as two row functions with the common
+ * signature:
+ *   kiln_gk  ptrs {idx}, st {idx stride, size}: *acc = 1 when an index
+ *            of the row is outside [-size, size) (an OR reduction)
+ *   kiln_gc  ptrs {x, idx, out}, st {x, idx, out strides, x's axis
+ *            stride, size}: out[j] = x[j*sx + k*sa], k = idx[j] (+ size
+ *            when negative)
+ * The driver (kl_take) checks every index first, as the interpreter
+ * does, and hands any failure, shape mismatch or sub-array gather
+ * (x[idx, :]: the interpreter's block copy) to the interpreter, which
+ * then reports exactly its own message. */
+static void kl_emit_gather(kl_cg *g)
+{
+    const kiln_kernel *k = g->k;
+    LLVMBuilderRef b = g->b;
+    unsigned dt = k->inputs[0].dtype, it = k->inputs[1].dtype;
+    LLVMTypeRef T = kl_type(g, dt), IT = kl_type(g, it);
+    for (int f = 0; f < 2; f++) {
+        LLVMValueRef fn = kl_add_fn(g, f ? "kiln_gc" : "kiln_gk");
+        LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry");
+        LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(g->ctx, fn, "loop");
+        LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->ctx, fn, "exit");
+        LLVMPositionBuilderAtEnd(b, entry);
+        LLVMValueRef n = LLVMGetParam(fn, 0), ptrs = LLVMGetParam(fn, 1),
+                     st = LLVMGetParam(fn, 2), accp = LLVMGetParam(fn, 4);
+        LLVMValueRef base[3], str[5];
+        int nb = f ? 3 : 1, ns = f ? 5 : 2;
+        for (int v = 0; v < nb; v++) {
+            LLVMValueRef idx = LLVMConstInt(g->t_i64, (unsigned long long)v, 0);
+            LLVMValueRef p = LLVMBuildLoad2(b, g->t_p8, LLVMBuildGEP2(b, g->t_p8, ptrs,
+                                                                     &idx, 1, ""), "");
+            LLVMTypeRef vt = (f && v != 1) ? T : IT;
+            base[v] = LLVMBuildBitCast(b, p, LLVMPointerType(vt, 0), "");
+        }
+        for (int v = 0; v < ns; v++) {
+            LLVMValueRef idx = LLVMConstInt(g->t_i64, (unsigned long long)v, 0);
+            str[v] = LLVMBuildLoad2(b, g->t_i64, LLVMBuildGEP2(b, g->t_i64, st, &idx,
+                                                               1, ""), "");
+        }
+        LLVMValueRef zero = LLVMConstInt(g->t_i64, 0, 0);
+        LLVMValueRef size = str[ns - 1];
+        LLVMValueRef f0 = LLVMConstInt(g->t_i1, 0, 0);
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, zero, ""), loop, exit);
+        LLVMPositionBuilderAtEnd(b, loop);
+        LLVMValueRef j = LLVMBuildPhi(b, g->t_i64, "j");
+        LLVMValueRef bad = f ? NULL : LLVMBuildPhi(b, g->t_i1, "bad");
+        LLVMValueRef ii = LLVMBuildMul(b, j, str[f ? 1 : 0], "");
+        LLVMValueRef kv = LLVMBuildLoad2(b, IT, LLVMBuildGEP2(b, IT, base[f ? 1 : 0],
+                                                               &ii, 1, ""), "");
+        if (it != KILN_I64)
+            kv = LLVMBuildSExt(b, kv, g->t_i64, "");
+        LLVMValueRef bad2 = NULL;
+        if (!f) {
+            LLVMValueRef lo = LLVMBuildICmp(b, LLVMIntSLT, kv,
+                                            LLVMBuildNeg(b, size, ""), "");
+            LLVMValueRef hi = LLVMBuildICmp(b, LLVMIntSGE, kv, size, "");
+            bad2 = LLVMBuildOr(b, bad, LLVMBuildOr(b, lo, hi, ""), "");
+        } else {
+            LLVMValueRef neg = LLVMBuildICmp(b, LLVMIntSLT, kv, zero, "");
+            kv = LLVMBuildAdd(b, kv, LLVMBuildSelect(b, neg, size, zero, ""), "");
+            LLVMValueRef xo = LLVMBuildAdd(b, LLVMBuildMul(b, j, str[0], ""),
+                                           LLVMBuildMul(b, kv, str[3], ""), "");
+            LLVMValueRef x = LLVMBuildLoad2(b, T, LLVMBuildGEP2(b, T, base[0], &xo, 1, ""), "");
+            LLVMValueRef oo = LLVMBuildMul(b, j, str[2], "");
+            LLVMBuildStore(b, x, LLVMBuildGEP2(b, T, base[2], &oo, 1, ""));
+        }
+        LLVMValueRef j1 = LLVMBuildAdd(b, j, LLVMConstInt(g->t_i64, 1, 0), "");
+        LLVMValueRef latch = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j1, n, ""),
+                                             loop, exit);
+        kl_loop_md(g, latch, f, KL_EW);  /* gathers: scalar, not unrolled */
+        LLVMValueRef in_j[2] = {zero, j1};
+        LLVMBasicBlockRef in_b[2] = {entry, loop};
+        LLVMAddIncoming(j, in_j, in_b, 2);
+        if (bad) {
+            LLVMValueRef in_v[2] = {f0, bad2};
+            LLVMAddIncoming(bad, in_v, in_b, 2);
+        }
+        LLVMPositionBuilderAtEnd(b, exit);
+        if (!f) {
+            LLVMValueRef r = LLVMBuildPhi(b, g->t_i1, "");
+            LLVMValueRef in_r[2] = {f0, bad2};
+            LLVMAddIncoming(r, in_r, in_b, 2);
+            LLVMBuildStore(b, LLVMBuildZExt(b, r, g->t_i8, ""), accp);
+        }
+        LLVMBuildRetVoid(b);
+    }
+}
+
+/* REDUCE over every axis of the iteration space (the kernel says so in
+ * reduce_axes): a scalar result, no kept axis. */
+static int kl_full_reduce(const kiln_kernel *k)
+{
+    unsigned r = k->inputs[0].rank;
+    return k->kind == KILN_KERNEL_REDUCE && k->n_inputs > 0 && r > 0
+           && r < 32 && k->reduce_axes == (1u << r) - 1u;
 }
 
 /* Build the module of kernel k (checked, with a program) into g->mod. */
@@ -759,6 +1385,9 @@ static int kl_build(kl_cg *g, char *why, size_t why_n)
     g->t_p64 = LLVMPointerType(g->t_i64, 0);
     LLVMTypeRef params[5] = {g->t_i64, g->t_pp8, g->t_p64, g->t_p8, g->t_p8};
     g->t_fn = LLVMFunctionType(g->t_void, params, 5, 0);
+    LLVMTypeRef sparams[7] = {g->t_i64, g->t_pp8, g->t_p64, g->t_p8, g->t_p8,
+                              g->t_i64, g->t_p8};
+    g->t_seg = LLVMFunctionType(g->t_void, sparams, 7, 0);
     LLVMTypeRef d1[2] = {g->t_f64, g->t_f64};
     g->t_d2d = LLVMFunctionType(g->t_f64, d1, 1, 0);
     g->t_dd2d = LLVMFunctionType(g->t_f64, d1, 2, 0);
@@ -802,17 +1431,42 @@ static int kl_build(kl_cg *g, char *why, size_t why_n)
     free(s_out);
     free(tmp);
 
-    if (k->kind == KILN_KERNEL_ELEMWISE) {
-        kl_emit_fn(g, "kiln_ec", KL_EW, 0);
-        kl_emit_fn(g, "kiln_es", KL_EW, 1);
-    } else {
-        kl_emit_fn(g, "kiln_rc", KL_RSCALAR, 0);
-        kl_emit_fn(g, "kiln_rs", KL_RSCALAR, 1);
-        kl_emit_fn(g, "kiln_uc", KL_RROW, 0);
-        kl_emit_fn(g, "kiln_us", KL_RROW, 1);
+    if (k->kind == KILN_KERNEL_GATHER) {
+        kl_emit_gather(g);
+        free(g->l_out_scope);
+        free(g->l_out_noalias);
+        goto verify;
     }
+    kl_plan plan;
+    if (kl_plan_make(k, g->live, &plan)) {
+        free(g->l_out_scope);
+        free(g->l_out_noalias);
+        snprintf(why, why_n, "out of memory");
+        return -1;
+    }
+    g->plan = &plan;
+    void (*emit)(kl_cg *, const char *, int, int) =
+        plan.nseg > 1 ? kl_emit_fn_seg : kl_emit_fn;
+    if (k->kind == KILN_KERNEL_ELEMWISE) {
+        emit(g, "kiln_ec", KL_EW, 0);
+        emit(g, "kiln_es", KL_EW, 1);
+    } else {
+        emit(g, "kiln_rc", KL_RSCALAR, 0);
+        emit(g, "kiln_rs", KL_RSCALAR, 1);
+        /* A reduction over every axis never keeps an inner axis: its
+         * output's strides are all 0, so kiln_uc/kiln_us would never
+         * run (kl_run checks the call's output shape before relying on
+         * this). */
+        if (!kl_full_reduce(k)) {
+            emit(g, "kiln_uc", KL_RROW, 0);
+            emit(g, "kiln_us", KL_RROW, 1);
+        }
+    }
+    g->plan = NULL;
+    kl_plan_free(&plan);
     free(g->l_out_scope);
     free(g->l_out_noalias);
+verify:;
     char *msg = NULL;
     if (LLVMVerifyModule(g->mod, LLVMReturnStatusAction, &msg)) {
         snprintf(why, why_n, "invalid IR: %.400s", msg ? msg : "?");
@@ -839,7 +1493,8 @@ static int kl_codegen(const kiln_kernel *k, const kiln_compile_options *opt,
     uint8_t *live = calloc(k->n_instrs ? k->n_instrs : 1, 1);
     if (!live)
         return kl_fail(err, KILN_ERR_NOMEM, "out of memory");
-    kiln_interp_mark_live(k, live);
+    if (kiln_interp_has_program(k->kind))
+        kiln_interp_mark_live(k, live);
     kl_cg g = {0};
     g.k = k;
     g.live = live;
@@ -929,6 +1584,12 @@ struct kl_artifact {
     unsigned char *bytes;
 };
 
+/* Kinds compiled to code: the ones with a scalar program, and GATHER. */
+static int kl_native(uint32_t kind)
+{
+    return kiln_interp_has_program(kind) || kind == KILN_KERNEL_GATHER;
+}
+
 static int kl_check(const kiln_kernel *src, kiln_kernel *full,
                     kiln_plugin_error **err)
 {
@@ -955,7 +1616,7 @@ static int kl_compile(const kiln_kernel *k, const kiln_compile_options *opt,
     if (kl_check(k, &full, err))
         return KILN_ERR_BACKEND;
     LLVMMemoryBufferRef obj = NULL;
-    if (kiln_interp_has_program(full.kind)) {
+    if (kl_native(full.kind)) {
         if (kl_ready(err))
             return KILN_ERR_BACKEND;
         int rc = kl_codegen(&full, opt, &obj, NULL, err);
@@ -1001,7 +1662,7 @@ static int kl_emit_text(const kiln_kernel *k, const kiln_compile_options *opt,
     *text = NULL;
     if (kl_check(k, &full, err))
         return KILN_ERR_BACKEND;
-    if (!kiln_interp_has_program(full.kind)) {
+    if (!kl_native(full.kind)) {
         const char *msg = "; runs on the embedded interpreter (no code)\n";
         *text = malloc(strlen(msg) + 1);
         if (!*text)
@@ -1039,7 +1700,7 @@ typedef struct kl_state {
     kiln_callable callable;
     kiln_callable *interp;   /* the embedded interpreter's callable */
     LLVMOrcLLJITRef jit;     /* NULL for data-movement kinds */
-    kl_row_fn c, s;          /* ELEMWISE: ec/es; REDUCE: rc/rs */
+    kl_row_fn c, s;          /* ELEMWISE: ec/es; REDUCE: rc/rs; GATHER: gc/gk */
     kl_row_fn uc, us;        /* REDUCE along a kept axis */
 } kl_state;
 
@@ -1102,7 +1763,7 @@ static int kl_load_bytes(const void *bytes, size_t len, kiln_callable **out,
         free(copy);
         return KILN_ERR_BACKEND;
     }
-    int prog = kiln_interp_has_program(full.kind);
+    int prog = kl_native(full.kind);
     if (prog && obj_len == 0) {
         free(copy);
         return kl_fail(err, KILN_ERR_BACKEND, "artifact without code");
@@ -1156,10 +1817,13 @@ static int kl_load_bytes(const void *bytes, size_t len, kiln_callable **out,
             goto fail;
         }
         int ew = full.kind == KILN_KERNEL_ELEMWISE;
-        if ((rc = kl_lookup(s, ew ? "kiln_ec" : "kiln_rc", &s->c, err)) ||
-            (rc = kl_lookup(s, ew ? "kiln_es" : "kiln_rs", &s->s, err)) ||
-            (!ew && (rc = kl_lookup(s, "kiln_uc", &s->uc, err))) ||
-            (!ew && (rc = kl_lookup(s, "kiln_us", &s->us, err))))
+        int ga = full.kind == KILN_KERNEL_GATHER;
+        if ((rc = kl_lookup(s, ga ? "kiln_gc" : ew ? "kiln_ec" : "kiln_rc", &s->c, err)) ||
+            (rc = kl_lookup(s, ga ? "kiln_gk" : ew ? "kiln_es" : "kiln_rs", &s->s, err)) ||
+            (!ew && !ga && !kl_full_reduce(&full) &&
+             (rc = kl_lookup(s, "kiln_uc", &s->uc, err))) ||
+            (!ew && !ga && !kl_full_reduce(&full) &&
+             (rc = kl_lookup(s, "kiln_us", &s->us, err))))
             goto fail;
     }
     free(ia);
@@ -1447,12 +2111,93 @@ out:
     return rc;
 }
 
+/* GATHER: the interpreter's kiln_interp_take with compiled rows, for
+ * element gathers that pass every check; anything else (a mismatched
+ * output, an index out of range, a sub-array per index) is run by the
+ * interpreter itself, which gives its exact result or message. */
+typedef struct kl_takectx {
+    const kl_state *ls;
+    const kiln_view *v[3];
+    size_t es[3];
+    int64_t st[5];
+} kl_takectx;
+
+static int kl_take_check_body(void *ctx, const kiln_interp_iter *it,
+                              int64_t j0, int64_t n)
+{
+    kl_takectx *t = ctx;
+    void *p[1] = {kiln_interp_elem(t->v[1], kiln_interp_at(it, 0, j0), t->es[1])};
+    int64_t st[2] = {kiln_interp_inner(it, 0), t->st[4]};
+    unsigned char bad = 0;
+    t->ls->s(n, p, st, NULL, &bad);
+    return bad ? 1 : 0;
+}
+
+static int kl_take_body(void *ctx, const kiln_interp_iter *it, int64_t j0,
+                        int64_t n)
+{
+    kl_takectx *t = ctx;
+    void *p[3];
+    for (int v = 0; v < 3; v++) {
+        p[v] = kiln_interp_elem(t->v[v], kiln_interp_at(it, (size_t)v, j0), t->es[v]);
+        t->st[v] = kiln_interp_inner(it, (size_t)v);
+    }
+    t->ls->c(n, p, t->st, NULL, NULL);
+    return 0;
+}
+
+static int kl_take(const kiln_interp_run *r, const kl_state *ls)
+{
+    const kiln_call *call = r->call;
+    const kiln_view *data = &call->inputs[0], *idx = &call->inputs[1],
+                    *side = &call->outputs[0];
+    int axis = r->k->axis, q = idx->rank;
+    if (data->rank - axis - 1 != 0)
+        return ls->interp->fn(ls->interp->state, call);
+    int64_t want[KILN_MAX_RANK];
+    for (int d = 0; d < axis; d++)
+        want[d] = data->shape[d];
+    for (int d = 0; d < q; d++)
+        want[axis + d] = idx->shape[d];
+    for (int d = 0; d < side->rank; d++)
+        if (side->shape[d] != want[d])
+            return ls->interp->fn(ls->interp->state, call);
+    kl_takectx t = {.ls = ls, .v = {data, idx, side}};
+    for (int v = 0; v < 3; v++)
+        t.es[v] = kiln_interp_dtype_size((unsigned)t.v[v]->dtype);
+    t.st[3] = data->strides[axis];
+    t.st[4] = data->shape[axis];
+    /* every index in range, or the interpreter's message */
+    int64_t cs[KILN_MAX_RANK], coff;
+    kiln_interp_iter ci = {.rank = q, .n_views = 1, .strides = cs, .offs = &coff};
+    for (int d = 0; d < q; d++) {
+        ci.shape[d] = idx->shape[d];
+        cs[d] = idx->strides[d];
+    }
+    if (kiln_interp_iter_coalesce(&ci)
+        && kiln_interp_iter_run(&ci, INT64_MAX, kl_take_check_body, &t))
+        return ls->interp->fn(ls->interp->state, call);
+    int64_t strides[3 * KILN_MAX_RANK], offs[3];
+    kiln_interp_iter it = {.rank = axis + q, .n_views = 3, .strides = strides,
+                           .offs = offs};
+    for (int d = 0; d < axis + q; d++) {
+        int lead = d < axis;
+        it.shape[d] = want[d];
+        strides[d] = lead ? data->strides[d] : 0;
+        strides[KILN_MAX_RANK + d] = lead ? 0 : idx->strides[d - axis];
+        strides[2 * KILN_MAX_RANK + d] = side->strides[d];
+    }
+    if (!kiln_interp_iter_coalesce(&it))
+        return 0;
+    return kiln_interp_iter_run(&it, INT64_MAX, kl_take_body, &t);
+}
+
 static int kl_run(void *state, const kiln_call *call)
 {
     const kl_state *ls = state;
     if (!ls || !call)
         return KILN_ERR_ARG;
-    if (!ls->jit)  /* JOIN, GATHER, SCATTER, DOT */
+    if (!ls->jit)  /* JOIN, SCATTER, DOT */
         return ls->interp->fn(ls->interp->state, call);
     if (call->struct_size < offsetof(kiln_call, rt) + sizeof(call->rt))
         return KILN_ERR_ARG;
@@ -1463,6 +2208,17 @@ static int kl_run(void *state, const kiln_call *call)
     int rc = kiln_interp_check_call(&r);
     if (rc)
         return rc;
+    if (k->kind == KILN_KERNEL_GATHER)
+        return kl_take(&r, ls);
+    if (k->kind == KILN_KERNEL_REDUCE && !ls->uc) {
+        /* compiled as a full reduction: only a call whose output is one
+         * element can use the code (anything else gets the interpreter,
+         * with its messages) */
+        const kiln_view *o = &call->outputs[0];
+        for (int d = 0; d < o->rank; d++)
+            if (o->shape[d] != 1)
+                return ls->interp->fn(ls->interp->state, call);
+    }
     return kl_program_kind(&r, ls);
 }
 

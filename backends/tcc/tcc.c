@@ -10,9 +10,12 @@
  *          the same source, built on first request.  Never a shared
  *          object: tcc writes .so files without PT_GNU_STACK (glibc 2.36
  *          makes the stack executable when loading one, 2.41 refuses).
- * load_bytes  links that object in memory with libtcc's own linker (no C
- *          parsing): the code reaches libm and BLAS through call->rt, so
- *          nothing in the bytes depends on this process's addresses.
+ * load_bytes  checks the header and loads that object with kiln's own
+ *          loader (core/objload.c, linked into this plugin): no libtcc
+ *          call, no temporary file, W^X pages.  The code reaches libm and
+ *          BLAS through call->rt, so nothing in the bytes depends on this
+ *          process's addresses; memcpy/memmove/memset (which tcc may emit
+ *          for struct copies) come from the import table.
  *
  * libtcc 0.9.27 keeps compiler state in globals: the descriptor does not
  * set KILN_BACKEND_THREAD_SAFE and the host serialises supports, compile,
@@ -33,6 +36,7 @@
 #include "config.h"
 #endif
 #include "emit_c.h"
+#include "objload.h"
 
 #include <kiln/backend.h>
 #include <kiln/kiln.h>
@@ -164,11 +168,14 @@ static int kiln_tcc_compile_error(kiln_plugin_error **err,
 /* ------------------------------------------------------------------ */
 
 /* Relocated machine code in pages of its own; shared (reference counted)
- * by an artifact and the callables loaded from it. */
+ * by an artifact and the callables loaded from it.  Either libtcc
+ * relocated it into `mem` (compile) or kiln_obj_load loaded it (`obj`,
+ * load_bytes). */
 typedef struct kiln_tcc_code {
     atomic_int refs;
     void *mem;
     size_t size;
+    kiln_obj *obj;
     kiln_kernel_fn fn;
 } kiln_tcc_code;
 
@@ -176,21 +183,22 @@ static void kiln_tcc_code_unref(kiln_tcc_code *c)
 {
     if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
         return;
-    munmap(c->mem, c->size);
+    if (c->obj)
+        kiln_obj_free(c->obj);
+    else
+        munmap(c->mem, c->size);
     free(c);
 }
 
 /* A TCCState with our settings: error callback first, no standard
  * library, no system headers. */
-static TCCState *kiln_tcc_state(kiln_tcc_msgs *m, int output_type,
-                                int binary_input)
+static TCCState *kiln_tcc_state(kiln_tcc_msgs *m, int output_type)
 {
     TCCState *s = tcc_new();
     if (!s)
         return NULL;
     tcc_set_error_func(s, m, kiln_tcc_on_error);
-    tcc_set_options(s, binary_input ? "-nostdlib -nostdinc -xb"
-                                    : "-nostdlib -nostdinc");
+    tcc_set_options(s, "-nostdlib -nostdinc");
     tcc_set_output_type(s, output_type);
     return s;
 }
@@ -240,6 +248,7 @@ static int kiln_tcc_relocate(TCCState *s, kiln_tcc_msgs *m, const char *src,
     atomic_init(&c->refs, 1);
     c->mem = mem;
     c->size = len;
+    c->obj = NULL;
     memcpy(&c->fn, &sym, sizeof c->fn);  /* object -> function pointer */
     *out = c;
     return 0;
@@ -296,7 +305,7 @@ static int kiln_tcc_compile(const kiln_kernel *k,
     }
     a->src = src;
     kiln_tcc_msgs m = {"", 0};
-    TCCState *s = kiln_tcc_state(&m, TCC_OUTPUT_MEMORY, 0);
+    TCCState *s = kiln_tcc_state(&m, TCC_OUTPUT_MEMORY);
     if (!s) {
         kiln_tcc_artifact_free(a);
         return kiln_tcc_error(err, KILN_ERR_NOMEM, "tcc_new failed");
@@ -405,7 +414,7 @@ static int kiln_tcc_make_bytes(kiln_artifact *a)
     int fd = kiln_tcc_tmpfile(path, sizeof path);
     if (fd < 0)
         return -1;
-    TCCState *s = kiln_tcc_state(&m, TCC_OUTPUT_OBJ, 0);
+    TCCState *s = kiln_tcc_state(&m, TCC_OUTPUT_OBJ);
     int rc = -1;
     if (s && tcc_compile_string(s, a->src) == 0 &&
         tcc_output_file(s, path) == 0) {
@@ -479,42 +488,35 @@ static int kiln_tcc_load_bytes(const void *bytes, size_t len,
         return kiln_tcc_error(err, KILN_ERR_BACKEND, "load_bytes: truncated "
                               "artifact (%zu bytes)", len);
     const unsigned char *obj = b + 24 + idlen;
-    char path[4200];
-    int fd = kiln_tcc_tmpfile(path, sizeof path);
-    if (fd < 0)
-        return kiln_tcc_error(err, KILN_ERR_BACKEND, "load_bytes: no "
-                              "temporary file: %s", strerror(errno));
-    size_t put = 0;
-    while (put < ol) {
-        ssize_t w = write(fd, obj + put, (size_t)(ol - put));
-        if (w <= 0)
-            break;
-        put += (size_t)w;
+    /* the only symbols tcc's code may name on its own (struct copies) */
+    const kiln_obj_import imports[] = {
+        {"memcpy", (const void *)memcpy},
+        {"memmove", (const void *)memmove},
+        {"memset", (const void *)memset},
+    };
+    const kiln_obj_options opt = {imports, sizeof imports / sizeof *imports,
+                                  0};
+    char why[256];
+    kiln_obj *o = NULL;
+    int rc = kiln_obj_load(obj, (size_t)ol, &opt, &o, why, sizeof why);
+    if (rc)
+        return kiln_tcc_error(err, rc, "load_bytes: %s", why);
+    void *sym = kiln_obj_symbol(o, KILN_EMIT_C_SYMBOL);
+    kiln_tcc_code *code = sym ? malloc(sizeof *code) : NULL;
+    if (!code) {
+        kiln_obj_free(o);
+        return sym ? kiln_tcc_error(err, KILN_ERR_NOMEM, "out of memory")
+                   : kiln_tcc_error(err, KILN_ERR_BACKEND, "load_bytes: no "
+                                    "symbol " KILN_EMIT_C_SYMBOL);
     }
-    int rc;
-    if (put != ol) {
-        rc = kiln_tcc_error(err, KILN_ERR_BACKEND, "load_bytes: write: %s",
-                            strerror(errno));
-    } else {
-        kiln_tcc_msgs m = {"", 0};
-        TCCState *s = kiln_tcc_state(&m, TCC_OUTPUT_MEMORY, 1);
-        kiln_tcc_code *code = NULL;
-        if (!s) {
-            rc = kiln_tcc_error(err, KILN_ERR_NOMEM, "tcc_new failed");
-        } else {
-            if (tcc_add_file(s, path) < 0)
-                rc = kiln_tcc_compile_error(err, &m, NULL, "load_bytes");
-            else
-                rc = kiln_tcc_relocate(s, &m, NULL, &code, err);
-            tcc_delete(s);
-        }
-        if (rc == 0) {
-            rc = kiln_tcc_make_callable(code, out, err);
-            if (rc)
-                kiln_tcc_code_unref(code);
-        }
-    }
-    kiln_tcc_tmpclose(fd, path);
+    atomic_init(&code->refs, 1);
+    code->mem = NULL;
+    code->size = kiln_obj_size(o);
+    code->obj = o;
+    memcpy(&code->fn, &sym, sizeof code->fn);  /* object -> function */
+    rc = kiln_tcc_make_callable(code, out, err);
+    if (rc)
+        kiln_tcc_code_unref(code);
     return rc;
 }
 

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1
-#define KILN_ABI_MINOR 2
+#define KILN_ABI_MINOR 3
 
 /* The one frozen bootstrap symbol every plugin exports. */
 #define KILN_BACKEND_ENTRY "kiln_backend_entry"
@@ -257,6 +257,11 @@ typedef struct kiln_compile_options {
     size_t struct_size;
     int opt_level;                 /* 0..3; backends may ignore */
     int fast_math;                 /* 0 or 1; backends may ignore */
+    /* ABI 1.3: 1 asks for code that runs on any CPU of the target
+     * architecture (a cache shared across a cluster with mixed node
+     * types) instead of code for the host CPU.  Backends that always make
+     * portable code ignore it. */
+    int generic_target;
 } kiln_compile_options;
 
 #define KILN_BACKEND_THREAD_SAFE 1u  /* calls may come from several threads */
@@ -305,6 +310,16 @@ typedef struct kiln_backend {
     int (*emit_text)(const kiln_kernel *k, const kiln_compile_options *opt,
                      char **text, kiln_plugin_error **err);
     void (*text_free)(char *text);
+
+    /* ABI 1.3, optional.  The machine the code made with `opt` runs on,
+     * as a short string of [A-Za-z0-9_.+-] (e.g. "x86_64-pc-linux-gnu-
+     * skylake-3f2a9c1e": triple, CPU name and a hash of the explicit
+     * feature set; never "native"), written into buf (size bytes).  The
+     * disk cache files artifacts under it, so that code for one CPU is
+     * never loaded on another.  Returns 0, or -1 when buf is too small.
+     * When NULL the host uses the architecture name (uname -m), right for
+     * backends whose code does not depend on the CPU model. */
+    int (*target)(const kiln_compile_options *opt, char *buf, size_t size);
 } kiln_backend;
 
 /* The bootstrap symbol's type.  Returns the descriptor, or NULL after

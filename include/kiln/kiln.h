@@ -50,7 +50,9 @@ typedef enum kiln_code {
     KILN_ERR_NOMEM,   /* an allocation failed */
     KILN_ERR_BACKEND, /* no backend could compile or load a kernel */
     KILN_ERR_ARG,     /* a bad argument to an API function */
-    KILN_ERR_RUNTIME  /* an error while running (e.g. index out of bounds) */
+    KILN_ERR_RUNTIME, /* an error while running (e.g. index out of bounds) */
+    KILN_ERR_POLICY   /* a bad backend policy (kiln/policy.h): message
+                         starts "file:line:col: " */
 } kiln_code;
 
 /* Caller-owned error record; see the conventions above. */
@@ -70,6 +72,7 @@ typedef struct kiln_tensor {
 
 typedef struct kiln_graph kiln_graph;       /* see <kiln/graph.h> */
 typedef struct kiln_function kiln_function; /* a compiled graph */
+typedef struct kiln_policy kiln_policy;     /* see <kiln/policy.h> */
 
 /* Name of a dtype ("f64", "f32", "i64", "i32", "bool"), or "?" when out of
  * range.  The string is static. */
@@ -91,9 +94,10 @@ int64_t kiln_shape_numel(int rank, const int64_t *shape);
 typedef struct kiln_options {
     size_t struct_size;
     /* Backend to compile every kernel with ("interp", or the name of a
-     * plugin found on the plugin path); NULL means the default ("interp"
-     * until the policy issue lands).  A backend that is missing or refuses
-     * a kernel falls back to "interp" with a one-line diagnostic. */
+     * plugin found on the plugin path), overriding the policy; NULL means
+     * $KILN_BACKEND when set, else the policy chooses per kernel (see
+     * `policy` below).  A backend that is missing or refuses a kernel
+     * falls back to "interp" with a one-line diagnostic. */
     const char *backend;
     /* Extra plugin directories, ':'-separated, searched before
      * $KILN_PLUGIN_PATH and the install directory.  NULL for none. */
@@ -113,15 +117,40 @@ typedef struct kiln_options {
     /* 1 lets backends that honour it relax IEEE semantics (docs/backends.md);
      * 0 (the default) keeps results within the interpreter's tolerance. */
     int fast_math;
+    /* The disk cache (kiln/cache.h, docs/cache.md): a kiln_cache_mode
+     * (0: $KILN_CACHE, else on) and the user cache directory (NULL:
+     * $KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln, ~/.cache/kiln). */
+    int cache_mode;
+    const char *cache_dir;
+    /* The backend policy (kiln/policy.h, docs/policy.md), used when no
+     * backend is named (`backend` NULL and $KILN_BACKEND unset: an
+     * explicit backend overrides every policy).  The first of these that
+     * is set wins: `policy` (a loaded policy; the function keeps its own
+     * reference), `policy_file` (a YAML file), $KILN_POLICY,
+     * FILE.policy.yaml next to `model_path` (the .kg file the graph came
+     * from, NULL when none), the installed default policy.  A policy that
+     * cannot be read fails the compile (KILN_ERR_POLICY or KILN_ERR_IO). */
+    const struct kiln_policy *policy;
+    const char *policy_file;
+    const char *model_path;
+    /* The rewrite passes (docs/rewrite.md): "all", "none", a list of
+     * names ("canonicalize,cse") or edits of the full set ("-fuse,
+     * -pairwise").  NULL: $KILN_PASSES, else the policy's `passes:`, else
+     * all.  Results agree within rounding whichever passes run. */
+    const char *passes;
 } kiln_options;
 
 /* Compile `g` to a function.  The graph is validated and lowered to kernels;
- * each kernel is compiled with the chosen backend; buffers for
- * intermediates are planned once.  `g` is only read: the function keeps
+ * each kernel is compiled with the backend the policy (or an explicit
+ * backend) chooses for it, falling back down the policy's chain when that
+ * backend is missing, refuses the kernel or fails to compile it (one
+ * diagnostic line each); buffers for intermediates are planned once.
+ * `g` is only read: the function keeps
  * its own copy of every constant and shared value, so `g` may be freed
  * right after.  `opt` may be NULL for defaults.
  * Errors: KILN_ERR_ARG (g NULL or has no output), KILN_ERR_TYPE or
- * KILN_ERR_SHAPE (invalid graph), KILN_ERR_BACKEND (no backend could
+ * KILN_ERR_SHAPE (invalid graph), KILN_ERR_POLICY or KILN_ERR_IO (the
+ * policy selected cannot be read), KILN_ERR_BACKEND (no backend could
  * compile a kernel, interp included), KILN_ERR_NOMEM.
  * Returns a function the caller frees with kiln_function_free. */
 kiln_function *kiln_compile(const kiln_graph *g, const kiln_options *opt,

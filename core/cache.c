@@ -1,0 +1,1341 @@
+/*
+ * cache.c — the persistent kernel cache on disk (prefix kiln_cache_).
+ *
+ * Layout (docs/cache.md):
+ *
+ *   ROOT/stats                               counters, updated under flock
+ *   ROOT/BACKEND-BUILD-TARGET/XX/KEY-OPTS    one artifact per file
+ *
+ * BUILD is the 16-hex-digit id of the backend's build (kiln_loader_build_
+ * hash), TARGET the backend's target string, XX the first hash byte of
+ * KEY (34 hex digits, kiln_key_hex), OPTS the compile options that change
+ * code ("O2", "O3f" = O3 + fast_math, "O2g" = generic target).
+ *
+ * An entry is a 128-byte header followed by the backend's artifact bytes:
+ *
+ *     0  "KILNART\0"             magic
+ *     8  u32 format (1)          entry format version
+ *    12  u32 header size (128)
+ *    16  17 bytes key
+ *    33  u8 opt level, u8 fast_math, u8 generic_target, 5 bytes zero
+ *    41  (pad to 48)
+ *    48  char[24] backend name, NUL-padded
+ *    72  u64 backend build id
+ *    80  u64 payload length (bytes)
+ *    88  u64 compile time (nanoseconds)
+ *    96  u64 reserved (0)
+ *   104  16 bytes XXH3-128 of the whole file with these 16 bytes zeroed
+ *   120  u64 reserved (0)
+ *
+ * Everything is checked against the path and the caller's expectations
+ * before a byte of the payload is handed to a backend.  Reads go through
+ * openat() from the root with O_NOFOLLOW at every level, so a symlink
+ * planted anywhere below the root is refused; every directory and file
+ * must belong to the user (or root, for a site cache) and must not be
+ * writable by group or others.
+ *
+ * Writes: a temporary file named .tmp.HOST.PID.RANDOM in the entry's own
+ * directory, then link() to the final name (the first writer wins; EEXIST
+ * is success) or rename() when recaching.  A writer killed half-way leaves
+ * only a .tmp file, which no reader ever opens and prune removes after an
+ * hour.  No fsync: a torn entry after a power loss fails its checksum and
+ * is compiled again.  The only lock is flock() on ROOT/stats, held for
+ * microseconds by a session's end (statistics, eviction); the kernel
+ * releases it when a process dies.
+ */
+#define _GNU_SOURCE   /* getrandom, O_DIRECTORY etc. under -std=c11 */
+#include "cache.h"
+#include "ir.h"
+#include "loader.h"
+#include <kiln/policy.h>
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define HDR 128
+#define MAGIC "KILNART"          /* 8 bytes with the NUL */
+#define ENTRY_FORMAT 1u
+#define MAX_ENTRY ((size_t)1 << 30)
+#define TOUCH_AFTER 60           /* seconds: refresh an entry's LRU time */
+#define STALE_TMP 3600           /* seconds: a dead writer's .tmp file */
+
+struct kiln_cache {
+    char *dir;
+    uint64_t max_bytes;
+};
+
+struct kiln_cache_session {
+    kiln_cache *user;            /* NULL: no writable user cache */
+    char **site;                 /* read-only caches */
+    int n_site;
+    int mode;
+    double min_seconds;          /* compiles cheaper than this: no entry */
+    FILE *diag;
+    int quiet;
+    pthread_mutex_t lock;
+    uint64_t hits, misses, writes, bad, bytes_written;
+    double saved;
+    char **used;                 /* relative paths used: not evicted */
+    int n_used, cap_used;
+    int io_reported;
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+int kiln_cache_parse_size(const char *s, uint64_t *bytes)
+{
+    if (!s || !bytes)
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v >= 0))
+        return -1;
+    double mult = 1;
+    switch (*end) {
+    case 'k': case 'K': mult = 1024.0; end++; break;
+    case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (mult > 1 && (*end == 'i' || *end == 'I'))
+        end++;
+    if (*end == 'b' || *end == 'B')
+        end++;
+    if (*end)
+        return -1;
+    v *= mult;
+    if (v >= 1.8e19)
+        return -1;
+    *bytes = (uint64_t)v;
+    return 0;
+}
+
+/* Owner and permission check of something we are about to trust.
+ * `site`: a read-only site cache, which root may own too. */
+static const char *bad_owner(const struct stat *st, int want_dir, int site)
+{
+    if (want_dir ? !S_ISDIR(st->st_mode) : !S_ISREG(st->st_mode))
+        return want_dir ? "not a directory" : "not a regular file";
+    if (st->st_uid != geteuid() && !(site && st->st_uid == 0))
+        return "owned by another user";
+    if (st->st_mode & (S_IWGRP | S_IWOTH))
+        return "writable by group or others";
+    return NULL;
+}
+
+/* The user cache directory: explicit, $KILN_CACHE_DIR, $XDG_CACHE_HOME/
+ * kiln, ~/.cache/kiln.  Returns a malloc'd path or NULL. */
+static char *default_dir(const char *dir)
+{
+    const char *e;
+    char buf[4096];
+    if (dir && *dir)
+        return strdup(dir);
+    if ((e = getenv("KILN_CACHE_DIR")) && *e)
+        return strdup(e);
+    if ((e = getenv("XDG_CACHE_HOME")) && *e && e[0] == '/') {
+        snprintf(buf, sizeof buf, "%s/kiln", e);
+        return strdup(buf);
+    }
+    if ((e = getenv("HOME")) && *e) {
+        snprintf(buf, sizeof buf, "%s/.cache/kiln", e);
+        return strdup(buf);
+    }
+    return NULL;
+}
+
+/* mkdir -p of the parents, then the directory itself with mode 0700. */
+static int make_dirs(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i < n; i++) {
+        if (buf[i] != '/')
+            continue;
+        buf[i] = '\0';
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+            return -1;
+        buf[i] = '/';
+    }
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static uint64_t env_max_bytes(void)
+{
+    uint64_t v;
+    const char *e = getenv("KILN_CACHE_MAX_SIZE");
+    if (e && *e && kiln_cache_parse_size(e, &v) == 0 && v > 0)
+        return v;
+    return KILN_CACHE_DEFAULT_MAX;
+}
+
+kiln_cache *kiln_cache_open(const char *dir, int create, kiln_err *err)
+{
+    char *d = default_dir(dir);
+    if (!d) {
+        kiln_seterr(err, KILN_ERR_IO, "cache: no directory (set "
+                    "KILN_CACHE_DIR or HOME)");
+        return NULL;
+    }
+    if (create && make_dirs(d) != 0) {
+        kiln_seterr(err, KILN_ERR_IO, "cache: cannot create %s: %s", d,
+                    strerror(errno));
+        free(d);
+        return NULL;
+    }
+    struct stat st;
+    if (stat(d, &st) != 0) {
+        kiln_seterr(err, KILN_ERR_IO, "cache: %s: %s", d, strerror(errno));
+        free(d);
+        return NULL;
+    }
+    const char *why = bad_owner(&st, 1, 0);
+    if (why) {
+        kiln_seterr(err, KILN_ERR_IO, "cache: refusing %s: %s", d, why);
+        free(d);
+        return NULL;
+    }
+    kiln_cache *c = calloc(1, sizeof *c);
+    if (!c) {
+        free(d);
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    c->dir = d;
+    c->max_bytes = env_max_bytes();
+    return c;
+}
+
+void kiln_cache_close(kiln_cache *c)
+{
+    if (!c)
+        return;
+    free(c->dir);
+    free(c);
+}
+
+const char *kiln_cache_dir(const kiln_cache *c)
+{
+    return c ? c->dir : NULL;
+}
+
+/* ---- entry names ------------------------------------------------------ */
+
+static char arch_name[64];
+static pthread_once_t arch_once = PTHREAD_ONCE_INIT;
+
+static void arch_init(void)
+{
+    struct utsname u;
+    snprintf(arch_name, sizeof arch_name, "%.60s",
+             uname(&u) == 0 ? u.machine : "unknown");
+}
+
+static const char *host_arch(void)
+{
+    pthread_once(&arch_once, arch_init);
+    return arch_name;
+}
+
+/* The backend/build/target directory and the entry's file name. */
+static void entry_names(const kiln_backend *be, const kiln_compile_options *co,
+                        const kiln_key *key, char *bdir, size_t bsize,
+                        char *hex2, char *file, size_t fsize)
+{
+    char target[160] = "";
+    if (be->struct_size >= offsetof(kiln_backend, target) +
+                               sizeof be->target && be->target &&
+        be->target(co, target, sizeof target) != 0)
+        target[0] = '\0';
+    if (!target[0])
+        snprintf(target, sizeof target, "%s", host_arch());
+    for (char *t = target; *t; t++)
+        if (!((*t >= 'a' && *t <= 'z') || (*t >= 'A' && *t <= 'Z') ||
+              (*t >= '0' && *t <= '9') || *t == '_' || *t == '.' ||
+              *t == '+' || *t == '-'))
+            *t = '_';
+    snprintf(bdir, bsize, "%s-%016llx-%.100s", be->name,
+             (unsigned long long)kiln_loader_build_hash(be), target);
+    char hex[KILN_KEY_HEX + 1];
+    kiln_key_hex(key, hex);
+    hex2[0] = hex[2];
+    hex2[1] = hex[3];
+    hex2[2] = '\0';
+    snprintf(file, fsize, "%s-O%d%s%s", hex, co ? co->opt_level : 2,
+             co && co->fast_math ? "f" : "",
+             co && co->struct_size >= offsetof(kiln_compile_options,
+                                               generic_target) + sizeof(int) &&
+                     co->generic_target ? "g" : "");
+}
+
+/* ---- the header --------------------------------------------------------- */
+
+typedef struct entry_meta {
+    kiln_key key;
+    int opt_level, fast_math, generic;
+    char backend[24];
+    uint64_t build, payload, compile_ns;
+} entry_meta;
+
+static void checksum(uint8_t *file, size_t len, uint8_t out[16])
+{
+    uint8_t saved[16];
+    memcpy(saved, file + 104, 16);
+    memset(file + 104, 0, 16);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(file, len));
+    memcpy(file + 104, saved, 16);
+    memcpy(out, c.digest, 16);
+}
+
+/* Parse and check the fixed part of a header (no checksum). */
+static const char *parse_header(const uint8_t *h, size_t len, entry_meta *m)
+{
+    if (len < HDR)
+        return len == 0 ? "empty file" : "truncated header";
+    if (memcmp(h, MAGIC, 8) != 0)
+        return "not a kiln cache entry (bad magic)";
+    if (get32(h + 8) != ENTRY_FORMAT || get32(h + 12) != HDR)
+        return "entry format version not supported";
+    memcpy(m->key.b, h + 16, KILN_KEY_BYTES);
+    m->opt_level = h[33];
+    m->fast_math = h[34];
+    m->generic = h[35];
+    memcpy(m->backend, h + 48, 24);
+    m->backend[23] = '\0';
+    m->build = get64(h + 72);
+    m->payload = get64(h + 80);
+    m->compile_ns = get64(h + 88);
+    return NULL;
+}
+
+/* Check a whole entry read into memory against what the caller expects
+ * (exp: NULL to check only self-consistency). */
+static const char *verify_entry(uint8_t *file, size_t len,
+                                const entry_meta *exp)
+{
+    entry_meta m;
+    const char *why = parse_header(file, len, &m);
+    if (why)
+        return why;
+    if (m.payload != len - HDR)
+        return m.payload > len - HDR ? "truncated payload"
+                                     : "trailing bytes after the payload";
+    uint8_t sum[16];
+    checksum(file, len, sum);
+    if (memcmp(sum, file + 104, 16) != 0)
+        return "checksum mismatch (corrupted)";
+    if (!exp)
+        return NULL;
+    if (memcmp(m.key.b, exp->key.b, KILN_KEY_BYTES) != 0)
+        return "entry holds another key";
+    if (strcmp(m.backend, exp->backend) != 0)
+        return "entry made by another backend";
+    if (m.build != exp->build)
+        return "entry made by another build of the backend";
+    if (m.opt_level != exp->opt_level || m.fast_math != exp->fast_math ||
+        m.generic != exp->generic)
+        return "entry compiled with other options";
+    return NULL;
+}
+
+static void expected_meta(const kiln_backend *be,
+                          const kiln_compile_options *co,
+                          const kiln_key *key, entry_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    m->key = *key;
+    m->opt_level = co ? co->opt_level : 2;
+    m->fast_math = co && co->fast_math;
+    m->generic = co && co->struct_size >= offsetof(kiln_compile_options,
+                                                   generic_target) +
+                                            sizeof(int) &&
+                 co->generic_target;
+    snprintf(m->backend, sizeof m->backend, "%s", be->name);
+    m->build = kiln_loader_build_hash(be);
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+/* Open a directory below `at` (or the absolute root when at < 0) without
+ * following symlinks, and check it. */
+static int open_dir(int at, const char *name, int site, const char **why)
+{
+    int fd = at < 0 ? open(name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                    : openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                           O_CLOEXEC);
+    if (fd < 0) {
+        *why = errno == ELOOP || errno == ENOTDIR ? "a symlink or not a "
+                                                    "directory" : NULL;
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (*why = bad_owner(&st, 1, site)) != NULL) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+typedef struct read_result {
+    uint8_t *file;       /* malloc'd */
+    size_t len;
+    const char *why;     /* refused or corrupt: reason */
+    int found;
+    int64_t mtime;
+} read_result;
+
+/* Read ROOT/bdir/hex2/file completely, checking every level. */
+static void read_entry(const char *root, const char *bdir, const char *hex2,
+                       const char *file, int site, int touch, read_result *r)
+{
+    memset(r, 0, sizeof *r);
+    int rfd = open_dir(-1, root, site, &r->why);
+    if (rfd < 0)
+        return;
+    int bfd = open_dir(rfd, bdir, site, &r->why);
+    close(rfd);
+    if (bfd < 0)
+        return;
+    int hfd = open_dir(bfd, hex2, site, &r->why);
+    close(bfd);
+    if (hfd < 0)
+        return;
+    int fd = openat(hfd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ELOOP) {
+            r->found = 1;
+            r->why = "a symlink in place of an entry";
+        }
+        close(hfd);
+        return;
+    }
+    close(hfd);
+    r->found = 1;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        r->why = "cannot stat";
+        close(fd);
+        return;
+    }
+    if ((r->why = bad_owner(&st, 0, site)) != NULL) {
+        close(fd);
+        return;
+    }
+    if ((uint64_t)st.st_size > MAX_ENTRY) {
+        r->why = "larger than any entry";
+        close(fd);
+        return;
+    }
+    r->mtime = (int64_t)st.st_mtime;
+    size_t n = (size_t)st.st_size;
+    r->file = malloc(n ? n : 1);
+    if (!r->file) {
+        r->why = "out of memory";
+        close(fd);
+        return;
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, r->file + got, n - got);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    r->len = got;
+    if (touch && time(NULL) - st.st_mtime > TOUCH_AFTER)
+        futimens(fd, NULL);   /* LRU time; failure is harmless */
+    close(fd);
+}
+
+/* Remove ROOT/bdir/hex2/file if it is a regular file or symlink we own. */
+static void remove_entry(const char *root, const char *bdir, const char *hex2,
+                         const char *file)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s/%s/%s", root, bdir, hex2, file);
+    struct stat st;
+    if (lstat(path, &st) == 0 && st.st_uid == geteuid() &&
+        (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+        unlink(path);
+}
+
+static void diag_line(kiln_cache_session *s, const char *fmt, const char *a,
+                      const char *b)
+{
+    if (s->quiet)
+        return;
+    pthread_mutex_lock(&s->lock);
+    fprintf(s->diag ? s->diag : stderr, fmt, a, b);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void note_used(kiln_cache_session *s, const char *bdir,
+                      const char *hex2, const char *file)
+{
+    char rel[600];
+    snprintf(rel, sizeof rel, "%s/%s/%s", bdir, hex2, file);
+    pthread_mutex_lock(&s->lock);
+    if (s->n_used == s->cap_used) {
+        int cap = s->cap_used ? 2 * s->cap_used : 64;
+        char **u = realloc(s->used, sizeof *u * (size_t)cap);
+        if (!u) {
+            pthread_mutex_unlock(&s->lock);
+            return;
+        }
+        s->used = u;
+        s->cap_used = cap;
+    }
+    char *d = strdup(rel);
+    if (d)
+        s->used[s->n_used++] = d;
+    pthread_mutex_unlock(&s->lock);
+}
+
+int kiln_cache_fetch(kiln_cache_session *s, const kiln_backend *be,
+                     const kiln_compile_options *co, const kiln_key *key,
+                     void **bytes, size_t *len, double *saved)
+{
+    if (!s || !be || !key || !bytes || !len)
+        return 0;
+    *bytes = NULL;
+    *len = 0;
+    char bdir[300], hex2[3], file[64];
+    entry_names(be, co, key, bdir, sizeof bdir, hex2, file, sizeof file);
+    entry_meta exp;
+    expected_meta(be, co, key, &exp);
+    int bad = 0;
+    for (int i = -1; i < s->n_site; i++) {
+        const char *root = i < 0 ? (s->user ? s->user->dir : NULL)
+                                 : s->site[i];
+        if (!root)
+            continue;
+        read_result r;
+        read_entry(root, bdir, hex2, file, i >= 0, i < 0, &r);
+        if (!r.found && !r.why) {
+            free(r.file);
+            continue;
+        }
+        const char *why = r.why;
+        if (!why)
+            why = verify_entry(r.file, r.len, &exp);
+        if (!why) {
+            uint64_t ns = get64(r.file + 88);
+            size_t n = r.len - HDR;
+            memmove(r.file, r.file + HDR, n);
+            *bytes = r.file;
+            *len = n;
+            if (saved)
+                *saved = 1e-9 * (double)ns;
+            pthread_mutex_lock(&s->lock);
+            s->hits++;
+            s->saved += 1e-9 * (double)ns;
+            pthread_mutex_unlock(&s->lock);
+            if (i < 0)
+                note_used(s, bdir, hex2, file);
+            return 1;
+        }
+        free(r.file);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s/%s/%s", root, bdir, hex2, file);
+        int ours = i < 0 && s->mode != KILN_CACHE_MODE_READ_ONLY;
+        diag_line(s, ours ? "kiln: cache: bad entry %s: %s; removed, "
+                            "recompiling\n"
+                          : "kiln: cache: refusing %s: %s\n", path, why);
+        if (ours)
+            remove_entry(root, bdir, hex2, file);
+        bad = 1;
+    }
+    pthread_mutex_lock(&s->lock);
+    if (bad)
+        s->bad++;
+    s->misses++;
+    pthread_mutex_unlock(&s->lock);
+    return bad ? -1 : 0;
+}
+
+void kiln_cache_reject(kiln_cache_session *s, const kiln_backend *be,
+                       const kiln_compile_options *co, const kiln_key *key,
+                       const char *why)
+{
+    if (!s || !s->user || !be || !key)
+        return;
+    char bdir[300], hex2[3], file[64], path[4200];
+    entry_names(be, co, key, bdir, sizeof bdir, hex2, file, sizeof file);
+    snprintf(path, sizeof path, "%s/%s/%s/%s", s->user->dir, bdir, hex2,
+             file);
+    diag_line(s, "kiln: cache: entry %s does not load: %s; recompiling\n",
+              path, why ? why : "unknown error");
+    if (s->mode != KILN_CACHE_MODE_READ_ONLY)
+        remove_entry(s->user->dir, bdir, hex2, file);
+    pthread_mutex_lock(&s->lock);
+    s->bad++;
+    s->hits--;
+    s->misses++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+/* Open (creating with 0700) ROOT/bdir/hex2 and return its descriptor. */
+static int open_entry_dir(const char *root, const char *bdir,
+                          const char *hex2, const char **why)
+{
+    int rfd = open_dir(-1, root, 0, why);
+    if (rfd < 0)
+        return -1;
+    if (mkdirat(rfd, bdir, 0700) != 0 && errno != EEXIST) {
+        *why = "cannot create a directory";
+        close(rfd);
+        return -1;
+    }
+    int bfd = open_dir(rfd, bdir, 0, why);
+    close(rfd);
+    if (bfd < 0)
+        return -1;
+    if (mkdirat(bfd, hex2, 0700) != 0 && errno != EEXIST) {
+        *why = "cannot create a directory";
+        close(bfd);
+        return -1;
+    }
+    int hfd = open_dir(bfd, hex2, 0, why);
+    close(bfd);
+    return hfd;
+}
+
+static void tmp_name(char *buf, size_t size)
+{
+    char host[64] = "host";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    for (char *h = host; *h; h++)
+        if (*h == '/' || *h == '.')
+            *h = '_';
+    uint64_t rnd = 0;
+    if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        rnd ^= (uint64_t)t.tv_nsec * 0x9e3779b97f4a7c15ull ^
+               (uint64_t)t.tv_sec ^ ((uint64_t)getpid() << 32);
+    }
+    snprintf(buf, size, ".tmp.%s.%ld.%016llx", host, (long)getpid(),
+             (unsigned long long)rnd);
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n > 0) {
+        ssize_t k = write(fd, b, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+int kiln_cache_store(kiln_cache_session *s, const kiln_backend *be,
+                     const kiln_compile_options *co, const kiln_key *key,
+                     const void *bytes, size_t len, double seconds)
+{
+    if (!s || !s->user || !be || !key || !bytes || len == 0 ||
+        len > MAX_ENTRY - HDR)
+        return 0;
+    if (s->mode == KILN_CACHE_MODE_READ_ONLY || seconds < s->min_seconds)
+        return 0;
+    char bdir[300], hex2[3], file[64];
+    entry_names(be, co, key, bdir, sizeof bdir, hex2, file, sizeof file);
+    entry_meta m;
+    expected_meta(be, co, key, &m);
+    uint8_t *buf = malloc(HDR + len);
+    if (!buf)
+        return -1;
+    memset(buf, 0, HDR);
+    memcpy(buf, MAGIC, 8);
+    put32(buf + 8, ENTRY_FORMAT);
+    put32(buf + 12, HDR);
+    memcpy(buf + 16, key->b, KILN_KEY_BYTES);
+    buf[33] = (uint8_t)m.opt_level;
+    buf[34] = (uint8_t)m.fast_math;
+    buf[35] = (uint8_t)m.generic;
+    memcpy(buf + 48, m.backend, strlen(m.backend));
+    put64(buf + 72, m.build);
+    put64(buf + 80, len);
+    put64(buf + 88, seconds > 0 ? (uint64_t)(seconds * 1e9) : 0);
+    memcpy(buf + HDR, bytes, len);
+    uint8_t sum[16];
+    checksum(buf, HDR + len, sum);
+    memcpy(buf + 104, sum, 16);
+
+    const char *why = NULL;
+    int rc = -1;
+    int hfd = open_entry_dir(s->user->dir, bdir, hex2, &why);
+    if (hfd >= 0) {
+        char tmp[160];
+        tmp_name(tmp, sizeof tmp);
+        int fd = openat(hfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+                                      O_CLOEXEC, 0600);
+        if (fd < 0) {
+            why = strerror(errno);
+        } else {
+            int w = write_all(fd, buf, HDR + len);
+            if (close(fd) != 0)
+                w = -1;
+            if (w != 0) {
+                why = "write failed (disk full?)";
+            } else if (s->mode == KILN_CACHE_MODE_RECACHE) {
+                rc = renameat(hfd, tmp, hfd, file) == 0 ? 1 : -1;
+                if (rc < 0)
+                    why = strerror(errno);
+            } else if (linkat(hfd, tmp, hfd, file, 0) == 0) {
+                rc = 1;
+            } else if (errno == EEXIST || errno == ENOENT ||
+                       errno == ESTALE || errno == EBUSY) {
+                rc = 0;             /* another writer was first */
+            } else if (errno == EPERM || errno == ENOTSUP ||
+                       errno == EMLINK || errno == EXDEV) {
+                /* no hard links here: rename, unless someone was first */
+                struct stat st;
+                if (fstatat(hfd, file, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                    rc = 0;
+                else
+                    rc = renameat(hfd, tmp, hfd, file) == 0 ? 1 : 0;
+            } else {
+                why = strerror(errno);
+            }
+            unlinkat(hfd, tmp, 0);   /* ENOENT after a rename: fine */
+        }
+        close(hfd);
+    }
+    free(buf);
+    if (rc < 0) {
+        pthread_mutex_lock(&s->lock);
+        int first = !s->io_reported;
+        s->io_reported = 1;
+        pthread_mutex_unlock(&s->lock);
+        if (first) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/%s/%s", s->user->dir, bdir,
+                     hex2);
+            diag_line(s, "kiln: cache: cannot write in %s: %s; going on "
+                         "without storing\n", path, why ? why : "error");
+        }
+        return -1;
+    }
+    note_used(s, bdir, hex2, file);
+    if (rc == 1) {
+        pthread_mutex_lock(&s->lock);
+        s->writes++;
+        s->bytes_written += HDR + len;
+        pthread_mutex_unlock(&s->lock);
+    }
+    return rc;
+}
+
+int kiln_cache_recaching(const kiln_cache_session *s)
+{
+    return s && s->mode == KILN_CACHE_MODE_RECACHE;
+}
+
+/* ---- sessions ----------------------------------------------------------- */
+
+static int env_mode(void)
+{
+    const char *e = getenv("KILN_CACHE");
+    if (!e || !*e || strcmp(e, "on") == 0 || strcmp(e, "1") == 0)
+        return KILN_CACHE_MODE_ON;
+    if (strcmp(e, "off") == 0 || strcmp(e, "0") == 0)
+        return KILN_CACHE_MODE_OFF;
+    if (strcmp(e, "read-only") == 0)
+        return KILN_CACHE_MODE_READ_ONLY;
+    if (strcmp(e, "recache") == 0)
+        return KILN_CACHE_MODE_RECACHE;
+    return -1;
+}
+
+static int add_site(kiln_cache_session *s, const char *p, size_t n)
+{
+    char **ns = realloc(s->site, sizeof *ns * (size_t)(s->n_site + 1));
+    if (!ns)
+        return -1;
+    s->site = ns;
+    s->site[s->n_site] = strndup(p, n);
+    if (s->site[s->n_site])
+        s->n_site++;
+    return 0;
+}
+
+kiln_cache_session *kiln_cache_session_begin(
+    int mode, const char *dir, const struct kiln_policy_knobs *knobs,
+    FILE *diag, int quiet)
+{
+    const char *e = getenv("KILN_CACHE");
+    if (mode == KILN_CACHE_MODE_DEFAULT && (!e || !*e) && knobs)
+        mode = knobs->cache_enabled ? KILN_CACHE_MODE_ON : KILN_CACHE_MODE_OFF;
+    if (mode == KILN_CACHE_MODE_DEFAULT) {
+        mode = env_mode();
+        if (mode < 0) {
+            if (!quiet)
+                fprintf(diag ? diag : stderr, "kiln: cache: KILN_CACHE='%s' "
+                        "is not off, read-only, recache or on; cache off\n",
+                        getenv("KILN_CACHE"));
+            return NULL;
+        }
+    }
+    if (mode == KILN_CACHE_MODE_OFF || mode < 0 ||
+        mode > KILN_CACHE_MODE_RECACHE)
+        return NULL;
+    kiln_cache_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->mode = mode;
+    s->diag = diag;
+    s->quiet = quiet;
+    pthread_mutex_init(&s->lock, NULL);
+    e = getenv("KILN_CACHE_MIN_COMPILE_MS");
+    s->min_seconds = e && *e ? atof(e) * 1e-3 : 1e-4;
+    kiln_err err = {0, ""};
+    if (!dir && !((e = getenv("KILN_CACHE_DIR")) && *e) && knobs)
+        dir = knobs->cache_dir;
+    s->user = kiln_cache_open(dir, mode != KILN_CACHE_MODE_READ_ONLY, &err);
+    if (s->user && knobs && !((e = getenv("KILN_CACHE_MAX_SIZE")) && *e) &&
+        knobs->cache_max_bytes >= 0 &&
+        knobs->cache_max_bytes != (int64_t)KILN_CACHE_DEFAULT_MAX)
+        s->user->max_bytes = knobs->cache_max_bytes == 0
+                                 ? UINT64_MAX
+                                 : (uint64_t)knobs->cache_max_bytes;
+    if (!s->user && !quiet && !(mode == KILN_CACHE_MODE_READ_ONLY &&
+                                err.code == KILN_ERR_IO &&
+                                strstr(err.message, "No such file")))
+        fprintf(diag ? diag : stderr, "kiln: %s; going on without the "
+                "user cache\n", err.message);
+    e = getenv("KILN_CACHE_PATH");
+    for (const char *p = e; p && *p;) {
+        const char *c = strchr(p, ':');
+        size_t n = c ? (size_t)(c - p) : strlen(p);
+        if (n > 0)
+            add_site(s, p, n);
+        if (!c)
+            break;
+        p = c + 1;
+    }
+    for (int i = 0; knobs && knobs->cache_read_only &&
+                    knobs->cache_read_only[i]; i++)
+        add_site(s, knobs->cache_read_only[i],
+                 strlen(knobs->cache_read_only[i]));
+    if (!s->user && s->n_site == 0) {
+        pthread_mutex_destroy(&s->lock);
+        free(s->site);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+typedef struct counters {
+    uint64_t hits, misses, writes, bad, saved_ns, bytes;
+    int bytes_known;
+} counters;
+
+/* ROOT/stats, opened and locked (flock: released if the process dies). */
+static int stats_lock(const char *root)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/stats", root);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || bad_owner(&st, 0, 0) ||
+        flock(fd, LOCK_EX) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void stats_read(int fd, counters *c)
+{
+    memset(c, 0, sizeof *c);
+    char buf[1024];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        char name[32];
+        unsigned long long v;
+        if (sscanf(line, "%31s %llu", name, &v) != 2)
+            continue;
+        if (!strcmp(name, "hits")) c->hits = v;
+        else if (!strcmp(name, "misses")) c->misses = v;
+        else if (!strcmp(name, "writes")) c->writes = v;
+        else if (!strcmp(name, "bad")) c->bad = v;
+        else if (!strcmp(name, "saved_ns")) c->saved_ns = v;
+        else if (!strcmp(name, "bytes")) { c->bytes = v; c->bytes_known = 1; }
+    }
+}
+
+static void stats_write(int fd, const counters *c)
+{
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf,
+                     "hits %llu\nmisses %llu\nwrites %llu\nbad %llu\n"
+                     "saved_ns %llu\n",
+                     (unsigned long long)c->hits,
+                     (unsigned long long)c->misses,
+                     (unsigned long long)c->writes,
+                     (unsigned long long)c->bad,
+                     (unsigned long long)c->saved_ns);
+    if (c->bytes_known && n > 0 && (size_t)n < sizeof buf)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "bytes %llu\n",
+                      (unsigned long long)c->bytes);
+    if (n > 0 && ftruncate(fd, 0) == 0 && pwrite(fd, buf, (size_t)n, 0) < 0)
+        return;
+}
+
+/* ---- walking the tree ----------------------------------------------------- */
+
+typedef struct walk_item {
+    char *rel;           /* bdir/hex2/file */
+    uint64_t bytes;
+    int64_t mtime;
+    int tmp;             /* a writer's temporary file */
+} walk_item;
+
+typedef struct walk_list {
+    walk_item *v;
+    size_t n, cap;
+} walk_list;
+
+static void walk_free(walk_list *w)
+{
+    for (size_t i = 0; i < w->n; i++)
+        free(w->v[i].rel);
+    free(w->v);
+    w->v = NULL;
+    w->n = w->cap = 0;
+}
+
+static int walk_add(walk_list *w, const char *rel, const struct stat *st,
+                    int tmp)
+{
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 256;
+        walk_item *v = realloc(w->v, sizeof *v * cap);
+        if (!v)
+            return -1;
+        w->v = v;
+        w->cap = cap;
+    }
+    char *r = strdup(rel);
+    if (!r)
+        return -1;
+    w->v[w->n++] = (walk_item){r, (uint64_t)st->st_size,
+                               (int64_t)st->st_mtime, tmp};
+    return 0;
+}
+
+/* Every regular file two levels below the backend directories. */
+static int walk(const char *root, walk_list *w, kiln_err *err)
+{
+    DIR *d = opendir(root);
+    if (!d)
+        return kiln_seterr(err, KILN_ERR_IO, "cache: %s: %s", root,
+                           strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || !strcmp(e->d_name, "stats"))
+            continue;
+        char p1[4200];
+        snprintf(p1, sizeof p1, "%s/%s", root, e->d_name);
+        struct stat st;
+        if (lstat(p1, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        DIR *d1 = opendir(p1);
+        if (!d1)
+            continue;
+        struct dirent *e1;
+        while ((e1 = readdir(d1))) {
+            if (strlen(e1->d_name) != 2 || !isxdigit((unsigned char)
+                                                        e1->d_name[0]) ||
+                !isxdigit((unsigned char)e1->d_name[1]))
+                continue;
+            char p2[4300];
+            snprintf(p2, sizeof p2, "%s/%s", p1, e1->d_name);
+            if (lstat(p2, &st) != 0 || !S_ISDIR(st.st_mode))
+                continue;
+            DIR *d2 = opendir(p2);
+            if (!d2)
+                continue;
+            struct dirent *e2;
+            while ((e2 = readdir(d2))) {
+                if (!strcmp(e2->d_name, ".") || !strcmp(e2->d_name, ".."))
+                    continue;
+                char p3[4600], rel[900];
+                snprintf(p3, sizeof p3, "%s/%s", p2, e2->d_name);
+                if (lstat(p3, &st) != 0 ||
+                    !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+                    continue;
+                snprintf(rel, sizeof rel, "%s/%s/%s", e->d_name, e1->d_name,
+                         e2->d_name);
+                if (walk_add(w, rel, &st, !strncmp(e2->d_name, ".tmp.", 5))) {
+                    closedir(d2);
+                    closedir(d1);
+                    closedir(d);
+                    return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+                }
+            }
+            closedir(d2);
+        }
+        closedir(d1);
+    }
+    closedir(d);
+    return 0;
+}
+
+static int by_mtime(const void *a, const void *b)
+{
+    const walk_item *x = a, *y = b;
+    if (x->mtime != y->mtime)
+        return x->mtime < y->mtime ? -1 : 1;
+    return strcmp(x->rel, y->rel);
+}
+
+static int is_used(char **used, int n, const char *rel)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(used[i], rel))
+            return 1;
+    return 0;
+}
+
+/* Evict down to `target` bytes (oldest first, never `used`); stale temp
+ * files go too.  Returns the bytes left; *removed counts entries. */
+static uint64_t evict(const char *root, uint64_t target, char **used,
+                      int n_used, uint64_t *removed, kiln_err *err)
+{
+    walk_list w = {0};
+    if (removed)
+        *removed = 0;
+    if (walk(root, &w, err)) {
+        walk_free(&w);
+        return UINT64_MAX;
+    }
+    if (w.n > 1)
+        qsort(w.v, w.n, sizeof *w.v, by_mtime);
+    uint64_t total = 0;
+    int64_t now = (int64_t)time(NULL);
+    for (size_t i = 0; i < w.n; i++)
+        total += w.v[i].bytes;
+    for (size_t i = 0; i < w.n; i++) {
+        walk_item *it = &w.v[i];
+        int stale_tmp = it->tmp && now - it->mtime > STALE_TMP;
+        if (!stale_tmp && (it->tmp || total <= target ||
+                           is_used(used, n_used, it->rel)))
+            continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", root, it->rel);
+        if (unlink(path) == 0) {
+            total -= it->bytes;
+            if (removed && !it->tmp)
+                (*removed)++;
+        }
+    }
+    walk_free(&w);
+    return total;
+}
+
+void kiln_cache_session_end(kiln_cache_session *s)
+{
+    if (!s)
+        return;
+    if (s->user && s->mode != KILN_CACHE_MODE_READ_ONLY) {
+        int fd = stats_lock(s->user->dir);
+        if (fd >= 0) {
+            counters c;
+            stats_read(fd, &c);
+            c.hits += s->hits;
+            c.misses += s->misses;
+            c.writes += s->writes;
+            c.bad += s->bad;
+            c.saved_ns += (uint64_t)(s->saved * 1e9);
+            c.bytes += s->bytes_written;
+            if (!c.bytes_known || c.bytes > s->user->max_bytes) {
+                /* unknown or over the cap: measure, evict to 90 % */
+                uint64_t cap = s->user->max_bytes;
+                uint64_t target = c.bytes_known ? cap - cap / 10 : cap;
+                uint64_t left = evict(s->user->dir, target, s->used,
+                                      s->n_used, NULL, NULL);
+                if (left != UINT64_MAX)
+                    c.bytes = left;
+                c.bytes_known = left != UINT64_MAX;
+            }
+            stats_write(fd, &c);
+            close(fd);
+        }
+    }
+    for (int i = 0; i < s->n_used; i++)
+        free(s->used[i]);
+    free(s->used);
+    for (int i = 0; i < s->n_site; i++)
+        free(s->site[i]);
+    free(s->site);
+    kiln_cache_close(s->user);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+/* ---- management ---------------------------------------------------------- */
+
+int kiln_cache_get_stats(kiln_cache *c, kiln_cache_stats *st, kiln_err *err)
+{
+    if (!c || !st)
+        return kiln_seterr(err, KILN_ERR_ARG, "kiln_cache_get_stats: NULL");
+    memset(st, 0, sizeof *st);
+    walk_list w = {0};
+    if (walk(c->dir, &w, err)) {
+        walk_free(&w);
+        return err ? err->code : KILN_ERR_IO;
+    }
+    for (size_t i = 0; i < w.n; i++) {
+        if (w.v[i].tmp)
+            continue;
+        st->entries++;
+        st->bytes += w.v[i].bytes;
+    }
+    walk_free(&w);
+    st->max_bytes = c->max_bytes;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/stats", c->dir);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+        counters k;
+        stats_read(fd, &k);
+        close(fd);
+        st->hits = k.hits;
+        st->misses = k.misses;
+        st->writes = k.writes;
+        st->bad = k.bad;
+        st->saved_seconds = 1e-9 * (double)k.saved_ns;
+    }
+    return 0;
+}
+
+/* Split "bdir/hex2/file" and fill the parts of an entry description. */
+static void describe(const char *root, const walk_item *it,
+                     kiln_cache_entry *e, char *path, size_t psize,
+                     char *bdir, size_t bsize)
+{
+    memset(e, 0, sizeof *e);
+    snprintf(path, psize, "%s/%s", root, it->rel);
+    const char *slash = strchr(it->rel, '/');
+    size_t bl = slash ? (size_t)(slash - it->rel) : strlen(it->rel);
+    snprintf(bdir, bsize, "%.*s", (int)bl, it->rel);
+    const char *file = strrchr(it->rel, '/');
+    file = file ? file + 1 : it->rel;
+    snprintf(e->key, sizeof e->key, "%.*s", KILN_KEY_HEX, file);
+    e->path = path;
+    e->dir = bdir;
+    e->bytes = it->bytes;
+    e->mtime = it->mtime;
+}
+
+/* Is the entry consistent with the path it lies at? */
+static const char *check_against_path(const entry_meta *m, const char *bdir,
+                                      const char *file)
+{
+    char hex[KILN_KEY_HEX + 1];
+    kiln_key_hex(&m->key, hex);
+    if (strncmp(file, hex, KILN_KEY_HEX) != 0)
+        return "entry holds another key than its name";
+    size_t bl = strlen(m->backend);
+    if (strncmp(bdir, m->backend, bl) != 0 || bdir[bl] != '-')
+        return "entry made by another backend than its directory";
+    char bh[20];
+    snprintf(bh, sizeof bh, "%016llx", (unsigned long long)m->build);
+    if (strncmp(bdir + bl + 1, bh, 16) != 0)
+        return "entry made by another build than its directory";
+    return NULL;
+}
+
+static int list_or_verify(kiln_cache *c, int full, int remove_bad,
+                          int (*fn)(const kiln_cache_entry *, void *),
+                          void *ctx, kiln_err *err)
+{
+    if (!c)
+        return kiln_seterr(err, KILN_ERR_ARG, "cache: NULL");
+    walk_list w = {0};
+    if (walk(c->dir, &w, err)) {
+        walk_free(&w);
+        return err ? err->code : KILN_ERR_IO;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < w.n && rc == 0; i++) {
+        if (w.v[i].tmp)
+            continue;
+        kiln_cache_entry e;
+        char path[4200], bdir[300];
+        describe(c->dir, &w.v[i], &e, path, sizeof path, bdir, sizeof bdir);
+        const char *file = strrchr(w.v[i].rel, '/') + 1;
+        char hex2[3];
+        memcpy(hex2, strchr(w.v[i].rel, '/') + 1, 2);
+        hex2[2] = '\0';
+        read_result r;
+        if (full) {
+            read_entry(c->dir, bdir, hex2, file, 0, 0, &r);
+        } else {
+            /* the header only */
+            memset(&r, 0, sizeof r);
+            int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            struct stat st;
+            if (fd < 0) {
+                r.why = errno == ELOOP ? "a symlink in place of an entry"
+                                       : "cannot open";
+            } else if (fstat(fd, &st) != 0 ||
+                       (r.why = bad_owner(&st, 0, 0)) != NULL) {
+                if (!r.why)
+                    r.why = "cannot stat";
+            } else if ((r.file = malloc(HDR)) != NULL) {
+                ssize_t n = pread(fd, r.file, HDR, 0);
+                r.len = n > 0 ? (size_t)n : 0;
+            }
+            if (fd >= 0)
+                close(fd);
+        }
+        const char *why = r.why;
+        entry_meta m;
+        if (!why && !r.file)
+            why = "out of memory";
+        if (!why)
+            why = full ? verify_entry(r.file, r.len, NULL)
+                       : parse_header(r.file, r.len, &m);
+        if (!why && full)
+            parse_header(r.file, r.len, &m);
+        if (!why)
+            why = check_against_path(&m, bdir, file);
+        if (!why) {
+            snprintf(e.backend, sizeof e.backend, "%s", m.backend);
+            e.compile_seconds = 1e-9 * (double)m.compile_ns;
+        }
+        free(r.file);
+        e.ok = why == NULL;
+        e.problem = why;
+        if (why && remove_bad)
+            remove_entry(c->dir, bdir, hex2, file);
+        if (fn)
+            rc = fn(&e, ctx);
+    }
+    walk_free(&w);
+    return rc;
+}
+
+int kiln_cache_list(kiln_cache *c,
+                    int (*fn)(const kiln_cache_entry *e, void *ctx),
+                    void *ctx, kiln_err *err)
+{
+    return list_or_verify(c, 0, 0, fn, ctx, err);
+}
+
+int kiln_cache_verify(kiln_cache *c, int remove_bad,
+                      int (*fn)(const kiln_cache_entry *e, void *ctx),
+                      void *ctx, kiln_err *err)
+{
+    return list_or_verify(c, 1, remove_bad, fn, ctx, err);
+}
+
+int kiln_cache_prune(kiln_cache *c, uint64_t max_bytes, uint64_t *removed,
+                     kiln_err *err)
+{
+    if (!c)
+        return kiln_seterr(err, KILN_ERR_ARG, "cache: NULL");
+    int fd = stats_lock(c->dir);
+    uint64_t left = evict(c->dir, max_bytes ? max_bytes : c->max_bytes, NULL,
+                          0, removed, err);
+    if (fd >= 0) {
+        if (left != UINT64_MAX) {
+            counters k;
+            stats_read(fd, &k);
+            k.bytes = left;
+            k.bytes_known = 1;
+            stats_write(fd, &k);
+        }
+        close(fd);
+    }
+    return left == UINT64_MAX ? (err ? err->code : KILN_ERR_IO) : 0;
+}
+
+int kiln_cache_clear(kiln_cache *c, kiln_err *err)
+{
+    if (!c)
+        return kiln_seterr(err, KILN_ERR_ARG, "cache: NULL");
+    int fd = stats_lock(c->dir);
+    walk_list w = {0};
+    int rc = walk(c->dir, &w, err);
+    for (size_t i = 0; rc == 0 && i < w.n; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", c->dir, w.v[i].rel);
+        unlink(path);
+    }
+    walk_free(&w);
+    if (fd >= 0) {
+        counters k;
+        memset(&k, 0, sizeof k);
+        k.bytes_known = 1;
+        stats_write(fd, &k);
+        close(fd);
+    }
+    return rc;
+}

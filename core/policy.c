@@ -1,0 +1,1631 @@
+/*
+ * policy.c — YAML backend policies (public kiln_policy_*, internal
+ * kiln_plan_*; docs/policy.md).
+ *
+ * The file is read with libyaml's document API: the whole document is
+ * loaded, then walked node by node with the node's start mark at hand, so
+ * every error names FILE:LINE:COLUMN of the offending key or value.
+ * Nothing is guessed: an unknown key, a value of the wrong YAML type (a
+ * quoted "3" where a number belongs), a backend not in the chain or a
+ * comparison that can never hold is an error.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "policy_int.h"
+#include "ir.h"
+#include "vm.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#define MAX_CHAIN 16
+
+/* ---- the cost model's built-in figures ------------------------------- */
+
+/* Weight of one instruction of the scalar program, per element, in
+ * "operations" (an add is 1).  Indexed by kiln_opcode. */
+static const struct {
+    const char *name;
+    double weight;
+} opcode_table[KILN_I_COUNT] = {
+    [KILN_I_LOAD] = {"load", 0},     [KILN_I_CONST] = {"const", 0},
+    [KILN_I_CAST] = {"cast", 0.5},   [KILN_I_ADD] = {"add", 1},
+    [KILN_I_SUB] = {"sub", 1},       [KILN_I_MUL] = {"mul", 1},
+    [KILN_I_TRUE_DIV] = {"true_div", 4},
+    [KILN_I_NEG] = {"neg", 1},       [KILN_I_ABS] = {"abs", 1},
+    [KILN_I_EXP] = {"exp", 10},      [KILN_I_EXPM1] = {"expm1", 12},
+    [KILN_I_LOG] = {"log", 10},      [KILN_I_LOG1P] = {"log1p", 12},
+    [KILN_I_SQRT] = {"sqrt", 4},     [KILN_I_SQUARE] = {"square", 1},
+    [KILN_I_POW] = {"pow", 20},      [KILN_I_SIGMOID] = {"sigmoid", 12},
+    [KILN_I_SOFTPLUS] = {"softplus", 15}, [KILN_I_TANH] = {"tanh", 12},
+    [KILN_I_SIN] = {"sin", 10},      [KILN_I_COS] = {"cos", 10},
+    [KILN_I_ERF] = {"erf", 15},      [KILN_I_ERFC] = {"erfc", 15},
+    [KILN_I_GAMMALN] = {"gammaln", 40}, [KILN_I_DIGAMMA] = {"digamma", 40},
+    [KILN_I_MAXIMUM] = {"maximum", 1}, [KILN_I_MINIMUM] = {"minimum", 1},
+    [KILN_I_WHERE] = {"where", 1},
+    [KILN_I_EQ] = {"eq", 1}, [KILN_I_NE] = {"ne", 1}, [KILN_I_LT] = {"lt", 1},
+    [KILN_I_LE] = {"le", 1}, [KILN_I_GT] = {"gt", 1}, [KILN_I_GE] = {"ge", 1},
+    [KILN_I_AND] = {"and", 1}, [KILN_I_OR] = {"or", 1},
+    [KILN_I_NOT] = {"not", 1},
+    [KILN_I_TRIGAMMA] = {"trigamma", 40},
+};
+
+/* Weights that are not opcodes: per element of every kernel (the store
+ * and the loop), per element copied (JOIN), per index (GATHER, SCATTER),
+ * per multiply-add (DOT). */
+enum { W_ELEMENT, W_COPY, W_INDEX, W_FMA, N_EXTRA };
+static const char *const extra_names[N_EXTRA] = {"element", "copy", "index",
+                                                 "fma"};
+static const double extra_default[N_EXTRA] = {1, 1, 2, 2};
+
+/* Per-backend figures (docs/policy.md, from docs/performance.md). */
+typedef struct backend_model {
+    char name[64];
+    double compile_ms;          /* per kernel */
+    double compile_ms_per_op;   /* per instruction of the program */
+    double compile_ms_per_input;
+    double call_ns;             /* per call (dispatch, views) */
+    double ns_per_op;           /* per unit of program cost */
+    double ns_per_index;        /* per unit of GATHER/SCATTER cost */
+    double ns_per_copy;         /* per unit of JOIN cost */
+} backend_model;
+
+static const backend_model builtin_models[] = {
+    {"interp", 0.015, 0.0005, 0.0005, 70, 1.0, 3.0, 1.0},
+    {"tcc", 0.25, 0.002, 0.005, 100, 1.5, 12.0, 1.0},
+    {"llvm", 120, 1.5, 1.5, 60, 0.25, 3.0, 1.0},
+};
+#define N_BUILTIN_MODELS 3
+
+static const char *const kind_names[] = {NULL, "elemwise", "reduce", "join",
+                                         "gather", "scatter", "dot"};
+#define N_KINDS 7
+
+/* The rewrite passes a `passes:` list may name (docs/policy.md). */
+static const char *const pass_names[] = {
+    "canonicalize", "fold", "cse", "fuse", "promote", "join_slices",
+    "pairwise", NULL};
+
+/* ---- the policy ----------------------------------------------------- */
+
+typedef struct range {
+    int set;                   /* the matcher is present */
+    int has_lo, lo_incl, has_hi, hi_incl;
+    double lo, hi;
+} range;
+
+typedef struct rule {
+    char *name;
+    int use;                   /* chain index */
+    int n_ops;
+    char **ops;                /* NULL: no op matcher */
+    range width, cost, elements, scalar_ops;
+    int pays_off;              /* model index, or -1 */
+} rule;
+
+struct kiln_policy {
+    int refs;
+    pthread_mutex_t lock;
+    char *source;
+    int n_chain;
+    char *chain[MAX_CHAIN];
+    int dflt;                  /* chain index */
+    int n_rules;
+    rule *rules;
+    /* cost model */
+    double weights[KILN_I_COUNT];
+    double extra[N_EXTRA];
+    int64_t symbolic_elements;
+    double expected_calls;
+    int n_models;
+    backend_model *models;
+    /* knobs */
+    int fusion_max_width, fusion_max_scalar_ops;
+    int64_t promote_const_bytes;
+    int llvm_opt_level, llvm_fast_math, llvm_opt_set, llvm_fast_set;
+    int cache_enabled;
+    char *cache_dir;
+    int64_t cache_max_bytes;
+    char **cache_ro;           /* NULL-terminated */
+    char **passes;             /* NULL-terminated */
+    int passes_set;
+};
+
+static void rule_free(rule *r)
+{
+    free(r->name);
+    for (int i = 0; i < r->n_ops; i++)
+        free(r->ops[i]);
+    free(r->ops);
+}
+
+static void strv_free(char **v)
+{
+    for (int i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void policy_destroy(kiln_policy *p)
+{
+    free(p->source);
+    for (int i = 0; i < p->n_chain; i++)
+        free(p->chain[i]);
+    for (int i = 0; i < p->n_rules; i++)
+        rule_free(&p->rules[i]);
+    free(p->rules);
+    free(p->models);
+    free(p->cache_dir);
+    strv_free(p->cache_ro);
+    strv_free(p->passes);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+void kiln_policy_free(kiln_policy *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    int left = --p->refs;
+    pthread_mutex_unlock(&p->lock);
+    if (left == 0)
+        policy_destroy(p);
+}
+
+static kiln_policy *policy_ref(kiln_policy *p)
+{
+    pthread_mutex_lock(&p->lock);
+    p->refs++;
+    pthread_mutex_unlock(&p->lock);
+    return p;
+}
+
+static kiln_policy *policy_new(const char *source)
+{
+    kiln_policy *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->refs = 1;
+    pthread_mutex_init(&p->lock, NULL);
+    p->source = strdup(source);
+    p->models = malloc(sizeof builtin_models);
+    if (!p->source || !p->models) {
+        policy_destroy(p);
+        return NULL;
+    }
+    memcpy(p->models, builtin_models, sizeof builtin_models);
+    p->n_models = N_BUILTIN_MODELS;
+    for (int i = 0; i < KILN_I_COUNT; i++)
+        p->weights[i] = opcode_table[i].weight;
+    memcpy(p->extra, extra_default, sizeof p->extra);
+    p->symbolic_elements = 1024;
+    p->expected_calls = 1000;
+    p->fusion_max_width = 64;
+    p->fusion_max_scalar_ops = 256;
+    p->promote_const_bytes = 64;
+    p->llvm_opt_level = 2;
+    p->cache_enabled = 1;
+    p->cache_max_bytes = (int64_t)1 << 30;
+    return p;
+}
+
+/* ---- reading YAML --------------------------------------------------- */
+
+typedef struct reader {
+    yaml_document_t doc;
+    const char *file;
+    kiln_err *err;
+    kiln_policy *p;
+} reader;
+
+static int perr(reader *r, const yaml_node_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int perr(reader *r, const yaml_node_t *n, const char *fmt, ...)
+{
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n)
+        kiln_seterr(r->err, KILN_ERR_POLICY, "%s:%zu:%zu: %s", r->file,
+                    n->start_mark.line + 1, n->start_mark.column + 1, msg);
+    else
+        kiln_seterr(r->err, KILN_ERR_POLICY, "%s: %s", r->file, msg);
+    return -1;
+}
+
+static yaml_node_t *node_at(reader *r, int i)
+{
+    return yaml_document_get_node(&r->doc, i);
+}
+
+static const char *type_word(const yaml_node_t *n)
+{
+    if (n->type == YAML_MAPPING_NODE)
+        return "a mapping";
+    if (n->type == YAML_SEQUENCE_NODE)
+        return "a list";
+    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return "a quoted string";
+    return "a scalar";
+}
+
+static const char *sval(const yaml_node_t *n)
+{
+    return (const char *)n->data.scalar.value;
+}
+
+static int is_null(const yaml_node_t *n)
+{
+    if (n->type != YAML_SCALAR_NODE ||
+        n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return 0;
+    const char *s = sval(n);
+    return !*s || !strcmp(s, "~") || !strcmp(s, "null") ||
+           !strcmp(s, "Null") || !strcmp(s, "NULL");
+}
+
+static int get_number(reader *r, const yaml_node_t *n, const char *what,
+                      double *out)
+{
+    if (n->type != YAML_SCALAR_NODE ||
+        n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return perr(r, n, "%s: expected a number, got %s", what,
+                    type_word(n));
+    const char *s = sval(n);
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno == ERANGE || !isfinite(v))
+        return perr(r, n, "%s: expected a number, got '%s'", what, s);
+    *out = v;
+    return 0;
+}
+
+static int get_int(reader *r, const yaml_node_t *n, const char *what,
+                   int64_t lo, int64_t hi, int64_t *out)
+{
+    double v;
+    if (get_number(r, n, what, &v))
+        return -1;
+    if (v != floor(v) || v < (double)lo || v > (double)hi)
+        return perr(r, n, "%s: expected an integer from %lld to %lld, got "
+                    "'%s'", what, (long long)lo, (long long)hi, sval(n));
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int get_bool(reader *r, const yaml_node_t *n, const char *what,
+                    int *out)
+{
+    if (n->type == YAML_SCALAR_NODE &&
+        n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+        const char *s = sval(n);
+        if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "yes")) {
+            *out = 1;
+            return 0;
+        }
+        if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "no")) {
+            *out = 0;
+            return 0;
+        }
+        return perr(r, n, "%s: expected true or false, got '%s'", what, s);
+    }
+    return perr(r, n, "%s: expected true or false, got %s", what,
+                type_word(n));
+}
+
+static int get_string(reader *r, const yaml_node_t *n, const char *what,
+                      const char **out)
+{
+    if (n->type != YAML_SCALAR_NODE || is_null(n))
+        return perr(r, n, "%s: expected a string, got %s", what,
+                    n->type == YAML_SCALAR_NODE ? "null" : type_word(n));
+    *out = sval(n);
+    return 0;
+}
+
+static int expect_map(reader *r, const yaml_node_t *n, const char *what)
+{
+    if (n->type != YAML_MAPPING_NODE)
+        return perr(r, n, "%s: expected a mapping, got %s", what,
+                    type_word(n));
+    return 0;
+}
+
+static int expect_list(reader *r, const yaml_node_t *n, const char *what)
+{
+    if (n->type != YAML_SEQUENCE_NODE)
+        return perr(r, n, "%s: expected a list, got %s", what, type_word(n));
+    return 0;
+}
+
+/* Iterate a mapping: keys must be plain strings, each once. */
+typedef int (*pair_fn)(reader *r, const char *key, yaml_node_t *k,
+                       yaml_node_t *v, void *ctx);
+
+static int each_pair(reader *r, yaml_node_t *map, const char *what,
+                     pair_fn fn, void *ctx)
+{
+    if (expect_map(r, map, what))
+        return -1;
+    yaml_node_pair_t *b = map->data.mapping.pairs.start;
+    yaml_node_pair_t *e = map->data.mapping.pairs.top;
+    for (yaml_node_pair_t *q = b; q < e; q++) {
+        yaml_node_t *k = node_at(r, q->key), *v = node_at(r, q->value);
+        if (!k || !v)
+            return perr(r, map, "%s: malformed mapping", what);
+        if (k->type != YAML_SCALAR_NODE)
+            return perr(r, k, "%s: a key must be a string, got %s", what,
+                        type_word(k));
+        for (yaml_node_pair_t *o = b; o < q; o++) {
+            yaml_node_t *ok = node_at(r, o->key);
+            if (ok && ok->type == YAML_SCALAR_NODE &&
+                !strcmp(sval(ok), sval(k)))
+                return perr(r, k, "%s: duplicate key '%s' (first at line "
+                            "%zu)", what, sval(k), ok->start_mark.line + 1);
+        }
+        if (fn(r, sval(k), k, v, ctx))
+            return -1;
+    }
+    return 0;
+}
+
+static int unknown_key(reader *r, yaml_node_t *k, const char *what,
+                       const char *key, const char *known)
+{
+    return perr(r, k, "%s: unknown key '%s' (expected one of: %s)", what,
+                key, known);
+}
+
+static int valid_backend_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= 64)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
+            return 0;
+    return 1;
+}
+
+static int chain_index(const kiln_policy *p, const char *name)
+{
+    for (int i = 0; i < p->n_chain; i++)
+        if (!strcmp(p->chain[i], name))
+            return i;
+    return -1;
+}
+
+/* A backend named in `use:` / `default:`: must be in the chain. */
+static int get_backend_ref(reader *r, yaml_node_t *n, const char *what,
+                           int *out)
+{
+    const char *s;
+    if (get_string(r, n, what, &s))
+        return -1;
+    int i = chain_index(r->p, s);
+    if (i < 0) {
+        char list[512] = "";
+        size_t len = 0;
+        for (int k = 0; k < r->p->n_chain && len < sizeof list; k++)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
+                                    k ? ", " : "", r->p->chain[k]);
+        return perr(r, n, "%s: unknown backend '%s' (not in backends: [%s])",
+                    what, s, list);
+    }
+    *out = i;
+    return 0;
+}
+
+/* ---- backends: ------------------------------------------------------ */
+
+static int read_chain(reader *r, yaml_node_t *n)
+{
+    kiln_policy *p = r->p;
+    if (expect_list(r, n, "backends"))
+        return -1;
+    yaml_node_item_t *b = n->data.sequence.items.start;
+    yaml_node_item_t *e = n->data.sequence.items.top;
+    if (b == e)
+        return perr(r, n, "backends: the list is empty (name at least one "
+                    "backend, e.g. [interp])");
+    for (yaml_node_item_t *q = b; q < e; q++) {
+        yaml_node_t *it = node_at(r, *q);
+        const char *s;
+        if (!it || get_string(r, it, "backends", &s))
+            return -1;
+        if (!valid_backend_name(s))
+            return perr(r, it, "backends: bad backend name '%s' (expected "
+                        "[a-z0-9_]+, shorter than 64 bytes)", s);
+        if (chain_index(p, s) >= 0)
+            return perr(r, it, "backends: '%s' is listed twice", s);
+        if (p->n_chain >= MAX_CHAIN - 1)
+            return perr(r, it, "backends: more than %d backends",
+                        MAX_CHAIN - 1);
+        if (!(p->chain[p->n_chain] = strdup(s)))
+            return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+        p->n_chain++;
+    }
+    return 0;
+}
+
+/* ---- rules: --------------------------------------------------------- */
+
+static int cmp_pair(reader *r, const char *key, yaml_node_t *k,
+                    yaml_node_t *v, void *ctx)
+{
+    range *rg = ctx;
+    double x;
+    int lo = 0, incl = 0;
+    if (!strcmp(key, "lt"))
+        lo = 0, incl = 0;
+    else if (!strcmp(key, "le"))
+        lo = 0, incl = 1;
+    else if (!strcmp(key, "gt"))
+        lo = 1, incl = 0;
+    else if (!strcmp(key, "ge"))
+        lo = 1, incl = 1;
+    else if (!strcmp(key, "eq")) {
+        if (get_number(r, v, "eq", &x))
+            return -1;
+        if (rg->has_lo || rg->has_hi)
+            return perr(r, k, "bad comparison: 'eq' cannot be combined "
+                        "with lt/le/gt/ge");
+        rg->has_lo = rg->has_hi = rg->lo_incl = rg->hi_incl = 1;
+        rg->lo = rg->hi = x;
+        return 0;
+    } else
+        return perr(r, k, "bad comparison '%s' (expected lt, le, gt, ge "
+                    "or eq)", key);
+    if (get_number(r, v, key, &x))
+        return -1;
+    if (lo) {
+        if (rg->has_lo)
+            return perr(r, k, "bad comparison: two lower bounds (gt/ge)");
+        rg->has_lo = 1;
+        rg->lo = x;
+        rg->lo_incl = incl;
+    } else {
+        if (rg->has_hi)
+            return perr(r, k, "bad comparison: two upper bounds (lt/le)");
+        rg->has_hi = 1;
+        rg->hi = x;
+        rg->hi_incl = incl;
+    }
+    return 0;
+}
+
+static int read_range(reader *r, yaml_node_t *k, yaml_node_t *v,
+                      const char *what, range *rg)
+{
+    memset(rg, 0, sizeof *rg);
+    rg->set = 1;
+    if (v->type != YAML_MAPPING_NODE)
+        return perr(r, v, "%s: expected a comparison such as {gt: 64} or "
+                    "{ge: 1, lt: 8}, got %s", what, type_word(v));
+    if (v->data.mapping.pairs.start == v->data.mapping.pairs.top)
+        return perr(r, v, "%s: empty comparison (use lt, le, gt, ge or eq)",
+                    what);
+    if (each_pair(r, v, what, cmp_pair, rg))
+        return -1;
+    if (rg->has_lo && rg->has_hi &&
+        (rg->lo > rg->hi ||
+         (rg->lo == rg->hi && !(rg->lo_incl && rg->hi_incl))))
+        return perr(r, k, "%s: bad comparison: no value is %s %g and %s %g",
+                    what, rg->lo_incl ? ">=" : ">", rg->lo,
+                    rg->hi_incl ? "<=" : "<", rg->hi);
+    return 0;
+}
+
+static int valid_op_name(const char *s)
+{
+    if (kiln_ir_op_lookup(s) >= 0 || !strcmp(s, "fused"))
+        return 1;
+    for (int i = 1; i < N_KINDS; i++)
+        if (!strcmp(s, kind_names[i]))
+            return 1;
+    return 0;
+}
+
+static int model_index(const kiln_policy *p, const char *name)
+{
+    for (int i = 0; i < p->n_models; i++)
+        if (!strcmp(p->models[i].name, name))
+            return i;
+    return -1;
+}
+
+static int when_pair(reader *r, const char *key, yaml_node_t *k,
+                     yaml_node_t *v, void *ctx)
+{
+    rule *ru = ctx;
+    if (!strcmp(key, "op")) {
+        if (v->type == YAML_SCALAR_NODE) {
+            const char *s;
+            if (get_string(r, v, "op", &s))
+                return -1;
+            if (!valid_op_name(s))
+                return perr(r, v, "op: unknown op '%s' (an op of docs/ops.md"
+                            ", a kernel kind: elemwise, reduce, join, gather"
+                            ", scatter, dot, or fused)", s);
+            ru->ops = calloc(1, sizeof *ru->ops);
+            if (!ru->ops || !(ru->ops[0] = strdup(s)))
+                return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+            ru->n_ops = 1;
+            return 0;
+        }
+        if (expect_list(r, v, "op"))
+            return -1;
+        yaml_node_item_t *b = v->data.sequence.items.start;
+        yaml_node_item_t *e = v->data.sequence.items.top;
+        if (b == e)
+            return perr(r, v, "op: the list is empty");
+        ru->ops = calloc((size_t)(e - b), sizeof *ru->ops);
+        if (!ru->ops)
+            return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+        for (yaml_node_item_t *q = b; q < e; q++) {
+            yaml_node_t *it = node_at(r, *q);
+            const char *s;
+            if (!it || get_string(r, it, "op", &s))
+                return -1;
+            if (!valid_op_name(s))
+                return perr(r, it, "op: unknown op '%s' (an op of "
+                            "docs/ops.md, a kernel kind: elemwise, reduce, "
+                            "join, gather, scatter, dot, or fused)", s);
+            if (!(ru->ops[ru->n_ops] = strdup(s)))
+                return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+            ru->n_ops++;
+        }
+        return 0;
+    }
+    if (!strcmp(key, "width"))
+        return read_range(r, k, v, "width", &ru->width);
+    if (!strcmp(key, "cost"))
+        return read_range(r, k, v, "cost", &ru->cost);
+    if (!strcmp(key, "elements"))
+        return read_range(r, k, v, "elements", &ru->elements);
+    if (!strcmp(key, "scalar_ops"))
+        return read_range(r, k, v, "scalar_ops", &ru->scalar_ops);
+    if (!strcmp(key, "pays_off")) {
+        const char *s;
+        if (get_string(r, v, "pays_off", &s))
+            return -1;
+        int m = model_index(r->p, s);
+        if (m < 0)
+            return perr(r, v, "pays_off: no cost model for backend '%s' "
+                        "(add it under cost_model: backends:)", s);
+        ru->pays_off = m;
+        return 0;
+    }
+    return unknown_key(r, k, "when", key,
+                       "op, width, cost, elements, scalar_ops, pays_off");
+}
+
+typedef struct rule_ctx {
+    rule *ru;
+    yaml_node_t *use;
+} rule_ctx;
+
+static int rule_pair(reader *r, const char *key, yaml_node_t *k,
+                     yaml_node_t *v, void *ctx)
+{
+    rule_ctx *rc = ctx;
+    if (!strcmp(key, "name")) {
+        const char *s;
+        if (get_string(r, v, "name", &s))
+            return -1;
+        free(rc->ru->name);
+        if (!(rc->ru->name = strdup(s)))
+            return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    if (!strcmp(key, "when"))
+        return is_null(v) ? 0 : each_pair(r, v, "when", when_pair, rc->ru);
+    if (!strcmp(key, "use")) {
+        rc->use = v;
+        return get_backend_ref(r, v, "use", &rc->ru->use);
+    }
+    return unknown_key(r, k, "rule", key, "name, when, use");
+}
+
+static int read_rules(reader *r, yaml_node_t *n)
+{
+    kiln_policy *p = r->p;
+    if (expect_list(r, n, "rules"))
+        return -1;
+    yaml_node_item_t *b = n->data.sequence.items.start;
+    yaml_node_item_t *e = n->data.sequence.items.top;
+    p->rules = calloc((size_t)(e - b) + 1, sizeof *p->rules);
+    if (!p->rules)
+        return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+    for (yaml_node_item_t *q = b; q < e; q++) {
+        yaml_node_t *it = node_at(r, *q);
+        rule *ru = &p->rules[p->n_rules++];
+        ru->pays_off = -1;
+        ru->use = -1;
+        rule_ctx rc = {ru, NULL};
+        if (!it || expect_map(r, it, "rules: each rule"))
+            return -1;
+        if (each_pair(r, it, "rule", rule_pair, &rc))
+            return -1;
+        if (!rc.use)
+            return perr(r, it, "rule %d: no 'use:' (the backend the rule "
+                        "picks)", p->n_rules);
+        if (!ru->name) {
+            char nm[32];
+            snprintf(nm, sizeof nm, "rule %d", p->n_rules);
+            if (!(ru->name = strdup(nm)))
+                return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+        }
+    }
+    return 0;
+}
+
+/* ---- cost_model: ---------------------------------------------------- */
+
+static int weight_pair(reader *r, const char *key, yaml_node_t *k,
+                       yaml_node_t *v, void *ctx)
+{
+    kiln_policy *p = ctx;
+    double x;
+    for (int i = 0; i < KILN_I_COUNT; i++) {
+        if (opcode_table[i].name && !strcmp(key, opcode_table[i].name)) {
+            if (get_number(r, v, key, &x))
+                return -1;
+            if (x < 0)
+                return perr(r, v, "weights: %s: a weight must be >= 0", key);
+            p->weights[i] = x;
+            return 0;
+        }
+    }
+    for (int i = 0; i < N_EXTRA; i++) {
+        if (!strcmp(key, extra_names[i])) {
+            if (get_number(r, v, key, &x))
+                return -1;
+            if (x < 0)
+                return perr(r, v, "weights: %s: a weight must be >= 0", key);
+            p->extra[i] = x;
+            return 0;
+        }
+    }
+    return perr(r, k, "weights: unknown op '%s' (an opcode such as add, exp, "
+                "gammaln, or element, copy, index, fma)", key);
+}
+
+static int model_field_pair(reader *r, const char *key, yaml_node_t *k,
+                            yaml_node_t *v, void *ctx)
+{
+    backend_model *m = ctx;
+    static const char *const names[] = {
+        "compile_ms", "compile_ms_per_op", "compile_ms_per_input", "call_ns",
+        "ns_per_op", "ns_per_index", "ns_per_copy"};
+    double *fields[] = {&m->compile_ms, &m->compile_ms_per_op,
+                        &m->compile_ms_per_input, &m->call_ns, &m->ns_per_op,
+                        &m->ns_per_index, &m->ns_per_copy};
+    for (int i = 0; i < 7; i++) {
+        if (!strcmp(key, names[i])) {
+            if (get_number(r, v, key, fields[i]))
+                return -1;
+            if (*fields[i] < 0)
+                return perr(r, v, "%s: must be >= 0", key);
+            return 0;
+        }
+    }
+    return unknown_key(r, k, m->name, key,
+                       "compile_ms, compile_ms_per_op, compile_ms_per_input, "
+                       "call_ns, ns_per_op, ns_per_index, ns_per_copy");
+}
+
+static int models_pair(reader *r, const char *key, yaml_node_t *k,
+                       yaml_node_t *v, void *ctx)
+{
+    kiln_policy *p = ctx;
+    if (!valid_backend_name(key))
+        return perr(r, k, "cost_model: backends: bad backend name '%s'", key);
+    int m = model_index(p, key);
+    if (m < 0) {
+        backend_model *nm = realloc(p->models,
+                                    sizeof *nm * (size_t)(p->n_models + 1));
+        if (!nm)
+            return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+        p->models = nm;
+        m = p->n_models++;
+        nm[m] = builtin_models[1]; /* an unknown compiler: tcc's figures */
+        snprintf(nm[m].name, sizeof nm[m].name, "%s", key);
+    }
+    return each_pair(r, v, key, model_field_pair, &p->models[m]);
+}
+
+static int cost_pair(reader *r, const char *key, yaml_node_t *k,
+                     yaml_node_t *v, void *ctx)
+{
+    kiln_policy *p = ctx;
+    if (!strcmp(key, "symbolic_elements"))
+        return get_int(r, v, key, 1, (int64_t)1 << 50, &p->symbolic_elements);
+    if (!strcmp(key, "expected_calls")) {
+        if (get_number(r, v, key, &p->expected_calls))
+            return -1;
+        if (p->expected_calls < 0)
+            return perr(r, v, "expected_calls: must be >= 0");
+        return 0;
+    }
+    if (!strcmp(key, "weights"))
+        return each_pair(r, v, "weights", weight_pair, p);
+    if (!strcmp(key, "backends"))
+        return each_pair(r, v, "cost_model: backends", models_pair, p);
+    return unknown_key(r, k, "cost_model", key,
+                       "symbolic_elements, expected_calls, weights, "
+                       "backends");
+}
+
+/* ---- knobs ---------------------------------------------------------- */
+
+static int fusion_pair(reader *r, const char *key, yaml_node_t *k,
+                       yaml_node_t *v, void *ctx)
+{
+    kiln_policy *p = ctx;
+    int64_t x;
+    if (!strcmp(key, "max_width")) {
+        if (get_int(r, v, key, 0, 1 << 20, &x))
+            return -1;
+        p->fusion_max_width = (int)x;
+        return 0;
+    }
+    if (!strcmp(key, "max_scalar_ops")) {
+        if (get_int(r, v, key, 0, 1 << 24, &x))
+            return -1;
+        p->fusion_max_scalar_ops = (int)x;
+        return 0;
+    }
+    return unknown_key(r, k, "fusion", key, "max_width, max_scalar_ops");
+}
+
+static int constants_pair(reader *r, const char *key, yaml_node_t *k,
+                          yaml_node_t *v, void *ctx)
+{
+    kiln_policy *p = ctx;
+    if (!strcmp(key, "promote_bytes"))
+        return get_int(r, v, key, 0, INT64_C(1) << 50,
+                       &p->promote_const_bytes);
+    return unknown_key(r, k, "constants", key, "promote_bytes");
+}
+
+static int llvm_pair(reader *r, const char *key, yaml_node_t *k,
+                     yaml_node_t *v, void *ctx)
+{
+    kiln_policy *p = ctx;
+    if (!strcmp(key, "opt_level")) {
+        int64_t x;
+        if (get_int(r, v, key, 1, 3, &x))
+            return -1;
+        p->llvm_opt_level = (int)x;
+        p->llvm_opt_set = 1;
+        return 0;
+    }
+    if (!strcmp(key, "fast_math")) {
+        p->llvm_fast_set = 1;
+        return get_bool(r, v, key, &p->llvm_fast_math);
+    }
+    return unknown_key(r, k, "llvm", key, "opt_level, fast_math");
+}
+
+/* "512M", "2G", "1024" (bytes) */
+static int get_size(reader *r, yaml_node_t *v, const char *what,
+                    int64_t *out)
+{
+    if (v->type == YAML_SCALAR_NODE &&
+        v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+        const char *s = sval(v);
+        char *end;
+        errno = 0;
+        double x = strtod(s, &end);
+        double mul = 1;
+        if (end != s && *end && !end[1]) {
+            switch (*end) {
+            case 'K': case 'k': mul = 1024.0; end++; break;
+            case 'M': mul = 1024.0 * 1024; end++; break;
+            case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+            case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+            default: break;
+            }
+        }
+        if (end != s && !*end && errno != ERANGE && x >= 0 &&
+            x * mul < 9.0e18) {
+            *out = (int64_t)(x * mul);
+            return 0;
+        }
+        return perr(r, v, "%s: expected a size in bytes such as 1073741824, "
+                    "512M or 2G, got '%s'", what, s);
+    }
+    return perr(r, v, "%s: expected a size in bytes such as 512M, got %s",
+                what, type_word(v));
+}
+
+static int read_strv(reader *r, yaml_node_t *v, const char *what,
+                     char ***out, const char *const *allowed)
+{
+    if (expect_list(r, v, what))
+        return -1;
+    yaml_node_item_t *b = v->data.sequence.items.start;
+    yaml_node_item_t *e = v->data.sequence.items.top;
+    char **sv = calloc((size_t)(e - b) + 1, sizeof *sv);
+    if (!sv)
+        return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+    strv_free(*out);
+    *out = sv;
+    int n = 0;
+    for (yaml_node_item_t *q = b; q < e; q++) {
+        yaml_node_t *it = node_at(r, *q);
+        const char *s;
+        if (!it || get_string(r, it, what, &s))
+            return -1;
+        if (allowed) {
+            int okay = 0;
+            char list[256] = "";
+            size_t len = 0;
+            for (int i = 0; allowed[i]; i++) {
+                okay |= !strcmp(allowed[i], s);
+                len += (size_t)snprintf(list + len, sizeof list - len,
+                                        "%s%s", i ? ", " : "", allowed[i]);
+            }
+            if (!okay)
+                return perr(r, it, "%s: unknown pass '%s' (expected one of: "
+                            "%s)", what, s, list);
+        }
+        if (!(sv[n++] = strdup(s)))
+            return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static int cache_pair(reader *r, const char *key, yaml_node_t *k,
+                      yaml_node_t *v, void *ctx)
+{
+    kiln_policy *p = ctx;
+    if (!strcmp(key, "enabled"))
+        return get_bool(r, v, key, &p->cache_enabled);
+    if (!strcmp(key, "dir")) {
+        free(p->cache_dir);
+        p->cache_dir = NULL;
+        if (is_null(v))
+            return 0;
+        const char *s;
+        if (get_string(r, v, "dir", &s))
+            return -1;
+        if (!*s)
+            return perr(r, v, "dir: empty path (use null for the default)");
+        if (!(p->cache_dir = strdup(s)))
+            return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    if (!strcmp(key, "max_size"))
+        return get_size(r, v, "max_size", &p->cache_max_bytes);
+    if (!strcmp(key, "read_only"))
+        return read_strv(r, v, "read_only", &p->cache_ro, NULL);
+    return unknown_key(r, k, "cache", key,
+                       "enabled, dir, max_size, read_only");
+}
+
+/* ---- the top level -------------------------------------------------- */
+
+typedef struct top_ctx {
+    yaml_node_t *version, *chain, *dflt, *rules;
+} top_ctx;
+
+static int top_pair(reader *r, const char *key, yaml_node_t *k,
+                    yaml_node_t *v, void *ctx)
+{
+    top_ctx *t = ctx;
+    kiln_policy *p = r->p;
+    if (!strcmp(key, "kiln_policy")) {
+        t->version = v;
+        return 0;
+    }
+    if (!strcmp(key, "backends")) {
+        t->chain = v;
+        return 0;
+    }
+    if (!strcmp(key, "default")) {
+        t->dflt = v;
+        return 0;
+    }
+    if (!strcmp(key, "rules")) {
+        t->rules = v;
+        return 0;
+    }
+    if (!strcmp(key, "cost_model"))
+        return each_pair(r, v, "cost_model", cost_pair, p);
+    if (!strcmp(key, "fusion"))
+        return each_pair(r, v, "fusion", fusion_pair, p);
+    if (!strcmp(key, "constants"))
+        return each_pair(r, v, "constants", constants_pair, p);
+    if (!strcmp(key, "llvm"))
+        return each_pair(r, v, "llvm", llvm_pair, p);
+    if (!strcmp(key, "cache"))
+        return each_pair(r, v, "cache", cache_pair, p);
+    if (!strcmp(key, "passes")) {
+        p->passes_set = 1;
+        return read_strv(r, v, "passes", &p->passes, pass_names);
+    }
+    return unknown_key(r, k, "policy", key,
+                       "kiln_policy, backends, default, rules, cost_model, "
+                       "fusion, constants, llvm, cache, passes");
+}
+
+static int read_policy(reader *r, yaml_node_t *root)
+{
+    kiln_policy *p = r->p;
+    top_ctx t = {0};
+    if (!root)
+        return perr(r, NULL, "empty policy (expected a mapping starting "
+                    "with 'kiln_policy: %d')", KILN_POLICY_SCHEMA);
+    if (root->type != YAML_MAPPING_NODE)
+        return perr(r, root, "a policy is a mapping (kiln_policy:, "
+                    "backends:, rules:, ...), got %s", type_word(root));
+    /* cost_model first: pays_off names models (key order is free) */
+    if (each_pair(r, root, "policy", top_pair, &t))
+        return -1;
+    if (!t.version)
+        return perr(r, root, "missing 'kiln_policy: %d' (the schema "
+                    "version)", KILN_POLICY_SCHEMA);
+    int64_t ver;
+    if (get_int(r, t.version, "kiln_policy", 1, 1000000, &ver))
+        return -1;
+    if (ver != KILN_POLICY_SCHEMA)
+        return perr(r, t.version, "kiln_policy: schema version %lld is not "
+                    "supported (this kiln reads version %d)", (long long)ver,
+                    KILN_POLICY_SCHEMA);
+    if (t.chain) {
+        if (read_chain(r, t.chain))
+            return -1;
+    }
+    if (chain_index(p, "interp") < 0) {
+        if (!(p->chain[p->n_chain] = strdup("interp")))
+            return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+        p->n_chain++;
+    }
+    p->dflt = chain_index(p, "interp");
+    if (t.dflt && get_backend_ref(r, t.dflt, "default", &p->dflt))
+        return -1;
+    if (t.rules && !is_null(t.rules) && read_rules(r, t.rules))
+        return -1;
+    return 0;
+}
+
+static kiln_policy *load_text(const char *text, size_t len,
+                              const char *name, kiln_err *err)
+{
+    if (!name)
+        name = "<string>";
+    if (!text) {
+        kiln_seterr(err, KILN_ERR_ARG, "kiln_policy_load_string: text is "
+                    "NULL");
+        return NULL;
+    }
+    kiln_policy *p = policy_new(name);
+    if (!p) {
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) {
+        kiln_policy_free(p);
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    reader r;
+    memset(&r, 0, sizeof r);
+    r.file = name;
+    r.err = err;
+    r.p = p;
+    if (!yaml_parser_load(&parser, &r.doc)) {
+        const yaml_mark_t *m = &parser.problem_mark;
+        if (parser.error == YAML_MEMORY_ERROR)
+            kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        else if (parser.context)
+            kiln_seterr(err, KILN_ERR_POLICY, "%s:%zu:%zu: YAML: %s %s "
+                        "(line %zu)", name, m->line + 1, m->column + 1,
+                        parser.problem ? parser.problem : "error",
+                        parser.context, parser.context_mark.line + 1);
+        else
+            kiln_seterr(err, KILN_ERR_POLICY, "%s:%zu:%zu: YAML: %s", name,
+                        m->line + 1, m->column + 1,
+                        parser.problem ? parser.problem : "syntax error");
+        yaml_parser_delete(&parser);
+        kiln_policy_free(p);
+        return NULL;
+    }
+    int rc = read_policy(&r, yaml_document_get_root_node(&r.doc));
+    yaml_document_delete(&r.doc);
+    yaml_parser_delete(&parser);
+    if (rc) {
+        kiln_policy_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+kiln_policy *kiln_policy_load_string(const char *text, size_t len,
+                                     const char *name, kiln_err *err)
+{
+    return load_text(text, len, name, err);
+}
+
+kiln_policy *kiln_policy_load_file(const char *path, kiln_err *err)
+{
+    if (!path) {
+        kiln_seterr(err, KILN_ERR_ARG, "kiln_policy_load_file: path is "
+                    "NULL");
+        return NULL;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        kiln_seterr(err, KILN_ERR_IO, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (len < cap)
+            break;
+        if (cap >= ((size_t)64 << 20)) {
+            fclose(f);
+            free(buf);
+            kiln_seterr(err, KILN_ERR_IO, "%s: larger than 64 MiB; not a "
+                        "policy", path);
+            return NULL;
+        }
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = !buf ? 0 : ferror(f);
+    int eno = errno;
+    fclose(f);
+    if (!buf) {
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (bad) {
+        free(buf);
+        kiln_seterr(err, KILN_ERR_IO, "%s: %s", path, strerror(eno));
+        return NULL;
+    }
+    kiln_policy *p = load_text(buf, len, path, err);
+    free(buf);
+    return p;
+}
+
+/* ---- accessors ------------------------------------------------------ */
+
+const char *kiln_policy_source(const kiln_policy *p)
+{
+    return p ? p->source : NULL;
+}
+
+int kiln_policy_n_backends(const kiln_policy *p)
+{
+    return p ? p->n_chain : 0;
+}
+
+const char *kiln_policy_backend(const kiln_policy *p, int i)
+{
+    return p && i >= 0 && i < p->n_chain ? p->chain[i] : NULL;
+}
+
+int kiln_policy_n_rules(const kiln_policy *p)
+{
+    return p ? p->n_rules : 0;
+}
+
+const char *kiln_policy_rule_name(const kiln_policy *p, int i)
+{
+    return p && i >= 0 && i < p->n_rules ? p->rules[i].name : NULL;
+}
+
+int kiln_policy_get_knobs(const kiln_policy *p, kiln_policy_knobs *out)
+{
+    if (!p || !out || out->struct_size < offsetof(kiln_policy_knobs,
+                                                  fusion_max_width) +
+                                             sizeof(int))
+        return KILN_ERR_ARG;
+    kiln_policy_knobs k;
+    memset(&k, 0, sizeof k);
+    k.struct_size = out->struct_size < sizeof k ? out->struct_size
+                                                : sizeof k;
+    k.fusion_max_width = p->fusion_max_width;
+    k.fusion_max_scalar_ops = p->fusion_max_scalar_ops;
+    k.promote_const_bytes = p->promote_const_bytes;
+    k.llvm_opt_level = p->llvm_opt_level;
+    k.llvm_fast_math = p->llvm_fast_math;
+    k.cache_enabled = p->cache_enabled;
+    k.cache_dir = p->cache_dir;
+    k.cache_max_bytes = p->cache_max_bytes;
+    static const char *const none[] = {NULL};
+    k.cache_read_only = p->cache_ro ? (const char *const *)p->cache_ro
+                                    : none;
+    k.passes = p->passes ? (const char *const *)p->passes : none;
+    k.passes_set = p->passes_set;
+    memcpy(out, &k, k.struct_size);
+    return 0;
+}
+
+/* ---- selection ------------------------------------------------------ */
+
+#ifndef KILN_DATA_DIR
+#define KILN_DATA_DIR "/usr/local/share/kiln"
+#endif
+
+static int file_exists(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    fclose(f);
+    return 1;
+}
+
+const char *kiln_policy_default_path(void)
+{
+    static const char *const candidates[] = {
+        KILN_DATA_DIR "/policy/default.yaml",
+#ifdef KILN_SRC_TOP
+        /* an uninstalled build (tests): the source tree's copy */
+        KILN_SRC_TOP "/conf/default.yaml",
+#endif
+        NULL};
+    for (int i = 0; candidates[i]; i++)
+        if (file_exists(candidates[i]))
+            return candidates[i];
+    return NULL;
+}
+
+static const char builtin_text[] =
+    "kiln_policy: 1\nbackends: [interp]\ndefault: interp\n";
+
+kiln_policy *kiln_policy_select(const kiln_options *opt,
+                                const char **source_kind, kiln_err *err)
+{
+    const char *kind_dummy;
+    if (!source_kind)
+        source_kind = &kind_dummy;
+    size_t sz = opt ? opt->struct_size : 0;
+#define HAS(field) (sz >= offsetof(kiln_options, field) + \
+                    sizeof(((kiln_options *)0)->field))
+    if (HAS(policy) && opt->policy) {
+        *source_kind = "option";
+        return policy_ref((kiln_policy *)opt->policy);
+    }
+    if (HAS(policy_file) && opt->policy_file) {
+        *source_kind = "policy_file";
+        return kiln_policy_load_file(opt->policy_file, err);
+    }
+    const char *env = getenv("KILN_POLICY");
+    if (env && *env) {
+        *source_kind = "KILN_POLICY";
+        kiln_policy *p = kiln_policy_load_file(env, err);
+        if (!p)
+            kiln_err_prefix(err, "$KILN_POLICY: ");
+        return p;
+    }
+    if (HAS(model_path) && opt->model_path) {
+        const char *m = opt->model_path;
+        size_t n = strlen(m);
+        if (n > 3 && !strcmp(m + n - 3, ".kg"))
+            n -= 3;
+        char *path = malloc(n + sizeof ".policy.yaml");
+        if (!path) {
+            kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        memcpy(path, m, n);
+        memcpy(path + n, ".policy.yaml", sizeof ".policy.yaml");
+        if (file_exists(path)) {
+            *source_kind = "model";
+            kiln_policy *p = kiln_policy_load_file(path, err);
+            free(path);
+            return p;
+        }
+        free(path);
+    }
+#undef HAS
+    const char *d = kiln_policy_default_path();
+    if (d) {
+        *source_kind = "default";
+        return kiln_policy_load_file(d, err);
+    }
+    *source_kind = "none";
+    return load_text(builtin_text, sizeof builtin_text - 1,
+                     "(built-in: interp only)", err);
+}
+
+/* ---- the cost model ------------------------------------------------- */
+
+static const backend_model *model_for(const kiln_policy *p, const char *name)
+{
+    const backend_model *ms = p ? p->models : builtin_models;
+    int n = p ? p->n_models : N_BUILTIN_MODELS;
+    for (int i = 0; name && i < n; i++)
+        if (!strcmp(ms[i].name, name))
+            return &ms[i];
+    for (int i = 0; i < n; i++)
+        if (!strcmp(ms[i].name, "tcc"))
+            return &ms[i];
+    return &builtin_models[1];
+}
+
+double kiln_policy_cost(const kiln_policy *p, const kiln_kernel *k,
+                        int64_t work_elements)
+{
+    if (!k)
+        return 0;
+    const double *extra = p ? p->extra : extra_default;
+    double e = work_elements >= 0 ? (double)work_elements
+               : p ? (double)p->symbolic_elements : 1024.0;
+    switch (k->kind) {
+    case KILN_KERNEL_ELEMWISE:
+    case KILN_KERNEL_REDUCE: {
+        double w = extra[W_ELEMENT];
+        for (uint32_t i = 0; i < k->n_instrs && k->instrs; i++) {
+            unsigned op = k->instrs[i].op;
+            w += op < KILN_I_COUNT ? (p ? p->weights[op]
+                                        : opcode_table[op].weight)
+                                   : 1;
+        }
+        return e * w;
+    }
+    case KILN_KERNEL_JOIN:
+        return e * extra[W_COPY];
+    case KILN_KERNEL_GATHER:
+    case KILN_KERNEL_SCATTER:
+        return e * extra[W_INDEX];
+    case KILN_KERNEL_DOT:
+        return e * extra[W_FMA];
+    default:
+        return e;
+    }
+}
+
+double kiln_policy_compile_ms(const kiln_policy *p, const char *backend,
+                              int scalar_ops, int width)
+{
+    const backend_model *m = model_for(p, backend);
+    return m->compile_ms + m->compile_ms_per_op * scalar_ops +
+           m->compile_ms_per_input * width;
+}
+
+/* run time of one call, by kind: program work, indexing or copying */
+static double call_ns_kind(const backend_model *m, int kind, double cost)
+{
+    double per = kind == KILN_KERNEL_GATHER || kind == KILN_KERNEL_SCATTER
+                     ? m->ns_per_index
+                 : kind == KILN_KERNEL_JOIN ? m->ns_per_copy
+                 : kind == KILN_KERNEL_DOT ? 0.25 /* BLAS in every backend */
+                                           : m->ns_per_op;
+    return m->call_ns + per * cost;
+}
+
+double kiln_policy_call_ns(const kiln_policy *p, const char *backend,
+                           double cost)
+{
+    return call_ns_kind(model_for(p, backend), KILN_KERNEL_ELEMWISE, cost);
+}
+
+/* ---- matching ------------------------------------------------------- */
+
+static int in_range(const range *rg, double x)
+{
+    if (rg->has_lo && (rg->lo_incl ? x < rg->lo : x <= rg->lo))
+        return 0;
+    if (rg->has_hi && (rg->hi_incl ? x > rg->hi : x >= rg->hi))
+        return 0;
+    return 1;
+}
+
+static int op_matches(const rule *ru, const kiln_kernel_facts *k)
+{
+    const char *kind = k->kind > 0 && k->kind < N_KINDS ? kind_names[k->kind]
+                                                        : "";
+    for (int i = 0; i < ru->n_ops; i++) {
+        const char *o = ru->ops[i];
+        if ((k->op && !strcmp(o, k->op)) ||
+            (k->label && !strcmp(o, k->label)) || !strcmp(o, kind))
+            return 1;
+        if (!strcmp(o, "fused") &&
+            ((k->op && !strncmp(k->op, "fused", 5)) ||
+             (k->label && !strncmp(k->label, "fused", 5))))
+            return 1;
+    }
+    return 0;
+}
+
+/* Does backend model m pay for its compile against the interpreter over
+ * cost_model.expected_calls calls? */
+static int pays_off(const kiln_policy *p, int m, const kiln_kernel_facts *k)
+{
+    const backend_model *b = &p->models[m], *i = model_for(p, "interp");
+    double gain_ms = (call_ns_kind(i, k->kind, k->cost) -
+                      call_ns_kind(b, k->kind, k->cost)) *
+                     p->expected_calls * 1e-6;
+    double extra_ms =
+        (b->compile_ms + b->compile_ms_per_op * k->scalar_ops +
+         b->compile_ms_per_input * k->width) -
+        (i->compile_ms + i->compile_ms_per_op * k->scalar_ops +
+         i->compile_ms_per_input * k->width);
+    return gain_ms > extra_ms;
+}
+
+static int rule_matches(const kiln_policy *p, const rule *ru,
+                        const kiln_kernel_facts *k)
+{
+    double elems = k->elements >= 0 ? (double)k->elements
+                                    : (double)p->symbolic_elements;
+    if (ru->ops && !op_matches(ru, k))
+        return 0;
+    if (ru->width.set && !in_range(&ru->width, k->width))
+        return 0;
+    if (ru->cost.set && !in_range(&ru->cost, k->cost))
+        return 0;
+    if (ru->elements.set && !in_range(&ru->elements, elems))
+        return 0;
+    if (ru->scalar_ops.set && !in_range(&ru->scalar_ops, k->scalar_ops))
+        return 0;
+    if (ru->pays_off >= 0 && !pays_off(p, ru->pays_off, k))
+        return 0;
+    return 1;
+}
+
+int kiln_policy_choose(const kiln_policy *p, const kiln_kernel_facts *k,
+                       const char **backend)
+{
+    if (!p || !k) {
+        if (backend)
+            *backend = "interp";
+        return -1;
+    }
+    for (int i = 0; i < p->n_rules; i++) {
+        if (rule_matches(p, &p->rules[i], k)) {
+            if (backend)
+                *backend = p->chain[p->rules[i].use];
+            return i;
+        }
+    }
+    if (backend)
+        *backend = p->chain[p->dflt];
+    return -1;
+}
+
+/* ---- plans (core/vm.c) ---------------------------------------------- */
+
+typedef struct step_plan {
+    int64_t elements, work;
+    double cost;
+    int rule;                  /* rule index, -1 default, -2 option */
+    int start;                 /* chain index */
+    char *why;
+} step_plan;
+
+struct kiln_plan {
+    kiln_policy *policy;       /* NULL: an explicit backend */
+    int n_chain;
+    char *chain[MAX_CHAIN];
+    int n_steps;
+    step_plan *steps;
+    const kiln_graph *g;       /* the function's graph (op names) */
+    const kiln_program *prog;
+    int opt_level, fast_math;  /* the caller's (0 = unset) */
+};
+
+const kiln_policy *kiln_plan_policy(const kiln_plan *pl)
+{
+    return pl ? pl->policy : NULL;
+}
+
+void kiln_plan_free(kiln_plan *pl)
+{
+    if (!pl)
+        return;
+    for (int i = 0; i < pl->n_steps; i++)
+        free(pl->steps[i].why);
+    free(pl->steps);
+    for (int i = 0; i < pl->n_chain; i++)
+        free(pl->chain[i]);
+    kiln_policy_free(pl->policy);
+    free(pl);
+}
+
+static int64_t static_numel(const kiln_type *t)
+{
+    int64_t n = 1;
+    for (int k = 0; k < t->rank; k++) {
+        if (t->dims[k] < 0)
+            return -1;
+        if (t->dims[k] && n > INT64_MAX / t->dims[k])
+            return INT64_MAX;
+        n *= t->dims[k];
+    }
+    return n;
+}
+
+static void step_facts(const kiln_plan *pl, int i, kiln_kernel_facts *f)
+{
+    const kiln_step *s = &pl->prog->steps[i];
+    const step_plan *sp = &pl->steps[i];
+    memset(f, 0, sizeof *f);
+    f->struct_size = sizeof *f;
+    f->label = s->label;
+    f->op = s->node >= 0 && s->node < pl->g->n_nodes
+                ? kiln_ir_op_info(pl->g->nodes[s->node].op)->name
+                : s->label;
+    if (!strncmp(s->label, "fused", 5))
+        f->op = s->label;
+    f->kind = (int)s->kernel.kind;
+    f->width = (int)s->kernel.n_inputs;
+    f->scalar_ops = (int)s->kernel.n_instrs;
+    f->elements = sp->elements;
+    f->work_elements = sp->work;
+    f->cost = sp->cost;
+}
+
+kiln_plan *kiln_plan_make(const kiln_options *opt, const char *backend,
+                          const kiln_graph *g, const kiln_program *prog,
+                          kiln_err *err)
+{
+    kiln_plan *pl = calloc(1, sizeof *pl);
+    if (!pl) {
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    pl->g = g;
+    pl->prog = prog;
+    size_t sz = opt ? opt->struct_size : 0;
+    if (sz >= offsetof(kiln_options, opt_level) + sizeof(int) &&
+        opt->opt_level >= 1 && opt->opt_level <= 3)
+        pl->opt_level = opt->opt_level;
+    if (sz >= offsetof(kiln_options, fast_math) + sizeof(int))
+        pl->fast_math = opt->fast_math != 0;
+    if (backend) {
+        pl->chain[pl->n_chain++] = strdup(backend);
+        if (strcmp(backend, "interp"))
+            pl->chain[pl->n_chain++] = strdup("interp");
+    } else {
+        pl->policy = kiln_policy_select(opt, NULL, err);
+        if (!pl->policy) {
+            kiln_plan_free(pl);
+            return NULL;
+        }
+        for (int i = 0; i < pl->policy->n_chain; i++)
+            pl->chain[pl->n_chain++] = strdup(pl->policy->chain[i]);
+    }
+    for (int i = 0; i < pl->n_chain; i++)
+        if (!pl->chain[i]) {
+            kiln_plan_free(pl);
+            kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+    pl->n_steps = prog->n_steps;
+    pl->steps = calloc((size_t)(prog->n_steps ? prog->n_steps : 1),
+                       sizeof *pl->steps);
+    if (!pl->steps) {
+        kiln_plan_free(pl);
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < prog->n_steps; i++) {
+        const kiln_step *s = &prog->steps[i];
+        step_plan *sp = &pl->steps[i];
+        sp->elements = sp->work = -1;
+        if (s->n_out > 0 && s->out[0].buf >= 0)
+            sp->elements = static_numel(&prog->bufs[s->out[0].buf].type);
+        sp->work = sp->elements;
+        if (s->kernel.kind == KILN_KERNEL_REDUCE && s->n_in > 0)
+            sp->work = static_numel(&prog->bufs[s->in[0].buf].type);
+        else if (s->kernel.kind == KILN_KERNEL_SCATTER && s->n_in > 0)
+            sp->work = static_numel(&prog->bufs[s->in[0].buf].type);
+        else if (s->kernel.kind == KILN_KERNEL_DOT && s->n_in > 0 &&
+                 sp->elements >= 0) {
+            const kiln_type *a = &prog->bufs[s->in[0].buf].type;
+            int64_t kdim = a->rank ? a->dims[a->rank - 1] : 1;
+            sp->work = kdim < 0 ? -1 : sp->elements * (kdim ? kdim : 1);
+        }
+        sp->cost = kiln_policy_cost(pl->policy, &s->kernel, sp->work);
+        if (!pl->policy) {
+            sp->rule = -2;
+            sp->start = 0;
+            continue;
+        }
+        kiln_kernel_facts f;
+        step_facts(pl, i, &f);
+        const char *name;
+        sp->rule = kiln_policy_choose(pl->policy, &f, &name);
+        sp->start = chain_index(pl->policy, name);
+    }
+    return pl;
+}
+
+int kiln_plan_n_chain(const kiln_plan *pl) { return pl->n_chain; }
+
+const char *kiln_plan_chain(const kiln_plan *pl, int i)
+{
+    return i >= 0 && i < pl->n_chain ? pl->chain[i] : NULL;
+}
+
+int kiln_plan_start(const kiln_plan *pl, int step)
+{
+    return pl->steps[step].start;
+}
+
+void kiln_plan_set_fallback(kiln_plan *pl, int step, const char *why)
+{
+    if (step < 0 || step >= pl->n_steps || pl->steps[step].why)
+        return;
+    pl->steps[step].why = strdup(why);
+}
+
+void kiln_plan_compile_options(const kiln_plan *pl, const char *name,
+                               const kiln_compile_options *base,
+                               kiln_compile_options *out)
+{
+    *out = *base;
+    if (!pl->policy || strcmp(name, "llvm"))
+        return;
+    if (!pl->opt_level && pl->policy->llvm_opt_set)
+        out->opt_level = pl->policy->llvm_opt_level;
+    if (!pl->fast_math && pl->policy->llvm_fast_set)
+        out->fast_math = pl->policy->llvm_fast_math;
+}
+
+/* ---- explain -------------------------------------------------------- */
+
+int kiln_function_kernel_info(const kiln_function *f, int i,
+                              kiln_kernel_info *out, kiln_err *err)
+{
+    const kiln_plan *pl = f ? kiln_vm_plan(f) : NULL;
+    if (!f || !out || !pl || i < 0 || i >= pl->n_steps)
+        return kiln_seterr(err, KILN_ERR_ARG, "kiln_function_kernel_info: "
+                           "no kernel %d", i);
+    kiln_kernel_info k;
+    memset(&k, 0, sizeof k);
+    k.struct_size = sizeof k;
+    step_facts(pl, i, &k.facts);
+    const step_plan *sp = &pl->steps[i];
+    k.rule = sp->rule == -2 ? "backend option"
+             : sp->rule < 0 ? "default"
+                            : pl->policy->rules[sp->rule].name;
+    k.chosen = pl->chain[sp->start];
+    k.backend = kiln_function_kernel_backend(f, i);
+    k.fallback = sp->why;
+    k.compile_ms_estimate = kiln_policy_compile_ms(
+        pl->policy, k.backend ? k.backend : k.chosen, k.facts.scalar_ops,
+        k.facts.width);
+    size_t n = out->struct_size < sizeof k ? out->struct_size : sizeof k;
+    if (n < sizeof(size_t))
+        return kiln_seterr(err, KILN_ERR_ARG, "kiln_function_kernel_info: "
+                           "struct_size not set");
+    memcpy(out, &k, n);
+    out->struct_size = n;
+    return 0;
+}
+
+const char *kiln_function_policy_source(const kiln_function *f)
+{
+    const kiln_plan *pl = f ? kiln_vm_plan(f) : NULL;
+    return pl && pl->policy ? pl->policy->source : NULL;
+}

@@ -1,0 +1,91 @@
+/*
+ * join.c — the `join_slices` pass: join -> slice writes (docs/rewrite.md).
+ *
+ * In the graph: join(axis, join(axis, a, b), c) -> join(axis, a, b, c)
+ * when the inner join has no other use and the same dtype (a
+ * concatenation of concatenations is one concatenation; the values are
+ * copied, never computed, so the rewrite is exact).
+ *
+ * In the lowering (core/lower.c, kiln_lower_opts.join_slices): a join or
+ * stack whose sizes along the axis are static is one output allocation and
+ * one narrow copy kernel per input, writing the input into its slice of
+ * the output — never one n-input kernel.  The copies of inputs with the
+ * same dtype and rank have one kernel description, hence one cache key and
+ * one compile; compile time and memory are linear in n.  The gradient of
+ * a join is already n slice reads (core/grad.c: subtensor of the output
+ * adjoint per input).
+ */
+#include "rewrite/rewrite.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static kiln_value flatten(kiln_rw *rw, kiln_value v)
+{
+    const kiln_node *o = &rw->old->nodes[v];
+    if (o->op != KILN_OP_JOIN)
+        return -2;
+    int n = 0, changed = 0;
+    for (int i = 0; i < o->n_in; i++) {
+        kiln_value x = rw->map[o->in[i]];
+        const kiln_node *in = &rw->g->nodes[x];
+        int absorb = in->op == KILN_OP_JOIN &&
+                     in->attrs.axes[0] == o->attrs.axes[0] &&
+                     in->type.dtype == o->type.dtype &&
+                     rw->owner[x] == o->in[i] && rw->uses[o->in[i]] == 1;
+        n += absorb ? in->n_in : 1;
+        changed |= absorb;
+    }
+    if (!changed)
+        return -2;
+    kiln_value *t = malloc(sizeof *t * (size_t)n);
+    if (!t) {
+        kiln_seterr(rw->err, KILN_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    n = 0;
+    for (int i = 0; i < o->n_in; i++) {
+        kiln_value x = rw->map[o->in[i]];
+        const kiln_node *in = &rw->g->nodes[x];
+        int absorb = in->op == KILN_OP_JOIN &&
+                     in->attrs.axes[0] == o->attrs.axes[0] &&
+                     in->type.dtype == o->type.dtype &&
+                     rw->owner[x] == o->in[i] && rw->uses[o->in[i]] == 1;
+        if (absorb) {
+            memcpy(t + n, in->in, sizeof *t * (size_t)in->n_in);
+            n += in->n_in;
+        } else {
+            t[n++] = x;
+        }
+    }
+    kiln_value r = kiln_rw_op(rw, KILN_OP_JOIN, &o->attrs, n, t, v);
+    free(t);
+    if (r >= 0 && !kiln_rw_same_type(&rw->g->nodes[r].type, &o->type))
+        return -2;
+    return r;
+}
+
+int kiln_rw_join_slices(kiln_graph **gp, const kiln_rw_config *c,
+                        kiln_err *err)
+{
+    (void)c;
+    kiln_rw rw;
+    kiln_graph *old = *gp;
+    *gp = NULL;
+    if (kiln_rw_begin(&rw, old, err)) {
+        kiln_graph_free(old);
+        return err ? err->code : KILN_ERR_NOMEM;
+    }
+    for (int v = 0; v < old->n_nodes; v++) {
+        kiln_value r = flatten(&rw, v);
+        if (r == -2)
+            r = kiln_rw_move(&rw, v);
+        if (r < 0) {
+            kiln_graph_free(old);
+            kiln_rw_abort(&rw);
+            return err && err->code ? err->code : KILN_ERR_NOMEM;
+        }
+        kiln_rw_bind(&rw, v, r);
+    }
+    return kiln_rw_end(&rw, gp);
+}

@@ -1,0 +1,153 @@
+/*
+ * rewrite.h — graph rewrite passes (prefix kiln_rw_), internal to libkiln.
+ *
+ * kiln_compile runs the enabled passes on its own copy of the graph before
+ * lowering (core/vm.c); `kiln explain --passes` prints the graph after
+ * each one.  The passes, in their fixed order (docs/rewrite.md):
+ *
+ *   canonicalize  flatten nested add/mul into n-ary nodes, exact algebraic
+ *                 identities (x*1, x+(-0), x-0, x/1, neg(neg(x)), cast to
+ *                 the same dtype)                 core/rewrite/canonicalize.c
+ *   fold          evaluate elementwise ops over literals only
+ *                                                 core/rewrite/fold.c
+ *   cse           merge identical subexpressions  core/rewrite/cse.c
+ *   promote       constants above the threshold become shared values bound
+ *                 at function creation            core/rewrite/promote.c
+ *   join_slices   nested joins flattened; every join lowered as one output
+ *                 allocation and one narrow copy per input
+ *                                                 core/rewrite/join.c
+ *   pairwise      n-ary add/mul as a balanced binary tree
+ *                                                 core/rewrite/pairwise.c
+ *   fuse          elementwise chains (and a chain feeding a reduction)
+ *                 lowered as one kernel, within the width and program-size
+ *                 caps                            core/rewrite/fusion.c
+ *
+ * Every pass keeps the inputs, shared values, outputs (names, order) and
+ * the gradient records (g->grads) of the graph, and ends by dropping the
+ * nodes it orphaned (dead-code elimination; inputs and shared values are
+ * always kept).  Passes change node ids: only g->outputs and g->grads
+ * name values across a pass.
+ */
+#ifndef KILN_CORE_REWRITE_H
+#define KILN_CORE_REWRITE_H
+
+#include "ir.h"
+#include <stdio.h>
+
+enum {
+    KILN_PASS_CANONICALIZE = 0,
+    KILN_PASS_FOLD,
+    KILN_PASS_CSE,
+    KILN_PASS_PROMOTE,
+    KILN_PASS_JOIN_SLICES,
+    KILN_PASS_PAIRWISE,
+    KILN_PASS_FUSE,
+    KILN_PASS_COUNT
+};
+
+#define KILN_PASSES_ALL ((1u << KILN_PASS_COUNT) - 1u)
+
+/* Name of pass i ("canonicalize", ...), NULL when out of range. */
+const char *kiln_rw_pass_name(int i);
+
+/* What the passes read. */
+typedef struct kiln_rw_config {
+    unsigned passes;          /* bit i: pass i enabled */
+    int64_t promote_bytes;    /* constants larger than this are promoted */
+    int fuse_max_width;       /* fusion caps (0: no fusion) */
+    int fuse_max_ops;
+} kiln_rw_config;
+
+/* Defaults: every pass, promotion above 1024 bytes, fusion caps 64
+ * inputs and 256 instructions. */
+void kiln_rw_config_default(kiln_rw_config *c);
+
+/* Parse a pass list: "all", "none", a comma-separated list of names (just
+ * those: "canonicalize,cse"), or names with '-' / '+' (from all: "-fuse",
+ * "-fuse,-pairwise"; "none,+fold").  "fusion" is accepted for "fuse".
+ * Errors: KILN_ERR_ARG "unknown pass 'x' (expected one of: ...)". */
+int kiln_rw_parse_passes(const char *spec, unsigned *mask, kiln_err *err);
+
+/* The configuration kiln_compile uses for `opt` (may be NULL): the
+ * policy's knobs (fusion caps, constants.promote_bytes, passes:), then
+ * $KILN_PASSES, then kiln_options.passes, each overriding the one before.
+ * A policy that cannot be read leaves the defaults (kiln_compile reports
+ * it when it needs the policy).  Errors: a bad pass list (KILN_ERR_ARG). */
+int kiln_rw_config_for(const kiln_options *opt, kiln_rw_config *c,
+                       kiln_err *err);
+
+/* Called after each pass that ran, with the graph it left. */
+typedef void (*kiln_rw_trace_fn)(void *ctx, const char *pass,
+                                 const kiln_graph *g);
+
+/* Run the enabled passes on *g in the fixed order.  *g may be replaced
+ * by a new graph (the old one is freed).  Returns 0 or an error code; on
+ * error *g is still a valid graph (the state before the failed pass). */
+int kiln_rw_run(kiln_graph **g, const kiln_rw_config *c,
+                kiln_rw_trace_fn trace, void *ctx, kiln_err *err);
+
+/* `kiln explain --passes`: print, after parsing and after each pass, the
+ * pass name, the node count and the canonical text of the graph to out. */
+int kiln_rw_explain(const kiln_graph *g, const kiln_options *opt, FILE *out,
+                    kiln_err *err);
+
+/* ---- for the passes (core/rewrite/rw.c) ------------------------------ */
+
+/* Rebuilding a graph: nodes of `old` are moved (or replaced) into a new
+ * graph in topological order; map[v] is the new id of old node v (-1:
+ * none yet). */
+typedef struct kiln_rw {
+    kiln_graph *old;
+    kiln_graph *g;
+    kiln_value *map;
+    int *uses;        /* uses of each old node (inputs of other nodes,
+                         outputs, gradient records) */
+    kiln_value *owner; /* new node -> the old node it was made for, or -1 */
+    int owner_cap;
+    kiln_err *err;
+} kiln_rw;
+
+int kiln_rw_begin(kiln_rw *rw, kiln_graph *old, kiln_err *err);
+
+/* Move old node v (its inputs remapped through map) into the new graph;
+ * returns its new id, -1 on error. */
+kiln_value kiln_rw_move(kiln_rw *rw, kiln_value v);
+
+/* A new node `op` over new-graph values `in`, type inferred; attrs may be
+ * NULL (defaults).  `for_old` is the old node it stands for (-1: none).
+ * Returns its id or -1. */
+kiln_value kiln_rw_op(kiln_rw *rw, int op, const kiln_attrs *attrs,
+                      int n_in, const kiln_value *in, kiln_value for_old);
+
+/* map[v] = r; a node made for v (owner v) takes v's name. */
+void kiln_rw_bind(kiln_rw *rw, kiln_value v, kiln_value r);
+
+/* A new weak literal. */
+kiln_value kiln_rw_literal(kiln_rw *rw, double v, int kind);
+
+/* Finish: remap outputs and gradient records, drop dead nodes, free the
+ * old graph and return the new one in *out.  On error everything is
+ * freed and *out is NULL. */
+int kiln_rw_end(kiln_rw *rw, kiln_graph **out);
+
+/* Abandon a rebuild (the old graph is left as it was only if no node was
+ * moved yet; callers treat it as consumed). */
+void kiln_rw_abort(kiln_rw *rw);
+
+/* 1 when two types are equal (dtype, rank, dims). */
+int kiln_rw_same_type(const kiln_type *a, const kiln_type *b);
+
+/* Attributes with their defaults (dtype -1). */
+void kiln_rw_attrs_default(kiln_attrs *a);
+
+/* The passes. Each takes the graph and returns the rewritten one in *g. */
+int kiln_rw_canonicalize(kiln_graph **g, const kiln_rw_config *c,
+                         kiln_err *err);
+int kiln_rw_fold(kiln_graph **g, const kiln_rw_config *c, kiln_err *err);
+int kiln_rw_cse(kiln_graph **g, const kiln_rw_config *c, kiln_err *err);
+int kiln_rw_promote(kiln_graph **g, const kiln_rw_config *c, kiln_err *err);
+int kiln_rw_join_slices(kiln_graph **g, const kiln_rw_config *c,
+                        kiln_err *err);
+int kiln_rw_pairwise(kiln_graph **g, const kiln_rw_config *c, kiln_err *err);
+
+#endif

@@ -1,0 +1,345 @@
+/*
+ * rw.c — rebuilding a graph for the rewrite passes (prefix kiln_rw_).
+ *
+ * A pass walks the old graph in topological order and, for each node,
+ * either moves it into the new graph (its inputs remapped), or maps it to
+ * a value already there (an identity, a merged subexpression), or builds
+ * replacement nodes.  Moving steals the node's arrays (inputs, name,
+ * data), so a pass costs time and memory linear in the graph and never
+ * copies a constant.  kiln_rw_end then drops what is dead and rebuilds the
+ * name map.
+ */
+#include "rewrite/rewrite.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void kiln_rw_attrs_default(kiln_attrs *a)
+{
+    memset(a, 0, sizeof *a);
+    a->dtype = -1;
+}
+
+int kiln_rw_same_type(const kiln_type *a, const kiln_type *b)
+{
+    if (a->dtype != b->dtype || a->rank != b->rank)
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i])
+            return 0;
+    return 1;
+}
+
+static int nomem(kiln_rw *rw)
+{
+    return kiln_seterr(rw->err, KILN_ERR_NOMEM, "out of memory");
+}
+
+int kiln_rw_begin(kiln_rw *rw, kiln_graph *old, kiln_err *err)
+{
+    memset(rw, 0, sizeof *rw);
+    rw->old = old;
+    rw->err = err;
+    rw->g = kiln_graph_new(old->name, err);
+    if (!rw->g)
+        return err ? err->code : KILN_ERR_NOMEM;
+    size_t n = (size_t)(old->n_nodes ? old->n_nodes : 1);
+    rw->map = malloc(sizeof *rw->map * n);
+    rw->uses = calloc(n, sizeof *rw->uses);
+    rw->owner_cap = (int)n;
+    rw->owner = malloc(sizeof *rw->owner * n);
+    rw->g->nodes = malloc(sizeof *rw->g->nodes * n);
+    if (!rw->map || !rw->uses || !rw->owner || !rw->g->nodes) {
+        kiln_rw_abort(rw);
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    rw->g->cap_nodes = (int)n;
+    for (int v = 0; v < old->n_nodes; v++) {
+        rw->map[v] = -1;
+        const kiln_node *nd = &old->nodes[v];
+        for (int i = 0; i < nd->n_in; i++)
+            rw->uses[nd->in[i]]++;
+    }
+    for (int k = 0; k < old->n_outputs; k++)
+        rw->uses[old->outputs[k].value]++;
+    for (int k = 0; k < old->n_grads; k++) {
+        rw->uses[old->grads[k].cost]++;
+        rw->uses[old->grads[k].result]++;
+    }
+    /* symbols keep their ids: the new graph takes the array */
+    rw->g->symbols = old->symbols;
+    rw->g->n_symbols = old->n_symbols;
+    rw->g->cap_symbols = old->cap_symbols;
+    old->symbols = NULL;
+    old->n_symbols = old->cap_symbols = 0;
+    return 0;
+}
+
+/* Append *nd (owned) to the new graph; returns its id. */
+static kiln_value push(kiln_rw *rw, kiln_node *nd, kiln_value for_old)
+{
+    kiln_graph *g = rw->g;
+    if (g->n_nodes == g->cap_nodes || g->n_nodes == rw->owner_cap) {
+        int cap = 2 * (g->cap_nodes > rw->owner_cap ? g->cap_nodes
+                                                     : rw->owner_cap);
+        if (cap < 16)
+            cap = 16;
+        kiln_node *p = realloc(g->nodes, sizeof *p * (size_t)cap);
+        if (p)
+            g->nodes = p;
+        kiln_value *o = p ? realloc(rw->owner, sizeof *o * (size_t)cap)
+                          : NULL;
+        if (o)
+            rw->owner = o;
+        if (!p || !o) {
+            free(nd->in);
+            free(nd->name);
+            free(nd->data);
+            free(nd->source);
+            nomem(rw);
+            return -1;
+        }
+        g->cap_nodes = rw->owner_cap = cap;
+    }
+    kiln_value id = g->n_nodes++;
+    g->nodes[id] = *nd;
+    rw->owner[id] = for_old;
+    return id;
+}
+
+kiln_value kiln_rw_move(kiln_rw *rw, kiln_value v)
+{
+    kiln_node *o = &rw->old->nodes[v];
+    for (int i = 0; i < o->n_in; i++) {
+        kiln_value m = rw->map[o->in[i]];
+        if (m < 0) {
+            kiln_seterr(rw->err, KILN_ERR_ARG,
+                        "rewrite: input %d of node %d was not mapped", i,
+                        (int)v);
+            return -1;
+        }
+        o->in[i] = m;
+    }
+    kiln_node nd = *o;
+    o->in = NULL;
+    o->n_in = 0;
+    o->name = NULL;
+    o->data = NULL;
+    o->source = NULL;
+    kiln_value id = push(rw, &nd, v);
+    if (id >= 0)
+        rw->map[v] = id;
+    return id;
+}
+
+kiln_value kiln_rw_op(kiln_rw *rw, int op, const kiln_attrs *attrs,
+                      int n_in, const kiln_value *in, kiln_value for_old)
+{
+    kiln_type small[4], *types = small;
+    int wsmall[4], *weak = wsmall;
+    if (n_in > 4) {
+        types = malloc(sizeof *types * (size_t)n_in);
+        weak = malloc(sizeof *weak * (size_t)n_in);
+        if (!types || !weak) {
+            if (types != small)
+                free(types);
+            if (weak != wsmall)
+                free(weak);
+            nomem(rw);
+            return -1;
+        }
+    }
+    for (int i = 0; i < n_in; i++) {
+        types[i] = rw->g->nodes[in[i]].type;
+        weak[i] = rw->g->nodes[in[i]].weak;
+    }
+    kiln_node nd;
+    memset(&nd, 0, sizeof nd);
+    nd.op = op;
+    if (attrs)
+        nd.attrs = *attrs;
+    else
+        kiln_rw_attrs_default(&nd.attrs);
+    kiln_shape_ctx ctx = {rw->g, NULL};
+    int rc = kiln_ir_infer(&ctx, op, &nd.attrs, n_in, types, weak, &nd.type,
+                           &nd.weak, rw->err);
+    if (types != small)
+        free(types);
+    if (weak != wsmall)
+        free(weak);
+    if (rc)
+        return -1;
+    nd.n_in = n_in;
+    if (n_in > 0) {
+        nd.in = malloc(sizeof *nd.in * (size_t)n_in);
+        if (!nd.in) {
+            nomem(rw);
+            return -1;
+        }
+        memcpy(nd.in, in, sizeof *nd.in * (size_t)n_in);
+    }
+    return push(rw, &nd, for_old);
+}
+
+kiln_value kiln_rw_literal(kiln_rw *rw, double v, int kind)
+{
+    kiln_node nd;
+    memset(&nd, 0, sizeof nd);
+    nd.op = KILN_OP_LITERAL;
+    kiln_rw_attrs_default(&nd.attrs);
+    nd.weak = 1;
+    nd.type.dtype = kind == KILN_LIT_INT     ? KILN_I64
+                    : kind == KILN_LIT_FLOAT ? KILN_F64
+                                             : KILN_BOOL;
+    if (kind == KILN_LIT_INT && v == 0)
+        v = 0;  /* no -0 integers */
+    nd.attrs.value = v;
+    nd.attrs.lit_kind = kind;
+    return push(rw, &nd, -1);
+}
+
+void kiln_rw_bind(kiln_rw *rw, kiln_value v, kiln_value r)
+{
+    rw->map[v] = r;
+    kiln_node *o = &rw->old->nodes[v];
+    kiln_node *n = &rw->g->nodes[r];
+    /* a node made to stand for v takes its name (an existing value that
+     * v turned out to equal keeps its own) */
+    if (o->name && !n->name && rw->owner[r] == v) {
+        n->name = o->name;
+        o->name = NULL;
+    }
+}
+
+void kiln_rw_abort(kiln_rw *rw)
+{
+    kiln_graph_free(rw->g);
+    free(rw->map);
+    free(rw->uses);
+    free(rw->owner);
+    rw->g = NULL;
+    rw->map = NULL;
+    rw->uses = NULL;
+    rw->owner = NULL;
+}
+
+static void node_free(kiln_node *n)
+{
+    free(n->in);
+    free(n->name);
+    free(n->data);
+    free(n->source);
+    n->in = NULL;
+    n->name = NULL;
+    n->data = NULL;
+    n->source = NULL;
+}
+
+int kiln_rw_end(kiln_rw *rw, kiln_graph **out)
+{
+    kiln_graph *old = rw->old, *g = rw->g;
+    *out = NULL;
+    /* outputs and gradient records follow their values */
+    for (int k = 0; k < old->n_outputs; k++) {
+        kiln_value m = rw->map[old->outputs[k].value];
+        if (m < 0) {
+            kiln_seterr(rw->err, KILN_ERR_ARG,
+                        "rewrite: output '%s' was not mapped",
+                        old->outputs[k].name);
+            goto fail;
+        }
+        old->outputs[k].value = m;
+    }
+    for (int k = 0; k < old->n_grads; k++) {
+        kiln_grad_rec *r = &old->grads[k];
+        r->cost = rw->map[r->cost];
+        r->wrt = rw->map[r->wrt];
+        r->result = rw->map[r->result];
+        if (r->cost < 0 || r->wrt < 0 || r->result < 0) {
+            kiln_seterr(rw->err, KILN_ERR_ARG,
+                        "rewrite: a gradient record was not mapped");
+            goto fail;
+        }
+    }
+    g->outputs = old->outputs;
+    g->n_outputs = old->n_outputs;
+    g->cap_outputs = old->cap_outputs;
+    old->outputs = NULL;
+    old->n_outputs = old->cap_outputs = 0;
+    g->grads = old->grads;
+    g->n_grads = old->n_grads;
+    g->cap_grads = old->cap_grads;
+    old->grads = NULL;
+    old->n_grads = old->cap_grads = 0;
+    kiln_graph_free(old);
+    rw->old = NULL;
+    free(rw->map);
+    free(rw->uses);
+    free(rw->owner);
+    rw->map = NULL;
+    rw->uses = NULL;
+    rw->owner = NULL;
+
+    /* dead-code elimination: keep what an output or a gradient record
+     * reaches, and every input and shared value */
+    int n = g->n_nodes;
+    char *live = calloc((size_t)(n ? n : 1), 1);
+    kiln_value *idx = malloc(sizeof *idx * (size_t)(n ? n : 1));
+    if (!live || !idx) {
+        free(live);
+        free(idx);
+        kiln_graph_free(g);
+        rw->g = NULL;
+        return kiln_seterr(rw->err, KILN_ERR_NOMEM, "out of memory");
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        live[g->outputs[k].value] = 1;
+    for (int k = 0; k < g->n_grads; k++) {
+        live[g->grads[k].cost] = 1;
+        live[g->grads[k].wrt] = 1;
+        live[g->grads[k].result] = 1;
+    }
+    for (int v = n - 1; v >= 0; v--) {
+        kiln_node *nd = &g->nodes[v];
+        if (nd->op == KILN_OP_INPUT || nd->op == KILN_OP_SHARED)
+            live[v] = 1;
+        if (live[v])
+            for (int i = 0; i < nd->n_in; i++)
+                live[nd->in[i]] = 1;
+    }
+    int m = 0;
+    for (int v = 0; v < n; v++) {
+        if (!live[v]) {
+            node_free(&g->nodes[v]);
+            idx[v] = -1;
+            continue;
+        }
+        kiln_node *nd = &g->nodes[v];
+        for (int i = 0; i < nd->n_in; i++)
+            nd->in[i] = idx[nd->in[i]];
+        idx[v] = m;
+        g->nodes[m++] = *nd;
+    }
+    g->n_nodes = m;
+    for (int k = 0; k < g->n_outputs; k++)
+        g->outputs[k].value = idx[g->outputs[k].value];
+    for (int k = 0; k < g->n_grads; k++) {
+        g->grads[k].cost = idx[g->grads[k].cost];
+        g->grads[k].wrt = idx[g->grads[k].wrt];
+        g->grads[k].result = idx[g->grads[k].result];
+    }
+    free(live);
+    free(idx);
+    rw->g = NULL;
+    if (kiln_ir_reindex(g, rw->err)) {
+        kiln_graph_free(g);
+        return rw->err ? rw->err->code : KILN_ERR_NOMEM;
+    }
+    *out = g;
+    return 0;
+fail:
+    kiln_graph_free(rw->old);
+    rw->old = NULL;
+    kiln_rw_abort(rw);
+    return rw->err ? rw->err->code : KILN_ERR_ARG;
+}

@@ -1,0 +1,597 @@
+/*
+ * test_policy.c — backend policies (core/policy.c, docs/policy.md):
+ * parsing and every error with its line and column, every matcher, rule
+ * precedence and the default, the cost model, the knobs, the selection
+ * order, fallback when a plugin is missing or refuses a kernel, an
+ * explicit backend overriding the policy, and cache keys that do not
+ * depend on the policy.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <kiln/kiln.h>
+#include <kiln/graph.h>
+#include <kiln/policy.h>
+#include <kiln/cache.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tap.h"
+
+static kiln_policy *load(const char *text, kiln_err *err)
+{
+    return kiln_policy_load_string(text, strlen(text), "t.yaml", err);
+}
+
+static const char *choose(const kiln_policy *p, const char *op, int kind,
+                          int width, int ops, int64_t elems, double cost,
+                          int *rule)
+{
+    kiln_kernel_facts f;
+    memset(&f, 0, sizeof f);
+    f.struct_size = sizeof f;
+    f.op = op;
+    f.label = op;
+    f.kind = kind;
+    f.width = width;
+    f.scalar_ops = ops;
+    f.elements = elems;
+    f.work_elements = elems;
+    f.cost = cost;
+    const char *b = NULL;
+    int r = kiln_policy_choose(p, &f, &b);
+    if (rule)
+        *rule = r;
+    return b;
+}
+
+static void test_matchers(void)
+{
+    kiln_err err = {0, ""};
+    kiln_policy *p = load(
+        "kiln_policy: 1\n"
+        "backends: [llvm, tcc]\n"
+        "default: tcc\n"
+        "rules:\n"
+        "  - name: exps\n"
+        "    when: {op: [exp, log]}\n"
+        "    use: llvm\n"
+        "  - name: joins\n"
+        "    when: {op: join}\n"
+        "    use: interp\n"
+        "  - name: wide\n"
+        "    when: {width: {gt: 64}}\n"
+        "    use: interp\n"
+        "  - name: band\n"
+        "    when: {width: {ge: 3, le: 4}}\n"
+        "    use: llvm\n"
+        "  - name: exact\n"
+        "    when: {width: {eq: 7}}\n"
+        "    use: llvm\n"
+        "  - name: costly\n"
+        "    when: {cost: {ge: 1000000}}\n"
+        "    use: llvm\n"
+        "  - name: big\n"
+        "    when: {elements: {gt: 5000}, scalar_ops: {lt: 10}}\n"
+        "    use: llvm\n"
+        "  - name: fusedprog\n"
+        "    when: {op: fused}\n"
+        "    use: llvm\n"
+        "  - name: reductions\n"
+        "    when: {op: reduce, scalar_ops: {ge: 3}}\n"
+        "    use: interp\n",
+        &err);
+    ok(p != NULL, "a policy with every matcher loads %s",
+       p ? "" : err.message);
+    if (!p)
+        return;
+    ok(kiln_policy_n_backends(p) == 3 &&
+       !strcmp(kiln_policy_backend(p, 2), "interp"),
+       "interp is appended to the chain");
+    ok(kiln_policy_n_rules(p) == 9 &&
+       !strcmp(kiln_policy_rule_name(p, 0), "exps"), "rules and names");
+    int r;
+    const char *b = choose(p, "exp", KILN_KERNEL_ELEMWISE, 1, 2, 10, 10, &r);
+    ok(!strcmp(b, "llvm") && r == 0, "op list matches exp");
+    b = choose(p, "join", KILN_KERNEL_JOIN, 100, 0, 10, 10, &r);
+    ok(!strcmp(b, "interp") && r == 1,
+       "first matching rule wins (join before wide)");
+    b = choose(p, "add", KILN_KERNEL_ELEMWISE, 65, 2, 10, 10, &r);
+    ok(!strcmp(b, "interp") && r == 2, "width gt 64 matches 65");
+    b = choose(p, "add", KILN_KERNEL_ELEMWISE, 64, 2, 10, 10, &r);
+    ok(!strcmp(b, "tcc") && r == -1, "width 64 is not gt 64: the default");
+    b = choose(p, "add", KILN_KERNEL_ELEMWISE, 3, 2, 10, 10, &r);
+    ok(r == 3, "ge 3 holds at 3");
+    b = choose(p, "add", KILN_KERNEL_ELEMWISE, 4, 2, 10, 10, &r);
+    ok(r == 3, "le 4 holds at 4");
+    b = choose(p, "add", KILN_KERNEL_ELEMWISE, 5, 2, 10, 10, &r);
+    ok(r == -1, "le 4 fails at 5");
+    b = choose(p, "add", KILN_KERNEL_ELEMWISE, 7, 2, 10, 10, &r);
+    ok(r == 4, "eq 7");
+    b = choose(p, "add", KILN_KERNEL_ELEMWISE, 2, 2, 10, 1e6, &r);
+    ok(r == 5 && !strcmp(b, "llvm"), "cost ge 1e6");
+    b = choose(p, "add", KILN_KERNEL_ELEMWISE, 2, 2, 10, 999999, &r);
+    ok(r == -1, "cost below the bound");
+    b = choose(p, "add", KILN_KERNEL_ELEMWISE, 2, 9, 5001, 10, &r);
+    ok(r == 6, "elements and scalar_ops both hold");
+    b = choose(p, "add", KILN_KERNEL_ELEMWISE, 2, 10, 5001, 10, &r);
+    ok(r == -1, "one matcher of two fails: no match");
+    b = choose(p, "add", KILN_KERNEL_ELEMWISE, 2, 2, -1, 10, &r);
+    ok(r == -1, "symbolic elements use symbolic_elements (1024 <= 5000)");
+    b = choose(p, "fused_add_exp", KILN_KERNEL_ELEMWISE, 2, 20, 1, 10, &r);
+    ok(r == 7, "op: fused matches a fused kernel");
+    b = choose(p, "sum", KILN_KERNEL_REDUCE, 1, 3, 1, 10, &r);
+    ok(r == 8, "op: reduce matches the kernel kind");
+    b = choose(p, "sum", KILN_KERNEL_REDUCE, 1, 2, 1, 10, &r);
+    ok(r == -1 && !strcmp(b, "tcc"), "default when nothing matches");
+    kiln_policy_free(p);
+
+    /* symbolic_elements is a knob of the cost model */
+    p = load("kiln_policy: 1\ncost_model: {symbolic_elements: 100000}\n"
+             "rules:\n  - when: {elements: {gt: 5000}}\n    use: interp\n",
+             &err);
+    ok(p && (choose(p, "add", 1, 1, 1, -1, 1, &r), r == 0),
+       "symbolic elements: the policy's symbolic_elements");
+    kiln_policy_free(p);
+}
+
+static void test_cost(void)
+{
+    kiln_err err = {0, ""};
+    kiln_instr prog[3] = {{KILN_I_LOAD, KILN_F64, 0, 0, -1, -1, 0},
+                          {KILN_I_EXP, KILN_F64, 0, 0, -1, -1, 0},
+                          {KILN_I_ADD, KILN_F64, 0, 1, 1, -1, 0}};
+    kiln_kernel k;
+    memset(&k, 0, sizeof k);
+    k.struct_size = sizeof k;
+    k.kind = KILN_KERNEL_ELEMWISE;
+    k.n_instrs = 3;
+    k.instrs = prog;
+    /* element 1 + load 0 + exp 10 + add 1 = 12 per element */
+    ok(kiln_policy_cost(NULL, &k, 100) == 1200, "cost: 100 x (1+0+10+1)");
+    ok(kiln_policy_cost(NULL, &k, -1) == 12 * 1024.0,
+       "cost: symbolic sizes count 1024 elements");
+    kiln_policy *p = load("kiln_policy: 1\ncost_model:\n  weights: {exp: 30}"
+                          "\n  symbolic_elements: 10\n", &err);
+    ok(p && kiln_policy_cost(p, &k, 100) == 3200 &&
+       kiln_policy_cost(p, &k, -1) == 320, "cost: weights and "
+       "symbolic_elements from the policy %s", p ? "" : err.message);
+    k.kind = KILN_KERNEL_GATHER;
+    ok(kiln_policy_cost(NULL, &k, 10) == 20, "cost: gather 2 per element");
+    ok(kiln_policy_compile_ms(NULL, "llvm", 0, 0) > 50 &&
+       kiln_policy_compile_ms(NULL, "tcc", 0, 0) < 1 &&
+       kiln_policy_compile_ms(NULL, "interp", 0, 0) < 0.1,
+       "compile estimates: llvm > 50 ms, tcc < 1 ms, interp < 0.1 ms");
+    ok(kiln_policy_call_ns(NULL, "llvm", 1e6) <
+       kiln_policy_call_ns(NULL, "interp", 1e6), "llvm runs faster");
+    kiln_policy_free(p);
+    /* pays_off: llvm for heavy kernels only */
+    p = load("kiln_policy: 1\nbackends: [llvm]\nrules:\n"
+             "  - when: {pays_off: llvm}\n    use: llvm\n", &err);
+    int r;
+    ok(p && (choose(p, "add", 1, 2, 4, 1000000, 1e7, &r), r == 0),
+       "pays_off: llvm at 1e7 per call");
+    ok(p && (choose(p, "add", 1, 2, 4, 100, 400, &r), r == -1),
+       "pays_off: not llvm at 400 per call");
+    kiln_policy_free(p);
+    p = load("kiln_policy: 1\nbackends: [llvm]\ncost_model:\n"
+             "  expected_calls: 1e9\nrules:\n"
+             "  - when: {pays_off: llvm}\n    use: llvm\n", &err);
+    ok(p && (choose(p, "add", 1, 2, 4, 100, 400, &r), r == 0),
+       "pays_off: llvm at 400 per call over 1e9 calls");
+    kiln_policy_free(p);
+}
+
+static void test_knobs(void)
+{
+    kiln_err err = {0, ""};
+    kiln_policy *p = load(
+        "kiln_policy: 1\n"
+        "fusion: {max_width: 16, max_scalar_ops: 99}\n"
+        "constants: {promote_bytes: 4096}\n"
+        "llvm: {opt_level: 3, fast_math: true}\n"
+        "cache: {enabled: false, dir: /tmp/kc, max_size: 512M, "
+        "read_only: [/site/a, /site/b]}\n"
+        "passes: [canonicalize, fold, cse, fuse]\n", &err);
+    ok(p != NULL, "knobs parse %s", p ? "" : err.message);
+    kiln_policy_knobs k;
+    memset(&k, 0, sizeof k);
+    k.struct_size = sizeof k;
+    ok(p && kiln_policy_get_knobs(p, &k) == 0, "get_knobs");
+    ok(k.fusion_max_width == 16 && k.fusion_max_scalar_ops == 99,
+       "fusion knobs");
+    ok(k.promote_const_bytes == 4096, "promote_bytes");
+    ok(k.llvm_opt_level == 3 && k.llvm_fast_math == 1, "llvm knobs");
+    ok(k.cache_enabled == 0 && k.cache_dir && !strcmp(k.cache_dir, "/tmp/kc")
+       && k.cache_max_bytes == 512LL << 20 && k.cache_read_only &&
+       k.cache_read_only[1] && !strcmp(k.cache_read_only[1], "/site/b") &&
+       !k.cache_read_only[2], "cache knobs");
+    ok(k.passes_set && k.passes[3] && !strcmp(k.passes[3], "fuse") &&
+       !k.passes[4], "passes");
+    kiln_policy_free(p);
+    p = load("kiln_policy: 1\n", &err);
+    memset(&k, 0, sizeof k);
+    k.struct_size = sizeof k;
+    ok(p && kiln_policy_get_knobs(p, &k) == 0 && k.fusion_max_width == 64 &&
+       k.fusion_max_scalar_ops == 256 && k.promote_const_bytes == 64 &&
+       k.llvm_opt_level == 2 && k.cache_enabled == 1 && !k.cache_dir &&
+       k.cache_max_bytes == 1LL << 30 && !k.passes_set && !k.passes[0],
+       "knob defaults");
+    ok(p && kiln_policy_n_backends(p) == 1, "no backends: [interp]");
+    kiln_policy_free(p);
+    ok(kiln_policy_get_knobs(NULL, &k) == KILN_ERR_ARG, "get_knobs(NULL)");
+}
+
+static void test_errors(void)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"kiln_policy: 1\nbackend: [tcc]\n",
+         "t.yaml:2:1: policy: unknown key 'backend'"},
+        {"kiln_policy: 1\nrules:\n  - when: {widht: {gt: 3}}\n"
+         "    use: interp\n",
+         "t.yaml:3:12: when: unknown key 'widht'"},
+        {"kiln_policy: 1\nrules:\n  - when: {width: {gt: \"3\"}}\n"
+         "    use: interp\n",
+         "t.yaml:3:24: gt: expected a number, got a quoted string"},
+        {"kiln_policy: 1\nrules:\n  - when: {width: {gt: many}}\n"
+         "    use: interp\n",
+         "t.yaml:3:24: gt: expected a number, got 'many'"},
+        {"kiln_policy: 1\nrules:\n  - when: {width: {over: 3}}\n"
+         "    use: interp\n",
+         "t.yaml:3:20: bad comparison 'over'"},
+        {"kiln_policy: 1\nrules:\n  - when: {width: {gt: 8, lt: 4}}\n"
+         "    use: interp\n",
+         "t.yaml:3:12: width: bad comparison: no value is > 8 and < 4"},
+        {"kiln_policy: 1\nrules:\n  - when: {width: {gt: 1, ge: 2}}\n"
+         "    use: interp\n",
+         "t.yaml:3:27: bad comparison: two lower bounds"},
+        {"kiln_policy: 1\nrules:\n  - when: {width: 3}\n    use: interp\n",
+         "t.yaml:3:19: width: expected a comparison"},
+        {"kiln_policy: 1\nbackends: [tcc]\nrules:\n  - use: llvm\n",
+         "t.yaml:4:10: use: unknown backend 'llvm' (not in backends: [tcc, "
+         "interp])"},
+        {"kiln_policy: 1\ndefault: llvm\n",
+         "t.yaml:2:10: default: unknown backend 'llvm'"},
+        {"kiln_policy: 1\nbackends: [LLVM]\n",
+         "t.yaml:2:12: backends: bad backend name 'LLVM'"},
+        {"kiln_policy: 1\nbackends: [tcc, tcc]\n",
+         "t.yaml:2:17: backends: 'tcc' is listed twice"},
+        {"kiln_policy: 1\nbackends: tcc\n",
+         "t.yaml:2:11: backends: expected a list, got a scalar"},
+        {"backends: [tcc]\n", "t.yaml:1:1: missing 'kiln_policy: 1'"},
+        {"kiln_policy: 2\n",
+         "t.yaml:1:14: kiln_policy: schema version 2 is not supported"},
+        {"kiln_policy: 1\nrules:\n  - when: {op: [ad]}\n    use: interp\n",
+         "t.yaml:3:17: op: unknown op 'ad'"},
+        {"kiln_policy: 1\nrules:\n  - when: {op: add}\n",
+         "t.yaml:3:5: rule 1: no 'use:'"},
+        {"kiln_policy: 1\nrules:\n  - when: {pays_off: gpu}\n"
+         "    use: interp\n",
+         "t.yaml:3:22: pays_off: no cost model for backend 'gpu'"},
+        {"kiln_policy: 1\nllvm: {opt_level: 4}\n",
+         "t.yaml:2:19: opt_level: expected an integer from 1 to 3, got '4'"},
+        {"kiln_policy: 1\nllvm: {fast_math: maybe}\n",
+         "t.yaml:2:19: fast_math: expected true or false, got 'maybe'"},
+        {"kiln_policy: 1\ncache: {max_size: lots}\n",
+         "t.yaml:2:19: max_size: expected a size in bytes"},
+        {"kiln_policy: 1\npasses: [fold, inline]\n",
+         "t.yaml:2:16: passes: unknown pass 'inline'"},
+        {"kiln_policy: 1\nfusion: {max_width: -1}\n",
+         "t.yaml:2:21: max_width: expected an integer from 0"},
+        {"kiln_policy: 1\nkiln_policy: 1\n",
+         "t.yaml:2:1: policy: duplicate key 'kiln_policy' (first at line 1)"},
+        {"kiln_policy: 1\nrules: [\n", "t.yaml:3:1: YAML: "},
+        {"kiln_policy: 1\n  bad: indent\n", "t.yaml:2:6: YAML: "},
+        {"", "t.yaml: empty policy"},
+        {"- a\n- b\n", "t.yaml:1:1: a policy is a mapping"},
+        {"kiln_policy: 1\ncost_model: {weights: {exq: 3}}\n",
+         "t.yaml:2:24: weights: unknown op 'exq'"},
+        {"kiln_policy: 1\nrules:\n  - when: {width: {gt: 1}}\n"
+         "    use: interp\n    with: 3\n",
+         "t.yaml:5:5: rule: unknown key 'with'"},
+    };
+    int n = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < n; i++) {
+        kiln_err err = {0, ""};
+        kiln_policy *p = load(cases[i].text, &err);
+        ok(!p && err.code == KILN_ERR_POLICY &&
+           strncmp(err.message, cases[i].want, strlen(cases[i].want)) == 0,
+           "error %d: %s", i, err.message);
+        if (p || strncmp(err.message, cases[i].want, strlen(cases[i].want)))
+            diag("wanted: %s", cases[i].want);
+        kiln_policy_free(p);
+    }
+    kiln_err err = {0, ""};
+    ok(!kiln_policy_load_file("/nonexistent/p.yaml", &err) &&
+       err.code == KILN_ERR_IO && strstr(err.message, "/nonexistent/p.yaml"),
+       "a missing file: KILN_ERR_IO: %s", err.message);
+    ok(!kiln_policy_load_file(NULL, &err) && err.code == KILN_ERR_ARG,
+       "load_file(NULL)");
+}
+
+/* ---- compiling with policies ------------------------------------------- */
+
+static const char *model =
+    "kiln 1\ngraph g\n  input x: f64[4]\n  input y: f64[4]\n"
+    "  output a = add(x, y)\n  output e = exp(x)\n  output s = sum(x)\nend\n";
+
+static char tmpdir[256];
+
+static char *write_file(const char *name, const char *text)
+{
+    static char path[4][512];
+    static int k;
+    char *p = path[k++ % 4];
+    snprintf(p, 512, "%s/%s", tmpdir, name);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    return p;
+}
+
+static int run_model(kiln_function *f, double *out6)
+{
+    double x[4] = {0.5, -1, 2, 3}, y[4] = {1, 2, 3, 4};
+    kiln_tensor in[2] = {{KILN_F64, 1, {4}, x}, {KILN_F64, 1, {4}, y}};
+    kiln_tensor out[3];
+    kiln_err err;
+    if (kiln_function_call(f, in, out, &err))
+        return -1;
+    memcpy(out6, out[0].data, 4 * sizeof(double));
+    memcpy(out6 + 4, out[1].data, 4 * sizeof(double));
+    out6[8] = *(double *)out[2].data;
+    return 0;
+}
+
+static kiln_function *compile_opts(kiln_graph *g, kiln_options *o,
+                                   char *diag_buf, size_t size, kiln_err *err)
+{
+    FILE *d = tmpfile();
+    o->diag = d;
+    kiln_function *f = kiln_compile(g, o, err);
+    diag_buf[0] = 0;
+    if (d) {
+        rewind(d);
+        size_t n = fread(diag_buf, 1, size - 1, d);
+        diag_buf[n] = 0;
+        fclose(d);
+    }
+    return f;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+static void test_compile(void)
+{
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string(model, "m.kg", NULL, &err);
+    ok(g != NULL, "model parses");
+    if (!g)
+        return;
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.backend = "interp";
+    char dg[4096];
+    kiln_function *fi = compile_opts(g, &o, dg, sizeof dg, &err);
+    double want[9], got[9];
+    ok(fi && run_model(fi, want) == 0, "interp reference");
+    kiln_kernel_info ki;
+    memset(&ki, 0, sizeof ki);
+    ki.struct_size = sizeof ki;
+    ok(fi && kiln_function_kernel_info(fi, 0, &ki, &err) == 0 &&
+       !strcmp(ki.rule, "backend option") && !strcmp(ki.chosen, "interp") &&
+       kiln_function_policy_source(fi) == NULL,
+       "an explicit backend: rule 'backend option', no policy");
+
+    /* a refusing plugin: example takes f64 add/mul/copies only */
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.policy_file = write_file("refuse.yaml",
+                               "kiln_policy: 1\nbackends: [example]\n"
+                               "default: example\n");
+    kiln_function *f = compile_opts(g, &o, dg, sizeof dg, &err);
+    ok(f != NULL, "compile with the example plugin %s", f ? "" : err.message);
+    int on_example = 0, fell = 0;
+    for (int i = 0; f && i < kiln_function_n_kernels(f); i++) {
+        memset(&ki, 0, sizeof ki);
+        ki.struct_size = sizeof ki;
+        kiln_function_kernel_info(f, i, &ki, NULL);
+        if (!strcmp(ki.backend, "example"))
+            on_example++;
+        else if (ki.fallback && strstr(ki.fallback, "refused") &&
+                 !strcmp(ki.backend, "interp") &&
+                 !strcmp(ki.chosen, "example"))
+            fell++;
+    }
+    ok(on_example >= 1 && fell >= 1, "example took %d kernels, refused %d "
+       "(recorded for explain)", on_example, fell);
+    ok(count_lines(dg) == fell && strstr(dg, "backend 'example' on kernel") &&
+       strstr(dg, "refused") && strstr(dg, "; using interp"),
+       "one diagnostic line per refused kernel (%d lines)",
+       count_lines(dg));
+    ok(f && run_model(f, got) == 0 && !memcmp(got, want, sizeof got),
+       "refusals: the interpreter's results");
+    /* changing the policy never changes a key */
+    int same = f && fi &&
+               kiln_function_n_kernels(f) == kiln_function_n_kernels(fi);
+    for (int i = 0; same && i < kiln_function_n_kernels(f); i++) {
+        kiln_key a, b;
+        same = kiln_function_kernel_key(f, i, &a) == 0 &&
+               kiln_function_kernel_key(fi, i, &b) == 0 &&
+               !memcmp(&a, &b, sizeof a);
+    }
+    ok(same, "cache keys are the same under both policies");
+    kiln_function_free(f);
+
+    /* a missing plugin: one line, then the next in the chain */
+    o.policy_file = write_file("missing.yaml",
+                               "kiln_policy: 1\nbackends: [absent, interp]\n"
+                               "default: absent\n");
+    f = compile_opts(g, &o, dg, sizeof dg, &err);
+    int all_interp = f != NULL;
+    for (int i = 0; f && i < kiln_function_n_kernels(f); i++) {
+        memset(&ki, 0, sizeof ki);
+        ki.struct_size = sizeof ki;
+        kiln_function_kernel_info(f, i, &ki, NULL);
+        all_interp &= !strcmp(ki.backend, "interp") && ki.fallback &&
+                      strstr(ki.fallback, "backend 'absent' not found");
+    }
+    ok(all_interp, "missing plugin: every kernel on interp, reason kept");
+    ok(count_lines(dg) == 1 && strstr(dg, "backend 'absent' not found") &&
+       strstr(dg, "using interp"), "missing plugin: one line: %s", dg);
+    ok(f && run_model(f, got) == 0 && !memcmp(got, want, sizeof got),
+       "missing plugin: the interpreter's results");
+    kiln_function_free(f);
+
+    /* an explicit backend overrides the policy */
+    o.backend = "interp";
+    f = compile_opts(g, &o, dg, sizeof dg, &err);
+    memset(&ki, 0, sizeof ki);
+    ki.struct_size = sizeof ki;
+    ok(f && kiln_function_kernel_info(f, 0, &ki, NULL) == 0 &&
+       !strcmp(ki.rule, "backend option") && !dg[0],
+       "backend option overrides policy_file");
+    kiln_function_free(f);
+    o.backend = NULL;
+
+    /* a bad policy fails the compile: never a silent fallback */
+    o.policy_file = write_file("bad.yaml", "kiln_policy: 1\nrulez: []\n");
+    f = compile_opts(g, &o, dg, sizeof dg, &err);
+    ok(!f && err.code == KILN_ERR_POLICY &&
+       strstr(err.message, "bad.yaml:2:1"),
+       "a bad policy fails kiln_compile: %s", err.message);
+    kiln_function_free(f);
+    o.policy_file = write_file("none.yaml", "");
+    unlink(o.policy_file);
+    f = compile_opts(g, &o, dg, sizeof dg, &err);
+    ok(!f && err.code == KILN_ERR_IO, "a missing policy file fails: %s",
+       err.message);
+    kiln_function_free(f);
+
+    /* a policy handle: the function keeps its own reference */
+    kiln_policy *p = load("kiln_policy: 1\nrules:\n  - name: sums\n"
+                          "    when: {op: sum}\n    use: interp\n", &err);
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.policy = p;
+    f = compile_opts(g, &o, dg, sizeof dg, &err);
+    kiln_policy_free(p);
+    int found = 0;
+    for (int i = 0; f && i < kiln_function_n_kernels(f); i++) {
+        memset(&ki, 0, sizeof ki);
+        ki.struct_size = sizeof ki;
+        kiln_function_kernel_info(f, i, &ki, NULL);
+        found |= !strcmp(ki.facts.op, "sum") && !strcmp(ki.rule, "sums") &&
+                 ki.facts.kind == KILN_KERNEL_REDUCE &&
+                 ki.facts.work_elements == 4 && ki.facts.elements == 1;
+    }
+    ok(found, "explain: rule 'sums' for the sum kernel, facts filled");
+    ok(f && !strcmp(kiln_function_policy_source(f), "t.yaml"),
+       "policy source outlives the caller's handle");
+    ok(f && kiln_function_kernel_info(f, 99, &ki, &err) == KILN_ERR_ARG,
+       "kernel_info out of range");
+    kiln_function_free(f);
+    kiln_function_free(fi);
+    kiln_graph_free(g);
+}
+
+static void test_selection(void)
+{
+    kiln_err err = {0, ""};
+    const char *how = NULL;
+    unsetenv("KILN_POLICY");
+    char *a = write_file("a.yaml", "kiln_policy: 1\n");
+    char *envp = write_file("env.yaml", "kiln_policy: 1\n");
+    char *per_model = write_file("model.policy.yaml", "kiln_policy: 1\n");
+    char model_path[600];
+    snprintf(model_path, sizeof model_path, "%s/model.kg", tmpdir);
+    kiln_policy *h = load("kiln_policy: 1\n", &err);
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.policy = h;
+    o.policy_file = a;
+    o.model_path = model_path;
+    setenv("KILN_POLICY", envp, 1);
+    kiln_policy *p = kiln_policy_select(&o, &how, &err);
+    ok(p == h && !strcmp(how, "option"), "1. the policy handle");
+    kiln_policy_free(p);
+    o.policy = NULL;
+    p = kiln_policy_select(&o, &how, &err);
+    ok(p && !strcmp(how, "policy_file") &&
+       !strcmp(kiln_policy_source(p), a), "2. policy_file (--policy)");
+    kiln_policy_free(p);
+    o.policy_file = NULL;
+    p = kiln_policy_select(&o, &how, &err);
+    ok(p && !strcmp(how, "KILN_POLICY") &&
+       !strcmp(kiln_policy_source(p), envp), "3. $KILN_POLICY");
+    kiln_policy_free(p);
+    unsetenv("KILN_POLICY");
+    p = kiln_policy_select(&o, &how, &err);
+    ok(p && !strcmp(how, "model") &&
+       !strcmp(kiln_policy_source(p), per_model),
+       "4. FILE.policy.yaml next to FILE.kg");
+    kiln_policy_free(p);
+    o.model_path = NULL;
+    p = kiln_policy_select(&o, &how, &err);
+    ok(p && !strcmp(how, "default") && kiln_policy_default_path() &&
+       !strcmp(kiln_policy_source(p), kiln_policy_default_path()),
+       "5. the installed default (%s)", p ? kiln_policy_source(p) : "");
+    kiln_policy_free(p);
+    p = kiln_policy_select(NULL, &how, &err);
+    ok(p && !strcmp(how, "default"), "NULL options: the default");
+    kiln_policy_free(p);
+    setenv("KILN_POLICY", "/nonexistent.yaml", 1);
+    p = kiln_policy_select(NULL, &how, &err);
+    ok(!p && err.code == KILN_ERR_IO &&
+       !strncmp(err.message, "$KILN_POLICY: /nonexistent.yaml", 31),
+       "a missing $KILN_POLICY is an error: %s", err.message);
+    unsetenv("KILN_POLICY");
+    kiln_policy_free(h);
+    /* the installed default and the examples are valid */
+    static const char *const confs[] = {"default.yaml", "fastest-start.yaml",
+                                        "fastest-runtime.yaml",
+                                        "wide-models.yaml"};
+    const char *src = getenv("KILN_SRCDIR") ? getenv("KILN_SRCDIR") : ".";
+    for (int i = 0; i < 4; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/conf/%s", src, confs[i]);
+        p = kiln_policy_load_file(path, &err);
+        ok(p != NULL, "conf/%s loads %s", confs[i], p ? "" : err.message);
+        kiln_policy_free(p);
+    }
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/kiln_test_policy_%ld",
+             (long)getpid());
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", tmpdir);
+    if (system(cmd) != 0)
+        diag("cannot make %s", tmpdir);
+    unsetenv("KILN_BACKEND");
+    unsetenv("KILN_POLICY");
+    test_matchers();
+    test_cost();
+    test_knobs();
+    test_errors();
+    test_compile();
+    test_selection();
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0)
+        diag("cannot remove %s", tmpdir);
+    return done_testing();
+}

@@ -1,0 +1,103 @@
+#!/bin/sh
+# test_policy.sh — the CLI side of backend policies (docs/policy.md):
+# kiln explain (text and --json), kiln policy check, kiln run --policy,
+# $KILN_POLICY, a per-model FILE.policy.yaml, errors with file:line:column,
+# and fallback when a plugin is missing.  TAP output.
+src=${KILN_SRCDIR:-.}
+build=${KILN_BUILDDIR:-.}
+kiln="$build/tools/kiln"
+tmp=${TMPDIR:-/tmp}/kiln_policy_sh.$$
+mkdir -p "$tmp/empty" || exit 1
+trap 'rm -rf "$tmp"' EXIT
+unset KILN_BACKEND KILN_POLICY
+KILN_CACHE=off; export KILN_CACHE
+n=0
+fails=0
+t() {  # t DESCRIPTION COMMAND...: ok when the command succeeds
+    n=$((n + 1))
+    desc=$1
+    shift
+    if "$@" >/dev/null 2>&1; then
+        echo "ok $n - $desc"
+    else
+        echo "not ok $n - $desc"
+        fails=$((fails + 1))
+    fi
+}
+es="$src/examples/eight_schools.kg"
+ins="-i mu=0 -i log_tau=0 -i theta_t=0"
+
+# explain with the installed default (found from the source tree)
+"$kiln" explain "$es" >"$tmp/explain.txt" 2>"$tmp/err.txt"
+t "explain exits 0" test $? -eq 0
+t "explain names the default policy" grep -q "^policy: .*conf/default.yaml (default)" "$tmp/explain.txt"
+t "explain has a row per kernel" test "$(grep -c '^[0-9]' "$tmp/explain.txt")" -eq "$(grep -c . "$tmp/explain.txt" | awk '{print $1 - 3}')"
+t "explain prints nothing on stderr" test ! -s "$tmp/err.txt"
+"$kiln" explain "$es" --json >"$tmp/explain.json"
+t "explain --json is JSON" python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['kernels'] and all('rule' in k and 'backend' in k and 'cost' in k for k in d['kernels'])" "$tmp/explain.json"
+
+# --policy: every kernel by rule
+cat >"$tmp/sums.yaml" <<'P'
+kiln_policy: 1
+backends: [interp]
+rules:
+  - name: sums
+    when: {op: sum}
+    use: interp
+P
+"$kiln" explain "$es" --policy "$tmp/sums.yaml" >"$tmp/e2.txt"
+t "--policy: explain shows the rule" grep -q " sums  *interp  *interp" "$tmp/e2.txt"
+t "--policy: source shown" grep -q "^policy: $tmp/sums.yaml (policy_file)" "$tmp/e2.txt"
+
+# $KILN_POLICY, and --policy over it
+KILN_POLICY="$tmp/sums.yaml" "$kiln" explain "$es" >"$tmp/e3.txt"
+t "\$KILN_POLICY is used" grep -q "(KILN_POLICY)" "$tmp/e3.txt"
+KILN_POLICY=/nonexistent.yaml "$kiln" explain "$es" --policy "$tmp/sums.yaml" >"$tmp/e4.txt"
+t "--policy beats \$KILN_POLICY" grep -q "(policy_file)" "$tmp/e4.txt"
+
+# a per-model policy next to the model
+cp "$es" "$tmp/m.kg"
+cp "$tmp/sums.yaml" "$tmp/m.policy.yaml"
+"$kiln" explain "$tmp/m.kg" >"$tmp/e5.txt"
+t "m.policy.yaml next to m.kg is picked up" grep -q "^policy: $tmp/m.policy.yaml (model)" "$tmp/e5.txt"
+KILN_POLICY="$src/conf/fastest-start.yaml" "$kiln" explain "$tmp/m.kg" >"$tmp/e6.txt"
+t "\$KILN_POLICY beats the per-model policy" grep -q "fastest-start.yaml (KILN_POLICY)" "$tmp/e6.txt"
+
+# kiln run under policies gives the same numbers
+want=$("$kiln" run "$es" $ins --backend interp | grep '^logp')
+for p in default fastest-start fastest-runtime wide-models; do
+    got=$("$kiln" run "$es" $ins --policy "$src/conf/$p.yaml" 2>/dev/null | grep '^logp')
+    t "run --policy conf/$p.yaml: same logp" test "$got" = "$want"
+done
+
+# errors: file:line:column, exit 1, never a silent fallback
+printf 'kiln_policy: 1\nrules:\n  - when: {width: {gt: lots}}\n    use: interp\n' >"$tmp/bad.yaml"
+"$kiln" policy check "$tmp/bad.yaml" >/dev/null 2>"$tmp/err.txt"
+t "policy check: a bad file exits 1" test $? -eq 1
+t "policy check: file:line:column" grep -q "^kiln: $tmp/bad.yaml:3:24: gt: expected a number, got 'lots'" "$tmp/err.txt"
+"$kiln" run "$es" $ins --policy "$tmp/bad.yaml" >/dev/null 2>"$tmp/err.txt"
+t "run --policy BAD exits 1" test $? -eq 1
+t "run --policy BAD: file:line:column" grep -q "bad.yaml:3:24:" "$tmp/err.txt"
+"$kiln" explain "$es" --policy "$tmp/bad.yaml" >/dev/null 2>&1
+t "explain --policy BAD exits 1" test $? -eq 1
+t "policy check: conf/default.yaml" "$kiln" policy check "$src/conf/default.yaml"
+"$kiln" policy check >"$tmp/out.txt" 2>&1
+t "policy check with no file checks the installed default" grep -q "default.yaml: ok" "$tmp/out.txt"
+
+# a missing plugin: one line, then interp; same numbers
+printf 'kiln_policy: 1\nbackends: [absent, interp]\ndefault: absent\n' >"$tmp/absent.yaml"
+got=$(KILN_PLUGIN_PATH="$tmp/empty" "$kiln" run "$es" $ins --policy "$tmp/absent.yaml" 2>"$tmp/err.txt" | grep '^logp')
+t "missing plugin: same logp" test "$got" = "$want"
+t "missing plugin: exactly one diagnostic line" test "$(wc -l <"$tmp/err.txt")" -eq 1
+t "missing plugin: the line says why" grep -q "backend 'absent' not found.*; using interp" "$tmp/err.txt"
+KILN_PLUGIN_PATH="$tmp/empty" "$kiln" explain "$es" --policy "$tmp/absent.yaml" >"$tmp/e7.txt"
+t "explain shows the fallback" grep -q "absent  *interp .*(fallback: backend 'absent' not found" "$tmp/e7.txt"
+"$kiln" policy check "$tmp/absent.yaml" >"$tmp/out.txt"
+t "policy check notes a backend not installed" grep -q "backend 'absent' is not installed here" "$tmp/out.txt"
+
+# --backend overrides the policy
+"$kiln" run "$es" $ins --policy "$tmp/absent.yaml" --backend interp >/dev/null 2>"$tmp/err.txt"
+t "--backend overrides --policy (no fallback line)" test ! -s "$tmp/err.txt"
+
+echo "1..$n"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,166 @@
+/*
+ * kiln_cache.c — `kiln cache stats|list|verify|prune|clear` and the
+ * per-kernel report of `kiln run --cache-report` (docs/cache.md).
+ */
+#define _POSIX_C_SOURCE 200809L  /* gmtime_r */
+#include "kiln_cli.h"
+
+#include <kiln/cache.h>
+#include <kiln/kiln.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static const char cache_usage[] =
+    "usage: kiln cache stats | list | verify [--remove] |\n"
+    "                  prune [--max-size SIZE] | clear\n"
+    "The cache is $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else "
+    "~/.cache/kiln.\n";
+
+static void human(uint64_t b, char *buf, size_t size)
+{
+    if (b >= (uint64_t)1 << 30)
+        snprintf(buf, size, "%.2f GiB", (double)b / (1 << 30));
+    else if (b >= (uint64_t)1 << 20)
+        snprintf(buf, size, "%.2f MiB", (double)b / (1 << 20));
+    else if (b >= 1024)
+        snprintf(buf, size, "%.1f KiB", (double)b / 1024);
+    else
+        snprintf(buf, size, "%llu B", (unsigned long long)b);
+}
+
+static int print_entry(const kiln_cache_entry *e, void *ctx)
+{
+    int *bad = ctx;
+    char when[32] = "?";
+    time_t t = (time_t)e->mtime;
+    struct tm tm;
+    if (gmtime_r(&t, &tm))
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (e->ok)
+        printf("%s  %-8s %9llu B  %8.3f ms  %s  %s\n", e->key, e->backend,
+               (unsigned long long)e->bytes, 1e3 * e->compile_seconds, when,
+               e->dir);
+    else
+        printf("%s  BAD: %s  (%s)\n", e->key, e->problem, e->path);
+    if (!e->ok && bad)
+        (*bad)++;
+    return 0;
+}
+
+int kiln_cli_cache(int argc, char **argv)
+{
+    if (argc < 1) {
+        fputs(cache_usage, stderr);
+        return 2;
+    }
+    const char *sub = argv[0];
+    uint64_t max = 0;
+    int remove_bad = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(sub, "prune") == 0 && strcmp(argv[i], "--max-size") == 0 &&
+            i + 1 < argc) {
+            if (kiln_cache_parse_size(argv[++i], &max) != 0 || max == 0) {
+                fprintf(stderr, "kiln: --max-size takes a size such as 512M "
+                        "or 2G, got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (strcmp(sub, "verify") == 0 &&
+                   strcmp(argv[i], "--remove") == 0) {
+            remove_bad = 1;
+        } else {
+            fprintf(stderr, "kiln: cache %s: unexpected '%s'\n%s", sub,
+                    argv[i], cache_usage);
+            return 2;
+        }
+    }
+    int known = !strcmp(sub, "stats") || !strcmp(sub, "list") ||
+                !strcmp(sub, "verify") || !strcmp(sub, "prune") ||
+                !strcmp(sub, "clear");
+    if (!known) {
+        fprintf(stderr, "kiln: unknown cache command '%s'\n%s", sub,
+                cache_usage);
+        return 2;
+    }
+    kiln_err err = {0, ""};
+    kiln_cache *c = kiln_cache_open(NULL, 1, &err);
+    if (!c) {
+        fprintf(stderr, "kiln: %s\n", err.message);
+        return 1;
+    }
+    int rc = 0;
+    if (!strcmp(sub, "stats")) {
+        kiln_cache_stats st;
+        rc = kiln_cache_get_stats(c, &st, &err);
+        if (rc == 0) {
+            char b[32], m[32];
+            human(st.bytes, b, sizeof b);
+            human(st.max_bytes, m, sizeof m);
+            double tot = (double)(st.hits + st.misses);
+            printf("directory      %s\n", kiln_cache_dir(c));
+            printf("entries        %llu\n", (unsigned long long)st.entries);
+            printf("size           %s of %s\n", b, m);
+            printf("hits           %llu (%.1f %%)\n",
+                   (unsigned long long)st.hits,
+                   tot > 0 ? 100.0 * (double)st.hits / tot : 0.0);
+            printf("misses         %llu\n", (unsigned long long)st.misses);
+            printf("writes         %llu\n", (unsigned long long)st.writes);
+            printf("bad entries    %llu\n", (unsigned long long)st.bad);
+            printf("compile saved  %.3f s\n", st.saved_seconds);
+        }
+    } else if (!strcmp(sub, "list")) {
+        rc = kiln_cache_list(c, print_entry, NULL, &err);
+    } else if (!strcmp(sub, "verify")) {
+        int bad = 0;
+        rc = kiln_cache_verify(c, remove_bad, print_entry, &bad, &err);
+        if (rc == 0) {
+            printf("%d bad entr%s%s\n", bad, bad == 1 ? "y" : "ies",
+                   bad && remove_bad ? " removed" : "");
+            if (bad && !remove_bad)
+                rc = 1;
+        }
+    } else if (!strcmp(sub, "prune")) {
+        uint64_t removed = 0;
+        rc = kiln_cache_prune(c, max, &removed, &err);
+        if (rc == 0)
+            printf("removed %llu entries\n", (unsigned long long)removed);
+    } else {
+        rc = kiln_cache_clear(c, &err);
+    }
+    if (rc && err.message[0])
+        fprintf(stderr, "kiln: %s\n", err.message);
+    kiln_cache_close(c);
+    return rc ? 1 : 0;
+}
+
+void kiln_cli_cache_report(const kiln_function *f, FILE *out)
+{
+    static const char *what[] = {"-", "hit", "miss", "bad", "dup"};
+    int n = kiln_function_n_kernels(f);
+    int hits = 0, misses = 0, dups = 0;
+    double ms = 0, saved = 0;
+    fprintf(out, "kernel  key           backend  cache  ms\n");
+    for (int i = 0; i < n; i++) {
+        kiln_kernel_report r;
+        memset(&r, 0, sizeof r);
+        r.struct_size = sizeof r;
+        if (kiln_function_kernel_report(f, i, &r))
+            continue;
+        char hex[KILN_KEY_HEX + 1];
+        kiln_key_hex(&r.key, hex);
+        int c = r.cache >= 0 && r.cache <= 4 ? r.cache : 0;
+        fprintf(out, "%6d  %.12s  %-7s  %-5s  %.3f%s  %s\n", i, hex,
+                r.backend ? r.backend : "?", what[c],
+                1e3 * r.compile_seconds, r.written ? " (stored)" : "",
+                r.label ? r.label : "");
+        hits += r.cache == KILN_CACHE_HIT;
+        dups += r.cache == KILN_CACHE_SHARED;
+        misses += r.cache == KILN_CACHE_MISS || r.cache == KILN_CACHE_BAD;
+        ms += 1e3 * r.compile_seconds;
+        saved += 1e3 * r.saved_seconds;
+    }
+    fprintf(out, "%d kernels (%d repeats sharing code): %d hits, %d misses; "
+            "%.3f ms compiling or loading, %.3f ms of compiling saved\n", n,
+            dups, hits, misses, ms, saved);
+}

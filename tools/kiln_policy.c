@@ -1,0 +1,247 @@
+/*
+ * kiln_policy.c — `kiln explain` and `kiln policy check` (docs/kiln.1,
+ * docs/policy.md).  Part of the kiln CLI (tools/kiln.c dispatches here).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <kiln/kiln.h>
+#include <kiln/graph.h>
+#include <kiln/policy.h>
+#include <kiln/cache.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader.h"   /* kiln policy check: is a backend installed here */
+#include "rewrite/rewrite.h" /* kiln explain --passes */
+#include "kiln_cli.h"
+
+static const char *kind_name(int kind)
+{
+    static const char *const names[] = {"?", "elemwise", "reduce", "join",
+                                        "gather", "scatter", "dot"};
+    return kind > 0 && kind < 7 ? names[kind] : "?";
+}
+
+static const char *cache_word(int r)
+{
+    switch (r) {
+    case KILN_CACHE_HIT: return "hit";
+    case KILN_CACHE_MISS: return "miss";
+    case KILN_CACHE_BAD: return "bad";
+    default: return "-";
+    }
+}
+
+static void json_str(FILE *o, const char *s)
+{
+    if (!s) {
+        fputs("null", o);
+        return;
+    }
+    fputc('"', o);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(o, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(o, "\\u%04x", c);
+        else
+            fputc(c, o);
+    }
+    fputc('"', o);
+}
+
+static const char *explain_usage =
+    "usage: kiln explain FILE.kg [--policy POLICY.yaml] [--json] [--passes]\n";
+
+/* kiln explain FILE.kg [--policy P] [--json]: compile with the policy that
+ * would be selected and print, per kernel, what it chose and why. */
+int kiln_cli_explain(int argc, char **argv)
+{
+    const char *file = NULL, *policy_file = NULL;
+    int json = 0, passes = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc)
+            policy_file = argv[++i];
+        else if (strcmp(argv[i], "--passes") == 0)
+            passes = 1;   /* the graph after each rewrite pass */
+        else if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else if (argv[i][0] != '-' && !file)
+            file = argv[i];
+        else {
+            fputs(explain_usage, stderr);
+            return 2;
+        }
+    }
+    if (!file) {
+        fputs(explain_usage, stderr);
+        return 2;
+    }
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_file(file, &err);
+    if (!g) {
+        fprintf(stderr, "kiln: %s\n", err.message);
+        return 1;
+    }
+    kiln_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.struct_size = sizeof opt;
+    opt.policy_file = policy_file;
+    opt.model_path = file;
+    opt.quiet = 1;      /* the table gives every fallback's reason */
+    const char *how = NULL;
+    kiln_policy *pol = NULL;
+    const char *explicit = getenv("KILN_BACKEND");
+    if (!explicit || !*explicit) {
+        pol = kiln_policy_select(&opt, &how, &err);
+        if (!pol) {
+            fprintf(stderr, "kiln: %s\n", err.message);
+            kiln_graph_free(g);
+            return 1;
+        }
+        opt.policy = pol;
+    }
+    if (passes && kiln_rw_explain(g, &opt, stdout, &err)) {
+        fprintf(stderr, "kiln: %s\n", err.message);
+        kiln_graph_free(g);
+        kiln_policy_free(pol);
+        return 1;
+    }
+    kiln_function *f = kiln_compile(g, &opt, &err);
+    kiln_graph_free(g);
+    if (!f) {
+        fprintf(stderr, "kiln: %s\n", err.message);
+        kiln_policy_free(pol);
+        return 1;
+    }
+    int n = kiln_function_n_kernels(f);
+    if (json) {
+        printf("{\"policy\": ");
+        json_str(stdout, pol ? kiln_policy_source(pol) : NULL);
+        printf(", \"selected_by\": ");
+        json_str(stdout, pol ? how : "KILN_BACKEND");
+        printf(", \"chain\": [");
+        for (int c = 0; pol && c < kiln_policy_n_backends(pol); c++) {
+            printf("%s", c ? ", " : "");
+            json_str(stdout, kiln_policy_backend(pol, c));
+        }
+        printf("], \"kernels\": [");
+    } else {
+        if (pol) {
+            printf("policy: %s (%s)\nchain:", kiln_policy_source(pol), how);
+            for (int c = 0; c < kiln_policy_n_backends(pol); c++)
+                printf("%s %s", c ? "," : "", kiln_policy_backend(pol, c));
+            printf("\n");
+        } else {
+            printf("policy: none ($KILN_BACKEND=%s overrides it)\n",
+                   explicit);
+        }
+        printf("%-5s %-16s %-9s %5s %5s %10s %12s %-18s %-7s %-7s %-10s %s\n",
+               "#", "kernel", "kind", "width", "ops", "elements", "cost",
+               "rule", "chosen", "backend", "key", "cache");
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        kiln_kernel_info k;
+        memset(&k, 0, sizeof k);
+        k.struct_size = sizeof k;
+        if (kiln_function_kernel_info(f, i, &k, &err)) {
+            fprintf(stderr, "kiln: %s\n", err.message);
+            rc = 1;
+            break;
+        }
+        kiln_kernel_report rep;
+        memset(&rep, 0, sizeof rep);
+        rep.struct_size = sizeof rep;
+        char hex[KILN_KEY_HEX + 1] = "";
+        int have_rep = kiln_function_kernel_report(f, i, &rep) == 0;
+        if (have_rep)
+            kiln_key_hex(&rep.key, hex);
+        char elems[32];
+        if (k.facts.elements >= 0)
+            snprintf(elems, sizeof elems, "%lld",
+                     (long long)k.facts.elements);
+        else
+            snprintf(elems, sizeof elems, "symbolic");
+        if (json) {
+            printf("%s{\"index\": %d, \"label\": ", i ? ", " : "", i);
+            json_str(stdout, k.facts.label);
+            printf(", \"op\": ");
+            json_str(stdout, k.facts.op);
+            printf(", \"kind\": \"%s\", \"width\": %d, \"scalar_ops\": %d, "
+                   "\"elements\": %lld, \"cost\": %.6g, \"rule\": ",
+                   kind_name(k.facts.kind), k.facts.width,
+                   k.facts.scalar_ops, (long long)k.facts.elements,
+                   k.facts.cost);
+            json_str(stdout, k.rule);
+            printf(", \"chosen\": ");
+            json_str(stdout, k.chosen);
+            printf(", \"backend\": ");
+            json_str(stdout, k.backend);
+            printf(", \"fallback\": ");
+            json_str(stdout, k.fallback);
+            printf(", \"compile_ms_estimate\": %.6g, \"key\": ",
+                   k.compile_ms_estimate);
+            json_str(stdout, have_rep ? hex : NULL);
+            printf(", \"cache\": ");
+            json_str(stdout, have_rep ? cache_word(rep.cache) : NULL);
+            printf("}");
+        } else {
+            printf("%-5d %-16.16s %-9s %5d %5d %10s %12.4g %-18.18s %-7s "
+                   "%-7s %-10.10s %s", i, k.facts.label,
+                   kind_name(k.facts.kind), k.facts.width,
+                   k.facts.scalar_ops, elems, k.facts.cost, k.rule, k.chosen,
+                   k.backend ? k.backend : "?", have_rep ? hex : "-",
+                   have_rep ? cache_word(rep.cache) : "-");
+            if (k.fallback)
+                printf("  (fallback: %s)", k.fallback);
+            printf("\n");
+        }
+    }
+    if (json)
+        printf("]}\n");
+    kiln_function_free(f);
+    kiln_policy_free(pol);
+    return rc;
+}
+
+static const char *policy_usage =
+    "usage: kiln policy check [POLICY.yaml]   (default: the installed "
+    "default policy)\n";
+
+/* kiln policy check [FILE]: parse and validate; say which backends of the
+ * chain are not installed here (a warning, not an error). */
+int kiln_cli_policy(int argc, char **argv)
+{
+    if (argc < 1 || strcmp(argv[0], "check") != 0 || argc > 2) {
+        fputs(policy_usage, stderr);
+        return 2;
+    }
+    const char *file = argc == 2 ? argv[1] : kiln_policy_default_path();
+    if (!file) {
+        fprintf(stderr, "kiln: no default policy installed (looked for "
+                "policy/default.yaml in the data directory)\n");
+        return 1;
+    }
+    kiln_err err = {0, ""};
+    kiln_policy *p = kiln_policy_load_file(file, &err);
+    if (!p) {
+        fprintf(stderr, "kiln: %s\n", err.message);
+        return 1;
+    }
+    printf("%s: ok (schema %d; backends:", file, KILN_POLICY_SCHEMA);
+    for (int c = 0; c < kiln_policy_n_backends(p); c++)
+        printf("%s %s", c ? "," : "", kiln_policy_backend(p, c));
+    printf("; %d rule%s)\n", kiln_policy_n_rules(p),
+           kiln_policy_n_rules(p) == 1 ? "" : "s");
+    for (int c = 0; c < kiln_policy_n_backends(p); c++) {
+        const char *b = kiln_policy_backend(p, c);
+        if (!kiln_loader_get(b, NULL, NULL, 1, NULL))
+            printf("note: backend '%s' is not installed here; its kernels "
+                   "will fall back down the chain\n", b);
+    }
+    kiln_policy_free(p);
+    return 0;
+}
