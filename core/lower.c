@@ -210,9 +210,30 @@ static int attach_program(kiln_step *s, prog_builder *pb, const int *outs,
 
 /* ---- elementwise ---------------------------------------------------- */
 
+/* Lowering state shared by every kernel of one kiln_lower_ex call, so that
+ * per-kernel work stays linear in the kernel's size (design invariant 1):
+ * a buffer -> argument-slot map, and the fusion groups. */
+typedef struct fuse_frame {
+    int node, next;
+} fuse_frame;
+
+typedef struct kiln_lower_scratch {
+    int *buf_slot;     /* buffer -> slot in the kernel being built, -1 */
+    int buf_slot_cap;
+    /* fusion (kiln_lower_opts.fuse) */
+    int *group;        /* node -> root of its fused group, -1: none */
+    int *instr;        /* node -> its instruction in the program being
+                          built, -1 */
+    int *done;         /* members emitted into the current program */
+    int n_done, cap_done;
+    fuse_frame *stk;
+    int cap_stk;
+} kiln_lower_scratch;
+
 /* Operand of an elementwise program: an immediate for a literal node,
  * else a LOAD of the argument slot given to that buffer (each distinct
- * buffer is loaded once, so mul(x, x) has one input). */
+ * buffer is loaded once, so mul(x, x) has one input), or, for a member of
+ * the fused group being built, the member's instruction. */
 typedef struct ew_ctx {
     kiln_program *p;
     kiln_graph *g;
@@ -222,41 +243,81 @@ typedef struct ew_ctx {
     int n, cap;
     int *load_of;      /* per arg slot: its LOAD instruction */
     int load_literals; /* literals with a buffer are loaded, not inlined */
+    int root;          /* fused group being built (its root node), -1 */
 } ew_ctx;
+
+static int nomem(kiln_err *err)
+{
+    return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+}
+
+/* A new argument slot for buffer `buf` (its LOAD is the caller's). */
+static int ew_new_slot(ew_ctx *c, int buf, kiln_err *err)
+{
+    kiln_lower_scratch *sc = c->p->scr;
+    if (buf >= sc->buf_slot_cap) {
+        int cap = sc->buf_slot_cap ? sc->buf_slot_cap : 64;
+        while (cap <= buf)
+            cap *= 2;
+        int *m = realloc(sc->buf_slot, sizeof(int) * (size_t)cap);
+        if (!m)
+            return -nomem(err);
+        for (int i = sc->buf_slot_cap; i < cap; i++)
+            m[i] = -1;
+        sc->buf_slot = m;
+        sc->buf_slot_cap = cap;
+    }
+    if (c->n == c->cap) {
+        int cap = c->cap * 2;
+        int *d = malloc(sizeof(int) * (size_t)cap);
+        int *l = realloc(c->load_of, sizeof(int) * (size_t)cap);
+        if (l)
+            c->load_of = l;
+        if (!d || !l) {
+            free(d);
+            return -nomem(err);
+        }
+        memcpy(d, c->dyn ? c->dyn : c->bufs, sizeof(int) * (size_t)c->n);
+        free(c->dyn);
+        c->dyn = d;
+        c->cap = cap;
+    }
+    int slot = c->n++;
+    (c->dyn ? c->dyn : c->bufs)[slot] = buf;
+    c->load_of[slot] = -1;
+    /* the first slot of a buffer is the one operands find */
+    if (sc->buf_slot[buf] < 0)
+        sc->buf_slot[buf] = slot;
+    return slot;
+}
+
+static int is_member(const ew_ctx *c, kiln_value v)
+{
+    return c->root >= 0 && c->p->scr->group &&
+           c->p->scr->group[v] == c->root;
+}
+
+static int emit_tree(ew_ctx *c, kiln_value top, kiln_err *err);
 
 static int ew_operand(ew_ctx *c, kiln_value v, kiln_dtype want, kiln_err *err)
 {
     kiln_node *n = &c->g->nodes[v];
+    if (is_member(c, v)) {
+        int r = c->p->scr->instr[v];
+        if (r < 0)
+            r = emit_tree(c, v, err);
+        return r < 0 ? -1 : emit_cast(&c->pb, r, n->type.dtype, want);
+    }
     if (n->op == KILN_OP_LITERAL &&
         !(c->load_literals && c->p->node_buf[v] >= 0))
         return emit(&c->pb, KILN_I_CONST, want, -1, -1, -1, n->attrs.value);
     int buf = c->p->node_buf[v];
-    int *arr = c->dyn ? c->dyn : c->bufs;
-    int slot = -1;
-    for (int i = 0; i < c->n; i++)
-        if (arr[i] == buf)
-            slot = i;
+    kiln_lower_scratch *sc = c->p->scr;
+    int slot = buf < sc->buf_slot_cap ? sc->buf_slot[buf] : -1;
     if (slot < 0) {
-        if (c->n == c->cap) {
-            int cap = c->cap * 2;
-            int *d = malloc(sizeof(int) * (size_t)cap);
-            int *l = realloc(c->load_of, sizeof(int) * (size_t)cap);
-            if (!d || !l) {
-                free(d);
-                if (l)
-                    c->load_of = l;
-                kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-                return -1;
-            }
-            memcpy(d, arr, sizeof(int) * (size_t)c->n);
-            free(c->dyn);
-            c->dyn = d;
-            c->load_of = l;
-            c->cap = cap;
-            arr = d;
-        }
-        slot = c->n++;
-        arr[slot] = buf;
+        slot = ew_new_slot(c, buf, err);
+        if (slot < 0)
+            return -1;
         c->load_of[slot] = emit(&c->pb, KILN_I_LOAD, n->type.dtype, slot, -1,
                                 -1, 0);
         if (c->load_of[slot] < 0)
@@ -270,15 +331,32 @@ static int ew_init(ew_ctx *c, kiln_program *p, kiln_graph *g, kiln_err *err)
     memset(c, 0, sizeof *c);
     c->p = p;
     c->g = g;
+    c->root = -1;
     c->cap = (int)(sizeof c->bufs / sizeof c->bufs[0]);
     c->load_of = malloc(sizeof(int) * (size_t)c->cap);
+    p->scr->n_done = 0;
     if (!c->load_of)
-        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return nomem(err);
     return 0;
+}
+
+/* Forget the slots and the members' instructions (the scratch maps are
+ * shared by every kernel: reset only what this one set). */
+static void ew_reset(ew_ctx *c)
+{
+    kiln_lower_scratch *sc = c->p->scr;
+    int *arr = c->dyn ? c->dyn : c->bufs;
+    for (int i = 0; i < c->n; i++)
+        if (arr[i] >= 0 && arr[i] < sc->buf_slot_cap)
+            sc->buf_slot[arr[i]] = -1;
+    for (int i = 0; i < sc->n_done; i++)
+        sc->instr[sc->done[i]] = -1;
+    sc->n_done = 0;
 }
 
 static void ew_free(ew_ctx *c)
 {
+    ew_reset(c);
     free(c->pb.ins);
     free(c->dyn);
     free(c->load_of);
@@ -315,29 +393,28 @@ static int ew_finish(ew_ctx *c, int kind, int node, const char *label,
     return 0;
 }
 
-static int lower_elemwise(kiln_program *p, kiln_graph *g, int v,
-                          kiln_err *err)
+/* The instructions of elementwise node v (its operands through
+ * ew_operand); returns the result instruction or -1. */
+static int emit_node(ew_ctx *c, int v, kiln_err *err)
 {
+    kiln_graph *g = c->g;
     kiln_node *n = &g->nodes[v];
     const kiln_op_info *info = kiln_ir_op_info(n->op);
-    ew_ctx c;
-    if (ew_init(&c, p, g, err))
-        return err ? err->code : KILN_ERR_NOMEM;
     int r = -1;
     kiln_dtype od = n->type.dtype;
     if (n->op == KILN_OP_CAST) {
         kiln_dtype in_dt = g->nodes[n->in[0]].type.dtype;
-        r = ew_operand(&c, n->in[0], in_dt, err);
-        r = emit_cast(&c.pb, r, in_dt, od);  /* identity: a plain copy */
+        r = ew_operand(c, n->in[0], in_dt, err);
+        r = emit_cast(&c->pb, r, in_dt, od);  /* identity: a plain copy */
     } else if (n->op == KILN_OP_FILL) {
         /* the model only gives the shape: load nothing of it */
-        r = ew_operand(&c, n->in[1], od, err);
+        r = ew_operand(c, n->in[1], od, err);
     } else if (n->op == KILN_OP_WHERE) {
-        int a = ew_operand(&c, n->in[0], KILN_BOOL, err);
-        int b = a >= 0 ? ew_operand(&c, n->in[1], od, err) : -1;
-        int d = b >= 0 ? ew_operand(&c, n->in[2], od, err) : -1;
+        int a = ew_operand(c, n->in[0], KILN_BOOL, err);
+        int b = a >= 0 ? ew_operand(c, n->in[1], od, err) : -1;
+        int d = b >= 0 ? ew_operand(c, n->in[2], od, err) : -1;
         if (d >= 0)
-            r = emit(&c.pb, KILN_I_WHERE, od, a, b, d, 0);
+            r = emit(&c->pb, KILN_I_WHERE, od, a, b, d, 0);
     } else {
         /* the dtype the op computes in */
         kiln_dtype cd;
@@ -357,30 +434,111 @@ static int lower_elemwise(kiln_program *p, kiln_graph *g, int v,
         int small[3] = {-1, -1, -1};
         int *ops = small;
         if (n->n_in > 3 && !(ops = malloc(sizeof(int) * (size_t)n->n_in))) {
-            ew_free(&c);
-            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            nomem(err);
+            return -1;
         }
         int ok = 1;
         for (int i = 0; i < n->n_in && ok; i++) {
-            ops[i] = ew_operand(&c, n->in[i], cd, err);
+            ops[i] = ew_operand(c, n->in[i], cd, err);
             ok = ops[i] >= 0;
         }
         if (ok && n->n_in > 2)   /* n-ary add/mul (core/rewrite) */
-            r = emit_pairwise(&c.pb, info->opcode, od, ops, 0, n->n_in);
+            r = emit_pairwise(&c->pb, info->opcode, od, ops, 0, n->n_in);
         else if (ok)
-            r = emit(&c.pb, info->opcode, od, ops[0], ops[1], ops[2], 0);
+            r = emit(&c->pb, info->opcode, od, ops[0], ops[1], ops[2], 0);
         if (ops != small)
             free(ops);
     }
+    if (r < 0 && !(err && err->code))
+        nomem(err);
+    return r;
+}
+
+/* Emit member `top` of the group being built after the members it reads
+ * (post-order, iteratively: a group may be deep), recording each one's
+ * instruction.  Inputs are numbered by first use in this walk, which
+ * depends only on the group's expression DAG: keys stay canonical. */
+static int emit_tree(ew_ctx *c, kiln_value top, kiln_err *err)
+{
+    kiln_lower_scratch *sc = c->p->scr;
+    int sp = 0;
+    if (sc->cap_stk < 16) {
+        fuse_frame *f = realloc(sc->stk, sizeof *f * 16);
+        if (!f) {
+            nomem(err);
+            return -1;
+        }
+        sc->stk = f;
+        sc->cap_stk = 16;
+    }
+    sc->stk[sp++] = (fuse_frame){top, 0};
+    while (sp > 0) {
+        fuse_frame *fr = &sc->stk[sp - 1];
+        kiln_node *n = &c->g->nodes[fr->node];
+        if (n->op == KILN_OP_FILL && fr->next == 0)
+            fr->next = 1;  /* the model is not read */
+        if (fr->next < n->n_in) {
+            kiln_value w = n->in[fr->next++];
+            if (is_member(c, w) && sc->instr[w] < 0) {
+                if (sp == sc->cap_stk) {
+                    fuse_frame *f = realloc(sc->stk, sizeof *f *
+                                                         (size_t)(2 * sp));
+                    if (!f) {
+                        nomem(err);
+                        return -1;
+                    }
+                    sc->stk = f;
+                    sc->cap_stk = 2 * sp;
+                }
+                sc->stk[sp++] = (fuse_frame){w, 0};
+            }
+            continue;
+        }
+        int v = fr->node;
+        int r = emit_node(c, v, err);
+        if (r < 0)
+            return -1;
+        if (sc->n_done == sc->cap_done) {
+            int cap = sc->cap_done ? 2 * sc->cap_done : 64;
+            int *d = realloc(sc->done, sizeof(int) * (size_t)cap);
+            if (!d) {
+                nomem(err);
+                return -1;
+            }
+            sc->done = d;
+            sc->cap_done = cap;
+        }
+        sc->done[sc->n_done++] = v;
+        sc->instr[v] = r;
+        sp--;
+    }
+    return sc->instr[top];
+}
+
+static int lower_elemwise(kiln_program *p, kiln_graph *g, int v,
+                          kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    const kiln_op_info *info = kiln_ir_op_info(n->op);
+    ew_ctx c;
+    if (ew_init(&c, p, g, err))
+        return err ? err->code : KILN_ERR_NOMEM;
+    int r;
+    if (p->scr->group) {
+        /* the root of a fused group (perhaps of itself alone) */
+        c.root = v;
+        r = emit_tree(&c, v, err);
+    } else {
+        r = emit_node(&c, v, err);
+    }
     int rc;
     if (r < 0) {
-        rc = err && err->code ? err->code
-                              : kiln_seterr(err, KILN_ERR_NOMEM,
-                                            "out of memory");
+        rc = err && err->code ? err->code : nomem(err);
     } else {
-        rc = ew_finish(&c, KILN_KERNEL_ELEMWISE, v, info->name,
-                       p->node_buf[v], KILN_VIEW_FULL, NULL, r, n->type.rank,
-                       NULL, err);
+        int fused = c.root >= 0 && p->scr->n_done > 1;
+        rc = ew_finish(&c, KILN_KERNEL_ELEMWISE, v,
+                       fused ? "fused" : info->name, p->node_buf[v],
+                       KILN_VIEW_FULL, NULL, r, n->type.rank, NULL, err);
     }
     ew_free(&c);
     return rc;
@@ -453,20 +611,60 @@ static int reduce_step(kiln_program *p, kiln_graph *g, int node, int xnode,
         return err ? err->code : KILN_ERR_NOMEM;
     kiln_node *x = &g->nodes[xnode];
     c.load_literals = 1;  /* the reduced operand defines the iteration */
+    /* an elementwise chain fused into the reduction (plan_groups) */
+    int fused = p->scr->group && !shifted && p->scr->group[xnode] == node;
+    if (fused)
+        c.root = node;
     int r = ew_operand(&c, xnode, od, err);
+    if (r >= 0 && fused) {
+        /* input 0 defines the iteration shape (KILN_KERNEL_REDUCE): it
+         * must be a loaded buffer of exactly x's type; the first such in
+         * slot order (deterministic, so keys stay canonical) moves to 0 */
+        int *arr = c.dyn ? c.dyn : c.bufs;
+        int k = -1;
+        for (int i = 0; i < c.n && k < 0; i++) {
+            const kiln_type *t = &p->bufs[arr[i]].type;
+            if (t->rank == x->type.rank &&
+                !memcmp(t->dims, x->type.dims,
+                        sizeof(int64_t) * (size_t)t->rank))
+                k = i;
+        }
+        if (k < 0) {
+            /* none (x broadcasts smaller inputs only): compute x as its
+             * own fused elementwise kernel, then reduce it */
+            kiln_lower_scratch *sc = p->scr;
+            for (int i = 0; i < sc->n_done; i++)
+                sc->group[sc->done[i]] = xnode;
+            sc->group[xnode] = xnode;
+            ew_free(&c);
+            int rc = lower_elemwise(p, g, xnode, err);
+            if (rc)
+                return rc;
+            return reduce_step(p, g, node, xnode, extra_buf, rop, out_buf, at,
+                               keepdims, od, shifted, err);
+        }
+        int b0 = arr[k], l0 = c.load_of[k];
+        for (int i = k; i > 0; i--) {
+            arr[i] = arr[i - 1];
+            c.load_of[i] = c.load_of[i - 1];
+        }
+        arr[0] = b0;
+        c.load_of[0] = l0;
+        for (int i = 0; i < c.n; i++)
+            c.pb.ins[c.load_of[i]].a = i;
+    }
     if (r >= 0 && shifted) {
         /* exp(x - m'), m' = m where m is finite, else 0, so that all -inf
          * (or an inf) input gives log(0) + 0 = -inf (or inf) */
-        int slot = c.n++;
-        c.bufs[slot] = extra_buf;
-        int m = emit(&c.pb, KILN_I_LOAD, od, slot, -1, -1, 0);
+        int slot = ew_new_slot(&c, extra_buf, err);
+        int m = slot < 0 ? -1 : emit(&c.pb, KILN_I_LOAD, od, slot, -1, -1, 0);
         int am = emit(&c.pb, KILN_I_ABS, od, m, -1, -1, 0);
         int inf = emit(&c.pb, KILN_I_CONST, od, -1, -1, -1, INFINITY);
         int isinf = emit(&c.pb, KILN_I_EQ, KILN_BOOL, am, inf, -1, 0);
         int zero = emit(&c.pb, KILN_I_CONST, od, -1, -1, -1, 0);
         int mm = emit(&c.pb, KILN_I_WHERE, od, isinf, zero, m, 0);
         int d = emit(&c.pb, KILN_I_SUB, od, r, mm, -1, 0);
-        r = emit(&c.pb, KILN_I_EXP, od, d, -1, -1, 0);
+        r = m < 0 ? -1 : emit(&c.pb, KILN_I_EXP, od, d, -1, -1, 0);
     }
     int rc;
     if (r < 0) {
@@ -475,8 +673,10 @@ static int reduce_step(kiln_program *p, kiln_graph *g, int node, int xnode,
         return rc;
     }
     kiln_step *s;
-    rc = ew_finish(&c, KILN_KERNEL_REDUCE, node,
-                   kiln_ir_op_info(g->nodes[node].op)->name, out_buf,
+    char label[48];
+    snprintf(label, sizeof label, "%s%s", fused ? "fused_" : "",
+             kiln_ir_op_info(g->nodes[node].op)->name);
+    rc = ew_finish(&c, KILN_KERNEL_REDUCE, node, label, out_buf,
                    KILN_VIEW_REDUCE_OUT, NULL, r, x->type.rank, &s, err);
     if (!rc) {
         s->kernel.reduce_op = (uint32_t)rop;
@@ -719,8 +919,9 @@ static int lower_set_subtensor(kiln_program *p, kiln_graph *g, int v,
         int r;
         if (inc) {
             /* input 0 is the region of the output itself */
-            c.bufs[c.n++] = ob;
-            int cur = emit(&c.pb, KILN_I_LOAD, od, 0, -1, -1, 0);
+            int slot = ew_new_slot(&c, ob, err);
+            int cur = slot < 0 ? -1
+                               : emit(&c.pb, KILN_I_LOAD, od, slot, -1, -1, 0);
             int val = cur >= 0 ? ew_operand(&c, n->in[1], od, err) : -1;
             r = val >= 0 ? emit(&c.pb, KILN_I_ADD, od, cur, val, -1, 0) : -1;
         } else {
@@ -831,6 +1032,120 @@ static int lower_shape(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
                           KILN_VIEW_FULL, NULL, "subtensor", err);
     }
     return kiln_seterr(err, KILN_ERR_TYPE, "cannot lower op '%s'", name);
+}
+
+/* ---- fusion groups (kiln_lower_opts.fuse; docs/rewrite.md) ---------- */
+
+static int fusable_reduce(int op)
+{
+    return op == KILN_OP_SUM || op == KILN_OP_PROD || op == KILN_OP_MAX ||
+           op == KILN_OP_MIN || op == KILN_OP_MEAN;
+}
+
+/* Upper bounds of what node v adds to a fused program: instructions (its
+ * op, or the n-1 of an n-ary tree, and per operand a LOAD or CONST and a
+ * CAST) and loads (its non-literal operands). */
+static int node_ops(const kiln_graph *g, int v)
+{
+    const kiln_node *n = &g->nodes[v];
+    int k = n->n_in > 2 ? n->n_in - 1 : 1;
+    for (int i = 0; i < n->n_in; i++)
+        k += g->nodes[n->in[i]].op == KILN_OP_LITERAL ? 1 : 2;
+    return k;
+}
+
+static int node_loads(const kiln_graph *g, int v)
+{
+    const kiln_node *n = &g->nodes[v];
+    int k = 0;
+    for (int i = 0; i < n->n_in; i++)
+        k += g->nodes[n->in[i]].op != KILN_OP_LITERAL;
+    return k;
+}
+
+static void mark(int *cg, int u, int G)
+{
+    if (cg[u] == -1)
+        cg[u] = G;
+    else if (cg[u] != G)
+        cg[u] = -2;
+}
+
+/* Group the live elementwise nodes, walking the graph backwards so that
+ * every consumer of a node is placed before the node is.  A node joins
+ * its consumers' group when all of them are in one group (no work is
+ * duplicated), it is not a graph output, its type has exactly the group's
+ * iteration shape (the root's; for a reduction, the reduced operand's) —
+ * so only leaves are broadcast, through their views — and the group stays
+ * within both caps.  The caps are checked on upper bounds (an input used
+ * twice counts twice), so the built kernel never exceeds them; a node
+ * that would is the root of a new group (the split).  Linear in the
+ * graph. */
+static int plan_groups(kiln_program *p, kiln_graph *g, const char *live,
+                       kiln_err *err)
+{
+    const kiln_lower_opts *o = p->opts;
+    kiln_lower_scratch *sc = p->scr;
+    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    sc->group = malloc(sizeof(int) * nn);
+    sc->instr = malloc(sizeof(int) * nn);
+    int *cg = malloc(sizeof(int) * nn);     /* consumers' group, -2 mixed */
+    int *uses = calloc(nn, sizeof(int));
+    int *width = malloc(sizeof(int) * nn);  /* per root */
+    int *ops = malloc(sizeof(int) * nn);
+    int *itn = malloc(sizeof(int) * nn);    /* per root: node whose type is
+                                               the iteration shape */
+    if (!sc->group || !sc->instr || !cg || !uses || !width || !ops || !itn) {
+        free(cg); free(uses); free(width); free(ops); free(itn);
+        return nomem(err);
+    }
+    for (int v = 0; v < g->n_nodes; v++) {
+        sc->group[v] = sc->instr[v] = cg[v] = -1;
+        if (live[v])
+            for (int i = 0; i < g->nodes[v].n_in; i++)
+                uses[g->nodes[v].in[i]]++;
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        cg[g->outputs[i].value] = -2;
+    for (int v = g->n_nodes - 1; v >= 0; v--) {
+        if (!live[v])
+            continue;
+        const kiln_node *n = &g->nodes[v];
+        int cat = kiln_ir_op_info(n->op)->category;
+        if (cat == KILN_CAT_ELEMWISE) {
+            int G = cg[v];
+            int nops = node_ops(g, v), nw = node_loads(g, v);
+            const kiln_type *it = G >= 0 ? &g->nodes[itn[G]].type : NULL;
+            if (G >= 0 && it->rank == n->type.rank &&
+                !memcmp(it->dims, n->type.dims,
+                        sizeof(int64_t) * (size_t)it->rank) &&
+                width[G] + nw - uses[v] <= o->fuse_max_width &&
+                ops[G] + nops <= o->fuse_max_ops) {
+                sc->group[v] = G;
+                width[G] += nw - uses[v];
+                ops[G] += nops;
+            } else {
+                G = v;
+                sc->group[v] = v;
+                itn[v] = v;
+                width[v] = nw;
+                ops[v] = nops;
+            }
+            for (int i = 0; i < n->n_in; i++)
+                mark(cg, n->in[i], G);
+        } else if (fusable_reduce(n->op)) {
+            sc->group[v] = v;
+            itn[v] = n->in[0];
+            width[v] = 1;
+            ops[v] = 2;
+            mark(cg, n->in[0], v);
+        } else {
+            for (int i = 0; i < n->n_in; i++)
+                cg[n->in[i]] = -2;
+        }
+    }
+    free(cg); free(uses); free(width); free(ops); free(itn);
+    return 0;
 }
 
 /* ---- the driver ----------------------------------------------------- */
@@ -967,7 +1282,16 @@ int kiln_lower_ex(kiln_graph *g, kiln_program *p, const kiln_lower_opts *opts,
     if (opts)
         o = *opts;
     p->opts = &o;
+    kiln_lower_scratch sc;
+    memset(&sc, 0, sizeof sc);
+    p->scr = &sc;
     int rc = lower_all(g, p, err);
+    free(sc.buf_slot);
+    free(sc.group);
+    free(sc.instr);
+    free(sc.done);
+    free(sc.stk);
+    p->scr = NULL;
     p->opts = NULL;
     return rc;
 }
@@ -987,13 +1311,21 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
         if (live[v])
             for (int i = 0; i < g->nodes[v].n_in; i++)
                 live[g->nodes[v].in[i]] = 1;
+    if (p->opts->fuse && p->opts->fuse_max_width > 0 &&
+        p->opts->fuse_max_ops > 0)
+        rc = plan_groups(p, g, live, err);
+    int *group = p->scr->group;
     for (int v = 0; v < g->n_nodes && !rc; v++) {
         if (!live[v])
             continue;
         kiln_node *n = &g->nodes[v];
         switch (kiln_ir_op_info(n->op)->category) {
         case KILN_CAT_LEAF: break;
-        case KILN_CAT_ELEMWISE: rc = lower_elemwise(p, g, v, err); break;
+        case KILN_CAT_ELEMWISE:
+            /* a member of a fused group is computed by its root's kernel */
+            if (!group || group[v] == v)
+                rc = lower_elemwise(p, g, v, err);
+            break;
         case KILN_CAT_REDUCE: rc = lower_reduce(p, g, v, err); break;
         case KILN_CAT_SHAPE: rc = lower_shape(p, g, v, err); break;
         case KILN_CAT_INDEX:
@@ -1008,6 +1340,12 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
         }
     }
     free(live);
+    /* fused members are never stored, but their shapes are still checked
+     * at call time (vm.c prepare_shapes): add(x: f64[n], c: f64[3]) must
+     * still verify that n is 3 or 1 */
+    for (int v = 0; group && v < g->n_nodes; v++)
+        if (group[v] >= 0 && group[v] != v && p->node_buf[v] >= 0)
+            p->bufs[p->node_buf[v]].fused = 1;
     /* A buffer of static type still needs its shape checked at run time
      * when an input's type is symbolic: add(x: f64[n], c: f64[3]) has type
      * (3), and a call must verify that n is 3 or 1. */

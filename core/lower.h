@@ -40,6 +40,9 @@ typedef struct kiln_buf {
     void *data;
     /* planning */
     int slot;             /* TEMP: storage slot; -1 otherwise */
+    int fused;            /* TEMP computed inside a fused kernel: never
+                             stored, but its shape is still inferred and
+                             checked at run time */
     int def_step, last_step;
     void *owned;          /* CONST: owned data */
 } kiln_buf;
@@ -100,6 +103,7 @@ typedef struct kiln_program {
     int *node_buf;        /* graph node -> buffer (-1 when none) */
     int n_slots;
     struct kiln_lower_opts *opts; /* during kiln_lower_ex only */
+    struct kiln_lower_scratch *scr; /* during kiln_lower_ex only (lower.c) */
 } kiln_program;
 
 /* Lower graph `g` (validated, owned by the caller, must outlive prog) into

@@ -208,7 +208,7 @@ static kiln_policy *policy_new(const char *source)
     p->expected_calls = 1000;
     p->fusion_max_width = 64;
     p->fusion_max_scalar_ops = 256;
-    p->promote_const_bytes = 64;
+    p->promote_const_bytes = 1024;
     p->llvm_opt_level = 2;
     p->cache_enabled = 1;
     p->cache_max_bytes = (int64_t)1 << 30;

@@ -900,8 +900,10 @@ static int prepare_shapes(kiln_function *f, const kiln_tensor *in,
     }
     for (int i = 0; i < p->n_bufs; i++) {
         kiln_buf *b = &p->bufs[i];
-        if (b->kind != KILN_BUF_TEMP || b->def_step < 0)
-            continue;  /* dead nodes are never computed */
+        if (b->kind != KILN_BUF_TEMP || (b->def_step < 0 && !b->fused))
+            continue;  /* dead nodes are never computed; fused ones are
+                          computed inside their group's kernel, and their
+                          shapes checked here */
         if (!b->is_static) {
             kiln_type tin[3], *tins = tin, tout;
             if (b->n_in > 3) {

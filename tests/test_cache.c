@@ -312,6 +312,11 @@ static void test_keys(void)
        "statements changes no key");
     free(a);
     free(b);
+    /* the rest of this file looks at the kernels of single nodes (the key
+     * of `exp` in two models, kernels two models share): without fusion,
+     * which merges them into groups (docs/rewrite.md); the check above
+     * ran with it */
+    setenv("KILN_PASSES", "-fuse", 1);
 
     kiln_function *f1 = build(M1, "interp", KILN_CACHE_MODE_OFF, NULL, NULL);
     kiln_function *f2 = build(M2, "interp", KILN_CACHE_MODE_OFF, NULL, NULL);

@@ -283,14 +283,14 @@ static int child_main(const char *dir)
     return 0;
 }
 
-/* A long program (more than the 256-instruction segments a row function
+/* A long program (more than the 512-instruction segments a row function
  * is cut into): values computed in the first segment and read in the
  * last (a bool, an f32, an i64) go through the stack temporaries, the
  * tanh chain crosses every segment boundary.  Elementwise (every view
  * layout of run_ew, in place included) and reductions (scalar and along
  * either axis) against the interpreter, bitwise; a full reduction
  * (reduce_axes = all) carries no kept-axis row functions. */
-enum { REPS = 100 };
+enum { REPS = 200 };
 static kiln_instr wide_prog[12 + 4 * REPS];
 static int32_t wide_ref;
 

@@ -931,7 +931,7 @@ int main(void)
     const char *bd = getenv("KILN_BUILDDIR") ? getenv("KILN_BUILDDIR") : ".";
     const char *src = getenv("KILN_SRCDIR") ? getenv("KILN_SRCDIR") : ".";
     int n_corrupt = getenv("KILN_OBJLOAD_CORRUPTIONS")
-                        ? atoi(getenv("KILN_OBJLOAD_CORRUPTIONS")) : 1000;
+                        ? atoi(getenv("KILN_OBJLOAD_CORRUPTIONS")) : 200;
     fill();
     I = open_backend(bd, "interp");
     T = open_backend(bd, "tcc");

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "ir.h"
+#include "lower.h"
 #include "rewrite/rewrite.h"
 #include "tap.h"
 
@@ -593,8 +594,13 @@ static void test_join_pairwise_structure(void)
     run(g, "interp", "all", NULL, 1, &b);
     ok(same_results(&a, &b, why, sizeof why),
        "5000-term sum: all passes agree with none %s", why);
-    ok(b.max_width <= 2, "5000-term sum: no kernel wider than 2 (%d)",
-       b.max_width);
+    ok(b.max_width <= 64 && b.max_ops <= 256,
+       "5000-term sum: fused kernels within the caps (%d inputs, %d "
+       "instructions, %d kernels)", b.max_width, b.max_ops, b.n_kernels);
+    result_free(&b);
+    run(g, "interp", "-fuse", NULL, 1, &b);
+    ok(b.max_width <= 2, "5000-term sum: without fusion no kernel wider "
+       "than 2 (%d)", b.max_width);
     result_free(&a);
     result_free(&b);
     kiln_graph_free(c);
@@ -641,7 +647,11 @@ static void test_pairwise_accuracy(void)
     ok(seq.rc == 0 && pw.rc == 0 && ep < es,
        "10^6 float32 terms: pairwise error %.4g < sequential %.4g "
        "(sum over 1000 sums of 1000 terms)", ep, es);
-    ok(pw.max_width <= 2, "pairwise: no kernel wider than 2");
+    ok(pw.max_width <= 64, "pairwise: fused kernels within the width cap "
+       "(%d)", pw.max_width);
+    result_free(&pw);
+    run(g, "interp", "-fuse", in, 0, &pw);
+    ok(pw.max_width <= 2, "pairwise: without fusion no kernel wider than 2");
     result_free(&seq);
     result_free(&pw);
     for (int i = 0; i < k; i++)
@@ -746,7 +756,8 @@ static void test_models(const char **backends, int nb)
     }
     struct {
         const char *args, *what;
-        int width_cap;   /* the widest kernel allowed with passes on */
+        int width_cap;   /* the widest kernel allowed with passes on but
+                            fusion off (with fusion: the fusion cap, 64) */
     } models[] = {
         {"join --n 500", "500-scalar join", 2},
         {"additive --components 80", "80-component additive model", 64},
@@ -770,10 +781,21 @@ static void test_models(const char **backends, int nb)
             ok(a.rc == 0 && same_results(&a, &r, why, sizeof why),
                "%s: %s, all passes agree with none (%d kernels -> %d) %s",
                models[m].what, backends[b], a.n_kernels, r.n_kernels, why);
-            if (b == 0)
-                ok(r.max_width <= models[m].width_cap,
-                   "%s: widest kernel %d inputs (was %d)", models[m].what,
-                   r.max_width, a.max_width);
+            if (b == 0) {
+                ok(r.max_width <= 64 && r.max_ops <= 256,
+                   "%s: fused kernels within the caps: widest %d inputs "
+                   "(was %d), largest program %d instructions",
+                   models[m].what, r.max_width, a.max_width, r.max_ops);
+                result nf;
+                run(g, backends[b], "-fuse", NULL, 7, &nf);
+                ok(nf.max_width <= models[m].width_cap,
+                   "%s: without fusion the widest kernel has %d inputs (was "
+                   "%d)", models[m].what, nf.max_width, a.max_width);
+                ok(same_results(&a, &nf, why, sizeof why),
+                   "%s: passes without fusion agree with none %s",
+                   models[m].what, why);
+                result_free(&nf);
+            }
             result_free(&a);
             result_free(&r);
         }
@@ -783,6 +805,193 @@ static void test_models(const char **backends, int nb)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
         diag("could not remove %s", tmpdir);
+}
+
+/* ---- 5. fusion (kiln_lower_opts.fuse, docs/rewrite.md) --------------------- */
+
+/* kernels of `body` lowered after all passes, fusion caps w / k */
+static int lower_fused(const char *body, int w, int k, kiln_program *p)
+{
+    kiln_graph *g = parse(body);
+    g = g ? rewrite(g, "all") : NULL;
+    if (!g)
+        return -1;
+    kiln_lower_opts o = {1, 1, w, k};
+    kiln_err err = {0, ""};
+    int rc = kiln_lower_ex(g, p, &o, &err);
+    if (rc)
+        diag("lower: %s", err.message);
+    /* the program points into g for subtensor views only; none here */
+    kiln_graph_free(g);
+    return rc;
+}
+
+static int has_label(const kiln_program *p, const char *l)
+{
+    for (int i = 0; i < p->n_steps; i++)
+        if (strcmp(p->steps[i].label, l) == 0)
+            return 1;
+    return 0;
+}
+
+static int prog_max(const kiln_program *p, int ops)
+{
+    int m = 0;
+    for (int i = 0; i < p->n_steps; i++) {
+        int v = ops ? (int)p->steps[i].kernel.n_instrs
+                    : (int)p->steps[i].kernel.n_inputs;
+        if (v > m)
+            m = v;
+    }
+    return m;
+}
+
+/* all passes vs none, under every backend; with `pol` (a policy text) */
+static void fuse_numbers(const char *body, const char *what,
+                         const char **backends, int nb, const char *pol)
+{
+    kiln_graph *g = parse(body);
+    for (int b = 0; g && b < nb; b++) {
+        result a, r;
+        char why[512] = "";
+        run(g, backends[b], "none", NULL, 3, &a);
+        kiln_err err = {0, ""};
+        kiln_policy *P = pol ? kiln_policy_load_string(pol, strlen(pol),
+                                                       NULL, &err)
+                             : NULL;
+        if (pol && !P)
+            diag("policy: %s", err.message);
+        kiln_options o;
+        memset(&o, 0, sizeof o);
+        o.struct_size = sizeof o;
+        o.backend = backends[b];
+        o.passes = "all";
+        o.quiet = 1;
+        o.jobs = 1;
+        o.policy = P;
+        memset(&r, 0, sizeof r);
+        kiln_function *f = kiln_compile(g, &o, &err);
+        kiln_policy_free(P);
+        r.rc = -1;
+        if (f) {
+            int n_in = 0;
+            kiln_tensor *in = make_inputs(f, 3, &n_in);
+            kiln_tensor out[MAX_OUT];
+            r.n_out = kiln_function_n_outputs(f);
+            r.rc = kiln_function_call(f, in, out, &err);
+            if (r.rc)
+                r.n_out = 0;
+            for (int i = 0; i < r.n_out; i++) {
+                r.t[i] = out[i];
+                size_t bytes = kiln_dtype_size(out[i].dtype);
+                for (int k = 0; k < out[i].rank; k++)
+                    bytes *= (size_t)out[i].shape[k];
+                r.t[i].data = malloc(bytes ? bytes : 1);
+                memcpy(r.t[i].data, out[i].data, bytes);
+            }
+            r.n_kernels = kiln_function_n_kernels(f);
+            free_inputs(in, n_in);
+            kiln_function_free(f);
+        } else {
+            snprintf(r.msg, sizeof r.msg, "%s", err.message);
+        }
+        ok(a.rc == 0 && same_results(&a, &r, why, sizeof why),
+           "fusion: %s: %s agrees with no passes (%d kernels -> %d) %s",
+           what, backends[b], a.n_kernels, r.n_kernels,
+           r.rc ? r.msg : why);
+        result_free(&a);
+        result_free(&r);
+    }
+    kiln_graph_free(g);
+}
+
+static const char *F_CHAIN =
+    "  input x: f64[4]\n  input s: f64\n"
+    "  c = exp(mul(add(x, s), 0.5))\n  output y = c\n"
+    "  output t = sum(mul(c, log(x)))\n";
+static const char *F_BCAST =
+    "  input x: f64[n, 3]\n  input s: f64\n  input r: f64[3]\n"
+    "  e = exp(s)\n  output y = add(mul(x, e), sqrt(r))\n"
+    "  output m = max(sub(x, r), axis=1)\n";
+static const char *F_SHARED =
+    "  input x: f64[3]\n  a = exp(x)\n  output y = add(a, 1.0)\n"
+    "  output z = mul(a, 2.0)\n";
+static const char *F_OUTER =
+    "  input x: f64[3, 1]\n  input y: f64[1, 4]\n"
+    "  output s = sum(add(x, y))\n  output w = mean(exp(sub(x, y)), axis=0)\n";
+
+static void test_fusion(const char **backends, int nb)
+{
+    kiln_program p;
+    if (lower_fused(F_CHAIN, 64, 256, &p) == 0) {
+        ok(p.n_steps == 2 && has_label(&p, "fused") &&
+               has_label(&p, "fused_sum"),
+           "fusion: an elementwise chain is one kernel, the chain feeding "
+           "sum another (%d kernels: %s, %s)", p.n_steps,
+           p.n_steps > 0 ? p.steps[0].label : "",
+           p.n_steps > 1 ? p.steps[1].label : "");
+        /* y = exp(0.5 * (x + s)): x and s, broadcast to (4) */
+        ok(p.n_steps == 2 && p.steps[0].kernel.n_inputs == 2 &&
+               p.steps[0].kernel.n_instrs == 6,
+           "fusion: the chain's program loads x and s once (%u inputs, %u "
+           "instructions)", p.n_steps ? p.steps[0].kernel.n_inputs : 0,
+           p.n_steps ? p.steps[0].kernel.n_instrs : 0);
+        kiln_lower_free(&p);
+    }
+    if (lower_fused(F_SHARED, 64, 256, &p) == 0) {
+        ok(p.n_steps == 3, "fusion: a value two groups read is computed "
+           "once (%d kernels)", p.n_steps);
+        kiln_lower_free(&p);
+    }
+    if (lower_fused(F_BCAST, 64, 256, &p) == 0) {
+        /* exp(s) has another shape than y: its own kernel; max(x - r) is
+         * one fused reduction */
+        ok(p.n_steps == 3 && has_label(&p, "exp") && has_label(&p, "fused") &&
+               has_label(&p, "fused_max"),
+           "fusion: a producer of another shape is not fused (%d kernels)",
+           p.n_steps);
+        kiln_lower_free(&p);
+    }
+    if (lower_fused(F_OUTER, 64, 256, &p) == 0) {
+        /* no input has the reduced operand's shape (3, 4): the operand is
+         * computed first, then reduced */
+        ok(p.n_steps == 4 && has_label(&p, "sum") && has_label(&p, "mean"),
+           "fusion: a reduction of an outer broadcast keeps its operand "
+           "(%d kernels)", p.n_steps);
+        kiln_lower_free(&p);
+    }
+    /* the width cap: a sum of 40 scalar inputs, caps 8 inputs / 40 ops */
+    char body[4096], *q = body;
+    for (int i = 0; i < 40; i++)
+        q += sprintf(q, "  input x%d: f64\n", i);
+    q += sprintf(q, "  output s = add(");
+    for (int i = 0; i < 40; i++)
+        q += sprintf(q, "%smul(x%d, x%d)", i ? ", " : "", i, (i + 1) % 40);
+    sprintf(q, ")\n");
+    if (lower_fused(body, 8, 1000, &p) == 0) {
+        ok(p.n_steps > 1 && prog_max(&p, 0) <= 8 && has_label(&p, "fused"),
+           "fusion: a group over the width cap is split (%d kernels, widest "
+           "%d <= 8)", p.n_steps, prog_max(&p, 0));
+        kiln_lower_free(&p);
+    }
+    if (lower_fused(body, 1000, 24, &p) == 0) {
+        ok(p.n_steps > 1 && prog_max(&p, 1) <= 24,
+           "fusion: a group over the program-size cap is split (%d kernels, "
+           "largest %d <= 24 instructions)", p.n_steps, prog_max(&p, 1));
+        kiln_lower_free(&p);
+    }
+    if (lower_fused(body, 64, 256, &p) == 0) {
+        ok(p.n_steps == 1 && prog_max(&p, 0) == 40,
+           "fusion: within the caps the whole sum is one kernel (%d)",
+           p.n_steps);
+        kiln_lower_free(&p);
+    }
+    fuse_numbers(F_CHAIN, "chain and chain -> sum", backends, nb, NULL);
+    fuse_numbers(F_BCAST, "broadcast leaves, fused max", backends, nb, NULL);
+    fuse_numbers(F_SHARED, "shared producer", backends, nb, NULL);
+    fuse_numbers(F_OUTER, "outer broadcast reductions", backends, nb, NULL);
+    fuse_numbers(body, "split at the width cap", backends, nb,
+                 "fusion:\n  max_width: 8\n  max_scalar_ops: 40\n");
 }
 
 int main(void)
@@ -819,5 +1028,6 @@ int main(void)
     for (int i = 0; i < nb; i++)
         test_corpus(backends[i], i == 0);
     test_models(backends, nb);
+    test_fusion(backends, nb);
     return done_testing();
 }

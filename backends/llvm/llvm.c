@@ -799,10 +799,13 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
  * more than KL_SEG instructions is cut, in program order, into segments
  * of about KL_SEG; the row is walked in strips of `strip` elements, and
  * each strip calls one function per segment (kl_emit_seg says why a
- * function and not a loop).  KL_SEG = 256: below that a block's
- * selection cost is still linear (measured up to ~1000 instructions) and
- * the segments' own overhead (20-40 % more compile time per instruction
- * at 64) is not worth paying.  A value computed in one segment
+ * function and not a loop).  KL_SEG = 512: below ~1000 instructions a
+ * block's selection cost is still about linear, and segments have their
+ * own overhead (a strip loop, temporaries, a function each: 1.6x the
+ * compile time of one loop at 512 inputs with segments of 256); measured
+ * at 8..2048 inputs, 512 gave the lowest times and a linear sweep (64:
+ * exponent 1.04 but 1.6x slower at 2048; 1024: exponent 1.25 above 256
+ * inputs).  A value computed in one segment
  * and used in a later one goes through a stack temporary (`strip`
  * elements, a slot reused once its last reader is done); LOADs and
  * CONSTs are not carried but re-emitted where used.  Outputs are stored
@@ -810,7 +813,7 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
  * element of the strip was read, so the element-for-element aliasing
  * the ABI allows stays safe.  Each element still sees the same
  * operations in the same order: results do not change. */
-#define KL_SEG 256
+#define KL_SEG 512
 #define KL_TEMP_BYTES 32768   /* temporaries per strip, all slots */
 
 typedef struct kl_plan {

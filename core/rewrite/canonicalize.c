@@ -175,11 +175,10 @@ static kiln_value rewrite(kiln_rw *rw, kiln_value v)
 int kiln_rw_canonicalize(kiln_graph **gp, const kiln_rw_config *c,
                          kiln_err *err)
 {
-    (void)c;
     kiln_rw rw;
     kiln_graph *old = *gp;
     *gp = NULL;
-    if (kiln_rw_begin(&rw, old, err)) {
+    if (kiln_rw_begin(&rw, old, c, err)) {
         kiln_graph_free(old);
         return err ? err->code : KILN_ERR_NOMEM;
     }

@@ -148,11 +148,10 @@ static int same(const kiln_node *n, const kiln_value *ins, const kiln_node *m)
 
 int kiln_rw_cse(kiln_graph **gp, const kiln_rw_config *c, kiln_err *err)
 {
-    (void)c;
     kiln_rw rw;
     kiln_graph *old = *gp;
     *gp = NULL;
-    if (kiln_rw_begin(&rw, old, err)) {
+    if (kiln_rw_begin(&rw, old, c, err)) {
         kiln_graph_free(old);
         return err ? err->code : KILN_ERR_NOMEM;
     }

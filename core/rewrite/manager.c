@@ -31,6 +31,7 @@ void kiln_rw_config_default(kiln_rw_config *c)
     c->promote_bytes = 1024;
     c->fuse_max_width = 64;
     c->fuse_max_ops = 256;
+    c->scratch = NULL;
 }
 
 static int lookup(const char *s, size_t len)
@@ -153,8 +154,15 @@ static int may_apply(int i, const kiln_graph *g)
                 }
             break;
         case KILN_PASS_FOLD:
-            if (n->weak && op != KILN_OP_LITERAL)
-                return 1;
+            /* fold.c folds rank-0 weak elementwise nodes over literals */
+            if (n->weak && n->type.rank == 0 &&
+                kiln_ir_op_info(op)->category == KILN_CAT_ELEMWISE) {
+                int lits = 1;
+                for (int k = 0; k < n->n_in && lits; k++)
+                    lits = g->nodes[n->in[k]].op == KILN_OP_LITERAL;
+                if (lits)
+                    return 1;
+            }
             break;
         case KILN_PASS_JOIN_SLICES:
             if (op == KILN_OP_JOIN)
@@ -179,20 +187,26 @@ int kiln_rw_run(kiln_graph **g, const kiln_rw_config *c,
     static const pass_fn fns[KILN_PASS_COUNT] = {
         kiln_rw_canonicalize, kiln_rw_fold, kiln_rw_cse, kiln_rw_promote,
         kiln_rw_join_slices, kiln_rw_pairwise, NULL /* fuse: lowering */};
-    for (int i = 0; i < KILN_PASS_COUNT; i++) {
+    /* one node array travels between the passes (rw.c) */
+    kiln_rw_scratch scratch = {NULL, 0};
+    kiln_rw_config cc = *c;
+    cc.scratch = &scratch;
+    int rc = 0;
+    for (int i = 0; i < KILN_PASS_COUNT && !rc; i++) {
         if (!(c->passes & (1u << i)))
             continue;
         if (fns[i] && may_apply(i, *g)) {
-            int rc = fns[i](g, c, err);
+            rc = fns[i](g, &cc, err);
             if (rc) {
                 kiln_err_prefix(err, "rewrite pass %s: ", names[i]);
-                return rc;
+                break;
             }
         }
         if (trace)
             trace(ctx, names[i], *g);
     }
-    return 0;
+    free(scratch.nodes);
+    return rc;
 }
 
 typedef struct explain_ctx {

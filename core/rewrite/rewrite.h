@@ -56,7 +56,16 @@ typedef struct kiln_rw_config {
     int64_t promote_bytes;    /* constants larger than this are promoted */
     int fuse_max_width;       /* fusion caps (0: no fusion) */
     int fuse_max_ops;
+    /* kiln_rw_run's scratch: the node array a pass emptied, reused as the
+     * next pass's array (no fresh allocation and page faults per pass);
+     * NULL: every pass allocates its own */
+    struct kiln_rw_scratch *scratch;
 } kiln_rw_config;
+
+typedef struct kiln_rw_scratch {
+    kiln_node *nodes;
+    int cap;
+} kiln_rw_scratch;
 
 /* Defaults: every pass, promotion above 1024 bytes, fusion caps 64
  * inputs and 256 instructions. */
@@ -105,9 +114,13 @@ typedef struct kiln_rw {
     kiln_value *owner; /* new node -> the old node it was made for, or -1 */
     int owner_cap;
     kiln_err *err;
+    kiln_rw_scratch *scratch;
 } kiln_rw;
 
-int kiln_rw_begin(kiln_rw *rw, kiln_graph *old, kiln_err *err);
+/* Start rebuilding `old`; the new graph's node array comes from
+ * c->scratch when it holds one large enough (c may be NULL). */
+int kiln_rw_begin(kiln_rw *rw, kiln_graph *old, const kiln_rw_config *c,
+                  kiln_err *err);
 
 /* Move old node v (its inputs remapped through map) into the new graph;
  * returns its new id, -1 on error. */

@@ -35,25 +35,37 @@ static int nomem(kiln_rw *rw)
     return kiln_seterr(rw->err, KILN_ERR_NOMEM, "out of memory");
 }
 
-int kiln_rw_begin(kiln_rw *rw, kiln_graph *old, kiln_err *err)
+int kiln_rw_begin(kiln_rw *rw, kiln_graph *old, const kiln_rw_config *c,
+                  kiln_err *err)
 {
     memset(rw, 0, sizeof *rw);
     rw->old = old;
     rw->err = err;
+    rw->scratch = c ? c->scratch : NULL;
     rw->g = kiln_graph_new(old->name, err);
     if (!rw->g)
         return err ? err->code : KILN_ERR_NOMEM;
     size_t n = (size_t)(old->n_nodes ? old->n_nodes : 1);
     rw->map = malloc(sizeof *rw->map * n);
     rw->uses = calloc(n, sizeof *rw->uses);
-    rw->owner_cap = (int)n;
-    rw->owner = malloc(sizeof *rw->owner * n);
-    rw->g->nodes = malloc(sizeof *rw->g->nodes * n);
+    kiln_rw_scratch *sc = rw->scratch;
+    if (sc && sc->nodes && (size_t)sc->cap >= n) {
+        /* the array an earlier pass emptied: already mapped, so no page
+         * faults (a 60,000-node graph is ~40 MB of nodes) */
+        rw->g->nodes = sc->nodes;
+        rw->g->cap_nodes = sc->cap;
+        sc->nodes = NULL;
+        sc->cap = 0;
+    } else {
+        rw->g->nodes = malloc(sizeof *rw->g->nodes * n);
+        rw->g->cap_nodes = (int)n;
+    }
+    rw->owner_cap = rw->g->cap_nodes;
+    rw->owner = malloc(sizeof *rw->owner * (size_t)rw->owner_cap);
     if (!rw->map || !rw->uses || !rw->owner || !rw->g->nodes) {
         kiln_rw_abort(rw);
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
     }
-    rw->g->cap_nodes = (int)n;
     for (int v = 0; v < old->n_nodes; v++) {
         rw->map[v] = -1;
         const kiln_node *nd = &old->nodes[v];
@@ -271,6 +283,15 @@ int kiln_rw_end(kiln_rw *rw, kiln_graph **out)
     g->cap_grads = old->cap_grads;
     old->grads = NULL;
     old->n_grads = old->cap_grads = 0;
+    if (rw->scratch && !rw->scratch->nodes && old->nodes) {
+        /* keep the emptied array for the next pass */
+        for (int v = 0; v < old->n_nodes; v++)
+            node_free(&old->nodes[v]);
+        rw->scratch->nodes = old->nodes;
+        rw->scratch->cap = old->cap_nodes;
+        old->nodes = NULL;
+        old->n_nodes = old->cap_nodes = 0;
+    }
     kiln_graph_free(old);
     rw->old = NULL;
     free(rw->map);

@@ -95,7 +95,7 @@ typedef struct kiln_policy_knobs {
     int fusion_max_width;
     int fusion_max_scalar_ops;
     /* constants larger than this many bytes become inputs (never baked
-     * into code or keys).  Default 64. */
+     * into code or keys).  Default 1024. */
     int64_t promote_const_bytes;
     /* LLVM: optimisation level 1..3 (default 2) and fast_math 0/1
      * (default 0); kiln_options.opt_level / fast_math override them. */
