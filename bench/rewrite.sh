@@ -7,6 +7,8 @@
 # 10 ... 10000.
 # Usage: bench/rewrite.sh [BUILDDIR]   (also: make bench-rewrite)
 # Prints a Markdown table; medians over $REPEAT (default 3) processes.
+# PASSES_OFF (default none) is the pass list of the "off" columns:
+# PASSES_OFF=-fuse compares fusion on with fusion off.
 # Never part of make check.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,7 +41,7 @@ gen() { "$build/tools/kiln-gen" "$@" -o "$tmp"; }
 echo "| model | passes on: compile ms | RSS MB | kernels | passes off: compile ms | RSS MB | kernels |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 row() {  # LABEL FILE
-  on=$(measure "$2" all); off=$(measure "$2" none)
+  on=$(measure "$2" all); off=$(measure "$2" "${PASSES_OFF:-none}")
   set -- "$1" $on $off
   echo "| $1 | $2 | $3 | $4 | $5 | $6 | $7 |"
 }

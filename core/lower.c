@@ -1042,45 +1042,26 @@ static int fusable_reduce(int op)
            op == KILN_OP_MIN || op == KILN_OP_MEAN;
 }
 
-/* Upper bounds of what node v adds to a fused program: instructions (its
- * op, or the n-1 of an n-ary tree, and per operand a LOAD or CONST and a
- * CAST) and loads (its non-literal operands). */
+/* An upper bound of the instructions node v adds to a fused program
+ * besides the LOADs of its group (counted apart): its op, or the n-1 of an
+ * n-ary tree, and per operand a CAST or a CONST. */
 static int node_ops(const kiln_graph *g, int v)
 {
     const kiln_node *n = &g->nodes[v];
-    int k = n->n_in > 2 ? n->n_in - 1 : 1;
-    for (int i = 0; i < n->n_in; i++)
-        k += g->nodes[n->in[i]].op == KILN_OP_LITERAL ? 1 : 2;
-    return k;
+    return (n->n_in > 2 ? n->n_in - 1 : 1) + n->n_in;
 }
 
-static int node_loads(const kiln_graph *g, int v)
-{
-    const kiln_node *n = &g->nodes[v];
-    int k = 0;
-    for (int i = 0; i < n->n_in; i++)
-        k += g->nodes[n->in[i]].op != KILN_OP_LITERAL;
-    return k;
-}
-
-static void mark(int *cg, int u, int G)
-{
-    if (cg[u] == -1)
-        cg[u] = G;
-    else if (cg[u] != G)
-        cg[u] = -2;
-}
-
-/* Group the live elementwise nodes, walking the graph backwards so that
- * every consumer of a node is placed before the node is.  A node joins
- * its consumers' group when all of them are in one group (no work is
+/* Group the live elementwise nodes.  Roots are taken in reverse
+ * topological order (a node none of whose consumers' groups took it
+ * starts its own), and each group is grown from its root before the next
+ * one: a producer joins when all its consumers are members (no work is
  * duplicated), it is not a graph output, its type has exactly the group's
  * iteration shape (the root's; for a reduction, the reduced operand's) —
  * so only leaves are broadcast, through their views — and the group stays
- * within both caps.  The caps are checked on upper bounds (an input used
- * twice counts twice), so the built kernel never exceeds them; a node
- * that would is the root of a new group (the split).  Linear in the
- * graph. */
+ * within both caps: distinct loaded inputs (counted exactly) <= max_width,
+ * and an upper bound of the program's instructions <= max_scalar_ops.  A
+ * producer that would break a cap roots a group of its own (the split).
+ * Linear in the graph: a node is a candidate of one group only. */
 static int plan_groups(kiln_program *p, kiln_graph *g, const char *live,
                        kiln_err *err)
 {
@@ -1089,62 +1070,89 @@ static int plan_groups(kiln_program *p, kiln_graph *g, const char *live,
     size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
     sc->group = malloc(sizeof(int) * nn);
     sc->instr = malloc(sizeof(int) * nn);
-    int *cg = malloc(sizeof(int) * nn);     /* consumers' group, -2 mixed */
     int *uses = calloc(nn, sizeof(int));
-    int *width = malloc(sizeof(int) * nn);  /* per root */
-    int *ops = malloc(sizeof(int) * nn);
-    int *itn = malloc(sizeof(int) * nn);    /* per root: node whose type is
-                                               the iteration shape */
-    if (!sc->group || !sc->instr || !cg || !uses || !width || !ops || !itn) {
-        free(cg); free(uses); free(width); free(ops); free(itn);
+    int *ref = malloc(sizeof(int) * nn);   /* group that reads the node */
+    int *cnt = malloc(sizeof(int) * nn);   /* edges from members of ref[] */
+    int *tmp = malloc(sizeof(int) * nn);
+    int *work = malloc(sizeof(int) * nn);
+    char *isout = calloc(nn, 1);
+    if (!sc->group || !sc->instr || !uses || !ref || !cnt || !tmp || !work ||
+        !isout) {
+        free(uses); free(ref); free(cnt); free(tmp); free(work); free(isout);
         return nomem(err);
     }
     for (int v = 0; v < g->n_nodes; v++) {
-        sc->group[v] = sc->instr[v] = cg[v] = -1;
+        sc->group[v] = sc->instr[v] = ref[v] = tmp[v] = -1;
+        cnt[v] = 0;
         if (live[v])
             for (int i = 0; i < g->nodes[v].n_in; i++)
                 uses[g->nodes[v].in[i]]++;
     }
     for (int i = 0; i < g->n_outputs; i++)
-        cg[g->outputs[i].value] = -2;
-    for (int v = g->n_nodes - 1; v >= 0; v--) {
-        if (!live[v])
+        isout[g->outputs[i].value] = 1;
+    for (int r = g->n_nodes - 1; r >= 0; r--) {
+        if (!live[r] || sc->group[r] >= 0)
             continue;
-        const kiln_node *n = &g->nodes[v];
-        int cat = kiln_ir_op_info(n->op)->category;
-        if (cat == KILN_CAT_ELEMWISE) {
-            int G = cg[v];
-            int nops = node_ops(g, v), nw = node_loads(g, v);
-            const kiln_type *it = G >= 0 ? &g->nodes[itn[G]].type : NULL;
-            if (G >= 0 && it->rank == n->type.rank &&
-                !memcmp(it->dims, n->type.dims,
-                        sizeof(int64_t) * (size_t)it->rank) &&
-                width[G] + nw - uses[v] <= o->fuse_max_width &&
-                ops[G] + nops <= o->fuse_max_ops) {
-                sc->group[v] = G;
-                width[G] += nw - uses[v];
-                ops[G] += nops;
-            } else {
-                G = v;
-                sc->group[v] = v;
-                itn[v] = v;
-                width[v] = nw;
-                ops[v] = nops;
+        const kiln_node *rn = &g->nodes[r];
+        int red = fusable_reduce(rn->op);
+        if (!red && kiln_ir_op_info(rn->op)->category != KILN_CAT_ELEMWISE)
+            continue;
+        const kiln_type *it = red ? &g->nodes[rn->in[0]].type : &rn->type;
+        int loads = 0, nops = 0, nw = 0;
+        /* the root: its operands are read; a reduction reads its operand
+         * (LOAD or the member's result, then a CAST) */
+        sc->group[r] = r;
+        work[nw++] = r;
+        nops = red ? 1 : node_ops(g, r);
+        for (int i = 0; i < rn->n_in; i++) {
+            int w = rn->in[i];
+            if (g->nodes[w].op != KILN_OP_LITERAL && ref[w] != r) {
+                ref[w] = r;
+                cnt[w] = 0;
+                loads++;
             }
-            for (int i = 0; i < n->n_in; i++)
-                mark(cg, n->in[i], G);
-        } else if (fusable_reduce(n->op)) {
-            sc->group[v] = v;
-            itn[v] = n->in[0];
-            width[v] = 1;
-            ops[v] = 2;
-            mark(cg, n->in[0], v);
-        } else {
-            for (int i = 0; i < n->n_in; i++)
-                cg[n->in[i]] = -2;
+        }
+        for (int k = 0; k < nw; k++) {
+            const kiln_node *n = &g->nodes[work[k]];
+            for (int i = 0; i < n->n_in; i++) {
+                int u = n->in[i];
+                const kiln_node *un = &g->nodes[u];
+                if (ref[u] != r || ++cnt[u] != uses[u] || isout[u] ||
+                    sc->group[u] >= 0 ||
+                    kiln_ir_op_info(un->op)->category != KILN_CAT_ELEMWISE ||
+                    un->type.rank != it->rank ||
+                    memcmp(un->type.dims, it->dims,
+                           sizeof(int64_t) * (size_t)it->rank))
+                    continue;
+                /* u would stop being a load; its new operands start */
+                int add = 0;
+                for (int j = 0; j < un->n_in; j++) {
+                    int w = un->in[j];
+                    if (g->nodes[w].op != KILN_OP_LITERAL && ref[w] != r &&
+                        tmp[w] != u) {
+                        tmp[w] = u;
+                        add++;
+                    }
+                }
+                int uops = node_ops(g, u);
+                if (loads - 1 + add > o->fuse_max_width ||
+                    nops + uops + loads - 1 + add > o->fuse_max_ops)
+                    continue;   /* the split: u roots its own group */
+                sc->group[u] = r;
+                work[nw++] = u;
+                nops += uops;
+                loads += add - 1;
+                for (int j = 0; j < un->n_in; j++) {
+                    int w = un->in[j];
+                    if (g->nodes[w].op != KILN_OP_LITERAL && ref[w] != r) {
+                        ref[w] = r;
+                        cnt[w] = 0;
+                    }
+                }
+            }
         }
     }
-    free(cg); free(uses); free(width); free(ops); free(itn);
+    free(uses); free(ref); free(cnt); free(tmp); free(work); free(isout);
     return 0;
 }
 

@@ -115,7 +115,7 @@ int kiln_lower(kiln_graph *g, kiln_program *prog, kiln_err *err);
 typedef struct kiln_lower_opts {
     int join_slices;      /* join/stack of static sizes: one narrow copy
                              per input into its slice of the output */
-    int fuse;             /* fuse elementwise chains (core/rewrite/fusion.c) */
+    int fuse;             /* fuse elementwise chains (plan_groups) */
     int fuse_max_width;   /* inputs of one fused kernel */
     int fuse_max_ops;     /* instructions of one fused scalar program */
 } kiln_lower_opts;

@@ -128,6 +128,7 @@ struct kiln_policy {
     int fusion_max_width, fusion_max_scalar_ops;
     int64_t promote_const_bytes;
     int llvm_opt_level, llvm_fast_math, llvm_opt_set, llvm_fast_set;
+    int llvm_generic;           /* llvm.generic_target */
     int cache_enabled;
     char *cache_dir;
     int64_t cache_max_bytes;
@@ -815,7 +816,10 @@ static int llvm_pair(reader *r, const char *key, yaml_node_t *k,
         p->llvm_fast_set = 1;
         return get_bool(r, v, key, &p->llvm_fast_math);
     }
-    return unknown_key(r, k, "llvm", key, "opt_level, fast_math");
+    if (!strcmp(key, "generic_target"))
+        return get_bool(r, v, key, &p->llvm_generic);
+    return unknown_key(r, k, "llvm", key,
+                       "opt_level, fast_math, generic_target");
 }
 
 /* "512M", "2G", "1024" (bytes) */
@@ -1155,6 +1159,7 @@ int kiln_policy_get_knobs(const kiln_policy *p, kiln_policy_knobs *out)
     k.promote_const_bytes = p->promote_const_bytes;
     k.llvm_opt_level = p->llvm_opt_level;
     k.llvm_fast_math = p->llvm_fast_math;
+    k.llvm_generic_target = p->llvm_generic;
     k.cache_enabled = p->cache_enabled;
     k.cache_dir = p->cache_dir;
     k.cache_max_bytes = p->cache_max_bytes;
@@ -1590,6 +1595,8 @@ void kiln_plan_compile_options(const kiln_plan *pl, const char *name,
         out->opt_level = pl->policy->llvm_opt_level;
     if (!pl->fast_math && pl->policy->llvm_fast_set)
         out->fast_math = pl->policy->llvm_fast_math;
+    if (pl->policy->llvm_generic)
+        out->generic_target = 1;
 }
 
 /* ---- explain -------------------------------------------------------- */

@@ -501,6 +501,8 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
             co.opt_level = opt->opt_level;
         if (sz >= offsetof(kiln_options, fast_math) + sizeof(int))
             co.fast_math = opt->fast_math != 0;
+        if (sz >= offsetof(kiln_options, generic_target) + sizeof(int))
+            co.generic_target = opt->generic_target != 0;
     }
     if (jobs <= 0)
         jobs = default_jobs();

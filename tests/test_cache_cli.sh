@@ -119,5 +119,25 @@ ok $? "clear leaves no entries"
 "$kiln" cache frobnicate >/dev/null 2>"$tmp/err"
 [ $? = 2 ] && grep -q "unknown cache command 'frobnicate'" "$tmp/err"; ok $? "unknown subcommand: usage error"
 
+# llvm: a process whose kernels all come from the cache never loads libLLVM
+if KILN_CACHE=off run --backend llvm --cache-report 2>&1 >/dev/null | grep -q " llvm "; then
+  export KILN_CACHE_DIR="$tmp/llvm-cache"
+  run --backend llvm --json >/dev/null 2>&1
+  LD_DEBUG=files run --backend llvm --json --cache-report >"$tmp/l.out" 2>"$tmp/l.err"
+  ! grep -Eq ' (miss|bad) ' "$tmp/l.err" && grep -q ' hit ' "$tmp/l.err"
+  ok $? "llvm warm: every kernel from the cache"
+  ! grep -q 'libLLVM' "$tmp/l.err"; ok $? "llvm warm: libLLVM is not loaded"
+  sed 's/"timing".*//' "$tmp/l.out" >"$tmp/l.cmp"
+  cmp -s "$tmp/l.cmp" "$tmp/ref.out"; ok $? "llvm warm: results equal the interpreter's"
+  dir=$(ls "$KILN_CACHE_DIR" | grep '^llvm-')
+  case $dir in *native*) false ;; llvm-*-x86_64-f*m*-*|llvm-*-*) true ;; *) false ;; esac
+  ok $? "llvm entries live under the CPU's target id ($dir)"
+  run --backend llvm --json --generic-target --cache-report >"$tmp/g.out" 2>"$tmp/g.err"
+  grep -q ' miss ' "$tmp/g.err" && ls "$KILN_CACHE_DIR" | grep -q -- '-generic$'
+  ok $? "--generic-target: compiled again, filed under a generic target"
+  sed 's/"timing".*//' "$tmp/g.out" >"$tmp/g.cmp"
+  cmp -s "$tmp/g.cmp" "$tmp/ref.out"; ok $? "--generic-target: results equal the interpreter's"
+fi
+
 echo "1..$n"
 [ $failed = 0 ]

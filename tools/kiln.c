@@ -33,6 +33,7 @@ static const char *usage_text =
     "                [--repeat N] [--backend NAME] [--json] [--check-grad]\n"
     "                [--jobs N] [--opt 1|2|3] [--fast-math]\n"
     "                [--policy POLICY.yaml] [--no-cache] [--cache-report]\n"
+    "                [--generic-target]\n"
     "                [--passes all|none|-fuse,...]\n"
     "       kiln cache stats | list | verify [--remove] |\n"
     "                  prune [--max-size SIZE] | clear\n"
@@ -624,7 +625,7 @@ static int cmd_run(int argc, char **argv)
     int n_assign = 0, json = 0, random = 0, repeat = 1, check_grad = 0;
     int jobs = 0, opt_level = 0, fast_math = 0, no_cache = 0;
     const char *passes = NULL;   /* --passes (docs/rewrite.md) */
-    int cache_report = 0;
+    int cache_report = 0, generic_target = 0;
     unsigned long long seed = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -682,6 +683,8 @@ static int cmd_run(int argc, char **argv)
             fast_math = 1;
         } else if (strcmp(a, "--passes") == 0 && i + 1 < argc) {
             passes = argv[++i];   /* docs/rewrite.md */
+        } else if (strcmp(a, "--generic-target") == 0) {
+            generic_target = 1;
         } else if (strcmp(a, "--no-cache") == 0) {
             no_cache = 1;
         } else if (strcmp(a, "--cache-report") == 0) {
@@ -726,6 +729,7 @@ static int cmd_run(int argc, char **argv)
     opt.passes = passes;
     if (no_cache)
         opt.cache_mode = KILN_CACHE_MODE_OFF;
+    opt.generic_target = generic_target;
     double t0 = now_ms();
     kiln_function *f = kiln_compile(g, &opt, &err);
     double compile_ms = now_ms() - t0;

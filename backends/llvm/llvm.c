@@ -68,12 +68,14 @@
  * alias-set saturation threshold) runs once under pthread_once before any
  * compile.  The descriptor carries KILN_BACKEND_THREAD_SAFE.
  */
+#define _GNU_SOURCE     /* dladdr (front.c) */
 #ifdef HAVE_CONFIG_H
 #include "config.h"     /* KILN_LLVM_VERSION */
 #endif
 #define KILN_INTERP_BUILTIN 1   /* the embedded interpreter's entry is not ours */
 #include "../interp/interp.c"
 
+#ifndef KL_FRONT
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
 #include <llvm-c/DebugInfo.h>
@@ -84,8 +86,12 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#endif
 
 #include <pthread.h>
+#ifdef KL_FRONT
+#include "objload.h"   /* core/objload.h: kiln's ELF object loader */
+#endif
 
 #define KL_BUILD_ID "llvm-2"
 #define KL_MAGIC 0x564c4c4bu  /* "KLLV" */
@@ -113,6 +119,7 @@ static int kl_fail(kiln_plugin_error **err, int code, const char *fmt, ...)
     return code;
 }
 
+#ifndef KL_FRONT
 /* ------------------------------------------------------------------ */
 /* Process-wide set-up, once                                            */
 /* ------------------------------------------------------------------ */
@@ -154,6 +161,7 @@ static char *kl_errmsg(LLVMErrorRef e)
 {
     return LLVMGetErrorMessage(e);  /* consumes e */
 }
+#endif /* !KL_FRONT */
 
 /* ------------------------------------------------------------------ */
 /* Serialised kernel descriptions (inside the artifact bytes)           */
@@ -187,6 +195,7 @@ _Static_assert(sizeof(kl_header) == 56, "artifact header layout");
 
 /* header, descs (padded to 8), instrs, out_refs, label, then the object
  * (obj_len). */
+#ifndef KL_FRONT
 static unsigned char *kl_pack(const kiln_kernel *k, const void *obj,
                               size_t obj_len, size_t *len)
 {
@@ -226,6 +235,9 @@ static unsigned char *kl_pack(const kiln_kernel *k, const void *obj,
 
 /* Parse bytes into a kernel whose arrays point into `bytes`; -1 when the
  * bytes are not ours or do not add up. */
+#endif /* !KL_FRONT */
+
+#ifdef KL_FRONT
 static int kl_unpack(const unsigned char *bytes, size_t len, kiln_kernel *k,
                      char *label, size_t label_size, const void **obj,
                      size_t *obj_len)
@@ -269,6 +281,7 @@ static int kl_unpack(const unsigned char *bytes, size_t len, kiln_kernel *k,
     *k = kk;
     return 0;
 }
+#endif /* KL_FRONT */
 
 /* ------------------------------------------------------------------ */
 /* Code generation                                                      */
@@ -276,6 +289,7 @@ static int kl_unpack(const unsigned char *bytes, size_t len, kiln_kernel *k,
 
 enum kl_mode { KL_EW = 0, KL_RSCALAR, KL_RROW };
 
+#ifndef KL_FRONT
 typedef struct kl_cg {
     LLVMContextRef ctx;
     LLVMModuleRef mod;
@@ -1362,6 +1376,8 @@ static void kl_emit_gather(kl_cg *g)
     }
 }
 
+#endif /* !KL_FRONT */
+
 /* REDUCE over every axis of the iteration space (the kernel says so in
  * reduce_axes): a scalar result, no kept axis. */
 static int kl_full_reduce(const kiln_kernel *k)
@@ -1371,6 +1387,7 @@ static int kl_full_reduce(const kiln_kernel *k)
            && r < 32 && k->reduce_axes == (1u << r) - 1u;
 }
 
+#ifndef KL_FRONT
 /* Build the module of kernel k (checked, with a program) into g->mod. */
 static int kl_build(kl_cg *g, char *why, size_t why_n)
 {
@@ -1524,9 +1541,15 @@ static int kl_codegen(const kiln_kernel *k, const kiln_compile_options *opt,
     static const LLVMCodeGenOptLevel cgl[4] = {
         LLVMCodeGenLevelNone, LLVMCodeGenLevelLess, LLVMCodeGenLevelDefault,
         LLVMCodeGenLevelAggressive};
-    tm = LLVMCreateTargetMachine(target, kl_triple, kl_cpu, kl_features,
-                                 cgl[level], LLVMRelocPIC,
-                                 LLVMCodeModelJITDefault);
+    /* generic_target (ABI 1.3): the baseline CPU of the architecture, so
+     * that the code runs on every node of a mixed cluster */
+    int generic = opt && opt->struct_size >=
+                             offsetof(kiln_compile_options, generic_target) +
+                                 sizeof(int) && opt->generic_target;
+    tm = LLVMCreateTargetMachine(target, kl_triple,
+                                 generic ? "x86-64" : kl_cpu,
+                                 generic ? "" : kl_features, cgl[level],
+                                 LLVMRelocPIC, LLVMCodeModelJITDefault);
     if (!tm) {
         rc = kl_fail(err, KILN_ERR_BACKEND, "cannot create a target machine");
         goto out;
@@ -1577,15 +1600,20 @@ out:
     return rc;
 }
 
+#endif /* !KL_FRONT */
+
 /* ------------------------------------------------------------------ */
 /* Plugin entry points: supports, compile, artifacts                     */
 /* ------------------------------------------------------------------ */
 
+#ifndef KL_FRONT
 struct kl_artifact {
     struct kiln_artifact base; /* unused; kiln_artifact is interp's type */
     size_t len;
     unsigned char *bytes;
 };
+
+#endif /* !KL_FRONT */
 
 /* Kinds compiled to code: the ones with a scalar program, and GATHER. */
 static int kl_native(uint32_t kind)
@@ -1603,11 +1631,13 @@ static int kl_check(const kiln_kernel *src, kiln_kernel *full,
     return 0;
 }
 
+#ifdef KL_FRONT
 static int kl_supports(const kiln_kernel *k, kiln_plugin_error **err)
 {
     kiln_kernel full;
     return kl_check(k, &full, err) == 0;
 }
+#else
 
 static int kl_compile(const kiln_kernel *k, const kiln_compile_options *opt,
                       kiln_artifact **out, kiln_plugin_error **err)
@@ -1691,7 +1721,9 @@ static void kl_text_free(char *text)
 {
     free(text);
 }
+#endif /* !KL_FRONT */
 
+#ifdef KL_FRONT
 /* ------------------------------------------------------------------ */
 /* Callables                                                            */
 /* ------------------------------------------------------------------ */
@@ -1702,7 +1734,7 @@ typedef void (*kl_row_fn)(int64_t n, void **ptrs, const int64_t *st,
 typedef struct kl_state {
     kiln_callable callable;
     kiln_callable *interp;   /* the embedded interpreter's callable */
-    LLVMOrcLLJITRef jit;     /* NULL for data-movement kinds */
+    kiln_obj *obj;           /* the loaded object; NULL for data movement */
     kl_row_fn c, s;          /* ELEMWISE: ec/es; REDUCE: rc/rs; GATHER: gc/gk */
     kl_row_fn uc, us;        /* REDUCE along a kept axis */
 } kl_state;
@@ -1712,11 +1744,7 @@ static void kl_callable_free(kiln_callable *c)
     if (!c)
         return;
     kl_state *s = c->state;
-    if (s->jit) {
-        LLVMErrorRef e = LLVMOrcDisposeLLJIT(s->jit);
-        if (e)
-            LLVMConsumeError(e);
-    }
+    kiln_obj_free(s->obj);
     if (s->interp)
         kiln_interp_callable_free(s->interp);
     free(s);
@@ -1727,15 +1755,10 @@ static int kl_run(void *state, const kiln_call *call);
 static int kl_lookup(kl_state *s, const char *name, kl_row_fn *fn,
                      kiln_plugin_error **err)
 {
-    LLVMOrcExecutorAddress addr = 0;
-    LLVMErrorRef e = LLVMOrcLLJITLookup(s->jit, &addr, name);
-    if (e) {
-        char *m = kl_errmsg(e);
-        int rc = kl_fail(err, KILN_ERR_BACKEND, "lookup of %s: %s", name, m);
-        LLVMDisposeErrorMessage(m);
-        return rc;
-    }
-    void *p = (void *)(uintptr_t)addr;
+    void *p = kiln_obj_symbol(s->obj, name);
+    if (!p)
+        return kl_fail(err, KILN_ERR_BACKEND, "the object has no symbol %s",
+                       name);
     memcpy(fn, &p, sizeof *fn);
     return 0;
 }
@@ -1789,34 +1812,17 @@ static int kl_load_bytes(const void *bytes, size_t len, kiln_callable **out,
         goto fail;
     }
     if (prog) {
-        if ((rc = kl_ready(err)))
-            goto fail;
-        LLVMErrorRef e = LLVMOrcCreateLLJIT(&s->jit, NULL);
-        if (e) {
-            char *m = kl_errmsg(e);
-            rc = kl_fail(err, KILN_ERR_BACKEND, "cannot create a JIT: %s", m);
-            LLVMDisposeErrorMessage(m);
-            s->jit = NULL;
-            goto fail;
-        }
-        LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(s->jit);
-        LLVMOrcDefinitionGeneratorRef gen = NULL;
-        e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
-            &gen, LLVMOrcLLJITGetGlobalPrefix(s->jit), NULL, NULL);
-        if (e) {
-            char *m = kl_errmsg(e);
-            rc = kl_fail(err, KILN_ERR_BACKEND, "process symbols: %s", m);
-            LLVMDisposeErrorMessage(m);
-            goto fail;
-        }
-        LLVMOrcJITDylibAddGenerator(jd, gen);
-        LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy(
-            obj, obj_len, "kiln_kernel.o");
-        e = LLVMOrcLLJITAddObjectFile(s->jit, jd, mb);
-        if (e) {
-            char *m = kl_errmsg(e);
-            rc = kl_fail(err, KILN_ERR_BACKEND, "cannot add the object: %s", m);
-            LLVMDisposeErrorMessage(m);
+        /* kiln's own ELF loader (core/objload.c): no libLLVM in this
+         * process; LLVM may emit calls to the mem* functions */
+        static const kiln_obj_import imp[] = {
+            {"memcpy", (const void *)memcpy},
+            {"memmove", (const void *)memmove},
+            {"memset", (const void *)memset}};
+        const kiln_obj_options oo = {imp, 3, 1};
+        char why[256];
+        if (kiln_obj_load(obj, obj_len, &oo, &s->obj, why, sizeof why)) {
+            rc = kl_fail(err, KILN_ERR_BACKEND, "cannot load the object: %s",
+                         why);
             goto fail;
         }
         int ew = full.kind == KILN_KERNEL_ELEMWISE;
@@ -1841,14 +1847,6 @@ fail:
     return rc ? rc : KILN_ERR_BACKEND;
 }
 
-static int kl_load(const kiln_artifact *a, kiln_callable **out,
-                   kiln_plugin_error **err)
-{
-    if (!a)
-        return kl_fail(err, KILN_ERR_ARG, "load: no artifact");
-    const struct kl_artifact *k = (const struct kl_artifact *)(const void *)a;
-    return kl_load_bytes(k->bytes, k->len, out, err);
-}
 
 /* ------------------------------------------------------------------ */
 /* Running: the interpreter's walk, the JIT's rows                      */
@@ -2200,7 +2198,7 @@ static int kl_run(void *state, const kiln_call *call)
     const kl_state *ls = state;
     if (!ls || !call)
         return KILN_ERR_ARG;
-    if (!ls->jit)  /* JOIN, SCATTER, DOT */
+    if (!ls->obj)  /* JOIN, SCATTER, DOT */
         return ls->interp->fn(ls->interp->state, call);
     if (call->struct_size < offsetof(kiln_call, rt) + sizeof(call->rt))
         return KILN_ERR_ARG;
@@ -2230,6 +2228,9 @@ static int kl_run(void *state, const kiln_call *call)
  * dynamic-library lock); creating them here, before any thread can race
  * to create them, publishes them to every later compile (and keeps
  * ThreadSanitizer, which cannot see libLLVM's own atomics, quiet). */
+#endif /* KL_FRONT */
+
+#ifndef KL_FRONT
 static void kl_warm_up(void)
 {
     static const kiln_arg_desc d = {KILN_F64, 1, {0}};
@@ -2275,45 +2276,28 @@ static void kl_warm_up(void)
 }
 
 /* ------------------------------------------------------------------ */
-/* The descriptor                                                       */
+/* The compiler module's table, or the plugin's descriptor              */
 /* ------------------------------------------------------------------ */
 
-static const kiln_backend kl_backend = {
-    .struct_size = sizeof(kiln_backend),
-    .abi_major = KILN_ABI_MAJOR,
-    .abi_minor = KILN_ABI_MINOR,
-    .name = "llvm",
-    .version = KILN_VERSION_STRING "+llvm" KILN_LLVM_VERSION,
-    .build_id = KL_BUILD_ID,
-    .flags = KILN_BACKEND_THREAD_SAFE,
-    .supports = kl_supports,
+#include "codegen.h"
+
+static const kl_codegen_table kl_table = {
+    .struct_size = sizeof(kl_codegen_table),
     .compile = kl_compile,
-    .load = kl_load,
     .artifact_bytes = kl_artifact_bytes,
-    .load_bytes = kl_load_bytes,
     .artifact_free = kl_artifact_free,
-    .callable_free = kl_callable_free,
-    .error_free = kiln_interp_error_free,
     .emit_text = kl_emit_text,
     .text_free = kl_text_free,
+    .error_free = kiln_interp_error_free,
 };
 
 __attribute__((visibility("default")))
-const kiln_backend *kiln_backend_entry(uint32_t host_abi_major,
-                                       uint32_t host_abi_minor, char *errbuf,
-                                       size_t errbuf_size);
+const kl_codegen_table *kiln_llvm_codegen_entry(void);
 
-const kiln_backend *kiln_backend_entry(uint32_t host_abi_major,
-                                       uint32_t host_abi_minor, char *errbuf,
-                                       size_t errbuf_size)
+const kl_codegen_table *kiln_llvm_codegen_entry(void)
 {
-    (void)host_abi_minor;
-    if (host_abi_major != KILN_ABI_MAJOR) {
-        if (errbuf && errbuf_size)
-            snprintf(errbuf, errbuf_size, "llvm: built for plugin ABI %d, the "
-                     "host speaks ABI %u", KILN_ABI_MAJOR,
-                     (unsigned)host_abi_major);
-        return NULL;
-    }
-    return &kl_backend;
+    return &kl_table;
 }
+#else
+#include "front.c"
+#endif

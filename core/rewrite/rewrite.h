@@ -20,7 +20,7 @@
  *                                                 core/rewrite/pairwise.c
  *   fuse          elementwise chains (and a chain feeding a reduction)
  *                 lowered as one kernel, within the width and program-size
- *                 caps                            core/rewrite/fusion.c
+ *                 caps          core/lower.c (plan_groups)
  *
  * Every pass keeps the inputs, shared values, outputs (names, order) and
  * the gradient records (g->grads) of the graph, and ends by dropping the

@@ -138,6 +138,10 @@ typedef struct kiln_options {
      * -pairwise").  NULL: $KILN_PASSES, else the policy's `passes:`, else
      * all.  Results agree within rounding whichever passes run. */
     const char *passes;
+    /* 1 compiles for the architecture's baseline CPU instead of the
+     * host's (kiln_compile_options.generic_target): slower code that runs
+     * on every node of a mixed cluster, for a shared disk cache. */
+    int generic_target;
 } kiln_options;
 
 /* Compile `g` to a function.  The graph is validated and lowered to kernels;

@@ -115,6 +115,10 @@ typedef struct kiln_policy_knobs {
      * the file has no `passes:` (run the default pipeline). */
     const char *const *passes;
     int passes_set;
+    /* LLVM: 1 compiles for the architecture's baseline CPU instead of the
+     * host's (llvm.generic_target; default 0), for a disk cache shared by
+     * nodes with different CPUs (docs/cache.md). */
+    int llvm_generic_target;
 } kiln_policy_knobs;
 
 /* Fill *out (out->struct_size set by the caller).  Returns 0, or
