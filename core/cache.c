@@ -124,10 +124,20 @@ int kiln_cache_parse_size(const char *s, uint64_t *bytes)
 {
     if (!s || !bytes)
         return -1;
+    /* digits with at most one '.', then a unit: no signs, exponents or
+     * hex, which strtod would take */
+    const char *q = s;
+    int digits = 0, dots = 0;
+    for (; (*q >= '0' && *q <= '9') || *q == '.'; q++) {
+        digits += *q != '.';
+        dots += *q == '.';
+    }
+    if (!digits || dots > 1)
+        return -1;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || errno || !(v >= 0))
+    if (end != q || errno || !(v >= 0))
         return -1;
     double mult = 1;
     switch (*end) {
@@ -446,7 +456,9 @@ static void read_entry(const char *root, const char *bdir, const char *hex2,
     close(bfd);
     if (hfd < 0)
         return;
-    int fd = openat(hfd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted in place of an entry must not hang us
+     * (fstat below then refuses it as not a regular file) */
+    int fd = openat(hfd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ELOOP) {
             r->found = 1;
@@ -493,16 +505,16 @@ static void read_entry(const char *root, const char *bdir, const char *hex2,
     close(fd);
 }
 
-/* Remove ROOT/bdir/hex2/file if it is a regular file or symlink we own. */
-static void remove_entry(const char *root, const char *bdir, const char *hex2,
-                         const char *file)
+/* Remove ROOT/bdir/hex2/file if it is a regular file or symlink we own;
+ * 1 when it was removed. */
+static int remove_entry(const char *root, const char *bdir, const char *hex2,
+                        const char *file)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s/%s/%s", root, bdir, hex2, file);
     struct stat st;
-    if (lstat(path, &st) == 0 && st.st_uid == geteuid() &&
-        (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
-        unlink(path);
+    return lstat(path, &st) == 0 && st.st_uid == geteuid() &&
+           (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) && unlink(path) == 0;
 }
 
 static void diag_line(kiln_cache_session *s, const char *fmt, const char *a,
@@ -584,11 +596,13 @@ int kiln_cache_fetch(kiln_cache_session *s, const kiln_backend *be,
         char path[4200];
         snprintf(path, sizeof path, "%s/%s/%s/%s", root, bdir, hex2, file);
         int ours = i < 0 && s->mode != KILN_CACHE_MODE_READ_ONLY;
-        diag_line(s, ours ? "kiln: cache: bad entry %s: %s; removed, "
+        int gone = ours && remove_entry(root, bdir, hex2, file);
+        diag_line(s, gone ? "kiln: cache: bad entry %s: %s; removed, "
                             "recompiling\n"
-                          : "kiln: cache: refusing %s: %s\n", path, why);
-        if (ours)
-            remove_entry(root, bdir, hex2, file);
+                          : ours ? "kiln: cache: bad entry %s: %s; left in "
+                                   "place, recompiling\n"
+                                 : "kiln: cache: refusing %s: %s\n",
+                  path, why);
         bad = 1;
     }
     pthread_mutex_lock(&s->lock);
@@ -840,6 +854,12 @@ kiln_cache_session *kiln_cache_session_begin(
     s->diag = diag;
     s->quiet = quiet;
     pthread_mutex_init(&s->lock, NULL);
+    e = getenv("KILN_CACHE_MAX_SIZE");
+    uint64_t ignored;
+    if (e && *e && (kiln_cache_parse_size(e, &ignored) != 0 || ignored == 0) &&
+        !quiet)
+        fprintf(diag ? diag : stderr, "kiln: cache: KILN_CACHE_MAX_SIZE='%s' "
+                "is not a size such as 512M or 2G; using the default\n", e);
     e = getenv("KILN_CACHE_MIN_COMPILE_MS");
     s->min_seconds = e && *e ? atof(e) * 1e-3 : 1e-4;
     kiln_err err = {0, ""};
@@ -892,7 +912,8 @@ static int stats_lock(const char *root)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/stats", root);
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+                  0600);
     if (fd < 0)
         return -1;
     struct stat st;
@@ -904,13 +925,15 @@ static int stats_lock(const char *root)
     return fd;
 }
 
-static void stats_read(int fd, counters *c)
+/* Returns 1 when the file is ours (empty, or holding our counters). */
+static int stats_read(int fd, counters *c)
 {
     memset(c, 0, sizeof *c);
     char buf[1024];
     ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
     if (n <= 0)
-        return;
+        return n == 0;
+    int known = 0;
     buf[n] = '\0';
     char *save = NULL;
     for (char *line = strtok_r(buf, "\n", &save); line;
@@ -919,13 +942,19 @@ static void stats_read(int fd, counters *c)
         unsigned long long v;
         if (sscanf(line, "%31s %llu", name, &v) != 2)
             continue;
+        known++;
         if (!strcmp(name, "hits")) c->hits = v;
         else if (!strcmp(name, "misses")) c->misses = v;
         else if (!strcmp(name, "writes")) c->writes = v;
         else if (!strcmp(name, "bad")) c->bad = v;
         else if (!strcmp(name, "saved_ns")) c->saved_ns = v;
         else if (!strcmp(name, "bytes")) { c->bytes = v; c->bytes_known = 1; }
+        else known--;
     }
+    /* a count no cache reaches (a hand-edited or damaged file): measure */
+    if (c->bytes_known && c->bytes > (uint64_t)1 << 50)
+        c->bytes_known = 0;
+    return known > 0;
 }
 
 static void stats_write(int fd, const counters *c)
@@ -988,7 +1017,52 @@ static int walk_add(walk_list *w, const char *rel, const struct stat *st,
     return 0;
 }
 
-/* Every regular file two levels below the backend directories. */
+static int is_hex(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* BACKEND-BUILD-TARGET as entry_names makes it. */
+static int kiln_bdir(const char *n)
+{
+    const char *d = strchr(n, '-');
+    if (!d || d == n || strlen(d) < 19 || !is_hex(d + 1, 16) || d[17] != '-'
+        || !d[18])
+        return 0;
+    for (const char *c = n; c < d; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+              *c == '_'))
+            return 0;
+    return 1;
+}
+
+/* KEY-O<level>[f][g], or a writer's .tmp.HOST.PID.RANDOM: 1 for an
+ * entry, 2 for a temporary file, 0 for anything else (never touched). */
+static int kiln_file(const char *n)
+{
+    if (!strncmp(n, ".tmp.", 5)) {
+        size_t l = strlen(n);
+        return l > 22 && n[l - 17] == '.' && is_hex(n + l - 16, 16) ? 2 : 0;
+    }
+    if (strlen(n) < KILN_KEY_HEX + 3 || !is_hex(n, KILN_KEY_HEX) ||
+        n[KILN_KEY_HEX] != '-' || n[KILN_KEY_HEX + 1] != 'O' ||
+        n[KILN_KEY_HEX + 2] < '0' || n[KILN_KEY_HEX + 2] > '9')
+        return 0;
+    const char *t = n + KILN_KEY_HEX + 3;
+    if (*t == 'f')
+        t++;
+    if (*t == 'g')
+        t++;
+    return *t ? 0 : 1;
+}
+
+/* Every entry and temporary file of kiln's naming two levels below the
+ * backend directories; files of other names are never listed, so clear,
+ * prune and verify --remove cannot delete anything kiln did not make even
+ * when pointed at the wrong directory. */
 static int walk(const char *root, walk_list *w, kiln_err *err)
 {
     DIR *d = opendir(root);
@@ -997,7 +1071,7 @@ static int walk(const char *root, walk_list *w, kiln_err *err)
                            strerror(errno));
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.' || !strcmp(e->d_name, "stats"))
+        if (!kiln_bdir(e->d_name))
             continue;
         char p1[4200];
         snprintf(p1, sizeof p1, "%s/%s", root, e->d_name);
@@ -1022,7 +1096,8 @@ static int walk(const char *root, walk_list *w, kiln_err *err)
                 continue;
             struct dirent *e2;
             while ((e2 = readdir(d2))) {
-                if (!strcmp(e2->d_name, ".") || !strcmp(e2->d_name, ".."))
+                int kind = kiln_file(e2->d_name);
+                if (!kind)
                     continue;
                 char p3[4600], rel[900];
                 snprintf(p3, sizeof p3, "%s/%s", p2, e2->d_name);
@@ -1031,7 +1106,7 @@ static int walk(const char *root, walk_list *w, kiln_err *err)
                     continue;
                 snprintf(rel, sizeof rel, "%s/%s/%s", e->d_name, e1->d_name,
                          e2->d_name);
-                if (walk_add(w, rel, &st, !strncmp(e2->d_name, ".tmp.", 5))) {
+                if (walk_add(w, rel, &st, kind == 2)) {
                     closedir(d2);
                     closedir(d1);
                     closedir(d);
@@ -1104,9 +1179,23 @@ void kiln_cache_session_end(kiln_cache_session *s)
         return;
     if (s->user && s->mode != KILN_CACHE_MODE_READ_ONLY) {
         int fd = stats_lock(s->user->dir);
+        counters c;
+        if (fd >= 0 && !stats_read(fd, &c)) {
+            close(fd);          /* not our counter file: leave it alone */
+            fd = -1;
+        }
+        if (fd < 0 && s->writes > 0) {
+            /* no usable ROOT/stats (a directory, a symlink, someone
+             * else's file): keep the cap by measuring instead */
+            if (!s->quiet)
+                fprintf(s->diag ? s->diag : stderr, "kiln: cache: %s/stats "
+                        "is not a kiln counter file; the cache is measured "
+                        "instead and its counters are not kept\n",
+                        s->user->dir);
+            evict(s->user->dir, s->user->max_bytes, s->used, s->n_used,
+                  NULL, NULL);
+        }
         if (fd >= 0) {
-            counters c;
-            stats_read(fd, &c);
             c.hits += s->hits;
             c.misses += s->misses;
             c.writes += s->writes;
@@ -1160,7 +1249,12 @@ int kiln_cache_get_stats(kiln_cache *c, kiln_cache_stats *st, kiln_err *err)
     st->max_bytes = c->max_bytes;
     char path[4200];
     snprintf(path, sizeof path, "%s/stats", c->dir);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    struct stat sst;
+    if (fd >= 0 && (fstat(fd, &sst) != 0 || !S_ISREG(sst.st_mode))) {
+        close(fd);
+        fd = -1;
+    }
     if (fd >= 0) {
         counters k;
         stats_read(fd, &k);
@@ -1239,7 +1333,8 @@ static int list_or_verify(kiln_cache *c, int full, int remove_bad,
         } else {
             /* the header only */
             memset(&r, 0, sizeof r);
-            int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+                                    O_NONBLOCK);
             struct stat st;
             if (fd < 0) {
                 r.why = errno == ELOOP ? "a symlink in place of an entry"
@@ -1305,9 +1400,8 @@ int kiln_cache_prune(kiln_cache *c, uint64_t max_bytes, uint64_t *removed,
     uint64_t left = evict(c->dir, max_bytes ? max_bytes : c->max_bytes, NULL,
                           0, removed, err);
     if (fd >= 0) {
-        if (left != UINT64_MAX) {
-            counters k;
-            stats_read(fd, &k);
+        counters k;
+        if (left != UINT64_MAX && stats_read(fd, &k)) {
             k.bytes = left;
             k.bytes_known = 1;
             stats_write(fd, &k);
@@ -1332,9 +1426,11 @@ int kiln_cache_clear(kiln_cache *c, kiln_err *err)
     walk_free(&w);
     if (fd >= 0) {
         counters k;
-        memset(&k, 0, sizeof k);
-        k.bytes_known = 1;
-        stats_write(fd, &k);
+        if (stats_read(fd, &k)) {
+            memset(&k, 0, sizeof k);
+            k.bytes_known = 1;
+            stats_write(fd, &k);
+        }
         close(fd);
     }
     return rc;

@@ -907,6 +907,10 @@ static int cache_pair(reader *r, const char *key, yaml_node_t *k,
             return -1;
         if (!*s)
             return perr(r, v, "dir: empty path (use null for the default)");
+        if (s[0] != '/')
+            return perr(r, v, "dir: '%s' is not an absolute path (no '~' "
+                        "or relative paths: they would depend on the "
+                        "current directory)", s);
         if (!(p->cache_dir = strdup(s)))
             return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
         return 0;

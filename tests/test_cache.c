@@ -780,7 +780,7 @@ static void test_eviction(void)
     /* explicit prune to zero empties it; a stale temp file goes too */
     char tmpf[700];
     snprintf(tmpf, sizeof tmpf, "%s", after.path[0]);
-    strcpy(strrchr(tmpf, '/') + 1, ".tmp.host.1.dead");
+    strcpy(strrchr(tmpf, '/') + 1, ".tmp.host.1.0123456789abcdef");
     int fd = open(tmpf, O_CREAT | O_WRONLY, 0600);
     write(fd, "KILNART", 7);
     close(fd);
@@ -980,6 +980,122 @@ static void test_policy_knobs(void)
         diag("could not remove %s", dir);
 }
 
+/* Regressions from an attack on the cache (each input showed a defect). */
+static void test_attack(void)
+{
+    char path[900], cmd[4200];
+    kiln_err err = {0, ""};
+    /* 1. clear/prune/verify --remove only touch files of kiln's naming:
+     *    pointed at a git directory they used to delete its objects */
+    char foreign[600];
+    snprintf(foreign, sizeof foreign, "%s-foreign", cache_dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/objects/ab' '%s/work/cd' && "
+             "echo data > '%s/objects/ab/0123456789abcdef0123456789abcdef01"
+             "2345' && echo data > '%s/work/cd/file.txt' && "
+             "echo 'my notes' > '%s/stats' && chmod -R go-w '%s'", foreign,
+             foreign, foreign, foreign, foreign, foreign);
+    int sh = system(cmd);
+    kiln_cache *c = kiln_cache_open(foreign, 0, &err);
+    uint64_t removed = 0;
+    int rc1 = c ? kiln_cache_clear(c, &err) : -1;
+    int rc2 = c ? kiln_cache_prune(c, 1, &removed, &err) : -1;
+    int rc3 = c ? kiln_cache_verify(c, 1, NULL, NULL, &err) : -1;
+    kiln_cache_close(c);
+    snprintf(path, sizeof path, "%s/objects/ab/0123456789abcdef0123456789"
+             "abcdef012345", foreign);
+    int kept1 = access(path, F_OK) == 0;
+    snprintf(path, sizeof path, "%s/work/cd/file.txt", foreign);
+    int kept2 = access(path, F_OK) == 0;
+    snprintf(path, sizeof path, "%s/stats", foreign);
+    FILE *sf = fopen(path, "r");
+    char line[64] = "";
+    if (sf) {
+        if (!fgets(line, sizeof line, sf))
+            line[0] = '\0';
+        fclose(sf);
+    }
+    ok(sh == 0 && rc1 == 0 && rc2 == 0 && rc3 == 0 && removed == 0 &&
+       kept1 && kept2 && !strcmp(line, "my notes\n"),
+       "clear, prune and verify --remove leave files kiln did not make "
+       "(and a foreign stats file) alone");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", foreign);
+    if (system(cmd) != 0)
+        diag("could not remove %s", foreign);
+
+    /* 2. a FIFO in place of an entry is refused, not waited on */
+    clear_cache();
+    kiln_function *f = build(M1, disk_backend, KILN_CACHE_MODE_ON, cache_dir,
+                             NULL);
+    kiln_function_free(f);
+    entries e = list_entries(0);
+    unlink(e.path[0]);
+    mkfifo(e.path[0], 0600);
+    char *msg = NULL;
+    size_t len = 0;
+    FILE *d = open_memstream(&msg, &len);
+    alarm(60);                          /* a hang fails the test */
+    f = build(M1, disk_backend, KILN_CACHE_MODE_ON, cache_dir, d);
+    alarm(0);
+    fclose(d);
+    ok(f && count_cache(f, KILN_CACHE_BAD) == 1 && msg &&
+       strstr(msg, "not a regular file"), "a FIFO in place of an entry is "
+       "refused as not a regular file (no hang)");
+    kiln_function_free(f);
+    free(msg);
+    unlink(e.path[0]);
+
+    /* 3. a directory in place of an entry: reported as left in place */
+    mkdir(e.path[0], 0700);
+    msg = NULL;
+    d = open_memstream(&msg, &len);
+    f = build(M1, disk_backend, KILN_CACHE_MODE_ON, cache_dir, d);
+    fclose(d);
+    ok(f && msg && strstr(msg, "left in place"), "an entry kiln cannot "
+       "remove is not reported as removed");
+    kiln_function_free(f);
+    free(msg);
+    rmdir(e.path[0]);
+
+    /* 4. ROOT/stats a directory: the cap still holds */
+    clear_cache();
+    snprintf(path, sizeof path, "%s/stats", cache_dir);
+    unlink(path);
+    mkdir(path, 0700);
+    setenv("KILN_CACHE_MAX_SIZE", "1", 1);
+    msg = NULL;
+    d = open_memstream(&msg, &len);
+    f = build(M1, disk_backend, KILN_CACHE_MODE_ON, cache_dir, d);
+    fclose(d);
+    kiln_function_free(f);
+    kiln_function *g = build(M2, disk_backend, KILN_CACHE_MODE_ON, cache_dir,
+                             NULL);
+    int n2 = distinct_keys(g);
+    kiln_function_free(g);
+    unsetenv("KILN_CACHE_MAX_SIZE");
+    ok(msg && strstr(msg, "is not a kiln counter file") &&
+       list_entries(0).n <= n2, "with ROOT/stats a directory the cache is "
+       "measured and kept under its cap (%d entries)", list_entries(0).n);
+    free(msg);
+    rmdir(path);
+
+    /* 5. sizes: no hex, exponents or signs */
+    uint64_t v;
+    ok(kiln_cache_parse_size("0x10", &v) == -1 &&
+       kiln_cache_parse_size("1e30", &v) == -1 &&
+       kiln_cache_parse_size("+5", &v) == -1 &&
+       kiln_cache_parse_size("1.5M", &v) == 0 && v == 1572864,
+       "sizes: 0x10, 1e30 and +5 are refused; 1.5M is 1.5 MiB");
+
+    /* 6. a policy's cache.dir must be absolute ('~' is not expanded) */
+    const char *pt = "kiln_policy: 1\ncache: {dir: ~/kc}\n";
+    kiln_policy *pol = kiln_policy_load_string(pt, strlen(pt), "p.yaml",
+                                               &err);
+    ok(!pol && strstr(err.message, "p.yaml:2:") &&
+       strstr(err.message, "not an absolute path"),
+       "policy cache.dir '~/kc' is refused: %s", err.message);
+    kiln_policy_free(pol);
+}
+
 int main(void)
 {
     const char *b = getenv("KILN_BUILDDIR");
@@ -1012,6 +1128,7 @@ int main(void)
     test_crash();
     test_stats();
     test_policy_knobs();
+    test_attack();
     clear_cache();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);

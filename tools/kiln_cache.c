@@ -9,6 +9,7 @@
 #include <kiln/kiln.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -60,6 +61,11 @@ int kiln_cli_cache(int argc, char **argv)
     int remove_bad = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(sub, "prune") == 0 && strcmp(argv[i], "--max-size") == 0 &&
+            i + 1 == argc) {
+            fprintf(stderr, "kiln: --max-size needs a value such as 512M\n");
+            return 2;
+        }
+        if (strcmp(sub, "prune") == 0 && strcmp(argv[i], "--max-size") == 0 &&
             i + 1 < argc) {
             if (kiln_cache_parse_size(argv[++i], &max) != 0 || max == 0) {
                 fprintf(stderr, "kiln: --max-size takes a size such as 512M "
@@ -83,6 +89,11 @@ int kiln_cli_cache(int argc, char **argv)
                 cache_usage);
         return 2;
     }
+    const char *ms = getenv("KILN_CACHE_MAX_SIZE");
+    uint64_t v;
+    if (ms && *ms && (kiln_cache_parse_size(ms, &v) != 0 || v == 0))
+        fprintf(stderr, "kiln: cache: KILN_CACHE_MAX_SIZE='%s' is not a size "
+                "such as 512M or 2G; using the default\n", ms);
     kiln_err err = {0, ""};
     kiln_cache *c = kiln_cache_open(NULL, 1, &err);
     if (!c) {
