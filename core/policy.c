@@ -524,6 +524,18 @@ static int read_range(reader *r, yaml_node_t *k, yaml_node_t *v,
         return perr(r, k, "%s: bad comparison: no value is %s %g and %s %g",
                     what, rg->lo_incl ? ">=" : ">", rg->lo,
                     rg->hi_incl ? "<=" : "<", rg->hi);
+    /* width, elements and scalar_ops are counts: whole numbers >= 0 */
+    if (strcmp(what, "cost") != 0) {
+        double lo = !rg->has_lo ? 0
+                    : rg->lo_incl ? ceil(rg->lo) : floor(rg->lo) + 1;
+        double hi = !rg->has_hi ? HUGE_VAL
+                    : rg->hi_incl ? floor(rg->hi) : ceil(rg->hi) - 1;
+        if (lo < 0)
+            lo = 0;
+        if (lo > hi)
+            return perr(r, k, "%s: bad comparison: no count (a whole number "
+                        ">= 0) satisfies it", what);
+    }
     return 0;
 }
 
@@ -1037,7 +1049,22 @@ static kiln_policy *load_text(const char *text, size_t len,
     r.err = err;
     r.p = p;
     if (!yaml_parser_load(&parser, &r.doc)) {
+        yaml_mark_t rm;
         const yaml_mark_t *m = &parser.problem_mark;
+        if (parser.error == YAML_READER_ERROR) {
+            /* the reader (bad encoding, control characters) reports a
+             * byte offset, not a mark: count lines and columns to it */
+            memset(&rm, 0, sizeof rm);
+            for (size_t i = 0; i < parser.problem_offset && i < len; i++) {
+                if (text[i] == '\n') {
+                    rm.line++;
+                    rm.column = 0;
+                } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
+                    rm.column++;          /* characters, not UTF-8 bytes */
+                }
+            }
+            m = &rm;
+        }
         if (parser.error == YAML_MEMORY_ERROR)
             kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         else if (parser.context)

@@ -248,6 +248,16 @@ static void test_errors(void)
         {"kiln_policy: 1\nrules:\n  - when: {width: {gt: 1, ge: 2}}\n"
          "    use: interp\n",
          "t.yaml:3:27: bad comparison: two lower bounds"},
+        /* counts are whole numbers >= 0 (found by an attack) */
+        {"kiln_policy: 1\nrules:\n  - when: {width: {gt: 2, lt: 3}}\n"
+         "    use: interp\n",
+         "t.yaml:3:12: width: bad comparison: no count"},
+        {"kiln_policy: 1\nrules:\n  - when: {elements: {lt: 0}}\n"
+         "    use: interp\n",
+         "t.yaml:3:12: elements: bad comparison: no count"},
+        /* the reader's errors carry the character's position */
+        {"kiln_policy: 1\n\n\n\nbackends: [interp] \x01\n",
+         "t.yaml:5:20: YAML: control characters are not allowed"},
         {"kiln_policy: 1\nrules:\n  - when: {width: 3}\n    use: interp\n",
          "t.yaml:3:19: width: expected a comparison"},
         {"kiln_policy: 1\nbackends: [tcc]\nrules:\n  - use: llvm\n",
