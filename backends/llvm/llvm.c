@@ -671,6 +671,56 @@ static void kl_loop_md(kl_cg *g, LLVMValueRef latch, int strided, int mode)
 }
 
 /* One row function. */
+/* The end of one element in a row function's loop: store the outputs
+ * (KL_EW), fold program output 0 into the running accumulator `acc`
+ * (KL_RSCALAR; returns the new accumulator), or combine it into the
+ * output element (KL_RROW).  Contiguous rows carry the alias scopes. */
+static LLVMValueRef kl_emit_outputs(kl_cg *g, kl_loopctx *lc, int mode,
+                                    int strided, unsigned odt, unsigned accdt,
+                                    LLVMValueRef acc)
+{
+    const kiln_kernel *k = g->k;
+    LLVMBuilderRef b = g->b;
+    if (mode == KL_EW) {
+        for (uint32_t j = 0; j < k->n_outputs; j++) {
+            uint32_t v = k->n_inputs + j;
+            unsigned dt = k->outputs[j].dtype;
+            LLVMValueRef x = lc->val[k->out_refs[j]];
+            if (dt == KILN_BOOL)
+                x = LLVMBuildZExt(b, x, g->t_i8, "");
+            LLVMValueRef idx = kl_index(g, lc, v);
+            LLVMValueRef p = LLVMBuildGEP2(b, kl_type(g, dt), lc->base[v],
+                                           &idx, 1, "");
+            LLVMValueRef s = LLVMBuildStore(b, x, p);
+            if (!strided)
+                kl_md(g, s, g->l_out_scope[j], g->l_out_noalias[j]);
+        }
+        return NULL;
+    }
+    if (mode == KL_RSCALAR) {
+        LLVMValueRef x = lc->val[k->out_refs[0]];
+        if (odt == KILN_F32)
+            x = LLVMBuildFPExt(b, x, g->t_f64, "");
+        return kl_fold(g, accdt, k->reduce_op, acc, x);
+    }
+    uint32_t v = k->n_inputs;
+    LLVMValueRef idx = kl_index(g, lc, v);
+    LLVMValueRef p = LLVMBuildGEP2(b, kl_type(g, odt), lc->base[v], &idx, 1,
+                                   "");
+    LLVMValueRef o = LLVMBuildLoad2(b, kl_type(g, odt), p, "");
+    if (!strided)
+        kl_md(g, o, g->l_out_scope[0], g->l_in_only);
+    if (odt == KILN_BOOL)
+        o = LLVMBuildICmp(b, LLVMIntNE, o, LLVMConstNull(g->t_i8), "");
+    LLVMValueRef x = kl_fold(g, odt, k->reduce_op, o, lc->val[k->out_refs[0]]);
+    if (odt == KILN_BOOL)
+        x = LLVMBuildZExt(b, x, g->t_i8, "");
+    LLVMValueRef s = LLVMBuildStore(b, x, p);
+    if (!strided)
+        kl_md(g, s, g->l_out_scope[0], g->l_in_only);
+    return NULL;
+}
+
 static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
 {
     const kiln_kernel *k = g->k;
@@ -734,41 +784,8 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
     if (mode == KL_RSCALAR)
         acc = LLVMBuildPhi(b, kl_rtype(g, accdt), "acc");
     kl_emit_program(g, &lc);
-    LLVMValueRef acc2 = NULL;
-    if (mode == KL_EW) {
-        for (uint32_t j = 0; j < k->n_outputs; j++) {
-            uint32_t v = k->n_inputs + j;
-            unsigned dt = k->outputs[j].dtype;
-            LLVMValueRef x = lc.val[k->out_refs[j]];
-            if (dt == KILN_BOOL)
-                x = LLVMBuildZExt(b, x, g->t_i8, "");
-            LLVMValueRef idx = kl_index(g, &lc, v);
-            LLVMValueRef p = LLVMBuildGEP2(b, kl_type(g, dt), lc.base[v], &idx, 1, "");
-            LLVMValueRef s = LLVMBuildStore(b, x, p);
-            if (!strided)
-                kl_md(g, s, g->l_out_scope[j], g->l_out_noalias[j]);
-        }
-    } else if (mode == KL_RSCALAR) {
-        LLVMValueRef x = lc.val[k->out_refs[0]];
-        if (odt == KILN_F32)
-            x = LLVMBuildFPExt(b, x, g->t_f64, "");
-        acc2 = kl_fold(g, accdt, k->reduce_op, acc, x);
-    } else {
-        uint32_t v = k->n_inputs;
-        LLVMValueRef idx = kl_index(g, &lc, v);
-        LLVMValueRef p = LLVMBuildGEP2(b, kl_type(g, odt), lc.base[v], &idx, 1, "");
-        LLVMValueRef o = LLVMBuildLoad2(b, kl_type(g, odt), p, "");
-        if (!strided)
-            kl_md(g, o, g->l_out_scope[0], g->l_in_only);
-        if (odt == KILN_BOOL)
-            o = LLVMBuildICmp(b, LLVMIntNE, o, LLVMConstNull(g->t_i8), "");
-        LLVMValueRef x = kl_fold(g, odt, k->reduce_op, o, lc.val[k->out_refs[0]]);
-        if (odt == KILN_BOOL)
-            x = LLVMBuildZExt(b, x, g->t_i8, "");
-        LLVMValueRef s = LLVMBuildStore(b, x, p);
-        if (!strided)
-            kl_md(g, s, g->l_out_scope[0], g->l_in_only);
-    }
+    LLVMValueRef acc2 = kl_emit_outputs(g, &lc, mode, strided, odt, accdt,
+                                        acc);
     LLVMValueRef j1 = LLVMBuildAdd(b, lc.j, LLVMConstInt(g->t_i64, 1, 0), "");
     LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);
     LLVMValueRef latch = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j1,
@@ -1137,40 +1154,7 @@ static LLVMValueRef kl_emit_seg(kl_cg *g, const char *name, uint32_t q,
     if (last_seg) {
         for (uint32_t j = 0; j < k->n_outputs; j++)
             kl_avail(g, &lc, stamp, tmp, k->out_refs[j], q);
-        if (mode == KL_EW) {
-            for (uint32_t j = 0; j < k->n_outputs; j++) {
-                uint32_t v = k->n_inputs + j;
-                unsigned dt = k->outputs[j].dtype;
-                LLVMValueRef x = lc.val[k->out_refs[j]];
-                if (dt == KILN_BOOL)
-                    x = LLVMBuildZExt(b, x, g->t_i8, "");
-                LLVMValueRef idx = kl_index(g, &lc, v);
-                LLVMValueRef sp = LLVMBuildStore(b, x, LLVMBuildGEP2(
-                    b, kl_type(g, dt), lc.base[v], &idx, 1, ""));
-                if (!strided)
-                    kl_md(g, sp, g->l_out_scope[j], g->l_out_noalias[j]);
-            }
-        } else if (mode == KL_RSCALAR) {
-            LLVMValueRef x = lc.val[k->out_refs[0]];
-            if (odt == KILN_F32)
-                x = LLVMBuildFPExt(b, x, g->t_f64, "");
-            acc2 = kl_fold(g, accdt, k->reduce_op, acc, x);
-        } else {
-            uint32_t v = k->n_inputs;
-            LLVMValueRef idx = kl_index(g, &lc, v);
-            LLVMValueRef op = LLVMBuildGEP2(b, kl_type(g, odt), lc.base[v], &idx, 1, "");
-            LLVMValueRef o = LLVMBuildLoad2(b, kl_type(g, odt), op, "");
-            if (!strided)
-                kl_md(g, o, g->l_out_scope[0], g->l_in_only);
-            if (odt == KILN_BOOL)
-                o = LLVMBuildICmp(b, LLVMIntNE, o, LLVMConstNull(g->t_i8), "");
-            LLVMValueRef x = kl_fold(g, odt, k->reduce_op, o, lc.val[k->out_refs[0]]);
-            if (odt == KILN_BOOL)
-                x = LLVMBuildZExt(b, x, g->t_i8, "");
-            LLVMValueRef sp = LLVMBuildStore(b, x, op);
-            if (!strided)
-                kl_md(g, sp, g->l_out_scope[0], g->l_in_only);
-        }
+        acc2 = kl_emit_outputs(g, &lc, mode, strided, odt, accdt, acc);
     }
     LLVMValueRef j1 = LLVMBuildAdd(b, lc.j, LLVMConstInt(g->t_i64, 1, 0), "");
     LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);

@@ -175,25 +175,5 @@ static kiln_value rewrite(kiln_rw *rw, kiln_value v)
 int kiln_rw_canonicalize(kiln_graph **gp, const kiln_rw_config *c,
                          kiln_err *err)
 {
-    kiln_rw rw;
-    kiln_graph *old = *gp;
-    *gp = NULL;
-    if (kiln_rw_begin(&rw, old, c, err)) {
-        kiln_graph_free(old);
-        return err ? err->code : KILN_ERR_NOMEM;
-    }
-    for (int v = 0; v < old->n_nodes; v++) {
-        kiln_value r = -2;
-        if (kiln_ir_op_info(old->nodes[v].op)->category != KILN_CAT_LEAF)
-            r = rewrite(&rw, v);
-        if (r == -2)
-            r = kiln_rw_move(&rw, v);
-        if (r < 0) {
-            kiln_graph_free(old);
-            kiln_rw_abort(&rw);
-            return err && err->code ? err->code : KILN_ERR_NOMEM;
-        }
-        kiln_rw_bind(&rw, v, r);
-    }
-    return kiln_rw_end(&rw, gp);
+    return kiln_rw_map(gp, c, err, rewrite, 1);
 }

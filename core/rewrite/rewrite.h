@@ -147,6 +147,15 @@ int kiln_rw_end(kiln_rw *rw, kiln_graph **out);
  * moved yet; callers treat it as consumed). */
 void kiln_rw_abort(kiln_rw *rw);
 
+/* The common driver of a node-by-node pass: rebuild *gp, asking `visit`
+ * for every old node v (leaves too unless skip_leaves) — it returns the
+ * new value standing for v, -2 to keep v as it is (moved), or -1 on an
+ * error set in rw->err — and bind the result.  *gp is consumed and
+ * replaced by the new graph (NULL on error).  Returns 0 or the error. */
+int kiln_rw_map(kiln_graph **gp, const kiln_rw_config *c, kiln_err *err,
+                kiln_value (*visit)(kiln_rw *rw, kiln_value v),
+                int skip_leaves);
+
 /* 1 when two types are equal (dtype, rank, dims). */
 int kiln_rw_same_type(const kiln_type *a, const kiln_type *b);
 
