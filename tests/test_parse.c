@@ -385,6 +385,10 @@ static void test_errors(void)
     ERR(KILN_ERR_NAME, "m.kg:5:3: duplicate name 'x' (first defined at line 3)",
         "duplicate name (assignment)", "kiln 1", "graph m", "  input x: f64",
         "  input y: f64", "  x = add(y, 1)", "end");
+    ERR(KILN_ERR_NAME, "m.kg:6:9: duplicate name 'a' (first defined at line 6)",
+        "duplicate name (grad left-hand side)", "kiln 1", "graph m",
+        "  input x: f64", "  input y: f64", "  c = mul(x, y)",
+        "  a, b, a = grad(c, x, y, x)", "  output a", "end");
     ERR(KILN_ERR_NAME, "m.kg:4:9: duplicate name 'x' (first defined at line 3)",
         "duplicate name (input)", "kiln 1", "graph m", "  input x: f64",
         "  input x: f32", "end");
@@ -1077,6 +1081,47 @@ static void test_wide(void)
     }
     kiln_graph_free(g);
     round_trip(t, "join of 5000 inputs");
+    free(t);
+
+    /* a grad line with 3000 names on the left (the duplicate check is a
+     * hash set: every pair was compared before), and the same line with
+     * the last name repeating one from the middle */
+    n = 3000;
+    cap = (size_t)n * 64 + 256;
+    t = malloc(cap);
+    for (int dup = 0; dup < 2; dup++) {
+        q = t;
+        q += sprintf(q, "kiln 1\ngraph wideg\n");
+        for (int i = 0; i < n; i++)
+            q += sprintf(q, "  input x%d: f64\n", i);
+        q += sprintf(q, "  s = add(x0");
+        for (int i = 1; i < n; i++)
+            q += sprintf(q, ", x%d", i);
+        q += sprintf(q, ")\n  ");
+        for (int i = 0; i < n; i++)
+            q += sprintf(q, "%sd%d", i ? ", " : "",
+                         dup && i == n - 1 ? 1234 : i);
+        q += sprintf(q, " = grad(s");
+        for (int i = 0; i < n; i++)
+            q += sprintf(q, ", x%d", i);
+        q += sprintf(q, ")\n  output d%d\nend\n", n - 2);
+        if (!dup) {
+            g = parse_ok(t, "grad with 3000 names");
+            ok(g && kiln_graph_lookup(g, "d2999") >= 0 &&
+                   g->n_grads == n,
+               "grad with 3000 names: every name defined, one record each");
+            kiln_graph_free(g);
+        } else {
+            kiln_err e = {0, ""};
+            g = kiln_parse_string(t, "w.kg", NULL, &e);
+            ok(!g && e.code == KILN_ERR_NAME &&
+                   strstr(e.message, "duplicate name 'd1234' (first "
+                                     "defined at line 3004)"),
+               "grad with 3000 names: a late duplicate is found (%s)",
+               e.message);
+            kiln_graph_free(g);
+        }
+    }
     free(t);
 
     /* one line of a million bytes: a const of 100000 values */
