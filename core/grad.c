@@ -140,11 +140,11 @@ static int contribute(gctx *c, kiln_value x, kiln_value d)
 static int reduce_axes(const kiln_node *n, int rank, int64_t *axes)
 {
     int mask[KILN_MAX_RANK] = {0}, na = 0;
-    if (!n->attrs.has_axes)
+    if (!n->attrs->has_axes)
         for (int i = 0; i < rank; i++)
             mask[i] = 1;
-    for (int i = 0; n->attrs.has_axes && i < n->attrs.naxes; i++) {
-        int64_t a = n->attrs.axes[i];
+    for (int i = 0; n->attrs->has_axes && i < n->attrs->naxes; i++) {
+        int64_t a = n->attrs->axes[i];
         mask[a < 0 ? a + rank : a] = 1;
     }
     for (int i = 0; i < rank; i++)
@@ -158,7 +158,7 @@ static int reduce_axes(const kiln_node *n, int rank, int64_t *axes)
 static kiln_value keep_reduced(gctx *c, kiln_value v, kiln_value gv)
 {
     const kiln_node *n = NODE(c, v);
-    if (n->attrs.keepdims)
+    if (n->attrs->keepdims)
         return gv;
     int64_t axes[KILN_MAX_RANK];
     int na = reduce_axes(n, NODE(c, n->in[0])->type.rank, axes);
@@ -229,7 +229,7 @@ static int grad_join(gctx *c, kiln_value v, kiln_value gv)
     kiln_node n = *NODE(c, v);
     int stack = n.op == KILN_OP_STACK;
     int r = n.type.rank;
-    int64_t ax = n.attrs.has_axes ? n.attrs.axes[0] : 0;
+    int64_t ax = n.attrs->has_axes ? n.attrs->axes[0] : 0;
     if (ax < 0)
         ax += r;
     int64_t off = 0;
@@ -316,7 +316,7 @@ static int grad_shape(gctx *c, kiln_value v, kiln_value gv)
     case KILN_OP_TRANSPOSE: {
         int64_t inv[KILN_MAX_RANK];
         for (int i = 0; i < xt.rank; i++) {
-            int64_t p = n.attrs.has_axes ? n.attrs.axes[i] : xt.rank - 1 - i;
+            int64_t p = n.attrs->has_axes ? n.attrs->axes[i] : xt.rank - 1 - i;
             inv[p < 0 ? p + xt.rank : p] = i;
         }
         return contribute(c, x, op1_axes(c, "transpose", gv, "axes", xt.rank,
@@ -325,19 +325,19 @@ static int grad_shape(gctx *c, kiln_value v, kiln_value gv)
     case KILN_OP_EXPAND_DIMS: {
         int64_t axes[KILN_MAX_RANK];
         int r = n.type.rank;
-        for (int i = 0; i < n.attrs.naxes; i++)
-            axes[i] = n.attrs.axes[i] < 0 ? n.attrs.axes[i] + r
-                                          : n.attrs.axes[i];
+        for (int i = 0; i < n.attrs->naxes; i++)
+            axes[i] = n.attrs->axes[i] < 0 ? n.attrs->axes[i] + r
+                                          : n.attrs->axes[i];
         return contribute(c, x, op1_axes(c, "squeeze", gv, "axis",
-                                         n.attrs.naxes, axes, -1));
+                                         n.attrs->naxes, axes, -1));
     }
     case KILN_OP_SQUEEZE: {
         int64_t axes[KILN_MAX_RANK];
         int na = 0;
-        if (n.attrs.has_axes) {
-            for (int i = 0; i < n.attrs.naxes; i++)
-                axes[na++] = n.attrs.axes[i] < 0 ? n.attrs.axes[i] + xt.rank
-                                                 : n.attrs.axes[i];
+        if (n.attrs->has_axes) {
+            for (int i = 0; i < n.attrs->naxes; i++)
+                axes[na++] = n.attrs->axes[i] < 0 ? n.attrs->axes[i] + xt.rank
+                                                 : n.attrs->axes[i];
         } else {
             for (int i = 0; i < xt.rank; i++)
                 if (xt.dims[i] == 1)
@@ -368,7 +368,7 @@ static int grad_shape(gctx *c, kiln_value v, kiln_value gv)
 static int grad_index(gctx *c, kiln_value v, kiln_value gv)
 {
     kiln_node n = *NODE(c, v);
-    kiln_attrs at = n.attrs;
+    kiln_attrs at = *n.attrs;
     kiln_value x = n.in[0];
     int axis = at.has_axes ? (int)at.axes[0] : 0;
     switch (n.op) {

@@ -276,8 +276,39 @@ kiln_graph *kiln_graph_new(const char *name, kiln_err *err)
     return g;
 }
 
+const kiln_attrs kiln_ir_no_attrs = {.dtype = -1};
+
+int kiln_ir_attrs_empty(const kiln_attrs *a)
+{
+    return !a->has_axes && a->naxes == 0 && !a->keepdims &&
+           a->nshape == 0 && a->dtype == -1 && a->nidx == 0;
+}
+
+int kiln_ir_node_set_attrs(kiln_node *n, const kiln_attrs *a)
+{
+    const kiln_attrs *na = &kiln_ir_no_attrs;
+    if (a && !kiln_ir_attrs_empty(a)) {
+        kiln_attrs *c = malloc(sizeof *c);
+        if (!c)
+            return KILN_ERR_NOMEM;
+        *c = *a;
+        na = c;
+    }
+    kiln_ir_node_drop_attrs(n);
+    n->attrs = na;
+    return 0;
+}
+
+void kiln_ir_node_drop_attrs(kiln_node *n)
+{
+    if (n->attrs && n->attrs != &kiln_ir_no_attrs)
+        free((kiln_attrs *)n->attrs);
+    n->attrs = &kiln_ir_no_attrs;
+}
+
 static void node_release(kiln_node *n)
 {
+    kiln_ir_node_drop_attrs(n);
     free(n->in);
     free(n->name);
     free(n->data);
@@ -403,7 +434,8 @@ kiln_value kiln_ir_append(kiln_graph *g, const kiln_node *proto, kiln_err *err)
     nd.name = NULL;
     nd.data = NULL;
     nd.source = NULL;
-    int fail = 0;
+    nd.attrs = NULL;
+    int fail = kiln_ir_node_set_attrs(&nd, proto->attrs) != 0;
     if (proto->n_in > 0 &&
         !(nd.in = dupmem(proto->in, sizeof *nd.in * (size_t)proto->n_in)))
         fail = 1;
@@ -451,7 +483,11 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
             d->name = NULL;
             d->data = NULL;
             d->source = NULL;
+            d->attrs = &kiln_ir_no_attrs;
             c->n_nodes = i + 1;
+            if (s->attrs != &kiln_ir_no_attrs &&
+                kiln_ir_node_set_attrs(d, s->attrs))
+                goto nomem;
             if (s->n_in > 0 &&
                 !(d->in = dupmem(s->in, sizeof *d->in * (size_t)s->n_in)))
                 goto nomem;
@@ -655,7 +691,7 @@ static kiln_value leaf(kiln_graph *g, int op, const char *name,
     memset(&nd, 0, sizeof nd);
     nd.op = op;
     nd.type = *t;
-    attrs_default(&nd.attrs);
+    nd.attrs = &kiln_ir_no_attrs;
     nd.data = data;
     nd.nbytes = nbytes;
     if (vshape)
@@ -822,7 +858,7 @@ kiln_value kiln_graph_literal(kiln_graph *g, double value,
     kiln_node nd;
     memset(&nd, 0, sizeof nd);
     nd.op = KILN_OP_LITERAL;
-    attrs_default(&nd.attrs);
+    nd.attrs = &kiln_ir_no_attrs;
     nd.weak = 1;
     switch (kind) {
     case KILN_LIT_INT:
@@ -849,8 +885,8 @@ kiln_value kiln_graph_literal(kiln_graph *g, double value,
         return kiln_seterr(err, KILN_ERR_ARG, "bad literal kind %d",
                            (int)kind), -1;
     }
-    nd.attrs.value = value;
-    nd.attrs.lit_kind = (int)kind;
+    nd.value = value;
+    nd.lit_kind = (int)kind;
     return push_node(g, &nd, err);
 }
 
@@ -931,12 +967,16 @@ static kiln_value build(kiln_graph *g, int op, int n_in, const kiln_value *in,
     if (n_in > 0)
         normalize_axis(op, attrs, &g->nodes[in[0]].type);
     nd.op = op;
-    nd.attrs = *attrs;
+    nd.attrs = &kiln_ir_no_attrs;
+    if (kiln_ir_node_set_attrs(&nd, attrs))
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory"), -1;
     nd.n_in = n_in;
     if (n_in > 0) {
         nd.in = dupmem(in, sizeof *in * (size_t)n_in);
-        if (!nd.in)
+        if (!nd.in) {
+            kiln_ir_node_drop_attrs(&nd);
             return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory"), -1;
+        }
     }
     return push_node(g, &nd, err);
 }

@@ -76,8 +76,6 @@ typedef struct kiln_attrs {
     int dtype;                    /* cast, zeros, ones: kiln_dtype; -1 unset */
     int nidx;                     /* subtensor, set/inc_subtensor */
     kiln_index idx[KILN_MAX_RANK];
-    double value;                 /* literal value */
-    int lit_kind;                 /* kiln_literal_kind of a literal */
 } kiln_attrs;
 
 typedef struct kiln_node {
@@ -87,7 +85,13 @@ typedef struct kiln_node {
                                      from literals only) */
     int n_in;
     kiln_value *in;               /* n_in earlier nodes (owned) */
-    kiln_attrs attrs;
+    /* Never NULL: &kiln_ir_no_attrs (shared, not owned) when the op has
+     * none set, as most nodes, else an owned copy.  Out of line because
+     * kiln_attrs is ~0.5 KB and a gradient graph has 10^5 nodes, most
+     * elementwise (kiln_ir_node_set_attrs, kiln_ir_node_drop_attrs). */
+    const kiln_attrs *attrs;
+    double value;                 /* LITERAL: its value */
+    int lit_kind;                 /* LITERAL: kiln_literal_kind */
     char *name;                   /* owned; NULL when unnamed */
     /* CONST and SHARED: the value (owned, C order) and its concrete
      * shape; data is NULL for a shared value not bound yet. */
@@ -129,6 +133,21 @@ struct kiln_graph {
     int32_t *map;
     int map_cap;
 };
+
+/* The attributes of a node with none set (all defaults: dtype -1, no
+ * axes, shape or indices).  Shared by every such node, never freed. */
+extern const kiln_attrs kiln_ir_no_attrs;
+
+/* 1 when *a sets nothing (equal to kiln_ir_no_attrs in every field an op
+ * reads). */
+int kiln_ir_attrs_empty(const kiln_attrs *a);
+
+/* Give node n a copy of *a (NULL or empty: &kiln_ir_no_attrs), dropping
+ * what it had.  Returns 0, or KILN_ERR_NOMEM with n unchanged. */
+int kiln_ir_node_set_attrs(kiln_node *n, const kiln_attrs *a);
+
+/* Free n's attributes when owned; n->attrs becomes &kiln_ir_no_attrs. */
+void kiln_ir_node_drop_attrs(kiln_node *n);
 
 /* Symbol id <-> index. */
 #define KILN_SYM_ID(k) ((int64_t)(-2 - (int64_t)(k)))
@@ -204,8 +223,10 @@ int64_t kiln_ir_fresh_symbol(kiln_graph *g);
 
 /* ---- graph helpers (ir.c) ----------------------------------------- */
 
-/* Append a node; takes ownership of nothing (copies `in`).  Returns its id
- * or -1 (KILN_ERR_NOMEM). */
+/* Append a node; takes ownership of nothing (copies `in`, the name, data,
+ * source and attrs; proto->attrs NULL means none).  Returns its id or -1
+ * (KILN_ERR_NOMEM; KILN_ERR_ARG for a bad op or input; KILN_ERR_NAME for
+ * a duplicate name). */
 kiln_value kiln_ir_append(kiln_graph *g, const kiln_node *proto,
                           kiln_err *err);
 

@@ -51,6 +51,7 @@ static int add_buf(kiln_program *p, int kind, int node, const kiln_type *t,
     b->type = *t;
     b->is_static = type_static(t);
     b->op = -1;
+    b->attrs = &kiln_ir_no_attrs;
     b->slot = -1;
     b->def_step = -1;
     b->last_step = -1;
@@ -70,8 +71,14 @@ static int add_temp(kiln_program *p, int node, const kiln_type *t, int op,
         return id;
     kiln_buf *b = &p->bufs[id];
     b->op = op;
-    if (attrs)
-        b->attrs = *attrs;
+    b->attrs = &kiln_ir_no_attrs;
+    if (attrs) {
+        b->attrs_owned = malloc(sizeof *b->attrs_owned);
+        if (!b->attrs_owned)
+            return -kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        *b->attrs_owned = *attrs;
+        b->attrs = b->attrs_owned;
+    }
     b->n_in = n_in;
     if (n_in > 0) {
         b->in_bufs = malloc(sizeof(int) * (size_t)n_in);
@@ -151,18 +158,30 @@ static kiln_step *new_step(kiln_program *p, int kind, int node, int n_in,
     s->node = node;
     s->n_in = n_in;
     s->n_out = n_out;
-    s->in = calloc((size_t)(n_in ? n_in : 1), sizeof *s->in);
-    s->out = calloc((size_t)(n_out ? n_out : 1), sizeof *s->out);
-    s->in_desc = calloc((size_t)(n_in ? n_in : 1), sizeof *s->in_desc);
-    s->out_desc = calloc((size_t)(n_out ? n_out : 1), sizeof *s->out_desc);
-    s->vin = calloc((size_t)(n_in ? n_in : 1), sizeof *s->vin);
-    s->vout = calloc((size_t)(n_out ? n_out : 1), sizeof *s->vout);
+    /* the six per-argument arrays are one allocation (s->in owns it): a
+     * 10,000-input join lowers to 10,000 steps, and six small callocs
+     * each were a fifth of the lowering */
+    size_t ni = (size_t)(n_in ? n_in : 1), no = (size_t)(n_out ? n_out : 1);
+    size_t sz[6] = {ni * sizeof *s->in, no * sizeof *s->out,
+                    ni * sizeof *s->in_desc, no * sizeof *s->out_desc,
+                    ni * sizeof *s->vin, no * sizeof *s->vout};
+    size_t off[6], total = 0;
+    for (int i = 0; i < 6; i++) {
+        off[i] = total;
+        total += (sz[i] + 15) & ~(size_t)15;
+    }
+    char *block = calloc(1, total);
     p->n_steps++;
-    if (!s->in || !s->out || !s->in_desc || !s->out_desc || !s->vin ||
-        !s->vout) {
+    if (!block) {
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         return NULL;
     }
+    s->in = (kiln_arg *)(void *)(block + off[0]);
+    s->out = (kiln_arg *)(void *)(block + off[1]);
+    s->in_desc = (kiln_arg_desc *)(void *)(block + off[2]);
+    s->out_desc = (kiln_arg_desc *)(void *)(block + off[3]);
+    s->vin = (kiln_view *)(void *)(block + off[4]);
+    s->vout = (kiln_view *)(void *)(block + off[5]);
     snprintf(s->label, sizeof s->label, "%s", label);
     s->kernel.struct_size = sizeof(kiln_kernel);
     s->kernel.kind = (uint32_t)kind;
@@ -310,7 +329,7 @@ static int ew_operand(ew_ctx *c, kiln_value v, kiln_dtype want, kiln_err *err)
     }
     if (n->op == KILN_OP_LITERAL &&
         !(c->load_literals && c->p->node_buf[v] >= 0))
-        return emit(&c->pb, KILN_I_CONST, want, -1, -1, -1, n->attrs.value);
+        return emit(&c->pb, KILN_I_CONST, want, -1, -1, -1, n->value);
     int buf = c->p->node_buf[v];
     kiln_lower_scratch *sc = c->p->scr;
     int slot = buf < sc->buf_slot_cap ? sc->buf_slot[buf] : -1;
@@ -579,12 +598,12 @@ static int lower_copy(kiln_program *p, kiln_graph *g, int node, int src,
         kiln_node *n = &g->nodes[node];
         int rk = g->nodes[src].type.rank;
         for (int i = 0; i < rk; i++) {
-            int64_t ax = n->attrs.has_axes ? n->attrs.axes[i] : rk - 1 - i;
+            int64_t ax = n->attrs->has_axes ? n->attrs->axes[i] : rk - 1 - i;
             s->in[0].perm[i] = ax < 0 ? ax + rk : ax;
         }
     }
     if (!rc && c.n == 1 && rec == KILN_VIEW_SUBTENSOR)
-        s->in[0].attrs = &g->nodes[node].attrs;
+        s->in[0].attrs = g->nodes[node].attrs;
     ew_free(&c);
     return rc;
 }
@@ -705,11 +724,11 @@ static int lower_reduce(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     default: break;  /* logsumexp */
     }
     if (rop >= 0)
-        return reduce_step(p, g, v, n->in[0], -1, rop, ob, &n->attrs,
-                           n->attrs.keepdims, od, 0, err);
+        return reduce_step(p, g, v, n->in[0], -1, rop, ob, n->attrs,
+                           n->attrs->keepdims, od, 0, err);
     /* logsumexp: m = max(x, keepdims); s = sum(exp(x - m')); out = log(s)
      * + m', with temporaries m and s of the keepdims shape. */
-    kiln_attrs kat = n->attrs;
+    kiln_attrs kat = *n->attrs;
     kat.keepdims = 1;
     kiln_type kt;
     kiln_shape_ctx ctx = {g, NULL};
@@ -726,11 +745,11 @@ static int lower_reduce(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     int sb = add_temp(p, -1, &kt, KILN_OP_SUM, &kat, 1, &xb, err);
     if (sb < 0)
         return -sb;
-    int rc = reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_MAX, mb, &n->attrs,
+    int rc = reduce_step(p, g, v, n->in[0], -1, KILN_REDUCE_MAX, mb, n->attrs,
                          1, od, 0, err);
     if (!rc)
         rc = reduce_step(p, g, v, n->in[0], mb, KILN_REDUCE_SUM, sb,
-                         &n->attrs, 1, od, 1, err);
+                         n->attrs, 1, od, 1, err);
     if (rc)
         return rc;
     /* out = log(s) + m' */
@@ -792,65 +811,14 @@ static int cast_buf(kiln_program *p, int node, int buf,
 
 /* ---- shape, index and dot ops -------------------------------------- */
 
-/* join_slices (core/rewrite/join.c): one narrow copy per input into its
- * slice of the output, when the sizes along the axis are static.  Returns
- * 1 when it did not apply. */
-static int lower_join_slices(kiln_program *p, kiln_graph *g, int v,
-                             kiln_err *err)
-{
-    kiln_node *n = &g->nodes[v];
-    int stack = n->op == KILN_OP_STACK;
-    int r = n->type.rank;
-    int64_t ax = n->attrs.has_axes ? n->attrs.axes[0] : 0;
-    if (ax < 0)
-        ax += r;
-    if (ax < 0 || ax >= r)
-        return 1;
-    for (int i = 0; !stack && i < n->n_in; i++)
-        if (g->nodes[n->in[i]].type.dims[ax] < 0)
-            return 1;
-    int64_t off = 0;
-    for (int i = 0; i < n->n_in; i++) {
-        kiln_attrs *sl = calloc(1, sizeof *sl);
-        if (!sl)
-            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-        sl->dtype = -1;
-        sl->nidx = (int)ax + 1;
-        for (int k = 0; k < ax; k++)
-            sl->idx[k].kind = KILN_INDEX_SLICE;
-        kiln_index *ix = &sl->idx[ax];
-        if (stack) {
-            ix->kind = KILN_INDEX_INT;
-            ix->start = i;
-        } else {
-            int64_t len = g->nodes[n->in[i]].type.dims[ax];
-            ix->kind = KILN_INDEX_SLICE;
-            ix->start = off;
-            ix->stop = off + len;
-            ix->has_start = ix->has_stop = 1;
-            off += len;
-        }
-        int rc = lower_copy(p, g, v, n->in[i], KILN_VIEW_BCAST,
-                            p->node_buf[v], KILN_VIEW_SUBTENSOR, sl,
-                            kiln_ir_op_info(n->op)->name, err);
-        if (rc) {
-            free(sl);
-            return rc;
-        }
-        p->steps[p->n_steps - 1].slice = sl;
-    }
-    return 0;
-}
-
+/* A join or stack is one JOIN step: one output allocation and one kernel
+ * that loops over the array of its inputs, writing each into its slice
+ * (interp.c kiln_interp_join), whatever their number — never a kernel
+ * with a parameter or generated code per input (DESIGN.md invariant 1). */
 static int lower_join(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
 {
     kiln_node *n = &g->nodes[v];
     int stack = n->op == KILN_OP_STACK;
-    if (p->opts && p->opts->join_slices && n->type.rank > 0) {
-        int rc = lower_join_slices(p, g, v, err);
-        if (rc != 1)
-            return rc;
-    }
     int *bufs = malloc(sizeof(int) * (size_t)n->n_in);
     if (!bufs)
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
@@ -869,7 +837,7 @@ static int lower_join(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
         return err ? err->code : KILN_ERR_NOMEM;
     }
     int r = n->type.rank;
-    int64_t ax = n->attrs.has_axes ? n->attrs.axes[0] : 0;
+    int64_t ax = n->attrs->has_axes ? n->attrs->axes[0] : 0;
     if (ax < 0)
         ax += r;
     for (int i = 0; i < n->n_in; i++) {
@@ -890,7 +858,7 @@ static int lower_take(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     if (!s)
         return err ? err->code : KILN_ERR_NOMEM;
     int xr = g->nodes[n->in[0]].type.rank;
-    int64_t ax = n->attrs.has_axes ? n->attrs.axes[0] : 0;
+    int64_t ax = n->attrs->has_axes ? n->attrs->axes[0] : 0;
     if (ax < 0)
         ax += xr;
     set_arg(p, s, 0, 0, p->node_buf[n->in[0]], KILN_VIEW_FULL, xr);
@@ -933,15 +901,15 @@ static int lower_set_subtensor(kiln_program *p, kiln_graph *g, int v,
         }
         int iter_rank = 0;
         for (int i = 0; i < n->type.rank; i++)
-            if (i >= n->attrs.nidx || n->attrs.idx[i].kind == KILN_INDEX_SLICE)
+            if (i >= n->attrs->nidx || n->attrs->idx[i].kind == KILN_INDEX_SLICE)
                 iter_rank++;
         kiln_step *s;
         rc = ew_finish(&c, KILN_KERNEL_ELEMWISE, v,
                        kiln_ir_op_info(n->op)->name, ob, KILN_VIEW_SUBTENSOR,
-                       &n->attrs, r, iter_rank, &s, err);
+                       n->attrs, r, iter_rank, &s, err);
         if (!rc && inc) {
             s->in[0].recipe = KILN_VIEW_SUBTENSOR;
-            s->in[0].attrs = &n->attrs;
+            s->in[0].attrs = n->attrs;
         }
         ew_free(&c);
         return rc;
@@ -956,7 +924,7 @@ static int lower_set_subtensor(kiln_program *p, kiln_graph *g, int v,
     if (!s)
         return err ? err->code : KILN_ERR_NOMEM;
     int xr = n->type.rank;
-    int64_t ax = n->attrs.has_axes ? n->attrs.axes[0] : 0;
+    int64_t ax = n->attrs->has_axes ? n->attrs->axes[0] : 0;
     if (ax < 0)
         ax += xr;
     int ib = p->node_buf[n->in[1]];
@@ -1376,19 +1344,14 @@ void kiln_lower_free(kiln_program *p)
 {
     for (int i = 0; i < p->n_bufs; i++) {
         free(p->bufs[i].in_bufs);
+        free(p->bufs[i].attrs_owned);
         free(p->bufs[i].owned);
     }
     for (int i = 0; i < p->n_steps; i++) {
         kiln_step *s = &p->steps[i];
-        free(s->in);
-        free(s->out);
-        free(s->in_desc);
-        free(s->out_desc);
+        free(s->in);  /* with out, in_desc, out_desc, vin, vout */
         free(s->instrs);
         free(s->out_refs);
-        free(s->vin);
-        free(s->vout);
-        free(s->slice);
     }
     free(p->bufs);
     free(p->steps);

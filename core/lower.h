@@ -30,7 +30,9 @@ typedef struct kiln_buf {
                              is concrete: no run-time inference needed */
     /* How to infer the run-time shape of a TEMP: op over in_bufs. */
     int op;
-    kiln_attrs attrs;
+    const kiln_attrs *attrs;  /* the node's (the graph outlives the
+                                 program), or attrs_owned */
+    kiln_attrs *attrs_owned;  /* a lowering temporary's own, or NULL */
     int n_in;
     int *in_bufs;         /* owned */
     /* run time */
@@ -77,7 +79,8 @@ typedef struct kiln_step {
     int32_t *out_refs;
     char label[48];
     int n_in, n_out;
-    kiln_arg *in, *out;   /* owned */
+    kiln_arg *in, *out;   /* in owns one block holding in, out, in_desc,
+                             out_desc, vin and vout (new_step) */
     int iter_input;       /* 1: iteration shape is in[0]'s view (REDUCE) */
     int node;             /* graph node, for messages */
     /* compiled */
@@ -91,8 +94,6 @@ typedef struct kiln_step {
     double compile_s, saved_s;
     /* per-call views (preallocated) */
     kiln_view *vin, *vout;
-    kiln_attrs *slice;    /* owned: the output slice of a join written
-                             slice by slice (join_slices) */
 } kiln_step;
 
 typedef struct kiln_program {
@@ -113,8 +114,6 @@ int kiln_lower(kiln_graph *g, kiln_program *prog, kiln_err *err);
 
 /* Lowering choices made by the rewrite passes (core/rewrite). */
 typedef struct kiln_lower_opts {
-    int join_slices;      /* join/stack of static sizes: one narrow copy
-                             per input into its slice of the output */
     int fuse;             /* fuse elementwise chains (plan_groups) */
     int fuse_max_width;   /* inputs of one fused kernel */
     int fuse_max_ops;     /* instructions of one fused scalar program */

@@ -147,8 +147,8 @@ static void put_float(sbuf *b, double v)
 
 static void put_literal(sbuf *b, const kiln_node *nd)
 {
-    double v = nd->attrs.value;
-    switch (nd->attrs.lit_kind) {
+    double v = nd->value;
+    switch (nd->lit_kind) {
     case KILN_LIT_INT:
         sb_printf(b, "%lld", (long long)v);
         break;
@@ -370,7 +370,7 @@ static void put_args(printer *pr, const kiln_node *nd, int from)
 static void put_op(printer *pr, const kiln_node *nd)
 {
     sbuf *b = &pr->b;
-    const kiln_attrs *a = &nd->attrs;
+    const kiln_attrs *a = nd->attrs;
     const kiln_op_info *info = kiln_ir_op_info(nd->op);
     const char *opn = info ? info->name : "?";
     int64_t axis = a->has_axes ? a->axes[0] : 0;

@@ -124,7 +124,7 @@ static int setup_leaves(kiln_function *f, kiln_err *err)
             b->owned = malloc(8);
             if (!b->owned)
                 return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-            write_scalar(b->owned, n->type.dtype, n->attrs.value);
+            write_scalar(b->owned, n->type.dtype, n->value);
             b->data = b->owned;
             b->rank = 0;
         } else {
@@ -696,7 +696,6 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
         kiln_rw_run(&f->g, &rwc, NULL, NULL, err))
         goto fail;
     kiln_lower_opts lopt = {
-        .join_slices = (rwc.passes >> KILN_PASS_JOIN_SLICES) & 1,
         .fuse = (rwc.passes >> KILN_PASS_FUSE) & 1,
         .fuse_max_width = rwc.fuse_max_width,
         .fuse_max_ops = rwc.fuse_max_ops};
@@ -924,7 +923,7 @@ static int prepare_shapes(kiln_function *f, const kiln_tensor *in,
                 memcpy(tins[k].dims, p->bufs[ib].shape,
                        sizeof(int64_t) * KILN_MAX_RANK);
             }
-            int rc = kiln_ir_infer(&ctx, b->op, &b->attrs, b->n_in, tins,
+            int rc = kiln_ir_infer(&ctx, b->op, b->attrs, b->n_in, tins,
                                    NULL, &tout, NULL, err);
             if (tins != tin)
                 free(tins);

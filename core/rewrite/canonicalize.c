@@ -34,10 +34,10 @@
 static int lit_is(kiln_rw *rw, kiln_value x, double val, int sign)
 {
     const kiln_node *n = NODE(rw, x);
-    if (n->op != KILN_OP_LITERAL || n->attrs.value != val)
+    if (n->op != KILN_OP_LITERAL || n->value != val)
         return 0;
     if (val == 0 && sign >= 0)
-        return (signbit(n->attrs.value) != 0) == (sign == 1);
+        return (signbit(n->value) != 0) == (sign == 1);
     return 1;
 }
 
@@ -164,7 +164,7 @@ static kiln_value rewrite(kiln_rw *rw, kiln_value v)
             return a;
         return -2;
     case KILN_OP_CAST:
-        if ((int)NODE(rw, a)->type.dtype == o->attrs.dtype && same_as(rw, o, a))
+        if ((int)NODE(rw, a)->type.dtype == o->attrs->dtype && same_as(rw, o, a))
             return a;
         return -2;
     default:

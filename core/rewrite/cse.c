@@ -78,9 +78,9 @@ static uint64_t node_hash(const kiln_node *n, uint64_t data_hash)
         for (int i = 0; i < n->n_in; i++)
             h = mix(h, (uint64_t)n->in[i]);
     }
-    const kiln_attrs *a = &n->attrs;
-    h = mix(h, dbits(a->value));
-    h = mix(h, (uint64_t)a->lit_kind);
+    h = mix(h, dbits(n->value));
+    h = mix(h, (uint64_t)n->lit_kind);
+    const kiln_attrs *a = n->attrs;
     h = mix(h, (uint64_t)a->dtype);
     for (int i = 0; i < a->naxes && i < KILN_MAX_RANK; i++)
         h = mix(h, (uint64_t)a->axes[i]);
@@ -101,10 +101,11 @@ static uint64_t node_hash(const kiln_node *n, uint64_t data_hash)
 
 static int attrs_equal(const kiln_attrs *a, const kiln_attrs *b)
 {
+    if (a == b)
+        return 1;
     if (a->has_axes != b->has_axes || a->naxes != b->naxes ||
         a->keepdims != b->keepdims || a->nshape != b->nshape ||
-        a->dtype != b->dtype || a->nidx != b->nidx ||
-        dbits(a->value) != dbits(b->value) || a->lit_kind != b->lit_kind)
+        a->dtype != b->dtype || a->nidx != b->nidx)
         return 0;
     for (int i = 0; i < a->naxes && i < KILN_MAX_RANK; i++)
         if (a->axes[i] != b->axes[i])
@@ -128,7 +129,8 @@ static int same(const kiln_node *n, const kiln_value *ins, const kiln_node *m)
 {
     if (n->op != m->op || n->n_in != m->n_in || n->weak != m->weak ||
         !kiln_rw_same_type(&n->type, &m->type) ||
-        !attrs_equal(&n->attrs, &m->attrs))
+        dbits(n->value) != dbits(m->value) || n->lit_kind != m->lit_kind ||
+        !attrs_equal(n->attrs, m->attrs))
         return 0;
     if (commutative(n)) {
         if (!((ins[0] == m->in[0] && ins[1] == m->in[1]) ||

@@ -32,7 +32,7 @@ typedef struct val {
 static val conv(const kiln_node *lit, kiln_dtype cd)
 {
     val r = {0, 0, 0};
-    double x = lit->attrs.value;
+    double x = lit->value;
     if (cd == KILN_F64 || cd == KILN_F32)
         r.f = x;
     else if (cd == KILN_BOOL)
@@ -187,7 +187,7 @@ static kiln_value fold(kiln_rw *rw, kiln_value v)
         /* where(c, a, b): the chosen value converted to the result dtype */
         const kiln_node *c = &rw->g->nodes[rw->map[o->in[0]]];
         const kiln_node *x =
-            &rw->g->nodes[rw->map[o->in[c->attrs.value != 0 ? 1 : 2]]];
+            &rw->g->nodes[rw->map[o->in[c->value != 0 ? 1 : 2]]];
         val t = conv(x, o->type.dtype);
         r = o->type.dtype == KILN_F64   ? t.f
             : o->type.dtype == KILN_I64 ? (double)t.i

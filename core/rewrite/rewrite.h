@@ -13,8 +13,8 @@
  *   cse           merge identical subexpressions  core/rewrite/cse.c
  *   promote       constants above the threshold become shared values bound
  *                 at function creation            core/rewrite/promote.c
- *   join_slices   nested joins flattened; every join lowered as one output
- *                 allocation and one narrow copy per input
+ *   join_slices   nested joins flattened (every join is lowered as one
+ *                 output allocation and one kernel looping over its inputs)
  *                                                 core/rewrite/join.c
  *   pairwise      n-ary add/mul as a balanced binary tree
  *                                                 core/rewrite/pairwise.c

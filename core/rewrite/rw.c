@@ -104,6 +104,7 @@ static kiln_value push(kiln_rw *rw, kiln_node *nd, kiln_value for_old)
         if (o)
             rw->owner = o;
         if (!p || !o) {
+            kiln_ir_node_drop_attrs(nd);
             free(nd->in);
             free(nd->name);
             free(nd->data);
@@ -133,6 +134,7 @@ kiln_value kiln_rw_move(kiln_rw *rw, kiln_value v)
         o->in[i] = m;
     }
     kiln_node nd = *o;
+    o->attrs = &kiln_ir_no_attrs;
     o->in = NULL;
     o->n_in = 0;
     o->name = NULL;
@@ -168,12 +170,11 @@ kiln_value kiln_rw_op(kiln_rw *rw, int op, const kiln_attrs *attrs,
     kiln_node nd;
     memset(&nd, 0, sizeof nd);
     nd.op = op;
-    if (attrs)
-        nd.attrs = *attrs;
-    else
-        kiln_rw_attrs_default(&nd.attrs);
+    if (!attrs)
+        attrs = &kiln_ir_no_attrs;
+    nd.attrs = &kiln_ir_no_attrs;
     kiln_shape_ctx ctx = {rw->g, NULL};
-    int rc = kiln_ir_infer(&ctx, op, &nd.attrs, n_in, types, weak, &nd.type,
+    int rc = kiln_ir_infer(&ctx, op, attrs, n_in, types, weak, &nd.type,
                            &nd.weak, rw->err);
     if (types != small)
         free(types);
@@ -181,10 +182,15 @@ kiln_value kiln_rw_op(kiln_rw *rw, int op, const kiln_attrs *attrs,
         free(weak);
     if (rc)
         return -1;
+    if (kiln_ir_node_set_attrs(&nd, attrs)) {
+        nomem(rw);
+        return -1;
+    }
     nd.n_in = n_in;
     if (n_in > 0) {
         nd.in = malloc(sizeof *nd.in * (size_t)n_in);
         if (!nd.in) {
+            kiln_ir_node_drop_attrs(&nd);
             nomem(rw);
             return -1;
         }
@@ -198,15 +204,15 @@ kiln_value kiln_rw_literal(kiln_rw *rw, double v, int kind)
     kiln_node nd;
     memset(&nd, 0, sizeof nd);
     nd.op = KILN_OP_LITERAL;
-    kiln_rw_attrs_default(&nd.attrs);
+    nd.attrs = &kiln_ir_no_attrs;
     nd.weak = 1;
     nd.type.dtype = kind == KILN_LIT_INT     ? KILN_I64
                     : kind == KILN_LIT_FLOAT ? KILN_F64
                                              : KILN_BOOL;
     if (kind == KILN_LIT_INT && v == 0)
         v = 0;  /* no -0 integers */
-    nd.attrs.value = v;
-    nd.attrs.lit_kind = kind;
+    nd.value = v;
+    nd.lit_kind = kind;
     return push(rw, &nd, -1);
 }
 
@@ -237,6 +243,7 @@ void kiln_rw_abort(kiln_rw *rw)
 
 static void node_free(kiln_node *n)
 {
+    kiln_ir_node_drop_attrs(n);
     free(n->in);
     free(n->name);
     free(n->data);
