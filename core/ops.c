@@ -105,7 +105,8 @@ int kiln_ir_op_lookup(const char *name)
         return -1;
     /* Leaves are not callable by name. */
     for (int i = KILN_OP_LITERAL + 1; i < KILN_OP_COUNT; i++)
-        if (strcmp(op_table[i].name, name) == 0)
+        if (op_table[i].name[0] == name[0] &&  /* most differ here */
+            strcmp(op_table[i].name, name) == 0)
             return i;
     return -1;
 }

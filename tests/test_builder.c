@@ -578,7 +578,23 @@ static void test_append_clone(void)
     proto.op = 999;
     ok(is_err(kiln_ir_append(g, &proto, &e), &e, KILN_ERR_ARG, NULL),
        "append: bad op");
+    ok(g->nodes[v].attrs == &kiln_ir_no_attrs,
+       "a node that sets no attribute shares the empty attrs");
+    /* a node with attributes owns them: the clone's copy outlives g */
+    kiln_index ix = {KILN_INDEX_SLICE, 1, 2, 0, 1, 1, 0};
+    kiln_value sl = kiln_graph_subtensor(g, x, 1, &ix, &e);
+    proto.op = KILN_OP_SUBTENSOR;
+    proto.n_in = 1;
+    in[0] = x;
+    proto.type = g->nodes[sl].type;
+    proto.attrs = g->nodes[sl].attrs;
+    kiln_value sl2 = kiln_ir_append(g, &proto, &e);
+    ok(sl >= 0 && sl2 >= 0 && g->nodes[sl].attrs != &kiln_ir_no_attrs &&
+       g->nodes[sl2].attrs != g->nodes[sl].attrs &&
+       g->nodes[sl2].attrs->idx[0].stop == 2,
+       "append copies the attrs");
     kiln_graph_output(g, "out", v, &e);
+    kiln_graph_output(g, "part", sl2, &e);
     kiln_graph_symbol(g, "n");
     kiln_graph *cl = kiln_ir_clone(g, &e);
     char *p1 = kiln_graph_print(g, &e), *p2 = cl ? kiln_graph_print(cl, &e) : NULL;
@@ -587,8 +603,15 @@ static void test_append_clone(void)
     ok(cl && cl->nodes[c].data != g->nodes[c].data &&
        ((double *)cl->nodes[c].data)[1] == 2.5 && kiln_graph_lookup(cl, "s") == v,
        "clone is deep and keeps the name map");
+    ok(cl && cl->nodes[sl].attrs != g->nodes[sl].attrs &&
+       cl->nodes[v].attrs == &kiln_ir_no_attrs,
+       "clone copies owned attrs, shares the empty ones");
     kiln_graph_free(g);
     ok(cl && kiln_graph_lookup(cl, "x") == x, "clone outlives the original");
+    ok(cl && cl->nodes[sl].attrs->nidx == 1 &&
+       cl->nodes[sl].attrs->idx[0].start == 1 &&
+       cl->nodes[sl].attrs->idx[0].stop == 2,
+       "the clone's attrs outlive the original");
     free(p1);
     free(p2);
     kiln_graph_free(cl);
