@@ -1021,6 +1021,40 @@ static int read_policy(reader *r, yaml_node_t *root)
     return 0;
 }
 
+/* Report libyaml's error of `parser` (reading `text`, `len` bytes, named
+ * `name`) in err as file:line:column. */
+static void yaml_fail(const yaml_parser_t *parser, const char *text,
+                      size_t len, const char *name, kiln_err *err)
+{
+    yaml_mark_t rm;
+    const yaml_mark_t *m = &parser->problem_mark;
+    if (parser->error == YAML_READER_ERROR) {
+        /* the reader (bad encoding, control characters) reports a byte
+         * offset, not a mark: count lines and columns to it */
+        memset(&rm, 0, sizeof rm);
+        for (size_t i = 0; i < parser->problem_offset && i < len; i++) {
+            if (text[i] == '\n') {
+                rm.line++;
+                rm.column = 0;
+            } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
+                rm.column++;          /* characters, not UTF-8 bytes */
+            }
+        }
+        m = &rm;
+    }
+    if (parser->error == YAML_MEMORY_ERROR)
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    else if (parser->context)
+        kiln_seterr(err, KILN_ERR_POLICY, "%s:%zu:%zu: YAML: %s %s (line %zu)",
+                    name, m->line + 1, m->column + 1,
+                    parser->problem ? parser->problem : "error",
+                    parser->context, parser->context_mark.line + 1);
+    else
+        kiln_seterr(err, KILN_ERR_POLICY, "%s:%zu:%zu: YAML: %s", name,
+                    m->line + 1, m->column + 1,
+                    parser->problem ? parser->problem : "syntax error");
+}
+
 static kiln_policy *load_text(const char *text, size_t len,
                               const char *name, kiln_err *err)
 {
@@ -1049,37 +1083,32 @@ static kiln_policy *load_text(const char *text, size_t len,
     r.err = err;
     r.p = p;
     if (!yaml_parser_load(&parser, &r.doc)) {
-        yaml_mark_t rm;
-        const yaml_mark_t *m = &parser.problem_mark;
-        if (parser.error == YAML_READER_ERROR) {
-            /* the reader (bad encoding, control characters) reports a
-             * byte offset, not a mark: count lines and columns to it */
-            memset(&rm, 0, sizeof rm);
-            for (size_t i = 0; i < parser.problem_offset && i < len; i++) {
-                if (text[i] == '\n') {
-                    rm.line++;
-                    rm.column = 0;
-                } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
-                    rm.column++;          /* characters, not UTF-8 bytes */
-                }
-            }
-            m = &rm;
-        }
-        if (parser.error == YAML_MEMORY_ERROR)
-            kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-        else if (parser.context)
-            kiln_seterr(err, KILN_ERR_POLICY, "%s:%zu:%zu: YAML: %s %s "
-                        "(line %zu)", name, m->line + 1, m->column + 1,
-                        parser.problem ? parser.problem : "error",
-                        parser.context, parser.context_mark.line + 1);
-        else
-            kiln_seterr(err, KILN_ERR_POLICY, "%s:%zu:%zu: YAML: %s", name,
-                        m->line + 1, m->column + 1,
-                        parser.problem ? parser.problem : "syntax error");
+        yaml_fail(&parser, text, len, name, err);
         yaml_parser_delete(&parser);
         kiln_policy_free(p);
         return NULL;
     }
+    /* one document: a second (after `---`) would be silently ignored */
+    yaml_document_t more;
+    if (!yaml_parser_load(&parser, &more)) {
+        yaml_fail(&parser, text, len, name, err);
+        yaml_document_delete(&r.doc);
+        yaml_parser_delete(&parser);
+        kiln_policy_free(p);
+        return NULL;
+    }
+    const yaml_node_t *mr = yaml_document_get_root_node(&more);
+    if (mr && !(mr->type == YAML_SCALAR_NODE && mr->data.scalar.length == 0)) {
+        kiln_seterr(err, KILN_ERR_POLICY, "%s:%zu:%zu: a policy is one YAML "
+                    "document; a second one starts here", name,
+                    more.start_mark.line + 1, more.start_mark.column + 1);
+        yaml_document_delete(&more);
+        yaml_document_delete(&r.doc);
+        yaml_parser_delete(&parser);
+        kiln_policy_free(p);
+        return NULL;
+    }
+    yaml_document_delete(&more);
     int rc = read_policy(&r, yaml_document_get_root_node(&r.doc));
     yaml_document_delete(&r.doc);
     yaml_parser_delete(&parser);

@@ -220,6 +220,10 @@ static void test_knobs(void)
        "knob defaults");
     ok(p && kiln_policy_n_backends(p) == 1, "no backends: [interp]");
     kiln_policy_free(p);
+    p = load("---\nkiln_policy: 1\n...\n---\n", &err);
+    ok(p != NULL, "markers and an empty second document are accepted (%s)",
+       p ? "" : err.message);
+    kiln_policy_free(p);
     ok(kiln_policy_get_knobs(NULL, &k) == KILN_ERR_ARG, "get_knobs(NULL)");
 }
 
@@ -302,6 +306,12 @@ static void test_errors(void)
         {"kiln_policy: 1\nrules:\n  - when: {width: {gt: 1}}\n"
          "    use: interp\n    with: 3\n",
          "t.yaml:5:5: rule: unknown key 'with'"},
+        /* a second document was silently ignored */
+        {"kiln_policy: 1\ndefault: interp\n---\nkiln_policy: 1\n"
+         "default: tcc\n",
+         "t.yaml:3:1: a policy is one YAML document; a second one starts "
+         "here"},
+        {"kiln_policy: 1\n...\n---\n[: x\n", "t.yaml:4:2: YAML: "},
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++) {

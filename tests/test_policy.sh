@@ -49,6 +49,12 @@ P
 t "--policy: explain shows the rule" grep -q " sums  *interp  *interp" "$tmp/e2.txt"
 t "--policy: source shown" grep -q "^policy: $tmp/sums.yaml (policy_file)" "$tmp/e2.txt"
 
+# a rule name holding a newline stays on its row (found by an attack)
+printf 'kiln_policy: 1\nbackends: [interp]\nrules:\n  - name: "two\\nlines"\n    use: interp\n' >"$tmp/nl.yaml"
+"$kiln" explain "$es" --policy "$tmp/nl.yaml" >"$tmp/e5.txt"
+t "explain: a control character in a rule name is shown as ?" grep -q " two?lines  *interp" "$tmp/e5.txt"
+t "explain: one row per kernel with such a name" test "$(grep -c '^[0-9]' "$tmp/e5.txt")" -eq "$(grep -c . "$tmp/e5.txt" | awk '{print $1 - 3}')"
+
 # $KILN_POLICY, and --policy over it
 KILN_POLICY="$tmp/sums.yaml" "$kiln" explain "$es" >"$tmp/e3.txt"
 t "\$KILN_POLICY is used" grep -q "(KILN_POLICY)" "$tmp/e3.txt"

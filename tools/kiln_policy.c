@@ -52,6 +52,21 @@ static void json_str(FILE *o, const char *s)
     fputc('"', o);
 }
 
+/* s for one column of the text table: control characters (a rule name
+ * from YAML may hold a newline) become '?'; NULL becomes "-". */
+static const char *cell(const char *s, char *buf, size_t n)
+{
+    if (!s)
+        return "-";
+    size_t i = 0;
+    for (; s[i] && i + 1 < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        buf[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    buf[i] = 0;
+    return buf;
+}
+
 static const char *explain_usage =
     "usage: kiln explain FILE.kg [--policy POLICY.yaml] [--json] [--passes]\n";
 
@@ -189,10 +204,12 @@ int kiln_cli_explain(int argc, char **argv)
             json_str(stdout, have_rep ? cache_word(rep.cache) : NULL);
             printf("}");
         } else {
+            char rb[64];
             printf("%-5d %-16.16s %-9s %5d %5d %10s %12.4g %-18.18s %-7s "
                    "%-7s %-10.10s %s", i, k.facts.label,
                    kind_name(k.facts.kind), k.facts.width,
-                   k.facts.scalar_ops, elems, k.facts.cost, k.rule, k.chosen,
+                   k.facts.scalar_ops, elems, k.facts.cost,
+                   cell(k.rule, rb, sizeof rb), k.chosen,
                    k.backend ? k.backend : "?", have_rep ? hex : "-",
                    have_rep ? cache_word(rep.cache) : "-");
             if (k.fallback)
