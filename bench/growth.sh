@@ -11,7 +11,9 @@
 # Wall time adds cache misses and page faults on top; bench/rewrite.sh
 # measures those.  Slow (valgrind: ~50x; the largest model ~1 min).
 # Usage: bench/growth.sh [BUILDDIR]   (also: make bench-growth)
-# FAMILIES (default "pooled join additive") picks the families.
+# FAMILIES (default "pooled pooled-lognormal join additive") picks the
+# families; the two pooled ones give the LogNormal/Gamma ratio in
+# instructions.
 # Never part of make check.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,13 +67,13 @@ family() {  # LABEL, then one kiln-gen argument list per line on stdin
   done
 }
 
-for fam in ${FAMILIES:-pooled join additive}; do
+for fam in ${FAMILIES:-pooled pooled-lognormal join additive}; do
   case $fam in
-  pooled) printf '%s\n' "--groups 12 --shared 16 --likelihood gamma" \
-            "--groups 24 --shared 32 --likelihood gamma" \
-            "--groups 48 --shared 64 --likelihood gamma" \
-            "--groups 96 --shared 128 --likelihood gamma" |
-          family pooled ;;
+  pooled|pooled-lognormal)
+          lik=gamma; [ "$fam" = pooled ] || lik=lognormal
+          for gp in 12/16 24/32 48/64 96/128; do
+            echo "--groups ${gp%/*} --shared ${gp#*/} --likelihood $lik"
+          done | family pooled ;;
   join) printf '%s\n' "--n 1000" "--n 4000" "--n 16000" | family join ;;
   additive) printf '%s\n' "--components 80" "--components 320" \
               "--components 1280" | family additive ;;

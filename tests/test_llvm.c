@@ -526,6 +526,38 @@ static void test_gather(void)
                 diag("out of range: %d '%s' vs %d '%s'", r1, e1, r2, e2);
                 good = 0;
             }
+            /* a long gather (several of the iteration's blocks), and
+             * one with a bad index near its end */
+            enum { LONG = 3 * 2048 + 5 };
+            static int64_t li64[LONG];
+            static int32_t li32[LONG];
+            static double lo[2][LONG];
+            for (int i = 0; i < LONG; i++) {
+                li64[i] = (i * 31) % 4 - 2;          /* -2..1, in range */
+                li32[i] = (int32_t)li64[i];
+            }
+            kiln_view lin[2] = {view1(xs, 4, 1),
+                                view1(w ? (void *)li32 : (void *)li64, LONG, 1)};
+            lin[1].dtype = w ? KILN_I32 : KILN_I64;
+            kiln_view lout[2] = {view1(lo[0], LONG, 1), view1(lo[1], LONG, 1)};
+            call(cl, lin, &lout[0]);
+            call(ci, lin, &lout[1]);
+            if (!same(lo[0], lo[1], LONG)) {
+                diag("a %d-index gather differs from the interpreter", LONG);
+                good = 0;
+            }
+            li64[LONG - 3] = 4;
+            li32[LONG - 3] = 4;
+            kiln_call c3 = {sizeof c3, 2, 1, lin, &lout[0], kiln_runtime_get(), e1, sizeof e1};
+            kiln_call c4 = {sizeof c4, 2, 1, lin, &lout[1], kiln_runtime_get(), e2, sizeof e2};
+            e1[0] = e2[0] = 0;
+            r1 = cl->fn(cl->state, &c3);
+            r2 = ci->fn(ci->state, &c4);
+            if (!(r1 != 0 && r1 == r2 && strcmp(e1, e2) == 0 && e1[0])) {
+                diag("out of range in a late block: %d '%s' vs %d '%s'", r1,
+                     e1, r2, e2);
+                good = 0;
+            }
         }
         if (cl)
             L->callable_free(cl);
