@@ -617,6 +617,51 @@ static void test_join_pairwise_structure(void)
     free(body);
 }
 
+/* Chains written one statement per step, as a front end writes a
+ * log-density: a_i = add(a_{i-1}, x), j_i = join(0, j_{i-1}, x).  Found
+ * by an attack: canonicalize and join_slices copied every term into every
+ * intermediate node (20,000 steps: 9 s, 1.2 GB; 200,000: killed at 24
+ * GB).  At 50,000 steps the quadratic version needs minutes and ~7 GB;
+ * the linear one a fraction of a second. */
+static void test_long_chains(void)
+{
+    enum { N = 50000 };
+    for (int join = 0; join < 2; join++) {
+        kiln_err err = {0, ""};
+        kiln_graph *g = kiln_graph_new("chain", &err);
+        int64_t d[1] = {2};
+        kiln_value x = kiln_graph_input(g, "x", KILN_F64, join, d, &err);
+        kiln_attr ax = {.key = "axis", .kind = KILN_ATTR_INT, .i = 0};
+        kiln_value a = x;
+        for (int i = 0; i < N && a >= 0; i++) {
+            kiln_value in[2] = {a, x};
+            a = kiln_graph_op(g, join ? "join" : "add", 2, in,
+                              join ? &ax : NULL, join, &err);
+        }
+        if (a < 0 || kiln_graph_output(g, "out", a, &err)) {
+            ok(0, "%s chain: built (%s)", join ? "join" : "add", err.message);
+            kiln_graph_free(g);
+            continue;
+        }
+        int n0 = g->n_nodes;
+        g = rewrite(g, join ? "join_slices" : "canonicalize");
+        int one = 0, all_x = 0;
+        if (g) {
+            const kiln_node *r = &g->nodes[g->outputs[0].value];
+            one = r->op == (join ? KILN_OP_JOIN : KILN_OP_ADD) &&
+                  r->n_in == N + 1;
+            all_x = 1;
+            for (int i = 0; one && i < r->n_in; i++)
+                all_x &= g->nodes[r->in[i]].op == KILN_OP_INPUT;
+        }
+        ok(g && one && all_x && g->n_nodes == 2,
+           "a %d-step %s chain becomes one %d-input %s (%d nodes -> %d)", N,
+           join ? "join" : "add", N + 1, join ? "join" : "add", n0,
+           g ? g->n_nodes : -1);
+        kiln_graph_free(g);
+    }
+}
+
 /* 1000 vectors of 1000 float32 terms: sequential (no passes) vs pairwise
  * error against the exact sum, summed over the elements */
 static void test_pairwise_accuracy(void)
@@ -1022,6 +1067,7 @@ int main(void)
     test_fold_cse();
     test_promote();
     test_join_pairwise_structure();
+    test_long_chains();
     test_pairwise_accuracy();
 
     char dir[4200];

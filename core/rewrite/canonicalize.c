@@ -53,6 +53,15 @@ static int is_int(kiln_dtype d)
     return d == KILN_I64 || d == KILN_I32;
 }
 
+/* add into add, mul into mul: the inner node has no other use (checked
+ * by kiln_rw_absorbed), computes in the outer node's dtype, and neither
+ * is weak (kiln_rw_absorbs_fn) */
+static int absorbs(const kiln_node *u, const kiln_node *x)
+{
+    return (u->op == KILN_OP_ADD || u->op == KILN_OP_MUL) && x->op == u->op &&
+           !x->weak && !u->weak && x->type.dtype == u->type.dtype;
+}
+
 /* add / mul: flatten single-use inner nodes of the same op and drop
  * identity operands.  Returns the new id, -2 for "no change", -1 on
  * error. */
@@ -60,37 +69,11 @@ static kiln_value nary(kiln_rw *rw, kiln_value v)
 {
     const kiln_node *o = &rw->old->nodes[v];
     int op = o->op;
-    int n = 0, cap = o->n_in, changed = 0;
-    kiln_value *t = malloc(sizeof *t * (size_t)cap);
-    if (!t) {
-        kiln_seterr(rw->err, KILN_ERR_NOMEM, "out of memory");
+    kiln_value *t;
+    int n;
+    int changed = kiln_rw_terms(rw, v, &t, &n);
+    if (changed < 0)
         return -1;
-    }
-    for (int i = 0; i < o->n_in; i++) {
-        kiln_value x = rw->map[o->in[i]];
-        const kiln_node *in = NODE(rw, x);
-        int absorb = in->op == op && !in->weak &&
-                     in->type.dtype == o->type.dtype && !o->weak &&
-                     rw->owner[x] == o->in[i] && rw->uses[o->in[i]] == 1;
-        int k = absorb ? in->n_in : 1;
-        if (n + k > cap) {
-            cap = 2 * (n + k);
-            kiln_value *p = realloc(t, sizeof *t * (size_t)cap);
-            if (!p) {
-                free(t);
-                kiln_seterr(rw->err, KILN_ERR_NOMEM, "out of memory");
-                return -1;
-            }
-            t = p;
-        }
-        if (absorb) {
-            memcpy(t + n, in->in, sizeof *t * (size_t)k);
-            changed = 1;
-        } else {
-            t[n] = x;
-        }
-        n += k;
-    }
     /* identity operands (rank-0 literals: dropping one never changes the
      * broadcast shape; the type check below catches a dtype change) */
     if (!o->weak) {
@@ -175,5 +158,5 @@ static kiln_value rewrite(kiln_rw *rw, kiln_value v)
 int kiln_rw_canonicalize(kiln_graph **gp, const kiln_rw_config *c,
                          kiln_err *err)
 {
-    return kiln_rw_map(gp, c, err, rewrite, 1);
+    return kiln_rw_map(gp, c, err, rewrite, 1, absorbs);
 }

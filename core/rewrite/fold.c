@@ -221,5 +221,5 @@ static kiln_value fold(kiln_rw *rw, kiln_value v)
 
 int kiln_rw_fold(kiln_graph **gp, const kiln_rw_config *c, kiln_err *err)
 {
-    return kiln_rw_map(gp, c, err, fold, 1);
+    return kiln_rw_map(gp, c, err, fold, 1, NULL);
 }

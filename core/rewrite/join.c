@@ -22,43 +22,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* a join absorbs an inner join along the same axis with its dtype (and no
+ * other use: kiln_rw_absorbed) */
+static int absorbs(const kiln_node *u, const kiln_node *x)
+{
+    return u->op == KILN_OP_JOIN && x->op == KILN_OP_JOIN &&
+           x->attrs->axes[0] == u->attrs->axes[0] &&
+           x->type.dtype == u->type.dtype;
+}
+
 static kiln_value flatten(kiln_rw *rw, kiln_value v)
 {
     const kiln_node *o = &rw->old->nodes[v];
     if (o->op != KILN_OP_JOIN)
         return -2;
-    int n = 0, changed = 0;
-    for (int i = 0; i < o->n_in; i++) {
-        kiln_value x = rw->map[o->in[i]];
-        const kiln_node *in = &rw->g->nodes[x];
-        int absorb = in->op == KILN_OP_JOIN &&
-                     in->attrs->axes[0] == o->attrs->axes[0] &&
-                     in->type.dtype == o->type.dtype &&
-                     rw->owner[x] == o->in[i] && rw->uses[o->in[i]] == 1;
-        n += absorb ? in->n_in : 1;
-        changed |= absorb;
-    }
-    if (!changed)
-        return -2;
-    kiln_value *t = malloc(sizeof *t * (size_t)n);
-    if (!t) {
-        kiln_seterr(rw->err, KILN_ERR_NOMEM, "out of memory");
-        return -1;
-    }
-    n = 0;
-    for (int i = 0; i < o->n_in; i++) {
-        kiln_value x = rw->map[o->in[i]];
-        const kiln_node *in = &rw->g->nodes[x];
-        int absorb = in->op == KILN_OP_JOIN &&
-                     in->attrs->axes[0] == o->attrs->axes[0] &&
-                     in->type.dtype == o->type.dtype &&
-                     rw->owner[x] == o->in[i] && rw->uses[o->in[i]] == 1;
-        if (absorb) {
-            memcpy(t + n, in->in, sizeof *t * (size_t)in->n_in);
-            n += in->n_in;
-        } else {
-            t[n++] = x;
-        }
+    kiln_value *t;
+    int n;
+    int changed = kiln_rw_terms(rw, v, &t, &n);
+    if (changed <= 0) {
+        free(t);
+        return changed < 0 ? -1 : -2;
     }
     kiln_value r = kiln_rw_op(rw, KILN_OP_JOIN, o->attrs, n, t, v);
     free(t);
@@ -70,5 +53,5 @@ static kiln_value flatten(kiln_rw *rw, kiln_value v)
 int kiln_rw_join_slices(kiln_graph **gp, const kiln_rw_config *c,
                         kiln_err *err)
 {
-    return kiln_rw_map(gp, c, err, flatten, 0);
+    return kiln_rw_map(gp, c, err, flatten, 0, absorbs);
 }

@@ -89,5 +89,5 @@ static kiln_value associate(kiln_rw *rw, kiln_value v)
 
 int kiln_rw_pairwise(kiln_graph **gp, const kiln_rw_config *c, kiln_err *err)
 {
-    return kiln_rw_map(gp, c, err, associate, 0);
+    return kiln_rw_map(gp, c, err, associate, 0, NULL);
 }

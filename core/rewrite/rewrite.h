@@ -115,6 +115,8 @@ typedef struct kiln_rw {
     int owner_cap;
     kiln_err *err;
     kiln_rw_scratch *scratch;
+    char *absorbed;   /* kiln_rw_absorbed: old node -> 1 when its one user
+                         flattens it (NULL until first asked) */
 } kiln_rw;
 
 /* Start rebuilding `old`; the new graph's node array comes from
@@ -131,6 +133,24 @@ kiln_value kiln_rw_move(kiln_rw *rw, kiln_value v);
  * Returns its id or -1. */
 kiln_value kiln_rw_op(kiln_rw *rw, int op, const kiln_attrs *attrs,
                       int n_in, const kiln_value *in, kiln_value for_old);
+
+/* Flattening single-use nests: `absorbs(u, x)` says whether old node u
+ * takes the inputs of its input x in place of x when x has no other use
+ * (canonicalize: add into add, mul into mul; join_slices: join into
+ * join).  kiln_rw_map decides it for every node on the old graph before
+ * the walk, copies each absorbed node unchanged (it is dead once its
+ * root is built; kiln_rw_end drops it) and leaves the old node intact,
+ * so that the root gathers the terms from the old graph: a chain
+ * a1 = add(a0, t1), a2 = add(a1, t2), ... costs time linear in its
+ * length.  Deciding on the already-flattened new nodes copied every term
+ * at every step (quadratic: 20,000 steps took 9 s and 1.2 GB). */
+typedef int (*kiln_rw_absorbs_fn)(const kiln_node *u, const kiln_node *x);
+
+/* The inputs of old node v with absorbed inputs replaced by their own
+ * inputs, recursively, left to right, as new-graph values: *terms (owned
+ * by the caller) gets *n of them.  Returns 1 when something was absorbed,
+ * 0 when not, -1 when out of memory (err set). */
+int kiln_rw_terms(kiln_rw *rw, kiln_value v, kiln_value **terms, int *n);
 
 /* map[v] = r; a node made for v (owner v) takes v's name. */
 void kiln_rw_bind(kiln_rw *rw, kiln_value v, kiln_value r);
@@ -151,10 +171,12 @@ void kiln_rw_abort(kiln_rw *rw);
  * for every old node v (leaves too unless skip_leaves) — it returns the
  * new value standing for v, -2 to keep v as it is (moved), or -1 on an
  * error set in rw->err — and bind the result.  *gp is consumed and
- * replaced by the new graph (NULL on error).  Returns 0 or the error. */
+ * replaced by the new graph (NULL on error).  `absorbs` (or NULL): the
+ * pass flattens single-use nests (kiln_rw_terms); absorbed nodes are not
+ * visited.  Returns 0 or the error. */
 int kiln_rw_map(kiln_graph **gp, const kiln_rw_config *c, kiln_err *err,
                 kiln_value (*visit)(kiln_rw *rw, kiln_value v),
-                int skip_leaves);
+                int skip_leaves, kiln_rw_absorbs_fn absorbs);
 
 /* 1 when two types are equal (dtype, rank, dims). */
 int kiln_rw_same_type(const kiln_type *a, const kiln_type *b);

@@ -229,8 +229,98 @@ void kiln_rw_bind(kiln_rw *rw, kiln_value v, kiln_value r)
     }
 }
 
+/* rw->absorbed for `absorbs`, from the old graph (before any move) */
+static int find_absorbed(kiln_rw *rw, kiln_rw_absorbs_fn absorbs)
+{
+    const kiln_graph *old = rw->old;
+    rw->absorbed = calloc((size_t)(old->n_nodes ? old->n_nodes : 1), 1);
+    if (!rw->absorbed)
+        return nomem(rw);
+    /* a node with one use appears once among all inputs: its user is the
+     * only node that can absorb it */
+    for (int u = 0; u < old->n_nodes; u++) {
+        const kiln_node *un = &old->nodes[u];
+        for (int i = 0; i < un->n_in; i++) {
+            kiln_value x = un->in[i];
+            if (rw->uses[x] == 1 && absorbs(un, &old->nodes[x]))
+                rw->absorbed[x] = 1;
+        }
+    }
+    return 0;
+}
+
+/* Old node v copied into the new graph (inputs remapped), the old node
+ * left whole for kiln_rw_terms.  Only for nodes without data. */
+static kiln_value copy_node(kiln_rw *rw, kiln_value v)
+{
+    const kiln_node *o = &rw->old->nodes[v];
+    kiln_value small[8], *in = small;
+    if (o->n_in > 8 && !(in = malloc(sizeof *in * (size_t)o->n_in))) {
+        nomem(rw);
+        return -1;
+    }
+    for (int i = 0; i < o->n_in; i++)
+        in[i] = rw->map[o->in[i]];
+    kiln_value r = kiln_rw_op(rw, o->op, o->attrs, o->n_in, in, v);
+    if (in != small)
+        free(in);
+    return r;
+}
+
+int kiln_rw_terms(kiln_rw *rw, kiln_value v, kiln_value **terms, int *n)
+{
+    const kiln_graph *old = rw->old;
+    *terms = NULL;
+    *n = 0;
+    /* depth-first, left to right, with an explicit stack of old nodes
+     * still to expand (a 200,000-step chain is that deep) */
+    int cap = old->nodes[v].n_in + 8, top = 0, tcap = cap, nt = 0, any = 0;
+    kiln_value *stack = malloc(sizeof *stack * (size_t)cap);
+    kiln_value *t = malloc(sizeof *t * (size_t)tcap);
+    if (!stack || !t)
+        goto nomem;
+    for (int i = old->nodes[v].n_in - 1; i >= 0; i--)
+        stack[top++] = old->nodes[v].in[i];
+    while (top > 0) {
+        kiln_value x = stack[--top];
+        const kiln_node *xn = &old->nodes[x];
+        if (rw->absorbed && rw->absorbed[x]) {
+            any = 1;
+            if (top + xn->n_in > cap) {
+                cap = 2 * (top + xn->n_in);
+                kiln_value *p = realloc(stack, sizeof *p * (size_t)cap);
+                if (!p)
+                    goto nomem;
+                stack = p;
+            }
+            for (int i = xn->n_in - 1; i >= 0; i--)
+                stack[top++] = xn->in[i];
+            continue;
+        }
+        if (nt == tcap) {
+            tcap *= 2;
+            kiln_value *p = realloc(t, sizeof *p * (size_t)tcap);
+            if (!p)
+                goto nomem;
+            t = p;
+        }
+        t[nt++] = rw->map[x];
+    }
+    free(stack);
+    *terms = t;
+    *n = nt;
+    return any;
+nomem:
+    free(stack);
+    free(t);
+    nomem(rw);
+    return -1;
+}
+
 void kiln_rw_abort(kiln_rw *rw)
 {
+    free(rw->absorbed);
+    rw->absorbed = NULL;
     kiln_graph_free(rw->g);
     free(rw->map);
     free(rw->uses);
@@ -304,9 +394,11 @@ int kiln_rw_end(kiln_rw *rw, kiln_graph **out)
     free(rw->map);
     free(rw->uses);
     free(rw->owner);
+    free(rw->absorbed);
     rw->map = NULL;
     rw->uses = NULL;
     rw->owner = NULL;
+    rw->absorbed = NULL;
 
     /* dead-code elimination: keep what an output or a gradient record
      * reaches, and every input and shared value */
@@ -374,7 +466,7 @@ fail:
 
 int kiln_rw_map(kiln_graph **gp, const kiln_rw_config *c, kiln_err *err,
                 kiln_value (*visit)(kiln_rw *rw, kiln_value v),
-                int skip_leaves)
+                int skip_leaves, kiln_rw_absorbs_fn absorbs)
 {
     kiln_rw rw;
     kiln_graph *old = *gp;
@@ -383,10 +475,17 @@ int kiln_rw_map(kiln_graph **gp, const kiln_rw_config *c, kiln_err *err,
         kiln_graph_free(old);
         return err ? err->code : KILN_ERR_NOMEM;
     }
+    if (absorbs && find_absorbed(&rw, absorbs)) {
+        kiln_graph_free(old);
+        kiln_rw_abort(&rw);
+        return err && err->code ? err->code : KILN_ERR_NOMEM;
+    }
     for (int v = 0; v < old->n_nodes; v++) {
         kiln_value r = -2;
-        if (!skip_leaves ||
-            kiln_ir_op_info(old->nodes[v].op)->category != KILN_CAT_LEAF)
+        if (rw.absorbed && rw.absorbed[v])
+            r = copy_node(&rw, v);
+        else if (!skip_leaves ||
+                 kiln_ir_op_info(old->nodes[v].op)->category != KILN_CAT_LEAF)
             r = visit(&rw, v);
         if (r == -2)
             r = kiln_rw_move(&rw, v);
