@@ -49,10 +49,14 @@ int kiln_emit_c_check(const kiln_kernel *k, char *why, size_t n);
 int kiln_emit_c(const kiln_kernel *k, char **src, size_t *len, char *why,
                 size_t n);
 
-/* Write the C of every kernel of graph `g` (lowered as kiln_compile
- * lowers it) to `out`, each unit after a comment naming the kernel and
- * its node (libkiln only: `kiln emit-c`).  Returns 0 or a kiln_code with
- * err set. */
-int kiln_emit_c_graph(const kiln_graph *g, FILE *out, kiln_err *err);
+/* Write the C of every kernel of graph `g` to `out`, each unit after a
+ * comment naming the kernel (its index, which is `kiln explain`'s row, and
+ * its label) and its node (libkiln only: `kiln emit-c`).  The kernels are
+ * those kiln_compile makes for `opt` (may be NULL): the rewrite passes
+ * and fusion chosen by opt->passes, $KILN_PASSES and the policy's
+ * `passes:` / `fusion:` (kiln_emit_lower, emit_text.h).  Returns 0 or a
+ * kiln_code with err set (KILN_ERR_ARG for a bad pass list). */
+int kiln_emit_c_graph(const kiln_graph *g, const kiln_options *opt,
+                      FILE *out, kiln_err *err);
 
 #endif

@@ -24,23 +24,21 @@ int kiln_emit_text_graph(const kiln_graph *graph, const kiln_options *opt,
         if (sz >= offsetof(kiln_options, fast_math) + sizeof(int))
             co.fast_math = opt->fast_math != 0;
     }
+    /* the kernels kiln_compile makes (a bad pass list is reported before
+     * the backend is looked for, as kiln_compile reports it) */
+    kiln_graph *g;
+    kiln_program prog;
+    int rc = kiln_emit_lower(graph, opt, &g, &prog, err);
+    if (rc)
+        return rc;
     const kiln_backend *be = kiln_loader_get(name, NULL, NULL, 0, err);
     if (!be)
-        return KILN_ERR_BACKEND;
-    if (be->struct_size < offsetof(kiln_backend, text_free) +
-                              sizeof(be->text_free) ||
-        !be->emit_text || !be->text_free)
-        return kiln_seterr(err, KILN_ERR_BACKEND, "backend '%s' cannot print "
-                           "its code (no emit_text)", be->name);
-    kiln_graph *g = kiln_ir_clone(graph, err);
-    if (!g)
-        return err ? err->code : KILN_ERR_ARG;
-    kiln_program prog;
-    int rc = kiln_lower(g, &prog, err);
-    if (rc) {
-        kiln_graph_free(g);
-        return rc;
-    }
+        rc = KILN_ERR_BACKEND;
+    else if (be->struct_size < offsetof(kiln_backend, text_free) +
+                                   sizeof(be->text_free) ||
+             !be->emit_text || !be->text_free)
+        rc = kiln_seterr(err, KILN_ERR_BACKEND, "backend '%s' cannot print "
+                         "its code (no emit_text)", be->name);
     for (int i = 0; i < prog.n_steps && rc == 0; i++) {
         const kiln_step *s = &prog.steps[i];
         const char *nn = s->node >= 0 ? g->nodes[s->node].name : NULL;

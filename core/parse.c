@@ -2095,8 +2095,13 @@ kiln_graph *kiln_parse_file(const char *path, kiln_err *err)
             kiln_seterr(err, KILN_ERR_NOMEM, "%s: out of memory", path);
             return NULL;
         }
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
+        size_t got = fread(buf + n, 1, cap - n, f);
+        /* a NUL byte is never part of a model: stop there and let the
+         * lexer report its line:column (reading /dev/zero to the end
+         * would never end) */
+        int nul = memchr(buf + n, 0, got) != NULL;
+        n += got;
+        if (n < cap || nul)
             break;
         char *q = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
         if (!q)

@@ -86,10 +86,12 @@ static const char *const kind_names[] = {NULL, "elemwise", "reduce", "join",
                                          "gather", "scatter", "dot"};
 #define N_KINDS 7
 
-/* The rewrite passes a `passes:` list may name (docs/policy.md). */
+/* The rewrite passes a `passes:` list may name (docs/policy.md), in the
+ * order they run (core/rewrite/manager.c); "fusion" is also accepted for
+ * "fuse", as on the command line. */
 static const char *const pass_names[] = {
-    "canonicalize", "fold", "cse", "fuse", "promote", "join_slices",
-    "pairwise", NULL};
+    "canonicalize", "fold", "cse", "promote", "join_slices", "pairwise",
+    "fuse", NULL};
 
 /* ---- the policy ----------------------------------------------------- */
 
@@ -893,6 +895,7 @@ static int read_strv(reader *r, yaml_node_t *v, const char *what,
                 len += (size_t)snprintf(list + len, sizeof list - len,
                                         "%s%s", i ? ", " : "", allowed[i]);
             }
+            okay |= allowed == pass_names && !strcmp(s, "fusion");
             if (!okay)
                 return perr(r, it, "%s: unknown pass '%s' (expected one of: "
                             "%s)", what, s, list);

@@ -188,5 +188,21 @@ printf 'kiln 1\ngraph g\n output o = join(0, zeros(shape=[9223372036854775807]),
 "$kiln" run "$tmp/join.kg" >"$tmp/out" 2>&1
 [ $? = 1 ] && grep -qx "kiln: $tmp/join.kg:3:13: join: the result's size along axis 0 overflows" "$tmp/out"; ok $? "join overflow: $(cat "$tmp/out")"
 
+# --name=value is --name value (found by a new user: --passes=none)
+"$kiln" run "$top/examples/eight_schools.kg" --random-inputs=7 --passes=none >"$tmp/r3" 2>&1
+"$kiln" run "$top/examples/eight_schools.kg" --random-inputs 7 --passes none >"$tmp/r4" 2>&1
+[ $? = 0 ] && [ "$(head -1 "$tmp/r3")" = "$(head -1 "$tmp/r4")" ] && grep -q "65 kernels" "$tmp/r3"
+ok $? "--random-inputs=7 --passes=none: as with spaces"
+# an empty pass list is an error, not 'none'
+"$kiln" run "$top/examples/eight_schools.kg" --random-inputs 7 --passes "" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "^kiln: passes: empty list" "$tmp/out"; ok $? "--passes '': $(cat "$tmp/out")"
+KILN_PASSES=, "$kiln" run "$top/examples/eight_schools.kg" --random-inputs 7 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "KILN_PASSES: passes: empty list" "$tmp/out"; ok $? "KILN_PASSES=,: $(cat "$tmp/out")"
+# a NUL byte ends the read: /dev/zero is an error at 1:1, not an endless read
+timeout 20 "$kiln" check /dev/zero >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: /dev/zero:1:1: unexpected byte 0x00" "$tmp/out"; ok $? "check /dev/zero: $(cat "$tmp/out")"
+"$kiln" explain "$top/examples/eight_schools.kg" --passes --json >"$tmp/out" 2>&1
+[ $? = 2 ] && grep -q "no --json form" "$tmp/out"; ok $? "explain --passes --json is a usage error"
+
 echo "1..$n"
 [ $failed = 0 ]

@@ -345,10 +345,47 @@ static void test_spec(void)
        "passes: all");
     ok(kiln_rw_parse_passes("none", &m, &err) == 0 && m == 0,
        "passes: none");
+    m = KILN_PASSES_ALL;
     ok(kiln_rw_parse_passes("-fusion,-pairwise", &m, &err) == 0 &&
            m == (KILN_PASSES_ALL & ~(1u << KILN_PASS_FUSE) &
                  ~(1u << KILN_PASS_PAIRWISE)),
        "passes: -fusion,-pairwise edits the full set");
+    /* '-'/'+' lists edit what they are given (the policy's passes) */
+    m = (1u << KILN_PASS_CSE) | (1u << KILN_PASS_FOLD);
+    ok(kiln_rw_parse_passes("-fold", &m, &err) == 0 &&
+           m == (1u << KILN_PASS_CSE),
+       "passes: -fold edits the given set");
+    ok(kiln_rw_parse_passes("+pairwise fuse", &m, &err) == 0 &&
+           m == ((1u << KILN_PASS_CSE) | (1u << KILN_PASS_PAIRWISE) |
+                 (1u << KILN_PASS_FUSE)),
+       "passes: +pairwise adds to it; spaces separate too");
+    /* found by an attack: empty lists meant none without a word */
+    static const struct {
+        const char *spec, *want;
+    } bad[] = {
+        {"", "passes: empty list"},
+        {",,,", "passes: empty list"},
+        {"  ", "passes: empty list"},
+        {"-", "passes: '-' without a pass name"},
+        {"cse,+", "passes: '+' without a pass name"},
+        {"-all", "passes: '-all' (all and none stand alone: write none)"},
+        {"+none", "passes: '+none' (all and none stand alone: write none)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        unsigned before = m;
+        err.code = 0;
+        ok(kiln_rw_parse_passes(bad[i].spec, &m, &err) == KILN_ERR_ARG &&
+               strncmp(err.message, bad[i].want, strlen(bad[i].want)) == 0 &&
+               m == before,
+           "passes: '%s' is an error, the set unchanged (%s)", bad[i].spec,
+           err.message);
+    }
+    char longname[300];
+    memset(longname, 'q', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    ok(kiln_rw_parse_passes(longname, &m, &err) == KILN_ERR_ARG &&
+           strlen(err.message) < 250 && strstr(err.message, "qqq...'"),
+       "passes: a long unknown name is cut in the message");
     ok(kiln_rw_parse_passes("canonicalize,cse", &m, &err) == 0 &&
            m == ((1u << KILN_PASS_CANONICALIZE) | (1u << KILN_PASS_CSE)),
        "passes: a list of names is just those");
@@ -373,6 +410,48 @@ static void test_spec(void)
     ok(f != NULL, "kiln_options.passes overrides $KILN_PASSES");
     kiln_function_free(f);
     unsetenv("KILN_PASSES");
+    /* the policy's passes, edited by a '-' list; "fusion" in a policy */
+    char pol[] = "/tmp/kiln-rw-policy-XXXXXX";
+    int fd = mkstemp(pol);
+    FILE *pf = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (pf) {
+        fputs("kiln_policy: 1\npasses: [cse, fold, fusion]\n", pf);
+        fclose(pf);
+    }
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.policy_file = pol;
+    kiln_rw_config c;
+    unsigned want = (1u << KILN_PASS_CSE) | (1u << KILN_PASS_FOLD) |
+                    (1u << KILN_PASS_FUSE);
+    ok(kiln_rw_config_for(&o, &c, &err) == 0 && c.passes == want,
+       "the policy's passes: [cse, fold, fusion] (%s)", err.message);
+    o.passes = "-fold";
+    ok(kiln_rw_config_for(&o, &c, &err) == 0 &&
+           c.passes == (want & ~(1u << KILN_PASS_FOLD)),
+       "--passes -fold edits the policy's passes");
+    o.passes = "fold";
+    ok(kiln_rw_config_for(&o, &c, &err) == 0 &&
+           c.passes == (1u << KILN_PASS_FOLD),
+       "--passes fold replaces them");
+    /* found by an attack: an invalid policy was ignored when a backend
+     * was forced (it still picks the passes) */
+    pf = fopen(pol, "w");
+    if (pf) {
+        fputs("kiln_policy: 1\npasses: [bogus]\n", pf);
+        fclose(pf);
+    }
+    o.passes = NULL;
+    o.backend = "interp";
+    o.quiet = 1;
+    err.code = 0;
+    f = kiln_compile(g, &o, &err);
+    ok(!f && err.code == KILN_ERR_POLICY && strstr(err.message, "bogus"),
+       "an invalid policy fails the compile with a forced backend (%s)",
+       err.message);
+    kiln_function_free(f);
+    unlink(pol);
     kiln_graph_free(g);
     for (int i = 0; i < KILN_PASS_COUNT; i++)
         ok(kiln_rw_pass_name(i) != NULL, "pass %d is named %s", i,

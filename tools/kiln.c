@@ -40,8 +40,9 @@ static const char *usage_text =
     "       kiln explain FILE.kg [--policy POLICY.yaml] [--json] [--passes]\n"
     "       kiln policy check [POLICY.yaml]\n"
     "       kiln check FILE.kg\n"
-    "       kiln emit-c FILE.kg\n"
+    "       kiln emit-c FILE.kg [--passes LIST] [--policy POLICY.yaml]\n"
     "       kiln emit-llvm FILE.kg [--opt 1|2|3] [--fast-math]\n"
+    "                [--passes LIST] [--policy POLICY.yaml]\n"
     "       kiln --version | --help\n"
     "\n"
     "VALUE is a number, a list [..] (nested for rank > 1), @file.npy or\n"
@@ -534,45 +535,39 @@ static void print_json_string(FILE *o, const char *s)
 
 /* ---- commands ------------------------------------------------------- */
 
-/* kiln emit-c FILE.kg: the C generated for every kernel (docs/kiln.1) */
-static int cmd_emit_c(int argc, char **argv)
-{
-    if (argc != 1) {
-        fputs(usage_text, stderr);
-        return 2;
-    }
-    kiln_err err = {0, ""};
-    kiln_graph *g = kiln_parse_file(argv[0], &err);
-    if (!g) {
-        fprintf(stderr, "kiln: %s\n", err.message);
-        return 1;
-    }
-    int rc = kiln_emit_c_graph(g, stdout, &err);
-    kiln_graph_free(g);
-    if (rc) {
-        fprintf(stderr, "kiln: %s\n", err.message);
-        return 1;
-    }
-    return fflush(stdout) == 0 ? 0 : 1;
-}
-
-static int cmd_emit_llvm(int argc, char **argv)
+/* kiln emit-c / emit-llvm FILE.kg [--passes LIST] [--policy POLICY.yaml]
+ * (emit-llvm also [--opt N] [--fast-math]): the code of every kernel
+ * `kiln run` compiles — the graph after the rewrite passes and fusion
+ * chosen by --passes, $KILN_PASSES and the policy, as kiln_compile
+ * chooses them (docs/kiln.1). */
+static int cmd_emit(int argc, char **argv, int llvm)
 {
     const char *file = NULL;
     kiln_options opt;
     memset(&opt, 0, sizeof opt);
     opt.struct_size = sizeof opt;
-    opt.backend = "llvm";
+    if (llvm)
+        opt.backend = "llvm";
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--opt") == 0 && i + 1 < argc &&
+        const char *a = argv[i];
+        if (llvm && strcmp(a, "--opt") == 0 && i + 1 < argc &&
             argv[i + 1][0] >= '1' && argv[i + 1][0] <= '3' && !argv[i + 1][1])
             opt.opt_level = argv[++i][0] - '0';
-        else if (strcmp(argv[i], "--fast-math") == 0)
+        else if (llvm && strcmp(a, "--fast-math") == 0)
             opt.fast_math = 1;
-        else if (argv[i][0] != '-' && !file)
-            file = argv[i];
+        else if (strcmp(a, "--passes") == 0 && i + 1 < argc)
+            opt.passes = argv[++i];   /* as kiln run --passes */
+        else if (strcmp(a, "--policy") == 0 && i + 1 < argc)
+            opt.policy_file = argv[++i];
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "kiln: unknown or incomplete option '%s'\n%s", a,
+                    usage_text);
+            return 2;
+        } else if (!file)
+            file = a;
         else {
-            fputs(usage_text, stderr);
+            fprintf(stderr, "kiln: more than one model file ('%s', '%s')\n",
+                    file, a);
             return 2;
         }
     }
@@ -580,19 +575,34 @@ static int cmd_emit_llvm(int argc, char **argv)
         fputs(usage_text, stderr);
         return 2;
     }
+    opt.model_path = file;   /* FILE.policy.yaml next to it, as kiln run */
     kiln_err err = {0, ""};
     kiln_graph *g = kiln_parse_file(file, &err);
     if (!g) {
         fprintf(stderr, "kiln: %s\n", err.message);
         return 1;
     }
-    int rc = kiln_emit_text_graph(g, &opt, stdout, &err);
+    int rc = llvm ? kiln_emit_text_graph(g, &opt, stdout, &err)
+                  : kiln_emit_c_graph(g, &opt, stdout, &err);
     kiln_graph_free(g);
     if (rc) {
+        fflush(stdout);
         fprintf(stderr, "kiln: %s\n", err.message);
         return 1;
     }
     return fflush(stdout) == 0 ? 0 : 1;
+}
+
+/* kiln emit-c FILE.kg: the C generated for every kernel (docs/kiln.1) */
+static int cmd_emit_c(int argc, char **argv)
+{
+    return cmd_emit(argc, argv, 0);
+}
+
+/* kiln emit-llvm FILE.kg: the llvm backend's IR of every kernel */
+static int cmd_emit_llvm(int argc, char **argv)
+{
+    return cmd_emit(argc, argv, 1);
 }
 
 static int cmd_check(int argc, char **argv)
@@ -919,12 +929,65 @@ done:
     return status;
 }
 
+/* `--name=value` is `--name value`, for every command: a copy of argv
+ * with such arguments (after the command) split at the first '='.  One
+ * allocation holds the vector and the copied names (free it); the values
+ * point into argv.  NULL when out of memory. */
+static char **split_long_options(int argc, char **argv, int *out_argc)
+{
+    size_t names = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *eq = strncmp(argv[i], "--", 2) == 0
+                             ? strchr(argv[i], '=') : NULL;
+        if (eq && eq > argv[i] + 2)
+            names += (size_t)(eq - argv[i]) + 1;
+    }
+    size_t vec = sizeof(char *) * (2 * (size_t)argc + 1);
+    char **v = malloc(vec + names);
+    if (!v)
+        return NULL;
+    char *pool = (char *)v + vec;
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *eq = i >= 2 && strncmp(argv[i], "--", 2) == 0
+                             ? strchr(argv[i], '=') : NULL;
+        if (eq && eq > argv[i] + 2) {
+            size_t k = (size_t)(eq - argv[i]);
+            memcpy(pool, argv[i], k);
+            pool[k] = 0;
+            v[n++] = pool;
+            pool += k + 1;
+            v[n++] = (char *)eq + 1;
+        } else {
+            v[n++] = argv[i];
+        }
+    }
+    v[n] = NULL;
+    *out_argc = n;
+    return v;
+}
+
+static int dispatch(int argc, char **argv);
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
         fputs(usage_text, stderr);
         return 2;
     }
+    int n = 0;
+    char **split = split_long_options(argc, argv, &n);
+    if (!split) {
+        fputs("kiln: out of memory\n", stderr);
+        return 1;
+    }
+    int rc = dispatch(n, split);
+    free(split);
+    return rc;
+}
+
+static int dispatch(int argc, char **argv)
+{
     const char *cmd = argv[1];
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
         printf("kiln %s (plugin ABI %d.%d)\n", KILN_VERSION_STRING,

@@ -94,6 +94,11 @@ int kiln_cli_explain(int argc, char **argv)
         fputs(explain_usage, stderr);
         return 2;
     }
+    if (passes && json) {
+        fputs("kiln: explain --passes prints graph text; it has no --json "
+              "form\n", stderr);
+        return 2;
+    }
     kiln_err err = {0, ""};
     kiln_graph *g = kiln_parse_file(file, &err);
     if (!g) {

@@ -48,12 +48,14 @@ int kiln_rw_parse_passes(const char *spec, unsigned *mask, kiln_err *err)
 {
     if (!spec)
         return kiln_seterr(err, KILN_ERR_ARG, "passes: NULL list");
-    /* a list that starts with '-' edits the full set; one that starts with
-     * a name or '+' builds from nothing */
-    while (*spec == ' ')
-        spec++;
-    unsigned m = *spec == '-' ? KILN_PASSES_ALL : 0;
+    /* a list that starts with '-' or '+' edits *mask (the policy's
+     * passes, or all); one that starts with a name, all or none builds
+     * from nothing */
     const char *p = spec;
+    while (*p == ' ' || *p == ',')
+        p++;
+    unsigned m = *p == '-' || *p == '+' ? *mask : 0;
+    int items = 0;
     while (*p) {
         while (*p == ' ' || *p == ',')
             p++;
@@ -66,27 +68,42 @@ int kiln_rw_parse_passes(const char *spec, unsigned *mask, kiln_err *err)
         while (*p && *p != ',' && *p != ' ')
             p++;
         size_t len = (size_t)(p - s);
-        if (len == 3 && strncmp(s, "all", 3) == 0 && sign >= 0) {
-            m = KILN_PASSES_ALL;
-            continue;
-        }
-        if (len == 4 && strncmp(s, "none", 4) == 0 && sign >= 0) {
-            m = 0;
+        int shown = len > 64 ? 64 : (int)len;
+        const char *more = len > 64 ? "..." : "";
+        items++;
+        if (len == 0)
+            return kiln_seterr(err, KILN_ERR_ARG,
+                               "passes: '%c' without a pass name after it",
+                               sign < 0 ? '-' : '+');
+        int whole = (len == 3 && strncmp(s, "all", 3) == 0) ? 1
+                    : (len == 4 && strncmp(s, "none", 4) == 0) ? 2 : 0;
+        if (whole && sign)
+            return kiln_seterr(err, KILN_ERR_ARG,
+                               "passes: '%c%.*s' (all and none stand "
+                               "alone: write %s)", sign < 0 ? '-' : '+',
+                               shown, s,
+                               (whole == 1) == (sign > 0) ? "all" : "none");
+        if (whole) {
+            m = whole == 1 ? KILN_PASSES_ALL : 0;
             continue;
         }
         int i = lookup(s, len);
         if (i < 0)
             return kiln_seterr(err, KILN_ERR_ARG,
-                               "unknown pass '%.*s' (expected all, none, or "
-                               "names, each optionally with - or +: "
+                               "unknown pass '%.*s%s' (expected all, none, "
+                               "or names, each optionally with - or +: "
                                "canonicalize, fold, cse, promote, "
                                "join_slices, pairwise, fuse)",
-                               (int)len, s);
+                               shown, s, more);
         if (sign < 0)
             m &= ~(1u << i);
         else
             m |= 1u << i;
     }
+    if (!items)
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "passes: empty list (write none for no passes, "
+                           "all for every pass)");
     *mask = m;
     return 0;
 }
@@ -95,27 +112,28 @@ int kiln_rw_config_for(const kiln_options *opt, kiln_rw_config *c,
                        kiln_err *err)
 {
     kiln_rw_config_default(c);
-    kiln_err perr = {0, ""};
-    kiln_policy *pol = kiln_policy_select(opt, NULL, &perr);
-    if (pol) {
-        kiln_policy_knobs k;
-        memset(&k, 0, sizeof k);
-        k.struct_size = sizeof k;
-        if (kiln_policy_get_knobs(pol, &k) == 0) {
-            c->promote_bytes = k.promote_const_bytes;
-            c->fuse_max_width = k.fusion_max_width;
-            c->fuse_max_ops = k.fusion_max_scalar_ops;
-            if (k.passes_set) {
-                c->passes = 0;
-                for (int i = 0; k.passes && k.passes[i]; i++) {
-                    int p = lookup(k.passes[i], strlen(k.passes[i]));
-                    if (p >= 0)
-                        c->passes |= 1u << p;
-                }
+    /* an invalid policy is an error even when a backend is forced (it
+     * still chooses the passes and the fusion caps) */
+    kiln_policy *pol = kiln_policy_select(opt, NULL, err);
+    if (!pol)
+        return err && err->code ? err->code : KILN_ERR_POLICY;
+    kiln_policy_knobs k;
+    memset(&k, 0, sizeof k);
+    k.struct_size = sizeof k;
+    if (kiln_policy_get_knobs(pol, &k) == 0) {
+        c->promote_bytes = k.promote_const_bytes;
+        c->fuse_max_width = k.fusion_max_width;
+        c->fuse_max_ops = k.fusion_max_scalar_ops;
+        if (k.passes_set) {
+            c->passes = 0;
+            for (int i = 0; k.passes && k.passes[i]; i++) {
+                int p = lookup(k.passes[i], strlen(k.passes[i]));
+                if (p >= 0)
+                    c->passes |= 1u << p;
             }
         }
-        kiln_policy_free(pol);
     }
+    kiln_policy_free(pol);
     const char *spec = NULL;
     if (opt && opt->struct_size >= offsetof(kiln_options, passes) +
                                        sizeof(const char *))

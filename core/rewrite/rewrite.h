@@ -71,10 +71,17 @@ typedef struct kiln_rw_scratch {
  * inputs and 256 instructions. */
 void kiln_rw_config_default(kiln_rw_config *c);
 
-/* Parse a pass list: "all", "none", a comma-separated list of names (just
- * those: "canonicalize,cse"), or names with '-' / '+' (from all: "-fuse",
- * "-fuse,-pairwise"; "none,+fold").  "fusion" is accepted for "fuse".
- * Errors: KILN_ERR_ARG "unknown pass 'x' (expected one of: ...)". */
+/* Parse a pass list into *mask: items separated by commas or spaces,
+ * applied left to right.  "all" and "none" set every pass or none; a
+ * name adds that pass; "-name" removes it, "+name" adds it.  A list
+ * whose first item starts with '-' or '+' edits the passes *mask holds
+ * on entry (kiln_rw_config_for: the policy's, or all): "-fuse" is the
+ * policy's passes without fusion; any other list builds from nothing:
+ * "canonicalize,cse" is just those two, "none,+fold" is fold.  "fusion"
+ * is accepted for "fuse".  *mask is unchanged on error.
+ * Errors: KILN_ERR_ARG "unknown pass 'x' (expected ...)" (long names cut
+ * at 64 bytes), "passes: empty list ...", "passes: '-' without a pass
+ * name after it", "passes: '-all' (all and none stand alone: ...)". */
 int kiln_rw_parse_passes(const char *spec, unsigned *mask, kiln_err *err);
 
 /* The configuration kiln_compile uses for `opt` (may be NULL): the
