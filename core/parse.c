@@ -2047,6 +2047,11 @@ static kiln_graph *parse_text(const char *text, size_t len,
 {
     parser p;
     memset(&p, 0, sizeof p);
+    /* a UTF-8 byte order mark, as some editors write, is not text */
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {
+        text += 3;
+        len -= 3;
+    }
     p.src = text;
     p.len = len;
     p.line = 1;

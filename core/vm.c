@@ -953,9 +953,16 @@ static int prepare_shapes(kiln_function *f, const kiln_tensor *in,
             size_t need = b->nbytes ? b->nbytes : 8;
             if (f->slot_cap[b->slot] < need) {
                 void *m = realloc(f->slots[b->slot], need);
-                if (!m)
+                if (!m) {
+                    char lbl[160];
+                    if (b->node >= 0)
+                        node_label(g, b->node, lbl, sizeof lbl);
+                    else
+                        snprintf(lbl, sizeof lbl, "a temporary");
                     return kiln_seterr(err, KILN_ERR_NOMEM,
-                                       "out of memory (%zu bytes)", need);
+                                       "%s: out of memory (%zu bytes)", lbl,
+                                       need);
+                }
                 f->slots[b->slot] = m;
                 f->slot_cap[b->slot] = need;
             }

@@ -203,6 +203,16 @@ timeout 20 "$kiln" check /dev/zero >"$tmp/out" 2>&1
 [ $? = 1 ] && grep -qx "kiln: /dev/zero:1:1: unexpected byte 0x00" "$tmp/out"; ok $? "check /dev/zero: $(cat "$tmp/out")"
 "$kiln" explain "$top/examples/eight_schools.kg" --passes --json >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q "no --json form" "$tmp/out"; ok $? "explain --passes --json is a usage error"
+# a UTF-8 byte order mark is skipped (found by a new user)
+printf '\357\273\277kiln 1\ngraph g\n input x: f64\n output o = exp(x)\nend\n' >"$tmp/bom.kg"
+"$kiln" run "$tmp/bom.kg" -i x=0 >"$tmp/out" 2>&1
+[ $? = 0 ] && grep -qx "o = 1" "$tmp/out"; ok $? "a file starting with a UTF-8 BOM parses"
+# an allocation that fails names the node
+printf 'kiln 1\ngraph g\n output o = zeros(shape=[100000, 100000, 100000])\nend\n' >"$tmp/huge.kg"
+# (under AddressSanitizer, which aborts on such a size unless told not to)
+ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1" "$kiln" run "$tmp/huge.kg" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: node 'o' (zeros): out of memory (8000000000000000 bytes)" "$tmp/out"
+ok $? "a failed allocation names the node: $(cat "$tmp/out")"
 
 echo "1..$n"
 [ $failed = 0 ]

@@ -68,8 +68,9 @@ int kiln_cli_cache(int argc, char **argv)
         if (strcmp(sub, "prune") == 0 && strcmp(argv[i], "--max-size") == 0 &&
             i + 1 < argc) {
             if (kiln_cache_parse_size(argv[++i], &max) != 0 || max == 0) {
-                fprintf(stderr, "kiln: --max-size takes a size such as 512M "
-                        "or 2G, got '%s'\n", argv[i]);
+                fprintf(stderr, "kiln: --max-size takes a size above 0 such "
+                        "as 512M or 2G, got '%s' (to empty the cache: kiln "
+                        "cache clear)\n", argv[i]);
                 return 2;
             }
         } else if (strcmp(sub, "verify") == 0 &&
