@@ -591,10 +591,22 @@ static int lookup_name(parser *p, const tok *t, kiln_value *out)
         v = kiln_graph_lookup(p->g, s);
         free(s);
     }
-    if (v < 0)
+    if (v < 0) {
+        /* `output y = a` with `a` already named makes y an output name
+         * only: say so */
+        for (int k = 0; k < p->g->n_outputs; k++) {
+            const kiln_output *o = &p->g->outputs[k];
+            const char *vn = p->g->nodes[o->value].name;
+            if (strlen(o->name) == t->n && memcmp(o->name, t->s, t->n) == 0 &&
+                vn && strcmp(vn, o->name) != 0)
+                return fail_at(p, t->line, t->col, KILN_ERR_NAME,
+                               "undefined name '%s' (it names an output "
+                               "only; the value is '%s')", o->name, vn);
+        }
         return fail_at(p, t->line, t->col, KILN_ERR_NAME,
                        "undefined name '%.*s'", t->n > 200 ? 200 : (int)t->n,
                        t->s);
+    }
     *out = v;
     return 0;
 }

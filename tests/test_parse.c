@@ -384,6 +384,10 @@ static void test_errors(void)
     ERR(KILN_ERR_NAME, "m.kg:7:3: undefined name 'thta'", "undefined name",
         "kiln 1", "graph m", "  input theta: f64[3]", "  input mu: f64",
         "  a = exp(mu)", "  b = add(a,", "  thta)", "end");
+    ERR(KILN_ERR_NAME, "m.kg:6:18: undefined name 'y' (it names an output "
+        "only; the value is 'a')", "an output name is not a value name",
+        "kiln 1", "graph m", "  input x: f64", "  a = exp(x)",
+        "  output y = a", "  output z = add(y, 1)", "end");
     ERR(KILN_ERR_NAME, "m.kg:5:3: duplicate name 'x' (first defined at line 3)",
         "duplicate name (assignment)", "kiln 1", "graph m", "  input x: f64",
         "  input y: f64", "  x = add(y, 1)", "end");
