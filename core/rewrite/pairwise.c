@@ -63,11 +63,12 @@ static kiln_value associate(kiln_rw *rw, kiln_value v)
     for (int i = 0; i < o->n_in; i++) {
         t[i] = rw->map[o->in[i]];
         const kiln_node *x = &rw->g->nodes[t[i]];
-        /* a weak literal needs no cast in an f64 or i64 sum: every
-         * subtree it lands in computes in that dtype as well (integer
-         * literals are exact in f64) */
-        int lit_ok = x->weak && (cd == KILN_F64 ||
-                             (cd == KILN_I64 && x->type.dtype != KILN_F64));
+        /* a weak literal of the node's own dtype needs no cast; one of
+         * another dtype does, even in an f64 node: two weak integer
+         * literals paired in one subtree would multiply in i64 and
+         * overflow where the n-ary node computes in f64 (found by the
+         * differential fuzzer, tests/test_rewrite_fuzz.c) */
+        int lit_ok = x->weak && x->type.dtype == cd;
         if (!o->weak && (x->type.dtype != cd || x->weak) && !lit_ok) {
             t[i] = kiln_rw_op(rw, KILN_OP_CAST, &cast, 1, &t[i], -1);
             if (t[i] < 0) {
