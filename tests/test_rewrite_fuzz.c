@@ -994,7 +994,7 @@ static int generate(gen *G, unsigned seed)
             dt = KILN_F64;
         int s = rint_(&G->r, 100);
         s = s < 28 ? 0 : s < 55 ? 1 : s < 80 ? 2 : s < 90 ? 3 : 4;
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "x%d", i);
         G->in[i] = kiln_graph_input(G->g, name, dt, ranks[s], shapes[s], &e);
         if (G->in[i] < 0)
@@ -1061,7 +1061,7 @@ static int generate(gen *G, unsigned seed)
             v = rand_lit(G);
         else if (k < 97)
             v = G->in[rint_(&G->r, G->n_in)];
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "o%d", i);
         if (v < 0 || kiln_graph_output(G->g, name, v, &e))
             return fail(G, "output", &e);
@@ -1093,7 +1093,7 @@ static int generate(gen *G, unsigned seed)
             if (kiln_graph_output(G->g, "cost", cost, &e))
                 return fail(G, "output", &e);
             for (int i = 0; i < nw; i++) {
-                char name[8];
+                char name[16];
                 snprintf(name, sizeof name, "d%d", i);
                 if (kiln_graph_output(G->g, name, res[i], &e))
                     return fail(G, "output", &e);
