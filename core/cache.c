@@ -45,6 +45,8 @@
  */
 #define _GNU_SOURCE   /* getrandom, O_DIRECTORY etc. under -std=c11 */
 #include "cache.h"
+#include "config.h"
+#include "trust.h"
 #include "ir.h"
 #include "loader.h"
 #include <kiln/policy.h>
@@ -160,38 +162,52 @@ int kiln_cache_parse_size(const char *s, uint64_t *bytes)
     return 0;
 }
 
-/* Owner and permission check of something we are about to trust.
- * `site`: a read-only site cache, which root may own too. */
-static const char *bad_owner(const struct stat *st, int want_dir, int site)
+/* The user cache directory: explicit (`dir`, from kiln_options or the
+ * command line), $KILN_CACHE_DIR, the user's or site's configuration
+ * (core/config.h), $XDG_CACHE_HOME/kiln, ~/.cache/kiln.  Every one must
+ * be absolute (a relative path would depend on the working directory,
+ * which can be a downloaded model's folder); XDG_CACHE_HOME and HOME that
+ * are not are skipped, as the XDG specification says.  Returns a malloc'd
+ * path, or NULL with err set. */
+static char *default_dir(const char *dir, const kiln_config *cfg,
+                         kiln_err *err)
 {
-    if (want_dir ? !S_ISDIR(st->st_mode) : !S_ISREG(st->st_mode))
-        return want_dir ? "not a directory" : "not a regular file";
-    if (st->st_uid != geteuid() && !(site && st->st_uid == 0))
-        return "owned by another user";
-    if (st->st_mode & (S_IWGRP | S_IWOTH))
-        return "writable by group or others";
-    return NULL;
-}
-
-/* The user cache directory: explicit, $KILN_CACHE_DIR, $XDG_CACHE_HOME/
- * kiln, ~/.cache/kiln.  Returns a malloc'd path or NULL. */
-static char *default_dir(const char *dir)
-{
-    const char *e;
+    const char *e, *from = "the cache directory";
     char buf[4096];
     if (dir && *dir)
-        return strdup(dir);
-    if ((e = getenv("KILN_CACHE_DIR")) && *e)
-        return strdup(e);
-    if ((e = getenv("XDG_CACHE_HOME")) && *e && e[0] == '/') {
-        snprintf(buf, sizeof buf, "%s/kiln", e);
-        return strdup(buf);
+        e = dir;
+    else if ((e = getenv("KILN_CACHE_DIR")) && *e)
+        from = "$KILN_CACHE_DIR";
+    else if (cfg && cfg->cache_dir)
+        e = cfg->cache_dir;
+    else
+        e = NULL;
+    if (e) {
+        if (!kiln_trust_absolute(e)) {
+            kiln_seterr(err, KILN_ERR_IO, "cache: %s '%.200s' is not an "
+                        "absolute path (no '~' or relative paths: they "
+                        "would depend on the current directory)", from, e);
+            return NULL;
+        }
+        char *d = strdup(e);
+        if (!d)
+            kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return d;
     }
-    if ((e = getenv("HOME")) && *e) {
-        snprintf(buf, sizeof buf, "%s/.cache/kiln", e);
-        return strdup(buf);
+    int w = -1;
+    if ((e = getenv("XDG_CACHE_HOME")) && kiln_trust_absolute(e))
+        w = snprintf(buf, sizeof buf, "%s/kiln", e);
+    else if ((e = getenv("HOME")) && kiln_trust_absolute(e))
+        w = snprintf(buf, sizeof buf, "%s/.cache/kiln", e);
+    if (w < 0 || (size_t)w >= sizeof buf) {
+        kiln_seterr(err, KILN_ERR_IO, "cache: no directory (set "
+                    "KILN_CACHE_DIR, or an absolute HOME)");
+        return NULL;
     }
-    return NULL;
+    char *d = strdup(buf);
+    if (!d)
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    return d;
 }
 
 /* mkdir -p of the parents, then the directory itself with mode 0700. */
@@ -224,14 +240,12 @@ static uint64_t env_max_bytes(void)
     return KILN_CACHE_DEFAULT_MAX;
 }
 
-kiln_cache *kiln_cache_open(const char *dir, int create, kiln_err *err)
+static kiln_cache *open_with(const char *dir, int create,
+                             const kiln_config *cfg, kiln_err *err)
 {
-    char *d = default_dir(dir);
-    if (!d) {
-        kiln_seterr(err, KILN_ERR_IO, "cache: no directory (set "
-                    "KILN_CACHE_DIR or HOME)");
+    char *d = default_dir(dir, cfg, err);
+    if (!d)
         return NULL;
-    }
     if (create && make_dirs(d) != 0) {
         kiln_seterr(err, KILN_ERR_IO, "cache: cannot create %s: %s", d,
                     strerror(errno));
@@ -244,7 +258,7 @@ kiln_cache *kiln_cache_open(const char *dir, int create, kiln_err *err)
         free(d);
         return NULL;
     }
-    const char *why = bad_owner(&st, 1, 0);
+    const char *why = kiln_trust_stat(&st, 1, 0);
     if (why) {
         kiln_seterr(err, KILN_ERR_IO, "cache: refusing %s: %s", d, why);
         free(d);
@@ -258,6 +272,23 @@ kiln_cache *kiln_cache_open(const char *dir, int create, kiln_err *err)
     }
     c->dir = d;
     c->max_bytes = env_max_bytes();
+    const char *e = getenv("KILN_CACHE_MAX_SIZE");
+    if (!(e && *e) && cfg && cfg->cache_max_bytes >= 0)
+        c->max_bytes = cfg->cache_max_bytes == 0
+                           ? UINT64_MAX : (uint64_t)cfg->cache_max_bytes;
+    return c;
+}
+
+kiln_cache *kiln_cache_open(const char *dir, int create, kiln_err *err)
+{
+    kiln_config cfg;
+    if (kiln_config_load(&cfg, NULL, 0)) {
+        kiln_config_free(&cfg);
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    kiln_cache *c = open_with(dir, create, &cfg, err);
+    kiln_config_free(&cfg);
     return c;
 }
 
@@ -425,7 +456,7 @@ static int open_dir(int at, const char *name, int site, const char **why)
         return -1;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || (*why = bad_owner(&st, 1, site)) != NULL) {
+    if (fstat(fd, &st) != 0 || (*why = kiln_trust_stat(&st, 1, site)) != NULL) {
         close(fd);
         return -1;
     }
@@ -475,7 +506,7 @@ static void read_entry(const char *root, const char *bdir, const char *hex2,
         close(fd);
         return;
     }
-    if ((r->why = bad_owner(&st, 0, site)) != NULL) {
+    if ((r->why = kiln_trust_stat(&st, 0, site)) != NULL) {
         close(fd);
         return;
     }
@@ -863,11 +894,21 @@ kiln_cache_session *kiln_cache_session_begin(
     e = getenv("KILN_CACHE_MIN_COMPILE_MS");
     s->min_seconds = e && *e ? atof(e) * 1e-3 : 1e-4;
     kiln_err err = {0, ""};
-    if (!dir && !((e = getenv("KILN_CACHE_DIR")) && *e) && knobs)
-        dir = knobs->cache_dir;
-    s->user = kiln_cache_open(dir, mode != KILN_CACHE_MODE_READ_ONLY, &err);
+    FILE *out = diag ? diag : stderr;
+    /* directories come from the caller only: `dir`, the environment and
+     * the user's or site's configuration -- never from a policy, which
+     * may have come with a model (knobs->cache_dir and cache_read_only
+     * are always empty) */
+    kiln_config cfg;
+    if (kiln_config_load(&cfg, out, quiet)) {
+        kiln_config_free(&cfg);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return NULL;
+    }
+    s->user = open_with(dir, mode != KILN_CACHE_MODE_READ_ONLY, &cfg, &err);
     if (s->user && knobs && !((e = getenv("KILN_CACHE_MAX_SIZE")) && *e) &&
-        knobs->cache_max_bytes >= 0 &&
+        cfg.cache_max_bytes < 0 && knobs->cache_max_bytes >= 0 &&
         knobs->cache_max_bytes != (int64_t)KILN_CACHE_DEFAULT_MAX)
         s->user->max_bytes = knobs->cache_max_bytes == 0
                                  ? UINT64_MAX
@@ -875,22 +916,27 @@ kiln_cache_session *kiln_cache_session_begin(
     if (!s->user && !quiet && !(mode == KILN_CACHE_MODE_READ_ONLY &&
                                 err.code == KILN_ERR_IO &&
                                 strstr(err.message, "No such file")))
-        fprintf(diag ? diag : stderr, "kiln: %s; going on without the "
-                "user cache\n", err.message);
+        fprintf(out, "kiln: %s; going on without the user cache\n",
+                err.message);
     e = getenv("KILN_CACHE_PATH");
     for (const char *p = e; p && *p;) {
         const char *c = strchr(p, ':');
         size_t n = c ? (size_t)(c - p) : strlen(p);
-        if (n > 0)
+        if (n > 0 && p[0] != '/') {
+            if (!quiet)
+                fprintf(out, "kiln: cache: $KILN_CACHE_PATH entry '%.*s' "
+                        "is not an absolute path; skipped\n",
+                        (int)(n > 200 ? 200 : n), p);
+        } else if (n > 0) {
             add_site(s, p, n);
+        }
         if (!c)
             break;
         p = c + 1;
     }
-    for (int i = 0; knobs && knobs->cache_read_only &&
-                    knobs->cache_read_only[i]; i++)
-        add_site(s, knobs->cache_read_only[i],
-                 strlen(knobs->cache_read_only[i]));
+    for (char **r = cfg.cache_read_only; r && *r; r++)
+        add_site(s, *r, strlen(*r));
+    kiln_config_free(&cfg);
     if (!s->user && s->n_site == 0) {
         pthread_mutex_destroy(&s->lock);
         free(s->site);
@@ -917,7 +963,7 @@ static int stats_lock(const char *root)
     if (fd < 0)
         return -1;
     struct stat st;
-    if (fstat(fd, &st) != 0 || bad_owner(&st, 0, 0) ||
+    if (fstat(fd, &st) != 0 || kiln_trust_stat(&st, 0, 0) ||
         flock(fd, LOCK_EX) != 0) {
         close(fd);
         return -1;
@@ -1340,7 +1386,7 @@ static int list_or_verify(kiln_cache *c, int full, int remove_bad,
                 r.why = errno == ELOOP ? "a symlink in place of an entry"
                                        : "cannot open";
             } else if (fstat(fd, &st) != 0 ||
-                       (r.why = bad_owner(&st, 0, 0)) != NULL) {
+                       (r.why = kiln_trust_stat(&st, 0, 0)) != NULL) {
                 if (!r.why)
                     r.why = "cannot stat";
             } else if ((r.file = malloc(HDR)) != NULL) {

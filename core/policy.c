@@ -13,6 +13,7 @@
 #include "policy_int.h"
 #include "ir.h"
 #include "vm.h"
+#include "yaml_read.h"
 
 #include <errno.h>
 #include <math.h>
@@ -132,9 +133,7 @@ struct kiln_policy {
     int llvm_opt_level, llvm_fast_math, llvm_opt_set, llvm_fast_set;
     int llvm_generic;           /* llvm.generic_target */
     int cache_enabled;
-    char *cache_dir;
     int64_t cache_max_bytes;
-    char **cache_ro;           /* NULL-terminated */
     char **passes;             /* NULL-terminated */
     int passes_set;
 };
@@ -163,8 +162,6 @@ static void policy_destroy(kiln_policy *p)
         rule_free(&p->rules[i]);
     free(p->rules);
     free(p->models);
-    free(p->cache_dir);
-    strv_free(p->cache_ro);
     strv_free(p->passes);
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -218,175 +215,10 @@ static kiln_policy *policy_new(const char *source)
     return p;
 }
 
-/* ---- reading YAML --------------------------------------------------- */
+/* ---- reading YAML (core/yaml_read.c) -------------------------------- */
 
-typedef struct reader {
-    yaml_document_t doc;
-    const char *file;
-    kiln_err *err;
-    kiln_policy *p;
-} reader;
+typedef kiln_yaml reader;
 
-static int perr(reader *r, const yaml_node_t *n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int perr(reader *r, const yaml_node_t *n, const char *fmt, ...)
-{
-    char msg[900];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (n)
-        kiln_seterr(r->err, KILN_ERR_POLICY, "%s:%zu:%zu: %s", r->file,
-                    n->start_mark.line + 1, n->start_mark.column + 1, msg);
-    else
-        kiln_seterr(r->err, KILN_ERR_POLICY, "%s: %s", r->file, msg);
-    return -1;
-}
-
-static yaml_node_t *node_at(reader *r, int i)
-{
-    return yaml_document_get_node(&r->doc, i);
-}
-
-static const char *type_word(const yaml_node_t *n)
-{
-    if (n->type == YAML_MAPPING_NODE)
-        return "a mapping";
-    if (n->type == YAML_SEQUENCE_NODE)
-        return "a list";
-    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return "a quoted string";
-    return "a scalar";
-}
-
-static const char *sval(const yaml_node_t *n)
-{
-    return (const char *)n->data.scalar.value;
-}
-
-static int is_null(const yaml_node_t *n)
-{
-    if (n->type != YAML_SCALAR_NODE ||
-        n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return 0;
-    const char *s = sval(n);
-    return !*s || !strcmp(s, "~") || !strcmp(s, "null") ||
-           !strcmp(s, "Null") || !strcmp(s, "NULL");
-}
-
-static int get_number(reader *r, const yaml_node_t *n, const char *what,
-                      double *out)
-{
-    if (n->type != YAML_SCALAR_NODE ||
-        n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return perr(r, n, "%s: expected a number, got %s", what,
-                    type_word(n));
-    const char *s = sval(n);
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || *end || errno == ERANGE || !isfinite(v))
-        return perr(r, n, "%s: expected a number, got '%s'", what, s);
-    *out = v;
-    return 0;
-}
-
-static int get_int(reader *r, const yaml_node_t *n, const char *what,
-                   int64_t lo, int64_t hi, int64_t *out)
-{
-    double v;
-    if (get_number(r, n, what, &v))
-        return -1;
-    if (v != floor(v) || v < (double)lo || v > (double)hi)
-        return perr(r, n, "%s: expected an integer from %lld to %lld, got "
-                    "'%s'", what, (long long)lo, (long long)hi, sval(n));
-    *out = (int64_t)v;
-    return 0;
-}
-
-static int get_bool(reader *r, const yaml_node_t *n, const char *what,
-                    int *out)
-{
-    if (n->type == YAML_SCALAR_NODE &&
-        n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
-        const char *s = sval(n);
-        if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "yes")) {
-            *out = 1;
-            return 0;
-        }
-        if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "no")) {
-            *out = 0;
-            return 0;
-        }
-        return perr(r, n, "%s: expected true or false, got '%s'", what, s);
-    }
-    return perr(r, n, "%s: expected true or false, got %s", what,
-                type_word(n));
-}
-
-static int get_string(reader *r, const yaml_node_t *n, const char *what,
-                      const char **out)
-{
-    if (n->type != YAML_SCALAR_NODE || is_null(n))
-        return perr(r, n, "%s: expected a string, got %s", what,
-                    n->type == YAML_SCALAR_NODE ? "null" : type_word(n));
-    *out = sval(n);
-    return 0;
-}
-
-static int expect_map(reader *r, const yaml_node_t *n, const char *what)
-{
-    if (n->type != YAML_MAPPING_NODE)
-        return perr(r, n, "%s: expected a mapping, got %s", what,
-                    type_word(n));
-    return 0;
-}
-
-static int expect_list(reader *r, const yaml_node_t *n, const char *what)
-{
-    if (n->type != YAML_SEQUENCE_NODE)
-        return perr(r, n, "%s: expected a list, got %s", what, type_word(n));
-    return 0;
-}
-
-/* Iterate a mapping: keys must be plain strings, each once. */
-typedef int (*pair_fn)(reader *r, const char *key, yaml_node_t *k,
-                       yaml_node_t *v, void *ctx);
-
-static int each_pair(reader *r, yaml_node_t *map, const char *what,
-                     pair_fn fn, void *ctx)
-{
-    if (expect_map(r, map, what))
-        return -1;
-    yaml_node_pair_t *b = map->data.mapping.pairs.start;
-    yaml_node_pair_t *e = map->data.mapping.pairs.top;
-    for (yaml_node_pair_t *q = b; q < e; q++) {
-        yaml_node_t *k = node_at(r, q->key), *v = node_at(r, q->value);
-        if (!k || !v)
-            return perr(r, map, "%s: malformed mapping", what);
-        if (k->type != YAML_SCALAR_NODE)
-            return perr(r, k, "%s: a key must be a string, got %s", what,
-                        type_word(k));
-        for (yaml_node_pair_t *o = b; o < q; o++) {
-            yaml_node_t *ok = node_at(r, o->key);
-            if (ok && ok->type == YAML_SCALAR_NODE &&
-                !strcmp(sval(ok), sval(k)))
-                return perr(r, k, "%s: duplicate key '%s' (first at line "
-                            "%zu)", what, sval(k), ok->start_mark.line + 1);
-        }
-        if (fn(r, sval(k), k, v, ctx))
-            return -1;
-    }
-    return 0;
-}
-
-static int unknown_key(reader *r, yaml_node_t *k, const char *what,
-                       const char *key, const char *known)
-{
-    return perr(r, k, "%s: unknown key '%s' (expected one of: %s)", what,
-                key, known);
-}
 
 static int valid_backend_name(const char *s)
 {
@@ -413,17 +245,20 @@ static int get_backend_ref(reader *r, yaml_node_t *n, const char *what,
                            int *out)
 {
     const char *s;
-    if (get_string(r, n, what, &s))
+    if (kiln_yaml_string(r, n, what, &s))
         return -1;
-    int i = chain_index(r->p, s);
+    int i = chain_index((kiln_policy *)r->user, s);
     if (i < 0) {
         char list[512] = "";
         size_t len = 0;
-        for (int k = 0; k < r->p->n_chain && len < sizeof list; k++)
+        for (int k = 0;
+             k < ((kiln_policy *)r->user)->n_chain && len < sizeof list; k++)
             len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
-                                    k ? ", " : "", r->p->chain[k]);
-        return perr(r, n, "%s: unknown backend '%s' (not in backends: [%s])",
-                    what, s, list);
+                                    k ? ", " : "",
+                                    ((kiln_policy *)r->user)->chain[k]);
+        return kiln_yaml_error(
+            r, n, "%s: unknown backend '%s' (not in backends: [%s])", what, s,
+            list);
     }
     *out = i;
     return 0;
@@ -433,26 +268,30 @@ static int get_backend_ref(reader *r, yaml_node_t *n, const char *what,
 
 static int read_chain(reader *r, yaml_node_t *n)
 {
-    kiln_policy *p = r->p;
-    if (expect_list(r, n, "backends"))
+    kiln_policy *p = r->user;
+    if (kiln_yaml_expect_list(r, n, "backends"))
         return -1;
     yaml_node_item_t *b = n->data.sequence.items.start;
     yaml_node_item_t *e = n->data.sequence.items.top;
     if (b == e)
-        return perr(r, n, "backends: the list is empty (name at least one "
-                    "backend, e.g. [interp])");
+        return kiln_yaml_error(
+            r, n,
+            "backends: the list is empty (name at least one "
+            "backend, e.g. [interp])");
     for (yaml_node_item_t *q = b; q < e; q++) {
-        yaml_node_t *it = node_at(r, *q);
+        yaml_node_t *it = kiln_yaml_node(r, *q);
         const char *s;
-        if (!it || get_string(r, it, "backends", &s))
+        if (!it || kiln_yaml_string(r, it, "backends", &s))
             return -1;
         if (!valid_backend_name(s))
-            return perr(r, it, "backends: bad backend name '%s' (expected "
-                        "[a-z0-9_]+, shorter than 64 bytes)", s);
+            return kiln_yaml_error(r, it,
+                                   "backends: bad backend name '%s' (expected "
+                                   "[a-z0-9_]+, shorter than 64 bytes)",
+                                   s);
         if (chain_index(p, s) >= 0)
-            return perr(r, it, "backends: '%s' is listed twice", s);
+            return kiln_yaml_error(r, it, "backends: '%s' is listed twice", s);
         if (p->n_chain >= MAX_CHAIN - 1)
-            return perr(r, it, "backends: more than %d backends",
+            return kiln_yaml_error(r, it, "backends: more than %d backends",
                         MAX_CHAIN - 1);
         if (!(p->chain[p->n_chain] = strdup(s)))
             return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
@@ -478,28 +317,33 @@ static int cmp_pair(reader *r, const char *key, yaml_node_t *k,
     else if (!strcmp(key, "ge"))
         lo = 1, incl = 1;
     else if (!strcmp(key, "eq")) {
-        if (get_number(r, v, "eq", &x))
+        if (kiln_yaml_number(r, v, "eq", &x))
             return -1;
         if (rg->has_lo || rg->has_hi)
-            return perr(r, k, "bad comparison: 'eq' cannot be combined "
-                        "with lt/le/gt/ge");
+            return kiln_yaml_error(r, k,
+                                   "bad comparison: 'eq' cannot be combined "
+                                   "with lt/le/gt/ge");
         rg->has_lo = rg->has_hi = rg->lo_incl = rg->hi_incl = 1;
         rg->lo = rg->hi = x;
         return 0;
     } else
-        return perr(r, k, "bad comparison '%s' (expected lt, le, gt, ge "
-                    "or eq)", key);
-    if (get_number(r, v, key, &x))
+        return kiln_yaml_error(r, k,
+                               "bad comparison '%s' (expected lt, le, gt, ge "
+                               "or eq)",
+                               key);
+    if (kiln_yaml_number(r, v, key, &x))
         return -1;
     if (lo) {
         if (rg->has_lo)
-            return perr(r, k, "bad comparison: two lower bounds (gt/ge)");
+            return kiln_yaml_error(r, k,
+                                   "bad comparison: two lower bounds (gt/ge)");
         rg->has_lo = 1;
         rg->lo = x;
         rg->lo_incl = incl;
     } else {
         if (rg->has_hi)
-            return perr(r, k, "bad comparison: two upper bounds (lt/le)");
+            return kiln_yaml_error(r, k,
+                                   "bad comparison: two upper bounds (lt/le)");
         rg->has_hi = 1;
         rg->hi = x;
         rg->hi_incl = incl;
@@ -513,19 +357,22 @@ static int read_range(reader *r, yaml_node_t *k, yaml_node_t *v,
     memset(rg, 0, sizeof *rg);
     rg->set = 1;
     if (v->type != YAML_MAPPING_NODE)
-        return perr(r, v, "%s: expected a comparison such as {gt: 64} or "
-                    "{ge: 1, lt: 8}, got %s", what, type_word(v));
+        return kiln_yaml_error(r, v,
+                               "%s: expected a comparison such as {gt: 64} or "
+                               "{ge: 1, lt: 8}, got %s",
+                               what, kiln_yaml_type_word(v));
     if (v->data.mapping.pairs.start == v->data.mapping.pairs.top)
-        return perr(r, v, "%s: empty comparison (use lt, le, gt, ge or eq)",
-                    what);
-    if (each_pair(r, v, what, cmp_pair, rg))
+        return kiln_yaml_error(
+            r, v, "%s: empty comparison (use lt, le, gt, ge or eq)", what);
+    if (kiln_yaml_each_pair(r, v, what, cmp_pair, rg))
         return -1;
     if (rg->has_lo && rg->has_hi &&
         (rg->lo > rg->hi ||
          (rg->lo == rg->hi && !(rg->lo_incl && rg->hi_incl))))
-        return perr(r, k, "%s: bad comparison: no value is %s %g and %s %g",
-                    what, rg->lo_incl ? ">=" : ">", rg->lo,
-                    rg->hi_incl ? "<=" : "<", rg->hi);
+        return kiln_yaml_error(
+            r, k, "%s: bad comparison: no value is %s %g and %s %g", what,
+            rg->lo_incl ? ">=" : ">", rg->lo, rg->hi_incl ? "<=" : "<",
+            rg->hi);
     /* width, elements and scalar_ops are counts: whole numbers >= 0 */
     if (strcmp(what, "cost") != 0) {
         double lo = !rg->has_lo ? 0
@@ -535,8 +382,11 @@ static int read_range(reader *r, yaml_node_t *k, yaml_node_t *v,
         if (lo < 0)
             lo = 0;
         if (lo > hi)
-            return perr(r, k, "%s: bad comparison: no count (a whole number "
-                        ">= 0) satisfies it", what);
+            return kiln_yaml_error(
+                r, k,
+                "%s: bad comparison: no count (a whole number "
+                ">= 0) satisfies it",
+                what);
     }
     return 0;
 }
@@ -566,34 +416,37 @@ static int when_pair(reader *r, const char *key, yaml_node_t *k,
     if (!strcmp(key, "op")) {
         if (v->type == YAML_SCALAR_NODE) {
             const char *s;
-            if (get_string(r, v, "op", &s))
+            if (kiln_yaml_string(r, v, "op", &s))
                 return -1;
             if (!valid_op_name(s))
-                return perr(r, v, "op: unknown op '%s' (an op of docs/ops.md"
-                            ", a kernel kind: elemwise, reduce, join, gather"
-                            ", scatter, dot, or fused)", s);
+                return kiln_yaml_error(
+                    r, v,
+                    "op: unknown op '%s' (an op of docs/ops.md"
+                    ", a kernel kind: elemwise, reduce, join, gather"
+                    ", scatter, dot, or fused)",
+                    s);
             ru->ops = calloc(1, sizeof *ru->ops);
             if (!ru->ops || !(ru->ops[0] = strdup(s)))
                 return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
             ru->n_ops = 1;
             return 0;
         }
-        if (expect_list(r, v, "op"))
+        if (kiln_yaml_expect_list(r, v, "op"))
             return -1;
         yaml_node_item_t *b = v->data.sequence.items.start;
         yaml_node_item_t *e = v->data.sequence.items.top;
         if (b == e)
-            return perr(r, v, "op: the list is empty");
+            return kiln_yaml_error(r, v, "op: the list is empty");
         ru->ops = calloc((size_t)(e - b), sizeof *ru->ops);
         if (!ru->ops)
             return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
         for (yaml_node_item_t *q = b; q < e; q++) {
-            yaml_node_t *it = node_at(r, *q);
+            yaml_node_t *it = kiln_yaml_node(r, *q);
             const char *s;
-            if (!it || get_string(r, it, "op", &s))
+            if (!it || kiln_yaml_string(r, it, "op", &s))
                 return -1;
             if (!valid_op_name(s))
-                return perr(r, it, "op: unknown op '%s' (an op of "
+                return kiln_yaml_error(r, it, "op: unknown op '%s' (an op of "
                             "docs/ops.md, a kernel kind: elemwise, reduce, "
                             "join, gather, scatter, dot, or fused)", s);
             if (!(ru->ops[ru->n_ops] = strdup(s)))
@@ -612,16 +465,18 @@ static int when_pair(reader *r, const char *key, yaml_node_t *k,
         return read_range(r, k, v, "scalar_ops", &ru->scalar_ops);
     if (!strcmp(key, "pays_off")) {
         const char *s;
-        if (get_string(r, v, "pays_off", &s))
+        if (kiln_yaml_string(r, v, "pays_off", &s))
             return -1;
-        int m = model_index(r->p, s);
+        int m = model_index((kiln_policy *)r->user, s);
         if (m < 0)
-            return perr(r, v, "pays_off: no cost model for backend '%s' "
-                        "(add it under cost_model: backends:)", s);
+            return kiln_yaml_error(r, v,
+                                   "pays_off: no cost model for backend '%s' "
+                                   "(add it under cost_model: backends:)",
+                                   s);
         ru->pays_off = m;
         return 0;
     }
-    return unknown_key(r, k, "when", key,
+    return kiln_yaml_unknown_key(r, k, "when", key,
                        "op, width, cost, elements, scalar_ops, pays_off");
 }
 
@@ -636,7 +491,7 @@ static int rule_pair(reader *r, const char *key, yaml_node_t *k,
     rule_ctx *rc = ctx;
     if (!strcmp(key, "name")) {
         const char *s;
-        if (get_string(r, v, "name", &s))
+        if (kiln_yaml_string(r, v, "name", &s))
             return -1;
         free(rc->ru->name);
         if (!(rc->ru->name = strdup(s)))
@@ -644,18 +499,20 @@ static int rule_pair(reader *r, const char *key, yaml_node_t *k,
         return 0;
     }
     if (!strcmp(key, "when"))
-        return is_null(v) ? 0 : each_pair(r, v, "when", when_pair, rc->ru);
+        return kiln_yaml_is_null(v)
+                   ? 0
+                   : kiln_yaml_each_pair(r, v, "when", when_pair, rc->ru);
     if (!strcmp(key, "use")) {
         rc->use = v;
         return get_backend_ref(r, v, "use", &rc->ru->use);
     }
-    return unknown_key(r, k, "rule", key, "name, when, use");
+    return kiln_yaml_unknown_key(r, k, "rule", key, "name, when, use");
 }
 
 static int read_rules(reader *r, yaml_node_t *n)
 {
-    kiln_policy *p = r->p;
-    if (expect_list(r, n, "rules"))
+    kiln_policy *p = r->user;
+    if (kiln_yaml_expect_list(r, n, "rules"))
         return -1;
     yaml_node_item_t *b = n->data.sequence.items.start;
     yaml_node_item_t *e = n->data.sequence.items.top;
@@ -663,18 +520,20 @@ static int read_rules(reader *r, yaml_node_t *n)
     if (!p->rules)
         return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
     for (yaml_node_item_t *q = b; q < e; q++) {
-        yaml_node_t *it = node_at(r, *q);
+        yaml_node_t *it = kiln_yaml_node(r, *q);
         rule *ru = &p->rules[p->n_rules++];
         ru->pays_off = -1;
         ru->use = -1;
         rule_ctx rc = {ru, NULL};
-        if (!it || expect_map(r, it, "rules: each rule"))
+        if (!it || kiln_yaml_expect_map(r, it, "rules: each rule"))
             return -1;
-        if (each_pair(r, it, "rule", rule_pair, &rc))
+        if (kiln_yaml_each_pair(r, it, "rule", rule_pair, &rc))
             return -1;
         if (!rc.use)
-            return perr(r, it, "rule %d: no 'use:' (the backend the rule "
-                        "picks)", p->n_rules);
+            return kiln_yaml_error(r, it,
+                                   "rule %d: no 'use:' (the backend the rule "
+                                   "picks)",
+                                   p->n_rules);
         if (!ru->name) {
             char nm[32];
             snprintf(nm, sizeof nm, "rule %d", p->n_rules);
@@ -694,26 +553,31 @@ static int weight_pair(reader *r, const char *key, yaml_node_t *k,
     double x;
     for (int i = 0; i < KILN_I_COUNT; i++) {
         if (opcode_table[i].name && !strcmp(key, opcode_table[i].name)) {
-            if (get_number(r, v, key, &x))
+            if (kiln_yaml_number(r, v, key, &x))
                 return -1;
             if (x < 0)
-                return perr(r, v, "weights: %s: a weight must be >= 0", key);
+                return kiln_yaml_error(
+                    r, v, "weights: %s: a weight must be >= 0", key);
             p->weights[i] = x;
             return 0;
         }
     }
     for (int i = 0; i < N_EXTRA; i++) {
         if (!strcmp(key, extra_names[i])) {
-            if (get_number(r, v, key, &x))
+            if (kiln_yaml_number(r, v, key, &x))
                 return -1;
             if (x < 0)
-                return perr(r, v, "weights: %s: a weight must be >= 0", key);
+                return kiln_yaml_error(
+                    r, v, "weights: %s: a weight must be >= 0", key);
             p->extra[i] = x;
             return 0;
         }
     }
-    return perr(r, k, "weights: unknown op '%s' (an opcode such as add, exp, "
-                "gammaln, or element, copy, index, fma)", key);
+    return kiln_yaml_error(
+        r, k,
+        "weights: unknown op '%s' (an opcode such as add, exp, "
+        "gammaln, or element, copy, index, fma)",
+        key);
 }
 
 static int model_field_pair(reader *r, const char *key, yaml_node_t *k,
@@ -728,14 +592,14 @@ static int model_field_pair(reader *r, const char *key, yaml_node_t *k,
                         &m->ns_per_index, &m->ns_per_copy};
     for (int i = 0; i < 7; i++) {
         if (!strcmp(key, names[i])) {
-            if (get_number(r, v, key, fields[i]))
+            if (kiln_yaml_number(r, v, key, fields[i]))
                 return -1;
             if (*fields[i] < 0)
-                return perr(r, v, "%s: must be >= 0", key);
+                return kiln_yaml_error(r, v, "%s: must be >= 0", key);
             return 0;
         }
     }
-    return unknown_key(r, k, m->name, key,
+    return kiln_yaml_unknown_key(r, k, m->name, key,
                        "compile_ms, compile_ms_per_op, compile_ms_per_input, "
                        "call_ns, ns_per_op, ns_per_index, ns_per_copy");
 }
@@ -745,7 +609,8 @@ static int models_pair(reader *r, const char *key, yaml_node_t *k,
 {
     kiln_policy *p = ctx;
     if (!valid_backend_name(key))
-        return perr(r, k, "cost_model: backends: bad backend name '%s'", key);
+        return kiln_yaml_error(
+            r, k, "cost_model: backends: bad backend name '%s'", key);
     int m = model_index(p, key);
     if (m < 0) {
         backend_model *nm = realloc(p->models,
@@ -757,7 +622,7 @@ static int models_pair(reader *r, const char *key, yaml_node_t *k,
         nm[m] = builtin_models[1]; /* an unknown compiler: tcc's figures */
         snprintf(nm[m].name, sizeof nm[m].name, "%s", key);
     }
-    return each_pair(r, v, key, model_field_pair, &p->models[m]);
+    return kiln_yaml_each_pair(r, v, key, model_field_pair, &p->models[m]);
 }
 
 static int cost_pair(reader *r, const char *key, yaml_node_t *k,
@@ -765,19 +630,21 @@ static int cost_pair(reader *r, const char *key, yaml_node_t *k,
 {
     kiln_policy *p = ctx;
     if (!strcmp(key, "symbolic_elements"))
-        return get_int(r, v, key, 1, (int64_t)1 << 50, &p->symbolic_elements);
+        return kiln_yaml_int(r, v, key, 1, (int64_t)1 << 50,
+                             &p->symbolic_elements);
     if (!strcmp(key, "expected_calls")) {
-        if (get_number(r, v, key, &p->expected_calls))
+        if (kiln_yaml_number(r, v, key, &p->expected_calls))
             return -1;
         if (p->expected_calls < 0)
-            return perr(r, v, "expected_calls: must be >= 0");
+            return kiln_yaml_error(r, v, "expected_calls: must be >= 0");
         return 0;
     }
     if (!strcmp(key, "weights"))
-        return each_pair(r, v, "weights", weight_pair, p);
+        return kiln_yaml_each_pair(r, v, "weights", weight_pair, p);
     if (!strcmp(key, "backends"))
-        return each_pair(r, v, "cost_model: backends", models_pair, p);
-    return unknown_key(r, k, "cost_model", key,
+        return kiln_yaml_each_pair(r, v, "cost_model: backends", models_pair,
+                                   p);
+    return kiln_yaml_unknown_key(r, k, "cost_model", key,
                        "symbolic_elements, expected_calls, weights, "
                        "backends");
 }
@@ -790,18 +657,19 @@ static int fusion_pair(reader *r, const char *key, yaml_node_t *k,
     kiln_policy *p = ctx;
     int64_t x;
     if (!strcmp(key, "max_width")) {
-        if (get_int(r, v, key, 0, 1 << 20, &x))
+        if (kiln_yaml_int(r, v, key, 0, 1 << 20, &x))
             return -1;
         p->fusion_max_width = (int)x;
         return 0;
     }
     if (!strcmp(key, "max_scalar_ops")) {
-        if (get_int(r, v, key, 0, 1 << 24, &x))
+        if (kiln_yaml_int(r, v, key, 0, 1 << 24, &x))
             return -1;
         p->fusion_max_scalar_ops = (int)x;
         return 0;
     }
-    return unknown_key(r, k, "fusion", key, "max_width, max_scalar_ops");
+    return kiln_yaml_unknown_key(r, k, "fusion", key,
+                                 "max_width, max_scalar_ops");
 }
 
 static int constants_pair(reader *r, const char *key, yaml_node_t *k,
@@ -809,9 +677,9 @@ static int constants_pair(reader *r, const char *key, yaml_node_t *k,
 {
     kiln_policy *p = ctx;
     if (!strcmp(key, "promote_bytes"))
-        return get_int(r, v, key, 0, INT64_C(1) << 50,
+        return kiln_yaml_int(r, v, key, 0, INT64_C(1) << 50,
                        &p->promote_const_bytes);
-    return unknown_key(r, k, "constants", key, "promote_bytes");
+    return kiln_yaml_unknown_key(r, k, "constants", key, "promote_bytes");
 }
 
 static int llvm_pair(reader *r, const char *key, yaml_node_t *k,
@@ -820,7 +688,7 @@ static int llvm_pair(reader *r, const char *key, yaml_node_t *k,
     kiln_policy *p = ctx;
     if (!strcmp(key, "opt_level")) {
         int64_t x;
-        if (get_int(r, v, key, 1, 3, &x))
+        if (kiln_yaml_int(r, v, key, 1, 3, &x))
             return -1;
         p->llvm_opt_level = (int)x;
         p->llvm_opt_set = 1;
@@ -828,50 +696,18 @@ static int llvm_pair(reader *r, const char *key, yaml_node_t *k,
     }
     if (!strcmp(key, "fast_math")) {
         p->llvm_fast_set = 1;
-        return get_bool(r, v, key, &p->llvm_fast_math);
+        return kiln_yaml_bool(r, v, key, &p->llvm_fast_math);
     }
     if (!strcmp(key, "generic_target"))
-        return get_bool(r, v, key, &p->llvm_generic);
-    return unknown_key(r, k, "llvm", key,
+        return kiln_yaml_bool(r, v, key, &p->llvm_generic);
+    return kiln_yaml_unknown_key(r, k, "llvm", key,
                        "opt_level, fast_math, generic_target");
-}
-
-/* "512M", "2G", "1024" (bytes) */
-static int get_size(reader *r, yaml_node_t *v, const char *what,
-                    int64_t *out)
-{
-    if (v->type == YAML_SCALAR_NODE &&
-        v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
-        const char *s = sval(v);
-        char *end;
-        errno = 0;
-        double x = strtod(s, &end);
-        double mul = 1;
-        if (end != s && *end && !end[1]) {
-            switch (*end) {
-            case 'K': case 'k': mul = 1024.0; end++; break;
-            case 'M': mul = 1024.0 * 1024; end++; break;
-            case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-            case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-            default: break;
-            }
-        }
-        if (end != s && !*end && errno != ERANGE && x >= 0 &&
-            x * mul < 9.0e18) {
-            *out = (int64_t)(x * mul);
-            return 0;
-        }
-        return perr(r, v, "%s: expected a size in bytes such as 1073741824, "
-                    "512M or 2G, got '%s'", what, s);
-    }
-    return perr(r, v, "%s: expected a size in bytes such as 512M, got %s",
-                what, type_word(v));
 }
 
 static int read_strv(reader *r, yaml_node_t *v, const char *what,
                      char ***out, const char *const *allowed)
 {
-    if (expect_list(r, v, what))
+    if (kiln_yaml_expect_list(r, v, what))
         return -1;
     yaml_node_item_t *b = v->data.sequence.items.start;
     yaml_node_item_t *e = v->data.sequence.items.top;
@@ -882,9 +718,9 @@ static int read_strv(reader *r, yaml_node_t *v, const char *what,
     *out = sv;
     int n = 0;
     for (yaml_node_item_t *q = b; q < e; q++) {
-        yaml_node_t *it = node_at(r, *q);
+        yaml_node_t *it = kiln_yaml_node(r, *q);
         const char *s;
-        if (!it || get_string(r, it, what, &s))
+        if (!it || kiln_yaml_string(r, it, what, &s))
             return -1;
         if (allowed) {
             int okay = 0;
@@ -897,8 +733,11 @@ static int read_strv(reader *r, yaml_node_t *v, const char *what,
             }
             okay |= allowed == pass_names && !strcmp(s, "fusion");
             if (!okay)
-                return perr(r, it, "%s: unknown pass '%s' (expected one of: "
-                            "%s)", what, s, list);
+                return kiln_yaml_error(
+                    r, it,
+                    "%s: unknown pass '%s' (expected one of: "
+                    "%s)",
+                    what, s, list);
         }
         if (!(sv[n++] = strdup(s)))
             return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
@@ -911,30 +750,21 @@ static int cache_pair(reader *r, const char *key, yaml_node_t *k,
 {
     kiln_policy *p = ctx;
     if (!strcmp(key, "enabled"))
-        return get_bool(r, v, key, &p->cache_enabled);
-    if (!strcmp(key, "dir")) {
-        free(p->cache_dir);
-        p->cache_dir = NULL;
-        if (is_null(v))
-            return 0;
-        const char *s;
-        if (get_string(r, v, "dir", &s))
-            return -1;
-        if (!*s)
-            return perr(r, v, "dir: empty path (use null for the default)");
-        if (s[0] != '/')
-            return perr(r, v, "dir: '%s' is not an absolute path (no '~' "
-                        "or relative paths: they would depend on the "
-                        "current directory)", s);
-        if (!(p->cache_dir = strdup(s)))
-            return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
-        return 0;
-    }
+        return kiln_yaml_bool(r, v, key, &p->cache_enabled);
+    if ((!strcmp(key, "dir") || !strcmp(key, "read_only")) &&
+        kiln_yaml_is_null(v))
+        return 0;                       /* names nothing: the default */
+    if (!strcmp(key, "dir") || !strcmp(key, "read_only"))
+        return kiln_yaml_error(r, k, "cache.%s: a policy may not name a "
+                               "directory (a policy can come with a model; "
+                               "kiln loads code from its cache directories, "
+                               "so they come only from you: $KILN_CACHE_DIR, "
+                               "$KILN_CACHE_PATH or cache.%s in "
+                               "~/.config/kiln/config.yaml; docs/cache.md)",
+                               key, key);
     if (!strcmp(key, "max_size"))
-        return get_size(r, v, "max_size", &p->cache_max_bytes);
-    if (!strcmp(key, "read_only"))
-        return read_strv(r, v, "read_only", &p->cache_ro, NULL);
-    return unknown_key(r, k, "cache", key,
+        return kiln_yaml_size(r, v, "max_size", &p->cache_max_bytes);
+    return kiln_yaml_unknown_key(r, k, "cache", key,
                        "enabled, dir, max_size, read_only");
 }
 
@@ -948,7 +778,7 @@ static int top_pair(reader *r, const char *key, yaml_node_t *k,
                     yaml_node_t *v, void *ctx)
 {
     top_ctx *t = ctx;
-    kiln_policy *p = r->p;
+    kiln_policy *p = r->user;
     if (!strcmp(key, "kiln_policy")) {
         t->version = v;
         return 0;
@@ -966,47 +796,44 @@ static int top_pair(reader *r, const char *key, yaml_node_t *k,
         return 0;
     }
     if (!strcmp(key, "cost_model"))
-        return each_pair(r, v, "cost_model", cost_pair, p);
+        return kiln_yaml_each_pair(r, v, "cost_model", cost_pair, p);
     if (!strcmp(key, "fusion"))
-        return each_pair(r, v, "fusion", fusion_pair, p);
+        return kiln_yaml_each_pair(r, v, "fusion", fusion_pair, p);
     if (!strcmp(key, "constants"))
-        return each_pair(r, v, "constants", constants_pair, p);
+        return kiln_yaml_each_pair(r, v, "constants", constants_pair, p);
     if (!strcmp(key, "llvm"))
-        return each_pair(r, v, "llvm", llvm_pair, p);
+        return kiln_yaml_each_pair(r, v, "llvm", llvm_pair, p);
     if (!strcmp(key, "cache"))
-        return each_pair(r, v, "cache", cache_pair, p);
+        return kiln_yaml_each_pair(r, v, "cache", cache_pair, p);
     if (!strcmp(key, "passes")) {
         p->passes_set = 1;
         return read_strv(r, v, "passes", &p->passes, pass_names);
     }
-    return unknown_key(r, k, "policy", key,
+    return kiln_yaml_unknown_key(r, k, "policy", key,
                        "kiln_policy, backends, default, rules, cost_model, "
                        "fusion, constants, llvm, cache, passes");
 }
 
 static int read_policy(reader *r, yaml_node_t *root)
 {
-    kiln_policy *p = r->p;
+    kiln_policy *p = r->user;
     top_ctx t = {0};
     if (!root)
-        return perr(r, NULL, "empty policy (expected a mapping starting "
-                    "with 'kiln_policy: %d')", KILN_POLICY_SCHEMA);
+        return kiln_yaml_error(r, NULL,
+                               "empty policy (expected a mapping starting "
+                               "with 'kiln_policy: %d')",
+                               KILN_POLICY_SCHEMA);
     if (root->type != YAML_MAPPING_NODE)
-        return perr(r, root, "a policy is a mapping (kiln_policy:, "
-                    "backends:, rules:, ...), got %s", type_word(root));
+        return kiln_yaml_error(r, root,
+                               "a policy is a mapping (kiln_policy:, "
+                               "backends:, rules:, ...), got %s",
+                               kiln_yaml_type_word(root));
     /* cost_model first: pays_off names models (key order is free) */
-    if (each_pair(r, root, "policy", top_pair, &t))
+    if (kiln_yaml_each_pair(r, root, "policy", top_pair, &t))
         return -1;
-    if (!t.version)
-        return perr(r, root, "missing 'kiln_policy: %d' (the schema "
-                    "version)", KILN_POLICY_SCHEMA);
-    int64_t ver;
-    if (get_int(r, t.version, "kiln_policy", 1, 1000000, &ver))
+    if (kiln_yaml_schema(r, root, t.version, "kiln_policy",
+                         KILN_POLICY_SCHEMA))
         return -1;
-    if (ver != KILN_POLICY_SCHEMA)
-        return perr(r, t.version, "kiln_policy: schema version %lld is not "
-                    "supported (this kiln reads version %d)", (long long)ver,
-                    KILN_POLICY_SCHEMA);
     if (t.chain) {
         if (read_chain(r, t.chain))
             return -1;
@@ -1019,43 +846,9 @@ static int read_policy(reader *r, yaml_node_t *root)
     p->dflt = chain_index(p, "interp");
     if (t.dflt && get_backend_ref(r, t.dflt, "default", &p->dflt))
         return -1;
-    if (t.rules && !is_null(t.rules) && read_rules(r, t.rules))
+    if (t.rules && !kiln_yaml_is_null(t.rules) && read_rules(r, t.rules))
         return -1;
     return 0;
-}
-
-/* Report libyaml's error of `parser` (reading `text`, `len` bytes, named
- * `name`) in err as file:line:column. */
-static void yaml_fail(const yaml_parser_t *parser, const char *text,
-                      size_t len, const char *name, kiln_err *err)
-{
-    yaml_mark_t rm;
-    const yaml_mark_t *m = &parser->problem_mark;
-    if (parser->error == YAML_READER_ERROR) {
-        /* the reader (bad encoding, control characters) reports a byte
-         * offset, not a mark: count lines and columns to it */
-        memset(&rm, 0, sizeof rm);
-        for (size_t i = 0; i < parser->problem_offset && i < len; i++) {
-            if (text[i] == '\n') {
-                rm.line++;
-                rm.column = 0;
-            } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
-                rm.column++;          /* characters, not UTF-8 bytes */
-            }
-        }
-        m = &rm;
-    }
-    if (parser->error == YAML_MEMORY_ERROR)
-        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-    else if (parser->context)
-        kiln_seterr(err, KILN_ERR_POLICY, "%s:%zu:%zu: YAML: %s %s (line %zu)",
-                    name, m->line + 1, m->column + 1,
-                    parser->problem ? parser->problem : "error",
-                    parser->context, parser->context_mark.line + 1);
-    else
-        kiln_seterr(err, KILN_ERR_POLICY, "%s:%zu:%zu: YAML: %s", name,
-                    m->line + 1, m->column + 1,
-                    parser->problem ? parser->problem : "syntax error");
 }
 
 static kiln_policy *load_text(const char *text, size_t len,
@@ -1073,48 +866,18 @@ static kiln_policy *load_text(const char *text, size_t len,
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    yaml_parser_t parser;
-    if (!yaml_parser_initialize(&parser)) {
-        kiln_policy_free(p);
-        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     reader r;
     memset(&r, 0, sizeof r);
     r.file = name;
     r.err = err;
-    r.p = p;
-    if (!yaml_parser_load(&parser, &r.doc)) {
-        yaml_fail(&parser, text, len, name, err);
-        yaml_parser_delete(&parser);
+    r.code = KILN_ERR_POLICY;
+    r.user = p;
+    if (kiln_yaml_load(&r, text, len, "policy")) {
         kiln_policy_free(p);
         return NULL;
     }
-    /* one document: a second (after `---`) would be silently ignored */
-    yaml_document_t more;
-    if (!yaml_parser_load(&parser, &more)) {
-        yaml_fail(&parser, text, len, name, err);
-        yaml_document_delete(&r.doc);
-        yaml_parser_delete(&parser);
-        kiln_policy_free(p);
-        return NULL;
-    }
-    const yaml_node_t *mr = yaml_document_get_root_node(&more);
-    if (mr && !(mr->type == YAML_SCALAR_NODE && mr->data.scalar.length == 0)) {
-        kiln_seterr(err, KILN_ERR_POLICY, "%s:%zu:%zu: a policy is one YAML "
-                    "document; a second one starts here", name,
-                    more.start_mark.line + 1, more.start_mark.column + 1);
-        yaml_document_delete(&more);
-        yaml_document_delete(&r.doc);
-        yaml_parser_delete(&parser);
-        kiln_policy_free(p);
-        return NULL;
-    }
-    yaml_document_delete(&more);
     int rc = read_policy(&r, yaml_document_get_root_node(&r.doc));
-    yaml_document_delete(&r.doc);
-    yaml_parser_delete(&parser);
+    kiln_yaml_done(&r);
     if (rc) {
         kiln_policy_free(p);
         return NULL;
@@ -1135,46 +898,11 @@ kiln_policy *kiln_policy_load_file(const char *path, kiln_err *err)
                     "NULL");
         return NULL;
     }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        kiln_seterr(err, KILN_ERR_IO, "%s: %s", path, strerror(errno));
+    char *buf;
+    size_t len;
+    if (kiln_yaml_read_file(path, (size_t)64 << 20, "policy", &buf, &len,
+                            err))
         return NULL;
-    }
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (len < cap)
-            break;
-        if (cap >= ((size_t)64 << 20)) {
-            fclose(f);
-            free(buf);
-            kiln_seterr(err, KILN_ERR_IO, "%s: larger than 64 MiB; not a "
-                        "policy", path);
-            return NULL;
-        }
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = !buf ? 0 : ferror(f);
-    int eno = errno;
-    fclose(f);
-    if (!buf) {
-        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    if (bad) {
-        free(buf);
-        kiln_seterr(err, KILN_ERR_IO, "%s: %s", path, strerror(eno));
-        return NULL;
-    }
     kiln_policy *p = load_text(buf, len, path, err);
     free(buf);
     return p;
@@ -1224,11 +952,10 @@ int kiln_policy_get_knobs(const kiln_policy *p, kiln_policy_knobs *out)
     k.llvm_fast_math = p->llvm_fast_math;
     k.llvm_generic_target = p->llvm_generic;
     k.cache_enabled = p->cache_enabled;
-    k.cache_dir = p->cache_dir;
     k.cache_max_bytes = p->cache_max_bytes;
     static const char *const none[] = {NULL};
-    k.cache_read_only = p->cache_ro ? (const char *const *)p->cache_ro
-                                    : none;
+    k.cache_dir = NULL;            /* a policy never names a directory */
+    k.cache_read_only = none;
     k.passes = p->passes ? (const char *const *)p->passes : none;
     k.passes_set = p->passes_set;
     memcpy(out, &k, k.struct_size);

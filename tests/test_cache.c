@@ -918,14 +918,39 @@ static void test_stats(void)
 
 /* The policy's cache knobs: directory, enabled; the environment and the
  * options win over them. */
+/* Write `text` to DIR/kiln/config.yaml with `mode`; returns DIR. */
+static void write_config(const char *dir, const char *text, mode_t mode)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/kiln", dir);
+    mkdir(dir, 0700);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/kiln/config.yaml", dir);
+    FILE *fp = fopen(path, "w");
+    if (fp) {
+        fputs(text, fp);
+        fclose(fp);
+    }
+    chmod(path, mode);
+}
+
+/* Cache directories come from the caller: the options, the environment,
+ * the user's configuration -- never from a policy (issue 13). */
 static void test_policy_knobs(void)
 {
-    char dir[600], text[1400];
-    snprintf(dir, sizeof dir, "%s-policy", cache_dir);
+    char dir[600], text[1400], conf[700];
+    snprintf(dir, sizeof dir, "%s-config", cache_dir);
+    snprintf(conf, sizeof conf, "%s-xdg", cache_dir);
+    snprintf(text, sizeof text, "kiln_config: 1\ncache: {dir: \"%s\"}\n",
+             dir);
+    write_config(conf, text, 0600);
+    char *saved_xdg = getenv("XDG_CONFIG_HOME")
+                          ? strdup(getenv("XDG_CONFIG_HOME")) : NULL;
+    setenv("XDG_CONFIG_HOME", conf, 1);
     snprintf(text, sizeof text,
              "kiln_policy: 1\nbackends: [%s, interp]\ndefault: %s\n"
-             "cache: {enabled: true, dir: \"%s\", max_size: 1G}\n",
-             disk_backend, disk_backend, dir);
+             "cache: {enabled: true, max_size: 1G}\n",
+             disk_backend, disk_backend);
     kiln_err err = {0, ""};
     kiln_policy *pol = kiln_policy_load_string(text, strlen(text), "<p>",
                                                &err);
@@ -944,16 +969,67 @@ static void test_policy_knobs(void)
     kiln_function *f = kiln_compile(g, &o, &err);
     struct stat st;
     ok(pol && f && count_cache(f, KILN_CACHE_MISS) > 0 &&
-       stat(dir, &st) == 0, "the policy's cache.dir is used when neither "
-       "the options nor $KILN_CACHE_DIR name one");
+       stat(dir, &st) == 0, "the user configuration's cache.dir is used "
+       "when neither the options nor $KILN_CACHE_DIR name one");
     kiln_function_free(f);
     setenv("KILN_CACHE_DIR", cache_dir, 1);
     f = kiln_compile(g, &o, &err);
     ok(f && count_cache(f, KILN_CACHE_MISS) + count_cache(f, KILN_CACHE_HIT)
                 > 0 && list_entries(0).n > 0,
-       "$KILN_CACHE_DIR wins over the policy's directory");
+       "$KILN_CACHE_DIR wins over the configuration's directory");
     kiln_function_free(f);
+
+    /* a configuration others can write is ignored, with one line */
+    unsetenv("KILN_CACHE_DIR");
+    snprintf(text, sizeof text, "rm -rf '%s'", dir);
+    if (system(text) != 0)
+        diag("could not remove %s", dir);
+    snprintf(text, sizeof text, "kiln_config: 1\ncache: {dir: \"%s\"}\n",
+             dir);
+    write_config(conf, text, 0666);
+    char *msg = NULL;
+    size_t msg_len = 0;
+    FILE *d = open_memstream(&msg, &msg_len);
+    o.quiet = 0;
+    o.diag = d;
+    f = kiln_compile(g, &o, &err);
+    fclose(d);
+    ok(f && stat(dir, &st) != 0 && msg && strstr(msg, "config.yaml") &&
+       strstr(msg, "writable by group or others"),
+       "a group/world-writable configuration is refused, naming it: %s",
+       msg ? msg : "");
+    kiln_function_free(f);
+    free(msg);
+    /* a relative directory in the configuration is an error at its line */
+    write_config(conf, "kiln_config: 1\ncache:\n  dir: kc\n", 0600);
+    msg = NULL;
+    d = open_memstream(&msg, &msg_len);
+    o.diag = d;
+    f = kiln_compile(g, &o, &err);
+    fclose(d);
+    ok(f && msg && strstr(msg, "config.yaml:3:8: cache.dir: 'kc' is not an "
+                          "absolute path"),
+       "a relative cache.dir in the configuration is refused: %s",
+       msg ? msg : "");
+    kiln_function_free(f);
+    free(msg);
+    /* a relative $KILN_CACHE_DIR is refused, not resolved against '.' */
+    setenv("KILN_CACHE_DIR", "rel-cache", 1);
+    msg = NULL;
+    d = open_memstream(&msg, &msg_len);
+    o.diag = d;
+    f = kiln_compile(g, &o, &err);
+    fclose(d);
+    ok(f && stat("rel-cache", &st) != 0 && msg &&
+       strstr(msg, "$KILN_CACHE_DIR 'rel-cache' is not an absolute path"),
+       "a relative $KILN_CACHE_DIR is refused: %s", msg ? msg : "");
+    kiln_function_free(f);
+    free(msg);
+    o.quiet = 1;
+    o.diag = NULL;
+    setenv("KILN_CACHE_DIR", cache_dir, 1);
     kiln_policy_free(pol);
+
     snprintf(text, sizeof text,
              "kiln_policy: 1\nbackends: [%s, interp]\ndefault: %s\n"
              "cache: {enabled: false}\n", disk_backend, disk_backend);
@@ -975,7 +1051,13 @@ static void test_policy_knobs(void)
         setenv("KILN_CACHE_DIR", saved, 1);
         free(saved);
     }
-    snprintf(text, sizeof text, "rm -rf '%s'", dir);
+    if (saved_xdg) {
+        setenv("XDG_CONFIG_HOME", saved_xdg, 1);
+        free(saved_xdg);
+    } else {
+        unsetenv("XDG_CONFIG_HOME");
+    }
+    snprintf(text, sizeof text, "rm -rf '%s' '%s'", dir, conf);
     if (system(text) != 0)
         diag("could not remove %s", dir);
 }
@@ -1086,12 +1168,12 @@ static void test_attack(void)
        kiln_cache_parse_size("1.5M", &v) == 0 && v == 1572864,
        "sizes: 0x10, 1e30 and +5 are refused; 1.5M is 1.5 MiB");
 
-    /* 6. a policy's cache.dir must be absolute ('~' is not expanded) */
+    /* 6. a policy never names a cache directory ('~/kc' included) */
     const char *pt = "kiln_policy: 1\ncache: {dir: ~/kc}\n";
     kiln_policy *pol = kiln_policy_load_string(pt, strlen(pt), "p.yaml",
                                                &err);
     ok(!pol && strstr(err.message, "p.yaml:2:") &&
-       strstr(err.message, "not an absolute path"),
+       strstr(err.message, "may not name a directory"),
        "policy cache.dir '~/kc' is refused: %s", err.message);
     kiln_policy_free(pol);
 }

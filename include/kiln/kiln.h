@@ -118,8 +118,11 @@ typedef struct kiln_options {
      * 0 (the default) keeps results within the interpreter's tolerance. */
     int fast_math;
     /* The disk cache (kiln/cache.h, docs/cache.md): a kiln_cache_mode
-     * (0: $KILN_CACHE, else on) and the user cache directory (NULL:
-     * $KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln, ~/.cache/kiln). */
+     * (0: $KILN_CACHE, else on) and the user cache directory, an
+     * absolute path (NULL: $KILN_CACHE_DIR, cache.dir of the user's or
+     * site's configuration file, $XDG_CACHE_HOME/kiln, ~/.cache/kiln).
+     * A relative directory is refused with one diagnostic line and the
+     * compile goes on without the user cache. */
     int cache_mode;
     const char *cache_dir;
     /* The backend policy (kiln/policy.h, docs/policy.md), used when no

@@ -101,11 +101,13 @@ typedef struct kiln_policy_knobs {
      * (default 0); kiln_options.opt_level / fast_math override them. */
     int llvm_opt_level;
     int llvm_fast_math;
-    /* the disk cache: enabled (default 1), directory (NULL: the default
-     * $KILN_CACHE_DIR / $XDG_CACHE_HOME/kiln / ~/.cache/kiln), size cap in
-     * bytes (default 1 GiB; 0 = no cap), read-only site caches searched
-     * after the user cache (NULL-terminated list, owned by p; empty by
-     * default). */
+    /* the disk cache: enabled (default 1) and the size cap in bytes
+     * (default 1 GiB; 0 = no cap).  cache_dir is always NULL and
+     * cache_read_only always an empty list: a policy may come with a
+     * model, so it never names a directory (a policy with cache.dir or
+     * cache.read_only fails to load, KILN_ERR_POLICY); directories come
+     * from the caller (docs/cache.md, "Who is trusted for what").  The
+     * fields stay for programs built against kiln 0.1. */
     int cache_enabled;
     const char *cache_dir;
     int64_t cache_max_bytes;

@@ -1,0 +1,313 @@
+/*
+ * config.c — the user's and the site's configuration files (config.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "config.h"
+#include "ir.h"
+#include "trust.h"
+#include "yaml_read.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *kiln_config_user_path(char *buf, size_t n)
+{
+    const char *e = getenv("XDG_CONFIG_HOME");
+    int w;
+    if (e && kiln_trust_absolute(e))
+        w = snprintf(buf, n, "%s/kiln/config.yaml", e);
+    else if ((e = getenv("HOME")) && kiln_trust_absolute(e))
+        w = snprintf(buf, n, "%s/.config/kiln/config.yaml", e);
+    else
+        return NULL;
+    return w > 0 && (size_t)w < n ? buf : NULL;
+}
+
+const char *kiln_config_site_path(void)
+{
+    const char *e = getenv("KILN_SITE_CONFIG");
+    return e && *e ? e : "/etc/kiln/config.yaml";
+}
+
+/* ---- the schema ------------------------------------------------------ */
+
+static int abs_dir(kiln_yaml *r, yaml_node_t *v, const char *what,
+                   const char **out)
+{
+    if (kiln_yaml_string(r, v, what, out))
+        return -1;
+    if (!kiln_trust_absolute(*out))
+        return kiln_yaml_error(r, v, "%s: '%s' is not an absolute path (no "
+                               "'~' or relative paths: they would depend on "
+                               "the current directory)", what, *out);
+    return 0;
+}
+
+static int cache_pair(kiln_yaml *r, const char *key, yaml_node_t *k,
+                      yaml_node_t *v, void *ctx)
+{
+    kiln_config *c = r->user;
+    (void)ctx;
+    const char *s;
+    if (!strcmp(key, "dir")) {
+        if (abs_dir(r, v, "cache.dir", &s))
+            return -1;
+        free(c->cache_dir);
+        if (!(c->cache_dir = strdup(s)))
+            return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    if (!strcmp(key, "max_size"))
+        return kiln_yaml_size(r, v, "cache.max_size", &c->cache_max_bytes);
+    if (!strcmp(key, "read_only")) {
+        if (kiln_yaml_expect_list(r, v, "cache.read_only"))
+            return -1;
+        yaml_node_item_t *b = v->data.sequence.items.start;
+        yaml_node_item_t *e = v->data.sequence.items.top;
+        size_t have = 0;
+        while (c->cache_read_only && c->cache_read_only[have])
+            have++;
+        char **nv = realloc(c->cache_read_only,
+                            sizeof *nv * (have + (size_t)(e - b) + 1));
+        if (!nv)
+            return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+        c->cache_read_only = nv;
+        nv[have] = NULL;
+        for (yaml_node_item_t *q = b; q < e; q++) {
+            yaml_node_t *it = kiln_yaml_node(r, *q);
+            if (!it || abs_dir(r, it, "cache.read_only", &s))
+                return -1;
+            if (!(nv[have] = strdup(s)))
+                return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+            nv[++have] = NULL;
+        }
+        return 0;
+    }
+    return kiln_yaml_unknown_key(r, k, "cache", key,
+                                 "dir, max_size, read_only");
+}
+
+typedef struct top_ctx {
+    yaml_node_t *version;
+} top_ctx;
+
+static int top_pair(kiln_yaml *r, const char *key, yaml_node_t *k,
+                    yaml_node_t *v, void *ctx)
+{
+    top_ctx *t = ctx;
+    if (!strcmp(key, "kiln_config")) {
+        t->version = v;
+        return 0;
+    }
+    if (!strcmp(key, "cache"))
+        return kiln_yaml_is_null(v) ? 0
+               : kiln_yaml_each_pair(r, v, "cache", cache_pair, NULL);
+    return kiln_yaml_unknown_key(r, k, "configuration", key,
+                                 "kiln_config, cache");
+}
+
+static int read_config(kiln_yaml *r, yaml_node_t *root)
+{
+    top_ctx t = {0};
+    if (!root || (root->type == YAML_SCALAR_NODE && kiln_yaml_is_null(root)))
+        return 0;                       /* an empty file sets nothing */
+    if (kiln_yaml_each_pair(r, root, "configuration", top_pair, &t))
+        return -1;
+    if (kiln_yaml_schema(r, root, t.version, "kiln_config",
+                         KILN_CONFIG_SCHEMA))
+        return -1;
+    return 0;
+}
+
+/* ---- reading one file ------------------------------------------------ */
+
+/* The directory part of `path` into buf ("/" for "/x", "." for "x"). */
+static void dir_of(const char *path, char *buf, size_t n)
+{
+    const char *s = strrchr(path, '/');
+    size_t len = s ? (size_t)(s - path) : 1;
+    if (s == path)
+        len = 1;
+    if (len >= n)
+        len = n - 1;
+    memcpy(buf, s ? path : ".", len);
+    buf[len] = '\0';
+}
+
+/* Open `path` for reading after the owner and mode checks of the file and
+ * its directory.  Returns the fd, -1 when the file does not exist, -2
+ * (with *why set) when it is refused. */
+static int open_checked(const char *path, int root_ok, char *why, size_t n)
+{
+    char dir[4096];
+    struct stat st;
+    /* O_NONBLOCK: a FIFO in the file's place must not block the open */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return -1;
+        snprintf(why, n, "%s", strerror(errno));
+        return -2;
+    }
+    const char *bad = fstat(fd, &st) != 0 ? strerror(errno)
+                                          : kiln_trust_stat(&st, 0, root_ok);
+    if (!bad) {
+        dir_of(path, dir, sizeof dir);
+        if (stat(dir, &st) != 0)
+            bad = strerror(errno);
+        else if ((bad = kiln_trust_stat(&st, 1, 1)) != NULL)
+            snprintf(why, n, "its directory %s is %s", dir, bad);
+    } else {
+        snprintf(why, n, "%s", bad);
+    }
+    if (bad) {
+        close(fd);
+        return -2;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+static int read_fd(int fd, char **text, size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            if (got < 0) {
+                free(buf);
+                return -1;
+            }
+            break;
+        }
+        n += (size_t)got;
+        if (n > KILN_CONFIG_MAX_BYTES) {
+            free(buf);
+            errno = EFBIG;
+            return -1;
+        }
+        if (n == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                errno = ENOMEM;
+                return -1;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    if (!buf) {
+        errno = ENOMEM;
+        return -1;
+    }
+    *text = buf;
+    *len = n;
+    return 0;
+}
+
+static int load_one(kiln_config *c, const char *path, int root_ok,
+                    FILE *diag, int quiet)
+{
+    char why[4200];
+    int fd = open_checked(path, root_ok, why, sizeof why);
+    if (fd == -1)
+        return 0;
+    if (fd == -2) {
+        if (!quiet)
+            fprintf(diag, "kiln: config: refusing %s: %s; ignoring it\n",
+                    path, why);
+        return 0;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    int rc = read_fd(fd, &text, &len);
+    int eno = errno;
+    close(fd);
+    if (rc) {
+        if (!quiet)
+            fprintf(diag, "kiln: config: %s: %s; ignoring it\n", path,
+                    eno == EFBIG ? "larger than 1 MiB" : strerror(eno));
+        return eno == ENOMEM ? -1 : 0;
+    }
+    kiln_config one = {NULL, NULL, -1};
+    kiln_err err = {0, ""};
+    kiln_yaml r;
+    memset(&r, 0, sizeof r);
+    r.file = path;
+    r.err = &err;
+    r.code = KILN_ERR_POLICY;
+    r.user = &one;
+    rc = kiln_yaml_load(&r, text, len, "configuration");
+    free(text);
+    if (rc == 0) {
+        rc = read_config(&r, yaml_document_get_root_node(&r.doc));
+        kiln_yaml_done(&r);
+    }
+    if (rc) {
+        if (!quiet)
+            fprintf(diag, "kiln: config: %s; ignoring %s\n", err.message,
+                    path);
+        kiln_config_free(&one);
+        return err.code == KILN_ERR_NOMEM ? -1 : 0;
+    }
+    /* the user's file is read first: what it set wins, lists are joined */
+    if (!c->cache_dir) {
+        c->cache_dir = one.cache_dir;
+        one.cache_dir = NULL;
+    }
+    if (c->cache_max_bytes < 0)
+        c->cache_max_bytes = one.cache_max_bytes;
+    size_t have = 0, add = 0;
+    while (c->cache_read_only[have])
+        have++;
+    while (one.cache_read_only && one.cache_read_only[add])
+        add++;
+    if (add) {
+        char **nv = realloc(c->cache_read_only, sizeof *nv * (have + add + 1));
+        if (!nv) {
+            kiln_config_free(&one);
+            return -1;
+        }
+        memcpy(nv + have, one.cache_read_only, sizeof *nv * add);
+        nv[have + add] = NULL;
+        c->cache_read_only = nv;
+        free(one.cache_read_only);
+        one.cache_read_only = NULL;
+    }
+    kiln_config_free(&one);
+    return 0;
+}
+
+int kiln_config_load(kiln_config *c, FILE *diag, int quiet)
+{
+    memset(c, 0, sizeof *c);
+    c->cache_max_bytes = -1;
+    if (!(c->cache_read_only = calloc(1, sizeof *c->cache_read_only)))
+        return -1;
+    if (!diag)
+        diag = stderr;
+    char buf[4096];
+    const char *user = kiln_config_user_path(buf, sizeof buf);
+    if (user && load_one(c, user, 0, diag, quiet))
+        return -1;
+    return load_one(c, kiln_config_site_path(), 1, diag, quiet);
+}
+
+void kiln_config_free(kiln_config *c)
+{
+    free(c->cache_dir);
+    for (char **p = c->cache_read_only; p && *p; p++)
+        free(*p);
+    free(c->cache_read_only);
+    memset(c, 0, sizeof *c);
+}
