@@ -11,6 +11,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "policy_int.h"
+#include "policy_caps.h"
 #include "ir.h"
 #include "vm.h"
 
@@ -1068,6 +1069,9 @@ static kiln_policy *load_text(const char *text, size_t len,
                     "NULL");
         return NULL;
     }
+    /* size and nesting caps before libyaml sees the text */
+    if (policy_check_caps(text, len, name, err) != 0)
+        return NULL;
     kiln_policy *p = policy_new(name);
     if (!p) {
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
@@ -1143,17 +1147,15 @@ kiln_policy *kiln_policy_load_file(const char *path, kiln_err *err)
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     while (buf) {
-        size_t got = fread(buf + len, 1, cap - len, f);
+        /* one byte over the size cap is enough for load_text to refuse
+         * the text with the position of the cap: never read more */
+        size_t want = cap - len;
+        if (want > (size_t)KILN_POLICY_MAX_SIZE + 1 - len)
+            want = (size_t)KILN_POLICY_MAX_SIZE + 1 - len;
+        size_t got = fread(buf + len, 1, want, f);
         len += got;
-        if (len < cap)
+        if (got < want || len > KILN_POLICY_MAX_SIZE)
             break;
-        if (cap >= ((size_t)64 << 20)) {
-            fclose(f);
-            free(buf);
-            kiln_seterr(err, KILN_ERR_IO, "%s: larger than 64 MiB; not a "
-                        "policy", path);
-            return NULL;
-        }
         char *nb = realloc(buf, cap * 2);
         if (!nb) {
             free(buf);
