@@ -66,16 +66,10 @@ int policy_check_caps(const char *text, size_t len, const char *name,
                  "cap; a policy is a few kB)", (unsigned)KILN_POLICY_MAX_SIZE);
         return cap_fail(text, KILN_POLICY_MAX_SIZE, name, err, msg);
     }
-    /* every '[' and '{', wherever it is */
-    for (size_t i = 0; i < len; i++)
-        if ((text[i] == '[' || text[i] == '{') &&
-            ++opens > KILN_POLICY_MAX_COLLECTIONS) {
-            snprintf(msg, sizeof msg, "more than %u '[' and '{' in a policy "
-                     "(the cap)", (unsigned)KILN_POLICY_MAX_COLLECTIONS);
-            return cap_fail(text, i, name, err, msg);
-        }
-    /* the nesting of flow collections */
-    for (size_t i = 0; i < len; i++) {
+    /* the nesting of flow collections, then every '[' and '{' wherever
+     * it is; the cap exceeded first in the text is reported */
+    size_t deep_at = len, many_at = len;
+    for (size_t i = 0; i < len && deep_at == len; i++) {
         char c = text[i];
         int token_start = i == 0 || is_space(text[i - 1]) ||
                           text[i - 1] == '[' || text[i - 1] == '{' ||
@@ -97,14 +91,25 @@ int policy_check_caps(const char *text, size_t len, const char *name,
                 }
             }
         } else if (c == '[' || c == '{') {
-            if (++depth > KILN_POLICY_MAX_DEPTH) {
-                snprintf(msg, sizeof msg, "'[' and '{' nested deeper than "
-                         "%u (the cap)", (unsigned)KILN_POLICY_MAX_DEPTH);
-                return cap_fail(text, i, name, err, msg);
-            }
+            if (++depth > KILN_POLICY_MAX_DEPTH)
+                deep_at = i;
         } else if ((c == ']' || c == '}') && depth > 0) {
             depth--;
         }
+    }
+    for (size_t i = 0; i < len && many_at == len; i++)
+        if ((text[i] == '[' || text[i] == '{') &&
+            ++opens > KILN_POLICY_MAX_COLLECTIONS)
+            many_at = i;
+    if (deep_at < len && deep_at <= many_at) {
+        snprintf(msg, sizeof msg, "'[' and '{' nested deeper than %u (the "
+                 "cap)", (unsigned)KILN_POLICY_MAX_DEPTH);
+        return cap_fail(text, deep_at, name, err, msg);
+    }
+    if (many_at < len) {
+        snprintf(msg, sizeof msg, "more than %u '[' and '{' in a policy (the "
+                 "cap)", (unsigned)KILN_POLICY_MAX_COLLECTIONS);
+        return cap_fail(text, many_at, name, err, msg);
     }
     return 0;
 }
