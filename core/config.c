@@ -7,6 +7,8 @@
 #include "trust.h"
 #include "yaml_read.h"
 
+#include <kiln/policy.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -174,47 +176,6 @@ static int open_checked(const char *path, int root_ok, char *why, size_t n)
     return fd;
 }
 
-static int read_fd(int fd, char **text, size_t *len)
-{
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        ssize_t got = read(fd, buf + n, cap - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0) {
-            if (got < 0) {
-                free(buf);
-                return -1;
-            }
-            break;
-        }
-        n += (size_t)got;
-        if (n > KILN_CONFIG_MAX_BYTES) {
-            free(buf);
-            errno = EFBIG;
-            return -1;
-        }
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                errno = ENOMEM;
-                return -1;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    if (!buf) {
-        errno = ENOMEM;
-        return -1;
-    }
-    *text = buf;
-    *len = n;
-    return 0;
-}
-
 static int load_one(kiln_config *c, const char *path, int root_ok,
                     FILE *diag, int quiet)
 {
@@ -230,13 +191,13 @@ static int load_one(kiln_config *c, const char *path, int root_ok,
     }
     char *text = NULL;
     size_t len = 0;
-    int rc = read_fd(fd, &text, &len);
+    int rc = kiln_yaml_read_fd(fd, KILN_POLICY_MAX_SIZE, &text, &len);
     int eno = errno;
     close(fd);
     if (rc) {
         if (!quiet)
             fprintf(diag, "kiln: config: %s: %s; ignoring it\n", path,
-                    eno == EFBIG ? "larger than 1 MiB" : strerror(eno));
+                    strerror(eno));
         return eno == ENOMEM ? -1 : 0;
     }
     kiln_config one = {NULL, NULL, -1};

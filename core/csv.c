@@ -12,6 +12,9 @@
 
 #include <kiln/io.h>
 
+#include "datafile.h"
+#include "excerpt.h"
+
 #include <errno.h>
 #include <float.h>
 #include <inttypes.h>
@@ -45,23 +48,11 @@ static int csv_err(kiln_err *err, int code, const char *fmt, ...)
     return code;
 }
 
-/* Copy `s` (n bytes) into `buf` for a one-line message: control bytes
- * become '?', and long text is cut with "...". */
-static const char *csv_show(char *buf, size_t size, const char *s, size_t n)
-{
-    size_t max = size - 4, j = 0;
-    for (size_t i = 0; i < n && j < size - 1; i++) {
-        if (j == max && n > max) {
-            memcpy(buf + j, "...", 3);
-            j += 3;
-            break;
-        }
-        unsigned char c = (unsigned char)s[i];
-        buf[j++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    }
-    buf[j] = '\0';
-    return buf;
-}
+/* Bytes of the header row a "no column" message lists at most. */
+#define CSV_HEADER_EXCERPT 64
+
+/* A short escaped excerpt of `s` (n bytes) for a message (excerpt.h). */
+#define CSV_SHOW(buf, s, n) excerpt(buf, sizeof buf, s, n, EXCERPT_MAX)
 
 static const char *csv_dtype_name(kiln_dtype dt)
 {
@@ -95,6 +86,8 @@ typedef struct csv_reader {
     size_t pos, len;
     int eof;
     long line, col;      /* position of the next byte, 1-based */
+    int regular;         /* a regular file (its size was checked) */
+    uint64_t total, max; /* bytes read so far; the size limit */
     int after_cr;        /* the previous byte was '\r' */
 } csv_reader;
 
@@ -120,6 +113,13 @@ static int csv_fill(csv_reader *r)
         return 0;
     r->pos = 0;
     r->len = fread(r->buf, 1, CSV_BLOCK, r->f);
+    r->total += r->len;
+    if (!r->regular && r->total > r->max) {
+        char what[48];
+        snprintf(what, sizeof what, "more than %" PRIu64 " bytes", r->max);
+        data_too_large(r->path, what, r->max, r->err);
+        return -1;
+    }
     if (r->len < CSV_BLOCK) {
         if (ferror(r->f)) {
             csv_err(r->err, KILN_ERR_IO, "%s: read error: %s", r->path,
@@ -280,12 +280,12 @@ static int csv_record_read(csv_reader *r, csv_record *rec)
             if (c == -2)
                 return -1;
             if (c != ',' && c != '\r' && c != '\n' && c != -1) {
-                char shown[8];
+                char shown[EXCERPT_SIZE(1)];
                 char ch = (char)c;
                 csv_err(r->err, KILN_ERR_PARSE,
                         "%s:%ld:%ld: unexpected character '%s' after a "
                         "closing quote", r->path, r->line, r->col,
-                        csv_show(shown, sizeof shown, &ch, 1));
+                        excerpt(shown, sizeof shown, &ch, 1, 1));
                 return -1;
             }
         } else {
@@ -467,26 +467,27 @@ static int csv_parse_value(kiln_dtype dt, const char *s, size_t n, void *dst)
 static int csv_no_column(csv_reader *r, const char *column,
                          const csv_record *hdr)
 {
-    char list[800], shown[200], name[200];
+    /* the names joined with ", ", of which a short excerpt is shown */
+    char joined[CSV_HEADER_EXCERPT + 1], list[EXCERPT_SIZE(CSV_HEADER_EXCERPT)];
+    char name[EXCERPT_SIZE(EXCERPT_MAX)];
     size_t used = 0;
-    int truncated = 0;
 
-    list[0] = '\0';
-    for (size_t i = 0; i < hdr->nfields; i++) {
-        csv_show(shown, sizeof shown, hdr->text + hdr->off[i], hdr->flen[i]);
-        size_t need = strlen(shown) + (i ? 2 : 0);
-        if (used + need + 4 >= sizeof list) {
-            truncated = 1;
-            break;
+    for (size_t i = 0; i < hdr->nfields && used < sizeof joined; i++) {
+        size_t n = hdr->flen[i];
+        if (i) {
+            size_t k = sizeof joined - used < 2 ? sizeof joined - used : 2;
+            memcpy(joined + used, ", ", k);
+            used += k;
         }
-        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
-                                 i ? ", " : "", shown);
+        if (n > sizeof joined - used)
+            n = sizeof joined - used;
+        memcpy(joined + used, hdr->text + hdr->off[i], n);
+        used += n;
     }
-    if (truncated)
-        snprintf(list + used, sizeof list - used, "%s...", used ? ", " : "");
+    /* `joined` holds one byte more than is shown when there is more */
+    excerpt(list, sizeof list, joined, used, CSV_HEADER_EXCERPT);
     return csv_err(r->err, KILN_ERR_NAME, "%s: no column '%s' (columns: %s)",
-                   r->path, csv_show(name, sizeof name, column,
-                                     strlen(column)), list);
+                   r->path, CSV_SHOW(name, column, strlen(column)), list);
 }
 
 static int csv_read(csv_reader *r, const char *column, kiln_dtype dtype,
@@ -519,12 +520,12 @@ static int csv_read(csv_reader *r, const char *column, kiln_dtype dtype,
         if (rec.flen[i] == strlen(column) &&
             memcmp(rec.text + rec.off[i], column, rec.flen[i]) == 0) {
             if (found) {
-                char name[200];
+                char name[EXCERPT_SIZE(EXCERPT_MAX)];
                 rc = csv_err(r->err, KILN_ERR_NAME,
                              "%s: column '%s' appears more than once "
                              "(columns %zu and %zu)", r->path,
-                             csv_show(name, sizeof name, column,
-                                      strlen(column)), col + 1, i + 1);
+                             CSV_SHOW(name, column, strlen(column)), col + 1,
+                             i + 1);
                 goto fail_keep;
             }
             found = 1;
@@ -571,14 +572,14 @@ static int csv_read(csv_reader *r, const char *column, kiln_dtype dtype,
             char *v = csv_trim(rec.text + rec.off[col], &n);
             int bad = csv_parse_value(dtype, v, n, data + count * itemsize);
             if (bad) {
-                char shown[80], name[200];
-                csv_show(shown, sizeof shown, v, n);
+                char shown[EXCERPT_SIZE(EXCERPT_MAX)];
+                char name[EXCERPT_SIZE(EXCERPT_MAX)];
+                CSV_SHOW(shown, v, n);
                 rc = csv_err(r->err, KILN_ERR_PARSE,
                              "%s:%ld:%ld: bad %s value '%s' in column '%s'%s",
                              r->path, rec.fline[col], rec.fcol[col],
                              csv_dtype_name(dtype), shown,
-                             csv_show(name, sizeof name, column,
-                                      strlen(column)),
+                             CSV_SHOW(name, column, strlen(column)),
                              bad == 2 ? " (out of range)" : "");
                 goto fail_keep;
             }
@@ -609,6 +610,14 @@ fail_keep:
 int kiln_csv_read_column(const char *path, const char *column,
                          kiln_dtype dtype, kiln_tensor *out, kiln_err *err)
 {
+    return kiln_csv_read_column_opts(path, column, dtype, NULL, out, err);
+}
+
+int kiln_csv_read_column_opts(const char *path, const char *column,
+                              kiln_dtype dtype, const kiln_read_options *opt,
+                              kiln_tensor *out, kiln_err *err)
+{
+    data_file df;
     csv_reader r;
     locale_t cloc, old = (locale_t)0;
     kiln_err local;
@@ -626,10 +635,11 @@ int kiln_csv_read_column(const char *path, const char *column,
     r.err = &local; /* internal: always collect the code */
     r.line = 1;
     r.col = 1;
-    r.f = fopen(path, "rb");
-    if (!r.f)
-        return csv_err(err, KILN_ERR_IO, "%s: cannot open: %s", path,
-                       strerror(errno));
+    if ((rc = data_open(path, opt, &df, err)) != 0)
+        return rc;
+    r.f = df.f;
+    r.regular = df.regular;
+    r.max = df.max;
     r.buf = malloc(CSV_BLOCK);
     if (!r.buf) {
         fclose(r.f);

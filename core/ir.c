@@ -106,15 +106,22 @@ int kiln_dtype_parse(const char *name, kiln_dtype *out)
 int64_t kiln_shape_numel(int rank, const int64_t *shape)
 {
     int64_t n = 1;
+    int zero = 0;
     if (rank > 0 && !shape)
         return -1;
     for (int i = 0; i < rank; i++) {
-        int64_t d = shape[i];
-        if (d < 0)
+        if (shape[i] < 0)
             return -1;
-        if (d != 0 && n > INT64_MAX / d)
+        zero |= shape[i] == 0;
+    }
+    /* a zero dim empties the shape whatever the product of the others
+     * (kiln_npy_read accepts (2**62, 2**62, 0)) */
+    if (zero)
+        return 0;
+    for (int i = 0; i < rank; i++) {
+        if (n > INT64_MAX / shape[i])
             return -1;
-        n *= d;
+        n *= shape[i];
     }
     return n;
 }

@@ -12,6 +12,9 @@
 
 #include <kiln/io.h>
 
+#include "datafile.h"
+#include "excerpt.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -365,9 +368,12 @@ static int npy_parse_header(npy_hdr *h)
             if ((rc = hdr_shape(h)) != 0)
                 return rc;
         } else {
+            char shown[EXCERPT_SIZE(EXCERPT_MAX)];
             return npy_err(h->err, KILN_ERR_PARSE,
-                           "%s: malformed header: unexpected key '%.*s'",
-                           h->path, (int)(klen > 40 ? 40 : klen), key);
+                           "%s: malformed header: unexpected key '%s'",
+                           h->path,
+                           excerpt(shown, sizeof shown, key, klen,
+                                   EXCERPT_MAX));
         }
         hdr_ws(h);
         if (hdr_peek(h) == ',') {
@@ -412,13 +418,13 @@ static size_t npy_fread(FILE *f, void *buf, size_t n, const char *path,
     return got;
 }
 
-static int npy_read_file(FILE *f, const char *path, kiln_tensor *out,
-                         kiln_err *err)
+static int npy_read_file(const data_file *df, const char *path,
+                         kiln_tensor *out, kiln_err *err)
 {
+    FILE *f = df->f;
     unsigned char pre[12];
     size_t got, lenbytes, hlen, nbytes, itemsize;
     long long fsize = -1;          /* total size when a regular file */
-    struct stat st;
     char *header = NULL;
     unsigned char *data = NULL;
     npy_hdr h;
@@ -426,8 +432,8 @@ static int npy_read_file(FILE *f, const char *path, kiln_tensor *out,
     int64_t numel;
     int rc;
 
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode))
-        fsize = (long long)st.st_size;
+    if (df->regular)
+        fsize = (long long)df->size;
 
     errno = 0;
     got = npy_fread(f, pre, 8, path, err);
@@ -465,6 +471,11 @@ static int npy_read_file(FILE *f, const char *path, kiln_tensor *out,
         return npy_err(err, KILN_ERR_PARSE,
                        "%s: header length %zu exceeds kiln's limit of %u "
                        "bytes", path, hlen, NPY_MAX_HEADER);
+    if (fsize < 0 && 8 + lenbytes + hlen > df->max) {
+        char what[64];
+        snprintf(what, sizeof what, "a header of %zu bytes", hlen);
+        return data_too_large(path, what, df->max, err);
+    }
     if (fsize >= 0 && (unsigned long long)fsize < 8 + lenbytes + hlen)
         return npy_err(err, KILN_ERR_PARSE,
                        "%s: truncated: header length is %zu bytes, file has "
@@ -494,16 +505,21 @@ static int npy_read_file(FILE *f, const char *path, kiln_tensor *out,
     if ((rc = npy_parse_header(&h)) != 0)
         goto done;
     if (npy_parse_descr(h.descr, h.descr_len, &dtype) != 0) {
-        int n = h.descr_len > 40 ? 40 : (int)h.descr_len;
+        char shown[EXCERPT_SIZE(EXCERPT_MAX)];
         rc = npy_err(err, KILN_ERR_PARSE,
-                     "%s: unsupported dtype '%.*s%s' (kiln reads "
-                     "little-endian f64, f32, i64, i32, bool)", path, n,
-                     h.descr, h.descr_len > 40 ? "..." : "");
+                     "%s: unsupported dtype '%s' (kiln reads "
+                     "little-endian f64, f32, i64, i32, bool); save "
+                     "x.astype(np.float64) (or np.float32, np.int64, "
+                     "np.int32, np.bool_) instead", path,
+                     excerpt(shown, sizeof shown, h.descr, h.descr_len,
+                             EXCERPT_MAX));
         goto done;
     }
     if (h.fortran) {
         rc = npy_err(err, KILN_ERR_PARSE,
-                     "%s: fortran_order arrays are not supported", path);
+                     "%s: fortran_order is True (a column-major array); "
+                     "kiln reads C-ordered arrays only: save "
+                     "np.ascontiguousarray(x) instead", path);
         goto done;
     }
     itemsize = npy_itemsize(dtype);
@@ -513,6 +529,13 @@ static int npy_read_file(FILE *f, const char *path, kiln_tensor *out,
         rc = npy_err(err, KILN_ERR_PARSE,
                      "%s: shape %s is too large (byte size overflows)",
                      path, sh);
+        goto done;
+    }
+    if (fsize < 0 && nbytes > df->max - (8 + lenbytes + hlen)) {
+        char what[96];
+        snprintf(what, sizeof what, "data of %zu bytes after a header of "
+                 "%zu", nbytes, hlen);
+        rc = data_too_large(path, what, df->max, err);
         goto done;
     }
     if (fsize >= 0) {
@@ -590,18 +613,22 @@ done:
 
 int kiln_npy_read(const char *path, kiln_tensor *out, kiln_err *err)
 {
-    FILE *f;
+    return kiln_npy_read_opts(path, NULL, out, err);
+}
+
+int kiln_npy_read_opts(const char *path, const kiln_read_options *opt,
+                       kiln_tensor *out, kiln_err *err)
+{
+    data_file df;
     int rc;
 
     if (!path || !out)
         return npy_err(err, KILN_ERR_ARG, "kiln_npy_read: %s is NULL",
                        !path ? "path" : "out");
-    f = fopen(path, "rb");
-    if (!f)
-        return npy_err(err, KILN_ERR_IO, "%s: cannot open: %s", path,
-                       strerror(errno));
-    rc = npy_read_file(f, path, out, err);
-    fclose(f);
+    if ((rc = data_open(path, opt, &df, err)) != 0)
+        return rc;
+    rc = npy_read_file(&df, path, out, err);
+    fclose(df.f);
     return rc;
 }
 

@@ -16,6 +16,9 @@
  * Expressions nest at most KG_MAX_DEPTH levels; deeper input is an error,
  * not a stack overflow.
  */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
 #include "ir.h"
 #include <kiln/io.h>
 
@@ -26,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #define KG_MAX_DEPTH 1000
@@ -57,6 +61,7 @@ typedef struct parser {
     int has_pk;
     const char *file;
     const char *base_dir;
+    const kiln_read_options *data; /* the caller's limits on data files */
     kiln_graph *g;
     kiln_err e;
     int depth;           /* expression nesting */
@@ -295,6 +300,11 @@ static int lex(parser *p, tok *t)
                                "unterminated string");
             if (s[i] == '"')
                 break;
+            /* a NUL would silently cut a file name short */
+            if (s[i] == '\0')
+                return fail_at(p, t->line,
+                               (int)(p->pos + i - p->line_start) + 1,
+                               KILN_ERR_PARSE, "NUL byte in string");
             if (s[i] == '\\') {
                 if (p->pos + i + 1 >= p->len ||
                     (s[i + 1] != '\\' && s[i + 1] != '"'))
@@ -1542,15 +1552,16 @@ static int stmt_shared(parser *p)
             snprintf(full, bl + strlen(path) + 2, "%s/%s", p->base_dir, path);
         else
             strcpy(full, path);
-        FILE *f = fopen(full, "rb");
-        if (!f) {
+        /* access(), not open(): opening a FIFO would block, or release
+         * and then break the writer the caller allowed */
+        if (access(full, R_OK) != 0) {
             fail_at(p, ptok.line, ptok.col, KILN_ERR_IO,
                     "cannot read data file '%s': %s", path, strerror(errno));
             goto out;
         }
-        fclose(f);
-        int r = is_csv ? kiln_csv_read_column(full, column, ty.dt, &t, &p->e)
-                       : kiln_npy_read(full, &t, &p->e);
+        int r = is_csv ? kiln_csv_read_column_opts(full, column, ty.dt,
+                                                   p->data, &t, &p->e)
+                       : kiln_npy_read_opts(full, p->data, &t, &p->e);
         if (r) {
             builder_fail(p, src.line, src.col);
             goto out;
@@ -2055,7 +2066,7 @@ static int parse_graph(parser *p)
 
 static kiln_graph *parse_text(const char *text, size_t len,
                               const char *filename, const char *base_dir,
-                              kiln_err *err)
+                              const kiln_read_options *data, kiln_err *err)
 {
     parser p;
     memset(&p, 0, sizeof p);
@@ -2069,6 +2080,7 @@ static kiln_graph *parse_text(const char *text, size_t len,
     p.line = 1;
     p.file = filename ? filename : "<string>";
     p.base_dir = base_dir && *base_dir ? base_dir : NULL;
+    p.data = data;
     int rc = parse_graph(&p);
     free(p.def_line);
     free(p.out_line);
@@ -2085,14 +2097,28 @@ static kiln_graph *parse_text(const char *text, size_t len,
 kiln_graph *kiln_parse_string(const char *text, const char *filename,
                               const char *base_dir, kiln_err *err)
 {
+    return kiln_parse_string_opts(text, filename, base_dir, NULL, err);
+}
+
+kiln_graph *kiln_parse_string_opts(const char *text, const char *filename,
+                                   const char *base_dir,
+                                   const kiln_read_options *data,
+                                   kiln_err *err)
+{
     if (!text) {
         kiln_seterr(err, KILN_ERR_ARG, "kiln_parse_string: text is NULL");
         return NULL;
     }
-    return parse_text(text, strlen(text), filename, base_dir, err);
+    return parse_text(text, strlen(text), filename, base_dir, data, err);
 }
 
 kiln_graph *kiln_parse_file(const char *path, kiln_err *err)
+{
+    return kiln_parse_file_opts(path, NULL, err);
+}
+
+kiln_graph *kiln_parse_file_opts(const char *path,
+                                 const kiln_read_options *data, kiln_err *err)
 {
     if (!path) {
         kiln_seterr(err, KILN_ERR_ARG, "kiln_parse_file: path is NULL");
@@ -2149,7 +2175,7 @@ kiln_graph *kiln_parse_file(const char *path, kiln_err *err)
         memcpy(dir, path, dl);
         dir[dl] = '\0';
     }
-    kiln_graph *g = parse_text(buf, n, path, dir, err);
+    kiln_graph *g = parse_text(buf, n, path, dir, data, err);
     free(dir);
     free(buf);
     return g;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
+#include <sys/stat.h>
 
 #define MAX_CHAIN 16
 
@@ -900,8 +901,7 @@ kiln_policy *kiln_policy_load_file(const char *path, kiln_err *err)
     }
     char *buf;
     size_t len;
-    if (kiln_yaml_read_file(path, (size_t)64 << 20, "policy", &buf, &len,
-                            err))
+    if (kiln_yaml_read_file(path, KILN_POLICY_MAX_SIZE, &buf, &len, err))
         return NULL;
     kiln_policy *p = load_text(buf, len, path, err);
     free(buf);
@@ -968,13 +968,13 @@ int kiln_policy_get_knobs(const kiln_policy *p, kiln_policy_knobs *out)
 #define KILN_DATA_DIR "/usr/local/share/kiln"
 #endif
 
+/* 1 when something is at `path` (stat, never open: a FIFO next to a
+ * model must not block; kiln_yaml_read_file then refuses what is not a
+ * regular file). */
 static int file_exists(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
-    fclose(f);
-    return 1;
+    struct stat st;
+    return stat(path, &st) == 0;
 }
 
 const char *kiln_policy_default_path(void)

@@ -4,6 +4,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "yaml_read.h"
+#include "yaml_caps.h"
 #include "ir.h"
 
 #include <errno.h>
@@ -12,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int kiln_yaml_error(kiln_yaml *r, const yaml_node_t *n, const char *fmt, ...)
 {
@@ -261,6 +265,10 @@ static void yaml_fail(kiln_yaml *r, const yaml_parser_t *parser,
 int kiln_yaml_load(kiln_yaml *r, const char *text, size_t len,
                    const char *what)
 {
+    /* size and nesting caps before libyaml sees the text: libyaml is
+     * quadratic in flow nesting (yaml_caps.c) */
+    if (kiln_yaml_check_caps(text, len, r->file, what, r->err) != 0)
+        return -1;
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser))
         return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
@@ -298,49 +306,71 @@ void kiln_yaml_done(kiln_yaml *r)
     yaml_document_delete(&r->doc);
 }
 
-int kiln_yaml_read_file(const char *path, size_t max_bytes, const char *what,
-                        char **text, size_t *len, kiln_err *err)
+int kiln_yaml_read_fd(int fd, size_t max_bytes, char **text, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return kiln_seterr(err, KILN_ERR_IO, "%s: %s", path, strerror(errno));
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap)
-            break;
-        if (n > max_bytes) {
-            fclose(f);
+        /* one byte over the cap is enough for kiln_yaml_load to refuse
+         * the text at the cap's position: never read more */
+        size_t want = cap - n;
+        if (want > max_bytes + 1 - n)
+            want = max_bytes + 1 - n;
+        ssize_t got = read(fd, buf + n, want);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            int eno = errno;
             free(buf);
-            return kiln_seterr(err, KILN_ERR_IO, "%s: larger than %zu bytes; "
-                               "not a %s", path, max_bytes, what);
+            errno = eno;
+            return -1;
         }
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
+        n += (size_t)got;
+        if (got == 0 || n > max_bytes)
             break;
+        if (n == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
         }
-        buf = nb;
-        cap *= 2;
     }
-    int bad = !buf ? 0 : ferror(f);
-    int eno = errno;
-    fclose(f);
-    if (!buf)
-        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-    if (bad) {
-        free(buf);
-        return kiln_seterr(err, KILN_ERR_IO, "%s: %s", path, strerror(eno));
-    }
-    if (n > max_bytes) {
-        free(buf);
-        return kiln_seterr(err, KILN_ERR_IO, "%s: larger than %zu bytes; not "
-                           "a %s", path, max_bytes, what);
+    if (!buf) {
+        errno = ENOMEM;
+        return -1;
     }
     *text = buf;
     *len = n;
+    return 0;
+}
+
+int kiln_yaml_read_file(const char *path, size_t max_bytes, char **text,
+                        size_t *len, kiln_err *err)
+{
+    /* O_NONBLOCK: a FIFO in the file's place must not block the open */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return kiln_seterr(err, KILN_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int eno = errno;
+        close(fd);
+        return kiln_seterr(err, KILN_ERR_IO, "%s: %s", path,
+                           S_ISDIR(st.st_mode) ? "is a directory"
+                           : eno ? strerror(eno) : "not a regular file");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    int rc = kiln_yaml_read_fd(fd, max_bytes, text, len);
+    int eno = errno;
+    close(fd);
+    if (rc)
+        return kiln_seterr(err, eno == ENOMEM ? KILN_ERR_NOMEM : KILN_ERR_IO,
+                           "%s: %s", path, strerror(eno));
     return 0;
 }

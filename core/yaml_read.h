@@ -27,17 +27,22 @@ typedef struct kiln_yaml {
     void *user;         /* what the walk fills in */
 } kiln_yaml;
 
-/* Read the file at `path` into *text (malloc'ed, *len bytes, not
- * NUL-terminated).  A file larger than `max_bytes` is refused.
+/* Read the file at `path` (or the open `fd`) into *text (malloc'ed,
+ * *len bytes, not NUL-terminated): at most max_bytes + 1 bytes, so that
+ * kiln_yaml_load refuses a larger file at the position of its size cap
+ * without reading all of it.  The fd variant sets errno and returns -1.
  * Errors: KILN_ERR_IO ("PATH: reason"), KILN_ERR_NOMEM. */
-int kiln_yaml_read_file(const char *path, size_t max_bytes, const char *what,
-                        char **text, size_t *len, kiln_err *err);
+int kiln_yaml_read_fd(int fd, size_t max_bytes, char **text, size_t *len);
+int kiln_yaml_read_file(const char *path, size_t max_bytes, char **text,
+                        size_t *len, kiln_err *err);
 
 /* Load `text` (`len` bytes) as one YAML document into r->doc; `what`
  * names the kind of file in errors ("policy").  r->file, r->err and
  * r->code must be set.  On success the caller calls kiln_yaml_done.
- * Errors (r->code, "FILE:LINE:COLUMN: YAML: ..."): a syntax error, a
- * second document; KILN_ERR_NOMEM. */
+ * The text is first checked against the caps of yaml_caps.h (size,
+ * flow nesting: libyaml is quadratic in it).
+ * Errors (r->code, "FILE:LINE:COLUMN: ..."): a cap exceeded, a YAML
+ * syntax error, a second document; KILN_ERR_NOMEM. */
 int kiln_yaml_load(kiln_yaml *r, const char *text, size_t len,
                    const char *what);
 void kiln_yaml_done(kiln_yaml *r);

@@ -214,5 +214,49 @@ ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1" "$kiln" run "$tmp/h
 [ $? = 1 ] && grep -qx "kiln: node 'o' (zeros): out of memory (8000000000000000 bytes)" "$tmp/out"
 ok $? "a failed allocation names the node: $(cat "$tmp/out")"
 
+# --- trust: what a model's data and a -i value can make kiln do (issue 13) ---
+# a 120 kB -i value is quoted as a short excerpt, not echoed in full
+big=$(head -c 120000 /dev/zero | tr '\0' '1')
+"$kiln" run "$tmp/m.kg" -i "x=[1, 2, $big" -i k=1 >"$tmp/out" 2>&1
+st=$?
+[ $st = 1 ] && [ "$(wc -c <"$tmp/out")" -lt 400 ] && grep -q "\.\.\.'" "$tmp/out"
+ok $? "a 120 kB -i value: a short excerpt in the error ($(wc -c <"$tmp/out") bytes)"
+"$kiln" run "$tmp/m.kg" -i "$(printf 'x=[1\033[2J')" -i k=1 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q 'x1b\[2J' "$tmp/out" && ! grep -q "$(printf '\033')" "$tmp/out"
+ok $? "a control byte in a -i value is escaped: $(cat "$tmp/out")"
+# the data size limit: the caller's flag, the environment, bad values refused
+printf 'kiln 1\ngraph dm\n  shared d: f64[n] = csv("d.csv", "x")\n  output s = sum(d)\nend\n' >"$tmp/dm.kg"
+dsize=$(wc -c <"$tmp/d.csv" | tr -d ' ')
+"$kiln" run "$tmp/dm.kg" --data-max-size 10 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "d.csv: $dsize bytes is over the data size limit of 10 bytes (raise it with KILN_DATA_MAX_SIZE=SIZE, kiln run --data-max-size SIZE" "$tmp/out"
+ok $? "--data-max-size 10: the model's $dsize-byte csv is refused: $(cat "$tmp/out")"
+KILN_DATA_MAX_SIZE=$((dsize - 1)) "$kiln" run "$tmp/dm.kg" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "limit of $((dsize - 1)) bytes" "$tmp/out"; ok $? "KILN_DATA_MAX_SIZE=$((dsize - 1)) refuses it"
+KILN_DATA_MAX_SIZE=$((dsize - 1)) "$kiln" run "$tmp/dm.kg" --data-max-size 1K >"$tmp/out" 2>&1
+[ $? = 0 ] && grep -qx "s = 4" "$tmp/out"; ok $? "--data-max-size 1K beats the environment"
+KILN_DATA_MAX_SIZE=many "$kiln" run "$tmp/dm.kg" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "KILN_DATA_MAX_SIZE: bad size 'many'" "$tmp/out"; ok $? "a bad KILN_DATA_MAX_SIZE is an error: $(cat "$tmp/out")"
+"$kiln" run "$tmp/dm.kg" --data-max-size -5 >"$tmp/out" 2>&1
+[ $? = 2 ] && grep -q "^kiln: --data-max-size takes a positive size" "$tmp/out"; ok $? "--data-max-size -5 is a usage error"
+# a model naming a FIFO or /dev/zero: refused at once (timeout: the old
+# kiln blocked on the FIFO and read /dev/zero until memory ran out)
+if mkfifo "$tmp/p.csv" 2>/dev/null; then
+  sed 's/d\.csv/p.csv/' "$tmp/dm.kg" >"$tmp/fifo.kg"
+  timeout 20 "$kiln" run "$tmp/fifo.kg" >"$tmp/out" 2>&1
+  [ $? = 1 ] && grep -q "p.csv: is a FIFO; data is read only from regular files unless the caller allows others (kiln run --data-allow-special" "$tmp/out"
+  ok $? "a model naming a FIFO is refused: $(cat "$tmp/out")"
+  printf 'x\n1\n2\n' >"$tmp/w.csv"
+  ( timeout 20 cat "$tmp/w.csv" >"$tmp/p.csv" ) &
+  writer=$!
+  timeout 20 "$kiln" run "$tmp/fifo.kg" --data-allow-special >"$tmp/out" 2>&1
+  [ $? = 0 ] && grep -qx "s = 3" "$tmp/out"; ok $? "--data-allow-special reads it"
+  wait "$writer"
+else
+  echo "ok $((n = n + 1)) - # SKIP mkfifo failed"
+fi
+sed 's|d\.csv|/dev/zero|' "$tmp/dm.kg" >"$tmp/zero.kg"
+timeout 20 "$kiln" run "$tmp/zero.kg" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "/dev/zero: is a character device" "$tmp/out"; ok $? "a model naming /dev/zero is refused"
+
 echo "1..$n"
 [ $failed = 0 ]

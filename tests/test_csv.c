@@ -23,7 +23,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <stddef.h>
+
 #include "tap.h"
+#include "guard.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -273,7 +276,7 @@ static void test_errors(void)
                "%s: cannot open: No such file or directory",
                "missing file: KILN_ERR_IO with strerror");
     expect_err(tmpdir, "x", KILN_F64, KILN_ERR_IO,
-               "%s: read error: Is a directory",
+               "%s: is a directory",
                "a directory: KILN_ERR_IO read error");
     expect_err(PUT("bad.csv", "x,y\r\n1,2\r\n3,4\r\nabc,5\r\n"), "x",
                KILN_F64, KILN_ERR_PARSE,
@@ -461,6 +464,179 @@ static void test_radon(void)
     }
 }
 
+/* ---- trust: excerpts, special files, the size limit (issue 13) ------ */
+
+typedef struct read_job {
+    const char *path;
+    const kiln_read_options *opt;
+} read_job;
+
+static int read_in_child(void *arg, char *msg, size_t size)
+{
+    read_job *j = arg;
+    kiln_tensor t;
+    kiln_err err = {0, ""};
+    int rc = kiln_csv_read_column_opts(j->path, "x", KILN_F64, j->opt, &t,
+                                       &err);
+    if (rc == 0)
+        free(t.data);
+    snprintf(msg, size, "%s", err.message);
+    return rc;
+}
+
+static int has_control_byte(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+            return 1;
+    return 0;
+}
+
+static void test_trust(void)
+{
+    char msg[1100];
+    kiln_tensor t;
+    kiln_err err;
+    int rc;
+
+    /* A file that is not the CSV the model claims (a secret, a binary):
+     * the "no column" message shows a short escaped excerpt of its first
+     * line, not the line. */
+    {
+        char line[400];
+        memset(line, 'S', sizeof line);
+        memcpy(line, "root:$6$SECRET\x1b[2J", 18);
+        memcpy(line + 300, "TAIL", 4);
+        line[sizeof line - 1] = '\n';
+        const char *path = tpath("shadow.csv");
+        FILE *f = fopen(path, "wb");
+        fwrite(line, 1, sizeof line, f);
+        fclose(f);
+        memset(&err, 0, sizeof err);
+        rc = kiln_csv_read_column(path, "x", KILN_F64, &t, &err);
+        const char *cols = strstr(err.message, "(columns: ");
+        ok(rc == KILN_ERR_NAME && cols && !strstr(err.message, "TAIL") &&
+               strstr(err.message, "\\x1b[2J") &&
+               !has_control_byte(err.message) &&
+               strlen(cols) < 10 + 4 * 64 + 5,
+           "no column: the header is quoted as a short escaped excerpt");
+        diag("%s", err.message);
+    }
+    /* a bad value is quoted short and escaped */
+    {
+        char text[300] = "x\n";
+        memset(text + 2, '7', 200);
+        memcpy(text + 2, "1\x07", 2);
+        text[202] = '\n';
+        text[203] = '\0';
+        const char *path = put("longval.csv", text, strlen(text));
+        memset(&err, 0, sizeof err);
+        rc = kiln_csv_read_column(path, "x", KILN_F64, &t, &err);
+        ok(rc == KILN_ERR_PARSE && strstr(err.message, "'1\\x07777") &&
+               strstr(err.message, "...'") && strlen(err.message) < 200 +
+               strlen(path) - 100 && !has_control_byte(err.message),
+           "bad value: a 200-byte field is quoted as a short escaped "
+           "excerpt");
+        diag("%s", err.message);
+    }
+
+    /* A FIFO is refused before anything is read, and never blocks (the
+     * old reader waited in fopen for a writer forever). */
+    {
+        const char *fifo = tpath("data.fifo");
+        unlink(fifo);
+        if (mkfifo(fifo, 0600) != 0) {
+            ok(1, "# SKIP mkfifo: %s", strerror(errno));
+        } else {
+            read_job j = {fifo, NULL};
+            rc = guarded(read_in_child, &j, 10, msg, sizeof msg);
+            char want[1200];
+            snprintf(want, sizeof want, "%s: is a FIFO; data is read only "
+                     "from regular files unless the caller allows others "
+                     "(kiln run --data-allow-special, "
+                     "kiln_read_options.allow_special)", fifo);
+            ok(rc == KILN_ERR_IO && strcmp(msg, want) == 0,
+               "a FIFO is refused at once, with the way to allow it");
+            diag("rc %d: %s", rc, msg);
+            unlink(fifo);
+        }
+    }
+    /* /dev/zero: refused by default (the old reader read it until memory
+     * ran out); read up to the limit when the caller allows it */
+    {
+        read_job j = {"/dev/zero", NULL};
+        rc = guarded(read_in_child, &j, 20, msg, sizeof msg);
+        ok(rc == KILN_ERR_IO &&
+               strncmp(msg, "/dev/zero: is a character device; ", 34) == 0,
+           "/dev/zero is refused");
+        diag("rc %d: %s", rc, msg);
+        kiln_read_options o;
+        memset(&o, 0, sizeof o);
+        o.struct_size = sizeof o;
+        o.allow_special = 1;
+        o.max_size = 1 << 20;
+        j.opt = &o;
+        rc = guarded(read_in_child, &j, 20, msg, sizeof msg);
+        ok(rc == KILN_ERR_PARSE &&
+               strcmp(msg, "/dev/zero: more than 1048576 bytes is over the "
+                      "data size limit of 1048576 bytes (raise it with "
+                      "KILN_DATA_MAX_SIZE=SIZE, kiln run --data-max-size "
+                      "SIZE or kiln_read_options.max_size)") == 0,
+           "/dev/zero allowed: stops at the caller's limit");
+        diag("rc %d: %s", rc, msg);
+    }
+
+    /* the size limit of a regular file: the caller's option, then
+     * $KILN_DATA_MAX_SIZE, checked before reading */
+    {
+        const char *path = PUT("sized.csv", "x\n1\n2\n3\n4\n5\n6\n7\n8\n");
+        kiln_read_options o;
+        char want[1200];
+        memset(&o, 0, sizeof o);
+        o.struct_size = sizeof o;
+        o.max_size = 10;
+        memset(&err, 0, sizeof err);
+        rc = kiln_csv_read_column_opts(path, "x", KILN_F64, &o, &t, &err);
+        snprintf(want, sizeof want, "%s: 18 bytes is over the data size "
+                 "limit of 10 bytes (raise it with KILN_DATA_MAX_SIZE=SIZE, "
+                 "kiln run --data-max-size SIZE or "
+                 "kiln_read_options.max_size)", path);
+        ok(rc == KILN_ERR_PARSE && strcmp(err.message, want) == 0,
+           "max_size 10: an 18-byte file is refused, saying how to raise "
+           "the limit");
+        diag("%s", err.message);
+        setenv("KILN_DATA_MAX_SIZE", "17", 1);
+        memset(&err, 0, sizeof err);
+        rc = kiln_csv_read_column(path, "x", KILN_F64, &t, &err);
+        ok(rc == KILN_ERR_PARSE && strstr(err.message, "limit of 17 bytes"),
+           "KILN_DATA_MAX_SIZE=17 is the default limit");
+        o.max_size = 18;
+        rc = kiln_csv_read_column_opts(path, "x", KILN_F64, &o, &t, &err);
+        ok(rc == 0 && t.shape[0] == 8, "the caller's max_size beats the "
+           "environment; a file of exactly the limit is read");
+        if (rc == 0)
+            free(t.data);
+        setenv("KILN_DATA_MAX_SIZE", "lots", 1);
+        memset(&err, 0, sizeof err);
+        rc = kiln_csv_read_column(path, "x", KILN_F64, &t, &err);
+        ok(rc == KILN_ERR_ARG &&
+               strcmp(err.message, "KILN_DATA_MAX_SIZE: bad size 'lots' (a "
+                      "positive number of bytes with an optional K, M, G "
+                      "or T suffix, e.g. 4G)") == 0,
+           "a bad KILN_DATA_MAX_SIZE is an error, not ignored");
+        diag("%s", err.message);
+        setenv("KILN_DATA_MAX_SIZE", "0", 1);
+        rc = kiln_csv_read_column(path, "x", KILN_F64, &t, &err);
+        ok(rc == KILN_ERR_ARG, "KILN_DATA_MAX_SIZE=0 is an error");
+        unsetenv("KILN_DATA_MAX_SIZE");
+        o.struct_size = offsetof(kiln_read_options, max_size);
+        rc = kiln_csv_read_column_opts(path, "x", KILN_F64, &o, &t, &err);
+        ok(rc == 0, "fields beyond struct_size are unset (1 GiB default)");
+        if (rc == 0)
+            free(t.data);
+    }
+}
+
 int main(void)
 {
     const char *base = getenv("TMPDIR");
@@ -477,6 +653,7 @@ int main(void)
     test_locale();
     test_truncation_fuzz();
     test_radon();
+    test_trust();
     rm_tree(tmpdir);
     return done_testing();
 }

@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "guard.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -462,7 +464,7 @@ static void test_read_errors(void)
     expect_err(tpath("nope.npy"), KILN_ERR_IO,
                "%s: cannot open: No such file or directory",
                "missing file: KILN_ERR_IO with strerror");
-    expect_err(tmpdir, KILN_ERR_IO, "%s: read error: Is a directory",
+    expect_err(tmpdir, KILN_ERR_IO, "%s: is a directory",
                "a directory: KILN_ERR_IO read error");
 
     write_file(tpath("magic.npy"), "PK\x03\x04 this is a zip", 18);
@@ -483,17 +485,20 @@ static void test_read_errors(void)
                     "'shape': (1,), }", zeros, 8);
     expect_err(tpath("be.npy"), KILN_ERR_PARSE,
                "%s: unsupported dtype '>f8' (kiln reads little-endian f64, "
-               "f32, i64, i32, bool)", "big-endian '>f8' refused");
+               "f32, i64, i32, bool); save x.astype(np.float64) (or "
+               "np.float32, np.int64, np.int32, np.bool_) instead", "big-endian '>f8' refused");
     write_npy_bytes("u1.npy", 1, "{'descr': '|u1', 'fortran_order': False, "
                     "'shape': (1,), }", zeros, 1);
     expect_err(tpath("u1.npy"), KILN_ERR_PARSE,
                "%s: unsupported dtype '|u1' (kiln reads little-endian f64, "
-               "f32, i64, i32, bool)", "'|u1' refused");
+               "f32, i64, i32, bool); save x.astype(np.float64) (or "
+               "np.float32, np.int64, np.int32, np.bool_) instead", "'|u1' refused");
     write_npy_bytes("f2.npy", 1, "{'descr': '<f2', 'fortran_order': False, "
                     "'shape': (1,), }", zeros, 2);
     expect_err(tpath("f2.npy"), KILN_ERR_PARSE,
                "%s: unsupported dtype '<f2' (kiln reads little-endian f64, "
-               "f32, i64, i32, bool)", "'<f2' refused");
+               "f32, i64, i32, bool); save x.astype(np.float64) (or "
+               "np.float32, np.int64, np.int32, np.bool_) instead", "'<f2' refused");
     write_npy_bytes("rec.npy", 1, "{'descr': [('a', '<f8')], "
                     "'fortran_order': False, 'shape': (1,), }", zeros, 8);
     expect_err(tpath("rec.npy"), KILN_ERR_PARSE,
@@ -504,7 +509,9 @@ static void test_read_errors(void)
     write_npy_bytes("fortran.npy", 1, "{'descr': '<f8', 'fortran_order': "
                     "True, 'shape': (2, 2), }", zeros, 32);
     expect_err(tpath("fortran.npy"), KILN_ERR_PARSE,
-               "%s: fortran_order arrays are not supported",
+               "%s: fortran_order is True (a column-major array); kiln "
+               "reads C-ordered arrays only: save np.ascontiguousarray(x) "
+               "instead",
                "fortran_order True refused");
 
     write_npy_bytes("trunc.npy", 1, "{'descr': '<f8', 'fortran_order': "
@@ -858,6 +865,156 @@ static void test_mutation_fuzz(void)
     free(raw);
 }
 
+/* ---- trust (issue 13) ------------------------------------------------ */
+
+static int npy_in_child(void *arg, char *msg, size_t size)
+{
+    const kiln_read_options *o = ((const void **)arg)[1];
+    kiln_tensor t;
+    kiln_err err = {0, ""};
+    int rc = kiln_npy_read_opts(((const char **)arg)[0], o, &t, &err);
+    if (rc == 0)
+        free(t.data);
+    snprintf(msg, size, "%s", err.message);
+    return rc;
+}
+
+static void test_trust(void)
+{
+    unsigned char zeros[64] = {0};
+    kiln_tensor t;
+    kiln_err err;
+    char msg[1100], want[1200];
+    int rc;
+
+    /* a zero-element shape whose other dims overflow when multiplied:
+     * accepted by the reader, and kiln_shape_numel agrees it is empty */
+    write_npy_bytes("zero_big.npy", 1, "{'descr': '<f8', 'fortran_order': "
+                    "False, 'shape': (4611686018427387904, "
+                    "4611686018427387904, 0), }", zeros, 0);
+    memset(&err, 0, sizeof err);
+    rc = kiln_npy_read(tpath("zero_big.npy"), &t, &err);
+    ok(rc == 0 && t.rank == 3 && kiln_shape_numel(t.rank, t.shape) == 0,
+       "(2^62, 2^62, 0): read, and kiln_shape_numel says 0 elements");
+    if (rc == 0)
+        free(t.data);
+    else
+        diag("%s", err.message);
+    {
+        int64_t a[3] = {0, INT64_MAX, INT64_MAX}, b[2] = {INT64_MAX, 2};
+        int64_t c[2] = {3, -1};
+        ok(kiln_shape_numel(3, a) == 0 && kiln_shape_numel(2, b) == -1 &&
+               kiln_shape_numel(2, c) == -1 && kiln_shape_numel(0, NULL) == 1,
+           "kiln_shape_numel: 0 for any zero dim, -1 on overflow or a "
+           "negative dim, 1 for rank 0");
+    }
+
+    /* a dtype with control bytes is quoted escaped */
+    write_npy_bytes("esc.npy", 1, "{'descr': '\x1b[2J<f8', 'fortran_order': "
+                    "False, 'shape': (1,), }", zeros, 8);
+    memset(&err, 0, sizeof err);
+    rc = kiln_npy_read(tpath("esc.npy"), &t, &err);
+    snprintf(want, sizeof want, "%s: unsupported dtype '\\x1b[2J<f8' (kiln "
+             "reads little-endian f64, f32, i64, i32, bool); save "
+             "x.astype(np.float64) (or np.float32, np.int64, np.int32, "
+             "np.bool_) instead", tpath("esc.npy"));
+    ok(rc == KILN_ERR_PARSE && strcmp(err.message, want) == 0,
+       "a dtype with an escape sequence is quoted escaped");
+    diag("%s", err.message);
+
+    /* a FIFO is refused without blocking */
+    {
+        const char *fifo = tpath("data.fifo");
+        unlink(fifo);
+        if (mkfifo(fifo, 0600) != 0) {
+            ok(1, "# SKIP mkfifo: %s", strerror(errno));
+        } else {
+            const void *arg[2] = {fifo, NULL};
+            rc = guarded(npy_in_child, arg, 10, msg, sizeof msg);
+            ok(rc == KILN_ERR_IO && strstr(msg, ": is a FIFO; "),
+               "a FIFO is refused at once");
+            diag("rc %d: %s", rc, msg);
+            unlink(fifo);
+        }
+    }
+    /* /dev/zero is refused; allowed, it is read only as far as the limit
+     * (its header length is 0, so the header itself is malformed) */
+    {
+        const void *arg[2] = {"/dev/zero", NULL};
+        rc = guarded(npy_in_child, arg, 20, msg, sizeof msg);
+        ok(rc == KILN_ERR_IO &&
+               strncmp(msg, "/dev/zero: is a character device; ", 34) == 0,
+           "/dev/zero is refused");
+        diag("rc %d: %s", rc, msg);
+    }
+    /* the size limit: a regular file over it is refused before reading */
+    {
+        kiln_read_options o;
+        memset(&o, 0, sizeof o);
+        o.struct_size = sizeof o;
+        o.max_size = 100;
+        write_npy_bytes("big.npy", 1, "{'descr': '<f8', 'fortran_order': "
+                        "False, 'shape': (8,), }", zeros, 64);
+        struct stat st;
+        long long fsz = stat(tpath("big.npy"), &st) == 0 ? st.st_size : -1;
+        memset(&err, 0, sizeof err);
+        rc = kiln_npy_read_opts(tpath("big.npy"), &o, &t, &err);
+        snprintf(want, sizeof want, "%s: %lld bytes is over the data size "
+                 "limit of 100 bytes (raise it with KILN_DATA_MAX_SIZE=SIZE, "
+                 "kiln run --data-max-size SIZE or "
+                 "kiln_read_options.max_size)", tpath("big.npy"), fsz);
+        ok(rc == KILN_ERR_PARSE && strcmp(err.message, want) == 0,
+           "max_size 100: a %lld-byte .npy is refused", fsz);
+        diag("%s", err.message);
+        o.max_size = (uint64_t)fsz;
+        rc = kiln_npy_read_opts(tpath("big.npy"), &o, &t, &err);
+        ok(rc == 0 && t.shape[0] == 8, "... and read at max_size = its "
+           "size");
+        if (rc == 0)
+            free(t.data);
+    }
+    /* a FIFO the caller allows: the header's data size is checked against
+     * the limit before the data buffer is allocated */
+    {
+        const char *fifo = tpath("data2.fifo");
+        unlink(fifo);
+        if (mkfifo(fifo, 0600) != 0) {
+            ok(1, "# SKIP mkfifo: %s", strerror(errno));
+        } else {
+            unsigned char buf[256];
+            size_t n = make_npy(buf, 1, "{'descr': '<f8', 'fortran_order': "
+                                "False, 'shape': (1000000000,), }", 64,
+                                NULL, 0);
+            fflush(stdout);
+            pid_t w = fork();
+            if (w == 0) {
+                alarm(20);
+                int fd = open(fifo, O_WRONLY);
+                if (fd >= 0 && write(fd, buf, n) < 0)
+                    _exit(1);
+                _exit(0);
+            }
+            kiln_read_options o;
+            memset(&o, 0, sizeof o);
+            o.struct_size = sizeof o;
+            o.allow_special = 1;
+            o.max_size = 1 << 20;
+            const void *arg[2] = {fifo, &o};
+            rc = guarded(npy_in_child, arg, 20, msg, sizeof msg);
+            ok(rc == KILN_ERR_PARSE &&
+                   strstr(msg, ": data of 8000000000 bytes after a header "
+                          "of 118 is over the data size limit of 1048576 "
+                          "bytes"),
+               "an allowed FIFO: a huge header shape is refused by the "
+               "limit before allocation");
+            diag("rc %d: %s", rc, msg);
+            if (w > 0)
+                waitpid(w, NULL, 0);
+            unlink(fifo);
+        }
+    }
+}
+
 int main(void)
 {
     const char *base = getenv("TMPDIR");
@@ -876,6 +1033,7 @@ int main(void)
     test_write_errors();
     test_truncation_fuzz();
     test_mutation_fuzz();
+    test_trust();
     rm_tree(tmpdir);
     return done_testing();
 }

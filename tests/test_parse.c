@@ -9,11 +9,13 @@
 #include <kiln/io.h>
 #include "ir.h"
 #include "tap.h"
+#include "guard.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- helpers -------------------------------------------------------- */
@@ -1520,6 +1522,97 @@ static void test_hostile_text(void)
 #undef HHEAD
 }
 
+/* A model is untrusted: a NUL must not cut a data path short, and the
+ * caller's read options (not the model) decide the size limit and special
+ * files (issue 13). */
+static int parse_fifo_model(void *arg, char *msg, size_t size)
+{
+    kiln_err e = {0, ""};
+    kiln_graph *g = kiln_parse_file((const char *)arg, &e);
+    kiln_graph_free(g);
+    snprintf(msg, size, "%s", e.message);
+    return g ? 0 : e.code;
+}
+
+static void test_data_trust(void)
+{
+    kiln_err e;
+    {
+        /* the path is "d.npy" then a NUL then "/../x": the old lexer kept
+         * the NUL in the string and fopen read "d.npy" */
+        static const char nul[] =
+            "kiln 1\ngraph m\n  shared d: f64[3] = npy(\"d.npy\0/../x\")\n"
+            "end\n";
+        static const char npy[] =
+            "\x93NUMPY\x01\x00\x76\x00{'descr': '<f8', 'fortran_order': "
+            "False, 'shape': (3,), }                                     "
+            "                         \n"
+            "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
+        write_file("d.npy", npy, sizeof npy - 1);
+        write_file("nulstr.kg", nul, sizeof nul - 1);
+        memset(&e, 0, sizeof e);
+        kiln_graph *g = kiln_parse_file(tmp_path("nulstr.kg"), &e);
+        char want[700];
+        snprintf(want, sizeof want, "%s:3:32: NUL byte in string",
+                 tmp_path("nulstr.kg"));
+        ok(!g && e.code == KILN_ERR_PARSE && strcmp(e.message, want) == 0,
+           "a NUL inside a string literal is a parse error at its column");
+        if (!(!g && strcmp(e.message, want) == 0))
+            diag("got: %s", g ? "a graph" : e.message);
+        kiln_graph_free(g);
+    }
+    {
+        /* the caller's size limit, reported at the data call */
+        kiln_read_options o;
+        memset(&o, 0, sizeof o);
+        o.struct_size = sizeof o;
+        o.max_size = 50;
+        write_file("lim.csv", "a\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n"
+                   "13\n14\n15\n16\n17\n18\n19\n20\n", 53);
+        static const char m[] =
+            "kiln 1\ngraph m\n  shared d: f64[n] = csv(\"lim.csv\", \"a\")\n"
+            "end\n";
+        memset(&e, 0, sizeof e);
+        kiln_graph *g = kiln_parse_string_opts(m, "m.kg", tmpdir, &o, &e);
+        char want[900];
+        snprintf(want, sizeof want, "m.kg:3:22: %s/lim.csv: 53 bytes is "
+                 "over the data size limit of 50 bytes (raise it with "
+                 "KILN_DATA_MAX_SIZE=SIZE, kiln run --data-max-size SIZE or "
+                 "kiln_read_options.max_size)", tmpdir);
+        ok(!g && e.code == KILN_ERR_PARSE && strcmp(e.message, want) == 0,
+           "kiln_parse_string_opts: the caller's limit, at the csv call");
+        if (g || strcmp(e.message, want) != 0)
+            diag("got: %s", g ? "a graph" : e.message);
+        kiln_graph_free(g);
+        o.max_size = 53;
+        g = kiln_parse_string_opts(m, "m.kg", tmpdir, &o, &e);
+        ok(g != NULL, "... and read when the limit allows it");
+        kiln_graph_free(g);
+    }
+    {
+        /* a model naming a FIFO: refused at once (the old parser's probe
+         * blocked in fopen forever) */
+        char *fifo = tmp_path("data.fifo");
+        unlink(fifo);
+        if (mkfifo(fifo, 0600) != 0) {
+            ok(1, "# SKIP mkfifo failed");
+        } else {
+            static const char m[] =
+                "kiln 1\ngraph m\n  shared d: f64[n] = npy(\"data.fifo\")\n"
+                "end\n";
+            write_file("fifo.kg", m, sizeof m - 1);
+            char path[600], msg[1100];
+            snprintf(path, sizeof path, "%s", tmp_path("fifo.kg"));
+            int rc = guarded(parse_fifo_model, path, 10, msg, sizeof msg);
+            ok(rc == KILN_ERR_IO && strstr(msg, ":3:22: ") &&
+                   strstr(msg, "data.fifo: is a FIFO; "),
+               "a model naming a FIFO is refused without blocking");
+            diag("rc %d: %s", rc, msg);
+            unlink(tmp_path("data.fifo"));
+        }
+    }
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/kiln-test-parse-XXXXXX");
@@ -1541,6 +1634,7 @@ int main(void)
     test_robustness();
     test_grad_statement();
     test_hostile_text();
+    test_data_trust();
 
     const char *files[] = { "data.csv", "bad.npy", "three.npy", "four.npy",
                             "f.kg", "nul.kg", NULL };

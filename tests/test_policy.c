@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "guard.h"
 
 static kiln_policy *load(const char *text, kiln_err *err)
 {
@@ -602,6 +603,124 @@ static void test_selection(void)
     }
 }
 
+/* A policy comes with a model: its size and nesting are capped before
+ * libyaml, which takes about a minute for 100 kB of '[' (issue 13). */
+typedef struct caps_job {
+    const char *text;
+    size_t len;
+} caps_job;
+
+static int load_in_child(void *arg, char *msg, size_t size)
+{
+    caps_job *j = arg;
+    kiln_err err = {0, ""};
+    kiln_policy *p = kiln_policy_load_string(j->text, j->len, "t.yaml",
+                                             &err);
+    kiln_policy_free(p);
+    snprintf(msg, size, "%s", err.message);
+    return p ? 0 : err.code;
+}
+
+static void test_caps(void)
+{
+    size_t n = 100000;
+    char *text = malloc(2 * ((size_t)1 << 20) + 64);
+    char msg[1100];
+    int rc;
+    if (!text) {
+        ok(0, "out of memory");
+        return;
+    }
+    /* 100 kB of '[': refused at the first '[' over the depth cap, at
+     * once (the old loader took 38-65 s; the child is killed after 10) */
+    memset(text, '[', n);
+    caps_job j = {text, n};
+    rc = guarded(load_in_child, &j, 10, msg, sizeof msg);
+    ok(rc == KILN_ERR_POLICY &&
+           strcmp(msg, "t.yaml:1:33: '[' and '{' nested deeper than 32 (the "
+                  "cap)") == 0,
+       "100 kB of '[': refused at the cap's line:column, without a stall");
+    diag("rc %d: %s", rc, msg);
+    /* the same nesting after two lines, behind '{' */
+    {
+        size_t k = (size_t)snprintf(text, 64, "kiln_policy: 1\nrules: ");
+        for (int i = 0; i < 40; i++)
+            text[k++] = i % 2 ? '{' : '[';
+        j.len = k;
+        rc = guarded(load_in_child, &j, 10, msg, sizeof msg);
+        ok(rc == KILN_ERR_POLICY &&
+               strcmp(msg, "t.yaml:2:40: '[' and '{' nested deeper than 32 "
+                      "(the cap)") == 0,
+           "mixed '[' and '{' after two lines: line:column of the cap");
+        diag("rc %d: %s", rc, msg);
+    }
+    /* brackets in a comment or a quoted scalar are not nesting */
+    {
+        char good[400];
+        snprintf(good, sizeof good,
+                 "kiln_policy: 1   # [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n"
+                 "backends: [interp]\n"
+                 "rules:\n"
+                 "  - name: \"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"\n"
+                 "    use: interp\n"
+                 "  - name: '{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{'\n"
+                 "    use: interp\n");
+        kiln_err err = {0, ""};
+        kiln_policy *p = load(good, &err);
+        ok(p != NULL, "'[' in comments and quoted scalars is not nesting");
+        if (!p)
+            diag("%s", err.message);
+        kiln_policy_free(p);
+    }
+    /* more '[' and '{' than the total cap, wherever they are */
+    {
+        size_t k = (size_t)snprintf(text, 64, "kiln_policy: 1\n# ");
+        for (int i = 0; i < 5000; i++)
+            text[k++] = '[';
+        j.len = k;
+        rc = guarded(load_in_child, &j, 10, msg, sizeof msg);
+        ok(rc == KILN_ERR_POLICY &&
+               strcmp(msg, "t.yaml:2:4099: more than 4096 '[' and '{' in a "
+                      "policy (the cap)") == 0,
+           "more than 4096 '[' even in a comment: refused");
+        diag("rc %d: %s", rc, msg);
+    }
+    /* the size cap: a 1 MiB + 1 byte policy, at the cap's position */
+    {
+        size_t k = (size_t)snprintf(text, 64, "kiln_policy: 1\n");
+        memset(text + k, ' ', ((size_t)1 << 20) + 1 - k);
+        j.len = ((size_t)1 << 20) + 1;
+        rc = guarded(load_in_child, &j, 10, msg, sizeof msg);
+        char want[900];
+        snprintf(want, sizeof want, "t.yaml:2:%zu: policy is larger than "
+                 "1048576 bytes (the cap; a policy is a few kB)",
+                 ((size_t)1 << 20) - k + 1);
+        ok(rc == KILN_ERR_POLICY && strcmp(msg, want) == 0,
+           "a policy over 1 MiB is refused at the byte where the cap is");
+        diag("rc %d: %s", rc, msg);
+        /* ... and from a file, which is read only up to the cap */
+        char path[600];
+        snprintf(path, sizeof path, "%s/big.yaml", tmpdir);
+        FILE *f = fopen(path, "wb");
+        if (f) {
+            fwrite(text, 1, j.len, f);
+            fwrite(text, 1, j.len, f);
+            fclose(f);
+        }
+        kiln_err err = {0, ""};
+        kiln_policy *p = kiln_policy_load_file(path, &err);
+        snprintf(want, sizeof want, "%s:2:%zu: policy is larger than "
+                 "1048576 bytes (the cap; a policy is a few kB)", path,
+                 ((size_t)1 << 20) - k + 1);
+        ok(!p && err.code == KILN_ERR_POLICY &&
+               strcmp(err.message, want) == 0,
+           "kiln_policy_load_file: a 2 MiB file refused with the position");
+        diag("%s", err.message);
+        kiln_policy_free(p);
+    }
+    free(text);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/kiln_test_policy_%ld",
@@ -618,6 +737,7 @@ int main(void)
     test_errors();
     test_compile();
     test_selection();
+    test_caps();
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0)
         diag("cannot remove %s", tmpdir);

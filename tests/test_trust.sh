@@ -105,4 +105,22 @@ printf 'kiln_config: 1\ncache:\n  read_only: [.kcache]\n' >"$tmp/site.yaml"
     >"$tmp/out" 2>"$tmp/err")
 t "a relative read_only in a configuration is refused at its line" \
     grep -q "site.yaml:3:15: cache.read_only: '.kcache' is not an absolute path" "$tmp/err"
+
+# a FIFO in place of MODEL.policy.yaml is refused, never waited on
+rm -f "$tmp/model/es.policy.yaml"
+if mkfifo "$tmp/model/es.policy.yaml" 2>/dev/null; then
+    timeout 20 "$kiln" run "$tmp/model/es.kg" $ins >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    t "a FIFO as the model's policy: no hang, an error" sh -c "test $rc -ne 0 && test $rc -ne 124"
+    t "... that says it is not a regular file" grep -q "es.policy.yaml: not a regular file" "$tmp/err"
+    rm -f "$tmp/model/es.policy.yaml"
+fi
+# the configuration has the policy's caps (libyaml is quadratic in '[')
+/usr/bin/env awk 'BEGIN { printf "kiln_config: 1\ncache: "; for (i = 0; i < 100000; i++) printf "["; print "" }' \
+    >"$tmp/xdg/kiln/config.yaml"
+chmod 600 "$tmp/xdg/kiln/config.yaml"
+timeout 20 "$kiln" run "$tmp/model/es.kg" $ins >"$tmp/out" 2>"$tmp/err"
+t "100 kB of '[' in the configuration: refused at the cap, the run goes on" \
+    sh -c "test $? -eq 0 && grep -q \"config.yaml:2:40: '\\[' and '{' nested deeper than 32\" '$tmp/err'"
+rm -f "$tmp/xdg/kiln/config.yaml"
 echo "1..$n"

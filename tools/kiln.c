@@ -21,6 +21,7 @@
 #include "emit_c.h"   /* kiln emit-c (libkiln, internal header) */
 #include "emit_text.h" /* kiln emit-llvm (libkiln, internal header) */
 #include "kiln_cli.h"  /* kiln explain, kiln policy (kiln_policy.c) */
+#include "excerpt.h"   /* short escaped quotes of -i values (core/) */
 
 #define MAX_ARGS 256
 
@@ -33,7 +34,8 @@ static const char *usage_text =
     "                [--repeat N] [--backend NAME] [--json] [--check-grad]\n"
     "                [--jobs N] [--opt 1|2|3] [--fast-math]\n"
     "                [--policy POLICY.yaml] [--no-cache] [--cache-report]\n"
-    "                [--generic-target]\n"
+    "                [--generic-target] [--data-max-size SIZE]\n"
+    "                [--data-allow-special]\n"
     "                [--passes all|none|-fuse,...]\n"
     "       kiln cache stats | list | verify [--remove] |\n"
     "                  prune [--max-size SIZE] | clear\n"
@@ -48,6 +50,20 @@ static const char *usage_text =
     "VALUE is a number, a list [..] (nested for rank > 1), @file.npy or\n"
     "@file.csv:column.  A number fills an input of static shape.\n"
     "See man kiln.\n";
+
+/* A short, escaped excerpt of a command-line value for a message: a -i
+ * value may be 120 kB (or hold control bytes), and is quoted so. */
+typedef struct shown_text {
+    char s[EXCERPT_SIZE(EXCERPT_MAX)];
+} shown_text;
+
+static const char *show(shown_text *b, const char *s, size_t n)
+{
+    return excerpt(b->s, sizeof b->s, s, n, EXCERPT_MAX);
+}
+
+#define SHOW(s) show(&(shown_text){{0}}, (s), strlen(s))
+#define SHOWN(s, n) show(&(shown_text){{0}}, (s), (n))
 
 static double now_ms(void)
 {
@@ -174,11 +190,13 @@ static int parse_number(list_parse *lp, lval *out)
     size_t n = strcspn(lp->s, ",] \t\n");
     char tok[64];
     if (n == 0) {
-        snprintf(lp->err, sizeof lp->err, "bad number at '%.20s'", lp->s);
+        snprintf(lp->err, sizeof lp->err, "bad number at '%s'",
+                 SHOW(lp->s));
         return -1;
     }
     if (n >= sizeof tok) {
-        snprintf(lp->err, sizeof lp->err, "bad number '%.20s...'", lp->s);
+        snprintf(lp->err, sizeof lp->err, "bad number '%s'",
+                 SHOWN(lp->s, n));
         return -1;
     }
     memcpy(tok, lp->s, n);
@@ -189,7 +207,7 @@ static int parse_number(list_parse *lp, lval *out)
     if (is_bool_word) {
         if (lp->dt != KILN_BOOL) {
             snprintf(lp->err, sizeof lp->err, "%s is not a number (the "
-                     "input is %s)", tok, dtn);
+                     "input is %s)", SHOW(tok), dtn);
             return -1;
         }
         out->i = tok[0] == 't';
@@ -209,7 +227,8 @@ static int parse_number(list_parse *lp, lval *out)
             double d = strtod(tok, &end);
             if (end == tok || *end) {
                 lp->bad_value = 0;
-                snprintf(lp->err, sizeof lp->err, "bad number '%s'", tok);
+                snprintf(lp->err, sizeof lp->err, "bad number '%s'",
+                         SHOW(tok));
                 return -1;
             }
             if (!isfinite(d) || d != floor(d)) {
@@ -226,12 +245,12 @@ static int parse_number(list_parse *lp, lval *out)
             range = 1;
         if (!range && lp->dt == KILN_BOOL && v != 0 && v != 1) {
             snprintf(lp->err, sizeof lp->err, "%s is not true, false, 0 or 1 "
-                     "(the input is bool)", tok);
+                     "(the input is bool)", SHOW(tok));
             return -1;
         }
         if (range) {
             snprintf(lp->err, sizeof lp->err, "%s is out of range for %s",
-                     tok, dtn);
+                     SHOW(tok), dtn);
             return -1;
         }
         out->i = (int64_t)v;
@@ -240,7 +259,8 @@ static int parse_number(list_parse *lp, lval *out)
         double d = strtod(tok, &end);
         if (end == tok || *end) {
             lp->bad_value = 0;
-            snprintf(lp->err, sizeof lp->err, "bad number '%s'", tok);
+            snprintf(lp->err, sizeof lp->err, "bad number '%s'",
+                         SHOW(tok));
             return -1;
         }
         /* a finite number that becomes inf (f64: strtod's ERANGE; f32:
@@ -255,7 +275,7 @@ static int parse_number(list_parse *lp, lval *out)
         }
         if (over) {
             snprintf(lp->err, sizeof lp->err, "%s is out of range for %s",
-                     tok, dtn);
+                     SHOW(tok), dtn);
             return -1;
         }
         out->d = d;
@@ -314,8 +334,8 @@ static int parse_list(list_parse *lp, int depth)
                 lp->s++;
                 break;
             }
-            snprintf(lp->err, sizeof lp->err, "expected ',' or ']' at '%.20s'",
-                     lp->s);
+            snprintf(lp->err, sizeof lp->err, "expected ',' or ']' at '%s'",
+                     SHOW(lp->s));
             return -1;
         }
     }
@@ -333,7 +353,7 @@ static int parse_list(list_parse *lp, int depth)
 /* Parse VALUE for input `name` of the declared type into *t (data
  * malloc'd).  Returns 0 or -1 with a message printed. */
 static int load_value(const kiln_function *f, int idx, const char *value,
-                      kiln_tensor *t)
+                      const kiln_read_options *data, kiln_tensor *t)
 {
     const char *name = kiln_function_input_name(f, idx);
     kiln_dtype dt;
@@ -346,7 +366,7 @@ static int load_value(const kiln_function *f, int idx, const char *value,
         const char *colon = strrchr(path, ':');
         size_t plen = strlen(path);
         if (plen > 4 && strcmp(path + plen - 4, ".npy") == 0) {
-            if (kiln_npy_read(path, t, &err)) {
+            if (kiln_npy_read_opts(path, data, t, &err)) {
                 fprintf(stderr, "kiln: input '%s': %s\n", name, err.message);
                 return -1;
             }
@@ -354,13 +374,13 @@ static int load_value(const kiln_function *f, int idx, const char *value,
         }
         if (!colon) {
             fprintf(stderr, "kiln: input '%s': expected @file.npy or "
-                    "@file.csv:column, got '%s'\n", name, value);
+                    "@file.csv:column, got '%s'\n", name, SHOW(value));
             return -1;
         }
         char *p = strndup(path, (size_t)(colon - path));
         if (!p)
             return -1;
-        int rc = kiln_csv_read_column(p, colon + 1, dt, t, &err);
+        int rc = kiln_csv_read_column_opts(p, colon + 1, dt, data, t, &err);
         free(p);
         if (rc) {
             fprintf(stderr, "kiln: input '%s': %s\n", name, err.message);
@@ -378,14 +398,14 @@ static int load_value(const kiln_function *f, int idx, const char *value,
             fprintf(stderr, "kiln: input '%s': %s\n", name, lp.err);
         else
             fprintf(stderr, "kiln: input '%s': %s in '%s'\n", name, lp.err,
-                    value);
+                    SHOW(value));
         free(lp.vals);
         return -1;
     }
     skip_ws(&lp);
     if (*lp.s) {
         fprintf(stderr, "kiln: input '%s': unexpected '%s' after the value\n",
-                name, lp.s);
+                name, SHOW(lp.s));
         free(lp.vals);
         return -1;
     }
@@ -637,6 +657,11 @@ static int cmd_run(int argc, char **argv)
     const char *passes = NULL;   /* --passes (docs/rewrite.md) */
     int cache_report = 0, generic_target = 0;
     unsigned long long seed = 0;
+    /* limits on the data files the model and -i @FILE name: the caller's
+     * (these flags, $KILN_DATA_MAX_SIZE), never the model's */
+    kiln_read_options data;
+    memset(&data, 0, sizeof data);
+    data.struct_size = sizeof data;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if ((strcmp(a, "-i") == 0 || strcmp(a, "--input") == 0) &&
@@ -695,6 +720,16 @@ static int cmd_run(int argc, char **argv)
             passes = argv[++i];   /* docs/rewrite.md */
         } else if (strcmp(a, "--generic-target") == 0) {
             generic_target = 1;
+        } else if (strcmp(a, "--data-max-size") == 0 && i + 1 < argc) {
+            if (kiln_cache_parse_size(argv[++i], &data.max_size) != 0 ||
+                data.max_size == 0) {
+                fprintf(stderr, "kiln: --data-max-size takes a positive size "
+                        "(bytes with an optional K, M, G or T suffix, e.g. "
+                        "4G), got '%s'\n", SHOW(argv[i]));
+                return 2;
+            }
+        } else if (strcmp(a, "--data-allow-special") == 0) {
+            data.allow_special = 1;
         } else if (strcmp(a, "--no-cache") == 0) {
             no_cache = 1;
         } else if (strcmp(a, "--cache-report") == 0) {
@@ -722,7 +757,7 @@ static int cmd_run(int argc, char **argv)
     rng_state = seed;
     kiln_err err = {0, ""};
     int status = 1;
-    kiln_graph *g = kiln_parse_file(file, &err);
+    kiln_graph *g = kiln_parse_file_opts(file, &data, &err);
     if (!g) {
         fprintf(stderr, "kiln: %s\n", err.message);
         return 1;
@@ -765,7 +800,7 @@ static int cmd_run(int argc, char **argv)
         const char *eq = strchr(assign[a], '=');
         if (!eq) {
             fprintf(stderr, "kiln: -i expects NAME=VALUE, got '%s'\n",
-                    assign[a]);
+                    SHOW(assign[a]));
             goto done;
         }
         int idx = -1;
@@ -776,8 +811,8 @@ static int cmd_run(int argc, char **argv)
                 idx = k;
         }
         if (idx < 0) {
-            fprintf(stderr, "kiln: -i %.*s: the model has no input of that "
-                    "name\n", (int)(eq - assign[a]), assign[a]);
+            fprintf(stderr, "kiln: -i %s: the model has no input of that "
+                    "name\n", SHOWN(assign[a], (size_t)(eq - assign[a])));
             goto done;
         }
         if (in[idx].data) {
@@ -785,7 +820,7 @@ static int cmd_run(int argc, char **argv)
                     kiln_function_input_name(f, idx));
             goto done;
         }
-        if (load_value(f, idx, eq + 1, &in[idx]))
+        if (load_value(f, idx, eq + 1, &data, &in[idx]))
             goto done;
     }
     /* missing inputs */

@@ -12,6 +12,7 @@
 #define KILN_GRAPH_H
 
 #include <kiln/kiln.h>
+#include <kiln/io.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -201,6 +202,23 @@ kiln_graph *kiln_parse_string(const char *text, const char *filename,
  * Errors: KILN_ERR_IO when the file cannot be read, then as
  * kiln_parse_string. */
 kiln_graph *kiln_parse_file(const char *path, kiln_err *err);
+
+/* kiln_parse_string and kiln_parse_file with the caller's limits on the
+ * data files a model's npy()/csv() sources name: `data` is handed to
+ * kiln_npy_read_opts / kiln_csv_read_column_opts (<kiln/io.h>: the size
+ * limit, and whether non-regular files such as FIFOs are read).  NULL
+ * means the defaults, which kiln_parse_string and kiln_parse_file use.
+ * `data` is only read, during the call.  A model cannot change these: it
+ * is data, and they are the caller's.  Errors: as kiln_parse_string, the
+ * reader's errors (a FIFO refused, a file over the limit) prefixed with
+ * "file:line:col: " of the npy/csv word. */
+kiln_graph *kiln_parse_string_opts(const char *text, const char *filename,
+                                   const char *base_dir,
+                                   const kiln_read_options *data,
+                                   kiln_err *err);
+kiln_graph *kiln_parse_file_opts(const char *path,
+                                 const kiln_read_options *data,
+                                 kiln_err *err);
 
 /* Print `g` in canonical `.kg` form.  Returns a malloc'd NUL-terminated
  * string the caller frees with free(), or NULL (KILN_ERR_NOMEM).

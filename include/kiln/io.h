@@ -17,9 +17,35 @@
 
 #include <kiln/kiln.h>
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The data size limit when neither kiln_read_options.max_size nor
+ * $KILN_DATA_MAX_SIZE sets one: 1 GiB. */
+#define KILN_DATA_MAX_SIZE_DEFAULT ((uint64_t)1 << 30)
+
+/* What the caller allows the readers below to read.  A model names its
+ * data files and is untrusted, so these are the caller's choices, never
+ * the model's.  Zero-initialise, then set struct_size to
+ * sizeof(kiln_read_options); fields beyond struct_size are unset.  A NULL
+ * options pointer means every field unset. */
+typedef struct kiln_read_options {
+    size_t struct_size;
+    /* Largest file read, in bytes (a regular file's size, or the bytes
+     * read from another file).  0 means $KILN_DATA_MAX_SIZE when set (a
+     * size such as "4G", "512M" or "4096", parsed as
+     * kiln_cache_parse_size does; any other value is an error), else
+     * KILN_DATA_MAX_SIZE_DEFAULT (1 GiB). */
+    uint64_t max_size;
+    /* Non-zero to read files that are not regular files (FIFOs such as
+     * bash's <(...), character devices, sockets), up to max_size bytes.
+     * 0: they are refused before anything is read, without blocking
+     * (the file is opened O_NONBLOCK).  Directories are always refused. */
+    int allow_special;
+} kiln_read_options;
 
 /* Read the NumPy array file `path` into `*out`.
  *
@@ -67,6 +93,12 @@ extern "C" {
  *  KILN_ERR_NOMEM  the data buffer cannot be allocated.
  */
 int kiln_npy_read(const char *path, kiln_tensor *out, kiln_err *err);
+
+/* kiln_npy_read under the caller's read options `opt` (NULL: defaults,
+ * which is what kiln_npy_read uses).  Errors: those of kiln_npy_read and
+ * those listed under "Limits" after kiln_csv_read_column_opts. */
+int kiln_npy_read_opts(const char *path, const kiln_read_options *opt,
+                       kiln_tensor *out, kiln_err *err);
 
 /* Write tensor `t` to `path` as a NumPy .npy file that np.load reads back
  * with the same dtype and shape ('<f8', '<f4', '<i8', '<i4' or '|b1';
@@ -153,6 +185,33 @@ int kiln_npy_write(const char *path, const kiln_tensor *t, kiln_err *err);
  */
 int kiln_csv_read_column(const char *path, const char *column,
                          kiln_dtype dtype, kiln_tensor *out, kiln_err *err);
+
+/* kiln_csv_read_column under the caller's read options `opt` (NULL:
+ * defaults, which is what kiln_csv_read_column uses).
+ *
+ * Limits (both readers, with or without _opts):
+ *  KILN_ERR_IO     "<path>: is a FIFO; data is read only from regular
+ *                   files unless the caller allows others (...)" (also
+ *                   "is a character device", "is a block device", "is a
+ *                   socket"), unless opt->allow_special; nothing is read
+ *                   and the open never blocks.
+ *                  "<path>: is a directory".
+ *  KILN_ERR_PARSE  "<path>: 2147483648 bytes is over the data size limit
+ *                   of 1073741824 bytes (raise it with
+ *                   KILN_DATA_MAX_SIZE=SIZE, kiln run --data-max-size SIZE
+ *                   or kiln_read_options.max_size)"; for a regular file
+ *                   this is decided from its size before anything is read,
+ *                   for another file after max_size + 1 bytes ("more than
+ *                   N bytes").
+ *  KILN_ERR_ARG    $KILN_DATA_MAX_SIZE is used and is not a positive size
+ *                  ("KILN_DATA_MAX_SIZE: bad size 'abc' (...)").
+ * Messages quote what was read (a header, a value, a dtype) only as a
+ * short excerpt: at most 32 bytes of it, "..." marking a cut; a byte
+ * outside printable ASCII is written \xNN (\n, \r and \t for those
+ * three), and a backslash or single quote gets a backslash before it. */
+int kiln_csv_read_column_opts(const char *path, const char *column,
+                              kiln_dtype dtype, const kiln_read_options *opt,
+                              kiln_tensor *out, kiln_err *err);
 
 #ifdef __cplusplus
 }

@@ -85,7 +85,10 @@ size_t kiln_dtype_size(kiln_dtype dt);
  * *out, or -1 when `name` is not a dtype. */
 int kiln_dtype_parse(const char *name, kiln_dtype *out);
 
-/* Number of elements of a shape (1 for rank 0). */
+/* Number of elements of a shape: 1 for rank 0, 0 when any dim is 0
+ * (whatever the other dims are), else the product of the dims.  Returns
+ * -1 when a dim is negative, when rank > 0 and `shape` is NULL, or when
+ * the product overflows int64_t.  Thread-safe. */
 int64_t kiln_shape_numel(int rank, const int64_t *shape);
 
 /* Options for kiln_compile.  Zero-initialise, then set struct_size to

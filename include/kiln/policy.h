@@ -33,13 +33,27 @@ extern "C" {
 /* The schema version this kiln reads (`kiln_policy: 1`). */
 #define KILN_POLICY_SCHEMA 1
 
+/* Caps on a policy's text, checked before the YAML parser sees it (a
+ * policy found next to a model is untrusted, and libyaml takes time
+ * quadratic in the nesting of flow collections): at most
+ * KILN_POLICY_MAX_SIZE bytes, '[' and '{' nested at most
+ * KILN_POLICY_MAX_DEPTH deep (not counting those in comments and quoted
+ * scalars), and at most KILN_POLICY_MAX_COLLECTIONS '[' and '{' bytes in
+ * all.  A policy over a cap is a KILN_ERR_POLICY error at the
+ * FILE:LINE:COLUMN where the cap was exceeded. */
+#define KILN_POLICY_MAX_SIZE (1u << 20)
+#define KILN_POLICY_MAX_DEPTH 32
+#define KILN_POLICY_MAX_COLLECTIONS 4096
+
 /* Load a policy from a YAML file.  Returns a policy the caller frees with
  * kiln_policy_free.
  * Errors: KILN_ERR_ARG (path NULL), KILN_ERR_IO (cannot open or read:
  * "FILE: No such file or directory"), KILN_ERR_POLICY (YAML syntax, an
  * unknown key, a value of the wrong type, an unknown backend, a bad
- * comparison, a missing or unsupported schema version; the message starts
- * with "FILE:LINE:COLUMN: "), KILN_ERR_NOMEM. */
+ * comparison, a missing or unsupported schema version, a text over one of
+ * the caps above; the message starts with "FILE:LINE:COLUMN: "),
+ * KILN_ERR_NOMEM.  At most KILN_POLICY_MAX_SIZE + 1 bytes of the file are
+ * read. */
 kiln_policy *kiln_policy_load_file(const char *path, kiln_err *err);
 
 /* Load a policy from `len` bytes of YAML text; `name` (may be NULL:
