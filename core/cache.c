@@ -58,6 +58,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -76,7 +77,16 @@
 struct kiln_cache {
     char *dir;
     uint64_t max_bytes;
+    int site;                    /* a read-only cache: never written to */
 };
+
+/* A diagnostic said once per cause: the first message, and how many more
+ * times the same cause (`group`) came up in this session. */
+typedef struct cause {
+    char *group;
+    char *first;
+    int n;
+} cause;
 
 struct kiln_cache_session {
     kiln_cache *user;            /* NULL: no writable user cache */
@@ -91,7 +101,8 @@ struct kiln_cache_session {
     double saved;
     char **used;                 /* relative paths used: not evicted */
     int n_used, cap_used;
-    int io_reported;
+    cause *causes;               /* diagnostics, printed at the end */
+    int n_causes;
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -240,10 +251,11 @@ static uint64_t env_max_bytes(void)
     return KILN_CACHE_DEFAULT_MAX;
 }
 
-static kiln_cache *open_with(const char *dir, int create,
-                             const kiln_config *cfg, kiln_err *err)
+/* Open the cache at `d` (malloc'ed, taken over; NULL: the error is
+ * already set).  `site`: a read-only site cache, which root may own. */
+static kiln_cache *open_cache(char *d, int create, int site,
+                              const kiln_config *cfg, kiln_err *err)
 {
-    char *d = default_dir(dir, cfg, err);
     if (!d)
         return NULL;
     if (create && make_dirs(d) != 0) {
@@ -258,7 +270,7 @@ static kiln_cache *open_with(const char *dir, int create,
         free(d);
         return NULL;
     }
-    const char *why = kiln_trust_stat(&st, 1, 0);
+    const char *why = kiln_trust_stat(&st, 1, site);
     if (why) {
         kiln_seterr(err, KILN_ERR_IO, "cache: refusing %s: %s", d, why);
         free(d);
@@ -276,20 +288,109 @@ static kiln_cache *open_with(const char *dir, int create,
     if (!(e && *e) && cfg && cfg->cache_max_bytes >= 0)
         c->max_bytes = cfg->cache_max_bytes == 0
                            ? UINT64_MAX : (uint64_t)cfg->cache_max_bytes;
+    c->site = site;
     return c;
+}
+
+/* The caller's configuration, or NULL (with err set) when out of memory. */
+static int load_config(kiln_config *cfg, FILE *diag, int quiet, kiln_err *err)
+{
+    if (kiln_config_load(cfg, diag, quiet) == 0)
+        return 0;
+    kiln_config_free(cfg);
+    return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
 }
 
 kiln_cache *kiln_cache_open(const char *dir, int create, kiln_err *err)
 {
     kiln_config cfg;
-    if (kiln_config_load(&cfg, NULL, 0)) {
-        kiln_config_free(&cfg);
+    if (load_config(&cfg, NULL, 0, err))
+        return NULL;
+    kiln_cache *c = open_cache(default_dir(dir, &cfg, err), create, 0, &cfg,
+                               err);
+    kiln_config_free(&cfg);
+    return c;
+}
+
+kiln_cache *kiln_cache_open_read_only(const char *dir, kiln_err *err)
+{
+    if (!dir || !*dir) {
+        kiln_seterr(err, KILN_ERR_ARG, "cache: no read-only cache directory");
+        return NULL;
+    }
+    if (!kiln_trust_absolute(dir)) {
+        kiln_seterr(err, KILN_ERR_IO, "cache: read-only cache '%.200s' is "
+                    "not an absolute path", dir);
+        return NULL;
+    }
+    char *d = strdup(dir);
+    if (!d) {
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    kiln_cache *c = open_with(dir, create, &cfg, err);
+    return open_cache(d, 0, 1, NULL, err);
+}
+
+int kiln_cache_is_read_only(const kiln_cache *c)
+{
+    return c ? c->site : 0;
+}
+
+/* The read-only caches: the absolute elements of $KILN_CACHE_PATH (a
+ * relative one is skipped with one line), then cfg's read_only lists. */
+static char **read_only_dirs(const kiln_config *cfg, FILE *diag, int quiet)
+{
+    const char *e = getenv("KILN_CACHE_PATH");
+    size_t n = 0, k = 0;
+    for (const char *p = e; p && *p; p++)
+        n += *p == ':';
+    for (char **r = cfg ? cfg->cache_read_only : NULL; r && *r; r++)
+        n++;
+    char **v = calloc(n + 2, sizeof *v);
+    if (!v)
+        return NULL;
+    for (const char *p = e; p && *p;) {
+        const char *c = strchr(p, ':');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (len > 0 && p[0] != '/') {
+            if (!quiet)
+                fprintf(diag ? diag : stderr, "kiln: cache: $KILN_CACHE_PATH "
+                        "entry '%.*s' is not an absolute path; skipped\n",
+                        (int)(len > 200 ? 200 : len), p);
+        } else if (len > 0) {
+            if (!(v[k++] = strndup(p, len))) {
+                kiln_cache_free_dirs(v);
+                return NULL;
+            }
+        }
+        if (!c)
+            break;
+        p = c + 1;
+    }
+    for (char **r = cfg ? cfg->cache_read_only : NULL; r && *r; r++)
+        if (!(v[k++] = strdup(*r))) {
+            kiln_cache_free_dirs(v);
+            return NULL;
+        }
+    return v;
+}
+
+char **kiln_cache_read_only_dirs(void)
+{
+    kiln_config cfg;
+    kiln_err err = {0, ""};
+    if (load_config(&cfg, NULL, 0, &err))
+        return NULL;
+    char **v = read_only_dirs(&cfg, NULL, 0);
     kiln_config_free(&cfg);
-    return c;
+    return v;
+}
+
+void kiln_cache_free_dirs(char **dirs)
+{
+    for (size_t i = 0; dirs && dirs[i]; i++)
+        free(dirs[i]);
+    free(dirs);
 }
 
 void kiln_cache_close(kiln_cache *c)
@@ -468,6 +569,8 @@ typedef struct read_result {
     size_t len;
     const char *why;     /* refused or corrupt: reason */
     int found;
+    int level;           /* where why applies: 0 root, 1 backend dir,
+                            2 hex dir, 3 the entry */
     int64_t mtime;
 } read_result;
 
@@ -479,14 +582,17 @@ static void read_entry(const char *root, const char *bdir, const char *hex2,
     int rfd = open_dir(-1, root, site, &r->why);
     if (rfd < 0)
         return;
+    r->level = 1;
     int bfd = open_dir(rfd, bdir, site, &r->why);
     close(rfd);
     if (bfd < 0)
         return;
+    r->level = 2;
     int hfd = open_dir(bfd, hex2, site, &r->why);
     close(bfd);
     if (hfd < 0)
         return;
+    r->level = 3;
     /* O_NONBLOCK: a FIFO planted in place of an entry must not hang us
      * (fstat below then refuses it as not a regular file) */
     int fd = openat(hfd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -536,26 +642,96 @@ static void read_entry(const char *root, const char *bdir, const char *hex2,
     close(fd);
 }
 
-/* Remove ROOT/bdir/hex2/file if it is a regular file or symlink we own;
- * 1 when it was removed. */
+/* Remove `path`, something of an entry's name in a cache we own: a file
+ * (regular, symlink, FIFO, socket) we own is unlinked, an empty directory
+ * removed.  Returns 1 when it is gone, else 0 with the reason in *why
+ * (static text or strerror). */
+static int remove_path(const char *path, const char **why)
+{
+    struct stat st;
+    const char *dummy;
+    if (!why)
+        why = &dummy;
+    if (lstat(path, &st) != 0) {
+        *why = strerror(errno);
+        return errno == ENOENT;      /* already gone */
+    }
+    if (st.st_uid != geteuid()) {
+        *why = "owned by another user";
+        return 0;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        if (rmdir(path) == 0)
+            return 1;
+        *why = errno == ENOTEMPTY || errno == EEXIST
+                   ? "a directory that is not empty in place of an entry"
+                   : strerror(errno);
+        return 0;
+    }
+    if (unlink(path) == 0)
+        return 1;
+    *why = strerror(errno);
+    return 0;
+}
+
 static int remove_entry(const char *root, const char *bdir, const char *hex2,
-                        const char *file)
+                        const char *file, const char **why)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s/%s/%s", root, bdir, hex2, file);
-    struct stat st;
-    return lstat(path, &st) == 0 && st.st_uid == geteuid() &&
-           (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) && unlink(path) == 0;
+    return remove_path(path, why);
 }
 
-static void diag_line(kiln_cache_session *s, const char *fmt, const char *a,
-                      const char *b)
+/* Record a diagnostic; every cause is said once, at the session's end,
+ * with a count.  `group` names the cause; `more` (with one %d) is
+ * appended when it came up more than once. */
+static void say(kiln_cache_session *s, const char *group, const char *more,
+                const char *fmt, const char *a, const char *b)
 {
     if (s->quiet)
         return;
     pthread_mutex_lock(&s->lock);
-    fprintf(s->diag ? s->diag : stderr, fmt, a, b);
+    for (int i = 0; i < s->n_causes; i++)
+        if (!strcmp(s->causes[i].group, group)) {
+            s->causes[i].n++;
+            pthread_mutex_unlock(&s->lock);
+            return;
+        }
+    char msg[8600], suffix[200];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    snprintf(suffix, sizeof suffix, "%s", more);
+    cause *v = realloc(s->causes, sizeof *v * (size_t)(s->n_causes + 1));
+    if (v) {
+        s->causes = v;
+        size_t gl = strlen(group) + 1, ml = strlen(msg) + 1;
+        size_t sl = strlen(suffix) + 1;
+        char *block = malloc(gl + ml + sl);
+        if (block) {
+            memcpy(block, group, gl);
+            memcpy(block + gl, msg, ml);
+            memcpy(block + gl + ml, suffix, sl);
+            v[s->n_causes++] = (cause){block, block + gl, 1};
+        }
+    }
     pthread_mutex_unlock(&s->lock);
+}
+
+/* Print the recorded diagnostics, one line per cause. */
+static void say_all(kiln_cache_session *s)
+{
+    FILE *out = s->diag ? s->diag : stderr;
+    for (int i = 0; i < s->n_causes; i++) {
+        cause *c = &s->causes[i];
+        const char *more = c->first + strlen(c->first) + 1;
+        fputs(c->first, out);
+        if (c->n > 1 && *more)
+            fprintf(out, more, c->n);
+        fputc('\n', out);
+        free(c->group);
+    }
+    free(s->causes);
+    s->causes = NULL;
+    s->n_causes = 0;
 }
 
 static void note_used(kiln_cache_session *s, const char *bdir,
@@ -617,23 +793,43 @@ int kiln_cache_fetch(kiln_cache_session *s, const kiln_backend *be,
                 *saved = 1e-9 * (double)ns;
             pthread_mutex_lock(&s->lock);
             s->hits++;
-            s->saved += 1e-9 * (double)ns;
             pthread_mutex_unlock(&s->lock);
             if (i < 0)
                 note_used(s, bdir, hex2, file);
             return 1;
         }
         free(r.file);
-        char path[4200];
+        char path[4200], group[4400];
+        if (r.why && r.level < 3) {
+            /* a directory on the way is refused: every kernel below it
+             * would say the same, so this is one cause */
+            const char *parts[3] = {root, bdir, hex2};
+            int n = snprintf(path, sizeof path, "%s", root);
+            for (int l = 1; l <= r.level && n > 0 &&
+                            (size_t)n < sizeof path; l++)
+                n += snprintf(path + n, sizeof path - (size_t)n, "/%s",
+                              parts[l]);
+            snprintf(group, sizeof group, "dir\n%s\n%s", path, r.why);
+            say(s, group, " (%d kernels)", "kiln: cache: refusing %s: %s",
+                path, r.why);
+            continue;           /* nothing was found below it */
+        }
         snprintf(path, sizeof path, "%s/%s/%s/%s", root, bdir, hex2, file);
         int ours = i < 0 && s->mode != KILN_CACHE_MODE_READ_ONLY;
-        int gone = ours && remove_entry(root, bdir, hex2, file);
-        diag_line(s, gone ? "kiln: cache: bad entry %s: %s; removed, "
-                            "recompiling\n"
-                          : ours ? "kiln: cache: bad entry %s: %s; left in "
-                                   "place, recompiling\n"
-                                 : "kiln: cache: refusing %s: %s\n",
-                  path, why);
+        const char *not_gone = NULL;
+        int gone = ours && remove_entry(root, bdir, hex2, file, &not_gone);
+        char how[600];
+        if (gone)
+            snprintf(how, sizeof how, "%s; removed, recompiling", why);
+        else if (ours)
+            snprintf(how, sizeof how, "%s; not removed (%s), recompiling",
+                     why, not_gone ? not_gone : "?");
+        else
+            snprintf(how, sizeof how, "%s; read-only cache, recompiling",
+                     why);
+        snprintf(group, sizeof group, "entry\n%s\n%s", root, how);
+        say(s, group, " (%d entries like this one)",
+            "kiln: cache: bad entry %s: %s", path, how);
         bad = 1;
     }
     pthread_mutex_lock(&s->lock);
@@ -642,6 +838,15 @@ int kiln_cache_fetch(kiln_cache_session *s, const kiln_backend *be,
     s->misses++;
     pthread_mutex_unlock(&s->lock);
     return bad ? -1 : 0;
+}
+
+void kiln_cache_note_saved(kiln_cache_session *s, double seconds)
+{
+    if (!s || !(seconds > 0))
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->saved += seconds;
+    pthread_mutex_unlock(&s->lock);
 }
 
 void kiln_cache_reject(kiln_cache_session *s, const kiln_backend *be,
@@ -654,10 +859,14 @@ void kiln_cache_reject(kiln_cache_session *s, const kiln_backend *be,
     entry_names(be, co, key, bdir, sizeof bdir, hex2, file, sizeof file);
     snprintf(path, sizeof path, "%s/%s/%s/%s", s->user->dir, bdir, hex2,
              file);
-    diag_line(s, "kiln: cache: entry %s does not load: %s; recompiling\n",
-              path, why ? why : "unknown error");
+    char group[4400];
+    snprintf(group, sizeof group, "load\n%s\n%s", be->name,
+             why ? why : "unknown error");
+    say(s, group, " (%d entries)",
+        "kiln: cache: entry %s does not load: %s; recompiling", path,
+        why ? why : "unknown error");
     if (s->mode != KILN_CACHE_MODE_READ_ONLY)
-        remove_entry(s->user->dir, bdir, hex2, file);
+        remove_entry(s->user->dir, bdir, hex2, file, NULL);
     pthread_mutex_lock(&s->lock);
     s->bad++;
     s->hits--;
@@ -729,13 +938,31 @@ static int write_all(int fd, const void *p, size_t n)
 
 int kiln_cache_store(kiln_cache_session *s, const kiln_backend *be,
                      const kiln_compile_options *co, const kiln_key *key,
-                     const void *bytes, size_t len, double seconds)
+                     const void *bytes, size_t len, double seconds,
+                     const char **why_not)
 {
-    if (!s || !s->user || !be || !key || !bytes || len == 0 ||
-        len > MAX_ENTRY - HDR)
+    const char *dummy;
+    if (!why_not)
+        why_not = &dummy;
+    *why_not = NULL;
+    if (!s || !be || !key || !bytes || len == 0)
         return 0;
-    if (s->mode == KILN_CACHE_MODE_READ_ONLY || seconds < s->min_seconds)
+    if (!s->user) {
+        *why_not = "no usable user cache (only read-only caches)";
         return 0;
+    }
+    if (len > MAX_ENTRY - HDR) {
+        *why_not = "larger than any entry";
+        return 0;
+    }
+    if (s->mode == KILN_CACHE_MODE_READ_ONLY) {
+        *why_not = "KILN_CACHE=read-only";
+        return 0;
+    }
+    if (seconds < s->min_seconds) {
+        *why_not = "compiled faster than KILN_CACHE_MIN_COMPILE_MS";
+        return 0;
+    }
     char bdir[300], hex2[3], file[64];
     entry_names(be, co, key, bdir, sizeof bdir, hex2, file, sizeof file);
     entry_meta m;
@@ -782,17 +1009,36 @@ int kiln_cache_store(kiln_cache_session *s, const kiln_backend *be,
                     why = strerror(errno);
             } else if (linkat(hfd, tmp, hfd, file, 0) == 0) {
                 rc = 1;
-            } else if (errno == EEXIST || errno == ENOENT ||
-                       errno == ESTALE || errno == EBUSY) {
+            } else if (errno == EEXIST) {
+                /* another writer was first, or something that is no
+                 * entry (a FIFO, a directory) is in the way: replace it,
+                 * or say why not */
+                struct stat st;
+                if (fstatat(hfd, file, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISREG(st.st_mode)) {
+                    rc = 0;
+                    *why_not = "another process stored it first";
+                } else if (renameat(hfd, tmp, hfd, file) == 0) {
+                    rc = 1;
+                } else {
+                    why = errno == EISDIR || errno == ENOTEMPTY ||
+                                  errno == EEXIST
+                              ? "a directory is in place of the entry"
+                              : strerror(errno);
+                }
+            } else if (errno == ENOENT || errno == ESTALE || errno == EBUSY) {
                 rc = 0;             /* another writer was first */
+                *why_not = "another process stored it first";
             } else if (errno == EPERM || errno == ENOTSUP ||
                        errno == EMLINK || errno == EXDEV) {
                 /* no hard links here: rename, unless someone was first */
                 struct stat st;
-                if (fstatat(hfd, file, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                if (fstatat(hfd, file, &st, AT_SYMLINK_NOFOLLOW) == 0) {
                     rc = 0;
-                else
+                    *why_not = "another process stored it first";
+                } else {
                     rc = renameat(hfd, tmp, hfd, file) == 0 ? 1 : 0;
+                }
             } else {
                 why = strerror(errno);
             }
@@ -802,16 +1048,24 @@ int kiln_cache_store(kiln_cache_session *s, const kiln_backend *be,
     }
     free(buf);
     if (rc < 0) {
-        pthread_mutex_lock(&s->lock);
-        int first = !s->io_reported;
-        s->io_reported = 1;
-        pthread_mutex_unlock(&s->lock);
-        if (first) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/%s/%s", s->user->dir, bdir,
-                     hex2);
-            diag_line(s, "kiln: cache: cannot write in %s: %s; going on "
-                         "without storing\n", path, why ? why : "error");
+        char path[4200], group[4400];
+        snprintf(path, sizeof path, "%s/%s/%s", s->user->dir, bdir, hex2);
+        if (why && !strcmp(why, "a directory is in place of the entry")) {
+            snprintf(path, sizeof path, "%s/%s/%s/%s", s->user->dir, bdir,
+                     hex2, file);
+            *why_not = "a directory is in place of its entry";
+            snprintf(group, sizeof group, "dir-entry\n%s", s->user->dir);
+            say(s, group, " (%d entries like it)", "kiln: cache: %s is a "
+                "directory, not an entry (%s); kernel not stored, remove it "
+                "with kiln cache clear", path, "not empty");
+        } else {
+            *why_not = "the user cache cannot be written (see the "
+                       "diagnostic)";
+            snprintf(group, sizeof group, "write\n%s\n%s", s->user->dir,
+                     why ? why : "error");
+            say(s, group, " (%d kernels not stored)", "kiln: cache: cannot "
+                "write in %s: %s; going on without storing", path,
+                why ? why : "error");
         }
         return -1;
     }
@@ -832,18 +1086,44 @@ int kiln_cache_recaching(const kiln_cache_session *s)
 
 /* ---- sessions ----------------------------------------------------------- */
 
-static int env_mode(void)
+int kiln_cache_parse_mode(const char *v)
 {
-    const char *e = getenv("KILN_CACHE");
-    if (!e || !*e || strcmp(e, "on") == 0 || strcmp(e, "1") == 0)
+    static const struct { const char *name; int mode; } modes[] = {
+        {"on", KILN_CACHE_MODE_ON},     {"1", KILN_CACHE_MODE_ON},
+        {"yes", KILN_CACHE_MODE_ON},    {"true", KILN_CACHE_MODE_ON},
+        {"off", KILN_CACHE_MODE_OFF},   {"0", KILN_CACHE_MODE_OFF},
+        {"no", KILN_CACHE_MODE_OFF},    {"false", KILN_CACHE_MODE_OFF},
+        {"read-only", KILN_CACHE_MODE_READ_ONLY},
+        {"readonly", KILN_CACHE_MODE_READ_ONLY},
+        {"recache", KILN_CACHE_MODE_RECACHE},
+    };
+    if (!v || !*v)
         return KILN_CACHE_MODE_ON;
-    if (strcmp(e, "off") == 0 || strcmp(e, "0") == 0)
-        return KILN_CACHE_MODE_OFF;
-    if (strcmp(e, "read-only") == 0)
-        return KILN_CACHE_MODE_READ_ONLY;
-    if (strcmp(e, "recache") == 0)
-        return KILN_CACHE_MODE_RECACHE;
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+        if (strcasecmp(v, modes[i].name) == 0)
+            return modes[i].mode;
     return -1;
+}
+
+/* A duration in milliseconds: digits with at most one '.', nothing else
+ * (no sign, exponent, hex, unit or trailing text).  0, or -1. */
+static int parse_ms(const char *v, double *ms)
+{
+    int digits = 0, dots = 0;
+    const char *q = v;
+    for (; (*q >= '0' && *q <= '9') || *q == '.'; q++) {
+        digits += *q != '.';
+        dots += *q == '.';
+    }
+    if (!digits || dots > 1 || *q)
+        return -1;
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (end != q || errno || !(d >= 0) || d > 1e9)
+        return -1;
+    *ms = d;
+    return 0;
 }
 
 static int add_site(kiln_cache_session *s, const char *p, size_t n)
@@ -860,24 +1140,31 @@ static int add_site(kiln_cache_session *s, const char *p, size_t n)
 
 kiln_cache_session *kiln_cache_session_begin(
     int mode, const char *dir, const struct kiln_policy_knobs *knobs,
-    FILE *diag, int quiet)
+    FILE *diag, int quiet, kiln_err *err_out)
 {
     const char *e = getenv("KILN_CACHE");
+    if (mode == KILN_CACHE_MODE_DEFAULT && e && *e &&
+        kiln_cache_parse_mode(e) < 0) {
+        kiln_seterr(err_out, KILN_ERR_ARG, "KILN_CACHE='%.40s%s' is not one "
+                    "of on, off, read-only, recache (or 1, 0, yes, no, true, "
+                    "false; any case)", e, strlen(e) > 40 ? "..." : "");
+        return NULL;
+    }
     if (mode == KILN_CACHE_MODE_DEFAULT && (!e || !*e) && knobs)
         mode = knobs->cache_enabled ? KILN_CACHE_MODE_ON : KILN_CACHE_MODE_OFF;
-    if (mode == KILN_CACHE_MODE_DEFAULT) {
-        mode = env_mode();
-        if (mode < 0) {
-            if (!quiet)
-                fprintf(diag ? diag : stderr, "kiln: cache: KILN_CACHE='%s' "
-                        "is not off, read-only, recache or on; cache off\n",
-                        getenv("KILN_CACHE"));
-            return NULL;
-        }
-    }
+    if (mode == KILN_CACHE_MODE_DEFAULT)
+        mode = kiln_cache_parse_mode(e);
     if (mode == KILN_CACHE_MODE_OFF || mode < 0 ||
         mode > KILN_CACHE_MODE_RECACHE)
         return NULL;
+    double min_ms = 0;
+    const char *me = getenv("KILN_CACHE_MIN_COMPILE_MS");
+    if (me && *me && parse_ms(me, &min_ms) != 0) {
+        kiln_seterr(err_out, KILN_ERR_ARG, "KILN_CACHE_MIN_COMPILE_MS='%.40s%s'"
+                    " is not a number of milliseconds such as 0 or 2.5",
+                    me, strlen(me) > 40 ? "..." : "");
+        return NULL;
+    }
     kiln_cache_session *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
@@ -891,8 +1178,7 @@ kiln_cache_session *kiln_cache_session_begin(
         !quiet)
         fprintf(diag ? diag : stderr, "kiln: cache: KILN_CACHE_MAX_SIZE='%s' "
                 "is not a size such as 512M or 2G; using the default\n", e);
-    e = getenv("KILN_CACHE_MIN_COMPILE_MS");
-    s->min_seconds = e && *e ? atof(e) * 1e-3 : 1e-4;
+    s->min_seconds = min_ms * 1e-3;
     kiln_err err = {0, ""};
     FILE *out = diag ? diag : stderr;
     /* directories come from the caller only: `dir`, the environment and
@@ -900,13 +1186,13 @@ kiln_cache_session *kiln_cache_session_begin(
      * may have come with a model (knobs->cache_dir and cache_read_only
      * are always empty) */
     kiln_config cfg;
-    if (kiln_config_load(&cfg, out, quiet)) {
-        kiln_config_free(&cfg);
+    if (load_config(&cfg, out, quiet, &err)) {
         pthread_mutex_destroy(&s->lock);
         free(s);
         return NULL;
     }
-    s->user = open_with(dir, mode != KILN_CACHE_MODE_READ_ONLY, &cfg, &err);
+    s->user = open_cache(default_dir(dir, &cfg, &err),
+                         mode != KILN_CACHE_MODE_READ_ONLY, 0, &cfg, &err);
     if (s->user && knobs && !((e = getenv("KILN_CACHE_MAX_SIZE")) && *e) &&
         cfg.cache_max_bytes < 0 && knobs->cache_max_bytes >= 0 &&
         knobs->cache_max_bytes != (int64_t)KILN_CACHE_DEFAULT_MAX)
@@ -918,24 +1204,10 @@ kiln_cache_session *kiln_cache_session_begin(
                                 strstr(err.message, "No such file")))
         fprintf(out, "kiln: %s; going on without the user cache\n",
                 err.message);
-    e = getenv("KILN_CACHE_PATH");
-    for (const char *p = e; p && *p;) {
-        const char *c = strchr(p, ':');
-        size_t n = c ? (size_t)(c - p) : strlen(p);
-        if (n > 0 && p[0] != '/') {
-            if (!quiet)
-                fprintf(out, "kiln: cache: $KILN_CACHE_PATH entry '%.*s' "
-                        "is not an absolute path; skipped\n",
-                        (int)(n > 200 ? 200 : n), p);
-        } else if (n > 0) {
-            add_site(s, p, n);
-        }
-        if (!c)
-            break;
-        p = c + 1;
-    }
-    for (char **r = cfg.cache_read_only; r && *r; r++)
-        add_site(s, *r, strlen(*r));
+    char **ro = read_only_dirs(&cfg, out, quiet);
+    for (int i = 0; ro && ro[i]; i++)
+        add_site(s, ro[i], strlen(ro[i]));
+    kiln_cache_free_dirs(ro);
     kiln_config_free(&cfg);
     if (!s->user && s->n_site == 0) {
         pthread_mutex_destroy(&s->lock);
@@ -1028,6 +1300,7 @@ typedef struct walk_item {
     uint64_t bytes;
     int64_t mtime;
     int tmp;             /* a writer's temporary file */
+    const char *odd;     /* not a file: what it is ("a FIFO", ...) */
 } walk_item;
 
 typedef struct walk_list {
@@ -1045,7 +1318,7 @@ static void walk_free(walk_list *w)
 }
 
 static int walk_add(walk_list *w, const char *rel, const struct stat *st,
-                    int tmp)
+                    int tmp, const char *odd)
 {
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 256;
@@ -1058,8 +1331,8 @@ static int walk_add(walk_list *w, const char *rel, const struct stat *st,
     char *r = strdup(rel);
     if (!r)
         return -1;
-    w->v[w->n++] = (walk_item){r, (uint64_t)st->st_size,
-                               (int64_t)st->st_mtime, tmp};
+    w->v[w->n++] = (walk_item){r, odd ? 0 : (uint64_t)st->st_size,
+                               (int64_t)st->st_mtime, tmp, odd};
     return 0;
 }
 
@@ -1105,8 +1378,20 @@ static int kiln_file(const char *n)
     return *t ? 0 : 1;
 }
 
+/* What a thing of an entry's name that is no file is, or NULL. */
+static const char *odd_kind(const struct stat *st)
+{
+    if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode))
+        return NULL;
+    return S_ISDIR(st->st_mode)    ? "a directory in place of an entry"
+           : S_ISFIFO(st->st_mode) ? "a FIFO in place of an entry"
+           : S_ISSOCK(st->st_mode) ? "a socket in place of an entry"
+                                   : "a device in place of an entry";
+}
+
 /* Every entry and temporary file of kiln's naming two levels below the
- * backend directories; files of other names are never listed, so clear,
+ * backend directories, and whatever else (a FIFO, a directory) carries an
+ * entry's name there; things of other names are never listed, so clear,
  * prune and verify --remove cannot delete anything kiln did not make even
  * when pointed at the wrong directory. */
 static int walk(const char *root, walk_list *w, kiln_err *err)
@@ -1147,12 +1432,14 @@ static int walk(const char *root, walk_list *w, kiln_err *err)
                     continue;
                 char p3[4600], rel[900];
                 snprintf(p3, sizeof p3, "%s/%s", p2, e2->d_name);
-                if (lstat(p3, &st) != 0 ||
-                    !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+                if (lstat(p3, &st) != 0)
                     continue;
+                const char *odd = odd_kind(&st);
+                if (odd && kind == 2)
+                    continue;       /* only writers' own files are temps */
                 snprintf(rel, sizeof rel, "%s/%s/%s", e->d_name, e1->d_name,
                          e2->d_name);
-                if (walk_add(w, rel, &st, kind == 2)) {
+                if (walk_add(w, rel, &st, kind == 2, odd)) {
                     closedir(d2);
                     closedir(d1);
                     closedir(d);
@@ -1183,10 +1470,39 @@ static int is_used(char **used, int n, const char *rel)
     return 0;
 }
 
+/* What a removal pass did not do: how many it could not remove, the
+ * first of them and why. */
+typedef struct not_done {
+    uint64_t n;
+    char path[4200];
+    const char *why;
+} not_done;
+
+static void not_done_add(not_done *nd, const char *path, const char *why)
+{
+    if (nd->n++ == 0) {
+        snprintf(nd->path, sizeof nd->path, "%s", path);
+        nd->why = why;
+    }
+}
+
+/* The error of a pass that left `nd->n` things in place. */
+static int not_done_error(const not_done *nd, const char *what,
+                          uint64_t removed, kiln_err *err)
+{
+    return kiln_seterr(err, KILN_ERR_IO, "cache: %s: removed %llu, could "
+                       "not remove %llu: %s: %s", what,
+                       (unsigned long long)removed,
+                       (unsigned long long)nd->n, nd->path,
+                       nd->why ? nd->why : "unknown error");
+}
+
 /* Evict down to `target` bytes (oldest first, never `used`); stale temp
- * files go too.  Returns the bytes left; *removed counts entries. */
+ * files go too.  Returns the bytes left; *removed counts entries, *nd
+ * (may be NULL) those that could not be removed. */
 static uint64_t evict(const char *root, uint64_t target, char **used,
-                      int n_used, uint64_t *removed, kiln_err *err)
+                      int n_used, uint64_t *removed, not_done *nd,
+                      kiln_err *err)
 {
     walk_list w = {0};
     if (removed)
@@ -1204,15 +1520,18 @@ static uint64_t evict(const char *root, uint64_t target, char **used,
     for (size_t i = 0; i < w.n; i++) {
         walk_item *it = &w.v[i];
         int stale_tmp = it->tmp && now - it->mtime > STALE_TMP;
-        if (!stale_tmp && (it->tmp || total <= target ||
-                           is_used(used, n_used, it->rel)))
+        if (it->odd || (!stale_tmp && (it->tmp || total <= target ||
+                                       is_used(used, n_used, it->rel))))
             continue;
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", root, it->rel);
-        if (unlink(path) == 0) {
+        const char *why = NULL;
+        if (remove_path(path, &why)) {
             total -= it->bytes;
             if (removed && !it->tmp)
                 (*removed)++;
+        } else if (nd) {
+            not_done_add(nd, path, why);
         }
     }
     walk_free(&w);
@@ -1239,7 +1558,7 @@ void kiln_cache_session_end(kiln_cache_session *s)
                         "instead and its counters are not kept\n",
                         s->user->dir);
             evict(s->user->dir, s->user->max_bytes, s->used, s->n_used,
-                  NULL, NULL);
+                  NULL, NULL, NULL);
         }
         if (fd >= 0) {
             c.hits += s->hits;
@@ -1253,7 +1572,7 @@ void kiln_cache_session_end(kiln_cache_session *s)
                 uint64_t cap = s->user->max_bytes;
                 uint64_t target = c.bytes_known ? cap - cap / 10 : cap;
                 uint64_t left = evict(s->user->dir, target, s->used,
-                                      s->n_used, NULL, NULL);
+                                      s->n_used, NULL, NULL, NULL);
                 if (left != UINT64_MAX)
                     c.bytes = left;
                 c.bytes_known = left != UINT64_MAX;
@@ -1262,6 +1581,7 @@ void kiln_cache_session_end(kiln_cache_session *s)
             close(fd);
         }
     }
+    say_all(s);
     for (int i = 0; i < s->n_used; i++)
         free(s->used[i]);
     free(s->used);
@@ -1369,16 +1689,21 @@ static int list_or_verify(kiln_cache *c, int full, int remove_bad,
         kiln_cache_entry e;
         char path[4200], bdir[300];
         describe(c->dir, &w.v[i], &e, path, sizeof path, bdir, sizeof bdir);
+        e.cache_dir = c->dir;
         const char *file = strrchr(w.v[i].rel, '/') + 1;
         char hex2[3];
         memcpy(hex2, strchr(w.v[i].rel, '/') + 1, 2);
         hex2[2] = '\0';
         read_result r;
-        if (full) {
-            read_entry(c->dir, bdir, hex2, file, 0, 0, &r);
+        memset(&r, 0, sizeof r);
+        if (w.v[i].odd) {
+            r.why = w.v[i].odd;     /* never opened: a FIFO could block */
+        } else if (full) {
+            read_entry(c->dir, bdir, hex2, file, c->site, 0, &r);
+            if (!r.found && !r.why)
+                r.why = "gone while verifying";
         } else {
             /* the header only */
-            memset(&r, 0, sizeof r);
             int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
                                     O_NONBLOCK);
             struct stat st;
@@ -1386,7 +1711,7 @@ static int list_or_verify(kiln_cache *c, int full, int remove_bad,
                 r.why = errno == ELOOP ? "a symlink in place of an entry"
                                        : "cannot open";
             } else if (fstat(fd, &st) != 0 ||
-                       (r.why = kiln_trust_stat(&st, 0, 0)) != NULL) {
+                       (r.why = kiln_trust_stat(&st, 0, c->site)) != NULL) {
                 if (!r.why)
                     r.why = "cannot stat";
             } else if ((r.file = malloc(HDR)) != NULL) {
@@ -1414,8 +1739,13 @@ static int list_or_verify(kiln_cache *c, int full, int remove_bad,
         free(r.file);
         e.ok = why == NULL;
         e.problem = why;
-        if (why && remove_bad)
-            remove_entry(c->dir, bdir, hex2, file);
+        if (why && remove_bad) {
+            if (c->site)
+                e.not_removed = "a read-only cache: kiln never removes "
+                                "from it";
+            else if (remove_entry(c->dir, bdir, hex2, file, &e.not_removed))
+                e.removed = 1;
+        }
         if (fn)
             rc = fn(&e, ctx);
     }
@@ -1437,14 +1767,28 @@ int kiln_cache_verify(kiln_cache *c, int remove_bad,
     return list_or_verify(c, 1, remove_bad, fn, ctx, err);
 }
 
+static int refuse_site(const kiln_cache *c, const char *what, kiln_err *err)
+{
+    return kiln_seterr(err, KILN_ERR_IO, "cache: %s: %s is a read-only "
+                       "cache; kiln never removes from it", what, c->dir);
+}
+
 int kiln_cache_prune(kiln_cache *c, uint64_t max_bytes, uint64_t *removed,
                      kiln_err *err)
 {
+    if (removed)
+        *removed = 0;
     if (!c)
         return kiln_seterr(err, KILN_ERR_ARG, "cache: NULL");
+    if (c->site)
+        return refuse_site(c, "prune", err);
     int fd = stats_lock(c->dir);
+    uint64_t n = 0;
+    not_done nd = {0};
     uint64_t left = evict(c->dir, max_bytes ? max_bytes : c->max_bytes, NULL,
-                          0, removed, err);
+                          0, &n, &nd, err);
+    if (removed)
+        *removed = n;
     if (fd >= 0) {
         counters k;
         if (left != UINT64_MAX && stats_read(fd, &k)) {
@@ -1454,30 +1798,46 @@ int kiln_cache_prune(kiln_cache *c, uint64_t max_bytes, uint64_t *removed,
         }
         close(fd);
     }
-    return left == UINT64_MAX ? (err ? err->code : KILN_ERR_IO) : 0;
+    if (left == UINT64_MAX)
+        return err ? err->code : KILN_ERR_IO;
+    return nd.n ? not_done_error(&nd, "prune", n, err) : 0;
 }
 
-int kiln_cache_clear(kiln_cache *c, kiln_err *err)
+int kiln_cache_clear(kiln_cache *c, uint64_t *removed, kiln_err *err)
 {
+    if (removed)
+        *removed = 0;
     if (!c)
         return kiln_seterr(err, KILN_ERR_ARG, "cache: NULL");
+    if (c->site)
+        return refuse_site(c, "clear", err);
     int fd = stats_lock(c->dir);
     walk_list w = {0};
+    not_done nd = {0};
+    uint64_t n = 0;
     int rc = walk(c->dir, &w, err);
     for (size_t i = 0; rc == 0 && i < w.n; i++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", c->dir, w.v[i].rel);
-        unlink(path);
+        const char *why = NULL;
+        if (remove_path(path, &why))
+            n += !w.v[i].tmp;
+        else
+            not_done_add(&nd, path, why);
     }
     walk_free(&w);
+    if (removed)
+        *removed = n;
     if (fd >= 0) {
         counters k;
-        if (stats_read(fd, &k)) {
+        if (rc == 0 && stats_read(fd, &k)) {
             memset(&k, 0, sizeof k);
-            k.bytes_known = 1;
+            k.bytes_known = nd.n == 0;
             stats_write(fd, &k);
         }
         close(fd);
     }
-    return rc;
+    if (rc)
+        return rc;
+    return nd.n ? not_done_error(&nd, "clear", n, err) : 0;
 }

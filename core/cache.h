@@ -22,15 +22,19 @@ typedef struct kiln_cache_session kiln_cache_session;
  * $KILN_CACHE_DIR, $KILN_CACHE_MAX_SIZE; $KILN_CACHE_PATH is searched
  * before the policy's read-only caches), the policy, the defaults.
  * Returns NULL when the cache is off or unusable (then a one-line
- * diagnostic went to `diag` unless quiet): compiling goes on without it. */
+ * diagnostic went to `diag` unless quiet): compiling goes on without it;
+ * NULL with err->code set (KILN_ERR_ARG) when $KILN_CACHE or
+ * $KILN_CACHE_MIN_COMPILE_MS holds a value that means nothing: the caller
+ * fails.  Diagnostics during the session are collected and printed at its
+ * end, one line per cause with a count. */
 struct kiln_policy_knobs;
 kiln_cache_session *kiln_cache_session_begin(
     int mode, const char *dir, const struct kiln_policy_knobs *knobs,
-    FILE *diag, int quiet);
+    FILE *diag, int quiet, kiln_err *err);
 
 /* Look `key` up for backend `be` with options `co`.  Returns 1 and a
  * malloc'd copy of the verified payload in *bytes and *len (the caller frees
- * it) with the compile seconds it recorded in *saved; 0 on a miss; -1
+ * it) with the compile CPU seconds it recorded in *saved; 0 on a miss; -1
  * when an entry was found but failed verification (reported, removed
  * when it is ours; the caller compiles).  Thread-safe. */
 int kiln_cache_fetch(kiln_cache_session *s, const kiln_backend *be,
@@ -43,13 +47,21 @@ void kiln_cache_reject(kiln_cache_session *s, const kiln_backend *be,
                        const kiln_compile_options *co, const kiln_key *key,
                        const char *why);
 
-/* Store an artifact compiled in `seconds`.  Returns 1 when written, 0 when
- * not (read-only mode, too cheap to be worth an entry, or another writer
- * was first), -1 on an I/O error (reported once per session).
+/* Add `seconds` to the session's saved compile time: a fetched entry was
+ * loaded and spared a compile of (recorded cost - loading time).
+ * Thread-safe. */
+void kiln_cache_note_saved(kiln_cache_session *s, double seconds);
+
+/* Store an artifact whose compile cost `seconds` of CPU time.  Returns 1
+ * when written, 0 when not (read-only mode, below
+ * $KILN_CACHE_MIN_COMPILE_MS, or another writer was first), -1 on an I/O
+ * error (reported once per cause).  When it returns other than 1,
+ * *why_not (may be NULL) is set to static text saying why, or NULL.
  * Thread-safe. */
 int kiln_cache_store(kiln_cache_session *s, const kiln_backend *be,
                      const kiln_compile_options *co, const kiln_key *key,
-                     const void *bytes, size_t len, double seconds);
+                     const void *bytes, size_t len, double seconds,
+                     const char **why_not);
 
 /* 1 when the session compiles everything again (KILN_CACHE=recache). */
 int kiln_cache_recaching(const kiln_cache_session *s);

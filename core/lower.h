@@ -92,6 +92,7 @@ typedef struct kiln_step {
     int cache_written;
     int callable_shared;  /* callable owned by an identical earlier step */
     double compile_s, saved_s;
+    const char *cache_note;  /* why not stored / not cached (static) */
     /* per-call views (preallocated) */
     kiln_view *vin, *vout;
 } kiln_step;

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +49,7 @@ struct kiln_function {
     struct memo_ent *memo;
     size_t memo_mask;
     pthread_mutex_t memo_lock;
+    pthread_cond_t memo_cond;   /* a pending compile finished */
     void *callback_ctx;         /* sampler callbacks' state (callback.c) */
     void (*callback_ctx_free)(void *);
     kiln_plan *plan;            /* per-kernel backend decisions (policy.c) */
@@ -153,6 +155,22 @@ static double seconds_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* CPU seconds spent so far by this thread and by reaped child processes
+ * (a backend that runs a compiler); the difference of two readings around
+ * a compile is what the compile cost, however loaded the machine. */
+static double cpu_now(void)
+{
+    struct timespec t;
+    double s = 0;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) == 0)
+        s = (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru) == 0)
+        s += (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+             (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    return s;
+}
+
 static void plugin_why(const kiln_backend *be, kiln_plugin_error *pe,
                        const char *what, const char *dflt, char *why,
                        size_t size)
@@ -194,7 +212,9 @@ static int load_cached(kiln_cache_session *cache, kiln_step *s,
     s->backend = be;
     s->callable = c;
     s->compile_s = seconds_now() - t0;
-    s->saved_s = saved;
+    /* what the hit spared: the compile's recorded cost less loading */
+    s->saved_s = saved > s->compile_s ? saved - s->compile_s : 0;
+    kiln_cache_note_saved(cache, s->saved_s);
     return 1;
 }
 
@@ -207,12 +227,14 @@ static int load_cached(kiln_cache_session *cache, kiln_step *s,
  * (callable_shared) and report KILN_CACHE_SHARED.  Kernels are reentrant
  * and a function runs one call at a time, so sharing is safe. */
 struct memo_ent {
-    int used;
+    int used;           /* MEMO_EMPTY, _DONE, _PENDING, _FAILED */
     kiln_key key;
     const kiln_backend *be;
     int opts;
     int step;
 };
+
+enum { MEMO_EMPTY, MEMO_DONE, MEMO_PENDING, MEMO_FAILED };
 
 static int memo_opts(const kiln_compile_options *co)
 {
@@ -234,15 +256,33 @@ static size_t memo_slot(const kiln_function *f, const kiln_key *k,
     return i;
 }
 
-/* Share an earlier identical step's callable; 1 when done. */
+/* Share an earlier identical step's callable; 1 when done.  0: this
+ * step is now the one compiling the kernel (memo_done must follow).  A
+ * step whose twin is being compiled by another thread waits for it, so
+ * the dedupe does not depend on the number of threads; when the twin
+ * failed, this step tries itself. */
 static int memo_share(kiln_function *f, kiln_step *s, const kiln_backend *be,
                       const kiln_compile_options *co)
 {
     if (!f->memo)
         return 0;
+    int opts = memo_opts(co), owner = -1;
     pthread_mutex_lock(&f->memo_lock);
-    size_t i = memo_slot(f, &s->key, be, memo_opts(co));
-    int owner = f->memo[i].used ? f->memo[i].step : -1;
+    for (;;) {
+        size_t i = memo_slot(f, &s->key, be, opts);
+        struct memo_ent *m = &f->memo[i];
+        if (m->used == MEMO_DONE) {
+            owner = m->step;
+            break;
+        }
+        if (m->used == MEMO_PENDING) {
+            pthread_cond_wait(&f->memo_cond, &f->memo_lock);
+            continue;
+        }
+        *m = (struct memo_ent){MEMO_PENDING, s->key, be, opts,
+                               (int)(s - f->prog.steps)};
+        break;
+    }
     pthread_mutex_unlock(&f->memo_lock);
     if (owner < 0)
         return 0;
@@ -252,21 +292,24 @@ static int memo_share(kiln_function *f, kiln_step *s, const kiln_backend *be,
     s->callable_shared = 1;
     s->cache_result = KILN_CACHE_SHARED;
     s->cache_written = 0;
+    s->cache_note = NULL;
     s->compile_s = 0;
     s->saved_s = 0;
     return 1;
 }
 
-static void memo_add(kiln_function *f, kiln_step *s, const kiln_backend *be,
-                     const kiln_compile_options *co)
+/* The step that memo_share let compile is done: `ok` 1 when it has a
+ * callable for its twins, 0 when it failed (a twin may try again). */
+static void memo_done(kiln_function *f, kiln_step *s, const kiln_backend *be,
+                      const kiln_compile_options *co, int ok)
 {
     if (!f->memo)
         return;
     pthread_mutex_lock(&f->memo_lock);
     size_t i = memo_slot(f, &s->key, be, memo_opts(co));
-    if (!f->memo[i].used)
-        f->memo[i] = (struct memo_ent){1, s->key, be, memo_opts(co),
-                                       (int)(s - f->prog.steps)};
+    f->memo[i] = (struct memo_ent){ok ? MEMO_DONE : MEMO_FAILED, s->key, be,
+                                   memo_opts(co), (int)(s - f->prog.steps)};
+    pthread_cond_broadcast(&f->memo_cond);
     pthread_mutex_unlock(&f->memo_lock);
 }
 
@@ -284,6 +327,7 @@ static int compile_step_unlocked(kiln_function *f, kiln_step *s,
     kiln_plugin_error *pe = NULL;
     if (be->supports && !be->supports(&s->kernel, &pe)) {
         plugin_why(be, pe, "refused: ", "unsupported", why, size);
+        memo_done(f, s, be, co, 0);
         return -1;
     }
     if (pe) {
@@ -293,17 +337,22 @@ static int compile_step_unlocked(kiln_function *f, kiln_step *s,
     int storable = cache && be->artifact_bytes && be->load_bytes;
     s->cache_result = KILN_CACHE_NONE;
     s->cache_written = 0;
+    s->cache_note = !cache ? "the cache is off (or unusable: see the "
+                             "diagnostics)"
+                    : !storable ? "the backend makes no storable artifacts"
+                                : NULL;
     if (storable && !kiln_cache_recaching(cache) &&
         load_cached(cache, s, be, co)) {
-        memo_add(f, s, be, co);
+        memo_done(f, s, be, co, 1);
         return 0;
     }
     if (storable && s->cache_result == KILN_CACHE_NONE)
         s->cache_result = KILN_CACHE_MISS;     /* recache */
-    double t0 = seconds_now();
+    double t0 = seconds_now(), c0 = cpu_now();
     kiln_artifact *art = NULL;
     if (be->compile(&s->kernel, co, &art, &pe)) {
         plugin_why(be, pe, "compile failed: ", "unknown error", why, size);
+        memo_done(f, s, be, co, 0);
         return -1;
     }
     kiln_callable *c = NULL;
@@ -313,20 +362,24 @@ static int compile_step_unlocked(kiln_function *f, kiln_step *s,
         if (c)
             be->callable_free(c);
         be->artifact_free(art);
+        memo_done(f, s, be, co, 0);
         return -1;
     }
     s->compile_s = seconds_now() - t0;
+    double cpu = cpu_now() - c0;
     if (storable) {
         size_t len = 0;
         const void *bytes = be->artifact_bytes(art, &len);
         if (bytes && len)
             s->cache_written = kiln_cache_store(cache, be, co, &s->key, bytes,
-                                                len, s->compile_s) == 1;
+                                                len, cpu, &s->cache_note) == 1;
+        else
+            s->cache_note = "the backend gave no artifact bytes for it";
     }
     be->artifact_free(art);
     s->backend = be;
     s->callable = c;
-    memo_add(f, s, be, co);
+    memo_done(f, s, be, co, 1);
     return 0;
 }
 
@@ -424,7 +477,8 @@ static int compile_parallel(kiln_function *f, const kiln_backend **be,
     return 0;
 }
 
-static void begin_cache(kiln_function *f, const kiln_options *opt);
+static int begin_cache(kiln_function *f, const kiln_options *opt,
+                       kiln_err *err);
 
 #define MAX_CHAIN 16
 
@@ -463,6 +517,66 @@ static int chain_next(chain_state *ch, int c)
             return c;
     }
     return ch->n;
+}
+
+/* Kernels passed on to the next backend, said once per cause (backend,
+ * reason, next backend) with a count: a policy that sends every kernel to
+ * a backend that refuses them gives one line, not one per kernel. */
+typedef struct pass_cause {
+    char *text;          /* "BACKEND\nWHY\nNEXT", the group */
+    int n, kernel;
+    char label[48];
+} pass_cause;
+
+typedef struct pass_on {
+    pass_cause *v;
+    int n;
+} pass_on;
+
+static void pass_on_note(pass_on *po, const char *be, int kernel,
+                         const char *label, const char *why,
+                         const char *next)
+{
+    char text[1400];
+    snprintf(text, sizeof text, "%s\n%s\n%s", be, why, next);
+    for (int i = 0; i < po->n; i++)
+        if (!strcmp(po->v[i].text, text)) {
+            po->v[i].n++;
+            return;
+        }
+    pass_cause *v = realloc(po->v, sizeof *v * (size_t)(po->n + 1));
+    if (!v)
+        return;
+    po->v = v;
+    v[po->n].text = strdup(text);
+    if (!v[po->n].text)
+        return;
+    v[po->n].n = 1;
+    v[po->n].kernel = kernel;
+    snprintf(v[po->n].label, sizeof v[po->n].label, "%s", label);
+    po->n++;
+}
+
+static void pass_on_print(pass_on *po, FILE *out)
+{
+    for (int i = 0; i < po->n; i++) {
+        pass_cause *c = &po->v[i];
+        char *why = strchr(c->text, '\n');
+        *why++ = '\0';
+        char *next = strchr(why, '\n');
+        *next++ = '\0';
+        if (c->n == 1)
+            fprintf(out, "kiln: backend '%s' on kernel %d (%s): %s; using "
+                    "%s\n", c->text, c->kernel, c->label, why, next);
+        else
+            fprintf(out, "kiln: backend '%s' on %d kernels (the first: "
+                    "kernel %d, %s): %s; using %s\n", c->text, c->n,
+                    c->kernel, c->label, why, next);
+        free(c->text);
+    }
+    free(po->v);
+    po->v = NULL;
+    po->n = 0;
 }
 
 /* Compile every step with the backend the plan (core/policy.c: the
@@ -511,7 +625,8 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
     if (!f->plan)
         return err ? err->code : KILN_ERR_POLICY;
     kiln_plan *pl = f->plan;
-    begin_cache(f, opt);
+    if (begin_cache(f, opt, err))
+        return err ? err->code : KILN_ERR_ARG;
     const kiln_backend *interp = kiln_loader_get("interp", path, diag, quiet,
                                                  NULL);
     if (!interp)
@@ -578,6 +693,7 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
         }
     }
     int rc = 0;
+    pass_on po = {0};
     for (int i = 0; i < n; i++) {
         kiln_step *s = &f->prog.steps[i];
         if (s->callable)
@@ -609,9 +725,8 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
             snprintf(r, sizeof r, "backend '%s': %s", bes[c]->name, why);
             kiln_plan_set_fallback(pl, i, r);
             if (next < nc && !quiet)
-                fprintf(out, "kiln: backend '%s' on kernel %d (%s): %s; "
-                        "using %s\n", bes[c]->name, i, s->label, why,
-                        kiln_plan_chain(pl, next));
+                pass_on_note(&po, bes[c]->name, i, s->label, why,
+                             kiln_plan_chain(pl, next));
         }
         if (done)
             continue;
@@ -622,6 +737,7 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
                          node_label(f->g, s->node, lbl, sizeof lbl), why);
         break;
     }
+    pass_on_print(&po, out);
     for (int i = 0; whys && i < n; i++)
         free(whys[i]);
     free(whys);
@@ -634,7 +750,8 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
 
 /* Compute every kernel's key (whatever backend compiles it: kiln explain
  * and --cache-report show it) and open the disk cache for this compile. */
-static void begin_cache(kiln_function *f, const kiln_options *opt)
+static int begin_cache(kiln_function *f, const kiln_options *opt,
+                       kiln_err *err)
 {
     int mode = KILN_CACHE_MODE_DEFAULT, quiet = 0;
     const char *dir = NULL;
@@ -657,16 +774,19 @@ static void begin_cache(kiln_function *f, const kiln_options *opt)
     memset(&knobs, 0, sizeof knobs);
     knobs.struct_size = sizeof knobs;
     const kiln_policy *pol = kiln_plan_policy(f->plan);
+    kiln_err cerr = {0, ""};
     f->cache = kiln_cache_session_begin(
         mode, dir, pol && kiln_policy_get_knobs(pol, &knobs) == 0 ? &knobs
                                                                  : NULL,
-        diag, quiet);
+        diag, quiet, &cerr);
+    if (cerr.code)
+        return kiln_seterr(err, cerr.code, "%s", cerr.message);
     size_t cap = 16;
     while (cap < 2 * (size_t)f->prog.n_steps)
         cap *= 2;
     f->memo = calloc(cap, sizeof *f->memo);   /* NULL: no dedupe */
     f->memo_mask = cap - 1;
-    pthread_mutex_init(&f->memo_lock, NULL);
+    return 0;
 }
 
 kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
@@ -737,11 +857,14 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         goto fail;
     }
+    pthread_mutex_init(&f->memo_lock, NULL);
+    pthread_cond_init(&f->memo_cond, NULL);
     int crc = compile_steps(f, opt, err);
     kiln_cache_session_end(f->cache);
     f->cache = NULL;
     free(f->memo);
     f->memo = NULL;
+    pthread_cond_destroy(&f->memo_cond);
     pthread_mutex_destroy(&f->memo_lock);
     if (crc)
         goto fail;
@@ -1194,6 +1317,9 @@ int kiln_function_kernel_report(const kiln_function *f, int i,
     rep->written = s->cache_written;
     rep->compile_seconds = s->compile_s;
     rep->saved_seconds = s->saved_s;
+    if (rep->struct_size >= offsetof(kiln_kernel_report, note) +
+                                sizeof(const char *))
+        rep->note = s->cache_note;
     return 0;
 }
 

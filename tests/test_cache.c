@@ -233,7 +233,7 @@ static int clear_cache(void)
     kiln_cache *c = kiln_cache_open(cache_dir, 1, &err);
     if (!c)
         return -1;
-    int rc = kiln_cache_clear(c, &err);
+    int rc = kiln_cache_clear(c, NULL, &err);
     kiln_cache_close(c);
     return rc;
 }
@@ -1079,7 +1079,7 @@ static void test_attack(void)
     int sh = system(cmd);
     kiln_cache *c = kiln_cache_open(foreign, 0, &err);
     uint64_t removed = 0;
-    int rc1 = c ? kiln_cache_clear(c, &err) : -1;
+    int rc1 = c ? kiln_cache_clear(c, NULL, &err) : -1;
     int rc2 = c ? kiln_cache_prune(c, 1, &removed, &err) : -1;
     int rc3 = c ? kiln_cache_verify(c, 1, NULL, NULL, &err) : -1;
     kiln_cache_close(c);
@@ -1126,16 +1126,41 @@ static void test_attack(void)
     free(msg);
     unlink(e.path[0]);
 
-    /* 3. a directory in place of an entry: reported as left in place */
+    /* 3. a directory (not empty) in place of an entry: reported as not
+     * removed, once, and the kernel is compiled; an empty one is removed
+     * and the entry stored again */
     mkdir(e.path[0], 0700);
+    char inner[4200];
+    snprintf(inner, sizeof inner, "%s/x", e.path[0]);
+    FILE *inf = fopen(inner, "w");
+    if (inf)
+        fclose(inf);
     msg = NULL;
     d = open_memstream(&msg, &len);
     f = build(M1, disk_backend, KILN_CACHE_MODE_ON, cache_dir, d);
     fclose(d);
-    ok(f && msg && strstr(msg, "left in place"), "an entry kiln cannot "
-       "remove is not reported as removed");
+    ok(f && msg && strstr(msg, "not removed") && !strstr(msg, "; removed"),
+       "an entry kiln cannot remove is not reported as removed");
+    int lines = 0;
+    for (const char *q = msg; q && *q; q++)
+        lines += *q == '\n';
+    ok(lines == 2 && strstr(msg, "is a directory, not an entry"),
+       "... one line for the bad entry, one saying it cannot be stored "
+       "(got %d)", lines);
     kiln_function_free(f);
     free(msg);
+    unlink(inner);
+    msg = NULL;
+    d = open_memstream(&msg, &len);
+    f = build(M1, disk_backend, KILN_CACHE_MODE_ON, cache_dir, d);
+    fclose(d);
+    kiln_function_free(f);
+    struct stat dst;
+    ok(f && lstat(e.path[0], &dst) == 0 && S_ISREG(dst.st_mode) && msg &&
+       strstr(msg, "removed, recompiling"), "an empty directory in place of "
+       "an entry is removed and the entry stored again");
+    free(msg);
+    unlink(e.path[0]);
     rmdir(e.path[0]);
 
     /* 4. ROOT/stats a directory: the cap still holds */

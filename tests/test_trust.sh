@@ -83,6 +83,9 @@ KILN_CACHE_DIR="$tmp/user" "$kiln" run "$tmp/model/es.kg" $ins \
     --backend tcc --cache-report >"$tmp/out" 2>"$tmp/err"
 t "cache.read_only in ~/.config/kiln/config.yaml is searched" \
     grep -q ' hit ' "$tmp/err"
+KILN_CACHE_DIR="$tmp/user" "$kiln" cache verify >"$tmp/out" 2>"$tmp/err"
+t "kiln cache verify checks the configuration's read-only cache too" \
+    grep -q "0 bad entries in $tmp/model/.kcache" "$tmp/out"
 chmod 666 "$tmp/xdg/kiln/config.yaml"
 rm -rf "$tmp/user"
 KILN_CACHE_DIR="$tmp/user" "$kiln" run "$tmp/model/es.kg" $ins \

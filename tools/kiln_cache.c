@@ -17,7 +17,8 @@ static const char cache_usage[] =
     "usage: kiln cache stats | list | verify [--remove] |\n"
     "                  prune [--max-size SIZE] | clear\n"
     "The cache is $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else "
-    "~/.cache/kiln.\n";
+    "~/.cache/kiln;\n"
+    "list and verify also cover the read-only caches of $KILN_CACHE_PATH.\n";
 
 static void human(uint64_t b, char *buf, size_t size)
 {
@@ -31,9 +32,13 @@ static void human(uint64_t b, char *buf, size_t size)
         snprintf(buf, size, "%llu B", (unsigned long long)b);
 }
 
+typedef struct tally {
+    int bad, removed, kept;
+} tally;
+
 static int print_entry(const kiln_cache_entry *e, void *ctx)
 {
-    int *bad = ctx;
+    tally *ty = ctx;
     char when[32] = "?";
     time_t t = (time_t)e->mtime;
     struct tm tm;
@@ -43,11 +48,79 @@ static int print_entry(const kiln_cache_entry *e, void *ctx)
         printf("%s  %-8s %9llu B  %8.3f ms  %s  %s\n", e->key, e->backend,
                (unsigned long long)e->bytes, 1e3 * e->compile_seconds, when,
                e->dir);
+    else if (e->removed)
+        printf("%s  BAD: %s  (%s)  removed\n", e->key, e->problem, e->path);
+    else if (e->not_removed)
+        printf("%s  BAD: %s  (%s)  NOT removed: %s\n", e->key, e->problem,
+               e->path, e->not_removed);
     else
         printf("%s  BAD: %s  (%s)\n", e->key, e->problem, e->path);
-    if (!e->ok && bad)
-        (*bad)++;
+    if (!e->ok && ty) {
+        ty->bad++;
+        ty->removed += e->removed;
+        ty->kept += !e->removed;
+    }
     return 0;
+}
+
+/* list or verify one cache; 0, 1 (bad entries found and not all removed)
+ * or -1 (the cache could not be read: said on stderr). */
+static int look_at(kiln_cache *c, int verify, int remove_bad)
+{
+    kiln_err err = {0, ""};
+    tally t = {0, 0, 0};
+    int ro = kiln_cache_is_read_only(c);
+    if (ro)
+        printf("read-only cache %s:\n", kiln_cache_dir(c));
+    int rc = verify ? kiln_cache_verify(c, remove_bad, print_entry, &t, &err)
+                    : kiln_cache_list(c, print_entry, &t, &err);
+    if (rc) {
+        fprintf(stderr, "kiln: %s\n", err.message[0] ? err.message
+                                                      : "cache: error");
+        return -1;
+    }
+    if (!verify)
+        return 0;
+    if (!remove_bad || t.bad == 0)
+        printf("%d bad entr%s in %s\n", t.bad, t.bad == 1 ? "y" : "ies",
+               kiln_cache_dir(c));
+    else
+        printf("%d bad entr%s in %s: %d removed, %d not removed\n", t.bad,
+               t.bad == 1 ? "y" : "ies", kiln_cache_dir(c), t.removed,
+               t.kept);
+    if (remove_bad && t.kept)
+        fprintf(stderr, "kiln: cache verify --remove: %d bad entr%s left in "
+                "%s (see above why)\n", t.kept, t.kept == 1 ? "y" : "ies",
+                kiln_cache_dir(c));
+    return remove_bad ? t.kept > 0 : t.bad > 0;
+}
+
+/* list/verify: the user cache, then every read-only cache. */
+static int look_at_all(kiln_cache *user, int verify, int remove_bad)
+{
+    int worst = look_at(user, verify, remove_bad);
+    char **ro = kiln_cache_read_only_dirs();
+    if (!ro) {
+        fprintf(stderr, "kiln: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; ro[i]; i++) {
+        kiln_err err = {0, ""};
+        kiln_cache *c = kiln_cache_open_read_only(ro[i], &err);
+        if (!c) {
+            /* a cache kiln refuses is not used either: say so */
+            fprintf(stderr, "kiln: %s (listed in KILN_CACHE_PATH)\n",
+                    err.message);
+            worst = worst < 0 ? worst : -1;
+            continue;
+        }
+        int r = look_at(c, verify, remove_bad);
+        if (r < 0 || (r > 0 && worst >= 0))
+            worst = r;
+        kiln_cache_close(c);
+    }
+    kiln_cache_free_dirs(ro);
+    return worst != 0;
 }
 
 int kiln_cli_cache(int argc, char **argv)
@@ -121,24 +194,16 @@ int kiln_cli_cache(int argc, char **argv)
             printf("bad entries    %llu\n", (unsigned long long)st.bad);
             printf("compile saved  %.3f s\n", st.saved_seconds);
         }
-    } else if (!strcmp(sub, "list")) {
-        rc = kiln_cache_list(c, print_entry, NULL, &err);
-    } else if (!strcmp(sub, "verify")) {
-        int bad = 0;
-        rc = kiln_cache_verify(c, remove_bad, print_entry, &bad, &err);
-        if (rc == 0) {
-            printf("%d bad entr%s%s\n", bad, bad == 1 ? "y" : "ies",
-                   bad && remove_bad ? " removed" : "");
-            if (bad && !remove_bad)
-                rc = 1;
-        }
-    } else if (!strcmp(sub, "prune")) {
-        uint64_t removed = 0;
-        rc = kiln_cache_prune(c, max, &removed, &err);
-        if (rc == 0)
-            printf("removed %llu entries\n", (unsigned long long)removed);
+    } else if (!strcmp(sub, "list") || !strcmp(sub, "verify")) {
+        int r = look_at_all(c, !strcmp(sub, "verify"), remove_bad);
+        kiln_cache_close(c);
+        return r;
     } else {
-        rc = kiln_cache_clear(c, &err);
+        uint64_t removed = 0;
+        rc = !strcmp(sub, "prune") ? kiln_cache_prune(c, max, &removed, &err)
+                                   : kiln_cache_clear(c, &removed, &err);
+        printf("removed %llu entr%s from %s\n", (unsigned long long)removed,
+               removed == 1 ? "y" : "ies", kiln_cache_dir(c));
     }
     if (rc && err.message[0])
         fprintf(stderr, "kiln: %s\n", err.message);
@@ -162,10 +227,17 @@ void kiln_cli_cache_report(const kiln_function *f, FILE *out)
         char hex[KILN_KEY_HEX + 1];
         kiln_key_hex(&r.key, hex);
         int c = r.cache >= 0 && r.cache <= 4 ? r.cache : 0;
-        fprintf(out, "%6d  %.12s  %-7s  %-5s  %.3f%s  %s\n", i, hex,
+        char note[200] = "";
+        if (r.note && (r.cache == KILN_CACHE_MISS ||
+                       r.cache == KILN_CACHE_BAD ||
+                       r.cache == KILN_CACHE_NONE))
+            snprintf(note, sizeof note, "  (not %s: %s)",
+                     r.cache == KILN_CACHE_NONE ? "cached" : "stored",
+                     r.note);
+        fprintf(out, "%6d  %.12s  %-7s  %-5s  %.3f%s  %s%s\n", i, hex,
                 r.backend ? r.backend : "?", what[c],
                 1e3 * r.compile_seconds, r.written ? " (stored)" : "",
-                r.label ? r.label : "");
+                r.label ? r.label : "", note);
         hits += r.cache == KILN_CACHE_HIT;
         dups += r.cache == KILN_CACHE_SHARED;
         misses += r.cache == KILN_CACHE_MISS || r.cache == KILN_CACHE_BAD;

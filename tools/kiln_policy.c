@@ -207,6 +207,8 @@ int kiln_cli_explain(int argc, char **argv)
             json_str(stdout, have_rep ? hex : NULL);
             printf(", \"cache\": ");
             json_str(stdout, have_rep ? cache_word(rep.cache) : NULL);
+            printf(", \"cache_note\": ");
+            json_str(stdout, have_rep && !rep.written ? rep.note : NULL);
             printf("}");
         } else {
             char rb[64];
@@ -217,6 +219,12 @@ int kiln_cli_explain(int argc, char **argv)
                    cell(k.rule, rb, sizeof rb), k.chosen,
                    k.backend ? k.backend : "?", have_rep ? hex : "-",
                    have_rep ? cache_word(rep.cache) : "-");
+            if (have_rep && rep.written)
+                printf(" (stored)");
+            else if (have_rep && rep.note)
+                printf(" (not %s: %s)",
+                       rep.cache == KILN_CACHE_NONE ? "cached" : "stored",
+                       rep.note);
             if (k.fallback)
                 printf("  (fallback: %s)", k.fallback);
             printf("\n");

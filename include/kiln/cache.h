@@ -16,7 +16,8 @@
  * key, options) in one file, written atomically and verified before use.
  * Its location is $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
  * ~/.cache/kiln; $KILN_CACHE_PATH lists read-only site caches searched
- * after it; $KILN_CACHE=off|read-only|recache|on sets the mode.
+ * after it; $KILN_CACHE=on|off|read-only|recache (also 1/0, yes/no,
+ * true/false, any case) sets the mode.
  */
 #ifndef KILN_CACHE_H
 #define KILN_CACHE_H
@@ -68,7 +69,8 @@ typedef enum kiln_cache_result {
     KILN_CACHE_NONE = 0,   /* the cache was not consulted (off, or the
                               backend makes no storable artifacts) */
     KILN_CACHE_HIT,        /* loaded from an entry */
-    KILN_CACHE_MISS,       /* compiled; written unless read-only/too cheap */
+    KILN_CACHE_MISS,       /* compiled; written unless the report's note
+                              says why not */
     KILN_CACHE_BAD,        /* an entry failed verification: reported,
                               removed when ours, compiled again */
     KILN_CACHE_SHARED      /* an identical kernel earlier in the same
@@ -83,13 +85,23 @@ typedef struct kiln_kernel_report {
     int cache;                 /* kiln_cache_result */
     int written;               /* 1 when this compile wrote an entry */
     double compile_seconds;    /* compiling (MISS) or loading (HIT); 0 for
-                                  SHARED */
-    double saved_seconds;      /* HIT: the compile time the entry recorded */
+                                  SHARED; wall-clock seconds */
+    double saved_seconds;      /* HIT: CPU seconds compiling would have
+                                  cost (the compile CPU time the entry
+                                  recorded) minus the loading time, at
+                                  least 0; 0 otherwise */
+    /* why this kernel was not stored (MISS with written 0) or the cache
+     * was not consulted (NONE): "KILN_CACHE=read-only", "the cache is
+     * off", "the backend makes no storable artifacts", ...; NULL when
+     * there is nothing to say.  Static text; only filled when
+     * struct_size covers it. */
+    const char *note;
 } kiln_kernel_report;
 
 /* What happened to kernel `i` when f was compiled.  rep->struct_size must
- * be set by the caller.  Returns 0, or -1 when an argument is NULL or i
- * is out of range. */
+ * be set by the caller (at least up to saved_seconds; `note` is filled
+ * when it is covered).  Returns 0, or -1 when an argument is NULL or i is
+ * out of range.  Thread-safe with other readers of f. */
 int kiln_function_kernel_report(const kiln_function *f, int i,
                                 kiln_kernel_report *rep);
 
@@ -115,6 +127,37 @@ typedef struct kiln_cache kiln_cache;
  * wrong owner or permissions (KILN_ERR_IO too; the message names the path),
  * KILN_ERR_NOMEM.  Free with kiln_cache_close. */
 kiln_cache *kiln_cache_open(const char *dir, int create, kiln_err *err);
+
+/* Open a read-only (site) cache at `dir`, an absolute path, which must
+ * exist, be a directory owned by the user or root and not writable by
+ * group or others.  Entries are checked with the same rules (user or root).
+ * kiln_cache_list and kiln_cache_verify work on it (verify never removes
+ * anything from it); kiln_cache_prune and kiln_cache_clear refuse it with
+ * KILN_ERR_IO.  Errors: KILN_ERR_ARG (dir NULL or ""), KILN_ERR_IO (a
+ * relative path; the message names the path and why), KILN_ERR_NOMEM.
+ * Free with kiln_cache_close. */
+kiln_cache *kiln_cache_open_read_only(const char *dir, kiln_err *err);
+
+/* 1 when c was opened with kiln_cache_open_read_only, else 0. */
+int kiln_cache_is_read_only(const kiln_cache *c);
+
+/* The read-only caches configured for this process, in search order: the
+ * absolute elements of $KILN_CACHE_PATH (colon-separated; a relative one
+ * is skipped with one line on stderr), then cache.read_only of the user's
+ * and the site's configuration files (docs/cache.md; a refused file is
+ * reported on stderr).  Returns a malloc'd NULL-terminated array of
+ * malloc'd strings (empty when none are configured), or NULL when out of
+ * memory; free with kiln_cache_free_dirs.  The compiler searches exactly
+ * these and `kiln cache verify` checks them; a policy never adds any. */
+char **kiln_cache_read_only_dirs(void);
+void kiln_cache_free_dirs(char **dirs);
+
+/* The mode a $KILN_CACHE value names: "on", "1", "yes", "true" (or empty:
+ * KILN_CACHE_MODE_ON); "off", "0", "no", "false"; "read-only" (or
+ * "readonly"); "recache" — in any case.  Returns the kiln_cache_mode, or
+ * -1 for anything else (kiln_compile then fails with KILN_ERR_ARG). */
+int kiln_cache_parse_mode(const char *value);
+
 void kiln_cache_close(kiln_cache *c);
 
 /* The directory (owned by c). */
@@ -127,7 +170,10 @@ typedef struct kiln_cache_stats {
     uint64_t hits, misses;     /* counted by every process since clear */
     uint64_t writes;           /* entries written */
     uint64_t bad;              /* entries that failed verification */
-    double saved_seconds;      /* compile seconds the hits saved */
+    double saved_seconds;      /* CPU seconds of compiling the hits
+                                  avoided, net of loading (see
+                                  kiln_kernel_report.saved_seconds),
+                                  summed over every process */
 } kiln_cache_stats;
 
 /* Scan the cache and read its counters.  Errors: KILN_ERR_IO. */
@@ -143,13 +189,23 @@ typedef struct kiln_cache_entry {
     int64_t mtime;             /* last use, seconds since the epoch */
     int ok;                    /* 1 when it verifies (kiln_cache_verify) */
     const char *problem;       /* why not, or NULL */
+    const char *cache_dir;     /* the cache directory holding it */
+    int removed;               /* verify with remove_bad: 1 when removed */
+    const char *not_removed;   /* verify with remove_bad, bad and still
+                                  there: why (read-only cache, owned by
+                                  another user, EACCES, a directory that
+                                  is not empty) */
 } kiln_cache_entry;
 
 /* Call `fn` for every entry (order unspecified); a nonzero return stops
- * the walk and is returned.  kiln_cache_list does not read payloads (ok
- * is 1 when the header is valid); kiln_cache_verify checks every entry
- * completely and, when `remove_bad` is 1, removes those that fail.
- * Errors: KILN_ERR_IO.  Returns 0, fn's nonzero value, or the error. */
+ * the walk and is returned.  Something else carrying an entry's name (a
+ * FIFO, a directory, a socket) is listed too, as not ok, and is never
+ * opened.  kiln_cache_list does not read payloads (ok is 1 when the
+ * header is valid); kiln_cache_verify checks every entry completely and,
+ * when `remove_bad` is 1, tries to remove those that fail (never in a
+ * read-only cache): e->removed and e->not_removed say what happened.
+ * The strings of `e` live until fn returns.  Errors: KILN_ERR_IO.
+ * Returns 0, fn's nonzero value, or the error. */
 int kiln_cache_list(kiln_cache *c,
                     int (*fn)(const kiln_cache_entry *e, void *ctx),
                     void *ctx, kiln_err *err);
@@ -162,12 +218,19 @@ int kiln_cache_verify(kiln_cache *c, int remove_bad,
  * that died more than an hour ago.  *removed (may be NULL) receives the
  * number of entries removed.  An entry in use by a running process stays
  * valid for it: kernels are loaded from a copy in memory, never mapped
- * from the file.  Errors: KILN_ERR_IO. */
+ * from the file.  Errors: KILN_ERR_IO when the cache cannot be read, is
+ * read-only (kiln_cache_open_read_only), or an entry it meant to remove
+ * could not be removed (the message gives the counts, the first such path
+ * and why; *removed still counts what was removed). */
 int kiln_cache_prune(kiln_cache *c, uint64_t max_bytes, uint64_t *removed,
                      kiln_err *err);
 
-/* Remove every entry and reset the counters.  Errors: KILN_ERR_IO. */
-int kiln_cache_clear(kiln_cache *c, kiln_err *err);
+/* Remove every entry (and anything else carrying an entry's name: a FIFO,
+ * an empty directory) and reset the counters.  *removed (may be NULL)
+ * receives the number removed.  Errors: KILN_ERR_IO as for
+ * kiln_cache_prune (a directory that is not empty is never removed: it is
+ * reported). */
+int kiln_cache_clear(kiln_cache *c, uint64_t *removed, kiln_err *err);
 
 /* Parse a size such as "1G", "512M", "4096", "1.5GiB" into bytes.
  * Returns 0, or -1 when it is not a size. */
