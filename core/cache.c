@@ -45,7 +45,7 @@
  */
 #define _GNU_SOURCE   /* getrandom, O_DIRECTORY etc. under -std=c11 */
 #include "cache.h"
-#include "config.h"
+#include "userconfig.h"
 #include "trust.h"
 #include "ir.h"
 #include "loader.h"
@@ -175,7 +175,7 @@ int kiln_cache_parse_size(const char *s, uint64_t *bytes)
 
 /* The user cache directory: explicit (`dir`, from kiln_options or the
  * command line), $KILN_CACHE_DIR, the user's or site's configuration
- * (core/config.h), $XDG_CACHE_HOME/kiln, ~/.cache/kiln.  Every one must
+ * (core/userconfig.h), $XDG_CACHE_HOME/kiln, ~/.cache/kiln.  Every one must
  * be absolute (a relative path would depend on the working directory,
  * which can be a downloaded model's folder); XDG_CACHE_HOME and HOME that
  * are not are skipped, as the XDG specification says.  Returns a malloc'd

@@ -1,6 +1,6 @@
 /*
  * yaml_read.h — reading kiln's YAML files (policies, core/policy.c; the
- * user's and site's configuration, core/config.c) with libyaml's document
+ * user's and site's configuration, core/userconfig.c) with libyaml's document
  * API.
  *
  * A file is read whole (kiln_yaml_read_file), loaded as exactly one YAML

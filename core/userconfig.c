@@ -1,8 +1,8 @@
 /*
- * config.c — the user's and the site's configuration files (config.h).
+ * userconfig.c — the user's and the site's configuration files (userconfig.h).
  */
 #define _POSIX_C_SOURCE 200809L
-#include "config.h"
+#include "userconfig.h"
 #include "ir.h"
 #include "trust.h"
 #include "yaml_read.h"
