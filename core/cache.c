@@ -160,9 +160,9 @@ int kiln_cache_parse_size(const char *s, uint64_t *bytes)
     return 0;
 }
 
-/* Owner and permission check of something we are about to trust.
- * `site`: a read-only site cache, which root may own too. */
-static const char *bad_owner(const struct stat *st, int want_dir, int site)
+/* Owner and permission check of something we are about to trust (cache.h;
+ * the plugin loader uses it too). */
+const char *kiln_cache_bad_owner(const struct stat *st, int want_dir, int site)
 {
     if (want_dir ? !S_ISDIR(st->st_mode) : !S_ISREG(st->st_mode))
         return want_dir ? "not a directory" : "not a regular file";
@@ -244,7 +244,7 @@ kiln_cache *kiln_cache_open(const char *dir, int create, kiln_err *err)
         free(d);
         return NULL;
     }
-    const char *why = bad_owner(&st, 1, 0);
+    const char *why = kiln_cache_bad_owner(&st, 1, 0);
     if (why) {
         kiln_seterr(err, KILN_ERR_IO, "cache: refusing %s: %s", d, why);
         free(d);
@@ -425,7 +425,7 @@ static int open_dir(int at, const char *name, int site, const char **why)
         return -1;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || (*why = bad_owner(&st, 1, site)) != NULL) {
+    if (fstat(fd, &st) != 0 || (*why = kiln_cache_bad_owner(&st, 1, site)) != NULL) {
         close(fd);
         return -1;
     }
@@ -475,7 +475,7 @@ static void read_entry(const char *root, const char *bdir, const char *hex2,
         close(fd);
         return;
     }
-    if ((r->why = bad_owner(&st, 0, site)) != NULL) {
+    if ((r->why = kiln_cache_bad_owner(&st, 0, site)) != NULL) {
         close(fd);
         return;
     }
@@ -917,7 +917,7 @@ static int stats_lock(const char *root)
     if (fd < 0)
         return -1;
     struct stat st;
-    if (fstat(fd, &st) != 0 || bad_owner(&st, 0, 0) ||
+    if (fstat(fd, &st) != 0 || kiln_cache_bad_owner(&st, 0, 0) ||
         flock(fd, LOCK_EX) != 0) {
         close(fd);
         return -1;
@@ -1340,7 +1340,7 @@ static int list_or_verify(kiln_cache *c, int full, int remove_bad,
                 r.why = errno == ELOOP ? "a symlink in place of an entry"
                                        : "cannot open";
             } else if (fstat(fd, &st) != 0 ||
-                       (r.why = bad_owner(&st, 0, 0)) != NULL) {
+                       (r.why = kiln_cache_bad_owner(&st, 0, 0)) != NULL) {
                 if (!r.why)
                     r.why = "cannot stat";
             } else if ((r.file = malloc(HDR)) != NULL) {

@@ -51,6 +51,17 @@ int kiln_cache_store(kiln_cache_session *s, const kiln_backend *be,
                      const kiln_compile_options *co, const kiln_key *key,
                      const void *bytes, size_t len, double seconds);
 
+/* The owner and mode check of anything kiln is about to trust (cache
+ * directories and entries, plugin files and their directories): NULL when
+ * `st` (from stat/fstat) is a directory (want_dir) or a regular file
+ * (!want_dir), owned by the effective user — or by root when `root_ok`
+ * (site caches, installed plugins) — and not writable by group or others;
+ * else a static reason ("not a directory", "not a regular file", "owned by
+ * another user", "writable by group or others").  Thread-safe. */
+struct stat;
+const char *kiln_cache_bad_owner(const struct stat *st, int want_dir,
+                                 int root_ok);
+
 /* 1 when the session compiles everything again (KILN_CACHE=recache). */
 int kiln_cache_recaching(const kiln_cache_session *s);
 
