@@ -49,14 +49,14 @@ install=$(echo "$install" | sed "s|\$HOME/opt/kiln|$prefix|")
 case $install in *"$prefix"*) ;; *) ok 1 "the install command's prefix is \$HOME/opt/kiln"; finish ;; esac
 echo "# $first"
 bash -c "$first" >"$work/first.out" 2>"$work/first.err"
-ok $? "the README's build command" || { tail -30 "$work/first.out" "$work/first.err"; finish; }
+ok $? "the README's build command" || { tail -n 30 "$work/first.out" "$work/first.err"; finish; }
 grep -q '^logp = -1192\.67564312108' "$work/first.out"
 ok $? "and its radon logp"
 echo "# $install"
 bash -c "$install" >"$work/install.out" 2>"$work/install.err"
-ok $? "the README's install command, re-configured in the same tree" || { tail -30 "$work/install.out" "$work/install.err"; finish; }
+ok $? "the README's install command, re-configured in the same tree" || { tail -n 30 "$work/install.out" "$work/install.err"; finish; }
 make installcheck >"$work/installcheck.out" 2>&1
-ok $? "make installcheck" || tail -30 "$work/installcheck.out"
+ok $? "make installcheck" || tail -n 30 "$work/installcheck.out"
 ! grep -q "cannot remove 'core'" "$work/first.err" "$work/install.err"
 ok $? "configure does not print rm: cannot remove 'core'"
 
@@ -65,15 +65,18 @@ bin="$prefix/bin/kiln"
 lib=$(ls "$prefix"/lib/libkiln.so.*.*.* 2>/dev/null | head -1)
 [ -x "$bin" ] && [ -n "$lib" ]
 ok $? "bin/kiln and lib/libkiln.so installed" || finish
-readelf -d "$bin" | grep -E '\((RUNPATH|RPATH)\)' | grep -qF "$prefix/lib"
+# (no grep -q at the end of a pipe: with pipefail, its early exit would
+# fail the pipe through the writer's SIGPIPE)
+readelf -d "$bin" | grep -E '\((RUNPATH|RPATH)\)' | grep -F "$prefix/lib" >/dev/null
 ok $? "bin/kiln has a RUNPATH with $prefix/lib"
 leaks=""
 for f in "$bin" "$prefix/bin/kiln-gen" "$lib" "$prefix"/lib/kiln/backends/*.so; do
   [ -f "$f" ] || continue
   strip -g -o "$work/stripped" "$f" || { leaks="$leaks $f(strip)"; continue; }
-  if strings "$work/stripped" | grep -qE "$tree|/usr/local"; then
+  hits=$(strings "$work/stripped" | grep -E "$tree|/usr/local")
+  if [ -n "$hits" ]; then
     leaks="$leaks $f"
-    strings "$work/stripped" | grep -E "$tree|/usr/local" | sed 's/^/#   /'
+    echo "$hits" | sed 's/^/#   /'
   fi
 done
 [ -z "$leaks" ]
