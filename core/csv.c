@@ -114,7 +114,9 @@ static int csv_fill(csv_reader *r)
     r->pos = 0;
     r->len = fread(r->buf, 1, CSV_BLOCK, r->f);
     r->total += r->len;
-    if (!r->regular && r->total > r->max) {
+    /* every file: a regular one can still read past its stat size
+     * (/proc files report 0 and read back gigabytes) */
+    if (r->total > r->max) {
         char what[48];
         snprintf(what, sizeof what, "more than %" PRIu64 " bytes", r->max);
         data_too_large(r->path, what, r->max, r->err);

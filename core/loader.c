@@ -5,13 +5,23 @@
  * shows at load time rather than at the first kernel call, and so that
  * two plugins never see each other's symbols.  Handles are never closed:
  * callables made by a plugin may live as long as the process.
+ *
+ * Trust (docs/plugin-abi.md §13): only the caller names plugin
+ * directories (kiln_options.plugin_path, $KILN_PLUGIN_PATH), then the
+ * install directory; a build tree only when libkiln itself was loaded
+ * from it.  No build-tree path is compiled in.  Every file and its
+ * directory pass the cache's owner and mode check before dlopen.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE     /* dladdr */
 #include "loader.h"
+#include "trust.h"      /* kiln_trust_stat: the cache's trust check */
+#include "install_dirs.h"
 #include "ir.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -81,15 +91,54 @@ static void diagf(FILE *diag, int quiet, const char *fmt, const char *a,
     fprintf(diag ? diag : stderr, fmt, a, b);
 }
 
-/* Try one file; returns the descriptor or NULL (diagnostic printed when
- * the file exists but is unusable). */
-static const kiln_backend *try_file(const char *path, const char *name,
-                                    FILE *diag, int quiet)
+/* The owner and mode check of a plugin file (following symlinks) and of
+ * its directory, and when the file is a symlink of the directory it
+ * points into: NULL, or a reason naming what failed in why[]. */
+static const char *untrusted(const char *dir, const char *path, char *why,
+                             size_t size)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    struct stat st;
+    const char *bad = NULL;
+    if (stat(dir, &st) != 0 || (bad = kiln_trust_stat(&st, 1, 1))) {
+        snprintf(why, size, "directory %s: %s", dir,
+                 bad ? bad : strerror(errno));
+        return why;
+    }
+    if (stat(path, &st) != 0 || (bad = kiln_trust_stat(&st, 0, 1))) {
+        snprintf(why, size, "%s", bad ? bad : strerror(errno));
+        return why;
+    }
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        char real[PATH_MAX];
+        if (!realpath(path, real)) {
+            snprintf(why, size, "symlink: %s", strerror(errno));
+            return why;
+        }
+        char *slash = strrchr(real, '/');
+        if (slash && slash != real)
+            *slash = '\0';
+        if (stat(real, &st) != 0 || (bad = kiln_trust_stat(&st, 1, 1))) {
+            snprintf(why, size, "symlink into directory %s: %s", real,
+                     bad ? bad : strerror(errno));
+            return why;
+        }
+    }
+    return NULL;
+}
+
+/* Try NAME.so in `dir`; returns the descriptor or NULL (diagnostic printed
+ * when the file exists but is refused or unusable). */
+static const kiln_backend *try_file(const char *dir, const char *path,
+                                    const char *name, FILE *diag, int quiet)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 && errno == ENOENT && lstat(path, &st) != 0)
+        return NULL;    /* nothing there (a dangling symlink is refused) */
+    char why[PATH_MAX + 4096];
+    if (untrusted(dir, path, why, sizeof why)) {
+        diagf(diag, quiet, "kiln: refusing plugin %s: %s\n", path, why);
         return NULL;
-    fclose(f);
+    }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
@@ -109,7 +158,6 @@ static const kiln_backend *try_file(const char *path, const char *name,
     char buf[512] = "";
     const kiln_backend *b = entry(KILN_ABI_MAJOR, KILN_ABI_MINOR, buf,
                                   sizeof buf);
-    char why[512];
     if (!b) {
         diagf(diag, quiet, "kiln: skipping plugin %s: %s\n", path,
               buf[0] ? buf : "entry point failed");
@@ -174,9 +222,20 @@ uint64_t kiln_loader_build_hash(const kiln_backend *be)
     return build_hash_of(be, NULL);
 }
 
+/* Append `dir` (len bytes) to the list of searched directories. */
+static void note_dir(char *list, size_t size, const char *dir, size_t len)
+{
+    size_t used = strlen(list);
+    if (used + 1 >= size)
+        return;
+    snprintf(list + used, size - used, "%s%.*s", used ? ", " : "", (int)len,
+             dir);
+}
+
 static const kiln_backend *search_dirs(const char *dirs, const char *name,
                                        FILE *diag, int quiet, char *found,
-                                       size_t found_size)
+                                       size_t found_size, char *searched,
+                                       size_t searched_size)
 {
     if (!dirs || !*dirs)
         return NULL;
@@ -184,10 +243,19 @@ static const kiln_backend *search_dirs(const char *dirs, const char *name,
     while (*p) {
         const char *e = strchr(p, ':');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len > 0 && len < 3500) {
-            char path[4096];
-            snprintf(path, sizeof path, "%.*s/%s.so", (int)len, p, name);
-            const kiln_backend *b = try_file(path, name, diag, quiet);
+        if (len > 0 && p[0] != '/') {
+            /* a relative directory would be resolved against the working
+             * directory, which can be a downloaded model's folder */
+            if (!quiet)
+                fprintf(diag ? diag : stderr, "kiln: plugin directory "
+                        "'%.*s' is not an absolute path; skipped\n",
+                        (int)(len > 200 ? 200 : len), p);
+        } else if (len > 0 && len < 3500) {
+            char dir[3500], path[4096];
+            snprintf(dir, sizeof dir, "%.*s", (int)len, p);
+            snprintf(path, sizeof path, "%s/%s.so", dir, name);
+            note_dir(searched, searched_size, p, len);
+            const kiln_backend *b = try_file(dir, path, name, diag, quiet);
             if (b) {
                 snprintf(found, found_size, "%s", path);
                 return b;
@@ -198,6 +266,43 @@ static const kiln_backend *search_dirs(const char *dirs, const char *name,
         p = e + 1;
     }
     return NULL;
+}
+
+int kiln_loader_build_top(char *buf, size_t size)
+{
+    Dl_info info;
+    int (*self)(char *, size_t) = kiln_loader_build_top;
+    void *addr;
+    memcpy(&addr, &self, sizeof addr);   /* function -> object pointer */
+    char real[PATH_MAX];
+    if (!dladdr(addr, &info) || !info.dli_fname ||
+        !realpath(info.dli_fname, real))
+        return -1;
+    char *slash = strrchr(real, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';                      /* DIR/.libs */
+    size_t n = strlen(real);
+    if (n < 7 || strcmp(real + n - 6, "/.libs") != 0)
+        return -1;
+    real[n - 6] = '\0';                 /* DIR */
+    /* libtool's uninstalled library file: DIR/libkiln.la, installed=no
+     * (an installed .la lies next to the library and says installed=yes) */
+    char la[PATH_MAX + 16], text[8192];
+    snprintf(la, sizeof la, "%s/libkiln.la", real);
+    int fd = open(la, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    ssize_t got = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (got <= 0)
+        return -1;
+    text[got] = '\0';
+    if (!strstr(text, "\ninstalled=no\n"))
+        return -1;
+    if ((size_t)snprintf(buf, size, "%s", real) >= size)
+        return -1;
+    return 0;
 }
 
 static int valid_name(const char *name)
@@ -228,23 +333,24 @@ const kiln_backend *kiln_loader_get(const char *name, const char *extra_path,
             return b;
         }
     }
-    char found[4096] = "";
+    char found[4096] = "", searched[768] = "";
     const kiln_backend *b = search_dirs(extra_path, name, diag, quiet, found,
-                                        sizeof found);
+                                        sizeof found, searched,
+                                        sizeof searched);
     if (!b)
         b = search_dirs(getenv("KILN_PLUGIN_PATH"), name, diag, quiet, found,
-                        sizeof found);
+                        sizeof found, searched, sizeof searched);
     if (!b)
         b = search_dirs(KILN_PLUGIN_DIR, name, diag, quiet, found,
-                        sizeof found);
-#ifdef KILN_BUILD_TOP
-    if (!b) {
-        char dir[4096];
+                        sizeof found, searched, sizeof searched);
+    char top[3000];
+    if (!b && kiln_loader_build_top(top, sizeof top) == 0) {
+        char dir[8192];
         snprintf(dir, sizeof dir, "%s/backends/%s/.libs:%s/plugins/%s/.libs",
-                 KILN_BUILD_TOP, name, KILN_BUILD_TOP, name);
-        b = search_dirs(dir, name, diag, quiet, found, sizeof found);
+                 top, name, top, name);
+        b = search_dirs(dir, name, diag, quiet, found, sizeof found,
+                        searched, sizeof searched);
     }
-#endif
     if (!b && strcmp(name, "interp") == 0)
         b = kiln_loader_builtin_interp();
     if (b && n_registry < MAX_BACKENDS) {
@@ -257,7 +363,7 @@ const kiln_backend *kiln_loader_get(const char *name, const char *extra_path,
     pthread_mutex_unlock(&registry_lock);
     if (!b)
         kiln_seterr(err, KILN_ERR_BACKEND,
-                    "backend '%s' not found (searched the plugin path, "
-                    "$KILN_PLUGIN_PATH and %s)", name, KILN_PLUGIN_DIR);
+                    "backend '%s' not found (searched %s%s)", name, searched,
+                    strlen(searched) + 1 >= sizeof searched ? " ..." : "");
     return b;
 }

@@ -10,17 +10,28 @@
 /* The backend named `name` ("interp", "tcc", ...), loaded once per
  * process and kept until exit.  A plugin is the file NAME.so in, in order:
  * the ':'-separated directories of `extra_path` (may be NULL), of
- * $KILN_PLUGIN_PATH, the install directory ($(pkglibdir)/backends), and
- * the build tree's backends/NAME/.libs (so that `make check` and the
- * uninstalled CLI work).  A file that cannot be opened, lacks the entry
+ * $KILN_PLUGIN_PATH, the install directory ($(pkglibdir)/backends), and —
+ * only when libkiln itself was loaded from a build tree (see
+ * kiln_loader_build_top) — that tree's backends/NAME/.libs and
+ * plugins/NAME/.libs.  A file whose directory, the file itself (symlinks
+ * followed) or a symlink's target directory is not owned by the user or
+ * root, or is writable by group or others, is refused with a one-line
+ * diagnostic naming it; a file that cannot be opened, lacks the entry
  * symbol, speaks another ABI major or returns a bad descriptor is skipped
- * with a one-line diagnostic on `diag` (unless quiet) and the search goes
+ * likewise (diagnostics go to `diag`, none when quiet) and the search goes
  * on.  "interp" is always found: when no plugin file serves it, the copy
  * built into libkiln is used.
  * Returns NULL when nothing serves `name` (message in err, code
- * KILN_ERR_BACKEND).  Thread-safe. */
+ * KILN_ERR_BACKEND, naming every directory searched).  Thread-safe. */
 const kiln_backend *kiln_loader_get(const char *name, const char *extra_path,
                                     FILE *diag, int quiet, kiln_err *err);
+
+/* The build tree this libkiln was loaded from: DIR when the library is
+ * DIR/.libs/libkiln.so* and DIR/libkiln.la is libtool's uninstalled
+ * library file (installed=no); its absolute path goes to buf.  Returns 0,
+ * or -1 for an installed (or otherwise placed) library and when buf is too
+ * small.  Nothing about the build tree is compiled in.  Thread-safe. */
+int kiln_loader_build_top(char *buf, size_t size);
 
 /* The built-in interpreter's descriptor (never NULL). */
 const kiln_backend *kiln_loader_builtin_interp(void);

@@ -14,6 +14,8 @@
 #include "ir.h"
 #include "vm.h"
 #include "yaml_read.h"
+#include "loader.h"         /* kiln_loader_build_top */
+#include "install_dirs.h"   /* KILN_DATA_DIR */
 
 #include <errno.h>
 #include <math.h>
@@ -964,10 +966,6 @@ int kiln_policy_get_knobs(const kiln_policy *p, kiln_policy_knobs *out)
 
 /* ---- selection ------------------------------------------------------ */
 
-#ifndef KILN_DATA_DIR
-#define KILN_DATA_DIR "/usr/local/share/kiln"
-#endif
-
 /* 1 when something is at `path` (stat, never open: a FIFO next to a
  * model must not block; kiln_yaml_read_file then refuses what is not a
  * regular file). */
@@ -977,19 +975,28 @@ static int file_exists(const char *path)
     return stat(path, &st) == 0;
 }
 
+/* The default policy: a libkiln loaded from its build tree (the tests, the
+ * uninstalled CLI) reads the build tree's copy of conf/default.yaml
+ * (Makefile.am), an installed one the installed copy.  No build path is
+ * compiled in. */
+static char default_path[4096];
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+static void default_init(void)
+{
+    char top[3000];
+    if (kiln_loader_build_top(top, sizeof top) == 0)
+        snprintf(default_path, sizeof default_path,
+                 "%s/conf/uninstalled/default.yaml", top);
+    else
+        snprintf(default_path, sizeof default_path, "%s",
+                 KILN_DATA_DIR "/policy/default.yaml");
+}
+
 const char *kiln_policy_default_path(void)
 {
-    static const char *const candidates[] = {
-        KILN_DATA_DIR "/policy/default.yaml",
-#ifdef KILN_SRC_TOP
-        /* an uninstalled build (tests): the source tree's copy */
-        KILN_SRC_TOP "/conf/default.yaml",
-#endif
-        NULL};
-    for (int i = 0; candidates[i]; i++)
-        if (file_exists(candidates[i]))
-            return candidates[i];
-    return NULL;
+    pthread_once(&default_once, default_init);
+    return file_exists(default_path) ? default_path : NULL;
 }
 
 static const char builtin_text[] =

@@ -35,6 +35,19 @@ const char *kiln_config_site_path(void)
     return e && *e ? e : "/etc/kiln/config.yaml";
 }
 
+/* A relative $KILN_SITE_CONFIG would be read from the working directory
+ * (a model's folder): it is ignored with one line. */
+static const char *site_path_checked(FILE *diag, int quiet)
+{
+    const char *p = kiln_config_site_path();
+    if (kiln_trust_absolute(p))
+        return p;
+    if (!quiet)
+        fprintf(diag, "kiln: config: $KILN_SITE_CONFIG '%.200s' is not an "
+                "absolute path; ignoring it\n", p);
+    return NULL;
+}
+
 /* ---- the schema ------------------------------------------------------ */
 
 static int abs_dir(kiln_yaml *r, yaml_node_t *v, const char *what,
@@ -261,7 +274,8 @@ int kiln_config_load(kiln_config *c, FILE *diag, int quiet)
     const char *user = kiln_config_user_path(buf, sizeof buf);
     if (user && load_one(c, user, 0, diag, quiet))
         return -1;
-    return load_one(c, kiln_config_site_path(), 1, diag, quiet);
+    const char *site = site_path_checked(diag, quiet);
+    return site ? load_one(c, site, 1, diag, quiet) : 0;
 }
 
 void kiln_config_free(kiln_config *c)

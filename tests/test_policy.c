@@ -290,6 +290,18 @@ static void test_errors(void)
          "t.yaml:2:19: fast_math: expected true or false, got 'maybe'"},
         {"kiln_policy: 1\ncache: {max_size: lots}\n",
          "t.yaml:2:19: max_size: expected a size in bytes"},
+        /* an alias reuses a node: the reader would copy it per use (a
+         * 1 MiB policy took 6 GB); anchors are refused */
+        {"kiln_policy: 1\nrules:\n  - use: interp\n    when: {op: &o [add]}\n"
+         "  - use: interp\n    when: {op: *o}\n",
+         "t.yaml:4:16: YAML anchors and aliases are not supported in a "
+         "policy"},
+        /* a NUL byte in a key is not cut off silently */
+        {"kiln_policy: 1\ncache: {\"enabled\\0junk\": true}\n",
+         "t.yaml:2:9: cache: a NUL byte in a key"},
+        /* control bytes of the file are escaped in the message */
+        {"kiln_policy: 1\n\"\\e]0;x\\a\": 1\n",
+         "t.yaml:2:1: policy: unknown key '\\x1b]0;x\\x07'"},
         /* a policy may come with a model: it never names a directory
          * (issue 13: a model folder shipped a "cache" of forged code) */
         {"kiln_policy: 1\ncache: {dir: /tmp/kc}\n",

@@ -126,4 +126,40 @@ timeout 20 "$kiln" run "$tmp/model/es.kg" $ins >"$tmp/out" 2>"$tmp/err"
 t "100 kB of '[' in the configuration: refused at the cap, the run goes on" \
     sh -c "test $? -eq 0 && grep -q \"config.yaml:2:40: '\\[' and '{' nested deeper than 32\" '$tmp/err'"
 rm -f "$tmp/xdg/kiln/config.yaml"
+
+# a relative $KILN_PLUGIN_PATH is skipped: a model folder's .so with a
+# constructor must never be dlopened (found by an attack on this work)
+printf '#include <stdio.h>\n__attribute__((constructor)) static void p(void) { fputs("PWNED\\n", stderr); }\n' \
+    >"$tmp/model/evil.c"
+if cc -shared -fPIC -o "$tmp/model/evil.so" "$tmp/model/evil.c" 2>/dev/null; then
+    printf 'kiln_policy: 1\nbackends: [evil, interp]\ndefault: evil\n' \
+        >"$tmp/model/es.policy.yaml"
+    (cd "$tmp/model" && KILN_PLUGIN_PATH=. timeout 20 "$kiln" run es.kg $ins \
+        >"$tmp/out" 2>"$tmp/err")
+    t "a relative \$KILN_PLUGIN_PATH: the model folder's plugin never runs" \
+        sh -c "! grep -q PWNED '$tmp/err'"
+    t "... and the entry is named as skipped" \
+        grep -q "plugin directory '.' is not an absolute path; skipped" "$tmp/err"
+    rm -f "$tmp/model/es.policy.yaml"
+fi
+# a relative $KILN_SITE_CONFIG is ignored: it would be read from the
+# model's folder
+printf 'kiln_config: 1\ncache:\n  read_only: [/proc/self/cwd/.kcache]\n' \
+    >"$tmp/model/site.yaml"
+rm -rf "$tmp/user"
+(cd "$tmp/model" && KILN_SITE_CONFIG=site.yaml KILN_CACHE_DIR="$tmp/user" \
+    "$kiln" run es.kg $ins --backend tcc --cache-report >"$tmp/out" 2>"$tmp/err")
+t "a relative \$KILN_SITE_CONFIG is ignored with one line" \
+    grep -q "KILN_SITE_CONFIG 'site.yaml' is not an absolute path; ignoring it" "$tmp/err"
+t "... and nothing is loaded from the caches it names" sh -c "! grep -q ' hit ' '$tmp/err'"
+# a /proc file reports size 0 and reads back gigabytes: the data limit
+# counts the bytes read
+if test -r /proc/self/pagemap; then
+    printf 'kiln 1\ngraph g\n  shared s: f64[4] = csv("/proc/self/pagemap", "x")\n  output y = add(s, 1.0)\nend\n' \
+        >"$tmp/model/proc.kg"
+    timeout 30 "$kiln" run "$tmp/model/proc.kg" --data-max-size 1M >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    t "csv() of /proc/self/pagemap stops at the data limit (no hang)" \
+        sh -c "test $rc -ne 0 && test $rc -ne 124 && grep -q 'more than 1048576 bytes' '$tmp/err'"
+fi
 echo "1..$n"

@@ -1,0 +1,134 @@
+#!/bin/sh
+# test_plugin_trust.sh — where plugins come from (TAP; docs/plugin-abi.md
+# section 13).  A libkiln that was not loaded from a build tree (here: a
+# copy of the build's libkiln in a temporary "installed" lib directory)
+# never searches a build tree, even the one it was built in — a plugin
+# planted in a deleted build tree is never loaded; a libkiln loaded from a
+# build tree (the tests, ./tools/kiln) does search it; plugin files and
+# directories writable by group or others, or symlinks into such places,
+# are refused with a message naming them; "not found" names every
+# directory searched.  The planted plugin is plugins/example (built by make
+# check): it serves the backend "example".
+top=${KILN_SRCDIR:-.}
+build=${KILN_BUILDDIR:-.}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+failed=0
+ok() {  # ok COND-EXIT-STATUS DESCRIPTION
+  n=$((n + 1))
+  if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=$((failed + 1)); fi
+}
+unset KILN_PLUGIN_PATH KILN_BACKEND KILN_POLICY
+export KILN_CACHE=off
+
+plugin="$build/plugins/example/.libs/example.so"
+bin="$build/tools/.libs/kiln"        # the real program, not libtool's wrapper
+lib=$(ls "$build"/.libs/libkiln.so.*.*.* 2>/dev/null | head -1)
+if [ ! -f "$plugin" ] || [ ! -x "$bin" ] || [ -z "$lib" ]; then
+  echo "ok 1 - # SKIP no example plugin, tools/.libs/kiln or .libs/libkiln.so (shared build)"
+  echo "1..1"
+  exit 0
+fi
+
+cat >"$tmp/t.kg" <<'EOF'
+kiln 1
+graph t
+  input x: f64[3]
+  output y = add(x, x)
+end
+EOF
+
+# run KILN LIBDIR [ENV=VALUE...]: kiln run t.kg --backend example with
+# libkiln taken from LIBDIR (none: the build's own, through the wrapper);
+# stdout to $tmp/out, stderr to $tmp/err
+run() {
+  libdir=$1; shift
+  if [ -n "$libdir" ]; then
+    env LD_LIBRARY_PATH="$libdir" "$@" "$bin" run "$tmp/t.kg" -i x=[1,2,3] \
+      --backend example --cache-report >"$tmp/out" 2>"$tmp/err"
+  else
+    env "$@" "$build/tools/kiln" run "$tmp/t.kg" -i x=[1,2,3] \
+      --backend example --cache-report >"$tmp/out" 2>"$tmp/err"
+  fi
+}
+# (--cache-report's table, on stderr, names each kernel's backend)
+loaded() { grep -q '= \[2, 4, 6\]' "$tmp/out" && grep -qE '^ +0 .* example ' "$tmp/err"; }
+refused() { ! grep -qE '^ +0 .* example ' "$tmp/err" && grep -qF "$1" "$tmp/err"; }
+
+# an "installed" libkiln: the build's library copied out of the build tree
+mkdir -p "$tmp/lib"
+cp "$lib" "$tmp/lib/libkiln.so.0"
+
+run ""
+loaded
+ok $? "a libkiln loaded from its build tree finds the build tree's plugin"
+
+run "$tmp/lib"
+grep -q '= \[2, 4, 6\]' "$tmp/out" && ! loaded &&
+  grep -q "backend 'example' not found" "$tmp/err"
+ok $? "an installed libkiln never loads a plugin from the build tree it was built in"
+! grep -qF "$build" "$tmp/err"
+ok $? "nor names that build tree among the directories it searched"
+
+# a copy of libkiln in DIR/.libs is a build tree only with libtool's
+# uninstalled DIR/libkiln.la (installed=no) next to it
+fake="$tmp/fake"
+mkdir -p "$fake/.libs" "$fake/plugins/example/.libs"
+cp "$lib" "$fake/.libs/libkiln.so.0"
+cp "$plugin" "$fake/plugins/example/.libs/example.so"
+run "$fake/.libs"
+! loaded
+ok $? "a libkiln in DIR/.libs without DIR/libkiln.la does not search DIR"
+sed 's/^installed=no$/installed=yes/' "$build/libkiln.la" >"$fake/libkiln.la"
+run "$fake/.libs"
+! loaded
+ok $? "nor with an installed (installed=yes) libkiln.la"
+cp "$build/libkiln.la" "$fake/libkiln.la"
+run "$fake/.libs"
+loaded
+ok $? "with the build's libkiln.la (installed=no) it is a build tree and searched"
+
+# owner and mode checks (the installed copy, so that nothing falls back
+# to the build tree)
+mkdir "$tmp/good" "$tmp/gw" "$tmp/ww" "$tmp/ln" "$tmp/lnww"
+chmod 755 "$tmp/good" "$tmp/gw" "$tmp/ln" "$tmp/lnww"
+cp "$plugin" "$tmp/good/example.so"; chmod 755 "$tmp/good/example.so"
+run "$tmp/lib" KILN_PLUGIN_PATH="$tmp/good"
+loaded && ! grep -q refusing "$tmp/err"
+ok $? "a plugin of ours, not group/world-writable, in such a directory loads"
+
+cp "$plugin" "$tmp/gw/example.so"; chmod 775 "$tmp/gw/example.so"
+run "$tmp/lib" KILN_PLUGIN_PATH="$tmp/gw"
+refused "refusing plugin $tmp/gw/example.so: writable by group or others"
+ok $? "a group-writable plugin file is refused, naming it"
+
+cp "$plugin" "$tmp/ww/example.so"; chmod 755 "$tmp/ww/example.so"
+chmod 777 "$tmp/ww"
+run "$tmp/lib" KILN_PLUGIN_PATH="$tmp/ww"
+refused "refusing plugin $tmp/ww/example.so: directory $tmp/ww: writable by group or others"
+ok $? "a plugin in a world-writable directory is refused, naming the directory"
+
+ln -s "$tmp/gw/example.so" "$tmp/ln/example.so"
+run "$tmp/lib" KILN_PLUGIN_PATH="$tmp/ln"
+refused "refusing plugin $tmp/ln/example.so: writable by group or others"
+ok $? "a symlink to a group-writable plugin is refused"
+
+ln -s "$tmp/ww/example.so" "$tmp/lnww/example.so"
+run "$tmp/lib" KILN_PLUGIN_PATH="$tmp/lnww"
+refused "refusing plugin $tmp/lnww/example.so: symlink into directory $tmp/ww: writable by group or others"
+ok $? "a symlink into a world-writable directory is refused, naming it"
+
+run "$tmp/lib" KILN_PLUGIN_PATH="$tmp/gw:$tmp/good"
+loaded && grep -qF "refusing plugin $tmp/gw/example.so" "$tmp/err"
+ok $? "after a refused plugin the search goes on to the next directory"
+
+# the not-found message lists every directory searched, in order
+env KILN_PLUGIN_PATH="$tmp/none1:$tmp/none2" "$build/tools/kiln" run "$tmp/t.kg" \
+  -i x=[1,2,3] --backend nosuch >/dev/null 2>"$tmp/err"
+dirs="$tmp/none1, $tmp/none2, ${KILN_INSTALL_PLUGIN_DIR:-/nowhere}, $build/backends/nosuch/.libs, $build/plugins/nosuch/.libs"
+grep -qF "backend 'nosuch' not found (searched $dirs)" "$tmp/err"
+ok $? "not found names \$KILN_PLUGIN_PATH's directories, the install directory and the build tree's"
+
+echo "1..$n"
+[ "$failed" = 0 ]
