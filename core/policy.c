@@ -972,7 +972,7 @@ int kiln_policy_get_knobs(const kiln_policy *p, kiln_policy_knobs *out)
 static int file_exists(const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0;
+    return lstat(path, &st) == 0;   /* a dangling symlink is an error */
 }
 
 /* The default policy: a libkiln loaded from its build tree (the tests, the
