@@ -942,21 +942,51 @@ static int lower_set_subtensor(kiln_program *p, kiln_graph *g, int v,
     return 0;
 }
 
+/* The node a dot reads as its operand i.  A rank-2 transpose of a value
+ * of the dot's dtype is not computed: the dot reads that value through a
+ * transposed view, which the DOT kernels hand to BLAS with its transpose
+ * flag (gradients are full of dot(transpose(A), g): an 8 MB copy per call
+ * for a 1000 x 1000 A).  *perm gets the view's permutation when the
+ * transpose is skipped.  Used by the liveness walk, by plan_groups' use
+ * counts and by lower_dot, so the three agree on what the dot reads. */
+static int dot_operand(const kiln_graph *g, int v, int i, int64_t *perm)
+{
+    const kiln_node *n = &g->nodes[v];
+    int u = n->in[i];
+    const kiln_node *un = &g->nodes[u];
+    if (un->op != KILN_OP_TRANSPOSE || un->type.rank != 2 ||
+        g->nodes[un->in[0]].type.dtype != n->type.dtype)
+        return u;
+    if (perm)
+        for (int k = 0; k < 2; k++) {
+            int64_t ax = un->attrs->has_axes ? un->attrs->axes[k] : 1 - k;
+            perm[k] = ax < 0 ? ax + 2 : ax;
+        }
+    return un->in[0];
+}
+
 static int lower_dot(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
 {
     kiln_node *n = &g->nodes[v];
-    int a = cast_buf(p, v, p->node_buf[n->in[0]], n->type.dtype, err);
-    if (a < 0)
-        return -a;
-    int b = cast_buf(p, v, p->node_buf[n->in[1]], n->type.dtype, err);
-    if (b < 0)
-        return -b;
+    int64_t perm[2][KILN_MAX_RANK] = {{0}};
+    int src[2], buf[2];
+    for (int i = 0; i < 2; i++) {
+        src[i] = dot_operand(g, v, i, perm[i]);
+        buf[i] = cast_buf(p, v, p->node_buf[src[i]], n->type.dtype, err);
+        if (buf[i] < 0)
+            return -buf[i];
+    }
     kiln_step *s = new_step(p, KILN_KERNEL_DOT, v, 2, 1,
                             kiln_ir_op_info(n->op)->name, err);
     if (!s)
         return err ? err->code : KILN_ERR_NOMEM;
-    set_arg(p, s, 0, 0, a, KILN_VIEW_FULL, p->bufs[a].type.rank);
-    set_arg(p, s, 0, 1, b, KILN_VIEW_FULL, p->bufs[b].type.rank);
+    for (int i = 0; i < 2; i++) {
+        int tr = src[i] != n->in[i];
+        set_arg(p, s, 0, i, buf[i], tr ? KILN_VIEW_TRANSPOSE : KILN_VIEW_FULL,
+                p->bufs[buf[i]].type.rank);
+        if (tr)
+            memcpy(s->in[i].perm, perm[i], sizeof perm[i]);
+    }
     set_arg(p, s, 1, 0, p->node_buf[v], KILN_VIEW_FULL, n->type.rank);
     return 0;
 }
@@ -1054,7 +1084,9 @@ static int plan_groups(kiln_program *p, kiln_graph *g, const char *live,
         cnt[v] = 0;
         if (live[v])
             for (int i = 0; i < g->nodes[v].n_in; i++)
-                uses[g->nodes[v].in[i]]++;
+                uses[kiln_ir_op_info(g->nodes[v].op)->category == KILN_CAT_DOT
+                         ? dot_operand(g, v, i, NULL)
+                         : g->nodes[v].in[i]]++;
     }
     for (int i = 0; i < g->n_outputs; i++)
         isout[g->outputs[i].value] = 1;
@@ -1278,15 +1310,24 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
     if (rc)
         return rc;
     /* Only nodes that an output depends on are lowered. */
-    char *live = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    char *live = calloc(2 * nn, 1);
     if (!live)
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    char *viewed = live + nn;   /* a transpose a live dot reads in place */
     for (int i = 0; i < g->n_outputs; i++)
         live[g->outputs[i].value] = 1;
-    for (int v = g->n_nodes - 1; v >= 0; v--)
-        if (live[v])
-            for (int i = 0; i < g->nodes[v].n_in; i++)
-                live[g->nodes[v].in[i]] = 1;
+    for (int v = g->n_nodes - 1; v >= 0; v--) {
+        if (!live[v])
+            continue;
+        int dot = kiln_ir_op_info(g->nodes[v].op)->category == KILN_CAT_DOT;
+        for (int i = 0; i < g->nodes[v].n_in; i++) {
+            int u = dot ? dot_operand(g, v, i, NULL) : g->nodes[v].in[i];
+            live[u] = 1;
+            if (u != g->nodes[v].in[i])
+                viewed[g->nodes[v].in[i]] = 1;
+        }
+    }
     if (p->opts->fuse && p->opts->fuse_max_width > 0 &&
         p->opts->fuse_max_ops > 0)
         rc = plan_groups(p, g, live, err);
@@ -1315,13 +1356,18 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
         case KILN_CAT_DOT: rc = lower_dot(p, g, v, err); break;
         }
     }
-    free(live);
     /* fused members are never stored, but their shapes are still checked
      * at call time (vm.c prepare_shapes): add(x: f64[n], c: f64[3]) must
      * still verify that n is 3 or 1 */
     for (int v = 0; group && v < g->n_nodes; v++)
         if (group[v] >= 0 && group[v] != v && p->node_buf[v] >= 0)
             p->bufs[p->node_buf[v]].fused = 1;
+    /* a transpose a dot reads in place: its shape, too, is inferred and
+     * checked at call time (the dot's shape is inferred from it) */
+    for (int v = 0; v < g->n_nodes; v++)
+        if (p->node_buf[v] >= 0 && viewed[v] && !live[v])
+            p->bufs[p->node_buf[v]].fused = 1;
+    free(live);
     /* A buffer of static type still needs its shape checked at run time
      * when an input's type is symbolic: add(x: f64[n], c: f64[3]) has type
      * (3), and a call must verify that n is 3 or 1. */

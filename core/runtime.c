@@ -53,6 +53,42 @@ static int64_t kiln_runtime_at(int trans, int64_t ld, int64_t i, int64_t j)
         }                                                                     \
     }
 
+/* A product with one row or one column of C and k > 0 as one gemv call
+ * (BLAS's gemm with n = 1 is several times slower than its gemv on the
+ * same data).  Arguments already passed kiln_runtime_gemm_ok.  Returns 0
+ * when the product is no matrix-vector one.  k = 0 stays with gemm:
+ * gemv returns at once for an empty matrix, leaving y unscaled. */
+#define KILN_RUNTIME_GEMV(gemv)                                               \
+    do {                                                                      \
+        if (k <= 0 || (m != 1 && n != 1))                                     \
+            return 0;                                                         \
+        if (n == 1) /* y(m) = op(A) x, x = column 0 of op(B) */               \
+            gemv(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,           \
+                 (int)(transa ? k : m), (int)(transa ? m : k), alpha, a,      \
+                 (int)lda, b, transb ? 1 : (int)ldb, beta, c, (int)ldc);      \
+        else /* y(n) = op(B)^T x, x = row 0 of op(A) */                       \
+            gemv(CblasRowMajor, transb ? CblasNoTrans : CblasTrans,           \
+                 (int)(transb ? n : k), (int)(transb ? k : n), alpha, b,      \
+                 (int)ldb, a, transa ? (int)lda : 1, beta, c, 1);             \
+        return 1;                                                             \
+    } while (0)
+
+static int kiln_runtime_dgemv(int transa, int transb, int64_t m, int64_t n,
+                              int64_t k, double alpha, const double *a,
+                              int64_t lda, const double *b, int64_t ldb,
+                              double beta, double *c, int64_t ldc)
+{
+    KILN_RUNTIME_GEMV(cblas_dgemv);
+}
+
+static int kiln_runtime_sgemv(int transa, int transb, int64_t m, int64_t n,
+                              int64_t k, float alpha, const float *a,
+                              int64_t lda, const float *b, int64_t ldb,
+                              float beta, float *c, int64_t ldc)
+{
+    KILN_RUNTIME_GEMV(cblas_sgemv);
+}
+
 static void kiln_runtime_dgemm(int transa, int transb, int64_t m, int64_t n,
                                int64_t k, double alpha, const double *a,
                                int64_t lda, const double *b, int64_t ldb,
@@ -61,6 +97,9 @@ static void kiln_runtime_dgemm(int transa, int transb, int64_t m, int64_t n,
     if (m <= 0 || n <= 0 || k < 0)
         return;
     if (kiln_runtime_gemm_ok(transa, transb, m, n, k, lda, ldb, ldc)) {
+        if (kiln_runtime_dgemv(transa, transb, m, n, k, alpha, a, lda, b,
+                               ldb, beta, c, ldc))
+            return;
         cblas_dgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,
                     transb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
                     (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c,
@@ -78,6 +117,9 @@ static void kiln_runtime_sgemm(int transa, int transb, int64_t m, int64_t n,
     if (m <= 0 || n <= 0 || k < 0)
         return;
     if (kiln_runtime_gemm_ok(transa, transb, m, n, k, lda, ldb, ldc)) {
+        if (kiln_runtime_sgemv(transa, transb, m, n, k, alpha, a, lda, b,
+                               ldb, beta, c, ldc))
+            return;
         cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,
                     transb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
                     (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c,

@@ -19,7 +19,9 @@
  * process): arguments BLAS would reject but that still describe a valid
  * product (a leading dimension smaller than BLAS wants for a matrix with
  * one row, dimensions above INT_MAX) are computed by a plain loop instead,
- * and negative dimensions do nothing. */
+ * and negative dimensions do nothing.  A product with m = 1 or n = 1 (and
+ * k > 0) is one cblas_dgemv / cblas_sgemv call: BLAS's gemm with n = 1 is
+ * several times slower than its gemv. */
 const kiln_runtime *kiln_runtime_get(void);
 
 #endif

@@ -108,7 +108,9 @@ typedef enum kiln_kernel_kind {
      * write.  Out of range is an error. */
     KILN_KERNEL_SCATTER = 5,
     /* outputs[0] = inputs[0] @ inputs[1] for 1-D/2-D f32/f64 operands,
-     * C-contiguous, through the runtime's CBLAS gemm. */
+     * C-contiguous or (2-D) the transpose of a C-contiguous buffer
+     * (strides (1, rows)), through the runtime's CBLAS gemm with its
+     * transpose flags. */
     KILN_KERNEL_DOT = 6
 } kiln_kernel_kind;
 
@@ -199,7 +201,8 @@ typedef struct kiln_runtime {
     double (*sigmoid)(double);     /* 1/(1+exp(-x)), stable for |x| large */
     double (*softplus)(double);    /* log(1+exp(x)), stable */
     /* CBLAS gemm, row-major: C = alpha*op(A)*op(B) + beta*C.  trans* are
-     * 0 (no transpose) or 1 (transpose). */
+     * 0 (no transpose) or 1 (transpose).  The host's entries call gemv
+     * when m or n is 1 (and k > 0), gemm otherwise. */
     void (*dgemm)(int transa, int transb, int64_t m, int64_t n, int64_t k,
                   double alpha, const double *a, int64_t lda,
                   const double *b, int64_t ldb, double beta, double *c,
