@@ -162,4 +162,11 @@ if test -r /proc/self/pagemap; then
     t "csv() of /proc/self/pagemap stops at the data limit (no hang)" \
         sh -c "test $rc -ne 0 && test $rc -ne 124 && grep -q 'more than 1048576 bytes' '$tmp/err'"
 fi
+# inspection never creates a cache: a mistyped KILN_CACHE_DIR must not
+# look like a valid empty cache
+KILN_CACHE_DIR="$tmp/typo-cache" "$kiln" cache stats >"$tmp/out" 2>"$tmp/err"
+t "kiln cache stats on a missing directory says so" grep -q "no user cache yet" "$tmp/out"
+t "... and does not create it" test ! -e "$tmp/typo-cache"
+KILN_CACHE_DIR="$tmp/typo-cache" "$kiln" cache clear >"$tmp/out" 2>"$tmp/err"
+t "kiln cache clear does not create it either" test ! -e "$tmp/typo-cache"
 echo "1..$n"

@@ -98,7 +98,7 @@ static int look_at(kiln_cache *c, int verify, int remove_bad)
 /* list/verify: the user cache, then every read-only cache. */
 static int look_at_all(kiln_cache *user, int verify, int remove_bad)
 {
-    int worst = look_at(user, verify, remove_bad);
+    int worst = user ? look_at(user, verify, remove_bad) : 0;
     char **ro = kiln_cache_read_only_dirs();
     if (!ro) {
         fprintf(stderr, "kiln: out of memory\n");
@@ -109,7 +109,8 @@ static int look_at_all(kiln_cache *user, int verify, int remove_bad)
         kiln_cache *c = kiln_cache_open_read_only(ro[i], &err);
         if (!c) {
             /* a cache kiln refuses is not used either: say so */
-            fprintf(stderr, "kiln: %s (listed in KILN_CACHE_PATH)\n",
+            fprintf(stderr, "kiln: %s (listed in KILN_CACHE_PATH or a "
+                    "configuration file)\n",
                     err.message);
             worst = worst < 0 ? worst : -1;
             continue;
@@ -169,7 +170,15 @@ int kiln_cli_cache(int argc, char **argv)
         fprintf(stderr, "kiln: cache: KILN_CACHE_MAX_SIZE='%s' is not a size "
                 "such as 512M or 2G; using the default\n", ms);
     kiln_err err = {0, ""};
-    kiln_cache *c = kiln_cache_open(NULL, 1, &err);
+    /* never create the cache: a mistyped KILN_CACHE_DIR must not look
+     * like a valid, empty cache */
+    kiln_cache *c = kiln_cache_open(NULL, 0, &err);
+    if (!c && strstr(err.message, "No such file or directory")) {
+        printf("no user cache yet (%s)\n", err.message);
+        if (!strcmp(sub, "list") || !strcmp(sub, "verify"))
+            return look_at_all(NULL, !strcmp(sub, "verify"), remove_bad);
+        return 0;
+    }
     if (!c) {
         fprintf(stderr, "kiln: %s\n", err.message);
         return 1;
