@@ -226,7 +226,8 @@ void kiln_cli_cache_report(const kiln_function *f, FILE *out)
     int n = kiln_function_n_kernels(f);
     int hits = 0, misses = 0, dups = 0;
     double ms = 0, saved = 0;
-    fprintf(out, "kernel  key           backend  cache  ms\n");
+    fprintf(out, "kernel  key           backend  cache        ms  stored    "
+            "op\n");
     for (int i = 0; i < n; i++) {
         kiln_kernel_report r;
         memset(&r, 0, sizeof r);
@@ -243,9 +244,9 @@ void kiln_cli_cache_report(const kiln_function *f, FILE *out)
             snprintf(note, sizeof note, "  (not %s: %s)",
                      r.cache == KILN_CACHE_NONE ? "cached" : "stored",
                      r.note);
-        fprintf(out, "%6d  %.12s  %-7s  %-5s  %.3f%s  %s%s\n", i, hex,
+        fprintf(out, "%6d  %.12s  %-7s  %-5s  %8.3f  %-8s  %s%s\n", i, hex,
                 r.backend ? r.backend : "?", what[c],
-                1e3 * r.compile_seconds, r.written ? " (stored)" : "",
+                1e3 * r.compile_seconds, r.written ? "(stored)" : "",
                 r.label ? r.label : "", note);
         hits += r.cache == KILN_CACHE_HIT;
         dups += r.cache == KILN_CACHE_SHARED;
@@ -253,7 +254,9 @@ void kiln_cli_cache_report(const kiln_function *f, FILE *out)
         ms += 1e3 * r.compile_seconds;
         saved += 1e3 * r.saved_seconds;
     }
-    fprintf(out, "%d kernels (%d repeats sharing code): %d hits, %d misses; "
+    fprintf(out, "%d kernels (%d repeats sharing code): %d hit%s, %d miss%s "
+            "(bad entries included); "
             "%.3f ms compiling or loading, %.3f ms of compiling saved\n", n,
-            dups, hits, misses, ms, saved);
+            dups, hits, hits == 1 ? "" : "s", misses, misses == 1 ? "" : "es",
+            ms, saved);
 }
