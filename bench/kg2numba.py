@@ -172,3 +172,46 @@ def translate(text):
     src.append("    return (%s,)" % ", ".join(outputs))
     src += ["", "@njit(cache=True)", "def empty(%s):" % args, "    return None", ""]
     return "\n".join(src), inputs, data, outputs
+
+
+def _time_blocks(f, args, calls):
+    import time
+    blk = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            f(*args)
+        blk.append((time.perf_counter() - t0) / calls * 1e6)
+    blk.sort()
+    return blk[3]
+
+
+def main(argv):
+    """kg2numba.py MODULE.py ARGS.npz NCALLS: import the generated module
+    (its numba cache next to it), call it once (compile_ms: compile or cache
+    load), then time NCALLS calls net of an empty @njit call with the same
+    arguments; print JSON {compile_ms, us_per_call, outputs}."""
+    import importlib.util, json, os, sys, time
+    import numpy as np
+    mod_path, npz, calls = argv[1], argv[2], int(argv[3])
+    z = np.load(npz)
+    args = [z["a%d" % i] if z["a%d" % i].ndim else float(z["a%d" % i])
+            for i in range(len(z.files))]
+    t0 = time.perf_counter()
+    spec = importlib.util.spec_from_file_location(
+        os.path.basename(mod_path)[:-3], mod_path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    out = m.logp_grad(*args)
+    m.empty(*args)
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    full = _time_blocks(m.logp_grad, args, calls)
+    base = _time_blocks(m.empty, args, calls)
+    print(json.dumps({"compile_ms": compile_ms, "us_per_call": full - base,
+                      "us_call_overhead": base,
+                      "outputs": [np.asarray(o).tolist() for o in out]}))
+
+
+if __name__ == "__main__":
+    import sys
+    main(sys.argv)
