@@ -198,10 +198,10 @@ def main(argv):
     args = [z["a%d" % i] if z["a%d" % i].ndim else float(z["a%d" % i])
             for i in range(len(z.files))]
     t0 = time.perf_counter()
-    spec = importlib.util.spec_from_file_location(
-        os.path.basename(mod_path)[:-3], mod_path)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
+    # an ordinary import: numba's cache of a module loaded by
+    # spec_from_file_location does not load in the next process
+    sys.path.insert(0, os.path.dirname(os.path.abspath(mod_path)))
+    m = importlib.import_module(os.path.basename(mod_path)[:-3])
     out = m.logp_grad(*args)
     m.empty(*args)
     compile_ms = (time.perf_counter() - t0) * 1e3
