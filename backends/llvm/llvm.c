@@ -1847,6 +1847,7 @@ typedef struct kl_prun {
     int n_splat;
     uint32_t splat_in[KL_MAX_SPLAT];
     const void *splat_src[KL_MAX_SPLAT];
+    int64_t splat_n[KL_MAX_SPLAT];   /* elements of splat[q] filled */
     double splat[KL_MAX_SPLAT][KL_SPLAT];
 } kl_prun;
 
@@ -1867,14 +1868,30 @@ static void kl_ptrs(kl_prun *p, const kiln_interp_iter *it, int64_t j0,
     for (int q = 0; q < p->n_splat; q++) {
         uint32_t v = p->splat_in[q];
         const void *src = p->ptrs[v];
-        if (src != p->splat_src[q]) {
+        /* fill only the block's n elements (a small kernel's block is a
+         * few elements: filling all KL_SPLAT with one memcpy each was
+         * most of eight schools' call time), with a typed loop */
+        int64_t from = src == p->splat_src[q] ? p->splat_n[q] : 0;
+        if (from < n) {
             size_t es = p->esize[v];
             unsigned char *d = (unsigned char *)p->splat[q];
-            for (int64_t j = 0; j < KL_SPLAT; j++)
-                memcpy(d + (size_t)j * es, src, es);
+            if (es == 8) {
+                uint64_t x;
+                memcpy(&x, src, 8);
+                for (int64_t j = from; j < n; j++)
+                    ((uint64_t *)(void *)d)[j] = x;
+            } else if (es == 4) {
+                uint32_t x;
+                memcpy(&x, src, 4);
+                for (int64_t j = from; j < n; j++)
+                    ((uint32_t *)(void *)d)[j] = x;
+            } else {
+                for (int64_t j = from; j < n; j++)
+                    memcpy(d + (size_t)j * es, src, es);
+            }
             p->splat_src[q] = src;
+            p->splat_n[q] = n;
         }
-        (void)n;
         p->ptrs[v] = p->splat[q];
     }
 }
@@ -1987,8 +2004,10 @@ static void kl_pick_mode(kl_prun *p, const kiln_interp_iter *it, int reduce)
             splat_ok = 0;
     }
     p->mode = contig ? 0 : splat_ok ? 1 : 2;
-    for (int q = 0; q < KL_MAX_SPLAT; q++)
+    for (int q = 0; q < KL_MAX_SPLAT; q++) {
         p->splat_src[q] = NULL;
+        p->splat_n[q] = 0;
+    }
 }
 
 static int kl_program_kind(const kiln_interp_run *r, const kl_state *ls)
