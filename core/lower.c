@@ -15,6 +15,7 @@
  * steady-state call allocates nothing.
  */
 #include "lower.h"
+#include "fuse.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -239,8 +240,9 @@ typedef struct fuse_frame {
 typedef struct kiln_lower_scratch {
     int *buf_slot;     /* buffer -> slot in the kernel being built, -1 */
     int buf_slot_cap;
-    /* fusion (kiln_lower_opts.fuse) */
-    int *group;        /* node -> root of its fused group, -1: none */
+    /* fusion (kiln_lower_opts.fuse; core/fuse.c) */
+    kiln_fusion fu;    /* the plan */
+    int *group;        /* fu.group, or NULL when fusion is off */
     int *instr;        /* node -> its instruction in the program being
                           built, -1 */
     int *done;         /* members emitted into the current program */
@@ -555,11 +557,72 @@ static int lower_elemwise(kiln_program *p, kiln_graph *g, int v,
         rc = err && err->code ? err->code : nomem(err);
     } else {
         int fused = c.root >= 0 && p->scr->n_done > 1;
+        kiln_step *s = NULL;
         rc = ew_finish(&c, KILN_KERNEL_ELEMWISE, v,
                        fused ? "fused" : info->name, p->node_buf[v],
-                       KILN_VIEW_FULL, NULL, r, n->type.rank, NULL, err);
+                       KILN_VIEW_FULL, NULL, r, n->type.rank, &s, err);
+        if (!rc && fused) {
+            s->n_members = p->scr->n_done;
+            s->split = p->scr->fu.split[v];
+        }
     }
     ew_free(&c);
+    return rc;
+}
+
+/* A scalar region (core/fuse.c): one ELEMWISE kernel of rank 0 whose
+ * outputs are the members read outside it, in node order; members feed
+ * each other as instructions.  Inputs are numbered by first use, outputs
+ * by node order: both depend only on the region's expression DAG, so two
+ * models with the same region share its key. */
+static int lower_region(kiln_program *p, kiln_graph *g, int root, int last,
+                        kiln_err *err)
+{
+    kiln_lower_scratch *sc = p->scr;
+    const kiln_fusion *fu = &sc->fu;
+    /* the members: the region's nodes are contiguous in the plan's order
+     * and the root, at `last`, is the last */
+    int first = last;
+    while (first > 0 && fu->group[fu->order[first - 1]] == root)
+        first--;
+    int n_out = 0;
+    for (int k = first; k <= last; k++)
+        n_out += fu->ext[fu->order[k]] != 0;
+    int *outs = malloc(sizeof(int) * 2 * (size_t)n_out);
+    ew_ctx c;
+    if (!outs || ew_init(&c, p, g, err)) {
+        free(outs);
+        return nomem(err);
+    }
+    int *obuf = outs + n_out;
+    c.root = root;
+    int rc = 0, j = 0;
+    for (int k = first; k <= last && !rc; k++) {
+        int m = fu->order[k];
+        if (!fu->ext[m])
+            continue;
+        int r = sc->instr[m] >= 0 ? sc->instr[m] : emit_tree(&c, m, err);
+        if (r < 0)
+            rc = err && err->code ? err->code : nomem(err);
+        outs[j] = r;
+        obuf[j++] = p->node_buf[m];
+    }
+    kiln_step *s = rc ? NULL : new_step(p, KILN_KERNEL_ELEMWISE, root, c.n,
+                                        n_out, "fused_scalars", err);
+    if (!rc && !s)
+        rc = err ? err->code : KILN_ERR_NOMEM;
+    if (!rc) {
+        int *arr = c.dyn ? c.dyn : c.bufs;
+        for (int i = 0; i < c.n; i++)
+            set_arg(p, s, 0, i, arr[i], KILN_VIEW_BCAST, 0);
+        for (int i = 0; i < n_out; i++)
+            set_arg(p, s, 1, i, obuf[i], KILN_VIEW_FULL, 0);
+        s->n_members = last - first + 1;
+        s->split = fu->split[root];
+        rc = attach_program(s, &c.pb, outs, err);
+    }
+    ew_free(&c);
+    free(outs);
     return rc;
 }
 
@@ -630,7 +693,7 @@ static int reduce_step(kiln_program *p, kiln_graph *g, int node, int xnode,
         return err ? err->code : KILN_ERR_NOMEM;
     kiln_node *x = &g->nodes[xnode];
     c.load_literals = 1;  /* the reduced operand defines the iteration */
-    /* an elementwise chain fused into the reduction (plan_groups) */
+    /* an elementwise chain fused into the reduction (core/fuse.c) */
     int fused = p->scr->group && !shifted && p->scr->group[xnode] == node;
     if (fused)
         c.root = node;
@@ -947,9 +1010,10 @@ static int lower_set_subtensor(kiln_program *p, kiln_graph *g, int v,
  * transposed view, which the DOT kernels hand to BLAS with its transpose
  * flag (gradients are full of dot(transpose(A), g): an 8 MB copy per call
  * for a 1000 x 1000 A).  *perm gets the view's permutation when the
- * transpose is skipped.  Used by the liveness walk, by plan_groups' use
- * counts and by lower_dot, so the three agree on what the dot reads. */
-static int dot_operand(const kiln_graph *g, int v, int i, int64_t *perm)
+ * transpose is skipped.  Used by the liveness walk, by the fusion plan's
+ * use counts (core/fuse.c) and by lower_dot, so the three agree on what
+ * the dot reads. */
+int kiln_lower_dot_operand(const kiln_graph *g, int v, int i, int64_t *perm)
 {
     const kiln_node *n = &g->nodes[v];
     int u = n->in[i];
@@ -971,7 +1035,7 @@ static int lower_dot(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     int64_t perm[2][KILN_MAX_RANK] = {{0}};
     int src[2], buf[2];
     for (int i = 0; i < 2; i++) {
-        src[i] = dot_operand(g, v, i, perm[i]);
+        src[i] = kiln_lower_dot_operand(g, v, i, perm[i]);
         buf[i] = cast_buf(p, v, p->node_buf[src[i]], n->type.dtype, err);
         if (buf[i] < 0)
             return -buf[i];
@@ -1030,130 +1094,6 @@ static int lower_shape(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
                           KILN_VIEW_FULL, NULL, "subtensor", err);
     }
     return kiln_seterr(err, KILN_ERR_TYPE, "cannot lower op '%s'", name);
-}
-
-/* ---- fusion groups (kiln_lower_opts.fuse; docs/rewrite.md) ---------- */
-
-static int fusable_reduce(int op)
-{
-    return op == KILN_OP_SUM || op == KILN_OP_PROD || op == KILN_OP_MAX ||
-           op == KILN_OP_MIN || op == KILN_OP_MEAN;
-}
-
-/* An upper bound of the instructions node v adds to a fused program
- * besides the LOADs of its group (counted apart): its op, or the n-1 of an
- * n-ary tree, and per operand a CAST or a CONST. */
-static int node_ops(const kiln_graph *g, int v)
-{
-    const kiln_node *n = &g->nodes[v];
-    return (n->n_in > 2 ? n->n_in - 1 : 1) + n->n_in;
-}
-
-/* Group the live elementwise nodes.  Roots are taken in reverse
- * topological order (a node none of whose consumers' groups took it
- * starts its own), and each group is grown from its root before the next
- * one: a producer joins when all its consumers are members (no work is
- * duplicated), it is not a graph output, its type has exactly the group's
- * iteration shape (the root's; for a reduction, the reduced operand's) —
- * so only leaves are broadcast, through their views — and the group stays
- * within both caps: distinct loaded inputs (counted exactly) <= max_width,
- * and an upper bound of the program's instructions <= max_scalar_ops.  A
- * producer that would break a cap roots a group of its own (the split).
- * Linear in the graph: a node is a candidate of one group only. */
-static int plan_groups(kiln_program *p, kiln_graph *g, const char *live,
-                       kiln_err *err)
-{
-    const kiln_lower_opts *o = p->opts;
-    kiln_lower_scratch *sc = p->scr;
-    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
-    sc->group = malloc(sizeof(int) * nn);
-    sc->instr = malloc(sizeof(int) * nn);
-    int *uses = calloc(nn, sizeof(int));
-    int *ref = malloc(sizeof(int) * nn);   /* group that reads the node */
-    int *cnt = malloc(sizeof(int) * nn);   /* edges from members of ref[] */
-    int *tmp = malloc(sizeof(int) * nn);
-    int *work = malloc(sizeof(int) * nn);
-    char *isout = calloc(nn, 1);
-    if (!sc->group || !sc->instr || !uses || !ref || !cnt || !tmp || !work ||
-        !isout) {
-        free(uses); free(ref); free(cnt); free(tmp); free(work); free(isout);
-        return nomem(err);
-    }
-    for (int v = 0; v < g->n_nodes; v++) {
-        sc->group[v] = sc->instr[v] = ref[v] = tmp[v] = -1;
-        cnt[v] = 0;
-        if (live[v])
-            for (int i = 0; i < g->nodes[v].n_in; i++)
-                uses[kiln_ir_op_info(g->nodes[v].op)->category == KILN_CAT_DOT
-                         ? dot_operand(g, v, i, NULL)
-                         : g->nodes[v].in[i]]++;
-    }
-    for (int i = 0; i < g->n_outputs; i++)
-        isout[g->outputs[i].value] = 1;
-    for (int r = g->n_nodes - 1; r >= 0; r--) {
-        if (!live[r] || sc->group[r] >= 0)
-            continue;
-        const kiln_node *rn = &g->nodes[r];
-        int red = fusable_reduce(rn->op);
-        if (!red && kiln_ir_op_info(rn->op)->category != KILN_CAT_ELEMWISE)
-            continue;
-        const kiln_type *it = red ? &g->nodes[rn->in[0]].type : &rn->type;
-        int loads = 0, nops = 0, nw = 0;
-        /* the root: its operands are read; a reduction reads its operand
-         * (LOAD or the member's result, then a CAST) */
-        sc->group[r] = r;
-        work[nw++] = r;
-        nops = red ? 1 : node_ops(g, r);
-        for (int i = 0; i < rn->n_in; i++) {
-            int w = rn->in[i];
-            if (g->nodes[w].op != KILN_OP_LITERAL && ref[w] != r) {
-                ref[w] = r;
-                cnt[w] = 0;
-                loads++;
-            }
-        }
-        for (int k = 0; k < nw; k++) {
-            const kiln_node *n = &g->nodes[work[k]];
-            for (int i = 0; i < n->n_in; i++) {
-                int u = n->in[i];
-                const kiln_node *un = &g->nodes[u];
-                if (ref[u] != r || ++cnt[u] != uses[u] || isout[u] ||
-                    sc->group[u] >= 0 ||
-                    kiln_ir_op_info(un->op)->category != KILN_CAT_ELEMWISE ||
-                    un->type.rank != it->rank ||
-                    memcmp(un->type.dims, it->dims,
-                           sizeof(int64_t) * (size_t)it->rank))
-                    continue;
-                /* u would stop being a load; its new operands start */
-                int add = 0;
-                for (int j = 0; j < un->n_in; j++) {
-                    int w = un->in[j];
-                    if (g->nodes[w].op != KILN_OP_LITERAL && ref[w] != r &&
-                        tmp[w] != u) {
-                        tmp[w] = u;
-                        add++;
-                    }
-                }
-                int uops = node_ops(g, u);
-                if (loads - 1 + add > o->fuse_max_width ||
-                    nops + uops + loads - 1 + add > o->fuse_max_ops)
-                    continue;   /* the split: u roots its own group */
-                sc->group[u] = r;
-                work[nw++] = u;
-                nops += uops;
-                loads += add - 1;
-                for (int j = 0; j < un->n_in; j++) {
-                    int w = un->in[j];
-                    if (g->nodes[w].op != KILN_OP_LITERAL && ref[w] != r) {
-                        ref[w] = r;
-                        cnt[w] = 0;
-                    }
-                }
-            }
-        }
-    }
-    free(uses); free(ref); free(cnt); free(tmp); free(work); free(isout);
-    return 0;
 }
 
 /* ---- the driver ----------------------------------------------------- */
@@ -1295,7 +1235,7 @@ int kiln_lower_ex(kiln_graph *g, kiln_program *p, const kiln_lower_opts *opts,
     p->scr = &sc;
     int rc = lower_all(g, p, err);
     free(sc.buf_slot);
-    free(sc.group);
+    kiln_fuse_free(&sc.fu);
     free(sc.instr);
     free(sc.done);
     free(sc.stk);
@@ -1322,17 +1262,28 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
             continue;
         int dot = kiln_ir_op_info(g->nodes[v].op)->category == KILN_CAT_DOT;
         for (int i = 0; i < g->nodes[v].n_in; i++) {
-            int u = dot ? dot_operand(g, v, i, NULL) : g->nodes[v].in[i];
+            int u = dot ? kiln_lower_dot_operand(g, v, i, NULL) : g->nodes[v].in[i];
             live[u] = 1;
             if (u != g->nodes[v].in[i])
                 viewed[g->nodes[v].in[i]] = 1;
         }
     }
+    kiln_lower_scratch *sc = p->scr;
     if (p->opts->fuse && p->opts->fuse_max_width > 0 &&
-        p->opts->fuse_max_ops > 0)
-        rc = plan_groups(p, g, live, err);
-    int *group = p->scr->group;
-    for (int v = 0; v < g->n_nodes && !rc; v++) {
+        p->opts->fuse_max_ops > 0) {
+        rc = kiln_fuse_plan(g, live, p->opts, &sc->fu, err);
+        sc->group = sc->fu.group;
+        if (!rc && !(sc->instr = malloc(sizeof(int) * nn)))
+            rc = nomem(err);
+        for (int v = 0; !rc && v < g->n_nodes; v++)
+            sc->instr[v] = -1;
+    }
+    int *group = sc->group;
+    /* the fusion plan's order (topological, each scalar region's members
+     * together), else node order */
+    int n_visit = group ? sc->fu.n_order : g->n_nodes;
+    for (int k = 0; k < n_visit && !rc; k++) {
+        int v = group ? sc->fu.order[k] : k;
         if (!live[v])
             continue;
         kiln_node *n = &g->nodes[v];
@@ -1340,7 +1291,9 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
         case KILN_CAT_LEAF: break;
         case KILN_CAT_ELEMWISE:
             /* a member of a fused group is computed by its root's kernel */
-            if (!group || group[v] == v)
+            if (group && group[v] == v && sc->fu.region[v])
+                rc = lower_region(p, g, v, k, err);
+            else if (!group || group[v] == v)
                 rc = lower_elemwise(p, g, v, err);
             break;
         case KILN_CAT_REDUCE: rc = lower_reduce(p, g, v, err); break;
@@ -1360,7 +1313,8 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
      * at call time (vm.c prepare_shapes): add(x: f64[n], c: f64[3]) must
      * still verify that n is 3 or 1 */
     for (int v = 0; group && v < g->n_nodes; v++)
-        if (group[v] >= 0 && group[v] != v && p->node_buf[v] >= 0)
+        if (group[v] >= 0 && group[v] != v && p->node_buf[v] >= 0 &&
+            !(p->scr->fu.region[v] && p->scr->fu.ext[v]))
             p->bufs[p->node_buf[v]].fused = 1;
     /* a transpose a dot reads in place: its shape, too, is inferred and
      * checked at call time (the dot's shape is inferred from it) */

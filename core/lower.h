@@ -83,6 +83,11 @@ typedef struct kiln_step {
                              out_desc, vin and vout (new_step) */
     int iter_input;       /* 1: iteration shape is in[0]'s view (REDUCE) */
     int node;             /* graph node, for messages */
+    /* fusion (core/fuse.c), for kiln explain: the graph nodes the kernel
+     * computes (0: one, unfused) and why its group ended
+     * (kiln_fuse_split) */
+    int n_members;
+    int split;
     /* compiled */
     const kiln_backend *backend;
     kiln_callable *callable;
@@ -118,11 +123,17 @@ typedef struct kiln_lower_opts {
     int fuse;             /* fuse elementwise chains (plan_groups) */
     int fuse_max_width;   /* inputs of one fused kernel */
     int fuse_max_ops;     /* instructions of one fused scalar program */
+    int fuse_max_outputs; /* outputs of one fused scalar region (0: one) */
 } kiln_lower_opts;
 
 /* kiln_lower with options (NULL: none of them, kiln_lower's behaviour). */
 int kiln_lower_ex(kiln_graph *g, kiln_program *prog,
                   const kiln_lower_opts *opts, kiln_err *err);
+
+/* The node dot node v reads as its operand i: the operand itself, or
+ * the value a rank-2 transpose operand transposes (the dot reads it in
+ * place; *perm, when not NULL, gets the view's permutation). */
+int kiln_lower_dot_operand(const kiln_graph *g, int v, int i, int64_t *perm);
 
 /* Free what kiln_lower allocated (not the callables: see vm.c). */
 void kiln_lower_free(kiln_program *prog);

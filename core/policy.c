@@ -131,7 +131,7 @@ struct kiln_policy {
     int n_models;
     backend_model *models;
     /* knobs */
-    int fusion_max_width, fusion_max_scalar_ops;
+    int fusion_max_width, fusion_max_scalar_ops, fusion_max_outputs;
     int64_t promote_const_bytes;
     int llvm_opt_level, llvm_fast_math, llvm_opt_set, llvm_fast_set;
     int llvm_generic;           /* llvm.generic_target */
@@ -211,6 +211,7 @@ static kiln_policy *policy_new(const char *source)
     p->expected_calls = 1000;
     p->fusion_max_width = 64;
     p->fusion_max_scalar_ops = 256;
+    p->fusion_max_outputs = 64;
     p->promote_const_bytes = 1024;
     p->llvm_opt_level = 2;
     p->cache_enabled = 1;
@@ -671,8 +672,14 @@ static int fusion_pair(reader *r, const char *key, yaml_node_t *k,
         p->fusion_max_scalar_ops = (int)x;
         return 0;
     }
+    if (!strcmp(key, "max_outputs")) {
+        if (kiln_yaml_int(r, v, key, 0, 1 << 16, &x))
+            return -1;
+        p->fusion_max_outputs = (int)x;
+        return 0;
+    }
     return kiln_yaml_unknown_key(r, k, "fusion", key,
-                                 "max_width, max_scalar_ops");
+                                 "max_width, max_scalar_ops, max_outputs");
 }
 
 static int constants_pair(reader *r, const char *key, yaml_node_t *k,
@@ -949,6 +956,7 @@ int kiln_policy_get_knobs(const kiln_policy *p, kiln_policy_knobs *out)
                                                 : sizeof k;
     k.fusion_max_width = p->fusion_max_width;
     k.fusion_max_scalar_ops = p->fusion_max_scalar_ops;
+    k.fusion_max_outputs = p->fusion_max_outputs;
     k.promote_const_bytes = p->promote_const_bytes;
     k.llvm_opt_level = p->llvm_opt_level;
     k.llvm_fast_math = p->llvm_fast_math;

@@ -41,6 +41,12 @@ struct kiln_function {
     size_t *slot_cap;           /* bytes */
     int shapes_ready;
     int64_t *last_shapes;       /* n_inputs * KILN_MAX_RANK */
+    /* every step's argument views, built once per input-shape signature
+     * (views_ready); a later call only re-points the views of input
+     * buffers (patches) at the caller's data */
+    int views_ready;
+    struct view_patch *patches;
+    int n_patches, cap_patches;
     const kiln_runtime *rt;
     char errbuf[512];
     kiln_cache_session *cache;  /* during kiln_compile only */
@@ -818,7 +824,8 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
     kiln_lower_opts lopt = {
         .fuse = (rwc.passes >> KILN_PASS_FUSE) & 1,
         .fuse_max_width = rwc.fuse_max_width,
-        .fuse_max_ops = rwc.fuse_max_ops};
+        .fuse_max_ops = rwc.fuse_max_ops,
+        .fuse_max_outputs = rwc.fuse_max_outputs};
     kiln_graph *g = f->g;
     int nn = g->n_nodes ? g->n_nodes : 1;
     int ns = g->n_symbols ? g->n_symbols : 1;
@@ -905,6 +912,7 @@ void kiln_function_free(kiln_function *f)
     free(f->symvals_fixed);
     free(f->symsrc);
     free(f->last_shapes);
+    free(f->patches);
     kiln_graph_free(f->g);
     free(f);
 }
@@ -1100,27 +1108,82 @@ static int prepare_shapes(kiln_function *f, const kiln_tensor *in,
     return 0;
 }
 
-static int run_step(kiln_function *f, kiln_step *s, kiln_err *err)
+/* A view of an input buffer: its data pointer moves with the caller's
+ * tensor; the offset (a slice's start) does not. */
+typedef struct view_patch {
+    kiln_view *v;
+    int buf;
+    intptr_t off;   /* bytes from the buffer's data to the view's */
+} view_patch;
+
+static int note_patch(kiln_function *f, const kiln_arg *a, kiln_view *v)
+{
+    const kiln_buf *b = &f->prog.bufs[a->buf];
+    if (b->kind != KILN_BUF_INPUT)
+        return 0;
+    if (f->n_patches == f->cap_patches) {
+        int cap = f->cap_patches ? 2 * f->cap_patches : 16;
+        view_patch *m = realloc(f->patches, sizeof *m * (size_t)cap);
+        if (!m)
+            return -1;
+        f->patches = m;
+        f->cap_patches = cap;
+    }
+    f->patches[f->n_patches++] =
+        (view_patch){v, a->buf, (intptr_t)v->data - (intptr_t)b->data};
+    return 0;
+}
+
+/* Build every view of step s from the buffers' shapes and data. */
+static int build_views(kiln_function *f, kiln_step *s)
 {
     kiln_program *p = &f->prog;
-    int iter_rank = 0;
+    int iter_rank = 0, rc = 0;
     const int64_t *iter = NULL;
     if (s->iter_input) {
         kiln_lower_view(p, &s->in[0], 0, NULL, &s->vin[0]);
         iter_rank = s->vin[0].rank;
         iter = s->vin[0].shape;
     }
-    for (int k = 0; k < s->n_out; k++)
+    for (int k = 0; k < s->n_out; k++) {
         kiln_lower_view(p, &s->out[k], iter_rank, iter, &s->vout[k]);
+        rc |= note_patch(f, &s->out[k], &s->vout[k]);
+    }
     if (!s->iter_input && s->n_out > 0) {
         iter_rank = s->vout[0].rank;
         iter = s->vout[0].shape;
     }
     for (int k = s->iter_input ? 1 : 0; k < s->n_in; k++)
         kiln_lower_view(p, &s->in[k], iter_rank, iter, &s->vin[k]);
+    for (int k = 0; k < s->n_in; k++)
+        rc |= note_patch(f, &s->in[k], &s->vin[k]);
+    return rc;
+}
+
+/* Make the views right for this call's data: all of them after a shape
+ * change, else only those of input buffers. */
+static int ready_views(kiln_function *f, kiln_err *err)
+{
+    kiln_program *p = &f->prog;
+    if (!f->views_ready) {
+        f->n_patches = 0;
+        for (int i = 0; i < p->n_steps; i++)
+            if (build_views(f, &p->steps[i]))
+                return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        f->views_ready = 1;
+        return 0;
+    }
+    for (int i = 0; i < f->n_patches; i++) {
+        const view_patch *q = &f->patches[i];
+        q->v->data = (void *)((intptr_t)p->bufs[q->buf].data + q->off);
+    }
+    return 0;
+}
+
+static int run_step(kiln_function *f, kiln_step *s, kiln_err *err)
+{
     kiln_call call = {sizeof call, (uint32_t)s->n_in, (uint32_t)s->n_out,
                       s->vin, s->vout, f->rt, f->errbuf, sizeof f->errbuf};
-    f->errbuf[0] = 0;
     if (s->callable->fn(s->callable->state, &call)) {
         char lbl[160];
         return kiln_seterr(err, KILN_ERR_RUNTIME, "%s: %s",
@@ -1140,12 +1203,18 @@ int kiln_function_call(kiln_function *f, const kiln_tensor *inputs,
     if (rc)
         return rc;
     kiln_program *p = &f->prog;
-    if (shapes_changed(f, inputs) && (rc = prepare_shapes(f, inputs, err))) {
-        f->shapes_ready = 0;
-        return rc;
+    if (shapes_changed(f, inputs)) {
+        f->views_ready = 0;
+        if ((rc = prepare_shapes(f, inputs, err))) {
+            f->shapes_ready = 0;
+            return rc;
+        }
     }
     for (int i = 0; i < f->n_inputs; i++)
         p->bufs[p->node_buf[f->inputs[i]]].data = inputs[i].data;
+    if ((rc = ready_views(f, err)))
+        return rc;
+    f->errbuf[0] = 0;
     for (int i = 0; i < p->n_steps; i++)
         if ((rc = run_step(f, &p->steps[i], err)))
             return rc;

@@ -1250,12 +1250,14 @@ static void kiln_interp_exec(const kiln_runtime *rt, const kiln_instr *in,
 typedef struct kiln_interp_prun {
     const kiln_interp_run *r;
     unsigned char *regs;
+    size_t reg_bytes;   /* bytes per register: a block's worth, or less
+                           when the whole iteration space is smaller */
     uint32_t n_in;
 } kiln_interp_prun;
 
 static void *kiln_interp_reg(const kiln_interp_prun *p, uint32_t i)
 {
-    return p->regs + (size_t)p->r->s->prog.reg[i] * KILN_INTERP_REG_BYTES;
+    return p->regs + (size_t)p->r->s->prog.reg[i] * p->reg_bytes;
 }
 
 /* Run the program over elements j0 .. j0+n-1 of the current row. */
@@ -1618,7 +1620,16 @@ static int kiln_interp_program_kind(const kiln_interp_run *r)
     const kiln_view *space = reduce ? &r->call->inputs[0]
                                     : &r->call->outputs[0];
     size_t n_views = (size_t)k->n_inputs + k->n_outputs;
-    size_t reg_bytes = (size_t)prog->n_regs * KILN_INTERP_REG_BYTES;
+    /* no block is longer than the iteration space: a small space (a
+     * scalar region: one element) needs small registers, so that a
+     * program with many live values still runs on the stack */
+    int64_t numel = 1;
+    for (int d = 0; d < space->rank && numel < KILN_INTERP_BLOCK; d++)
+        numel *= space->shape[d];
+    size_t fill = numel < KILN_INTERP_BLOCK ? (numel > 0 ? (size_t)numel : 1)
+                                            : KILN_INTERP_BLOCK;
+    size_t one_reg = (fill * 8 + 15) & ~(size_t)15;
+    size_t reg_bytes = (size_t)prog->n_regs * one_reg;
     size_t iter_bytes = n_views * (KILN_MAX_RANK + 1) * sizeof(int64_t);
     int rc = kiln_interp_check_runtime(r);
     if (rc)
@@ -1637,15 +1648,8 @@ static int kiln_interp_program_kind(const kiln_interp_run *r)
     it.offs = it.strides + n_views * KILN_MAX_RANK;
     for (int d = 0; d < space->rank; d++)
         it.shape[d] = space->shape[d];
-    kiln_interp_prun p = { .r = r, .regs = ws, .n_in = k->n_inputs };
-    size_t fill = KILN_INTERP_BLOCK;
-    if (prog->n_consts) {
-        int64_t numel = 1;
-        for (int d = 0; d < space->rank && numel < KILN_INTERP_BLOCK; d++)
-            numel *= space->shape[d];
-        if (numel < (int64_t)fill)
-            fill = numel > 0 ? (size_t)numel : 1;
-    }
+    kiln_interp_prun p = { .r = r, .regs = ws, .reg_bytes = one_reg,
+                           .n_in = k->n_inputs };
     for (uint32_t c = 0; c < prog->n_consts; c++) {
         const kiln_instr *in = &k->instrs[prog->consts[c]];
         kiln_interp_fill_const(in->dtype, in->imm,

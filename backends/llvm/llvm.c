@@ -2196,6 +2196,34 @@ static int kl_take(const kiln_interp_run *r, const kl_state *ls)
     return kiln_interp_iter_run(&it, INT64_MAX, kl_take_body, &t);
 }
 
+/* A rank-0 elementwise kernel (a fused scalar region): one iteration,
+ * the views' data pointers are the row pointers.  Returns 0 after running
+ * it, or 1 when the call is not exactly what the kernel expects (the
+ * general path then checks it and reports what is wrong). */
+static int kl_scalar_call(const kl_state *ls, const kiln_kernel *k,
+                          const kiln_call *call)
+{
+    uint32_t nv = k->n_inputs + k->n_outputs;
+    enum { KL_SCALAR_VIEWS = 256 };
+    void *ptrs[KL_SCALAR_VIEWS];
+    if (nv > KL_SCALAR_VIEWS || call->n_inputs != k->n_inputs ||
+        call->n_outputs != k->n_outputs || !call->outputs ||
+        (k->n_inputs && !call->inputs) || !call->rt ||
+        call->rt->struct_size < sizeof(kiln_runtime))
+        return 1;
+    for (uint32_t v = 0; v < nv; v++) {
+        const kiln_view *view = v < k->n_inputs ? &call->inputs[v]
+                                                : &call->outputs[v - k->n_inputs];
+        const kiln_arg_desc *d = v < k->n_inputs ? &k->inputs[v]
+                                                 : &k->outputs[v - k->n_inputs];
+        if (view->rank != 0 || view->dtype != (int32_t)d->dtype || !view->data)
+            return 1;
+        ptrs[v] = view->data;
+    }
+    ls->c(1, ptrs, NULL, call->rt, NULL);
+    return 0;
+}
+
 static int kl_run(void *state, const kiln_call *call)
 {
     const kl_state *ls = state;
@@ -2209,6 +2237,9 @@ static int kl_run(void *state, const kiln_call *call)
     const kiln_kernel *k = &is->art->k;
     kiln_interp_run r = {.s = is, .k = k, .call = call, .rt = call->rt,
                          .label = k->label ? k->label : kiln_interp_kind_name(k->kind)};
+    if (k->kind == KILN_KERNEL_ELEMWISE && k->n_outputs > 0 &&
+        k->outputs[0].rank == 0 && kl_scalar_call(ls, k, call) == 0)
+        return 0;
     int rc = kiln_interp_check_call(&r);
     if (rc)
         return rc;

@@ -31,6 +31,7 @@ void kiln_rw_config_default(kiln_rw_config *c)
     c->promote_bytes = 1024;
     c->fuse_max_width = 64;
     c->fuse_max_ops = 256;
+    c->fuse_max_outputs = 64;
     c->scratch = NULL;
 }
 
@@ -124,6 +125,7 @@ int kiln_rw_config_for(const kiln_options *opt, kiln_rw_config *c,
         c->promote_bytes = k.promote_const_bytes;
         c->fuse_max_width = k.fusion_max_width;
         c->fuse_max_ops = k.fusion_max_scalar_ops;
+        c->fuse_max_outputs = k.fusion_max_outputs;
         if (k.passes_set) {
             c->passes = 0;
             for (int i = 0; k.passes && k.passes[i]; i++) {

@@ -56,6 +56,7 @@ typedef struct kiln_rw_config {
     int64_t promote_bytes;    /* constants larger than this are promoted */
     int fuse_max_width;       /* fusion caps (0: no fusion) */
     int fuse_max_ops;
+    int fuse_max_outputs;     /* outputs of one fused scalar region */
     /* kiln_rw_run's scratch: the node array a pass emptied, reused as the
      * next pass's array (no fresh allocation and page faults per pass);
      * NULL: every pass allocates its own */

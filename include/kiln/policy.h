@@ -135,6 +135,10 @@ typedef struct kiln_policy_knobs {
      * host's (llvm.generic_target; default 0), for a disk cache shared by
      * nodes with different CPUs (docs/cache.md). */
     int llvm_generic_target;
+    /* fusion: the most outputs of one fused kernel (a scalar region's
+     * values read outside it; fusion.max_outputs, default 64, 0: no
+     * multi-output regions).  Added in kiln 0.2: check struct_size. */
+    int fusion_max_outputs;
 } kiln_policy_knobs;
 
 /* Fill *out (out->struct_size set by the caller).  Returns 0, or

@@ -1,0 +1,69 @@
+/*
+ * fuse.h — the fusion planning pass (prefix kiln_fuse_), run by
+ * core/lower.c before it builds kernels.
+ *
+ * The plan says which live graph nodes one kernel computes together and in
+ * which order the lowering visits the nodes:
+ *
+ *  - scalar regions: connected rank-0 elementwise nodes of any op mix
+ *    become one multi-output straight-line kernel.  Every member whose
+ *    value something outside the region reads (or that is a graph output)
+ *    is one of its outputs; the others live only in registers.
+ *  - elementwise trees: a producer of the group's iteration shape whose
+ *    every reader is a member joins its reader's group; a reduction can
+ *    root a tree (its operand is computed in the reduction's loop).
+ *
+ * Regions are found by stage: a rank-0 node's stage is the most
+ * non-scalar kernels on any path from the graph's leaves to it, so that
+ * all rank-0 nodes of one stage can run as one kernel after the stage's
+ * non-scalar work and before the next stage's (the lowering order sorts
+ * nodes by stage, which keeps it topological).  A stage's region is split,
+ * in node order, where it would pass a cap: instructions, inputs or
+ * outputs of one kernel (kiln_lower_opts; the policy's fusion.*).
+ * Linear in the graph's size.
+ */
+#ifndef KILN_CORE_FUSE_H
+#define KILN_CORE_FUSE_H
+
+#include "ir.h"
+
+struct kiln_lower_opts;
+
+/* Why a fused group ended (kiln_fusion.split). */
+enum kiln_fuse_split {
+    KILN_FUSE_WHOLE = 0,   /* not split: the group is all there is */
+    KILN_FUSE_SPLIT_OPS,   /* the next member would pass max_scalar_ops */
+    KILN_FUSE_SPLIT_WIDTH, /* ... max_width (distinct inputs) */
+    KILN_FUSE_SPLIT_OUTPUTS /* ... max_outputs */
+};
+
+typedef struct kiln_fusion {
+    int *group;     /* node -> its group's root (the node whose kernel
+                       computes it), -1 for a node of no group */
+    char *region;   /* node -> 1 when its group is a scalar region */
+    char *ext;      /* node -> 1 when a member's value is read outside
+                       its group (a scalar region's outputs) */
+    char *split;    /* root -> kiln_fuse_split */
+    int *order;     /* the live nodes in lowering order (n_order) */
+    int n_order;
+    int n_regions;  /* scalar regions of two or more members */
+} kiln_fusion;
+
+/* Plan fusion for graph g (validated).  live[v] is 1 for the nodes an
+ * output depends on; opts gives the caps (fuse_max_width, fuse_max_ops,
+ * fuse_max_outputs) — a cap of 0 disables what it caps.  Fills *f (owned
+ * by the caller, freed with kiln_fuse_free).  Errors: KILN_ERR_NOMEM. */
+int kiln_fuse_plan(const kiln_graph *g, const char *live,
+                   const struct kiln_lower_opts *opts, kiln_fusion *f,
+                   kiln_err *err);
+
+/* The members of node v's group are computed by the kernel of its root;
+ * 1 when v is a root or in no group (a node the lowering visits). */
+int kiln_fuse_is_root(const kiln_fusion *f, int v);
+
+/* A short phrase for kiln_fuse_split s ("instruction cap", ...). */
+const char *kiln_fuse_split_name(int s);
+
+void kiln_fuse_free(kiln_fusion *f);
+
+#endif
