@@ -98,8 +98,11 @@ typedef struct kiln_step {
     int callable_shared;  /* callable owned by an identical earlier step */
     double compile_s, saved_s;
     const char *cache_note;  /* why not stored / not cached (static) */
-    /* per-call views (preallocated) */
+    /* per-call views (preallocated), and the callable's plan for them
+     * (ABI 1.4 prepared calls; NULL: call fn) made by core/vm.c whenever
+     * the views are rebuilt */
     kiln_view *vin, *vout;
+    void *plan;
 } kiln_step;
 
 typedef struct kiln_program {

@@ -61,6 +61,8 @@ struct kiln_function {
     kiln_plan *plan;            /* per-kernel backend decisions (policy.c) */
 };
 
+static void free_plan(kiln_step *s);
+
 /* ---- helpers -------------------------------------------------------- */
 
 static const char *node_label(const kiln_graph *g, int v, char *buf,
@@ -887,6 +889,8 @@ void kiln_function_free(kiln_function *f)
         return;
     if (f->callback_ctx_free)
         f->callback_ctx_free(f->callback_ctx);
+    for (int i = 0; i < f->prog.n_steps; i++)
+        free_plan(&f->prog.steps[i]);   /* before any callable goes */
     for (int i = 0; i < f->prog.n_steps; i++) {
         kiln_step *s = &f->prog.steps[i];
         if (s->callable && !s->callable_shared) {
@@ -1160,16 +1164,47 @@ static int build_views(kiln_function *f, kiln_step *s)
     return rc;
 }
 
+static int has_prepare(const kiln_callable *c)
+{
+    return c->struct_size >= offsetof(kiln_callable, plan_free) +
+                                 sizeof c->plan_free &&
+           c->prepare && c->run && c->plan_free;
+}
+
+static void free_plan(kiln_step *s)
+{
+    if (s->plan && s->callable && has_prepare(s->callable))
+        s->callable->plan_free(s->plan);
+    s->plan = NULL;
+}
+
+/* Prepare step s's call (ABI 1.4) for its views as they are now; a
+ * callable that cannot prepare it is called through fn. */
+static void prepare_step(kiln_function *f, kiln_step *s)
+{
+    free_plan(s);
+    if (!s->callable || !has_prepare(s->callable))
+        return;
+    kiln_call call = {sizeof call, (uint32_t)s->n_in, (uint32_t)s->n_out,
+                      s->vin, s->vout, f->rt, f->errbuf, sizeof f->errbuf};
+    void *plan = NULL;
+    if (s->callable->prepare(s->callable->state, &call, &plan) == 0)
+        s->plan = plan;
+}
+
 /* Make the views right for this call's data: all of them after a shape
- * change, else only those of input buffers. */
+ * change (and every step's plan with them), else only those of input
+ * buffers. */
 static int ready_views(kiln_function *f, kiln_err *err)
 {
     kiln_program *p = &f->prog;
     if (!f->views_ready) {
         f->n_patches = 0;
-        for (int i = 0; i < p->n_steps; i++)
+        for (int i = 0; i < p->n_steps; i++) {
             if (build_views(f, &p->steps[i]))
                 return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            prepare_step(f, &p->steps[i]);
+        }
         f->views_ready = 1;
         return 0;
     }
@@ -1184,7 +1219,8 @@ static int run_step(kiln_function *f, kiln_step *s, kiln_err *err)
 {
     kiln_call call = {sizeof call, (uint32_t)s->n_in, (uint32_t)s->n_out,
                       s->vin, s->vout, f->rt, f->errbuf, sizeof f->errbuf};
-    if (s->callable->fn(s->callable->state, &call)) {
+    if (s->plan ? s->callable->run(s->plan, &call)
+                : s->callable->fn(s->callable->state, &call)) {
         char lbl[160];
         return kiln_seterr(err, KILN_ERR_RUNTIME, "%s: %s",
                            node_label(f->g, s->node, lbl, sizeof lbl),

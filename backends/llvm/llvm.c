@@ -1735,6 +1735,9 @@ static void kl_callable_free(kiln_callable *c)
 }
 
 static int kl_run(void *state, const kiln_call *call);
+static int kl_prepare(void *state, const kiln_call *call, void **out);
+static int kl_run_prepared(void *plan, const kiln_call *call);
+static void kl_plan_free(void *plan);
 
 static int kl_lookup(kl_state *s, const char *name, kl_row_fn *fn,
                      kiln_plugin_error **err)
@@ -1788,6 +1791,9 @@ static int kl_load_bytes(const void *bytes, size_t len, kiln_callable **out,
     s->callable.struct_size = sizeof s->callable;
     s->callable.fn = kl_run;
     s->callable.state = s;
+    s->callable.prepare = kl_prepare;
+    s->callable.run = kl_run_prepared;
+    s->callable.plan_free = kl_plan_free;
     kiln_plugin_error *ie = NULL;
     rc = kiln_interp_load(ia, &s->interp, &ie);
     if (rc) {
@@ -2010,7 +2016,36 @@ static void kl_pick_mode(kl_prun *p, const kiln_interp_iter *it, int reduce)
     }
 }
 
-static int kl_program_kind(const kiln_interp_run *r, const kl_state *ls)
+/* The data-independent part of running an ELEMWISE or REDUCE program
+ * on a call's views: the coalesced walk, the row mode, the strides; for a
+ * reduction the output's reduced axes.  Built per call (kl_program_kind)
+ * or once per shape signature (a prepared call, kl_prepare).  The arrays
+ * live in `mem` (kl_plan_bytes(nv) bytes). */
+typedef struct kl_plan {
+    const kl_state *ls;
+    int scalar;               /* rank-0 ELEMWISE: the views' data are the rows */
+    int empty;                /* an empty space: nothing to run */
+    kiln_interp_iter it;      /* coalesced */
+    uint32_t n_in, nv;
+    int mode, n_splat;        /* kl_pick_mode */
+    uint32_t splat_in[KL_MAX_SPLAT];
+    int64_t *st;              /* inner strides */
+    size_t *esize;
+    void **ptrs;              /* per-call row pointers (scratch) */
+    int64_t distinct[KILN_MAX_RANK];  /* REDUCE: output extents */
+    double count;             /* REDUCE: elements per output */
+} kl_plan;
+
+static size_t kl_plan_bytes(uint32_t nv)
+{
+    return (sizeof(int64_t) * (KILN_MAX_RANK + 2) + sizeof(void *) +
+            sizeof(size_t)) * (size_t)nv;
+}
+
+/* Check the call's shapes against the kernel and build the plan in *pl
+ * (arrays in mem).  Returns 0 or a kiln_code with r's message set. */
+static int kl_plan_init(kl_plan *pl, const kiln_interp_run *r,
+                        const kl_state *ls, unsigned char *mem)
 {
     const kiln_kernel *k = r->k;
     int reduce = k->kind == KILN_KERNEL_REDUCE;
@@ -2019,98 +2054,138 @@ static int kl_program_kind(const kiln_interp_run *r, const kl_state *ls)
     int rc = kiln_interp_check_runtime(r);
     if (rc)
         return rc;
-    /* per-view arrays: iterator strides and offsets, pointers, strides,
-     * element sizes; on the stack for up to 64 views */
-    enum { KL_STACK_VIEWS = 64 };
-    int64_t s_strides[KL_STACK_VIEWS * KILN_MAX_RANK], s_offs[KL_STACK_VIEWS],
-        s_st[KL_STACK_VIEWS];
-    void *s_ptrs[KL_STACK_VIEWS];
-    size_t s_es[KL_STACK_VIEWS];
-    unsigned char *heap = NULL;
-    kiln_interp_iter it = {.rank = space->rank, .n_views = nv};
-    kl_prun prun, *p = &prun;  /* ~33 KiB of stack, splat buffers included */
-    p->r = r;
-    p->ls = ls;
-    p->n_in = k->n_inputs;
-    p->nv = nv;
-    if (nv <= KL_STACK_VIEWS) {
-        it.strides = s_strides;
-        it.offs = s_offs;
-        p->ptrs = s_ptrs;
-        p->st = s_st;
-        p->esize = s_es;
-    } else {
-        size_t per = sizeof(int64_t) * (KILN_MAX_RANK + 2) + sizeof(void *) + sizeof(size_t);
-        heap = malloc(per * nv);
-        if (!heap)
-            return kiln_interp_fail(r, KILN_ERR_NOMEM, "%s: out of memory", r->label);
-        it.strides = (int64_t *)(void *)heap;
-        it.offs = it.strides + (size_t)nv * KILN_MAX_RANK;
-        p->st = it.offs + nv;
-        p->ptrs = (void **)(void *)(p->st + nv);
-        p->esize = (size_t *)(void *)(p->ptrs + nv);
-    }
+    memset(pl, 0, sizeof *pl);
+    pl->ls = ls;
+    pl->n_in = k->n_inputs;
+    pl->nv = nv;
+    kiln_interp_iter *it = &pl->it;
+    it->rank = space->rank;
+    it->n_views = nv;
+    it->strides = (int64_t *)(void *)mem;
+    it->offs = it->strides + (size_t)nv * KILN_MAX_RANK;
+    pl->st = it->offs + nv;
+    pl->ptrs = (void **)(void *)(pl->st + nv);
+    pl->esize = (size_t *)(void *)(pl->ptrs + nv);
     for (uint32_t v = 0; v < nv; v++)
-        p->esize[v] = kiln_interp_dtype_size(v < k->n_inputs ? k->inputs[v].dtype
-                                             : k->outputs[v - k->n_inputs].dtype);
+        pl->esize[v] = kiln_interp_dtype_size(v < k->n_inputs ? k->inputs[v].dtype
+                                              : k->outputs[v - k->n_inputs].dtype);
     for (int d = 0; d < space->rank; d++)
-        it.shape[d] = space->shape[d];
-    rc = kiln_interp_input_strides(r, &it);
+        it->shape[d] = space->shape[d];
+    rc = kiln_interp_input_strides(r, it);
     if (rc)
-        goto out;
+        return rc;
     if (reduce) {
-        /* the interpreter's kiln_interp_reduce, with our body */
         const kiln_view *o = &r->call->outputs[0];
-        int64_t *os = kiln_interp_strides(&it, p->n_in);
-        int64_t distinct[KILN_MAX_RANK];
-        double count = 1.0;
-        for (int d = 0; d < it.rank; d++) {
+        int64_t *os = kiln_interp_strides(it, pl->n_in);
+        pl->count = 1.0;
+        for (int d = 0; d < it->rank; d++) {
             char b1[160], b2[160];
-            if (o->shape[d] != it.shape[d] && o->shape[d] != 1) {
-                rc = kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output shape %s "
-                                      "does not fit input shape %s", r->label,
-                                      kiln_interp_shape_str(b1, sizeof b1, o->rank, o->shape),
-                                      kiln_interp_shape_str(b2, sizeof b2, it.rank, it.shape));
-                goto out;
-            }
+            if (o->shape[d] != it->shape[d] && o->shape[d] != 1)
+                return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output shape %s "
+                                        "does not fit input shape %s", r->label,
+                                        kiln_interp_shape_str(b1, sizeof b1, o->rank, o->shape),
+                                        kiln_interp_shape_str(b2, sizeof b2, it->rank, it->shape));
             os[d] = o->shape[d] == 1 ? 0 : o->strides[d];
-            distinct[d] = os[d] == 0 ? 1 : it.shape[d];
+            pl->distinct[d] = os[d] == 0 ? 1 : it->shape[d];
             if (os[d] == 0)
-                count *= (double)it.shape[d];
+                pl->count *= (double)it->shape[d];
         }
-        kiln_interp_fill f = {.view = o, .esize = kiln_interp_dtype_size(o->dtype),
-                              .divisor = count};
-        kiln_interp_identity(o->dtype, k->reduce_op, f.value);
-        kiln_interp_over_output(o, distinct, kiln_interp_fill_body, &f);
-        if (kiln_interp_iter_coalesce(&it)) {
-            kl_pick_mode(p, &it, 1);
-            kiln_interp_iter_run(&it, KILN_INTERP_BLOCK, kl_reduce_body, p);
-        }
-        if (k->reduce_op == KILN_REDUCE_MEAN)
-            kiln_interp_over_output(o, distinct, kiln_interp_mean_body, &f);
     } else {
         for (uint32_t j = 0; j < k->n_outputs; j++) {
             const kiln_view *o = &r->call->outputs[j];
-            int64_t *s = kiln_interp_strides(&it, p->n_in + j);
-            for (int d = 0; d < it.rank; d++) {
+            int64_t *s = kiln_interp_strides(it, pl->n_in + j);
+            for (int d = 0; d < it->rank; d++) {
                 char b1[160], b2[160];
-                if (o->shape[d] != it.shape[d]) {
-                    rc = kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u has "
-                                          "shape %s, output 0 has %s", r->label, j,
-                                          kiln_interp_shape_str(b1, sizeof b1, o->rank, o->shape),
-                                          kiln_interp_shape_str(b2, sizeof b2, it.rank, it.shape));
-                    goto out;
-                }
+                if (o->shape[d] != it->shape[d])
+                    return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u has "
+                                            "shape %s, output 0 has %s", r->label, j,
+                                            kiln_interp_shape_str(b1, sizeof b1, o->rank, o->shape),
+                                            kiln_interp_shape_str(b2, sizeof b2, it->rank, it->shape));
                 s[d] = o->strides[d];
             }
         }
-        if (kiln_interp_iter_coalesce(&it)) {
-            kl_pick_mode(p, &it, 0);
-            kiln_interp_iter_run(&it, p->mode == 1 ? KL_SPLAT : INT64_MAX,
-                                 kl_elemwise_body, p);
-        }
     }
-out:
+    /* the distinct output extents above read the walk before coalescing */
+    pl->empty = !kiln_interp_iter_coalesce(it);
+    if (!pl->empty) {
+        kl_prun p = {.nv = nv, .n_in = pl->n_in, .st = pl->st};
+        kl_pick_mode(&p, it, reduce);
+        pl->mode = p.mode;
+        pl->n_splat = p.n_splat;
+        memcpy(pl->splat_in, p.splat_in, sizeof pl->splat_in);
+    }
+    return 0;
+}
+
+/* Run a plan on call r (views as when the plan was made, data anywhere). */
+static int kl_plan_exec(kl_plan *pl, const kiln_interp_run *r)
+{
+    const kiln_kernel *k = r->k;
+    if (pl->scalar) {
+        const kiln_call *call = r->call;
+        for (uint32_t v = 0; v < pl->nv; v++)
+            pl->ptrs[v] = v < pl->n_in ? call->inputs[v].data
+                                       : call->outputs[v - pl->n_in].data;
+        pl->ls->c(1, pl->ptrs, NULL, call->rt, NULL);
+        return 0;
+    }
+    kl_prun prun, *p = &prun;  /* ~33 KiB of stack, splat buffers included */
+    p->r = r;
+    p->ls = pl->ls;
+    p->n_in = pl->n_in;
+    p->nv = pl->nv;
+    p->ptrs = pl->ptrs;
+    p->st = pl->st;
+    p->esize = pl->esize;
+    p->mode = pl->mode;
+    p->n_splat = pl->n_splat;
+    memcpy(p->splat_in, pl->splat_in, sizeof p->splat_in);
+    for (int q = 0; q < KL_MAX_SPLAT; q++) {
+        p->splat_src[q] = NULL;
+        p->splat_n[q] = 0;
+    }
+    if (k->kind == KILN_KERNEL_REDUCE) {
+        /* the interpreter's kiln_interp_reduce, with our body */
+        const kiln_view *o = &r->call->outputs[0];
+        kiln_interp_fill f = {.view = o, .esize = kiln_interp_dtype_size(o->dtype),
+                              .divisor = pl->count};
+        kiln_interp_identity(o->dtype, k->reduce_op, f.value);
+        kiln_interp_over_output(o, pl->distinct, kiln_interp_fill_body, &f);
+        if (!pl->empty)
+            kiln_interp_iter_run(&pl->it, KILN_INTERP_BLOCK, kl_reduce_body, p);
+        if (k->reduce_op == KILN_REDUCE_MEAN)
+            kiln_interp_over_output(o, pl->distinct, kiln_interp_mean_body, &f);
+    } else if (!pl->empty) {
+        kiln_interp_iter_run(&pl->it, p->mode == 1 ? KL_SPLAT : INT64_MAX,
+                             kl_elemwise_body, p);
+    }
+    return 0;
+}
+
+static int kl_program_kind(const kiln_interp_run *r, const kl_state *ls)
+{
+    uint32_t nv = r->k->n_inputs + r->k->n_outputs;
+    /* on the stack for up to 64 views */
+    enum { KL_STACK_VIEWS = 64 };
+    union {
+        int64_t i[KL_STACK_VIEWS * (KILN_MAX_RANK + 2)];
+        void *p[KL_STACK_VIEWS];
+        size_t z[KL_STACK_VIEWS];
+    } stack[2];
+    _Static_assert(sizeof stack >= (sizeof(int64_t) * (KILN_MAX_RANK + 2) +
+                                    sizeof(void *) + sizeof(size_t)) *
+                                       KL_STACK_VIEWS,
+                   "stack plan storage");
+    unsigned char *mem = (unsigned char *)stack, *heap = NULL;
+    if (nv > KL_STACK_VIEWS) {
+        mem = heap = malloc(kl_plan_bytes(nv));
+        if (!heap)
+            return kiln_interp_fail(r, KILN_ERR_NOMEM, "%s: out of memory", r->label);
+    }
+    kl_plan pl;
+    int rc = kl_plan_init(&pl, r, ls, mem);
+    if (!rc)
+        rc = kl_plan_exec(&pl, r);
     free(heap);
     return rc;
 }
@@ -2224,6 +2299,81 @@ static int kl_scalar_call(const kl_state *ls, const kiln_kernel *k,
     return 0;
 }
 
+/* Whether a reduction's output view is one element: every axis has
+ * extent 1 or stride 0 (the host's views give reduced axes the input's
+ * extent and stride 0). */
+static int kl_one_output(const kiln_view *o)
+{
+    for (int d = 0; d < o->rank; d++)
+        if (o->shape[d] != 1 && o->strides[d] != 0)
+            return 0;
+    return 1;
+}
+
+/* ---- prepared calls (ABI 1.4) ---- */
+
+typedef struct kl_prepared {
+    kl_plan pl;
+    /* the plan's arrays follow (kl_plan_bytes(nv)) */
+} kl_prepared;
+
+static int kl_prepare(void *state, const kiln_call *call, void **out)
+{
+    const kl_state *ls = state;
+    if (!ls || !call || !out || !ls->obj ||
+        call->struct_size < offsetof(kiln_call, rt) + sizeof(call->rt))
+        return 1;
+    const kiln_interp_state *is = ls->interp->state;
+    const kiln_kernel *k = &is->art->k;
+    if (k->kind != KILN_KERNEL_ELEMWISE && k->kind != KILN_KERNEL_REDUCE)
+        return 1;   /* GATHER checks its indices per call: fn */
+    /* the checks may write a message: into a buffer of our own */
+    char msg[256];
+    kiln_call c = *call;
+    c.errbuf = msg;
+    c.errbuf_size = sizeof msg;
+    kiln_interp_run r = {.s = is, .k = k, .call = &c, .rt = c.rt,
+                         .label = k->label ? k->label : kiln_interp_kind_name(k->kind)};
+    if (kiln_interp_check_call(&r) || kiln_interp_check_runtime(&r))
+        return 1;
+    if (k->kind == KILN_KERNEL_REDUCE && !ls->uc && !kl_one_output(&c.outputs[0]))
+        return 1;   /* the interpreter's: fn */
+    uint32_t nv = k->n_inputs + k->n_outputs;
+    kl_prepared *pp = malloc(sizeof *pp + kl_plan_bytes(nv));
+    if (!pp)
+        return 1;
+    unsigned char *mem = (unsigned char *)(pp + 1);
+    if (k->kind == KILN_KERNEL_ELEMWISE && k->n_outputs > 0 &&
+        k->outputs[0].rank == 0) {
+        memset(&pp->pl, 0, sizeof pp->pl);
+        pp->pl.ls = ls;
+        pp->pl.scalar = 1;
+        pp->pl.n_in = k->n_inputs;
+        pp->pl.nv = nv;
+        pp->pl.ptrs = (void **)(void *)mem;
+    } else if (kl_plan_init(&pp->pl, &r, ls, mem)) {
+        free(pp);
+        return 1;
+    }
+    *out = pp;
+    return 0;
+}
+
+static int kl_run_prepared(void *plan, const kiln_call *call)
+{
+    kl_prepared *pp = plan;
+    const kiln_interp_state *is = pp->pl.ls->interp->state;
+    const kiln_kernel *k = &is->art->k;
+    kiln_interp_run r = {.s = is, .k = k, .call = call, .rt = call->rt,
+                         .label = k->label ? k->label : kiln_interp_kind_name(k->kind)};
+    return kl_plan_exec(&pp->pl, &r);
+}
+
+static void kl_plan_free(void *plan)
+{
+    free(plan);
+}
+
 static int kl_run(void *state, const kiln_call *call)
 {
     const kl_state *ls = state;
@@ -2249,10 +2399,8 @@ static int kl_run(void *state, const kiln_call *call)
         /* compiled as a full reduction: only a call whose output is one
          * element can use the code (anything else gets the interpreter,
          * with its messages) */
-        const kiln_view *o = &call->outputs[0];
-        for (int d = 0; d < o->rank; d++)
-            if (o->shape[d] != 1)
-                return ls->interp->fn(ls->interp->state, call);
+        if (!kl_one_output(&call->outputs[0]))
+            return ls->interp->fn(ls->interp->state, call);
     }
     return kl_program_kind(&r, ls);
 }

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1
-#define KILN_ABI_MINOR 3
+#define KILN_ABI_MINOR 4
 
 /* The one frozen bootstrap symbol every plugin exports. */
 #define KILN_BACKEND_ENTRY "kiln_backend_entry"
@@ -253,6 +253,25 @@ typedef struct kiln_callable {
     size_t struct_size;
     kiln_kernel_fn fn;
     void *state;                   /* passed to fn */
+    /* ABI 1.4, optional (the host checks struct_size; NULL = not
+     * provided): prepared calls.  A host that calls a kernel many times
+     * with views of unchanging shapes, strides, ranks and dtypes (only
+     * the data pointers move) prepares it once:
+     *   prepare(state, call, &plan) checks `call` as fn would and does
+     *     every piece of work that does not read data (the loop nest,
+     *     strides, code paths); returns 0 and sets *plan (plugin-owned),
+     *     or non-zero when it cannot prepare this call (the host then
+     *     calls fn, which reports what is wrong).  Never writes errbuf.
+     *   run(plan, call) runs the kernel on `call`, whose views must equal
+     *     the prepared call's in everything but data (the host's
+     *     promise; run does not check it); returns as fn does.
+     *   plan_free(plan) frees it (the host frees every plan before
+     *     callable_free).
+     * A plan is used by one call at a time; distinct plans of one
+     * callable may run concurrently when the backend is thread-safe. */
+    int (*prepare)(void *state, const kiln_call *call, void **plan);
+    int (*run)(void *plan, const kiln_call *call);
+    void (*plan_free)(void *plan);
 } kiln_callable;
 
 /* Options for one compile (host-owned, valid during the call). */

@@ -265,6 +265,8 @@ static int ex_load_bytes(const void *bytes, size_t len, kiln_callable **out,
                        "example: artifact of %zu bytes does not match its "
                        "header", len);
     ex_state *s = malloc(sizeof *s + body);
+    if (s)
+        memset(s, 0, sizeof *s);   /* every kiln_callable field: NULL (ABI 1.4 prepare &c. not provided) */
     if (!s)
         return ex_fail(err, KILN_ERR_NOMEM, "example: out of memory");
     memcpy(s->data, (const unsigned char *)bytes + sizeof h, body);
