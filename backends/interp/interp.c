@@ -1485,74 +1485,6 @@ static void kiln_interp_over_output(const kiln_view *out, const int64_t *shape,
         kiln_interp_iter_run(&it, INT64_MAX, body, f);
 }
 
-/* REDUCE: initialise the output, accumulate, and divide for MEAN. */
-static int kiln_interp_reduce(const kiln_interp_run *r, kiln_interp_iter *it,
-                              kiln_interp_prun *p)
-{
-    const kiln_kernel *k = r->k;
-    const kiln_view *out = &r->call->outputs[0];
-    int64_t *os = kiln_interp_strides(it, p->n_in);
-    int64_t distinct[KILN_MAX_RANK];
-    double count = 1.0;
-    for (int d = 0; d < it->rank; d++) {
-        char b1[160], b2[160];
-        if (out->shape[d] != it->shape[d] && out->shape[d] != 1)
-            return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output shape %s "
-                                    "does not fit input shape %s", r->label,
-                                    kiln_interp_shape_str(b1, sizeof b1,
-                                                          out->rank,
-                                                          out->shape),
-                                    kiln_interp_shape_str(b2, sizeof b2,
-                                                          it->rank,
-                                                          it->shape));
-        /* A reduced axis is one the output does not step along. */
-        os[d] = out->shape[d] == 1 ? 0 : out->strides[d];
-        distinct[d] = os[d] == 0 ? 1 : it->shape[d];
-        if (os[d] == 0)
-            count *= (double)it->shape[d];
-    }
-    kiln_interp_fill f = { .view = out,
-                           .esize = kiln_interp_dtype_size(out->dtype),
-                           .divisor = count };
-    kiln_interp_identity(out->dtype, k->reduce_op, f.value);
-    kiln_interp_over_output(out, distinct, kiln_interp_fill_body, &f);
-    if (kiln_interp_iter_coalesce(it))
-        kiln_interp_iter_run(it, KILN_INTERP_BLOCK, kiln_interp_reduce_body,
-                             p);
-    if (k->reduce_op == KILN_REDUCE_MEAN)
-        /* An empty reduction divides 0 by 0: NaN, as NumPy's mean. */
-        kiln_interp_over_output(out, distinct, kiln_interp_mean_body, &f);
-    return 0;
-}
-
-/* ELEMWISE: outputs share outputs[0]'s shape; an input dim of extent 1
- * broadcasts (stride 0) whatever stride it carries. */
-static int kiln_interp_elemwise(const kiln_interp_run *r, kiln_interp_iter *it,
-                                kiln_interp_prun *p)
-{
-    const kiln_call *call = r->call;
-    for (uint32_t j = 0; j < call->n_outputs; j++) {
-        const kiln_view *o = &call->outputs[j];
-        int64_t *s = kiln_interp_strides(it, p->n_in + j);
-        for (int d = 0; d < it->rank; d++) {
-            char b1[160], b2[160];
-            if (o->shape[d] != it->shape[d])
-                return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u has "
-                                        "shape %s, output 0 has %s", r->label,
-                                        j, kiln_interp_shape_str(
-                                            b1, sizeof b1, o->rank, o->shape),
-                                        kiln_interp_shape_str(
-                                            b2, sizeof b2, it->rank,
-                                            it->shape));
-            s[d] = o->strides[d];
-        }
-    }
-    if (kiln_interp_iter_coalesce(it))
-        kiln_interp_iter_run(it, KILN_INTERP_BLOCK, kiln_interp_elemwise_body,
-                             p);
-    return 0;
-}
-
 /* Input strides for a program kind; checks the broadcast rule. */
 static int kiln_interp_input_strides(const kiln_interp_run *r,
                                      kiln_interp_iter *it)
@@ -1604,6 +1536,153 @@ static int kiln_interp_check_runtime(const kiln_interp_run *r)
 
 /* ELEMWISE and REDUCE: set up the per-call workspace (register file and
  * iterator state), fill the hoisted constants, and run. */
+/* An ELEMWISE or REDUCE program on one call's views, minus the data:
+ * the coalesced walk with every view's strides, the reduced axes, and the
+ * register file's layout (constants filled).  Made per call on the stack
+ * (kiln_interp_program_kind) or once per shape signature (ABI 1.4
+ * prepared calls, kiln_interp_prepare), then run (kiln_interp_pk_exec). */
+typedef struct kiln_interp_pk {
+    const kiln_interp_state *s;
+    kiln_interp_iter it;      /* coalesced */
+    int empty;                /* nothing to iterate */
+    int64_t distinct[KILN_MAX_RANK];  /* REDUCE: output extents */
+    double count;             /* REDUCE: elements per output */
+    size_t one_reg;           /* bytes per register */
+    unsigned char *regs;      /* the register file, constants filled */
+} kiln_interp_pk;
+
+/* Bytes of the register file and of the walk's arrays for call r. */
+static void kiln_interp_pk_sizes(const kiln_interp_run *r, size_t *one_reg,
+                                 size_t *reg_bytes, size_t *iter_bytes)
+{
+    const kiln_kernel *k = r->k;
+    const kiln_view *space = k->kind == KILN_KERNEL_REDUCE
+                                 ? &r->call->inputs[0] : &r->call->outputs[0];
+    /* no block is longer than the iteration space: a small space (a
+     * scalar region: one element) needs small registers, so that a
+     * program with many live values still runs on the stack */
+    int64_t numel = 1;
+    for (int d = 0; d < space->rank && numel < KILN_INTERP_BLOCK; d++)
+        numel *= space->shape[d];
+    size_t fill = numel < KILN_INTERP_BLOCK ? (numel > 0 ? (size_t)numel : 1)
+                                            : KILN_INTERP_BLOCK;
+    *one_reg = (fill * 8 + 15) & ~(size_t)15;
+    *reg_bytes = (size_t)r->s->prog.n_regs * *one_reg;
+    *iter_bytes = ((size_t)k->n_inputs + k->n_outputs) * (KILN_MAX_RANK + 1) *
+                  sizeof(int64_t);
+}
+
+/* Build the plan for call r in *pk: registers at regs (reg_bytes), the
+ * walk's arrays at iter (iter_bytes; kiln_interp_pk_sizes). */
+static int kiln_interp_pk_init(kiln_interp_pk *pk, const kiln_interp_run *r,
+                               unsigned char *regs, unsigned char *iter,
+                               size_t one_reg)
+{
+    const kiln_kernel *k = r->k;
+    const kiln_interp_prog *prog = &r->s->prog;
+    int reduce = k->kind == KILN_KERNEL_REDUCE;
+    const kiln_view *space = reduce ? &r->call->inputs[0]
+                                    : &r->call->outputs[0];
+    size_t n_views = (size_t)k->n_inputs + k->n_outputs;
+    int rc = kiln_interp_check_runtime(r);
+    if (rc)
+        return rc;
+    memset(pk, 0, sizeof *pk);
+    pk->s = r->s;
+    pk->one_reg = one_reg;
+    pk->regs = regs;
+    kiln_interp_iter *it = &pk->it;
+    it->rank = space->rank;
+    it->n_views = n_views;
+    it->strides = (int64_t *)(void *)iter;
+    it->offs = it->strides + n_views * KILN_MAX_RANK;
+    for (int d = 0; d < space->rank; d++)
+        it->shape[d] = space->shape[d];
+    size_t fill = one_reg / 8;
+    kiln_interp_prun p = { .r = r, .regs = regs, .reg_bytes = one_reg,
+                           .n_in = k->n_inputs };
+    for (uint32_t c = 0; c < prog->n_consts; c++) {
+        const kiln_instr *in = &k->instrs[prog->consts[c]];
+        kiln_interp_fill_const(in->dtype, in->imm,
+                               kiln_interp_reg(&p, prog->consts[c]), fill);
+    }
+    rc = kiln_interp_input_strides(r, it);
+    if (rc)
+        return rc;
+    const kiln_call *call = r->call;
+    if (reduce) {
+        const kiln_view *out = &call->outputs[0];
+        int64_t *os = kiln_interp_strides(it, k->n_inputs);
+        pk->count = 1.0;
+        for (int d = 0; d < it->rank; d++) {
+            char b1[160], b2[160];
+            if (out->shape[d] != it->shape[d] && out->shape[d] != 1)
+                return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output shape %s "
+                                        "does not fit input shape %s", r->label,
+                                        kiln_interp_shape_str(b1, sizeof b1,
+                                                              out->rank,
+                                                              out->shape),
+                                        kiln_interp_shape_str(b2, sizeof b2,
+                                                              it->rank,
+                                                              it->shape));
+            /* A reduced axis is one the output does not step along. */
+            os[d] = out->shape[d] == 1 ? 0 : out->strides[d];
+            pk->distinct[d] = os[d] == 0 ? 1 : it->shape[d];
+            if (os[d] == 0)
+                pk->count *= (double)it->shape[d];
+        }
+    } else {
+        /* outputs share outputs[0]'s shape; an input dim of extent 1
+         * broadcasts (stride 0) whatever stride it carries */
+        for (uint32_t j = 0; j < call->n_outputs; j++) {
+            const kiln_view *o = &call->outputs[j];
+            int64_t *st = kiln_interp_strides(it, k->n_inputs + j);
+            for (int d = 0; d < it->rank; d++) {
+                char b1[160], b2[160];
+                if (o->shape[d] != it->shape[d])
+                    return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u has "
+                                            "shape %s, output 0 has %s", r->label,
+                                            j, kiln_interp_shape_str(
+                                                b1, sizeof b1, o->rank, o->shape),
+                                            kiln_interp_shape_str(
+                                                b2, sizeof b2, it->rank,
+                                                it->shape));
+                st[d] = o->strides[d];
+            }
+        }
+    }
+    pk->empty = !kiln_interp_iter_coalesce(it);
+    return 0;
+}
+
+/* Run plan pk on call r (views as when it was made; data anywhere).
+ * REDUCE initialises the output, accumulates, and divides for MEAN. */
+static int kiln_interp_pk_exec(kiln_interp_pk *pk, const kiln_interp_run *r)
+{
+    const kiln_kernel *k = r->k;
+    kiln_interp_prun p = { .r = r, .regs = pk->regs, .reg_bytes = pk->one_reg,
+                           .n_in = k->n_inputs };
+    if (k->kind != KILN_KERNEL_REDUCE) {
+        if (!pk->empty)
+            kiln_interp_iter_run(&pk->it, KILN_INTERP_BLOCK,
+                                 kiln_interp_elemwise_body, &p);
+        return 0;
+    }
+    const kiln_view *out = &r->call->outputs[0];
+    kiln_interp_fill f = { .view = out,
+                           .esize = kiln_interp_dtype_size(out->dtype),
+                           .divisor = pk->count };
+    kiln_interp_identity(out->dtype, k->reduce_op, f.value);
+    kiln_interp_over_output(out, pk->distinct, kiln_interp_fill_body, &f);
+    if (!pk->empty)
+        kiln_interp_iter_run(&pk->it, KILN_INTERP_BLOCK, kiln_interp_reduce_body,
+                             &p);
+    if (k->reduce_op == KILN_REDUCE_MEAN)
+        /* An empty reduction divides 0 by 0: NaN, as NumPy's mean. */
+        kiln_interp_over_output(out, pk->distinct, kiln_interp_mean_body, &f);
+    return 0;
+}
+
 static int kiln_interp_program_kind(const kiln_interp_run *r)
 {
     union {
@@ -1614,27 +1693,8 @@ static int kiln_interp_program_kind(const kiln_interp_run *r)
         int32_t i32[KILN_INTERP_STACK_BYTES / sizeof(int32_t)];
         unsigned char bytes[KILN_INTERP_STACK_BYTES];
     } stack;
-    const kiln_kernel *k = r->k;
-    const kiln_interp_prog *prog = &r->s->prog;
-    int reduce = k->kind == KILN_KERNEL_REDUCE;
-    const kiln_view *space = reduce ? &r->call->inputs[0]
-                                    : &r->call->outputs[0];
-    size_t n_views = (size_t)k->n_inputs + k->n_outputs;
-    /* no block is longer than the iteration space: a small space (a
-     * scalar region: one element) needs small registers, so that a
-     * program with many live values still runs on the stack */
-    int64_t numel = 1;
-    for (int d = 0; d < space->rank && numel < KILN_INTERP_BLOCK; d++)
-        numel *= space->shape[d];
-    size_t fill = numel < KILN_INTERP_BLOCK ? (numel > 0 ? (size_t)numel : 1)
-                                            : KILN_INTERP_BLOCK;
-    size_t one_reg = (fill * 8 + 15) & ~(size_t)15;
-    size_t reg_bytes = (size_t)prog->n_regs * one_reg;
-    size_t iter_bytes = n_views * (KILN_MAX_RANK + 1) * sizeof(int64_t);
-    int rc = kiln_interp_check_runtime(r);
-    if (rc)
-        return rc;
-
+    size_t one_reg, reg_bytes, iter_bytes;
+    kiln_interp_pk_sizes(r, &one_reg, &reg_bytes, &iter_bytes);
     unsigned char *ws = stack.bytes, *heap = NULL;
     if (reg_bytes + iter_bytes > sizeof stack) {
         ws = heap = malloc(reg_bytes + iter_bytes);
@@ -1643,22 +1703,10 @@ static int kiln_interp_program_kind(const kiln_interp_run *r)
                                     "for %zu bytes of registers", r->label,
                                     reg_bytes + iter_bytes);
     }
-    kiln_interp_iter it = { .rank = space->rank, .n_views = n_views };
-    it.strides = (int64_t *)(void *)(ws + reg_bytes);
-    it.offs = it.strides + n_views * KILN_MAX_RANK;
-    for (int d = 0; d < space->rank; d++)
-        it.shape[d] = space->shape[d];
-    kiln_interp_prun p = { .r = r, .regs = ws, .reg_bytes = one_reg,
-                           .n_in = k->n_inputs };
-    for (uint32_t c = 0; c < prog->n_consts; c++) {
-        const kiln_instr *in = &k->instrs[prog->consts[c]];
-        kiln_interp_fill_const(in->dtype, in->imm,
-                               kiln_interp_reg(&p, prog->consts[c]), fill);
-    }
-    rc = kiln_interp_input_strides(r, &it);
+    kiln_interp_pk pk;
+    int rc = kiln_interp_pk_init(&pk, r, ws, ws + reg_bytes, one_reg);
     if (!rc)
-        rc = reduce ? kiln_interp_reduce(r, &it, &p)
-                    : kiln_interp_elemwise(r, &it, &p);
+        rc = kiln_interp_pk_exec(&pk, r);
     free(heap);
     return rc;
 }
@@ -2151,6 +2199,64 @@ static void kiln_interp_callable_free(kiln_callable *c)
     free(s);
 }
 
+/* ABI 1.4 prepared calls: ELEMWISE and REDUCE keep their walk and a
+ * register file of their own (constants filled once); the other kinds
+ * are not prepared (fn runs them). */
+typedef struct kiln_interp_prepared {
+    kiln_interp_pk pk;
+    /* the register file, then the walk's arrays */
+} kiln_interp_prepared;
+
+static int kiln_interp_prepare(void *state, const kiln_call *call, void **out)
+{
+    const kiln_interp_state *s = state;
+    if (!s || !call || !out
+        || call->struct_size < offsetof(kiln_call, rt) + sizeof(call->rt))
+        return 1;
+    const kiln_kernel *k = &s->art->k;
+    if (!kiln_interp_has_program(k->kind))
+        return 1;
+    char msg[256];   /* the checks' messages: not the caller's errbuf */
+    kiln_call c = *call;
+    c.errbuf = msg;
+    c.errbuf_size = sizeof msg;
+    kiln_interp_run r = { .s = s, .k = k, .call = &c, .rt = c.rt,
+                          .label = k->label ? k->label
+                                            : kiln_interp_kind_name(k->kind) };
+    if (kiln_interp_check_call(&r))
+        return 1;
+    size_t one_reg, reg_bytes, iter_bytes;
+    kiln_interp_pk_sizes(&r, &one_reg, &reg_bytes, &iter_bytes);
+    size_t head = (sizeof(kiln_interp_prepared) + 15) & ~(size_t)15;
+    unsigned char *m = malloc(head + reg_bytes + iter_bytes);
+    if (!m)
+        return 1;
+    kiln_interp_prepared *pp = (kiln_interp_prepared *)(void *)m;
+    if (kiln_interp_pk_init(&pp->pk, &r, m + head, m + head + reg_bytes,
+                            one_reg)) {
+        free(m);
+        return 1;
+    }
+    *out = pp;
+    return 0;
+}
+
+static int kiln_interp_run_prepared(void *plan, const kiln_call *call)
+{
+    kiln_interp_prepared *pp = plan;
+    const kiln_interp_state *s = pp->pk.s;
+    const kiln_kernel *k = &s->art->k;
+    kiln_interp_run r = { .s = s, .k = k, .call = call, .rt = call->rt,
+                          .label = k->label ? k->label
+                                            : kiln_interp_kind_name(k->kind) };
+    return kiln_interp_pk_exec(&pp->pk, &r);
+}
+
+static void kiln_interp_plan_free(void *plan)
+{
+    free(plan);
+}
+
 static int kiln_interp_load(const kiln_artifact *a, kiln_callable **out,
                             kiln_plugin_error **err)
 {
@@ -2163,6 +2269,9 @@ static int kiln_interp_load(const kiln_artifact *a, kiln_callable **out,
     s->callable.struct_size = sizeof s->callable;
     s->callable.fn = kiln_interp_call;
     s->callable.state = s;
+    s->callable.prepare = kiln_interp_prepare;
+    s->callable.run = kiln_interp_run_prepared;
+    s->callable.plan_free = kiln_interp_plan_free;
     /* The artifact may be freed after load: keep a copy. */
     s->art = kiln_interp_copy(&a->k);
     if (!s->art || (kiln_interp_has_program(a->k.kind)
