@@ -51,8 +51,10 @@ typedef struct kiln_fusion {
 
 /* Plan fusion for graph g (validated).  live[v] is 1 for the nodes an
  * output depends on; opts gives the caps (fuse_max_width, fuse_max_ops,
- * fuse_max_outputs) — a cap of 0 disables what it caps.  Fills *f (owned
- * by the caller, freed with kiln_fuse_free).  Errors: KILN_ERR_NOMEM. */
+ * fuse_max_outputs).  Fills *f (owned
+ * by the caller, freed with kiln_fuse_free).  fuse_max_ops or
+ * fuse_max_width 0 plans no regions; fuse_max_outputs 0 gives every region
+ * part one output (no multi-output regions).  Errors: KILN_ERR_NOMEM. */
 int kiln_fuse_plan(const kiln_graph *g, const char *live,
                    const struct kiln_lower_opts *opts, kiln_fusion *f,
                    kiln_err *err);

@@ -1918,12 +1918,64 @@ typedef struct kiln_interp_take_ctx {
     int64_t size, data_axis_stride;
     int gather;
     kiln_interp_plan plan;
+    int one;                 /* one element per index (post == 0) */
 } kiln_interp_take_ctx;
+
+/* One element per index (data's axis is its last: radon's a[county] and
+ * the scatter-add of its gradient): a typed loop, no per-index walk.
+ * I: the index type; T: the element type; OP: the element operation on
+ * pointers d (data) and s (side). */
+#define KILN_INTERP_TAKE1(I, T, OP)                                          \
+    do {                                                                      \
+        const I *ix = (const I *)kiln_interp_elem(t->idx,                    \
+                                                  kiln_interp_at(it, 1, j0), \
+                                                  sizeof(I));                \
+        T *dd = (T *)kiln_interp_elem(t->data, kiln_interp_at(it, 0, j0),    \
+                                      sizeof(T));                            \
+        T *ss = (T *)kiln_interp_elem(t->side, kiln_interp_at(it, 2, j0),    \
+                                      sizeof(T));                            \
+        int64_t is = kiln_interp_inner(it, 1), ds = t->data_axis_stride;     \
+        int64_t sst = kiln_interp_inner(it, 2), dst = kiln_interp_inner(it, 0); \
+        for (int64_t j = 0; j < n; j++) {                                     \
+            int64_t k = (int64_t)ix[j * is];                                  \
+            if (k < 0)                                                        \
+                k += t->size; /* in range: checked beforehand */              \
+            T *d = dd + j * dst + k * ds;                                     \
+            T *s = ss + j * sst;                                              \
+            OP;                                                               \
+        }                                                                     \
+    } while (0)
+#define KILN_INTERP_TAKE1_OPS(I, T, ADD)                                     \
+    do {                                                                      \
+        if (t->gather)                                                        \
+            KILN_INTERP_TAKE1(I, T, *s = *d);                                 \
+        else if (t->plan.add)                                                 \
+            KILN_INTERP_TAKE1(I, T, *d = (T)ADD(*d, *s));                     \
+        else                                                                  \
+            KILN_INTERP_TAKE1(I, T, *d = *s);                                 \
+    } while (0)
+#define KILN_INTERP_TAKE1_TYPES(I)                                           \
+    do {                                                                      \
+        switch (t->data->dtype) {                                             \
+        case KILN_F64: KILN_INTERP_TAKE1_OPS(I, double, KILN_INTERP_FADD); break; \
+        case KILN_F32: KILN_INTERP_TAKE1_OPS(I, float, KILN_INTERP_FADD); break;  \
+        case KILN_I64: KILN_INTERP_TAKE1_OPS(I, int64_t, KILN_INTERP_ADD64); break; \
+        case KILN_I32: KILN_INTERP_TAKE1_OPS(I, int32_t, KILN_INTERP_ADD32); break; \
+        default: KILN_INTERP_TAKE1_OPS(I, uint8_t, KILN_INTERP_OR); break;    \
+        }                                                                     \
+    } while (0)
 
 static int kiln_interp_take_body(void *ctx, const kiln_interp_iter *it,
                                  int64_t j0, int64_t n)
 {
     kiln_interp_take_ctx *t = ctx;
+    if (t->one) {
+        if (t->idx->dtype == KILN_I64)
+            KILN_INTERP_TAKE1_TYPES(int64_t);
+        else
+            KILN_INTERP_TAKE1_TYPES(int32_t);
+        return 0;
+    }
     size_t es = kiln_interp_dtype_size((unsigned)t->data->dtype);
     size_t ies = kiln_interp_dtype_size((unsigned)t->idx->dtype);
     for (int64_t j = j0; j < j0 + n; j++) {
@@ -1996,6 +2048,7 @@ static int kiln_interp_take(const kiln_interp_run *r)
                               r->k->scatter_mode == KILN_SCATTER_INC);
     if (t.plan.empty)
         return 0;
+    t.one = post == 0;
 
     int64_t strides[3 * KILN_MAX_RANK], offs[3];
     kiln_interp_iter it = { .rank = axis + q, .n_views = 3,
