@@ -2152,8 +2152,9 @@ static int kl_plan_exec(kl_plan *pl, const kiln_interp_run *r)
         kiln_interp_identity(o->dtype, k->reduce_op, f.value);
         kiln_interp_over_output(o, pl->distinct, kiln_interp_fill_body, &f);
         if (!pl->empty)
-            kiln_interp_iter_run(&pl->it, p->mode == 1 ? KL_SPLAT : INT64_MAX,
-                                 kl_reduce_body, p);
+            /* the interpreter's 256-element blocks: the same order of
+             * floating-point operations, the same bits */
+            kiln_interp_iter_run(&pl->it, KILN_INTERP_BLOCK, kl_reduce_body, p);
         if (k->reduce_op == KILN_REDUCE_MEAN)
             kiln_interp_over_output(o, pl->distinct, kiln_interp_mean_body, &f);
     } else if (!pl->empty) {
