@@ -97,7 +97,8 @@ static void close_part(kiln_fusion *f, const part *p, int why)
 
 static int plan_regions(const kiln_graph *g, const char *live,
                         const kiln_lower_opts *o, kiln_fusion *f,
-                        const char *cand, const int *stage, kiln_err *err)
+                        const char *cand, const int *stage, const int *cls,
+                        kiln_err *err)
 {
     size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
     int *stamp = malloc(sizeof(int) * nn);   /* part that counted a load */
@@ -115,7 +116,8 @@ static int plan_regions(const kiln_graph *g, const char *live,
             continue;
         for (int i = 0; i < g->nodes[v].n_in; i++) {
             int w = operand(g, v, i);
-            if (cand[w] && (!cand[v] || stage[v] != stage[w]))
+            if (cand[w] && (!cand[v] || stage[v] != stage[w] ||
+                            cls[v] != cls[w]))
                 f->ext[w] = 1;
         }
     }
@@ -124,7 +126,7 @@ static int plan_regions(const kiln_graph *g, const char *live,
             f->ext[g->outputs[i].value] = 1;
     int max_outs = o->fuse_max_outputs > 0 ? o->fuse_max_outputs : 1;
     part p = {0, 0, 0, 0, 0, 0};
-    int next_id = 0, cur_stage = -1;
+    int next_id = 0, cur_stage = -1, cur_cls = -1;
     for (int k = 0; k < f->n_order; k++) {
         int m = f->order[k];
         if (!cand[m]) {
@@ -151,7 +153,8 @@ static int plan_regions(const kiln_graph *g, const char *live,
         }
         int add_outs = f->ext[m];
         int why = KILN_FUSE_WHOLE;
-        if (p.n > 0 && stage[m] == cur_stage) {
+        int same = p.n > 0 && stage[m] == cur_stage && cls[m] == cur_cls;
+        if (same) {
             if (p.ops + add_ops + p.loads + add_loads > o->fuse_max_ops)
                 why = KILN_FUSE_SPLIT_OPS;
             else if (p.loads + add_loads > o->fuse_max_width)
@@ -159,13 +162,14 @@ static int plan_regions(const kiln_graph *g, const char *live,
             else if (p.outs + add_outs > max_outs)
                 why = KILN_FUSE_SPLIT_OUTPUTS;
         }
-        if (p.n > 0 && (stage[m] != cur_stage || why != KILN_FUSE_WHOLE)) {
+        if (p.n > 0 && (!same || why != KILN_FUSE_WHOLE)) {
             close_part(f, &p, why);
             p.n = 0;
         }
         if (p.n == 0) {   /* m starts a part */
             p = (part){k, 0, 0, 0, 0, next_id++};
             cur_stage = stage[m];
+            cur_cls = cls[m];
             add_loads = 0;
         }
         /* count m's inputs (exactly) against this part */
@@ -228,8 +232,8 @@ static int plan_trees(const kiln_graph *g, const char *live,
             continue;
         const kiln_node *rn = &g->nodes[r];
         int red = fusable_reduce(rn->op);
-        if (!red && !is_elemwise(rn))
-            continue;
+        if (!red)
+            continue;   /* elementwise nodes are the regions' */
         const kiln_type *it = red ? &g->nodes[rn->in[0]].type : &rn->type;
         int loads = 0, nops = 0, nw = 0;
         /* the root: its operands are read; a reduction reads its operand
@@ -294,6 +298,48 @@ static int plan_trees(const kiln_graph *g, const char *live,
 
 /* ---- the plan -------------------------------------------------------- */
 
+/* Dense class ids of the candidates' iteration shapes (rank and dims,
+ * symbols by identity) through an open-addressing table; -1 for the
+ * others.  Returns the number of classes, or -1 out of memory. */
+static int shape_classes(const kiln_graph *g, const char *cand, int *cls)
+{
+    size_t cap = 16;
+    while (cap < 2 * (size_t)g->n_nodes)
+        cap *= 2;
+    int *tab = malloc(sizeof(int) * cap);   /* node representing a class */
+    if (!tab)
+        return -1;
+    for (size_t i = 0; i < cap; i++)
+        tab[i] = -1;
+    int n_cls = 0;
+    for (int v = 0; v < g->n_nodes; v++) {
+        cls[v] = -1;
+        if (!cand[v])
+            continue;
+        const kiln_type *t = &g->nodes[v].type;
+        uint64_t h = 1469598103934665603ull ^ (uint64_t)t->rank;
+        for (int d = 0; d < t->rank; d++)
+            h = (h ^ (uint64_t)t->dims[d]) * 1099511628211ull;
+        size_t i = (size_t)(h & (cap - 1));
+        for (;; i = (i + 1) & (cap - 1)) {
+            int r = tab[i];
+            if (r < 0) {
+                tab[i] = v;
+                cls[v] = n_cls++;
+                break;
+            }
+            const kiln_type *rt = &g->nodes[r].type;
+            if (rt->rank == t->rank &&
+                !memcmp(rt->dims, t->dims, sizeof(int64_t) * (size_t)t->rank)) {
+                cls[v] = cls[r];
+                break;
+            }
+        }
+    }
+    free(tab);
+    return n_cls;
+}
+
 int kiln_fuse_plan(const kiln_graph *g, const char *live,
                    const kiln_lower_opts *o, kiln_fusion *f, kiln_err *err)
 {
@@ -306,44 +352,139 @@ int kiln_fuse_plan(const kiln_graph *g, const char *live,
     f->split = calloc(nn, 1);
     char *cand = calloc(nn, 1);
     int *stage = calloc(nn, sizeof(int));
+    int *cls = malloc(sizeof(int) * nn);
+    int *tmp = malloc(sizeof(int) * nn);
     size_t nk = 2 * nn + 3;   /* keys 0 .. 2 * n_nodes + 1, shifted by one */
     int *count = calloc(nk, sizeof(int));
+    int rc = 0;
     if (!f->group || !f->order || !f->region || !f->ext || !f->split ||
-        !cand || !stage || !count) {
-        free(cand); free(stage); free(count);
-        kiln_fuse_free(f);
-        return nomem(err);
+        !cand || !stage || !cls || !tmp || !count) {
+        rc = nomem(err);
+        goto out;
     }
+    for (int v = 0; v < g->n_nodes; v++)
+        f->group[v] = -1;
+    /* 1. reductions take the single-use elementwise chains they reduce */
+    if ((rc = plan_trees(g, live, o, f, err)))
+        goto out;
+    /* 2. every other live elementwise node is a region candidate */
     int regions = o->fuse_max_ops > 0 && o->fuse_max_width > 0;
     for (int v = 0; v < g->n_nodes; v++) {
         const kiln_node *n = &g->nodes[v];
-        f->group[v] = -1;
-        cand[v] = regions && live[v] && is_elemwise(n) && n->type.rank == 0 &&
-                  n->op != KILN_OP_LITERAL;
+        cand[v] = regions && live[v] && is_elemwise(n) &&
+                  n->op != KILN_OP_LITERAL && f->group[v] < 0;
+    }
+    int n_cls = shape_classes(g, cand, cls);
+    if (n_cls < 0) {
+        rc = nomem(err);
+        goto out;
+    }
+    /* stages: crossing from one region's class to another node, or from
+     * a non-candidate kernel to a candidate, is a kernel boundary */
+    for (int v = 0; v < g->n_nodes; v++) {
+        const kiln_node *n = &g->nodes[v];
         int s = 0;
         for (int i = 0; i < n->n_in; i++) {
             int w = n->in[i];
-            int sw = stage[w] + (cand[w] && !cand[v]);
+            int sw = stage[w] + (cand[w] && (!cand[v] || cls[v] != cls[w]));
             if (sw > s)
                 s = sw;
         }
         stage[v] = s;
     }
-    /* the lowering order: live nodes by (2 * stage + candidate), stable */
-    for (int v = 0; v < g->n_nodes; v++)
-        if (live[v])
-            count[2 * stage[v] + cand[v] + 1]++;
+    /* sinking: a candidate moves to the stage of its earliest reader of
+     * its class when every other reader is later still, so that a value
+     * computed early for a later region's sake joins that region instead
+     * of running in a kernel of its own (radon's b * floor joins the
+     * likelihood's loop).  Readers first:
+     * reverse node order.  Readers' lists: CSR over the live edges. */
+    {
+        int *off = calloc(nn + 1, sizeof(int)), *rd = NULL;
+        int n_edges = 0;
+        if (!off) {
+            rc = nomem(err);
+            goto out;
+        }
+        for (int v = 0; v < g->n_nodes; v++)
+            for (int i = 0; live[v] && i < g->nodes[v].n_in; i++)
+                off[g->nodes[v].in[i] + 1]++, n_edges++;
+        for (size_t k = 1; k <= nn; k++)
+            off[k] += off[k - 1];
+        rd = malloc(sizeof(int) * (size_t)(n_edges ? n_edges : 1));
+        if (!rd) {
+            free(off);
+            rc = nomem(err);
+            goto out;
+        }
+        for (int v = 0; v < g->n_nodes; v++)
+            for (int i = 0; live[v] && i < g->nodes[v].n_in; i++)
+                rd[off[g->nodes[v].in[i]]++] = v;
+        for (int v = g->n_nodes; v > 0; v--)   /* back to starts */
+            off[v] = off[v - 1];
+        off[0] = 0;
+        for (int v = g->n_nodes - 1; v >= 0; v--) {
+            if (!cand[v])
+                continue;
+            /* the earliest reader of its class, if every other reader
+             * allows it; else it stays (moving where no region of its
+             * class is would only make a kernel of its own) */
+            int to = -1, cap = -1;
+            for (int e = off[v]; e < off[v + 1]; e++) {
+                int u = rd[e];
+                if (cand[u] && cls[u] == cls[v]) {
+                    if (to < 0 || stage[u] < to)
+                        to = stage[u];
+                } else if (cap < 0 || stage[u] - 1 < cap) {
+                    cap = stage[u] - 1;
+                }
+            }
+            if (to > stage[v] && (cap < 0 || to <= cap))
+                stage[v] = to;
+        }
+        free(off);
+        free(rd);
+    }
+    /* the lowering order: live nodes by (2 * stage + candidate, class,
+     * node), by two stable counting sorts (class, then the key) */
+    int n_live = 0, pos0 = 0;
+    for (int v = 0; v < g->n_nodes; v++) {
+        n_live += live[v] != 0;
+        if (live[v] && cls[v] < 0)
+            tmp[pos0++] = v;   /* non-candidates first, in node order */
+    }
+    {   /* then the candidates, bucketed by class */
+        int *head = calloc((size_t)n_cls + 1, sizeof(int));
+        if (!head) {
+            rc = nomem(err);
+            goto out;
+        }
+        for (int v = 0; v < g->n_nodes; v++)
+            if (live[v] && cls[v] >= 0)
+                head[cls[v] + 1]++;
+        for (int c = 1; c <= n_cls; c++)
+            head[c] += head[c - 1];
+        for (int v = 0; v < g->n_nodes; v++)
+            if (live[v] && cls[v] >= 0)
+                tmp[pos0 + head[cls[v]]++] = v;
+        free(head);
+    }
+    memset(count, 0, sizeof(int) * nk);
+    for (int k = 0; k < n_live; k++) {
+        int v = tmp[k];
+        count[2 * stage[v] + cand[v] + 1]++;
+    }
     for (size_t k = 1; k < nk; k++)
         count[k] += count[k - 1];
-    for (int v = 0; v < g->n_nodes; v++)
-        if (live[v])
-            f->order[count[2 * stage[v] + cand[v]]++] = v;
-    for (int v = 0; v < g->n_nodes; v++)
-        f->n_order += live[v] != 0;
-    int rc = regions ? plan_regions(g, live, o, f, cand, stage, err) : 0;
-    if (!rc)
-        rc = plan_trees(g, live, o, f, err);
-    free(cand); free(stage); free(count);
+    for (int k = 0; k < n_live; k++) {
+        int v = tmp[k];
+        f->order[count[2 * stage[v] + cand[v]]++] = v;
+    }
+    f->n_order = n_live;
+    /* 3. cut each (stage, class) run into kernels within the caps */
+    if (regions)
+        rc = plan_regions(g, live, o, f, cand, stage, cls, err);
+out:
+    free(cand); free(stage); free(cls); free(tmp); free(count);
     if (rc)
         kiln_fuse_free(f);
     return rc;

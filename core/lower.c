@@ -242,6 +242,8 @@ typedef struct kiln_lower_scratch {
     int buf_slot_cap;
     /* fusion (kiln_lower_opts.fuse; core/fuse.c) */
     kiln_fusion fu;    /* the plan */
+    int *uses;         /* live readers of each node (lower_all) */
+    char *isout;       /* graph outputs */
     int *group;        /* fu.group, or NULL when fusion is off */
     int *instr;        /* node -> its instruction in the program being
                           built, -1 */
@@ -570,9 +572,9 @@ static int lower_elemwise(kiln_program *p, kiln_graph *g, int v,
     return rc;
 }
 
-/* A scalar region (core/fuse.c): one ELEMWISE kernel of rank 0 whose
- * outputs are the members read outside it, in node order; members feed
- * each other as instructions.  Inputs are numbered by first use, outputs
+/* A region (core/fuse.c): one ELEMWISE kernel over the members' common
+ * shape whose outputs are the members read outside it, in node order;
+ * members feed each other as instructions.  Inputs are numbered by first use, outputs
  * by node order: both depend only on the region's expression DAG, so two
  * models with the same region share its key. */
 static int lower_region(kiln_program *p, kiln_graph *g, int root, int last,
@@ -607,16 +609,18 @@ static int lower_region(kiln_program *p, kiln_graph *g, int root, int last,
         outs[j] = r;
         obuf[j++] = p->node_buf[m];
     }
+    int rank = g->nodes[root].type.rank;   /* every member's */
     kiln_step *s = rc ? NULL : new_step(p, KILN_KERNEL_ELEMWISE, root, c.n,
-                                        n_out, "fused_scalars", err);
+                                        n_out, rank ? "fused" : "fused_scalars",
+                                        err);
     if (!rc && !s)
         rc = err ? err->code : KILN_ERR_NOMEM;
     if (!rc) {
         int *arr = c.dyn ? c.dyn : c.bufs;
         for (int i = 0; i < c.n; i++)
-            set_arg(p, s, 0, i, arr[i], KILN_VIEW_BCAST, 0);
+            set_arg(p, s, 0, i, arr[i], KILN_VIEW_BCAST, rank);
         for (int i = 0; i < n_out; i++)
-            set_arg(p, s, 1, i, obuf[i], KILN_VIEW_FULL, 0);
+            set_arg(p, s, 1, i, obuf[i], KILN_VIEW_FULL, rank);
         s->n_members = last - first + 1;
         s->split = fu->split[root];
         rc = attach_program(s, &c.pb, outs, err);
@@ -937,8 +941,18 @@ static int lower_set_subtensor(kiln_program *p, kiln_graph *g, int v,
 {
     kiln_node *n = &g->nodes[v];
     int ob = p->node_buf[v];
-    int rc = lower_copy(p, g, v, n->in[0], KILN_VIEW_FULL, ob, KILN_VIEW_FULL,
+    int xb = p->node_buf[n->in[0]];
+    int rc = 0;
+    if (p->scr->uses && p->scr->uses[n->in[0]] == 1 && xb >= 0 &&
+        p->bufs[xb].kind == KILN_BUF_TEMP && !p->scr->isout[n->in[0]] &&
+        !p->bufs[xb].fused) {
+        /* x is a temporary nothing else reads (the zeros a gradient
+         * scatters into): update it in place, no copy */
+        p->node_buf[v] = ob = xb;
+    } else {
+        rc = lower_copy(p, g, v, n->in[0], KILN_VIEW_FULL, ob, KILN_VIEW_FULL,
                         NULL, "copy", err);
+    }
     if (rc)
         return rc;
     int inc = n->op == KILN_OP_INC_SUBTENSOR;
@@ -1237,6 +1251,8 @@ int kiln_lower_ex(kiln_graph *g, kiln_program *p, const kiln_lower_opts *opts,
     free(sc.buf_slot);
     kiln_fuse_free(&sc.fu);
     free(sc.instr);
+    free(sc.uses);
+    free(sc.isout);
     free(sc.done);
     free(sc.stk);
     p->scr = NULL;
@@ -1278,6 +1294,19 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
         for (int v = 0; !rc && v < g->n_nodes; v++)
             sc->instr[v] = -1;
     }
+    if (!rc) {
+        sc->uses = calloc(nn, sizeof(int));
+        sc->isout = calloc(nn, 1);
+        if (!sc->uses || !sc->isout)
+            rc = nomem(err);
+    }
+    for (int v = 0; !rc && v < g->n_nodes; v++)
+        for (int i = 0; live[v] && i < g->nodes[v].n_in; i++)
+            sc->uses[kiln_ir_op_info(g->nodes[v].op)->category == KILN_CAT_DOT
+                         ? kiln_lower_dot_operand(g, v, i, NULL)
+                         : g->nodes[v].in[i]]++;
+    for (int i = 0; !rc && i < g->n_outputs; i++)
+        sc->isout[g->outputs[i].value] = 1;
     int *group = sc->group;
     /* the fusion plan's order (topological, each scalar region's members
      * together), else node order */

@@ -424,6 +424,7 @@ static void test_compile(void)
     memset(&o, 0, sizeof o);
     o.struct_size = sizeof o;
     o.backend = "interp";
+    o.passes = "-fuse";   /* add and exp as kernels of their own (below) */
     char dg[4096];
     kiln_function *fi = compile_opts(g, &o, dg, sizeof dg, &err);
     double want[9], got[9];
@@ -442,6 +443,7 @@ static void test_compile(void)
     o.policy_file = write_file("refuse.yaml",
                                "kiln_policy: 1\nbackends: [example]\n"
                                "default: example\n");
+    o.passes = "-fuse";   /* as above: one refusable kernel per node */
     kiln_function *f = compile_opts(g, &o, dg, sizeof dg, &err);
     ok(f != NULL, "compile with the example plugin %s", f ? "" : err.message);
     int on_example = 0, fell = 0;
