@@ -328,10 +328,12 @@ static int check_full(const kiln_kernel *k, char *why, size_t n)
             return -1;
         return check_program(k, why, n);
     case KILN_KERNEL_REDUCE:
-        if (k->n_outputs != 1 || k->n_inputs < 1)
-            return why_f(why, n, "reduce needs >= 1 input and 1 output");
+        if (k->n_outputs < 1 || k->n_inputs < 1)
+            return why_f(why, n, "reduce needs >= 1 input and >= 1 output");
         if (check_ranks(k, k->inputs[0].rank, why, n))
             return -1;
+        for (uint32_t q = 0; q < k->n_outputs; q++) {
+        o = &k->outputs[q];
         switch (k->reduce_op) {
         case KILN_REDUCE_SUM:
         case KILN_REDUCE_PROD:
@@ -347,6 +349,7 @@ static int check_full(const kiln_kernel *k, char *why, size_t n)
             break;
         default:
             return why_f(why, n, "unknown reduce_op %u", k->reduce_op);
+        }
         }
         return check_program(k, why, n);
     case KILN_KERNEL_JOIN:
@@ -901,22 +904,24 @@ static const char *identity_text(uint32_t op, unsigned dt)
     }
 }
 
+/* REDUCE: one accumulator per output (sibling reductions, ABI 1.4: every
+ * output reduces the same axes with reduce_op; output 0's stride tells
+ * whether a row folds into one element). */
 static void emit_reduce(emitter *e)
 {
     const kiln_kernel *k = e->k;
     sbuf *b = &e->body;
-    unsigned dt = k->outputs[0].dtype;
-    const char *T = ctype[dt];
-    const char *ACC = dt == KILN_F32 ? "double" : T;
-    uint32_t op = k->reduce_op;
-    char val[128];
-    ref(e, k->out_refs[0], val, sizeof val);
+    uint32_t op = k->reduce_op, no = k->n_outputs;
     e->need |= N_ITER | N_BITS;
     emit_head(e);
-    sb_printf(b, "  i64 sh[8], idx[8], dsh[8], n, j, j0, j1, t0;\n"
+    sb_put(b, "  i64 sh[8], idx[8], dsh[8], n, j, j0, j1;\n"
               "  int map[8], w, k, d;\n  double cnt = 1.0;\n"
-              "  const double kl_inf = kl_bits(0x7ff0000000000000ULL);\n"
-              "  %s *q0;\n  %s acc;\n", T, ACC);
+              "  const double kl_inf = kl_bits(0x7ff0000000000000ULL);\n");
+    for (uint32_t o = 0; o < no; o++) {
+        unsigned dt = k->outputs[o].dtype;
+        sb_printf(b, "  %s *q%u;\n  %s acc%u;\n  i64 t%u;\n", ctype[dt], o,
+                  dt == KILN_F32 ? "double" : ctype[dt], o, o);
+    }
     emit_program_decls(e);
     emit_checks(e, program_rt_need(e));
     sb_printf(b, "  if (kl_shapes(call, &I[0], 0)) return kl_fail(call, %d, "
@@ -927,37 +932,60 @@ static void emit_reduce(emitter *e)
               "    i64 st = kl_st(&O[0], d);\n"
               "    dsh[d] = st == 0 ? 1 : I[0].shape[d];\n"
               "    if (st == 0) cnt *= (double)I[0].shape[d];\n  }\n");
-    sb_printf(b, "  {\n    %s idv = (%s)%s;\n"
-              "    kl_walk(&O[0], dsh, &idv, 0, 0.0);\n  }\n", T, T,
-              identity_text(op, dt));
+    for (uint32_t o = 0; o < no; o++) {
+        unsigned dt = k->outputs[o].dtype;
+        sb_printf(b, "  {\n    %s idv = (%s)%s;\n"
+                  "    kl_walk%u(&O[%u], dsh, &idv, 0, 0.0);\n  }\n", ctype[dt],
+                  ctype[dt], identity_text(op, dt), dt, o);
+    }
     sb_put(b, "  (void)cnt; (void)kl_inf;\n  w = kl_coalesce(call, &I[0], sh, map);\n"
               "  if (w >= 0) {\n"
               "  if (w == 0) { w = 1; sh[0] = 1; map[0] = -1; }\n"
               "  n = sh[w - 1];\n");
-    emit_inner_strides(e, 1);
+    emit_inner_strides(e, (int)no);
     sb_put(b, "  for (k = 0; k < w; k++) idx[k] = 0;\n  for (;;) {\n");
-    emit_row_ptrs(e, 1);
-    sb_printf(b, "    for (j0 = 0; j0 < n; j0 += 256) {\n"
-              "     j1 = n - j0 < 256 ? n : j0 + 256;\n"
-              "     acc = (%s)%s;\n"
-              "     for (j = j0; j < j1; j++) {\n", ACC,
-              identity_text(op, dt));
+    emit_row_ptrs(e, (int)no);
+    sb_put(b, "    for (j0 = 0; j0 < n; j0 += 256) {\n"
+              "     j1 = n - j0 < 256 ? n : j0 + 256;\n");
+    for (uint32_t o = 0; o < no; o++) {
+        unsigned dt = k->outputs[o].dtype;
+        sb_printf(b, "     acc%u = (%s)%s;\n", o,
+                  dt == KILN_F32 ? "double" : ctype[dt], identity_text(op, dt));
+    }
+    sb_put(b, "     for (j = j0; j < j1; j++) {\n");
     emit_program(e);
-    char cv[160];
-    snprintf(cv, sizeof cv, "(%s)%s", ACC, val);
-    sb_put(b, "      if (t0 == 0) acc = ");
-    emit_combine(b, op, dt == KILN_F32 ? KILN_F64 : dt, "acc", cv);
-    sb_printf(b, ";\n      else { %s *oj = q0 + j * t0; *oj = (%s)(", T, T);
-    emit_combine(b, op, dt, "*oj", val);
-    sb_put(b, "); }\n     }\n     if (t0 == 0) *q0 = ");
-    snprintf(cv, sizeof cv, "(%s)*q0", ACC);
-    sb_printf(b, "(%s)(", T);
-    emit_combine(b, op, dt == KILN_F32 ? KILN_F64 : dt, cv, "acc");
-    sb_put(b, ");\n    }\n");
+    for (uint32_t o = 0; o < no; o++) {
+        unsigned dt = k->outputs[o].dtype;
+        const char *T = ctype[dt], *ACC = dt == KILN_F32 ? "double" : T;
+        char val[128], cv[160], accn[16], on[32];
+        ref(e, k->out_refs[o], val, sizeof val);
+        snprintf(cv, sizeof cv, "(%s)%s", ACC, val);
+        snprintf(accn, sizeof accn, "acc%u", o);
+        snprintf(on, sizeof on, "*oj%u", o);
+        sb_printf(b, "      if (t%u == 0) acc%u = ", o, o);
+        emit_combine(b, op, dt == KILN_F32 ? KILN_F64 : dt, accn, cv);
+        sb_printf(b, ";\n      else { %s *oj%u = q%u + j * t%u; *oj%u = (%s)(",
+                  T, o, o, o, o, T);
+        emit_combine(b, op, dt, on, val);
+        sb_put(b, "); }\n");
+    }
+    sb_put(b, "     }\n");
+    for (uint32_t o = 0; o < no; o++) {
+        unsigned dt = k->outputs[o].dtype;
+        const char *T = ctype[dt], *ACC = dt == KILN_F32 ? "double" : T;
+        char cv[160], accn[16];
+        snprintf(cv, sizeof cv, "(%s)*q%u", ACC, o);
+        snprintf(accn, sizeof accn, "acc%u", o);
+        sb_printf(b, "     if (t%u == 0) *q%u = (%s)(", o, o, T);
+        emit_combine(b, op, dt == KILN_F32 ? KILN_F64 : dt, cv, accn);
+        sb_put(b, ");\n");
+    }
+    sb_put(b, "    }\n");
     sb_put(b, odometer);
     sb_put(b, "  }\n  }\n");
-    if (op == KILN_REDUCE_MEAN)
-        sb_put(b, "  kl_walk(&O[0], dsh, 0, 1, cnt);\n");
+    for (uint32_t o = 0; op == KILN_REDUCE_MEAN && o < no; o++)
+        sb_printf(b, "  kl_walk%u(&O[%u], dsh, 0, 1, cnt);\n",
+                  k->outputs[o].dtype, o);
     sb_put(b, "  return 0;\n}\n");
 }
 
@@ -1247,20 +1275,21 @@ static const char helper_puti[] =
     "  at = kl_puti(c->errbuf, at, n, size);\n"
     "  c->errbuf[at] = 0;\n  return %d;\n}\n";
 
-/* kl_walk(view, shape, value, mean, count) over the distinct elements of a
- * reduce output: fill with *value, or (mean) divide by count. */
+/* kl_walkDT(view, shape, value, mean, count) over the distinct elements of
+ * a reduce output of dtype DT: fill with *value, or (mean) divide by
+ * count.  One per output dtype (sibling reductions may mix them). */
 static void emit_walk(sbuf *b, unsigned dt)
 {
     const char *T = ctype[dt];
     sb_printf(b,
-              "static void kl_walk(const kv *o, const i64 *sh, const %s *val, "
+              "static void kl_walk%u(const kv *o, const i64 *sh, const %s *val, "
               "int mean, double cnt)\n"
               "{\n  i64 idx[8], off;\n  int d;\n"
               "  for (d = 0; d < o->rank; d++) { if (sh[d] == 0) return; "
               "idx[d] = 0; }\n"
               "  for (;;) {\n    %s *p;\n    off = 0;\n"
               "    for (d = 0; d < o->rank; d++) off += idx[d] * o->strides[d];\n"
-              "    p = (%s *)o->data + off;\n", T, T, T);
+              "    p = (%s *)o->data + off;\n", dt, T, T, T);
     if (dt == KILN_F64)
         sb_put(b, "    if (mean) *p /= cnt; else *p = *val;\n");
     else if (dt == KILN_F32)
@@ -1397,8 +1426,14 @@ int kiln_emit_c(const kiln_kernel *k0, char **src, size_t *len, char *why,
                          "(i32)x : (-2147483647 - 1);\n}\n");
         if (e.need & N_PUTI)
             sb_printf(&out, helper_puti, KILN_ERR_RUNTIME, KILN_ERR_RUNTIME);
-        if (full.kind == KILN_KERNEL_REDUCE)
-            emit_walk(&out, full.outputs[0].dtype);
+        for (uint32_t o = 0; full.kind == KILN_KERNEL_REDUCE &&
+                             o < full.n_outputs; o++) {
+            int seen = 0;
+            for (uint32_t q = 0; q < o; q++)
+                seen |= full.outputs[q].dtype == full.outputs[o].dtype;
+            if (!seen)
+                emit_walk(&out, full.outputs[o].dtype);
+        }
         if (full.kind == KILN_KERNEL_JOIN ||
             full.kind == KILN_KERNEL_GATHER)
             emit_copy(&out, utype[full.outputs[0].dtype], 0, 0);

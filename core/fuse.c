@@ -296,6 +296,262 @@ static int plan_trees(const kiln_graph *g, const char *live,
     return 0;
 }
 
+/* ---- sibling reductions ------------------------------------------------- */
+
+/* Whether reduction node v reduces every axis of its operand. */
+static int full_reduce(const kiln_graph *g, int v)
+{
+    const kiln_node *n = &g->nodes[v];
+    int r = g->nodes[n->in[0]].type.rank;
+    if (!n->attrs || !n->attrs->has_axes)
+        return 1;
+    uint32_t m = 0;
+    for (int i = 0; i < n->attrs->naxes; i++) {
+        int64_t a = n->attrs->axes[i] < 0 ? n->attrs->axes[i] + r
+                                          : n->attrs->axes[i];
+        if (a >= 0 && a < 32)
+            m |= 1u << a;
+    }
+    return r < 32 && m == (r ? (1u << r) - 1u : 0u);
+}
+
+/* Sets of reduction roots that one REDUCE kernel can compute: full
+ * reductions with one op over operands of one shape and the same depth,
+ * where the depth of a node is the most reductions on a path from the
+ * leaves to it — two with the same depth cannot depend on each other,
+ * directly or through any other kernel.  Greedy in node order within
+ * the caps (outputs, instructions).  Sets of one are left alone. */
+static int plan_siblings(const kiln_graph *g, const char *live,
+                         const kiln_lower_opts *o, kiln_fusion *f,
+                         kiln_err *err)
+{
+    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    int *depth = calloc(nn, sizeof(int));
+    int *size = calloc(nn, sizeof(int));   /* tree instructions per root */
+    int *last = malloc(sizeof(int) * nn);  /* open set's last root, by key */
+    size_t cap = 16;
+    while (cap < 2 * nn)
+        cap *= 2;
+    int *tab = malloc(sizeof(int) * cap);  /* open set (its first root) */
+    if (!depth || !size || !last || !tab) {
+        free(depth); free(size); free(last); free(tab);
+        return nomem(err);
+    }
+    for (size_t i = 0; i < cap; i++)
+        tab[i] = -1;
+    for (int v = 0; v < g->n_nodes; v++) {
+        const kiln_node *n = &g->nodes[v];
+        int d = 0;
+        for (int i = 0; i < n->n_in; i++) {
+            int w = n->in[i];
+            int dw = depth[w] + (fusable_reduce(g->nodes[w].op) != 0);
+            if (dw > d)
+                d = dw;
+        }
+        depth[v] = d;
+        if (f->group[v] >= 0)
+            size[f->group[v]] += node_ops(g, v);
+    }
+    int max_outs = o->fuse_max_outputs < 64 ? o->fuse_max_outputs : 64;
+    int *outs = calloc(nn, sizeof(int)), *ops = calloc(nn, sizeof(int));
+    if (!outs || !ops) {
+        free(depth); free(size); free(last); free(tab); free(outs); free(ops);
+        return nomem(err);
+    }
+    for (int r = 0; r < g->n_nodes && max_outs > 1; r++) {
+        const kiln_node *rn = &g->nodes[r];
+        if (!live[r] || f->group[r] != r || !fusable_reduce(rn->op) ||
+            !full_reduce(g, r))
+            continue;
+        const kiln_type *xt = &g->nodes[rn->in[0]].type;
+        uint64_t h = 1469598103934665603ull ^ (uint64_t)rn->op;
+        h = (h ^ (uint64_t)depth[r]) * 1099511628211ull;
+        h = (h ^ (uint64_t)xt->rank) * 1099511628211ull;
+        for (int d = 0; d < xt->rank; d++)
+            h = (h ^ (uint64_t)xt->dims[d]) * 1099511628211ull;
+        size_t i = (size_t)(h & (cap - 1));
+        for (;; i = (i + 1) & (cap - 1)) {
+            int s0 = tab[i];
+            if (s0 < 0) {
+                tab[i] = r;   /* r opens a set */
+                f->sib[r] = r;
+                last[r] = r;
+                outs[r] = 1;
+                ops[r] = size[r];
+                break;
+            }
+            const kiln_node *sn = &g->nodes[s0];
+            const kiln_type *st = &g->nodes[sn->in[0]].type;
+            if (sn->op != rn->op || depth[s0] != depth[r] ||
+                st->rank != xt->rank ||
+                memcmp(st->dims, xt->dims, sizeof(int64_t) * (size_t)xt->rank))
+                continue;
+            if (outs[s0] + 1 > max_outs ||
+                ops[s0] + size[r] > o->fuse_max_ops) {
+                tab[i] = r;   /* full: r opens the next set of this key */
+                f->sib[r] = r;
+                last[r] = r;
+                outs[r] = 1;
+                ops[r] = size[r];
+                break;
+            }
+            f->sib[r] = s0;
+            f->sib_next[last[s0]] = r;
+            last[s0] = r;
+            outs[s0]++;
+            ops[s0] += size[r];
+            break;
+        }
+    }
+    /* sets of one are no sets */
+    for (int r = 0; r < g->n_nodes; r++) {
+        if (f->sib[r] != r)
+            continue;
+        if (f->sib_next[r] < 0)
+            f->sib[r] = -1;
+        else
+            f->n_sibling_sets++;
+    }
+    free(depth); free(size); free(last); free(tab); free(outs); free(ops);
+    return 0;
+}
+
+/* ---- the lowering order ------------------------------------------------ */
+
+/* The kernel that computes node v (a node that is none's: itself). */
+static int kernel_of(const kiln_fusion *f, int v)
+{
+    int r = f->group[v] >= 0 ? f->group[v] : v;
+    return f->sib[r] >= 0 ? f->sib[r] : r;
+}
+
+/* Reorder f->order so that kernels come in a topological order of the
+ * kernel graph (each kernel's nodes together, in their order), the
+ * earliest-placed ready kernel first (a binary heap on the position of
+ * its first node).  Needed once sibling sets join kernels that the
+ * stage order had apart.  Linear but for the heap's log. */
+static int order_kernels(const kiln_graph *g, const char *live,
+                         kiln_fusion *f, kiln_err *err)
+{
+    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    int *pos = malloc(sizeof(int) * nn);    /* kernel -> first position */
+    int *indeg = calloc(nn, sizeof(int));
+    int *moff = calloc(nn + 1, sizeof(int)), *mem = NULL;  /* members */
+    int *eoff = calloc(nn + 1, sizeof(int)), *edst = NULL; /* out-edges */
+    int *heap = malloc(sizeof(int) * nn), *out = malloc(sizeof(int) * nn);
+    int rc = 0, n_edges = 0;
+    if (!pos || !indeg || !moff || !eoff || !heap || !out) {
+        rc = nomem(err);
+        goto done;
+    }
+    for (size_t v = 0; v < nn; v++)
+        pos[v] = -1;
+    for (int k = 0; k < f->n_order; k++) {
+        int q = kernel_of(f, f->order[k]);
+        if (pos[q] < 0)
+            pos[q] = k;
+        moff[q + 1]++;
+    }
+    for (int v = 0; v < g->n_nodes; v++) {
+        if (!live[v])
+            continue;
+        int kv = kernel_of(f, v);
+        for (int i = 0; i < g->nodes[v].n_in; i++) {
+            int kw = kernel_of(f, operand(g, v, i));
+            if (kw != kv)
+                eoff[kw + 1]++, n_edges++;
+        }
+    }
+    for (size_t q = 1; q <= nn; q++) {
+        moff[q] += moff[q - 1];
+        eoff[q] += eoff[q - 1];
+    }
+    mem = malloc(sizeof(int) * (size_t)(f->n_order ? f->n_order : 1));
+    edst = malloc(sizeof(int) * (size_t)(n_edges ? n_edges : 1));
+    if (!mem || !edst) {
+        rc = nomem(err);
+        goto done;
+    }
+    for (int k = 0; k < f->n_order; k++) {
+        int q = kernel_of(f, f->order[k]);
+        mem[moff[q]++] = f->order[k];
+    }
+    for (int v = 0; v < g->n_nodes; v++) {
+        if (!live[v])
+            continue;
+        int kv = kernel_of(f, v);
+        for (int i = 0; i < g->nodes[v].n_in; i++) {
+            int kw = kernel_of(f, operand(g, v, i));
+            if (kw != kv) {
+                edst[eoff[kw]++] = kv;
+                indeg[kv]++;
+            }
+        }
+    }
+    /* back to starts */
+    for (int q = g->n_nodes; q > 0; q--) {
+        moff[q] = moff[q - 1];
+        eoff[q] = eoff[q - 1];
+    }
+    moff[0] = eoff[0] = 0;
+    int hn = 0, n_out = 0;
+#define HLESS(a, b) (pos[heap[a]] < pos[heap[b]])
+#define HSWAP(a, b) do { int t_ = heap[a]; heap[a] = heap[b]; heap[b] = t_; } while (0)
+    for (int q = 0; q < g->n_nodes; q++) {
+        if (pos[q] < 0 || indeg[q])
+            continue;
+        int i = hn++;
+        heap[i] = q;
+        while (i > 0 && HLESS(i, (i - 1) / 2)) {
+            HSWAP(i, (i - 1) / 2);
+            i = (i - 1) / 2;
+        }
+    }
+    while (hn > 0) {
+        int q = heap[0];
+        heap[0] = heap[--hn];
+        for (int i = 0;;) {
+            int l = 2 * i + 1, r = l + 1, m = i;
+            if (l < hn && HLESS(l, m))
+                m = l;
+            if (r < hn && HLESS(r, m))
+                m = r;
+            if (m == i)
+                break;
+            HSWAP(i, m);
+            i = m;
+        }
+        for (int e = moff[q]; e < moff[q + 1]; e++)
+            out[n_out++] = mem[e];
+        for (int e = eoff[q]; e < eoff[q + 1]; e++) {
+            int u = edst[e];
+            if (--indeg[u] == 0) {
+                int i = hn++;
+                heap[i] = u;
+                while (i > 0 && HLESS(i, (i - 1) / 2)) {
+                    HSWAP(i, (i - 1) / 2);
+                    i = (i - 1) / 2;
+                }
+            }
+        }
+    }
+#undef HLESS
+#undef HSWAP
+    if (n_out != f->n_order) {
+        /* a cycle cannot happen (equal depths: plan_siblings); should it,
+         * the sets go and the stage order stays, which is valid */
+        for (int v = 0; v < g->n_nodes; v++)
+            f->sib[v] = f->sib_next[v] = -1;
+        f->n_sibling_sets = 0;
+        goto done;
+    }
+    memcpy(f->order, out, sizeof(int) * (size_t)n_out);
+done:
+    free(pos); free(indeg); free(moff); free(mem); free(eoff); free(edst);
+    free(heap); free(out);
+    return rc;
+}
+
 /* ---- the plan -------------------------------------------------------- */
 
 /* Dense class ids of the candidates' iteration shapes (rank and dims,
@@ -350,6 +606,8 @@ int kiln_fuse_plan(const kiln_graph *g, const char *live,
     f->region = calloc(nn, 1);
     f->ext = calloc(nn, 1);
     f->split = calloc(nn, 1);
+    f->sib = malloc(sizeof(int) * nn);
+    f->sib_next = malloc(sizeof(int) * nn);
     char *cand = calloc(nn, 1);
     int *stage = calloc(nn, sizeof(int));
     int *cls = malloc(sizeof(int) * nn);
@@ -358,12 +616,12 @@ int kiln_fuse_plan(const kiln_graph *g, const char *live,
     int *count = calloc(nk, sizeof(int));
     int rc = 0;
     if (!f->group || !f->order || !f->region || !f->ext || !f->split ||
-        !cand || !stage || !cls || !tmp || !count) {
+        !f->sib || !f->sib_next || !cand || !stage || !cls || !tmp || !count) {
         rc = nomem(err);
         goto out;
     }
     for (int v = 0; v < g->n_nodes; v++)
-        f->group[v] = -1;
+        f->group[v] = f->sib[v] = f->sib_next[v] = -1;
     /* 1. reductions take the single-use elementwise chains they reduce */
     if ((rc = plan_trees(g, live, o, f, err)))
         goto out;
@@ -483,6 +741,11 @@ int kiln_fuse_plan(const kiln_graph *g, const char *live,
     /* 3. cut each (stage, class) run into kernels within the caps */
     if (regions)
         rc = plan_regions(g, live, o, f, cand, stage, cls, err);
+    /* 4. sibling reductions, and the order their kernels need */
+    if (!rc && regions)
+        rc = plan_siblings(g, live, o, f, err);
+    if (!rc && f->n_sibling_sets)
+        rc = order_kernels(g, live, f, err);
 out:
     free(cand); free(stage); free(cls); free(tmp); free(count);
     if (rc)
@@ -512,5 +775,7 @@ void kiln_fuse_free(kiln_fusion *f)
     free(f->region);
     free(f->ext);
     free(f->split);
+    free(f->sib);
+    free(f->sib_next);
     memset(f, 0, sizeof *f);
 }

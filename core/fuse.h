@@ -46,7 +46,14 @@ typedef struct kiln_fusion {
     char *split;    /* root -> kiln_fuse_split */
     int *order;     /* the live nodes in lowering order (n_order) */
     int n_order;
-    int n_regions;  /* scalar regions of two or more members */
+    int n_regions;  /* regions of two or more members */
+    /* sibling reductions: full reductions of one shape, op and depth
+     * computed by one REDUCE kernel of several outputs.  sib[r] is the
+     * set's first root for every root r of a set of two or more, -1
+     * otherwise; sib_next[r] the next root of the set (-1 at the end) */
+    int *sib;
+    int *sib_next;
+    int n_sibling_sets;
 } kiln_fusion;
 
 /* Plan fusion for graph g (validated).  live[v] is 1 for the nodes an

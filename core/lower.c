@@ -776,20 +776,115 @@ static int reduce_step(kiln_program *p, kiln_graph *g, int node, int xnode,
     return rc;
 }
 
+static int reduce_opcode(int op)
+{
+    switch (op) {
+    case KILN_OP_SUM: return KILN_REDUCE_SUM;
+    case KILN_OP_PROD: return KILN_REDUCE_PROD;
+    case KILN_OP_MAX: return KILN_REDUCE_MAX;
+    case KILN_OP_MIN: return KILN_REDUCE_MIN;
+    case KILN_OP_MEAN: return KILN_REDUCE_MEAN;
+    default: return -1;
+    }
+}
+
+static int lower_reduce(kiln_program *p, kiln_graph *g, int v, kiln_err *err);
+
+/* Sibling reductions (core/fuse.c): the full reductions of the set that
+ * starts at root `first` as one REDUCE kernel of several outputs, each
+ * reduction's elementwise tree inside it.  Input 0 must be a loaded
+ * buffer of the operands' shape (it gives the iteration space); when no
+ * tree loads one, each reduction is lowered alone. */
+static int lower_siblings(kiln_program *p, kiln_graph *g, int first,
+                          kiln_err *err)
+{
+    kiln_lower_scratch *sc = p->scr;
+    const kiln_fusion *fu = &sc->fu;
+    int n_out = 0;
+    for (int r = first; r >= 0; r = fu->sib_next[r])
+        n_out++;
+    int *outs = malloc(sizeof(int) * (size_t)n_out);
+    ew_ctx c;
+    if (!outs || ew_init(&c, p, g, err)) {
+        free(outs);
+        return nomem(err);
+    }
+    c.load_literals = 1;   /* the operands define the iteration */
+    const kiln_type *xt = &g->nodes[g->nodes[first].in[0]].type;
+    int rc = 0, j = 0, members = 0;
+    for (int r = first; r >= 0 && !rc; r = fu->sib_next[r]) {
+        c.root = r;
+        int x = outs[j++] = ew_operand(&c, g->nodes[r].in[0],
+                                       g->nodes[r].type.dtype, err);
+        if (x < 0)
+            rc = err && err->code ? err->code : nomem(err);
+    }
+    members = sc->n_done + n_out;
+    /* input 0: the first loaded buffer of exactly the operands' type */
+    int *arr = c.dyn ? c.dyn : c.bufs;
+    int k0 = -1;
+    for (int i = 0; !rc && i < c.n && k0 < 0; i++) {
+        const kiln_type *t = &p->bufs[arr[i]].type;
+        if (t->rank == xt->rank &&
+            !memcmp(t->dims, xt->dims, sizeof(int64_t) * (size_t)t->rank))
+            k0 = i;
+    }
+    if (!rc && k0 < 0) {
+        /* every operand broadcasts smaller inputs: one kernel each */
+        ew_free(&c);
+        free(outs);
+        for (int r = first; r >= 0 && !rc; r = fu->sib_next[r])
+            rc = lower_reduce(p, g, r, err);
+        return rc;
+    }
+    if (!rc) {
+        int b0 = arr[k0], l0 = c.load_of[k0];
+        for (int i = k0; i > 0; i--) {
+            arr[i] = arr[i - 1];
+            c.load_of[i] = c.load_of[i - 1];
+        }
+        arr[0] = b0;
+        c.load_of[0] = l0;
+        for (int i = 0; i < c.n; i++)
+            c.pb.ins[c.load_of[i]].a = i;
+    }
+    char label[48];
+    snprintf(label, sizeof label, "sibling_%s",
+             kiln_ir_op_info(g->nodes[first].op)->name);
+    kiln_step *s = rc ? NULL : new_step(p, KILN_KERNEL_REDUCE, first, c.n,
+                                        n_out, label, err);
+    if (!rc && !s)
+        rc = err ? err->code : KILN_ERR_NOMEM;
+    if (!rc) {
+        for (int i = 0; i < c.n; i++)
+            set_arg(p, s, 0, i, arr[i], i == 0 ? KILN_VIEW_FULL
+                                               : KILN_VIEW_BCAST, xt->rank);
+        j = 0;
+        for (int r = first; r >= 0; r = fu->sib_next[r], j++) {
+            const kiln_node *rn = &g->nodes[r];
+            set_arg(p, s, 1, j, p->node_buf[r], KILN_VIEW_REDUCE_OUT, xt->rank);
+            reduce_mask(rn->attrs, xt->rank, s->out[j].perm);
+            s->out[j].keepdims = rn->attrs->keepdims;
+        }
+        s->iter_input = 1;
+        s->kernel.reduce_op = (uint32_t)reduce_opcode(g->nodes[first].op);
+        for (int i = 0; i < xt->rank; i++)
+            if (s->out[0].perm[i])
+                s->kernel.reduce_axes |= 1u << i;
+        s->n_members = members;
+        rc = attach_program(s, &c.pb, outs, err);
+    }
+    ew_free(&c);
+    free(outs);
+    return rc;
+}
+
 static int lower_reduce(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
 {
     kiln_node *n = &g->nodes[v];
     int ob = p->node_buf[v];
     kiln_dtype od = n->type.dtype;
-    int rop = -1;
-    switch (n->op) {
-    case KILN_OP_SUM: rop = KILN_REDUCE_SUM; break;
-    case KILN_OP_PROD: rop = KILN_REDUCE_PROD; break;
-    case KILN_OP_MAX: rop = KILN_REDUCE_MAX; break;
-    case KILN_OP_MIN: rop = KILN_REDUCE_MIN; break;
-    case KILN_OP_MEAN: rop = KILN_REDUCE_MEAN; break;
-    default: break;  /* logsumexp */
-    }
+    int rop = reduce_opcode(n->op);   /* -1: logsumexp */
     if (rop >= 0)
         return reduce_step(p, g, v, n->in[0], -1, rop, ob, n->attrs,
                            n->attrs->keepdims, od, 0, err);
@@ -1325,7 +1420,13 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
             else if (!group || group[v] == v)
                 rc = lower_elemwise(p, g, v, err);
             break;
-        case KILN_CAT_REDUCE: rc = lower_reduce(p, g, v, err); break;
+        case KILN_CAT_REDUCE:
+            /* a sibling set is one kernel, made at its first root */
+            if (group && sc->fu.sib[v] == v)
+                rc = lower_siblings(p, g, v, err);
+            else if (!group || sc->fu.sib[v] < 0)
+                rc = lower_reduce(p, g, v, err);
+            break;
         case KILN_CAT_SHAPE: rc = lower_shape(p, g, v, err); break;
         case KILN_CAT_INDEX:
             if (n->op == KILN_OP_TAKE)

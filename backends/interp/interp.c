@@ -401,13 +401,15 @@ static int kiln_interp_check_ranks(const kiln_kernel *k, unsigned rank,
 static int kiln_interp_check_reduce(const kiln_kernel *k, char *why,
                                     size_t n)
 {
-    if (k->n_outputs != 1 || k->n_inputs < 1)
-        return kiln_interp_why(why, n, "reduce needs >= 1 input and 1 "
+    if (k->n_outputs < 1 || k->n_inputs < 1)
+        return kiln_interp_why(why, n, "reduce needs >= 1 input and >= 1 "
                                "output, got %u and %u", k->n_inputs,
                                k->n_outputs);
     if (kiln_interp_check_ranks(k, k->inputs[0].rank, 1, why, n))
         return -1;
-    unsigned dt = k->outputs[0].dtype;
+    /* several outputs (ABI 1.4): sibling reductions, one op */
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+    unsigned dt = k->outputs[j].dtype;
     switch (k->reduce_op) {
     case KILN_REDUCE_SUM:
     case KILN_REDUCE_PROD:
@@ -426,6 +428,7 @@ static int kiln_interp_check_reduce(const kiln_kernel *k, char *why,
     default:
         return kiln_interp_why(why, n, "unknown reduce_op %u",
                                k->reduce_op);
+    }
     }
     return kiln_interp_check_program(k, why, n);
 }
@@ -1397,15 +1400,17 @@ static int kiln_interp_reduce_body(void *ctx, const kiln_interp_iter *it,
 {
     const kiln_interp_prun *p = ctx;
     const kiln_kernel *k = p->r->k;
-    size_t v = p->n_in;
-    unsigned dt = k->outputs[0].dtype;
     kiln_interp_run_block(p, it, j0, (size_t)n);
-    void *o = kiln_interp_elem(&p->r->call->outputs[0],
-                               kiln_interp_at(it, v, j0),
-                               kiln_interp_dtype_size(dt));
-    kiln_interp_reduce_block(dt, k->reduce_op, o, kiln_interp_inner(it, v),
-                             kiln_interp_reg(p, (uint32_t)k->out_refs[0]),
-                             (size_t)n);
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        size_t v = p->n_in + j;
+        unsigned dt = k->outputs[j].dtype;
+        void *o = kiln_interp_elem(&p->r->call->outputs[j],
+                                   kiln_interp_at(it, v, j0),
+                                   kiln_interp_dtype_size(dt));
+        kiln_interp_reduce_block(dt, k->reduce_op, o, kiln_interp_inner(it, v),
+                                 kiln_interp_reg(p, (uint32_t)k->out_refs[j]),
+                                 (size_t)n);
+    }
     return 0;
 }
 
@@ -1611,25 +1616,35 @@ static int kiln_interp_pk_init(kiln_interp_pk *pk, const kiln_interp_run *r,
         return rc;
     const kiln_call *call = r->call;
     if (reduce) {
-        const kiln_view *out = &call->outputs[0];
-        int64_t *os = kiln_interp_strides(it, k->n_inputs);
         pk->count = 1.0;
-        for (int d = 0; d < it->rank; d++) {
-            char b1[160], b2[160];
-            if (out->shape[d] != it->shape[d] && out->shape[d] != 1)
-                return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output shape %s "
-                                        "does not fit input shape %s", r->label,
-                                        kiln_interp_shape_str(b1, sizeof b1,
-                                                              out->rank,
-                                                              out->shape),
-                                        kiln_interp_shape_str(b2, sizeof b2,
-                                                              it->rank,
-                                                              it->shape));
-            /* A reduced axis is one the output does not step along. */
-            os[d] = out->shape[d] == 1 ? 0 : out->strides[d];
-            pk->distinct[d] = os[d] == 0 ? 1 : it->shape[d];
-            if (os[d] == 0)
-                pk->count *= (double)it->shape[d];
+        for (uint32_t j = 0; j < call->n_outputs; j++) {
+            const kiln_view *out = &call->outputs[j];
+            int64_t *os = kiln_interp_strides(it, k->n_inputs + j);
+            for (int d = 0; d < it->rank; d++) {
+                char b1[160], b2[160];
+                if (out->shape[d] != it->shape[d] && out->shape[d] != 1)
+                    return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output "
+                                            "shape %s does not fit input "
+                                            "shape %s", r->label,
+                                            kiln_interp_shape_str(b1, sizeof b1,
+                                                                  out->rank,
+                                                                  out->shape),
+                                            kiln_interp_shape_str(b2, sizeof b2,
+                                                                  it->rank,
+                                                                  it->shape));
+                /* A reduced axis is one the output does not step along. */
+                os[d] = out->shape[d] == 1 ? 0 : out->strides[d];
+                int64_t dist = os[d] == 0 ? 1 : it->shape[d];
+                if (j == 0) {
+                    pk->distinct[d] = dist;
+                    if (os[d] == 0)
+                        pk->count *= (double)it->shape[d];
+                } else if (dist != pk->distinct[d]) {
+                    return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u "
+                                            "reduces other axes than output 0",
+                                            r->label, j);
+                }
+            }
         }
     } else {
         /* outputs share outputs[0]'s shape; an input dim of extent 1
@@ -1668,18 +1683,25 @@ static int kiln_interp_pk_exec(kiln_interp_pk *pk, const kiln_interp_run *r)
                                  kiln_interp_elemwise_body, &p);
         return 0;
     }
-    const kiln_view *out = &r->call->outputs[0];
-    kiln_interp_fill f = { .view = out,
-                           .esize = kiln_interp_dtype_size(out->dtype),
-                           .divisor = pk->count };
-    kiln_interp_identity(out->dtype, k->reduce_op, f.value);
-    kiln_interp_over_output(out, pk->distinct, kiln_interp_fill_body, &f);
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        const kiln_view *out = &r->call->outputs[j];
+        kiln_interp_fill f = { .view = out,
+                               .esize = kiln_interp_dtype_size(out->dtype) };
+        kiln_interp_identity(out->dtype, k->reduce_op, f.value);
+        kiln_interp_over_output(out, pk->distinct, kiln_interp_fill_body, &f);
+    }
     if (!pk->empty)
         kiln_interp_iter_run(&pk->it, KILN_INTERP_BLOCK, kiln_interp_reduce_body,
                              &p);
-    if (k->reduce_op == KILN_REDUCE_MEAN)
+    for (uint32_t j = 0; k->reduce_op == KILN_REDUCE_MEAN && j < k->n_outputs;
+         j++) {
         /* An empty reduction divides 0 by 0: NaN, as NumPy's mean. */
+        const kiln_view *out = &r->call->outputs[j];
+        kiln_interp_fill f = { .view = out,
+                               .esize = kiln_interp_dtype_size(out->dtype),
+                               .divisor = pk->count };
         kiln_interp_over_output(out, pk->distinct, kiln_interp_mean_body, &f);
+    }
     return 0;
 }
 

@@ -98,6 +98,8 @@
 #define KL_FORMAT 1u
 #define KL_SPLAT 256          /* elements of one broadcast splat buffer */
 #define KL_MAX_SPLAT 16       /* broadcast inputs splatted per row */
+#define KL_MAX_ACC 64         /* outputs of one reduction (accumulators) */
+#define KL_SEG 512            /* instructions of one segment ("Wide programs") */
 
 #ifndef KILN_LLVM_VERSION
 #define KILN_LLVM_VERSION "14"
@@ -675,9 +677,9 @@ static void kl_loop_md(kl_cg *g, LLVMValueRef latch, int strided, int mode)
  * (KL_EW), fold program output 0 into the running accumulator `acc`
  * (KL_RSCALAR; returns the new accumulator), or combine it into the
  * output element (KL_RROW).  Contiguous rows carry the alias scopes. */
-static LLVMValueRef kl_emit_outputs(kl_cg *g, kl_loopctx *lc, int mode,
-                                    int strided, unsigned odt, unsigned accdt,
-                                    LLVMValueRef acc)
+static void kl_emit_outputs(kl_cg *g, kl_loopctx *lc, int mode,
+                            int strided, const LLVMValueRef *acc,
+                            LLVMValueRef *acc2)
 {
     const kiln_kernel *k = g->k;
     LLVMBuilderRef b = g->b;
@@ -695,30 +697,36 @@ static LLVMValueRef kl_emit_outputs(kl_cg *g, kl_loopctx *lc, int mode,
             if (!strided)
                 kl_md(g, s, g->l_out_scope[j], g->l_out_noalias[j]);
         }
-        return NULL;
+        return;
     }
-    if (mode == KL_RSCALAR) {
-        LLVMValueRef x = lc->val[k->out_refs[0]];
-        if (odt == KILN_F32)
-            x = LLVMBuildFPExt(b, x, g->t_f64, "");
-        return kl_fold(g, accdt, k->reduce_op, acc, x);
+    /* a reduction: every output folds its own program output (sibling
+     * reductions, ABI 1.4) */
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        unsigned odt = k->outputs[j].dtype;
+        unsigned accdt = odt == KILN_F32 ? KILN_F64 : odt;
+        if (mode == KL_RSCALAR) {
+            LLVMValueRef x = lc->val[k->out_refs[j]];
+            if (odt == KILN_F32)
+                x = LLVMBuildFPExt(b, x, g->t_f64, "");
+            acc2[j] = kl_fold(g, accdt, k->reduce_op, acc[j], x);
+            continue;
+        }
+        uint32_t v = k->n_inputs + j;
+        LLVMValueRef idx = kl_index(g, lc, v);
+        LLVMValueRef p = LLVMBuildGEP2(b, kl_type(g, odt), lc->base[v], &idx, 1,
+                                       "");
+        LLVMValueRef o = LLVMBuildLoad2(b, kl_type(g, odt), p, "");
+        if (!strided)
+            kl_md(g, o, g->l_out_scope[j], g->l_in_only);
+        if (odt == KILN_BOOL)
+            o = LLVMBuildICmp(b, LLVMIntNE, o, LLVMConstNull(g->t_i8), "");
+        LLVMValueRef x = kl_fold(g, odt, k->reduce_op, o, lc->val[k->out_refs[j]]);
+        if (odt == KILN_BOOL)
+            x = LLVMBuildZExt(b, x, g->t_i8, "");
+        LLVMValueRef s = LLVMBuildStore(b, x, p);
+        if (!strided)
+            kl_md(g, s, g->l_out_scope[j], g->l_in_only);
     }
-    uint32_t v = k->n_inputs;
-    LLVMValueRef idx = kl_index(g, lc, v);
-    LLVMValueRef p = LLVMBuildGEP2(b, kl_type(g, odt), lc->base[v], &idx, 1,
-                                   "");
-    LLVMValueRef o = LLVMBuildLoad2(b, kl_type(g, odt), p, "");
-    if (!strided)
-        kl_md(g, o, g->l_out_scope[0], g->l_in_only);
-    if (odt == KILN_BOOL)
-        o = LLVMBuildICmp(b, LLVMIntNE, o, LLVMConstNull(g->t_i8), "");
-    LLVMValueRef x = kl_fold(g, odt, k->reduce_op, o, lc->val[k->out_refs[0]]);
-    if (odt == KILN_BOOL)
-        x = LLVMBuildZExt(b, x, g->t_i8, "");
-    LLVMValueRef s = LLVMBuildStore(b, x, p);
-    if (!strided)
-        kl_md(g, s, g->l_out_scope[0], g->l_in_only);
-    return NULL;
 }
 
 static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
@@ -757,7 +765,8 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
         for (uint32_t j = 0; j < k->n_outputs; j++)
             need[k->n_inputs + j] = 1;
     if (mode == KL_RROW)
-        need[k->n_inputs] = 1;
+        for (uint32_t j = 0; j < k->n_outputs; j++)
+            need[k->n_inputs + j] = 1;
     for (uint32_t v = 0; v < nv; v++) {
         if (!need[v])
             continue;
@@ -772,20 +781,27 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
             lc.stride[v] = LLVMBuildLoad2(b, g->t_i64, sp, "");
         }
     }
-    unsigned odt = k->outputs[0].dtype;
-    unsigned accdt = odt == KILN_F32 ? KILN_F64 : odt;
-    LLVMValueRef ident = mode == KL_RSCALAR ? kl_identity(g, accdt, k->reduce_op) : NULL;
+    /* RSCALAR: one accumulator per output, each from its identity */
+    uint32_t na = mode == KL_RSCALAR ? k->n_outputs : 0;
+    LLVMValueRef *ident = calloc(na + 1, sizeof *ident),
+                 *acc = calloc(na + 1, sizeof *acc),
+                 *acc2 = calloc(na + 1, sizeof *acc2);
+    for (uint32_t j = 0; j < na; j++) {
+        unsigned odt = k->outputs[j].dtype;
+        ident[j] = kl_identity(g, odt == KILN_F32 ? KILN_F64 : odt, k->reduce_op);
+    }
     LLVMValueRef zero = LLVMConstInt(g->t_i64, 0, 0);
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, zero, ""), loop, exit);
 
     LLVMPositionBuilderAtEnd(b, loop);
     lc.j = LLVMBuildPhi(b, g->t_i64, "j");
-    LLVMValueRef acc = NULL;
-    if (mode == KL_RSCALAR)
-        acc = LLVMBuildPhi(b, kl_rtype(g, accdt), "acc");
+    for (uint32_t j = 0; j < na; j++) {
+        unsigned odt = k->outputs[j].dtype;
+        acc[j] = LLVMBuildPhi(b, kl_rtype(g, odt == KILN_F32 ? KILN_F64 : odt),
+                              "acc");
+    }
     kl_emit_program(g, &lc);
-    LLVMValueRef acc2 = kl_emit_outputs(g, &lc, mode, strided, odt, accdt,
-                                        acc);
+    kl_emit_outputs(g, &lc, mode, strided, acc, acc2);
     LLVMValueRef j1 = LLVMBuildAdd(b, lc.j, LLVMConstInt(g->t_i64, 1, 0), "");
     LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);
     LLVMValueRef latch = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j1,
@@ -794,23 +810,37 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
     LLVMValueRef in_j[2] = {zero, j1};
     LLVMBasicBlockRef in_b[2] = {entry, loop_end};
     LLVMAddIncoming(lc.j, in_j, in_b, 2);
-    if (acc) {
-        LLVMValueRef in_a[2] = {ident, acc2};
-        LLVMAddIncoming(acc, in_a, in_b, 2);
+    for (uint32_t j = 0; j < na; j++) {
+        LLVMValueRef in_a[2] = {ident[j], acc2[j]};
+        LLVMAddIncoming(acc[j], in_a, in_b, 2);
     }
 
     LLVMPositionBuilderAtEnd(b, exit);
-    if (mode == KL_RSCALAR) {
+    /* the phis first (a block's phis lead it), then the stores */
+    for (uint32_t j = 0; j < na; j++) {
+        unsigned odt = k->outputs[j].dtype;
+        unsigned accdt = odt == KILN_F32 ? KILN_F64 : odt;
         LLVMValueRef res = LLVMBuildPhi(b, kl_rtype(g, accdt), "res");
-        LLVMValueRef in_r[2] = {ident, acc2};
+        LLVMValueRef in_r[2] = {ident[j], acc2[j]};
         LLVMAddIncoming(res, in_r, in_b, 2);
+        acc[j] = res;
+    }
+    for (uint32_t j = 0; j < na; j++) {
+        /* accumulator j at byte 8 j of acc (kl_reduce_body's array) */
+        unsigned odt = k->outputs[j].dtype;
+        unsigned accdt = odt == KILN_F32 ? KILN_F64 : odt;
+        LLVMValueRef res = acc[j];
         if (accdt == KILN_BOOL)
             res = LLVMBuildZExt(b, res, g->t_i8, "");
-        LLVMValueRef ap = LLVMBuildBitCast(b, accp, LLVMPointerType(
-                                               kl_type(g, accdt), 0), "");
+        LLVMValueRef off = LLVMConstInt(g->t_i64, 8ull * j, 0);
+        LLVMValueRef ap = LLVMBuildGEP2(b, g->t_i8, accp, &off, 1, "");
+        ap = LLVMBuildBitCast(b, ap, LLVMPointerType(kl_type(g, accdt), 0), "");
         LLVMBuildStore(b, res, ap);
     }
     LLVMBuildRetVoid(b);
+    free(ident);
+    free(acc);
+    free(acc2);
     free(lc.base);
     free(lc.stride);
     free(lc.val);
@@ -844,7 +874,7 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
  * element of the strip was read, so the element-for-element aliasing
  * the ABI allows stays safe.  Each element still sees the same
  * operations in the same order: results do not change. */
-#define KL_SEG 512
+/* KL_SEG: see the top of the file */
 #define KL_TEMP_BYTES 32768   /* temporaries per strip, all slots */
 
 typedef struct kl_plan {
@@ -1154,7 +1184,7 @@ static LLVMValueRef kl_emit_seg(kl_cg *g, const char *name, uint32_t q,
     if (last_seg) {
         for (uint32_t j = 0; j < k->n_outputs; j++)
             kl_avail(g, &lc, stamp, tmp, k->out_refs[j], q);
-        acc2 = kl_emit_outputs(g, &lc, mode, strided, odt, accdt, acc);
+        kl_emit_outputs(g, &lc, mode, strided, &acc, &acc2);
     }
     LLVMValueRef j1 = LLVMBuildAdd(b, lc.j, LLVMConstInt(g->t_i64, 1, 0), "");
     LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);
@@ -1612,6 +1642,14 @@ static int kl_check(const kiln_kernel *src, kiln_kernel *full,
     if (kiln_interp_kernel_read(src, full, why, sizeof why)
         || kiln_interp_check(full, why, sizeof why))
         return kl_fail(err, KILN_ERR_BACKEND, "%s", why);
+    /* sibling reductions: one accumulator each in one unsegmented loop
+     * (the segmented row functions fold one output) */
+    if (full->kind == KILN_KERNEL_REDUCE && full->n_outputs > 1 &&
+        (full->n_outputs > KL_MAX_ACC || full->n_instrs > KL_SEG))
+        return kl_fail(err, KILN_ERR_BACKEND, "a reduction of %u outputs "
+                       "and %u instructions (llvm folds up to %d outputs of "
+                       "programs up to %d instructions)", full->n_outputs,
+                       full->n_instrs, KL_MAX_ACC, KL_SEG);
     return 0;
 }
 
@@ -1737,7 +1775,7 @@ static void kl_callable_free(kiln_callable *c)
 static int kl_run(void *state, const kiln_call *call);
 static int kl_prepare(void *state, const kiln_call *call, void **out);
 static int kl_run_prepared(void *plan, const kiln_call *call);
-static void kl_plan_free(void *plan);
+static void kl_prepared_free(void *plan);
 
 static int kl_lookup(kl_state *s, const char *name, kl_row_fn *fn,
                      kiln_plugin_error **err)
@@ -1793,7 +1831,7 @@ static int kl_load_bytes(const void *bytes, size_t len, kiln_callable **out,
     s->callable.state = s;
     s->callable.prepare = kl_prepare;
     s->callable.run = kl_run_prepared;
-    s->callable.plan_free = kl_plan_free;
+    s->callable.plan_free = kl_prepared_free;
     kiln_plugin_error *ie = NULL;
     rc = kiln_interp_load(ia, &s->interp, &ie);
     if (rc) {
@@ -1975,14 +2013,18 @@ static int kl_reduce_body(void *ctx, const kiln_interp_iter *it,
     kl_prun *p = ctx;
     const kiln_kernel *k = p->r->k;
     kl_ptrs(p, it, j0, n, p->nv);
+    /* sibling outputs reduce the same axes: output 0's stride decides */
     int64_t os = kiln_interp_inner(it, p->n_in);
     if (os == 0) {
-        union { double d; int64_t i; unsigned char b[8]; } acc;
+        /* one 8-byte accumulator per output (the row functions' layout) */
+        union { double d; int64_t i; unsigned char b[8]; } acc[KL_MAX_ACC];
         if (p->mode == 2)
-            p->ls->s(n, p->ptrs, p->st, p->r->rt, &acc);
+            p->ls->s(n, p->ptrs, p->st, p->r->rt, acc);
         else
-            p->ls->c(n, p->ptrs, NULL, p->r->rt, &acc);
-        kl_combine(k->outputs[0].dtype, k->reduce_op, p->ptrs[p->n_in], &acc);
+            p->ls->c(n, p->ptrs, NULL, p->r->rt, acc);
+        for (uint32_t j = 0; j < k->n_outputs; j++)
+            kl_combine(k->outputs[j].dtype, k->reduce_op, p->ptrs[p->n_in + j],
+                       &acc[j]);
     } else if (p->mode != 2 && os == 1) {
         p->ls->uc(n, p->ptrs, NULL, p->r->rt, NULL);
     } else {
@@ -1999,8 +2041,8 @@ static void kl_pick_mode(kl_prun *p, const kiln_interp_iter *it, int reduce)
     for (uint32_t v = 0; v < p->nv; v++) {
         int64_t s = kiln_interp_inner(it, v);
         p->st[v] = s;
-        if (reduce && v == p->n_in)
-            continue;  /* the output: handled per block */
+        if (reduce && v >= p->n_in)
+            continue;  /* the outputs: handled per block */
         if (s == 1)
             continue;
         contig = 0;
@@ -2020,8 +2062,8 @@ static void kl_pick_mode(kl_prun *p, const kiln_interp_iter *it, int reduce)
  * on a call's views: the coalesced walk, the row mode, the strides; for a
  * reduction the output's reduced axes.  Built per call (kl_program_kind)
  * or once per shape signature (a prepared call, kl_prepare).  The arrays
- * live in `mem` (kl_plan_bytes(nv) bytes). */
-typedef struct kl_plan {
+ * live in `mem` (kl_callplan_bytes(nv) bytes). */
+typedef struct kl_callplan {
     const kl_state *ls;
     int scalar;               /* rank-0 ELEMWISE: the views' data are the rows */
     int empty;                /* an empty space: nothing to run */
@@ -2034,9 +2076,9 @@ typedef struct kl_plan {
     void **ptrs;              /* per-call row pointers (scratch) */
     int64_t distinct[KILN_MAX_RANK];  /* REDUCE: output extents */
     double count;             /* REDUCE: elements per output */
-} kl_plan;
+} kl_callplan;
 
-static size_t kl_plan_bytes(uint32_t nv)
+static size_t kl_callplan_bytes(uint32_t nv)
 {
     return (sizeof(int64_t) * (KILN_MAX_RANK + 2) + sizeof(void *) +
             sizeof(size_t)) * (size_t)nv;
@@ -2044,7 +2086,7 @@ static size_t kl_plan_bytes(uint32_t nv)
 
 /* Check the call's shapes against the kernel and build the plan in *pl
  * (arrays in mem).  Returns 0 or a kiln_code with r's message set. */
-static int kl_plan_init(kl_plan *pl, const kiln_interp_run *r,
+static int kl_callplan_init(kl_callplan *pl, const kiln_interp_run *r,
                         const kl_state *ls, unsigned char *mem)
 {
     const kiln_kernel *k = r->k;
@@ -2075,20 +2117,29 @@ static int kl_plan_init(kl_plan *pl, const kiln_interp_run *r,
     if (rc)
         return rc;
     if (reduce) {
-        const kiln_view *o = &r->call->outputs[0];
-        int64_t *os = kiln_interp_strides(it, pl->n_in);
         pl->count = 1.0;
-        for (int d = 0; d < it->rank; d++) {
-            char b1[160], b2[160];
-            if (o->shape[d] != it->shape[d] && o->shape[d] != 1)
-                return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output shape %s "
-                                        "does not fit input shape %s", r->label,
-                                        kiln_interp_shape_str(b1, sizeof b1, o->rank, o->shape),
-                                        kiln_interp_shape_str(b2, sizeof b2, it->rank, it->shape));
-            os[d] = o->shape[d] == 1 ? 0 : o->strides[d];
-            pl->distinct[d] = os[d] == 0 ? 1 : it->shape[d];
-            if (os[d] == 0)
-                pl->count *= (double)it->shape[d];
+        for (uint32_t j = 0; j < k->n_outputs; j++) {
+            const kiln_view *o = &r->call->outputs[j];
+            int64_t *os = kiln_interp_strides(it, pl->n_in + j);
+            for (int d = 0; d < it->rank; d++) {
+                char b1[160], b2[160];
+                if (o->shape[d] != it->shape[d] && o->shape[d] != 1)
+                    return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output shape %s "
+                                            "does not fit input shape %s", r->label,
+                                            kiln_interp_shape_str(b1, sizeof b1, o->rank, o->shape),
+                                            kiln_interp_shape_str(b2, sizeof b2, it->rank, it->shape));
+                os[d] = o->shape[d] == 1 ? 0 : o->strides[d];
+                int64_t dist = os[d] == 0 ? 1 : it->shape[d];
+                if (j == 0) {
+                    pl->distinct[d] = dist;
+                    if (os[d] == 0)
+                        pl->count *= (double)it->shape[d];
+                } else if (dist != pl->distinct[d]) {
+                    return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u "
+                                            "reduces other axes than output 0",
+                                            r->label, j);
+                }
+            }
         }
     } else {
         for (uint32_t j = 0; j < k->n_outputs; j++) {
@@ -2118,7 +2169,7 @@ static int kl_plan_init(kl_plan *pl, const kiln_interp_run *r,
 }
 
 /* Run a plan on call r (views as when the plan was made, data anywhere). */
-static int kl_plan_exec(kl_plan *pl, const kiln_interp_run *r)
+static int kl_callplan_exec(kl_callplan *pl, const kiln_interp_run *r)
 {
     const kiln_kernel *k = r->k;
     if (pl->scalar) {
@@ -2146,17 +2197,23 @@ static int kl_plan_exec(kl_plan *pl, const kiln_interp_run *r)
     }
     if (k->kind == KILN_KERNEL_REDUCE) {
         /* the interpreter's kiln_interp_reduce, with our body */
-        const kiln_view *o = &r->call->outputs[0];
-        kiln_interp_fill f = {.view = o, .esize = kiln_interp_dtype_size(o->dtype),
-                              .divisor = pl->count};
-        kiln_interp_identity(o->dtype, k->reduce_op, f.value);
-        kiln_interp_over_output(o, pl->distinct, kiln_interp_fill_body, &f);
+        for (uint32_t j = 0; j < k->n_outputs; j++) {
+            const kiln_view *o = &r->call->outputs[j];
+            kiln_interp_fill f = {.view = o, .esize = kiln_interp_dtype_size(o->dtype)};
+            kiln_interp_identity(o->dtype, k->reduce_op, f.value);
+            kiln_interp_over_output(o, pl->distinct, kiln_interp_fill_body, &f);
+        }
         if (!pl->empty)
             /* the interpreter's 256-element blocks: the same order of
              * floating-point operations, the same bits */
             kiln_interp_iter_run(&pl->it, KILN_INTERP_BLOCK, kl_reduce_body, p);
-        if (k->reduce_op == KILN_REDUCE_MEAN)
+        for (uint32_t j = 0; k->reduce_op == KILN_REDUCE_MEAN && j < k->n_outputs;
+             j++) {
+            const kiln_view *o = &r->call->outputs[j];
+            kiln_interp_fill f = {.view = o, .esize = kiln_interp_dtype_size(o->dtype),
+                                  .divisor = pl->count};
             kiln_interp_over_output(o, pl->distinct, kiln_interp_mean_body, &f);
+        }
     } else if (!pl->empty) {
         kiln_interp_iter_run(&pl->it, p->mode == 1 ? KL_SPLAT : INT64_MAX,
                              kl_elemwise_body, p);
@@ -2180,14 +2237,14 @@ static int kl_program_kind(const kiln_interp_run *r, const kl_state *ls)
                    "stack plan storage");
     unsigned char *mem = (unsigned char *)stack, *heap = NULL;
     if (nv > KL_STACK_VIEWS) {
-        mem = heap = malloc(kl_plan_bytes(nv));
+        mem = heap = malloc(kl_callplan_bytes(nv));
         if (!heap)
             return kiln_interp_fail(r, KILN_ERR_NOMEM, "%s: out of memory", r->label);
     }
-    kl_plan pl;
-    int rc = kl_plan_init(&pl, r, ls, mem);
+    kl_callplan pl;
+    int rc = kl_callplan_init(&pl, r, ls, mem);
     if (!rc)
-        rc = kl_plan_exec(&pl, r);
+        rc = kl_callplan_exec(&pl, r);
     free(heap);
     return rc;
 }
@@ -2315,8 +2372,8 @@ static int kl_one_output(const kiln_view *o)
 /* ---- prepared calls (ABI 1.4) ---- */
 
 typedef struct kl_prepared {
-    kl_plan pl;
-    /* the plan's arrays follow (kl_plan_bytes(nv)) */
+    kl_callplan pl;
+    /* the plan's arrays follow (kl_callplan_bytes(nv)) */
 } kl_prepared;
 
 static int kl_prepare(void *state, const kiln_call *call, void **out)
@@ -2341,7 +2398,7 @@ static int kl_prepare(void *state, const kiln_call *call, void **out)
     if (k->kind == KILN_KERNEL_REDUCE && !ls->uc && !kl_one_output(&c.outputs[0]))
         return 1;   /* the interpreter's: fn */
     uint32_t nv = k->n_inputs + k->n_outputs;
-    kl_prepared *pp = malloc(sizeof *pp + kl_plan_bytes(nv));
+    kl_prepared *pp = malloc(sizeof *pp + kl_callplan_bytes(nv));
     if (!pp)
         return 1;
     unsigned char *mem = (unsigned char *)(pp + 1);
@@ -2353,7 +2410,7 @@ static int kl_prepare(void *state, const kiln_call *call, void **out)
         pp->pl.n_in = k->n_inputs;
         pp->pl.nv = nv;
         pp->pl.ptrs = (void **)(void *)mem;
-    } else if (kl_plan_init(&pp->pl, &r, ls, mem)) {
+    } else if (kl_callplan_init(&pp->pl, &r, ls, mem)) {
         free(pp);
         return 1;
     }
@@ -2368,10 +2425,10 @@ static int kl_run_prepared(void *plan, const kiln_call *call)
     const kiln_kernel *k = &is->art->k;
     kiln_interp_run r = {.s = is, .k = k, .call = call, .rt = call->rt,
                          .label = k->label ? k->label : kiln_interp_kind_name(k->kind)};
-    return kl_plan_exec(&pp->pl, &r);
+    return kl_callplan_exec(&pp->pl, &r);
 }
 
-static void kl_plan_free(void *plan)
+static void kl_prepared_free(void *plan)
 {
     free(plan);
 }

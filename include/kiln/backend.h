@@ -93,7 +93,11 @@ typedef enum kiln_kernel_kind {
      * that rank), compute program output 0, and combine it with
      * `reduce_op` into outputs[0], a view of the same rank whose reduced
      * axes have stride 0 and extent equal to the input's.  The kernel
-     * initialises the output itself. */
+     * initialises the output itself.  ABI 1.4: several outputs (sibling
+     * reductions in one pass): program output j (out_refs[j]) combines
+     * into outputs[j]; every output reduces the same axes with the same
+     * reduce_op (their dtypes may differ).  A plugin that takes one
+     * output only refuses the others in `supports`. */
     KILN_KERNEL_REDUCE = 2,
     /* outputs[0] = concatenation of the n_inputs views along `axis`. */
     KILN_KERNEL_JOIN = 3,
