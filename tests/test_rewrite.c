@@ -17,7 +17,12 @@
  *     shared scalar parameters, an 8 MB constant (promoted: same kernel
  *     keys whatever its value, small kernels), and pairwise association
  *     of 10^6 float32 terms, closer to the exact sum than sequential
- *     summation.
+ *     summation;
+ *  5. canonicalize's shape rules: squeeze(R(x, keepdims=true)) -> R(x)
+ *     and fill(m, expand_dims(L)) -> fill(m, L), their negative cases,
+ *     and a gradient model whose squeeze kernels disappear (outputs
+ *     against passes off under every backend, gradients against finite
+ *     differences).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <kiln/kiln.h>
@@ -37,6 +42,7 @@
 #include "lower.h"
 #include "rewrite/rewrite.h"
 #include "tap.h"
+#include "gradcheck.h"
 
 static const char *srcdir = ".", *builddir = ".";
 
@@ -141,6 +147,7 @@ typedef struct result {
     int n_kernels, max_width, max_ops;
     int n_join, max_join_width;  /* JOIN kernels: one loop over an array
                                     of inputs, no code per input */
+    int n_squeeze, n_expand;     /* kernels labelled squeeze, expand_dims */
 } result;
 
 static void result_free(result *r)
@@ -237,6 +244,10 @@ static void run(const kiln_graph *g, const char *backend, const char *passes,
                 r->max_width = k.facts.width;
             if (k.facts.scalar_ops > r->max_ops)
                 r->max_ops = k.facts.scalar_ops;
+            if (k.facts.label && strcmp(k.facts.label, "squeeze") == 0)
+                r->n_squeeze++;
+            if (k.facts.label && strcmp(k.facts.label, "expand_dims") == 0)
+                r->n_expand++;
         }
     }
     int n_in = 0;
@@ -460,6 +471,99 @@ static void test_spec(void)
 
 /* ---- 2. structure -------------------------------------------------------- */
 
+/* canonicalize's shape rules (squeeze of a keepdims reduction, fill of a
+ * reshaped literal): the graph after the pass; test_shape_rules runs each
+ * body with passes on and off */
+static const struct {
+    const char *body, *want, *what;
+} SHAPE_RULES[] = {
+    {"  input x: f64[n, 3]\n  t = sum(x, axis=0, keepdims=true)\n"
+     "  output s = squeeze(t, axis=0)\n",
+     "  input x: f64[n, 3]\n  s = sum(x, axis=0)\n  output s\n",
+     "squeeze(sum(x, axis=0, keepdims=true), axis=0) -> sum(x, axis=0) "
+     "(symbolic dim, the squeeze's name)"},
+    {"  input y: f64[2, 3, 4]\n  t = max(y, axis=[0, -1], keepdims=true)\n"
+     "  output b = squeeze(t, axis=[2, 0])\n"
+     "  u = prod(y, axis=-2, keepdims=true)\n"
+     "  output c = squeeze(u, axis=1)\n"
+     "  v = logsumexp(y, axis=2, keepdims=true)\n"
+     "  output d = squeeze(v, axis=-1)\n",
+     "  input y: f64[2, 3, 4]\n  b = max(y, axis=[0, -1])\n"
+     "  c = prod(y, axis=-2)\n  d = logsumexp(y, axis=2)\n"
+     "  output b\n  output c\n  output d\n",
+     "squeeze of max/prod/logsumexp: the same axes after normalising "
+     "negative ones, in any order"},
+    {"  input y: f64[2, 3, 4]\n  t = mean(y, keepdims=true)\n"
+     "  output c = squeeze(t)\n  u = min(y, axis=1, keepdims=true)\n"
+     "  output d = squeeze(u)\n  input k: i32[5]\n"
+     "  w = sum(k, keepdims=true)\n  output e = squeeze(w, axis=0)\n",
+     "  input y: f64[2, 3, 4]\n  input k: i32[5]\n  c = mean(y)\n"
+     "  d = min(y, axis=1)\n  e = sum(k)\n"
+     "  output c\n  output d\n  output e\n",
+     "axis-less reduction and axis-less squeeze (kept dims static, not "
+     "1), integer sum"},
+    {"  input x: f64[n, 3]\n  t = sum(x, axis=1, keepdims=true)\n"
+     "  output e = squeeze(t)\n",
+     "  input x: f64[n, 3]\n  t = sum(x, axis=1, keepdims=true)\n"
+     "  e = squeeze(t)\n  output e\n",
+     "not rewritten: an axis-less squeeze when a kept dim is symbolic "
+     "(it may be 1 at run time)"},
+    {"  input x: f64[2, 3]\n  t = sum(x, axis=0, keepdims=true)\n"
+     "  output a = squeeze(t, axis=0)\n  output b = mul(t, 2.0)\n"
+     "  u = max(x, axis=1, keepdims=true)\n"
+     "  output c = squeeze(u, axis=1)\n  output u\n",
+     "  input x: f64[2, 3]\n  t = sum(x, axis=0, keepdims=true)\n"
+     "  a = squeeze(t, axis=0)\n  b = mul(t, 2.0)\n"
+     "  u = max(x, axis=1, keepdims=true)\n  c = squeeze(u, axis=1)\n"
+     "  output a\n  output b\n  output c\n  output u\n",
+     "not rewritten: the reduction has another use (a node, an output)"},
+    {"  input x: f64[1, 3]\n  t = sum(x, axis=1, keepdims=true)\n"
+     "  output a = squeeze(t, axis=0)\n  input z: f64[2, 3, 4]\n"
+     "  u = sum(z, axis=[0, 1], keepdims=true)\n"
+     "  output b = squeeze(u, axis=0)\n",
+     "  input x: f64[1, 3]\n  input z: f64[2, 3, 4]\n"
+     "  t = sum(x, axis=1, keepdims=true)\n  a = squeeze(t, axis=0)\n"
+     "  u = sum(z, axis=[0, 1], keepdims=true)\n  b = squeeze(u, axis=0)\n"
+     "  output a\n  output b\n",
+     "not rewritten: the squeeze removes another axis than the kept one, "
+     "or only some of them"},
+    {"  input x: f64[1, 3]\n  output a = squeeze(x, axis=0)\n"
+     "  input y: f64[2, 1, 3]\n  t = sum(y, axis=0)\n"
+     "  output b = squeeze(t, axis=0)\n"
+     "  u = exp(sum(y, axis=1, keepdims=true))\n"
+     "  output c = squeeze(u, axis=1)\n",
+     "  input x: f64[1, 3]\n  input y: f64[2, 1, 3]\n"
+     "  a = squeeze(x, axis=0)\n  t = sum(y, axis=0)\n"
+     "  b = squeeze(t, axis=0)\n  t0 = sum(y, axis=1, keepdims=true)\n"
+     "  u = exp(t0)\n  c = squeeze(u, axis=1)\n"
+     "  output a\n  output b\n  output c\n",
+     "not rewritten: a squeeze of no reduction, of a reduction without "
+     "keepdims, of an elementwise op of one"},
+    {"  input x: f64[n, 3]\n  t = expand_dims(1.0, axis=0)\n"
+     "  output g = fill(x, t)\n  input y: f64[2, 3, 4]\n"
+     "  output h = fill(y, reshape(squeeze(expand_dims(expand_dims(2.5, "
+     "axis=0), axis=1), axis=0), shape=[1, 1]))\n  input k: i64[3]\n"
+     "  output l = fill(k, expand_dims(-2, axis=0))\n",
+     "  input x: f64[n, 3]\n  input y: f64[2, 3, 4]\n  input k: i64[3]\n"
+     "  g = fill(x, 1.0)\n  h = fill(y, 2.5)\n  l = fill(k, -2)\n"
+     "  output g\n  output h\n  output l\n",
+     "fill(m, expand_dims(L)) -> fill(m, L), also through a chain of "
+     "reshape/squeeze/expand_dims, integer literal"},
+    {"  input w: f32[3]\n  output i = fill(w, expand_dims(1.0, axis=0))\n"
+     "  input z: f64\n  output j = fill(z, expand_dims(1.0, axis=0))\n"
+     "  input x: f64[2, 3]\n  output m = fill(x, expand_dims(z, axis=0))\n"
+     "  input k: i64[3]\n  output o = fill(k, expand_dims(true, axis=0))\n",
+     "  input w: f32[3]\n  input z: f64\n  input x: f64[2, 3]\n"
+     "  input k: i64[3]\n  t0 = expand_dims(1.0, axis=0)\n"
+     "  i = fill(w, t0)\n  t1 = expand_dims(1.0, axis=0)\n"
+     "  j = fill(z, t1)\n  t2 = expand_dims(z, axis=0)\n"
+     "  m = fill(x, t2)\n  t3 = expand_dims(true, axis=0)\n"
+     "  o = fill(k, t3)\n  output i\n  output j\n  output m\n"
+     "  output o\n",
+     "not rewritten: fill whose dtype (f32 model, bool value) or rank "
+     "(rank-0 model) would change, or whose value is not a literal"},
+};
+
 static void test_canonicalize(void)
 {
     const char *S = "canonicalize";
@@ -511,6 +615,9 @@ static void test_canonicalize(void)
     check_after("  input x: f64[3]\n  output a = mul(x, -1)\n", S,
                 "  input x: f64[3]\n  a = neg(x)\n  output a\n",
                 "x*(-1) -> neg(x)");
+    for (size_t i = 0; i < sizeof SHAPE_RULES / sizeof SHAPE_RULES[0]; i++)
+        check_after(SHAPE_RULES[i].body, S, SHAPE_RULES[i].want,
+                    SHAPE_RULES[i].what);
 }
 
 static void test_fold_cse(void)
@@ -855,6 +962,121 @@ static void test_corpus(const char *backend, int each_pass)
     }
 }
 
+/* ---- 5. canonicalize's shape rules: numbers and gradients ----------------- */
+
+/* a model whose gradient broadcasts a vector and a scalar over a matrix
+ * and reduces it back (sum, mean, max, logsumexp): the gradient graph is
+ * full of squeeze(sum(..., keepdims=true)) and starts from
+ * fill(x, expand_dims(1.0, axis=0)) seeds */
+static const char *GRAD_MODEL =
+    "kiln 1\ngraph t\n"
+    "  # range s 0.5 2\n"
+    "  input mu: f64[3]\n  input s: f64\n  input b: f64[4, 1]\n"
+    "  const y: f64[4, 3] = [[0.5, -1, 2], [1.5, 0.25, -0.75], "
+    "[-2, 1, 0.5], [0.1, 0.2, 0.3]]\n"
+    "  z = true_div(sub(y, add(mu, b)), s)\n"
+    "  lp = sum(mul(-0.5, square(z)))\n"
+    "  m = mean(mul(z, mu), axis=0)\n"
+    "  q = logsumexp(add(z, mu), axis=1)\n"
+    "  r = max(mul(b, mu), axis=0)\n"
+    "  output cost = add(lp, sum(m), sum(q), sum(r), mul(-12, log(s)))\n"
+    "%s"
+    "end\n";
+
+/* expand_dims nodes over a literal (the gradient seeds) */
+static int count_expand_literal(const kiln_graph *g)
+{
+    int n = 0;
+    for (int v = 0; v < g->n_nodes; v++)
+        n += g->nodes[v].op == KILN_OP_EXPAND_DIMS &&
+             g->nodes[g->nodes[v].in[0]].op == KILN_OP_LITERAL;
+    return n;
+}
+
+static void test_shape_rules(const char **backends, int nb)
+{
+    /* every structure case with passes all, canonicalize alone and none,
+     * under every backend */
+    for (size_t i = 0; i < sizeof SHAPE_RULES / sizeof SHAPE_RULES[0]; i++) {
+        kiln_graph *g = parse(SHAPE_RULES[i].body);
+        for (int b = 0; g && b < nb; b++) {
+            int good = 1;
+            char why[512] = "";
+            for (unsigned seed = 0; seed < 2 && good; seed++) {
+                result a, r, c;
+                run(g, backends[b], "none", NULL, seed, &a);
+                run(g, backends[b], "all", NULL, seed, &r);
+                run(g, backends[b], "canonicalize", NULL, seed, &c);
+                good = a.rc == 0 && same_results(&a, &r, why, sizeof why) &&
+                       same_results(&a, &c, why, sizeof why);
+                if (a.rc)
+                    snprintf(why, sizeof why, "%s", a.msg);
+                result_free(&a);
+                result_free(&r);
+                result_free(&c);
+            }
+            ok(good, "shape rules, case %zu: %s, all passes and canonicalize "
+               "alone agree with none %s", i + 1, backends[b], why);
+        }
+        if (!g)
+            ok(0, "shape rules, case %zu parses", i + 1);
+        kiln_graph_free(g);
+    }
+
+    /* the gradient model: the graph after canonicalize, its kernels, its
+     * numbers, its gradients */
+    char text[4096];
+    snprintf(text, sizeof text, GRAD_MODEL,
+             "  d_mu, d_s, d_b = grad(cost, mu, s, b)\n"
+             "  output d_mu\n  output d_s\n  output d_b\n");
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string(text, "grad.kg", NULL, &err);
+    if (!g) {
+        ok(0, "gradient model parses: %s", err.message);
+        return;
+    }
+    kiln_graph *c = kiln_ir_clone(g, &err);
+    int sq0 = count_op(g, KILN_OP_SQUEEZE), ex0 = count_expand_literal(g);
+    c = c ? rewrite(c, "canonicalize") : NULL;
+    if (c) {
+        /* the expand_dims left are the gradients of axis reductions
+         * (expand_dims of a computed gradient): not literals */
+        ok(sq0 >= 4 && count_op(c, KILN_OP_SQUEEZE) == 0 && ex0 >= 1 &&
+               count_expand_literal(c) == 0 && c->n_grads == 3,
+           "gradient model: canonicalize removes every squeeze (%d -> %d) "
+           "and every expand_dims of a literal (%d -> %d), keeps the "
+           "gradient records", sq0, count_op(c, KILN_OP_SQUEEZE), ex0,
+           count_expand_literal(c));
+        kiln_graph_free(c);
+    } else {
+        ok(0, "gradient model: canonicalize");
+    }
+    for (int b = 0; b < nb; b++) {
+        result a, r, k;
+        char why[512] = "";
+        run(g, backends[b], "none", NULL, 5, &a);
+        run(g, backends[b], "all", NULL, 5, &r);
+        run(g, backends[b], "-canonicalize", NULL, 5, &k);
+        ok(a.rc == 0 && same_results(&a, &r, why, sizeof why),
+           "gradient model: %s, all passes agree with none %s", backends[b],
+           why);
+        ok(k.n_squeeze >= 4 && r.n_squeeze == 0 && r.n_expand < k.n_expand &&
+               r.n_kernels <= k.n_kernels - k.n_squeeze,
+           "gradient model: %s, squeeze kernels %d -> %d, expand_dims %d -> "
+           "%d, kernels %d -> %d (without canonicalize -> with)",
+           backends[b], k.n_squeeze, r.n_squeeze, k.n_expand, r.n_expand,
+           k.n_kernels, r.n_kernels);
+        result_free(&a);
+        result_free(&r);
+        result_free(&k);
+    }
+    kiln_graph_free(g);
+    /* tests/gradcheck.h: the gradients of the rewritten graph (kiln_compile
+     * runs every pass) against central differences */
+    snprintf(text, sizeof text, GRAD_MODEL, "");
+    gc_check("gradient model with squeezed reductions", text, 1e-6);
+}
+
 /* ---- 4. generated stress models ------------------------------------------- */
 
 static char tmpdir[] = "/tmp/kiln-rewrite-XXXXXX";
@@ -926,6 +1148,11 @@ static void test_models(const char **backends, int nb)
                 ok(same_results(&a, &nf, why, sizeof why),
                    "%s: passes without fusion agree with none %s",
                    models[m].what, why);
+                if (strncmp(models[m].args, "pooled ", 7) == 0)
+                    ok(a.n_squeeze > 0 && r.n_squeeze == 0,
+                       "%s: canonicalize removes the squeeze kernels of the "
+                       "gradient (%d with passes off, %d with them on)",
+                       models[m].what, a.n_squeeze, r.n_squeeze);
                 if (strncmp(models[m].args, "join ", 5) == 0)
                     ok(r.n_join == 1 && r.max_join_width == 500 &&
                            r.n_kernels <= a.n_kernels,
@@ -1177,5 +1404,6 @@ int main(void)
         test_corpus(backends[i], i == 0);
     test_models(backends, nb);
     test_fusion(backends, nb);
+    test_shape_rules(backends, nb);
     return done_testing();
 }

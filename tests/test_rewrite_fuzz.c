@@ -35,7 +35,10 @@
  * (cse), constants of 160 elements (promote), reductions (sum mean max
  * min prod, with axes and keepdims), joins (nested along the same or the
  * other axis, single- and multi-use), slices (steps, negative bounds,
- * empty results), transpose/expand_dims/broadcast_to/reshape; then 1-4
+ * empty results), squeezes of keepdims reductions (the reduced axes, no
+ * axis, another size-1 axis; the reduction sometimes used elsewhere),
+ * fill(x, expand_dims(literal)) (canonicalize's shape rules),
+ * transpose/expand_dims/broadcast_to/reshape; then 1-4
  * outputs (the last value, values nothing uses, values used inside
  * elementwise chains, literals, inputs) and, for about a third of the
  * graphs, the gradient of a scalar f64 cost with respect to the f64
@@ -689,7 +692,8 @@ static kiln_value step_reduce(gen *G)
             at[na++] = (kiln_attr){"axis", KILN_ATTR_INT, ax, 0, 0, NULL};
         }
     }
-    if (chance(&G->r, 0.25))
+    int keep = chance(&G->r, 0.25);
+    if (keep)
         at[na++] = (kiln_attr){"keepdims", KILN_ATTR_BOOL, 1, 0, 0, NULL};
     kiln_value v = op(G, name, 1, &a, at, na);
     if (v >= 0) {
@@ -699,6 +703,28 @@ static kiln_value step_reduce(gen *G)
             G->mag[v] = 1.5;
         if (!is_max && is_float(ty(G, v)->dtype) && n > 2)
             G->rea[v] = 1;
+    }
+    if (v >= 0 && keep && ty(G, v)->rank > 0 && chance(&G->r, 0.6)) {
+        /* squeeze(R(x, keepdims=true)) (canonicalize): the reduced axes,
+         * an axis-less squeeze, or one size-1 axis; the reduction
+         * sometimes has other uses */
+        const kiln_type *vt = ty(G, v);
+        int k = rint_(&G->r, 3);
+        kiln_attr sa = {"axis", KILN_ATTR_INT, 0, 0, 0, NULL};
+        int nsa = 0;
+        if (k == 0 && na == 2) {
+            sa = at[0];
+            nsa = 1;
+        } else if (k == 2) {
+            int64_t ax = rint_(&G->r, vt->rank);
+            while (vt->dims[ax] != 1)  /* a reduced axis is one */
+                ax = (ax + 1) % vt->rank;
+            sa = (kiln_attr){"axis", KILN_ATTR_INT, ax, 0, 0, NULL};
+            nsa = 1;
+        }
+        if (chance(&G->r, 0.3))
+            pool_add(G, v);
+        v = op(G, "squeeze", 1, &v, &sa, nsa);
     }
     return v;
 }
@@ -951,6 +977,13 @@ static kiln_value step_shape(gen *G)
             return -2;
         kiln_attr at = {"axis", KILN_ATTR_INT, rint_(&G->r, t->rank + 1), 0, 0,
                         NULL};
+        if (chance(&G->r, 0.3)) {
+            /* fill(a, expand_dims(L)), the gradient seed (canonicalize) */
+            kiln_value l = rand_lit(G);
+            at.i = 0;
+            kiln_value in[2] = {a, op(G, "expand_dims", 1, &l, &at, 1)};
+            return in[1] < 0 ? -1 : op(G, "fill", 2, in, NULL, 0);
+        }
         return op(G, "expand_dims", 1, &a, &at, 1);
     }
     case 2: {

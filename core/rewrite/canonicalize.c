@@ -2,8 +2,8 @@
  * canonicalize.c — the `canonicalize` pass (docs/rewrite.md).
  *
  * One walk in topological order.  Rules, each applied only when the
- * result has exactly the node's type (dtype, shape) and weakness, so that
- * no consumer sees a different value type:
+ * result has exactly the node's type (dtype, shape with its symbolic
+ * dims) and weakness, so that no consumer sees a different value type:
  *
  *  flatten   add(add(a, b), c) -> add(a, b, c), and the same for mul,
  *            when the inner node has no other use and computes in the
@@ -20,6 +20,25 @@
  *  x/1       -> x: exact.
  *  neg(neg(x)) -> x: exact (two sign flips).
  *  cast(x, dtype=dtype of x) -> x: the cast is the identity.
+ *  squeeze(R(x, axis=A, keepdims=true), axis=A') -> R(x, axis=A)
+ *            (keepdims=false) for R in sum, prod, max, min, mean,
+ *            logsumexp, when the reduction has no other use and the
+ *            squeeze removes exactly the kept axes: A' equals A as a set
+ *            after normalising negative axes (no A: every axis), or the
+ *            squeeze has no axis and every axis R keeps is a static dim
+ *            other than 1 (a symbolic dim could be 1 at run time, and an
+ *            axis-less squeeze would then drop it too).  Exact: keepdims
+ *            only inserts size-1 axes in the output; the reduction is the
+ *            same loop over x.  The gradients of broadcasts make this
+ *            pair everywhere; the squeeze was a kernel of its own.
+ *  fill(m, C) -> fill(m, L) when C is a chain of at most 32 expand_dims,
+ *            reshape, squeeze nodes over a literal L, every node of the
+ *            chain of static shape with all dims 1 (one element, no
+ *            run-time shape check lost), and fill(m, L) has the node's
+ *            type: the same value broadcast to the same shape.  The
+ *            gradient seeds are fill(x, expand_dims(1.0, axis=0)).  When
+ *            m is f32 the chain (a non-weak f64) makes the fill f64 and
+ *            the weak literal would not: kept.
  */
 #include "rewrite/rewrite.h"
 
@@ -122,6 +141,99 @@ static kiln_value nary(kiln_rw *rw, kiln_value v)
     return r;
 }
 
+static int is_reduce(int op)
+{
+    return op == KILN_OP_SUM || op == KILN_OP_PROD || op == KILN_OP_MAX ||
+           op == KILN_OP_MIN || op == KILN_OP_MEAN || op == KILN_OP_LOGSUMEXP;
+}
+
+/* *mask: bit i set for each axis of at->axes, normalised against rank r.
+ * Returns 0 when an axis is out of range or repeated (never for a valid
+ * graph; the caller then leaves the node alone). */
+static int axes_mask(const kiln_attrs *at, int r, unsigned *mask)
+{
+    *mask = 0;
+    for (int i = 0; i < at->naxes; i++) {
+        int64_t a = at->axes[i];
+        if (a < -r || a >= r)
+            return 0;
+        if (a < 0)
+            a += r;
+        if (*mask & (1u << a))
+            return 0;
+        *mask |= 1u << a;
+    }
+    return 1;
+}
+
+/* squeeze(R(x, axis=A, keepdims=true), axis=A') -> R(x, axis=A) when
+ * the squeeze removes exactly the kept axes and R has no other use. */
+static kiln_value squeeze_reduce(kiln_rw *rw, kiln_value v)
+{
+    const kiln_node *o = &rw->old->nodes[v];
+    kiln_value x = o->in[0];
+    if (rw->uses[x] != 1)
+        return -2;  /* the reduction is used elsewhere (or an output) */
+    kiln_value nx = rw->map[x];
+    const kiln_node *rn = NODE(rw, nx);
+    if (rw->owner[nx] != x || !is_reduce(rn->op) || !rn->attrs->keepdims ||
+        rn->n_in != 1)
+        return -2;
+    int r = rn->type.rank;
+    unsigned red = r > 0 ? (1u << r) - 1u : 0u;
+    if (rn->attrs->has_axes && !axes_mask(rn->attrs, r, &red))
+        return -2;
+    if (o->attrs->has_axes) {
+        unsigned sq;
+        if (!axes_mask(o->attrs, r, &sq) || sq != red)
+            return -2;
+    } else {
+        /* an axis-less squeeze drops every size-1 axis, at run time too:
+         * the kept axes must be static and not 1 */
+        for (int i = 0; i < r; i++)
+            if (!(red & (1u << i)) &&
+                (rn->type.dims[i] < 0 || rn->type.dims[i] == 1))
+                return -2;
+    }
+    kiln_attrs at = *rn->attrs;
+    at.keepdims = 0;
+    kiln_value in0 = rn->in[0];
+    kiln_value q = kiln_rw_op(rw, rn->op, &at, 1, &in0, v);
+    if (q < 0)
+        return -1;
+    return same_as(rw, o, q) ? q : -2;  /* else q is dead, dropped */
+}
+
+/* fill(m, C), C a short chain of one-element shape ops over a literal L
+ * -> fill(m, L) when the type is unchanged. */
+static kiln_value fill_literal(kiln_rw *rw, kiln_value v)
+{
+    const kiln_node *o = &rw->old->nodes[v];
+    if (o->n_in != 2)
+        return -2;
+    kiln_value l = rw->map[o->in[1]];
+    int steps = 0;
+    for (;;) {
+        const kiln_node *n = NODE(rw, l);
+        if (n->op != KILN_OP_EXPAND_DIMS && n->op != KILN_OP_RESHAPE &&
+            n->op != KILN_OP_SQUEEZE)
+            break;
+        if (++steps > 32 || n->n_in != 1)
+            return -2;  /* a long chain is left alone (bounded work) */
+        for (int i = 0; i < n->type.rank; i++)
+            if (n->type.dims[i] != 1)
+                return -2;
+        l = n->in[0];
+    }
+    if (steps == 0 || NODE(rw, l)->op != KILN_OP_LITERAL)
+        return -2;
+    kiln_value in[2] = {rw->map[o->in[0]], l};
+    kiln_value q = kiln_rw_op(rw, KILN_OP_FILL, NULL, 2, in, v);
+    if (q < 0)
+        return -1;
+    return same_as(rw, o, q) ? q : -2;
+}
+
 /* The value old node v becomes, -2 for "move it as is", -1 on error. */
 static kiln_value rewrite(kiln_rw *rw, kiln_value v)
 {
@@ -150,6 +262,10 @@ static kiln_value rewrite(kiln_rw *rw, kiln_value v)
         if ((int)NODE(rw, a)->type.dtype == o->attrs->dtype && same_as(rw, o, a))
             return a;
         return -2;
+    case KILN_OP_SQUEEZE:
+        return squeeze_reduce(rw, v);
+    case KILN_OP_FILL:
+        return fill_literal(rw, v);
     default:
         return -2;
     }

@@ -166,6 +166,15 @@ static int may_apply(int i, const kiln_graph *g)
             if (op == KILN_OP_NEG || op == KILN_OP_CAST ||
                 op == KILN_OP_TRUE_DIV)
                 return 1;
+            /* squeeze(reduction), fill(m, shape op) */
+            if (op == KILN_OP_SQUEEZE &&
+                kiln_ir_op_info(g->nodes[n->in[0]].op)->category ==
+                    KILN_CAT_REDUCE)
+                return 1;
+            if (op == KILN_OP_FILL && n->n_in == 2 &&
+                kiln_ir_op_info(g->nodes[n->in[1]].op)->category ==
+                    KILN_CAT_SHAPE)
+                return 1;
             if (op == KILN_OP_ADD || op == KILN_OP_MUL || op == KILN_OP_SUB)
                 for (int k = 0; k < n->n_in; k++) {
                     int o = g->nodes[n->in[k]].op;

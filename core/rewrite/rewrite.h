@@ -7,7 +7,9 @@
  *
  *   canonicalize  flatten nested add/mul into n-ary nodes, exact algebraic
  *                 identities (x*1, x+(-0), x-0, x/1, neg(neg(x)), cast to
- *                 the same dtype)                 core/rewrite/canonicalize.c
+ *                 the same dtype), squeeze(R(x, keepdims=true)) -> R(x),
+ *                 fill(m, expand_dims(L)) -> fill(m, L)
+ *                                                 core/rewrite/canonicalize.c
  *   fold          evaluate elementwise ops over literals only
  *                                                 core/rewrite/fold.c
  *   cse           merge identical subexpressions  core/rewrite/cse.c
