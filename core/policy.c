@@ -209,9 +209,9 @@ static kiln_policy *policy_new(const char *source)
     memcpy(p->extra, extra_default, sizeof p->extra);
     p->symbolic_elements = 1024;
     p->expected_calls = 1000;
-    p->fusion_max_width = 64;
-    p->fusion_max_scalar_ops = 256;
-    p->fusion_max_outputs = 64;
+    p->fusion_max_width = 256;
+    p->fusion_max_scalar_ops = 1024;
+    p->fusion_max_outputs = 256;
     p->promote_const_bytes = 1024;
     p->llvm_opt_level = 2;
     p->cache_enabled = 1;

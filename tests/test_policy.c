@@ -212,8 +212,9 @@ static void test_knobs(void)
     p = load("kiln_policy: 1\n", &err);
     memset(&k, 0, sizeof k);
     k.struct_size = sizeof k;
-    ok(p && kiln_policy_get_knobs(p, &k) == 0 && k.fusion_max_width == 64 &&
-       k.fusion_max_scalar_ops == 256 && k.promote_const_bytes == 1024 &&
+    ok(p && kiln_policy_get_knobs(p, &k) == 0 && k.fusion_max_width == 256 &&
+       k.fusion_max_scalar_ops == 1024 &&
+       k.fusion_max_outputs == 256 && k.promote_const_bytes == 1024 &&
        k.llvm_opt_level == 2 && k.cache_enabled == 1 && !k.cache_dir &&
        k.cache_max_bytes == 1LL << 30 && !k.passes_set && !k.passes[0],
        "knob defaults");

@@ -29,9 +29,9 @@ void kiln_rw_config_default(kiln_rw_config *c)
 {
     c->passes = KILN_PASSES_ALL;
     c->promote_bytes = 1024;
-    c->fuse_max_width = 64;
-    c->fuse_max_ops = 256;
-    c->fuse_max_outputs = 64;
+    c->fuse_max_width = 256;
+    c->fuse_max_ops = 1024;
+    c->fuse_max_outputs = 256;
     c->scratch = NULL;
 }
 

@@ -105,7 +105,7 @@ const char *kiln_policy_default_path(void);
 typedef struct kiln_policy_knobs {
     size_t struct_size;
     /* fusion: the widest fused group (inputs) and the largest fused scalar
-     * program (instructions); 0 means no fusion.  Defaults 64 and 256. */
+     * program (instructions); 0 means no fusion.  Defaults 256 and 1024. */
     int fusion_max_width;
     int fusion_max_scalar_ops;
     /* constants larger than this many bytes become inputs (never baked
@@ -136,7 +136,7 @@ typedef struct kiln_policy_knobs {
      * nodes with different CPUs (docs/cache.md). */
     int llvm_generic_target;
     /* fusion: the most outputs of one fused kernel (a scalar region's
-     * values read outside it; fusion.max_outputs, default 64, 0: no
+     * values read outside it; fusion.max_outputs, default 256, 0: no
      * multi-output regions).  Added in kiln 0.2: check struct_size. */
     int fusion_max_outputs;
 } kiln_policy_knobs;
