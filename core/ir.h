@@ -156,6 +156,11 @@ void kiln_ir_node_drop_attrs(kiln_node *n);
 
 /* ---- errors ------------------------------------------------------- */
 
+/* The tN numbering kiln_graph_print gives g's unnamed nodes: a new array
+ * of n_nodes entries, N or -1 (named, or a literal printed inline);
+ * NULL when out of memory.  The caller frees it (core/print.c). */
+int *kiln_graph_temp_names(const kiln_graph *g);
+
 /* Fill err (if not NULL) with code and a printf-style message; returns
  * code.  Used everywhere in the core. */
 int kiln_seterr(kiln_err *err, int code, const char *fmt, ...)

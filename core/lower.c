@@ -228,6 +228,52 @@ static int attach_program(kiln_step *s, prog_builder *pb, const int *outs,
     return 0;
 }
 
+/* s->members: the names of the graph nodes step s computes (nodes[0..n)
+ * and `extra` when >= 0), for kiln explain: unnamed nodes by the tN that
+ * kiln_graph_print gives them (tnames; `kiln explain --passes` prints the
+ * graph), else %N (N: the node's index).  At most 64 names. */
+static void set_members(kiln_step *s, const kiln_graph *g, const int *nodes,
+                        int n, int extra, const int *tnames)
+{
+    enum { SHOWN = 64 };
+    int total = n + (extra >= 0);
+    s->n_members = total;
+    free(s->members);
+    s->members = NULL;
+    if (total < 2)
+        return;
+    size_t cap = 64, len = 0;
+    char *t = malloc(cap);
+    for (int k = 0; t && k < total && k < SHOWN; k++) {
+        int v = k < n ? nodes[k] : extra;
+        char one[96];
+        const char *nm = g->nodes[v].name;
+        int m = nm ? snprintf(one, sizeof one, "%s%.80s", k ? ", " : "", nm)
+                : tnames && tnames[v] >= 0
+                    ? snprintf(one, sizeof one, "%st%d", k ? ", " : "",
+                               tnames[v])
+                    : snprintf(one, sizeof one, "%s%%%d", k ? ", " : "", v);
+        if (m < 0)
+            m = 0;
+        if (len + (size_t)m + 32 > cap) {
+            while (len + (size_t)m + 32 > cap)
+                cap *= 2;
+            char *u = realloc(t, cap);
+            if (!u) {
+                free(t);
+                t = NULL;
+                break;
+            }
+            t = u;
+        }
+        memcpy(t + len, one, (size_t)m + 1);
+        len += (size_t)m;
+    }
+    if (t && total > SHOWN)
+        snprintf(t + len, cap - len, ", ... (%d more)", total - SHOWN);
+    s->members = t;   /* NULL when out of memory: explain shows none */
+}
+
 /* ---- elementwise ---------------------------------------------------- */
 
 /* Lowering state shared by every kernel of one kiln_lower_ex call, so that
@@ -243,6 +289,7 @@ typedef struct kiln_lower_scratch {
     /* fusion (kiln_lower_opts.fuse; core/fuse.c) */
     kiln_fusion fu;    /* the plan */
     int *uses;         /* live readers of each node (lower_all) */
+    int *tnames;       /* kiln_graph_temp_names, for explain's members */
     char *isout;       /* graph outputs */
     int *group;        /* fu.group, or NULL when fusion is off */
     int *instr;        /* node -> its instruction in the program being
@@ -564,7 +611,7 @@ static int lower_elemwise(kiln_program *p, kiln_graph *g, int v,
                        fused ? "fused" : info->name, p->node_buf[v],
                        KILN_VIEW_FULL, NULL, r, n->type.rank, &s, err);
         if (!rc && fused) {
-            s->n_members = p->scr->n_done;
+            set_members(s, g, p->scr->done, p->scr->n_done, -1, p->scr->tnames);
             s->split = p->scr->fu.split[v];
         }
     }
@@ -621,7 +668,7 @@ static int lower_region(kiln_program *p, kiln_graph *g, int root, int last,
             set_arg(p, s, 0, i, arr[i], KILN_VIEW_BCAST, rank);
         for (int i = 0; i < n_out; i++)
             set_arg(p, s, 1, i, obuf[i], KILN_VIEW_FULL, rank);
-        s->n_members = last - first + 1;
+        set_members(s, g, fu->order + first, last - first + 1, -1, sc->tnames);
         s->split = fu->split[root];
         rc = attach_program(s, &c.pb, outs, err);
     }
@@ -764,6 +811,8 @@ static int reduce_step(kiln_program *p, kiln_graph *g, int node, int xnode,
              kiln_ir_op_info(g->nodes[node].op)->name);
     rc = ew_finish(&c, KILN_KERNEL_REDUCE, node, label, out_buf,
                    KILN_VIEW_REDUCE_OUT, NULL, r, x->type.rank, &s, err);
+    if (!rc && fused)
+        set_members(s, g, p->scr->done, p->scr->n_done, node, p->scr->tnames);
     if (!rc) {
         s->kernel.reduce_op = (uint32_t)rop;
         reduce_mask(at, x->type.rank, s->out[0].perm);
@@ -871,7 +920,17 @@ static int lower_siblings(kiln_program *p, kiln_graph *g, int first,
         for (int i = 0; i < xt->rank; i++)
             if (s->out[0].perm[i])
                 s->kernel.reduce_axes |= 1u << i;
-        s->n_members = members;
+        (void)members;
+        /* the roots, then their trees' members */
+        int *all = malloc(sizeof(int) * (size_t)(n_out + sc->n_done));
+        if (all) {
+            int m = 0;
+            for (int r = first; r >= 0; r = fu->sib_next[r])
+                all[m++] = r;
+            memcpy(all + m, sc->done, sizeof(int) * (size_t)sc->n_done);
+            set_members(s, g, all, m + sc->n_done, -1, sc->tnames);
+            free(all);
+        }
         rc = attach_program(s, &c.pb, outs, err);
     }
     ew_free(&c);
@@ -1348,6 +1407,7 @@ int kiln_lower_ex(kiln_graph *g, kiln_program *p, const kiln_lower_opts *opts,
     free(sc.instr);
     free(sc.uses);
     free(sc.isout);
+    free(sc.tnames);
     free(sc.done);
     free(sc.stk);
     p->scr = NULL;
@@ -1384,6 +1444,7 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
         p->opts->fuse_max_ops > 0) {
         rc = kiln_fuse_plan(g, live, p->opts, &sc->fu, err);
         sc->group = sc->fu.group;
+        sc->tnames = rc ? NULL : kiln_graph_temp_names(g);  /* NULL: %N */
         if (!rc && !(sc->instr = malloc(sizeof(int) * nn)))
             rc = nomem(err);
         for (int v = 0; !rc && v < g->n_nodes; v++)
@@ -1482,6 +1543,7 @@ void kiln_lower_free(kiln_program *p)
         free(s->in);  /* with out, in_desc, out_desc, vin, vout */
         free(s->instrs);
         free(s->out_refs);
+        free(s->members);
     }
     free(p->bufs);
     free(p->steps);

@@ -11,6 +11,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "policy_int.h"
+#include "fuse.h"
 #include "ir.h"
 #include "vm.h"
 #include "yaml_read.h"
@@ -1427,6 +1428,10 @@ int kiln_function_kernel_info(const kiln_function *f, int i,
     k.compile_ms_estimate = kiln_policy_compile_ms(
         pl->policy, k.backend ? k.backend : k.chosen, k.facts.scalar_ops,
         k.facts.width);
+    const kiln_step *st = &pl->prog->steps[i];
+    k.fused_nodes = st->n_members > 1 ? st->n_members : 1;
+    k.fused = st->n_members > 1 ? st->members : NULL;
+    k.split = kiln_fuse_split_name(st->split);
     size_t n = out->struct_size < sizeof k ? out->struct_size : sizeof k;
     if (n < sizeof(size_t))
         return kiln_seterr(err, KILN_ERR_ARG, "kiln_function_kernel_info: "

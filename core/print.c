@@ -472,6 +472,54 @@ static int is_decl(int op)
     return op == KILN_OP_INPUT || op == KILN_OP_SHARED || op == KILN_OP_CONST;
 }
 
+/* The names a printed graph gives its nodes: gen[v] = N for an unnamed
+ * node printed as tN (-1 for a named one), inl[v] = 1 for a literal
+ * printed inline (one use, unnamed, not an output).  uses and is_out are
+ * scratch of n_nodes entries. */
+static void print_names(const kiln_graph *g, int *uses, unsigned char *is_out,
+                        int *gen, unsigned char *inl)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            uses[g->nodes[i].in[k]]++;
+    for (int k = 0; k < g->n_outputs; k++)
+        is_out[g->outputs[k].value] = 1;
+    int counter = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *nd = &g->nodes[i];
+        gen[i] = -1;
+        if (nd->op == KILN_OP_LITERAL && !nd->name && uses[i] == 1 &&
+            !is_out[i]) {
+            inl[i] = 1;
+            continue;
+        }
+        if (nd->name)
+            continue;
+        char buf[32];
+        do
+            snprintf(buf, sizeof buf, "t%d", counter++);
+        while (kiln_graph_lookup(g, buf) >= 0);
+        gen[i] = counter - 1;
+    }
+}
+
+int *kiln_graph_temp_names(const kiln_graph *g)
+{
+    size_t nn = (size_t)(g && g->n_nodes ? g->n_nodes : 1);
+    int *uses = calloc(nn, sizeof *uses), *gen = malloc(nn * sizeof *gen);
+    unsigned char *is_out = calloc(nn, 1), *inl = calloc(nn, 1);
+    if (g && uses && gen && is_out && inl)
+        print_names(g, uses, is_out, gen, inl);
+    else {
+        free(gen);
+        gen = NULL;
+    }
+    free(uses);
+    free(is_out);
+    free(inl);
+    return gen;
+}
+
 char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
 {
     if (!g) {
@@ -489,28 +537,7 @@ char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
     if (!uses || !pr.gen || !pr.inl || !is_out)
         goto nomem;
 
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_in; k++)
-            uses[g->nodes[i].in[k]]++;
-    for (int k = 0; k < g->n_outputs; k++)
-        is_out[g->outputs[k].value] = 1;
-    int counter = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const kiln_node *nd = &g->nodes[i];
-        pr.gen[i] = -1;
-        if (nd->op == KILN_OP_LITERAL && !nd->name && uses[i] == 1 &&
-            !is_out[i]) {
-            pr.inl[i] = 1;
-            continue;
-        }
-        if (nd->name)
-            continue;
-        char buf[32];
-        do
-            snprintf(buf, sizeof buf, "t%d", counter++);
-        while (kiln_graph_lookup(g, buf) >= 0);
-        pr.gen[i] = counter - 1;
-    }
+    print_names(g, uses, is_out, pr.gen, pr.inl);
 
     sbuf *b = &pr.b;
     sb_puts(b, "kiln 1\ngraph ");

@@ -33,10 +33,23 @@ t "explain exits 0" test $? -eq 0
 # the installed copy when kiln is installed (make check after make
 # install), else the source tree's
 t "explain names the default policy" grep -q "^policy: .*/default.yaml (default)" "$tmp/explain.txt"
-t "explain has a row per kernel" test "$(grep -c '^[0-9]' "$tmp/explain.txt")" -eq "$(grep -c . "$tmp/explain.txt" | awk '{print $1 - 3}')"
+t "explain has a row per kernel" test "$(grep -c '^[0-9]' "$tmp/explain.txt")" -eq "$(grep -vc '^      fused ' "$tmp/explain.txt" | awk '{print $1 - 3}')"
+# fused kernels: a line under the row names the nodes (issue 14)
+t "explain: a fused kernel lists its nodes (logp among them)" grep -Eq '^      fused [0-9]+ nodes: .*\blogp\b' "$tmp/explain.txt"
+t "explain: every fused line follows a kernel row" awk '/^      fused /{ if (prev !~ /^[0-9]/) exit 1 } { prev = $0 }' "$tmp/explain.txt"
 t "explain prints nothing on stderr" test ! -s "$tmp/err.txt"
 "$kiln" explain "$es" --json >"$tmp/explain.json"
 t "explain --json is JSON" python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['kernels'] and all('rule' in k and 'backend' in k and 'cost' in k for k in d['kernels'])" "$tmp/explain.json"
+t "explain --json: fused_nodes, fused and split for every kernel" python3 -c "
+import json,sys
+ks = json.load(open(sys.argv[1]))['kernels']
+assert all('fused_nodes' in k and 'fused' in k and 'split' in k for k in ks)
+assert any(k['fused_nodes'] > 1 and 'logp' in k['fused'].split(', ') for k in ks)
+assert all((k['fused'] is None) == (k['fused_nodes'] == 1) for k in ks)" "$tmp/explain.json"
+# a cap splits a group, and explain says which cap
+printf 'kiln_policy: 1\nbackends: [interp]\nfusion: {max_scalar_ops: 12}\n' >"$tmp/caps.yaml"
+"$kiln" explain "$es" --policy "$tmp/caps.yaml" >"$tmp/caps.txt"
+t "explain: a split names its cap" grep -q 'split at the instruction cap (fusion.max_scalar_ops)' "$tmp/caps.txt"
 
 # --policy: every kernel by rule
 cat >"$tmp/sums.yaml" <<'P'
@@ -55,7 +68,7 @@ t "--policy: source shown" grep -q "^policy: $tmp/sums.yaml (policy_file)" "$tmp
 printf 'kiln_policy: 1\nbackends: [interp]\nrules:\n  - name: "two\\nlines"\n    use: interp\n' >"$tmp/nl.yaml"
 "$kiln" explain "$es" --policy "$tmp/nl.yaml" >"$tmp/e5.txt"
 t "explain: a control character in a rule name is shown as ?" grep -q " two?lines  *interp" "$tmp/e5.txt"
-t "explain: one row per kernel with such a name" test "$(grep -c '^[0-9]' "$tmp/e5.txt")" -eq "$(grep -c . "$tmp/e5.txt" | awk '{print $1 - 3}')"
+t "explain: one row per kernel with such a name" test "$(grep -c '^[0-9]' "$tmp/e5.txt")" -eq "$(grep -vc '^      fused ' "$tmp/e5.txt" | awk '{print $1 - 3}')"
 
 # $KILN_POLICY, and --policy over it
 KILN_POLICY="$tmp/sums.yaml" "$kiln" explain "$es" >"$tmp/e3.txt"

@@ -209,6 +209,10 @@ int kiln_cli_explain(int argc, char **argv)
             json_str(stdout, have_rep ? cache_word(rep.cache) : NULL);
             printf(", \"cache_note\": ");
             json_str(stdout, have_rep && !rep.written ? rep.note : NULL);
+            printf(", \"fused_nodes\": %d, \"fused\": ", k.fused_nodes);
+            json_str(stdout, k.fused);
+            printf(", \"split\": ");
+            json_str(stdout, k.split);
             printf("}");
         } else {
             char rb[64];
@@ -228,6 +232,11 @@ int kiln_cli_explain(int argc, char **argv)
             if (k.fallback)
                 printf("  (fallback: %s)", k.fallback);
             printf("\n");
+            /* a fused kernel: the nodes it computes, and why it ends */
+            if (k.fused)
+                printf("      fused %d nodes: %s%s%s\n", k.fused_nodes,
+                       k.fused, k.split ? "; split at the " : "",
+                       k.split ? k.split : "");
         }
     }
     if (json)

@@ -206,6 +206,17 @@ typedef struct kiln_kernel_info {
                               or NULL */
     double compile_ms_estimate; /* the cost model's compile time for
                                    `backend` */
+    /* kiln 0.2 (check struct_size): fusion (core/fuse.c).  The number of
+     * graph nodes the kernel computes (1: unfused), their names ("a, b,
+     * %12": unnamed nodes as %N, N their index, tN in `kiln check`; the
+     * first 64, then "... (K more)"; NULL when unfused), and why the
+     * fused group ended where it did ("instruction cap
+     * (fusion.max_scalar_ops)", "input cap (fusion.max_width)", "output
+     * cap (fusion.max_outputs)"; NULL when no cap split it).  Strings
+     * owned by f. */
+    int fused_nodes;
+    const char *fused;
+    const char *split;
 } kiln_kernel_info;
 
 /* Describe kernel i of f (0 .. kiln_function_n_kernels(f) - 1): its facts,
