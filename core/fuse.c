@@ -1,32 +1,37 @@
 /*
- * fuse.c — the fusion planning pass (prefix kiln_fuse_; see fuse.h).
+ * fuse.c — the fusion planning pass (prefix kiln_fuse_; see fuse.h and
+ * docs/rewrite.md, "fuse").
  *
- * Two kinds of group, planned in this order:
+ * Three kinds of group, planned in this order:
  *
- * 1. Scalar regions (plan_regions).  Candidates are the live rank-0
- *    elementwise nodes.  Each node gets a stage: for a candidate, the
- *    largest stage among its operands; for any other node, the largest
- *    of (stage + 1) over candidate operands and stage over the others.
- *    Sorting the live nodes by the key 2 * stage + candidate (ties in
- *    node order) is a topological order in which each stage's candidates
- *    are contiguous and come after everything they read and before every
- *    non-candidate that reads them, so one kernel per stage can compute
- *    them all.  A stage's candidates are cut, in node order, into parts
- *    that keep within the caps; the last member of a part is its root
- *    (the lowering emits the kernel when it visits the root).
+ * 1. Reduction trees (plan_trees): a reduction (sum prod max min mean)
+ *    takes the elementwise chain computing its operand, a producer at a
+ *    time when all its readers are members (nothing is computed twice),
+ *    it is not a graph output and its type is exactly the operand's;
+ *    within the caps (distinct loaded inputs counted exactly, an upper
+ *    bound of the instructions).  Roots in reverse node order.
  *
- * 2. Elementwise trees (plan_trees), over what regions did not take:
- *    roots in reverse node order, each grown from its root before the
- *    next: a producer joins when all its readers are members (no work is
- *    duplicated), it is not a graph output, its type has exactly the
- *    group's iteration shape (the root's; for a reduction, the reduced
- *    operand's) — so only leaves are broadcast, through their views —
- *    and the group stays within both caps: distinct loaded inputs
- *    (counted exactly) <= max_width, and an upper bound of the program's
- *    instructions <= max_scalar_ops.  A producer that would break a cap
- *    roots a group of its own (the split).
+ * 2. Regions (plan_regions): every other live elementwise node is a
+ *    candidate, classed by its shape (rank and dims, symbols by
+ *    identity).  Stage: for a candidate, the largest stage of its
+ *    operands of its class, and one more than that of any other
+ *    candidate operand; for any other node, one more than its candidate
+ *    operands' stages and the largest of the rest.  A candidate then
+ *    sinks to the stage of its earliest reader of its class when every
+ *    other reader is later still.  Sorting the live nodes by (2 * stage +
+ *    candidate, class, node) is a topological order in which each
+ *    (stage, class) run of candidates comes after everything it reads and
+ *    before everything outside it that reads it: one kernel computes the
+ *    run, cut in order where a cap would be passed (instructions, inputs,
+ *    outputs).  The last member of a part is its root.
  *
- * Both are linear in the graph: a node is a candidate of one group only.
+ * 3. Sibling reductions (plan_siblings): full reductions of one op over
+ *    operands of one shape and the same depth (most reductions on a path
+ *    from the leaves: equal depths cannot depend on each other) are one
+ *    REDUCE kernel of several outputs; then the order becomes a
+ *    topological sort of the kernel graph (order_kernels).
+ *
+ * All linear in the graph but for that sort's heap.
  */
 #include "fuse.h"
 #include "lower.h"

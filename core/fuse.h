@@ -1,26 +1,23 @@
 /*
  * fuse.h — the fusion planning pass (prefix kiln_fuse_), run by
- * core/lower.c before it builds kernels.
+ * core/lower.c before it builds kernels (docs/rewrite.md, "fuse").
  *
  * The plan says which live graph nodes one kernel computes together and in
  * which order the lowering visits the nodes:
  *
- *  - scalar regions: connected rank-0 elementwise nodes of any op mix
- *    become one multi-output straight-line kernel.  Every member whose
- *    value something outside the region reads (or that is a graph output)
- *    is one of its outputs; the others live only in registers.
- *  - elementwise trees: a producer of the group's iteration shape whose
- *    every reader is a member joins its reader's group; a reduction can
- *    root a tree (its operand is computed in the reduction's loop).
+ *  - regions: all live elementwise nodes of one shape and one stage (the
+ *    kernel boundaries above them) are one multi-output kernel of any op
+ *    mix; every member read outside the region (or a graph output) is one
+ *    of its outputs, the others live only in registers;
+ *  - reduction trees: a reduction computes the single-use elementwise
+ *    chain of its operand in its own loop;
+ *  - sibling reductions: full reductions of one op, operand shape and
+ *    depth are one REDUCE kernel of several outputs.
  *
- * Regions are found by stage: a rank-0 node's stage is the most
- * non-scalar kernels on any path from the graph's leaves to it, so that
- * all rank-0 nodes of one stage can run as one kernel after the stage's
- * non-scalar work and before the next stage's (the lowering order sorts
- * nodes by stage, which keeps it topological).  A stage's region is split,
- * in node order, where it would pass a cap: instructions, inputs or
- * outputs of one kernel (kiln_lower_opts; the policy's fusion.*).
- * Linear in the graph's size.
+ * Groups are cut, in node order, where they would pass a cap:
+ * instructions, inputs or outputs of one kernel (kiln_lower_opts; the
+ * policy's fusion.*).  Linear in the graph but for a heap when sibling
+ * sets reorder kernels.
  */
 #ifndef KILN_CORE_FUSE_H
 #define KILN_CORE_FUSE_H
