@@ -2065,6 +2065,7 @@ static void kl_pick_mode(kl_prun *p, const kiln_interp_iter *it, int reduce)
  * live in `mem` (kl_callplan_bytes(nv) bytes). */
 typedef struct kl_callplan {
     const kl_state *ls;
+    kl_row_fn row;            /* scalar: the contiguous row function */
     int scalar;               /* rank-0 ELEMWISE: the views' data are the rows */
     int empty;                /* an empty space: nothing to run */
     kiln_interp_iter it;      /* coalesced */
@@ -2407,6 +2408,7 @@ static int kl_prepare(void *state, const kiln_call *call, void **out)
         memset(&pp->pl, 0, sizeof pp->pl);
         pp->pl.ls = ls;
         pp->pl.scalar = 1;
+        pp->pl.row = ls->c;
         pp->pl.n_in = k->n_inputs;
         pp->pl.nv = nv;
         pp->pl.ptrs = (void **)(void *)mem;
@@ -2421,6 +2423,17 @@ static int kl_prepare(void *state, const kiln_call *call, void **out)
 static int kl_run_prepared(void *plan, const kiln_call *call)
 {
     kl_prepared *pp = plan;
+    kl_callplan *pl = &pp->pl;
+    if (pl->scalar) {
+        /* the common case, straight: a rank-0 kernel's rows are its
+         * views' data */
+        for (uint32_t v = 0; v < pl->n_in; v++)
+            pl->ptrs[v] = call->inputs[v].data;
+        for (uint32_t v = pl->n_in; v < pl->nv; v++)
+            pl->ptrs[v] = call->outputs[v - pl->n_in].data;
+        pl->row(1, pl->ptrs, NULL, call->rt, NULL);
+        return 0;
+    }
     const kiln_interp_state *is = pp->pl.ls->interp->state;
     const kiln_kernel *k = &is->art->k;
     kiln_interp_run r = {.s = is, .k = k, .call = call, .rt = call->rt,
