@@ -758,11 +758,6 @@ out:
     return rc;
 }
 
-int kiln_fuse_is_root(const kiln_fusion *f, int v)
-{
-    return !f->group || f->group[v] < 0 || f->group[v] == v;
-}
-
 const char *kiln_fuse_split_name(int s)
 {
     switch (s) {

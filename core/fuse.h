@@ -63,10 +63,6 @@ int kiln_fuse_plan(const kiln_graph *g, const char *live,
                    const struct kiln_lower_opts *opts, kiln_fusion *f,
                    kiln_err *err);
 
-/* The members of node v's group are computed by the kernel of its root;
- * 1 when v is a root or in no group (a node the lowering visits). */
-int kiln_fuse_is_root(const kiln_fusion *f, int v);
-
 /* A short phrase for kiln_fuse_split s ("instruction cap", ...). */
 const char *kiln_fuse_split_name(int s);
 
