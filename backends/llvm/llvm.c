@@ -2065,7 +2065,10 @@ static void kl_pick_mode(kl_prun *p, const kiln_interp_iter *it, int reduce)
  * live in `mem` (kl_callplan_bytes(nv) bytes). */
 typedef struct kl_callplan {
     const kl_state *ls;
-    kl_row_fn row;            /* scalar: the contiguous row function */
+    kl_row_fn row;            /* scalar, row1: the row function to call */
+    int row1;                 /* ELEMWISE over one row (coalesced rank 1,
+                                 contiguous or strided): one call of row */
+    int64_t row_n;            /* row1: the row's length */
     int scalar;               /* rank-0 ELEMWISE: the views' data are the rows */
     int empty;                /* an empty space: nothing to run */
     kiln_interp_iter it;      /* coalesced */
@@ -2415,6 +2418,13 @@ static int kl_prepare(void *state, const kiln_call *call, void **out)
     } else if (kl_callplan_init(&pp->pl, &r, ls, mem)) {
         free(pp);
         return 1;
+    } else if (k->kind == KILN_KERNEL_ELEMWISE && !pp->pl.empty &&
+               pp->pl.it.rank == 1 && pp->pl.mode != 1) {
+        /* the walk is one row from every view's first element: the
+         * interpreter's iterator would make exactly one call */
+        pp->pl.row1 = 1;
+        pp->pl.row_n = pp->pl.it.shape[0];
+        pp->pl.row = pp->pl.mode == 2 ? ls->s : ls->c;
     }
     *out = pp;
     return 0;
@@ -2432,6 +2442,15 @@ static int kl_run_prepared(void *plan, const kiln_call *call)
         for (uint32_t v = pl->n_in; v < pl->nv; v++)
             pl->ptrs[v] = call->outputs[v - pl->n_in].data;
         pl->row(1, pl->ptrs, NULL, call->rt, NULL);
+        return 0;
+    }
+    if (pl->row1) {
+        for (uint32_t v = 0; v < pl->n_in; v++)
+            pl->ptrs[v] = call->inputs[v].data;
+        for (uint32_t v = pl->n_in; v < pl->nv; v++)
+            pl->ptrs[v] = call->outputs[v - pl->n_in].data;
+        pl->row(pl->row_n, pl->ptrs, pl->mode == 2 ? pl->st : NULL, call->rt,
+                NULL);
         return 0;
     }
     const kiln_interp_state *is = pp->pl.ls->interp->state;
