@@ -1897,6 +1897,27 @@ static int kiln_interp_idxcheck_body(void *ctx, const kiln_interp_iter *it,
 {
     const kiln_interp_idxcheck *c = ctx;
     size_t es = kiln_interp_dtype_size((unsigned)c->idx->dtype);
+    /* a typed scan first (one compare per index); the general read below
+     * finds the culprit and says so */
+    int bad = 0;
+    int64_t st = kiln_interp_inner(it, 0);
+#define KILN_INTERP_IDXSCAN(I)                                               \
+    do {                                                                      \
+        const I *ix = (const I *)kiln_interp_elem(c->idx,                    \
+                                                  kiln_interp_at(it, 0, j0), \
+                                                  sizeof(I));                \
+        for (int64_t j = 0; j < n; j++) {                                     \
+            int64_t k = (int64_t)ix[j * st];                                  \
+            bad |= k < -c->size || k >= c->size;                              \
+        }                                                                     \
+    } while (0)
+    if (c->idx->dtype == KILN_I64)
+        KILN_INTERP_IDXSCAN(int64_t);
+    else
+        KILN_INTERP_IDXSCAN(int32_t);
+#undef KILN_INTERP_IDXSCAN
+    if (!bad)
+        return 0;
     for (int64_t j = j0; j < j0 + n; j++) {
         int64_t k = kiln_interp_read_index(
             kiln_interp_elem(c->idx, kiln_interp_at(it, 0, j), es),
