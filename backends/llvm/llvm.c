@@ -1504,6 +1504,9 @@ verify:;
     char *msg = NULL;
     if (LLVMVerifyModule(g->mod, LLVMReturnStatusAction, &msg)) {
         snprintf(why, why_n, "invalid IR: %.400s", msg ? msg : "?");
+        for (char *q = why; *q; q++)   /* the verifier's text: one line */
+            if (*q == '\n' || *q == '\r' || *q == '\t')
+                *q = ' ';
         LLVMDisposeMessage(msg);
         return -1;
     }
