@@ -231,11 +231,11 @@ static int attach_program(kiln_step *s, prog_builder *pb, const int *outs,
 /* s->members: the names of the graph nodes step s computes (nodes[0..n)
  * and `extra` when >= 0), for kiln explain: unnamed nodes by the tN that
  * kiln_graph_print gives them (tnames; `kiln explain --passes` prints the
- * graph), else %N (N: the node's index).  At most 64 names. */
+ * graph), else %N (N: the node's index).  All of them: linear in the
+ * kernel's size (kiln explain's table shows the first 64). */
 static void set_members(kiln_step *s, const kiln_graph *g, const int *nodes,
                         int n, int extra, const int *tnames)
 {
-    enum { SHOWN = 64 };
     int total = n + (extra >= 0);
     s->n_members = total;
     free(s->members);
@@ -244,7 +244,7 @@ static void set_members(kiln_step *s, const kiln_graph *g, const int *nodes,
         return;
     size_t cap = 64, len = 0;
     char *t = malloc(cap);
-    for (int k = 0; t && k < total && k < SHOWN; k++) {
+    for (int k = 0; t && k < total; k++) {
         int v = k < n ? nodes[k] : extra;
         char one[96];
         const char *nm = g->nodes[v].name;
@@ -269,8 +269,6 @@ static void set_members(kiln_step *s, const kiln_graph *g, const int *nodes,
         memcpy(t + len, one, (size_t)m + 1);
         len += (size_t)m;
     }
-    if (t && total > SHOWN)
-        snprintf(t + len, cap - len, ", ... (%d more)", total - SHOWN);
     s->members = t;   /* NULL when out of memory: explain shows none */
 }
 
@@ -290,6 +288,10 @@ typedef struct kiln_lower_scratch {
     kiln_fusion fu;    /* the plan */
     int *uses;         /* live readers of each node (lower_all) */
     int *tnames;       /* kiln_graph_temp_names, for explain's members */
+    int *buf_alias;    /* buffer -> the buffer that replaced it, or -1
+                          (an update in place); n_alias entries (the
+                          graph nodes' buffers) */
+    int n_alias;
     char *isout;       /* graph outputs */
     int *group;        /* fu.group, or NULL when fusion is off */
     int *instr;        /* node -> its instruction in the program being
@@ -898,7 +900,7 @@ static int lower_siblings(kiln_program *p, kiln_graph *g, int first,
             c.pb.ins[c.load_of[i]].a = i;
     }
     char label[48];
-    snprintf(label, sizeof label, "sibling_%s",
+    snprintf(label, sizeof label, "fused_%ss",
              kiln_ir_op_info(g->nodes[first].op)->name);
     kiln_step *s = rc ? NULL : new_step(p, KILN_KERNEL_REDUCE, first, c.n,
                                         n_out, label, err);
@@ -1098,10 +1100,14 @@ static int lower_set_subtensor(kiln_program *p, kiln_graph *g, int v,
     int xb = p->node_buf[n->in[0]];
     int rc = 0;
     if (p->scr->uses && p->scr->uses[n->in[0]] == 1 && xb >= 0 &&
+        ob < p->scr->n_alias &&
         p->bufs[xb].kind == KILN_BUF_TEMP && !p->scr->isout[n->in[0]] &&
         !p->bufs[xb].fused) {
         /* x is a temporary nothing else reads (the zeros a gradient
-         * scatters into): update it in place, no copy */
+         * scatters into): update it in place, no copy.  v's own buffer
+         * goes unused; the buffers whose run-time shape is inferred from
+         * it are pointed at x's (lower_all, buf_alias) */
+        p->scr->buf_alias[ob] = xb;
         p->node_buf[v] = ob = xb;
     } else {
         rc = lower_copy(p, g, v, n->in[0], KILN_VIEW_FULL, ob, KILN_VIEW_FULL,
@@ -1408,6 +1414,7 @@ int kiln_lower_ex(kiln_graph *g, kiln_program *p, const kiln_lower_opts *opts,
     free(sc.uses);
     free(sc.isout);
     free(sc.tnames);
+    free(sc.buf_alias);
     free(sc.done);
     free(sc.stk);
     p->scr = NULL;
@@ -1453,8 +1460,12 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
     if (!rc) {
         sc->uses = calloc(nn, sizeof(int));
         sc->isout = calloc(nn, 1);
-        if (!sc->uses || !sc->isout)
+        sc->buf_alias = malloc(sizeof(int) * (size_t)(p->n_bufs + 1));
+        if (!sc->uses || !sc->isout || !sc->buf_alias)
             rc = nomem(err);
+        for (int b = 0; !rc && b < p->n_bufs; b++)
+            sc->buf_alias[b] = -1;
+        sc->n_alias = rc ? 0 : p->n_bufs;
     }
     for (int v = 0; !rc && v < g->n_nodes; v++)
         for (int i = 0; live[v] && i < g->nodes[v].n_in; i++)
@@ -1498,6 +1509,20 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
                 rc = lower_set_subtensor(p, g, v, err);
             break;
         case KILN_CAT_DOT: rc = lower_dot(p, g, v, err); break;
+        }
+    }
+    /* updates in place: a buffer whose shape is inferred from a replaced
+     * buffer infers it from the replacement (the replaced one is never
+     * computed, so its shape is never set).  Aliases are made in node
+     * order, so following one step suffices but chains are followed. */
+    for (int i = 0; !rc && sc->buf_alias && i < p->n_bufs; i++) {
+        kiln_buf *b = &p->bufs[i];
+        for (int k = 0; k < b->n_in; k++) {
+            int ib = b->in_bufs ? b->in_bufs[k] : -1;
+            while (ib >= 0 && ib < sc->n_alias && sc->buf_alias[ib] >= 0)
+                ib = sc->buf_alias[ib];
+            if (b->in_bufs)
+                b->in_bufs[k] = ib;
         }
     }
     /* fused members are never stored, but their shapes are still checked

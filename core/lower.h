@@ -88,8 +88,8 @@ typedef struct kiln_step {
      * (kiln_fuse_split) */
     int n_members;
     int split;
-    char *members;        /* owned: the members' names, "a, b, %12, ..."
-                             (the first 64; NULL when unfused) */
+    char *members;        /* owned: the members' names, "a, b, t12, ..."
+                             (all of them; NULL when unfused) */
     /* compiled */
     const kiln_backend *backend;
     kiln_callable *callable;

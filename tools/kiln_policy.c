@@ -232,11 +232,24 @@ int kiln_cli_explain(int argc, char **argv)
             if (k.fallback)
                 printf("  (fallback: %s)", k.fallback);
             printf("\n");
-            /* a fused kernel: the nodes it computes, and why it ends */
-            if (k.fused)
-                printf("      fused %d nodes: %s%s%s\n", k.fused_nodes,
-                       k.fused, k.split ? "; split at the " : "",
-                       k.split ? k.split : "");
+            /* a fused kernel: the nodes it computes (the first 64; --json
+             * has them all), and why it ends */
+            if (k.fused) {
+                const char *e = k.fused;
+                for (int c = 0; c < 64 && e; c++) {
+                    e = strstr(e, ", ");
+                    if (e)
+                        e += 2;
+                }
+                int shown = e ? (int)(e - 2 - k.fused) : (int)strlen(k.fused);
+                printf("      fused %d nodes: %.*s", k.fused_nodes, shown,
+                       k.fused);
+                if (e)
+                    printf(", ... (%d more)", k.fused_nodes - 64);
+                if (k.split)
+                    printf("; split at the %s", k.split);
+                printf("\n");
+            }
         }
     }
     if (json)

@@ -208,8 +208,9 @@ typedef struct kiln_kernel_info {
                                    `backend` */
     /* kiln 0.2 (check struct_size): fusion (core/fuse.c).  The number of
      * graph nodes the kernel computes (1: unfused), their names ("a, b,
-     * %12": unnamed nodes as %N, N their index, tN in `kiln check`; the
-     * first 64, then "... (K more)"; NULL when unfused), and why the
+     * t12": all of them, comma-separated; unnamed nodes by the tN that
+     * `kiln explain --passes` prints them as, else %N with N the node's
+     * index; NULL when unfused), and why the
      * fused group ended where it did ("instruction cap
      * (fusion.max_scalar_ops)", "input cap (fusion.max_width)", "output
      * cap (fusion.max_outputs)"; NULL when no cap split it).  Strings
