@@ -929,7 +929,8 @@ static int lower_siblings(kiln_program *p, kiln_graph *g, int first,
             int m = 0;
             for (int r = first; r >= 0; r = fu->sib_next[r])
                 all[m++] = r;
-            memcpy(all + m, sc->done, sizeof(int) * (size_t)sc->n_done);
+            if (sc->n_done)   /* done is NULL until a tree is emitted */
+                memcpy(all + m, sc->done, sizeof(int) * (size_t)sc->n_done);
             set_members(s, g, all, m + sc->n_done, -1, sc->tnames);
             free(all);
         }
