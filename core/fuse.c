@@ -73,7 +73,16 @@ static int operand(const kiln_graph *g, int v, int i)
                : g->nodes[v].in[i];
 }
 
-/* ---- scalar regions -------------------------------------------------- */
+/* FNV-1a over a type's rank and dims (symbols by identity), from h. */
+static uint64_t hash_shape(uint64_t h, const kiln_type *t)
+{
+    h = (h ^ (uint64_t)t->rank) * 1099511628211ull;
+    for (int d = 0; d < t->rank; d++)
+        h = (h ^ (uint64_t)t->dims[d]) * 1099511628211ull;
+    return h;
+}
+
+/* ---- regions ---------------------------------------------------------- */
 
 typedef struct part {        /* the region part being built */
     int first, n;            /* members: f->order[first .. first+n) */
@@ -370,10 +379,7 @@ static int plan_siblings(const kiln_graph *g, const char *live,
             continue;
         const kiln_type *xt = &g->nodes[rn->in[0]].type;
         uint64_t h = 1469598103934665603ull ^ (uint64_t)rn->op;
-        h = (h ^ (uint64_t)depth[r]) * 1099511628211ull;
-        h = (h ^ (uint64_t)xt->rank) * 1099511628211ull;
-        for (int d = 0; d < xt->rank; d++)
-            h = (h ^ (uint64_t)xt->dims[d]) * 1099511628211ull;
+        h = hash_shape((h ^ (uint64_t)depth[r]) * 1099511628211ull, xt);
         size_t i = (size_t)(h & (cap - 1));
         for (;; i = (i + 1) & (cap - 1)) {
             int s0 = tab[i];
@@ -578,9 +584,7 @@ static int shape_classes(const kiln_graph *g, const char *cand, int *cls)
         if (!cand[v])
             continue;
         const kiln_type *t = &g->nodes[v].type;
-        uint64_t h = 1469598103934665603ull ^ (uint64_t)t->rank;
-        for (int d = 0; d < t->rank; d++)
-            h = (h ^ (uint64_t)t->dims[d]) * 1099511628211ull;
+        uint64_t h = hash_shape(1469598103934665603ull, t);
         size_t i = (size_t)(h & (cap - 1));
         for (;; i = (i + 1) & (cap - 1)) {
             int r = tab[i];

@@ -736,6 +736,34 @@ static void reduce_mask(const kiln_attrs *at, int rank, int64_t *mask)
     }
 }
 
+/* A REDUCE kernel's iteration space is its input 0's view: move the
+ * first loaded buffer of exactly type t (in slot order: deterministic, so
+ * keys stay canonical) to slot 0 and renumber the LOADs.  Returns 0, or
+ * -1 when no loaded buffer has type t. */
+static int slot0_of_type(ew_ctx *c, const kiln_type *t)
+{
+    int *arr = c->dyn ? c->dyn : c->bufs;
+    int k = -1;
+    for (int i = 0; i < c->n && k < 0; i++) {
+        const kiln_type *u = &c->p->bufs[arr[i]].type;
+        if (u->rank == t->rank &&
+            !memcmp(u->dims, t->dims, sizeof(int64_t) * (size_t)t->rank))
+            k = i;
+    }
+    if (k < 0)
+        return -1;
+    int b0 = arr[k], l0 = c->load_of[k];
+    for (int i = k; i > 0; i--) {
+        arr[i] = arr[i - 1];
+        c->load_of[i] = c->load_of[i - 1];
+    }
+    arr[0] = b0;
+    c->load_of[0] = l0;
+    for (int i = 0; i < c->n; i++)
+        c->pb.ins[c->load_of[i]].a = i;
+    return 0;
+}
+
 static int reduce_step(kiln_program *p, kiln_graph *g, int node, int xnode,
                        int extra_buf, int rop, int out_buf,
                        const kiln_attrs *at, int keepdims, kiln_dtype od,
@@ -752,19 +780,9 @@ static int reduce_step(kiln_program *p, kiln_graph *g, int node, int xnode,
         c.root = node;
     int r = ew_operand(&c, xnode, od, err);
     if (r >= 0 && fused) {
-        /* input 0 defines the iteration shape (KILN_KERNEL_REDUCE): it
-         * must be a loaded buffer of exactly x's type; the first such in
-         * slot order (deterministic, so keys stay canonical) moves to 0 */
-        int *arr = c.dyn ? c.dyn : c.bufs;
-        int k = -1;
-        for (int i = 0; i < c.n && k < 0; i++) {
-            const kiln_type *t = &p->bufs[arr[i]].type;
-            if (t->rank == x->type.rank &&
-                !memcmp(t->dims, x->type.dims,
-                        sizeof(int64_t) * (size_t)t->rank))
-                k = i;
-        }
-        if (k < 0) {
+        /* input 0 defines the iteration shape: a loaded buffer of
+         * exactly x's type */
+        if (slot0_of_type(&c, &x->type)) {
             /* none (x broadcasts smaller inputs only): compute x as its
              * own fused elementwise kernel, then reduce it */
             kiln_lower_scratch *sc = p->scr;
@@ -778,15 +796,6 @@ static int reduce_step(kiln_program *p, kiln_graph *g, int node, int xnode,
             return reduce_step(p, g, node, xnode, extra_buf, rop, out_buf, at,
                                keepdims, od, shifted, err);
         }
-        int b0 = arr[k], l0 = c.load_of[k];
-        for (int i = k; i > 0; i--) {
-            arr[i] = arr[i - 1];
-            c.load_of[i] = c.load_of[i - 1];
-        }
-        arr[0] = b0;
-        c.load_of[0] = l0;
-        for (int i = 0; i < c.n; i++)
-            c.pb.ins[c.load_of[i]].a = i;
     }
     if (r >= 0 && shifted) {
         /* exp(x - m'), m' = m where m is finite, else 0, so that all -inf
@@ -871,16 +880,8 @@ static int lower_siblings(kiln_program *p, kiln_graph *g, int first,
             rc = err && err->code ? err->code : nomem(err);
     }
     members = sc->n_done + n_out;
-    /* input 0: the first loaded buffer of exactly the operands' type */
-    int *arr = c.dyn ? c.dyn : c.bufs;
-    int k0 = -1;
-    for (int i = 0; !rc && i < c.n && k0 < 0; i++) {
-        const kiln_type *t = &p->bufs[arr[i]].type;
-        if (t->rank == xt->rank &&
-            !memcmp(t->dims, xt->dims, sizeof(int64_t) * (size_t)t->rank))
-            k0 = i;
-    }
-    if (!rc && k0 < 0) {
+    /* input 0: a loaded buffer of exactly the operands' type */
+    if (!rc && slot0_of_type(&c, xt)) {
         /* every operand broadcasts smaller inputs: one kernel each */
         ew_free(&c);
         free(outs);
@@ -888,17 +889,7 @@ static int lower_siblings(kiln_program *p, kiln_graph *g, int first,
             rc = lower_reduce(p, g, r, err);
         return rc;
     }
-    if (!rc) {
-        int b0 = arr[k0], l0 = c.load_of[k0];
-        for (int i = k0; i > 0; i--) {
-            arr[i] = arr[i - 1];
-            c.load_of[i] = c.load_of[i - 1];
-        }
-        arr[0] = b0;
-        c.load_of[0] = l0;
-        for (int i = 0; i < c.n; i++)
-            c.pb.ins[c.load_of[i]].a = i;
-    }
+    int *arr = c.dyn ? c.dyn : c.bufs;
     char label[48];
     snprintf(label, sizeof label, "fused_%ss",
              kiln_ir_op_info(g->nodes[first].op)->name);

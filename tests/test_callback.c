@@ -22,22 +22,8 @@
 #include "ir.h"
 #include "tap.h"
 
-/* ---- counting allocations (as in test_vm.c; not under ASan or TSan,
- * which own the allocator) --------------------------------------------- */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define COUNT_ALLOCS 0
-#else
-#define COUNT_ALLOCS 1
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void __libc_free(void *);
-static long n_allocs;
-void *malloc(size_t n) { n_allocs++; return __libc_malloc(n); }
-void *calloc(size_t a, size_t b) { n_allocs++; return __libc_calloc(a, b); }
-void *realloc(void *p, size_t n) { n_allocs++; return __libc_realloc(p, n); }
-void free(void *p) { __libc_free(p); }
-#endif
+/* counting allocations: n_allocs, COUNT_ALLOCS */
+#include "count_allocs.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 

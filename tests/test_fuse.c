@@ -59,29 +59,8 @@
 #include "tap.h"
 #include "gradcheck.h"
 
-/* ---- counting allocations (as tests/test_vm.c) ---------------------------
- * The test binary defines malloc & co., which interposes them for libkiln
- * and the plugins too; each forwards to glibc's.  Not under ASan, which
- * owns the allocator. */
-#if defined(__SANITIZE_ADDRESS__)
-#define COUNT_ALLOCS 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define COUNT_ALLOCS 0
-#endif
-#endif
-#ifndef COUNT_ALLOCS
-#define COUNT_ALLOCS 1
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void __libc_free(void *);
-static long n_allocs;
-void *malloc(size_t n) { n_allocs++; return __libc_malloc(n); }
-void *calloc(size_t a, size_t b) { n_allocs++; return __libc_calloc(a, b); }
-void *realloc(void *p, size_t n) { n_allocs++; return __libc_realloc(p, n); }
-void free(void *p) { __libc_free(p); }
-#endif
+/* counting allocations: n_allocs, COUNT_ALLOCS */
+#include "count_allocs.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

@@ -1541,6 +1541,64 @@ static int kiln_interp_check_runtime(const kiln_interp_run *r)
 
 /* ELEMWISE and REDUCE: set up the per-call workspace (register file and
  * iterator state), fill the hoisted constants, and run. */
+/* The outputs' strides in walk `it` (shape set, inputs' strides done).
+ * REDUCE: a reduced axis is one the output does not step along (stride
+ * 0; extent 1 or the input's); every output must reduce the axes output 0
+ * does (sibling reductions), distinct[] gets the output extents and
+ * *count the elements per output.  ELEMWISE: every output has output 0's
+ * shape.  Shared with the llvm backend's plans. */
+static int kiln_interp_output_strides(const kiln_interp_run *r,
+                                      kiln_interp_iter *it, int64_t *distinct,
+                                      double *count)
+{
+    const kiln_kernel *k = r->k;
+    const kiln_call *call = r->call;
+    int reduce = k->kind == KILN_KERNEL_REDUCE;
+    *count = 1.0;
+    for (uint32_t j = 0; j < call->n_outputs; j++) {
+        const kiln_view *o = &call->outputs[j];
+        int64_t *st = kiln_interp_strides(it, k->n_inputs + j);
+        for (int d = 0; d < it->rank; d++) {
+            char b1[160], b2[160];
+            if (o->shape[d] != it->shape[d] && (!reduce || o->shape[d] != 1)) {
+                if (reduce)
+                    return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output "
+                                            "shape %s does not fit input "
+                                            "shape %s", r->label,
+                                            kiln_interp_shape_str(b1, sizeof b1,
+                                                                  o->rank,
+                                                                  o->shape),
+                                            kiln_interp_shape_str(b2, sizeof b2,
+                                                                  it->rank,
+                                                                  it->shape));
+                return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u has "
+                                        "shape %s, output 0 has %s", r->label,
+                                        j, kiln_interp_shape_str(
+                                            b1, sizeof b1, o->rank, o->shape),
+                                        kiln_interp_shape_str(
+                                            b2, sizeof b2, it->rank,
+                                            it->shape));
+            }
+            if (!reduce) {
+                st[d] = o->strides[d];
+                continue;
+            }
+            st[d] = o->shape[d] == 1 ? 0 : o->strides[d];
+            int64_t dist = st[d] == 0 ? 1 : it->shape[d];
+            if (j == 0) {
+                distinct[d] = dist;
+                if (st[d] == 0)
+                    *count *= (double)it->shape[d];
+            } else if (dist != distinct[d]) {
+                return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u "
+                                        "reduces other axes than output 0",
+                                        r->label, j);
+            }
+        }
+    }
+    return 0;
+}
+
 /* An ELEMWISE or REDUCE program on one call's views, minus the data:
  * the coalesced walk with every view's strides, the reduced axes, and the
  * register file's layout (constants filled).  Made per call on the stack
@@ -1614,58 +1672,9 @@ static int kiln_interp_pk_init(kiln_interp_pk *pk, const kiln_interp_run *r,
     rc = kiln_interp_input_strides(r, it);
     if (rc)
         return rc;
-    const kiln_call *call = r->call;
-    if (reduce) {
-        pk->count = 1.0;
-        for (uint32_t j = 0; j < call->n_outputs; j++) {
-            const kiln_view *out = &call->outputs[j];
-            int64_t *os = kiln_interp_strides(it, k->n_inputs + j);
-            for (int d = 0; d < it->rank; d++) {
-                char b1[160], b2[160];
-                if (out->shape[d] != it->shape[d] && out->shape[d] != 1)
-                    return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output "
-                                            "shape %s does not fit input "
-                                            "shape %s", r->label,
-                                            kiln_interp_shape_str(b1, sizeof b1,
-                                                                  out->rank,
-                                                                  out->shape),
-                                            kiln_interp_shape_str(b2, sizeof b2,
-                                                                  it->rank,
-                                                                  it->shape));
-                /* A reduced axis is one the output does not step along. */
-                os[d] = out->shape[d] == 1 ? 0 : out->strides[d];
-                int64_t dist = os[d] == 0 ? 1 : it->shape[d];
-                if (j == 0) {
-                    pk->distinct[d] = dist;
-                    if (os[d] == 0)
-                        pk->count *= (double)it->shape[d];
-                } else if (dist != pk->distinct[d]) {
-                    return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u "
-                                            "reduces other axes than output 0",
-                                            r->label, j);
-                }
-            }
-        }
-    } else {
-        /* outputs share outputs[0]'s shape; an input dim of extent 1
-         * broadcasts (stride 0) whatever stride it carries */
-        for (uint32_t j = 0; j < call->n_outputs; j++) {
-            const kiln_view *o = &call->outputs[j];
-            int64_t *st = kiln_interp_strides(it, k->n_inputs + j);
-            for (int d = 0; d < it->rank; d++) {
-                char b1[160], b2[160];
-                if (o->shape[d] != it->shape[d])
-                    return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u has "
-                                            "shape %s, output 0 has %s", r->label,
-                                            j, kiln_interp_shape_str(
-                                                b1, sizeof b1, o->rank, o->shape),
-                                            kiln_interp_shape_str(
-                                                b2, sizeof b2, it->rank,
-                                                it->shape));
-                st[d] = o->strides[d];
-            }
-        }
-    }
+    rc = kiln_interp_output_strides(r, it, pk->distinct, &pk->count);
+    if (rc)
+        return rc;
     pk->empty = !kiln_interp_iter_coalesce(it);
     return 0;
 }

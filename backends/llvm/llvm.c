@@ -2123,46 +2123,9 @@ static int kl_callplan_init(kl_callplan *pl, const kiln_interp_run *r,
     rc = kiln_interp_input_strides(r, it);
     if (rc)
         return rc;
-    if (reduce) {
-        pl->count = 1.0;
-        for (uint32_t j = 0; j < k->n_outputs; j++) {
-            const kiln_view *o = &r->call->outputs[j];
-            int64_t *os = kiln_interp_strides(it, pl->n_in + j);
-            for (int d = 0; d < it->rank; d++) {
-                char b1[160], b2[160];
-                if (o->shape[d] != it->shape[d] && o->shape[d] != 1)
-                    return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output shape %s "
-                                            "does not fit input shape %s", r->label,
-                                            kiln_interp_shape_str(b1, sizeof b1, o->rank, o->shape),
-                                            kiln_interp_shape_str(b2, sizeof b2, it->rank, it->shape));
-                os[d] = o->shape[d] == 1 ? 0 : o->strides[d];
-                int64_t dist = os[d] == 0 ? 1 : it->shape[d];
-                if (j == 0) {
-                    pl->distinct[d] = dist;
-                    if (os[d] == 0)
-                        pl->count *= (double)it->shape[d];
-                } else if (dist != pl->distinct[d]) {
-                    return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u "
-                                            "reduces other axes than output 0",
-                                            r->label, j);
-                }
-            }
-        }
-    } else {
-        for (uint32_t j = 0; j < k->n_outputs; j++) {
-            const kiln_view *o = &r->call->outputs[j];
-            int64_t *s = kiln_interp_strides(it, pl->n_in + j);
-            for (int d = 0; d < it->rank; d++) {
-                char b1[160], b2[160];
-                if (o->shape[d] != it->shape[d])
-                    return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: output %u has "
-                                            "shape %s, output 0 has %s", r->label, j,
-                                            kiln_interp_shape_str(b1, sizeof b1, o->rank, o->shape),
-                                            kiln_interp_shape_str(b2, sizeof b2, it->rank, it->shape));
-                s[d] = o->strides[d];
-            }
-        }
-    }
+    rc = kiln_interp_output_strides(r, it, pl->distinct, &pl->count);
+    if (rc)
+        return rc;
     /* the distinct output extents above read the walk before coalescing */
     pl->empty = !kiln_interp_iter_coalesce(it);
     if (!pl->empty) {
@@ -2178,15 +2141,7 @@ static int kl_callplan_init(kl_callplan *pl, const kiln_interp_run *r,
 /* Run a plan on call r (views as when the plan was made, data anywhere). */
 static int kl_callplan_exec(kl_callplan *pl, const kiln_interp_run *r)
 {
-    const kiln_kernel *k = r->k;
-    if (pl->scalar) {
-        const kiln_call *call = r->call;
-        for (uint32_t v = 0; v < pl->nv; v++)
-            pl->ptrs[v] = v < pl->n_in ? call->inputs[v].data
-                                       : call->outputs[v - pl->n_in].data;
-        pl->ls->c(1, pl->ptrs, NULL, call->rt, NULL);
-        return 0;
-    }
+    const kiln_kernel *k = r->k;   /* (scalar and one-row plans: kl_run_prepared) */
     kl_prun prun, *p = &prun;  /* ~33 KiB of stack, splat buffers included */
     p->r = r;
     p->ls = pl->ls;

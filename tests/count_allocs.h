@@ -1,0 +1,34 @@
+/*
+ * count_allocs.h — counting allocations in a test binary (include once,
+ * in the file with main): the binary defines malloc, calloc, realloc and
+ * free, which interposes them for libkiln and its plugins too; each
+ * forwards to glibc's and malloc/calloc/realloc count into n_allocs.
+ * COUNT_ALLOCS is 0 (and nothing is defined) under ASan or TSan, which
+ * own the allocator; tests that compare n_allocs skip then.
+ */
+#ifndef KILN_TESTS_COUNT_ALLOCS_H
+#define KILN_TESTS_COUNT_ALLOCS_H
+
+#include <stddef.h>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define COUNT_ALLOCS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define COUNT_ALLOCS 0
+#endif
+#endif
+#ifndef COUNT_ALLOCS
+#define COUNT_ALLOCS 1
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+static long n_allocs;
+void *malloc(size_t n) { n_allocs++; return __libc_malloc(n); }
+void *calloc(size_t a, size_t b) { n_allocs++; return __libc_calloc(a, b); }
+void *realloc(void *p, size_t n) { n_allocs++; return __libc_realloc(p, n); }
+void free(void *p) { __libc_free(p); }
+#endif
+
+#endif
