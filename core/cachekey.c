@@ -8,13 +8,15 @@
  *   u32 n_inputs, u32 n_outputs
  *   n_inputs  x (u8 dtype, u8 rank)         the arguments as the kernel
  *   n_outputs x (u8 dtype, u8 rank)         sees them
- *   ELEMWISE, REDUCE:
+ *   ELEMWISE, REDUCE, LOOP:
  *     u32 n_instrs, then per instruction
  *       u16 op, u8 dtype, i32 a, i32 b, i32 c     (the wiring)
  *       CONST only: the value as the dtype holds it (f64 bits, f32 bits
  *       widened to u64, or the integer after the C conversion)
  *     n_outputs x i32 out_refs
  *   REDUCE: u8 reduce_op, u32 reduce_axes
+ *   LOOP: n_inputs x u8 role, n_outputs x (u8 role, i32 out_index),
+ *     u8 reduce_op, u32 reduce_axes
  *   JOIN, GATHER: i32 axis
  *   SCATTER: i32 axis, u8 scatter_mode
  *
@@ -117,14 +119,20 @@ static void put_const(kbuf *b, unsigned dt, double v)
 
 static int has_program(uint32_t kind)
 {
-    return kind == KILN_KERNEL_ELEMWISE || kind == KILN_KERNEL_REDUCE;
+    return kind == KILN_KERNEL_ELEMWISE || kind == KILN_KERNEL_REDUCE ||
+           kind == KILN_KERNEL_LOOP;
 }
 
 size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
 {
     if (!k || k->struct_size < offsetof(kiln_kernel, label))
         return 0;
-    if (k->kind < KILN_KERNEL_ELEMWISE || k->kind > KILN_KERNEL_DOT)
+    if (k->kind < KILN_KERNEL_ELEMWISE || k->kind > KILN_KERNEL_LOOP)
+        return 0;
+    if (k->kind == KILN_KERNEL_LOOP &&
+        (k->struct_size < offsetof(kiln_kernel, out_index) +
+                              sizeof k->out_index ||
+         (k->n_inputs && !k->in_roles) || !k->out_roles || !k->out_index))
         return 0;
     if ((k->n_inputs && !k->inputs) || (k->n_outputs && !k->outputs))
         return 0;
@@ -172,6 +180,16 @@ size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
     case KILN_KERNEL_SCATTER:
         put_u32(&b, (uint32_t)k->axis);
         put_u8(&b, k->scatter_mode);
+        break;
+    case KILN_KERNEL_LOOP:
+        for (uint32_t i = 0; i < k->n_inputs; i++)
+            put_u8(&b, k->in_roles[i]);
+        for (uint32_t i = 0; i < k->n_outputs; i++) {
+            put_u8(&b, k->out_roles[i]);
+            put_u32(&b, (uint32_t)k->out_index[i]);
+        }
+        put_u8(&b, k->reduce_op);
+        put_u32(&b, k->reduce_axes);
         break;
     default:
         break;

@@ -31,11 +31,18 @@
  *    REDUCE kernel of several outputs; then the order becomes a
  *    topological sort of the kernel graph (order_kernels).
  *
+ * 4. Loops (plan_loops): kernels over one iteration space — regions,
+ *    reductions of one op and axes, gathers from a rank-1 table along
+ *    the space and scatter-adds into a rank-1 array — become one LOOP
+ *    kernel (ABI 1.5): one pass, the gather an indexed load, the scatter
+ *    an indexed accumulate, the members read only inside never stored.
+ *
  * All linear in the graph but for that sort's heap.
  */
 #include "fuse.h"
 #include "lower.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -430,7 +437,7 @@ static int plan_siblings(const kiln_graph *g, const char *live,
 /* ---- the lowering order ------------------------------------------------ */
 
 /* The kernel that computes node v (a node that is none's: itself). */
-static int kernel_of(const kiln_fusion *f, int v)
+int kiln_fuse_kernel_of(const kiln_fusion *f, int v)
 {
     int r = f->group[v] >= 0 ? f->group[v] : v;
     return f->sib[r] >= 0 ? f->sib[r] : r;
@@ -458,7 +465,7 @@ static int order_kernels(const kiln_graph *g, const char *live,
     for (size_t v = 0; v < nn; v++)
         pos[v] = -1;
     for (int k = 0; k < f->n_order; k++) {
-        int q = kernel_of(f, f->order[k]);
+        int q = kiln_fuse_kernel_of(f, f->order[k]);
         if (pos[q] < 0)
             pos[q] = k;
         moff[q + 1]++;
@@ -466,9 +473,9 @@ static int order_kernels(const kiln_graph *g, const char *live,
     for (int v = 0; v < g->n_nodes; v++) {
         if (!live[v])
             continue;
-        int kv = kernel_of(f, v);
+        int kv = kiln_fuse_kernel_of(f, v);
         for (int i = 0; i < g->nodes[v].n_in; i++) {
-            int kw = kernel_of(f, operand(g, v, i));
+            int kw = kiln_fuse_kernel_of(f, operand(g, v, i));
             if (kw != kv)
                 eoff[kw + 1]++, n_edges++;
         }
@@ -484,15 +491,15 @@ static int order_kernels(const kiln_graph *g, const char *live,
         goto done;
     }
     for (int k = 0; k < f->n_order; k++) {
-        int q = kernel_of(f, f->order[k]);
+        int q = kiln_fuse_kernel_of(f, f->order[k]);
         mem[moff[q]++] = f->order[k];
     }
     for (int v = 0; v < g->n_nodes; v++) {
         if (!live[v])
             continue;
-        int kv = kernel_of(f, v);
+        int kv = kiln_fuse_kernel_of(f, v);
         for (int i = 0; i < g->nodes[v].n_in; i++) {
-            int kw = kernel_of(f, operand(g, v, i));
+            int kw = kiln_fuse_kernel_of(f, operand(g, v, i));
             if (kw != kv) {
                 edst[eoff[kw]++] = kv;
                 indeg[kv]++;
@@ -563,6 +570,292 @@ done:
     return rc;
 }
 
+/* ---- loops ---------------------------------------------------------- */
+
+/* What kernel q brings to a loop (plan_loops): its iteration space (the
+ * type of a node of that shape; NULL: q joins no loop), for a reduction
+ * its op and reduced axes, and its sizes against the caps. */
+typedef struct loop_kernel {
+    const kiln_type *space;
+    int rop;                 /* reduction op, or -1 */
+    uint32_t mask;           /* reduced axes */
+    int ops, outs, reds;     /* instructions, outputs, reductions */
+} loop_kernel;
+
+/* A loop being built: where it runs, and what it holds. */
+typedef struct loop_rec {
+    int anchor, apos;        /* the kernel it is lowered at, its position */
+    int minc;                /* least position of a kernel outside the loop
+                                that reads a member, INT_MAX: none yet */
+    loop_kernel k;           /* space, op and axes; summed sizes */
+    int n;                   /* kernels */
+} loop_rec;
+
+/* The reduced-axes mask of reduction node v over its operand's rank. */
+static uint32_t reduce_bits(const kiln_graph *g, int v)
+{
+    const kiln_node *n = &g->nodes[v];
+    int r = g->nodes[n->in[0]].type.rank;
+    if (!n->attrs->has_axes)
+        return r >= 32 ? 0xffffffffu : (1u << r) - 1u;
+    uint32_t m = 0;
+    for (int i = 0; i < n->attrs->naxes; i++) {
+        int64_t a = n->attrs->axes[i] < 0 ? n->attrs->axes[i] + r
+                                          : n->attrs->axes[i];
+        if (a >= 0 && a < 32)
+            m |= 1u << a;
+    }
+    return m;
+}
+
+/* The axis of take / advanced_inc_subtensor node v, normalised. */
+static int64_t index_axis(const kiln_graph *g, int v)
+{
+    const kiln_node *n = &g->nodes[v];
+    int64_t ax = n->attrs->has_axes ? n->attrs->axes[0] : 0;
+    return ax < 0 ? ax + g->nodes[n->in[0]].type.rank : ax;
+}
+
+static int is_leaf(const kiln_graph *g, int v)
+{
+    return kiln_ir_op_info(g->nodes[v].op)->category == KILN_CAT_LEAF;
+}
+
+/* Whether member m of a loop reads its operand i whole (so that the
+ * operand cannot be made in the same pass): a reduction's or a scatter's
+ * result, a gather's table, the array a scatter adds into. */
+static int reads_whole(const kiln_graph *g, int m, int i)
+{
+    const kiln_node *n = &g->nodes[m];
+    int w = n->in[i], op = g->nodes[w].op;
+    return fusable_reduce(op) || op == KILN_OP_ADVANCED_INC_SUBTENSOR ||
+           ((n->op == KILN_OP_TAKE || n->op == KILN_OP_ADVANCED_INC_SUBTENSOR)
+            && i == 0);
+}
+
+static int same_shape(const kiln_type *a, const kiln_type *b)
+{
+    return a->rank == b->rank &&
+           !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+
+/* The loop facts of kernel q (the node it is lowered at). */
+static void loop_facts(const kiln_graph *g, const kiln_fusion *f, int q,
+                       loop_kernel *lk)
+{
+    const kiln_node *n = &g->nodes[q];
+    memset(lk, 0, sizeof *lk);
+    lk->rop = -1;
+    if (is_elemwise(n) && f->group[q] == q) {
+        lk->space = &n->type;
+    } else if (fusable_reduce(n->op) && f->group[q] == q &&
+               (f->sib[q] < 0 || f->sib[q] == q)) {
+        lk->space = &g->nodes[n->in[0]].type;
+        lk->rop = n->op;
+        lk->mask = reduce_bits(g, q);
+    } else if (n->op == KILN_OP_TAKE && f->group[q] < 0 &&
+               g->nodes[n->in[0]].type.rank == 1 && index_axis(g, q) == 0) {
+        lk->space = &g->nodes[n->in[1]].type;   /* q's own shape */
+    } else if (n->op == KILN_OP_ADVANCED_INC_SUBTENSOR && f->group[q] < 0 &&
+               n->type.rank == 1 && index_axis(g, q) == 0 &&
+               n->type.dtype != KILN_BOOL &&
+               g->nodes[n->in[2]].type.rank <= g->nodes[n->in[1]].type.rank) {
+        lk->space = &g->nodes[n->in[1]].type;
+    }
+    if (lk->space && lk->space->rank == 0)
+        lk->space = NULL;   /* scalars are the scalar regions' */
+}
+
+static int plan_loops(const kiln_graph *g, const char *live,
+                      const kiln_lower_opts *o, kiln_fusion *f,
+                      kiln_err *err)
+{
+    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    int *place = malloc(sizeof(int) * nn);    /* kernel -> where it runs */
+    int *rec_of = malloc(sizeof(int) * nn);   /* kernel -> its loop, -1 */
+    int *moff = calloc(nn + 2, sizeof(int)), *mem = NULL;  /* members */
+    loop_rec *rec = malloc(sizeof *rec * nn);
+    size_t cap = 16;
+    while (cap < 2 * nn)
+        cap *= 2;
+    int *open = malloc(sizeof(int) * cap);    /* space -> latest loop */
+    int rc = 0, n_rec = 0;
+    if (!place || !rec_of || !moff || !rec || !open) {
+        rc = nomem(err);
+        goto done;
+    }
+    for (size_t i = 0; i < cap; i++)
+        open[i] = -1;
+    for (size_t v = 0; v < nn; v++)
+        place[v] = rec_of[v] = -1;
+    /* kernels: their positions, and their members (CSR, node order) */
+    for (int k = 0; k < f->n_order; k++) {
+        int v = f->order[k], q = kiln_fuse_kernel_of(f, v);
+        if (q == v)
+            place[q] = k;
+        moff[q + 1]++;
+    }
+    for (size_t q = 1; q <= nn; q++)
+        moff[q] += moff[q - 1];
+    mem = malloc(sizeof(int) * (size_t)(f->n_order ? f->n_order : 1));
+    if (!mem) {
+        rc = nomem(err);
+        goto done;
+    }
+    for (int v = 0; v < g->n_nodes; v++)
+        if (live[v])
+            mem[moff[kiln_fuse_kernel_of(f, v)]++] = v;
+    for (int q = g->n_nodes; q > 0; q--)
+        moff[q] = moff[q - 1];
+    moff[0] = 0;
+    int max_outs = o->fuse_max_outputs > 0 ? o->fuse_max_outputs : 1;
+    /* where kernel q runs: its loop's anchor (which may have moved), or
+     * its own position */
+#define PLACED(q) (rec_of[q] >= 0 ? rec[rec_of[q]].apos : place[q])
+    for (int k = 0; k < f->n_order; k++) {
+        int q = f->order[k];
+        if (kiln_fuse_kernel_of(f, q) != q || is_leaf(g, q))
+            continue;
+        loop_kernel lk;
+        loop_facts(g, f, q, &lk);
+        int L = -1, join = 0;
+        size_t slot = 0;
+        if (lk.space) {
+            for (int e = moff[q]; e < moff[q + 1]; e++) {
+                const kiln_node *mn = &g->nodes[mem[e]];
+                lk.ops += node_ops(g, mem[e]);
+                if (fusable_reduce(mn->op)) {
+                    lk.outs++;
+                    lk.reds++;
+                } else if (f->ext[mem[e]] || mn->op == KILN_OP_TAKE ||
+                           mn->op == KILN_OP_ADVANCED_INC_SUBTENSOR) {
+                    lk.outs++;
+                }
+            }
+            slot = (size_t)(hash_shape(1469598103934665603ull, lk.space) &
+                            (cap - 1));
+            for (; open[slot] >= 0; slot = (slot + 1) & (cap - 1))
+                if (same_shape(rec[open[slot]].k.space, lk.space)) {
+                    L = open[slot];
+                    break;
+                }
+        }
+        if (L >= 0) {
+            const loop_rec *r = &rec[L];
+            int ok = (lk.rop < 0 || r->k.rop < 0 ||
+                      (lk.rop == r->k.rop && lk.mask == r->k.mask)) &&
+                     r->k.ops + lk.ops <= o->fuse_max_ops &&
+                     r->k.outs + lk.outs <= max_outs &&
+                     r->k.reds + lk.reds <= 64;
+            int outside = -1;   /* latest placement q reads, outside L */
+            for (int e = moff[q]; ok && e < moff[q + 1]; e++) {
+                int m = mem[e];
+                for (int i = 0; ok && i < g->nodes[m].n_in; i++) {
+                    int w = operand(g, m, i);
+                    if (is_leaf(g, w))
+                        continue;
+                    int qw = kiln_fuse_kernel_of(f, w);
+                    if (qw == q)
+                        continue;
+                    if (rec_of[qw] == L)
+                        ok = !reads_whole(g, m, i);
+                    else if (PLACED(qw) > outside)
+                        outside = PLACED(qw);
+                }
+            }
+            if (ok && outside < r->apos)
+                join = 1;   /* q runs at the anchor */
+            else if (ok && r->minc >= k)
+                join = 2;   /* the loop runs at q */
+        }
+        if (join) {
+            loop_rec *r = &rec[L];
+            if (join == 2) {
+                r->anchor = q;
+                r->apos = k;
+            }
+            if (r->k.rop < 0) {
+                r->k.rop = lk.rop;
+                r->k.mask = lk.mask;
+            }
+            r->k.ops += lk.ops;
+            r->k.outs += lk.outs;
+            r->k.reds += lk.reds;
+            r->n++;
+            rec_of[q] = L;
+        } else if (lk.space) {
+            rec[n_rec] = (loop_rec){q, k, INT_MAX, lk, 1};
+            rec_of[q] = n_rec;
+            open[slot] = n_rec++;
+        }
+        /* q, now placed, reads the loops of its producers: the first such
+         * reader outside a loop is the least (positions only grow) */
+        for (int e = moff[q]; e < moff[q + 1]; e++) {
+            int m = mem[e];
+            for (int i = 0; i < g->nodes[m].n_in; i++) {
+                int w = operand(g, m, i);
+                if (is_leaf(g, w))
+                    continue;
+                int lw = rec_of[kiln_fuse_kernel_of(f, w)];
+                if (lw >= 0 && lw != rec_of[q] && rec[lw].minc == INT_MAX)
+                    rec[lw].minc = k;
+            }
+        }
+    }
+#undef PLACED
+    /* the plan: loops of two or more kernels, each lowered at its anchor;
+     * members by anchor in node order (CSR) */
+    for (int v = 0; v < g->n_nodes; v++) {
+        f->loop[v] = -1;
+        int L = rec_of[v];
+        if (L >= 0 && rec[L].n > 1 && kiln_fuse_kernel_of(f, v) == v)
+            f->loop[v] = rec[L].anchor;
+    }
+    for (int L = 0; L < n_rec; L++)
+        f->n_loops += rec[L].n > 1;
+    memset(f->loop_start, 0, sizeof(int) * (nn + 1));
+    for (int v = 0; v < g->n_nodes; v++) {
+        int a = live[v] ? f->loop[kiln_fuse_kernel_of(f, v)] : -1;
+        if (a >= 0)
+            f->loop_start[a + 1]++;
+    }
+    for (size_t a = 1; a <= nn; a++)
+        f->loop_start[a] += f->loop_start[a - 1];
+    for (int v = 0; v < g->n_nodes; v++) {
+        int a = live[v] ? f->loop[kiln_fuse_kernel_of(f, v)] : -1;
+        if (a >= 0)
+            f->loop_nodes[f->loop_start[a]++] = v;
+    }
+    for (int a = g->n_nodes; a > 0; a--)
+        f->loop_start[a] = f->loop_start[a - 1];
+    f->loop_start[0] = 0;
+    /* members read outside their loop, or graph outputs */
+    for (int v = 0; v < g->n_nodes; v++) {
+        if (!live[v])
+            continue;
+        int lv = f->loop[kiln_fuse_kernel_of(f, v)];
+        for (int i = 0; i < g->nodes[v].n_in; i++) {
+            int w = operand(g, v, i);
+            int lw = f->loop[kiln_fuse_kernel_of(f, w)];
+            if (lw >= 0 && lw != lv)
+                f->loop_ext[w] = 1;
+        }
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        f->loop_ext[g->outputs[i].value] = 1;
+done:
+    free(place); free(rec_of); free(moff); free(mem); free(rec); free(open);
+    return rc;
+}
+
+const kiln_type *kiln_fuse_loop_space(const kiln_graph *g,
+                                      const kiln_fusion *f, int anchor)
+{
+    loop_kernel lk;
+    loop_facts(g, f, anchor, &lk);
+    return lk.space;
+}
+
 /* ---- the plan -------------------------------------------------------- */
 
 /* Dense class ids of the candidates' iteration shapes (rank and dims,
@@ -617,6 +910,10 @@ int kiln_fuse_plan(const kiln_graph *g, const char *live,
     f->split = calloc(nn, 1);
     f->sib = malloc(sizeof(int) * nn);
     f->sib_next = malloc(sizeof(int) * nn);
+    f->loop = malloc(sizeof(int) * nn);
+    f->loop_start = calloc(nn + 1, sizeof(int));
+    f->loop_nodes = malloc(sizeof(int) * nn);
+    f->loop_ext = calloc(nn, 1);
     char *cand = calloc(nn, 1);
     int *stage = calloc(nn, sizeof(int));
     int *cls = malloc(sizeof(int) * nn);
@@ -625,12 +922,13 @@ int kiln_fuse_plan(const kiln_graph *g, const char *live,
     int *count = calloc(nk, sizeof(int));
     int rc = 0;
     if (!f->group || !f->order || !f->region || !f->ext || !f->split ||
-        !f->sib || !f->sib_next || !cand || !stage || !cls || !tmp || !count) {
+        !f->sib || !f->sib_next || !f->loop || !f->loop_start ||
+        !f->loop_nodes || !f->loop_ext || !cand || !stage || !cls || !tmp || !count) {
         rc = nomem(err);
         goto out;
     }
     for (int v = 0; v < g->n_nodes; v++)
-        f->group[v] = f->sib[v] = f->sib_next[v] = -1;
+        f->group[v] = f->sib[v] = f->sib_next[v] = f->loop[v] = -1;
     /* 1. reductions take the single-use elementwise chains they reduce */
     if ((rc = plan_trees(g, live, o, f, err)))
         goto out;
@@ -755,6 +1053,10 @@ int kiln_fuse_plan(const kiln_graph *g, const char *live,
         rc = plan_siblings(g, live, o, f, err);
     if (!rc && f->n_sibling_sets)
         rc = order_kernels(g, live, f, err);
+    /* 5. loops: kernels over one space, with the gathers and scatters
+     * along it, as one pass */
+    if (!rc && regions && o->fuse_loops)
+        rc = plan_loops(g, live, o, f, err);
 out:
     free(cand); free(stage); free(cls); free(tmp); free(count);
     if (rc)
@@ -781,5 +1083,9 @@ void kiln_fuse_free(kiln_fusion *f)
     free(f->split);
     free(f->sib);
     free(f->sib_next);
+    free(f->loop);
+    free(f->loop_start);
+    free(f->loop_nodes);
+    free(f->loop_ext);
     memset(f, 0, sizeof *f);
 }

@@ -12,7 +12,10 @@
  *  - reduction trees: a reduction computes the single-use elementwise
  *    chain of its operand in its own loop;
  *  - sibling reductions: full reductions of one op, operand shape and
- *    depth are one REDUCE kernel of several outputs.
+ *    depth are one REDUCE kernel of several outputs;
+ *  - loops: those kernels over one iteration space, with the gathers
+ *    from rank-1 tables and the scatter-adds into rank-1 arrays along it,
+ *    are one LOOP kernel (one pass; ABI 1.5).
  *
  * Groups are cut, in node order, where they would pass a cap:
  * instructions, inputs or outputs of one kernel (kiln_lower_opts; the
@@ -51,6 +54,18 @@ typedef struct kiln_fusion {
     int *sib;
     int *sib_next;
     int n_sibling_sets;
+    /* loops: loop[q] for every kernel q (the node it is lowered at: a
+     * group's root, a sibling set's first root, a gather or scatter node)
+     * that is one of a loop of two or more kernels is the loop's anchor,
+     * the kernel it is lowered at (-1 otherwise); the members of the
+     * loop anchored at a are loop_nodes[loop_start[a] .. loop_start[a +
+     * 1]) in node order; loop_ext[m] is 1 when member m is read outside
+     * its loop or is a graph output */
+    int *loop;
+    int *loop_start;    /* n_nodes + 1 */
+    int *loop_nodes;
+    char *loop_ext;
+    int n_loops;
 } kiln_fusion;
 
 /* Plan fusion for graph g (validated).  live[v] is 1 for the nodes an
@@ -62,6 +77,16 @@ typedef struct kiln_fusion {
 int kiln_fuse_plan(const kiln_graph *g, const char *live,
                    const struct kiln_lower_opts *opts, kiln_fusion *f,
                    kiln_err *err);
+
+/* The kernel that computes node v: the node it is lowered at (its
+ * group's root, its sibling set's first root, or v itself); its loop, if
+ * any, is loop[] of that. */
+int kiln_fuse_kernel_of(const kiln_fusion *f, int v);
+
+/* The iteration space (a node's type) of the loop anchored at kernel
+ * `anchor` of plan f. */
+const kiln_type *kiln_fuse_loop_space(const kiln_graph *g,
+                                      const kiln_fusion *f, int anchor);
 
 /* A short phrase for kiln_fuse_split s ("instruction cap", ...). */
 const char *kiln_fuse_split_name(int s);

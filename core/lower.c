@@ -298,6 +298,8 @@ typedef struct kiln_lower_scratch {
                           built, -1 */
     int *done;         /* members emitted into the current program */
     int n_done, cap_done;
+    char *inloop;      /* node -> 1 while its loop is being lowered */
+    int *where;        /* node -> its position in the lowering order */
     fuse_frame *stk;
     int cap_stk;
 } kiln_lower_scratch;
@@ -316,6 +318,8 @@ typedef struct ew_ctx {
     int *load_of;      /* per arg slot: its LOAD instruction */
     int load_literals; /* literals with a buffer are loaded, not inlined */
     int root;          /* fused group being built (its root node), -1 */
+    int loop;          /* a loop is being built: members are inloop[] */
+    char *table;       /* per arg slot: 1 for a TABLE (LOOP) */
 } ew_ctx;
 
 static int nomem(kiln_err *err)
@@ -345,7 +349,10 @@ static int ew_new_slot(ew_ctx *c, int buf, kiln_err *err)
         int *l = realloc(c->load_of, sizeof(int) * (size_t)cap);
         if (l)
             c->load_of = l;
-        if (!d || !l) {
+        char *t = realloc(c->table, (size_t)cap);
+        if (t)
+            c->table = t;
+        if (!d || !l || !t) {
             free(d);
             return -nomem(err);
         }
@@ -357,6 +364,7 @@ static int ew_new_slot(ew_ctx *c, int buf, kiln_err *err)
     int slot = c->n++;
     (c->dyn ? c->dyn : c->bufs)[slot] = buf;
     c->load_of[slot] = -1;
+    c->table[slot] = 0;
     /* the first slot of a buffer is the one operands find */
     if (sc->buf_slot[buf] < 0)
         sc->buf_slot[buf] = slot;
@@ -365,6 +373,8 @@ static int ew_new_slot(ew_ctx *c, int buf, kiln_err *err)
 
 static int is_member(const ew_ctx *c, kiln_value v)
 {
+    if (c->loop)
+        return c->p->scr->inloop[v];
     return c->root >= 0 && c->p->scr->group &&
            c->p->scr->group[v] == c->root;
 }
@@ -406,8 +416,9 @@ static int ew_init(ew_ctx *c, kiln_program *p, kiln_graph *g, kiln_err *err)
     c->root = -1;
     c->cap = (int)(sizeof c->bufs / sizeof c->bufs[0]);
     c->load_of = malloc(sizeof(int) * (size_t)c->cap);
+    c->table = malloc((size_t)c->cap);
     p->scr->n_done = 0;
-    if (!c->load_of)
+    if (!c->load_of || !c->table)
         return nomem(err);
     return 0;
 }
@@ -432,6 +443,7 @@ static void ew_free(ew_ctx *c)
     free(c->pb.ins);
     free(c->dyn);
     free(c->load_of);
+    free(c->table);
 }
 
 /* Emit a step for program c with output buffer `out` (recipe `orec`) and
@@ -465,6 +477,35 @@ static int ew_finish(ew_ctx *c, int kind, int node, const char *label,
     return 0;
 }
 
+/* A gather inside a loop (rank-1 table, axis 0): a TAKE of the table's
+ * TABLE slot (one per table buffer, apart from any ITER slot of the same
+ * buffer) at the index operand. */
+static int emit_table_take(ew_ctx *c, int v, kiln_err *err)
+{
+    kiln_node *n = &c->g->nodes[v];
+    int tb = c->p->node_buf[n->in[0]];
+    int *arr = c->dyn ? c->dyn : c->bufs;
+    int slot = -1;
+    for (int i = 0; i < c->n && slot < 0; i++)
+        if (c->table[i] && arr[i] == tb)
+            slot = i;
+    if (slot < 0) {
+        /* a TABLE slot is not the one ew_operand finds for the buffer */
+        kiln_lower_scratch *sc = c->p->scr;
+        int had = tb < sc->buf_slot_cap ? sc->buf_slot[tb] : -1;
+        slot = ew_new_slot(c, tb, err);
+        if (slot < 0)
+            return -1;
+        c->table[slot] = 1;
+        if (had < 0)
+            sc->buf_slot[tb] = -1;
+    }
+    kiln_dtype it = c->g->nodes[n->in[1]].type.dtype;
+    int idx = ew_operand(c, n->in[1], it, err);
+    return idx < 0 ? -1 : emit(&c->pb, KILN_I_TAKE, n->type.dtype, slot, idx,
+                               -1, 0);
+}
+
 /* The instructions of elementwise node v (its operands through
  * ew_operand); returns the result instruction or -1. */
 static int emit_node(ew_ctx *c, int v, kiln_err *err)
@@ -474,6 +515,8 @@ static int emit_node(ew_ctx *c, int v, kiln_err *err)
     const kiln_op_info *info = kiln_ir_op_info(n->op);
     int r = -1;
     kiln_dtype od = n->type.dtype;
+    if (n->op == KILN_OP_TAKE)
+        return emit_table_take(c, v, err);
     if (n->op == KILN_OP_CAST) {
         kiln_dtype in_dt = g->nodes[n->in[0]].type.dtype;
         r = ew_operand(c, n->in[0], in_dt, err);
@@ -992,6 +1035,277 @@ static int lower_reduce(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     return attach_program(s, &pb, &out, err);
 }
 
+/* ---- loops ---------------------------------------------------------- */
+
+static int lower_node(kiln_program *p, kiln_graph *g, int v, int k,
+                      kiln_err *err);
+
+/* Whether loop member m reads its operand i whole (a gather's table, the
+ * array a scatter adds into) or not at all (fill's model): then the
+ * operand is no ITER input of the loop. */
+static int loop_reads_element(const kiln_graph *g, int m, int i)
+{
+    int op = g->nodes[m].op;
+    return !(i == 0 && (op == KILN_OP_TAKE || op == KILN_OP_FILL ||
+                        op == KILN_OP_ADVANCED_INC_SUBTENSOR));
+}
+
+static int is_reduction(int op)
+{
+    return op == KILN_OP_SUM || op == KILN_OP_PROD || op == KILN_OP_MAX ||
+           op == KILN_OP_MIN || op == KILN_OP_MEAN;
+}
+
+/* What kind of output loop member m is: 0 none (computed in registers
+ * only), KILN_ROLE_ITER + 1, KILN_ROLE_REDUCE + 1, KILN_ROLE_SCATTER + 1. */
+static int loop_output(const kiln_graph *g, const kiln_fusion *fu, int m)
+{
+    int op = g->nodes[m].op;
+    if (is_reduction(op))
+        return KILN_ROLE_REDUCE + 1;
+    if (op == KILN_OP_ADVANCED_INC_SUBTENSOR)
+        return KILN_ROLE_SCATTER + 1;
+    return fu->loop_ext[m] ? KILN_ROLE_ITER + 1 : 0;
+}
+
+static int same_dims(const kiln_type *a, const kiln_type *b)
+{
+    return a->rank == b->rank &&
+           !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+
+/* The member kernels of a loop one after another, in lowering order:
+ * for a loop whose iteration space no argument has (every input
+ * broadcasts and every output reduces or scatters). */
+static int lower_loop_apart(kiln_program *p, kiln_graph *g, const int *mem,
+                            int n_mem, int anchor, kiln_err *err)
+{
+    const kiln_fusion *fu = &p->scr->fu;
+    int *ks = malloc(sizeof(int) * (size_t)(n_mem > 0 ? n_mem : 1));
+    if (!ks)
+        return nomem(err);
+    int nk = 0;
+    for (int i = 0; i < n_mem; i++)
+        if (fu->loop[mem[i]] == anchor)   /* a kernel of the loop */
+            ks[nk++] = mem[i];
+    /* by position: insertion sort (lowering order of the kernels) */
+    const int *where = p->scr->where;
+    for (int i = 1; i < nk; i++) {
+        int x = ks[i], j = i;
+        for (; j > 0 && where[ks[j - 1]] > where[x]; j--)
+            ks[j] = ks[j - 1];
+        ks[j] = x;
+    }
+    int rc = 0;
+    for (int i = 0; i < nk && !rc; i++)
+        rc = lower_node(p, g, ks[i], where[ks[i]], err);
+    free(ks);
+    return rc;
+}
+
+/* A loop (core/fuse.c, ABI 1.5): one LOOP kernel over the loop's space.
+ * Outputs, in node order: members read outside the loop (ITER), the
+ * reductions (REDUCE) and the scatter-adds (SCATTER, in place on their
+ * array, or on a copy of it); inputs by first use, the first ITER input
+ * of exactly the space's type moved to slot 0 (it gives the iteration
+ * space), else an ITER output of that type first.  Both orders depend
+ * only on the loop's expression DAG: keys stay canonical. */
+static int lower_loop(kiln_program *p, kiln_graph *g, int anchor,
+                      kiln_err *err)
+{
+    kiln_lower_scratch *sc = p->scr;
+    const kiln_fusion *fu = &sc->fu;
+    const int *mem = fu->loop_nodes + fu->loop_start[anchor];
+    int n_mem = fu->loop_start[anchor + 1] - fu->loop_start[anchor];
+    const kiln_type *space = kiln_fuse_loop_space(g, fu, anchor);
+    int rank = space->rank;
+    /* can the space come from an argument? */
+    for (int i = 0; i < n_mem; i++)
+        sc->inloop[mem[i]] = 1;
+    int defined = 0;
+    for (int i = 0; i < n_mem && !defined; i++) {
+        int m = mem[i];
+        const kiln_node *mn = &g->nodes[m];
+        if (loop_output(g, fu, m) == KILN_ROLE_ITER + 1 &&
+            same_dims(&mn->type, space))
+            defined = 1;
+        for (int j = 0; j < mn->n_in && !defined; j++) {
+            int w = mn->in[j];
+            defined = !sc->inloop[w] && loop_reads_element(g, m, j) &&
+                      p->node_buf[w] >= 0 && same_dims(&g->nodes[w].type, space);
+        }
+    }
+    if (!defined) {
+        for (int i = 0; i < n_mem; i++)
+            sc->inloop[mem[i]] = 0;
+        return lower_loop_apart(p, g, mem, n_mem, anchor, err);
+    }
+    int rc = 0, n_out = 0;
+    /* the arrays the scatters add into: in place when nothing else reads
+     * them (as lower_set_subtensor), else a copy first */
+    for (int i = 0; i < n_mem && !rc; i++) {
+        int m = mem[i];
+        int kind = loop_output(g, fu, m);
+        n_out += kind != 0;
+        if (kind != KILN_ROLE_SCATTER + 1)
+            continue;
+        kiln_node *n = &g->nodes[m];
+        int ob = p->node_buf[m], xb = p->node_buf[n->in[0]];
+        if (sc->uses[n->in[0]] == 1 && xb >= 0 && ob < sc->n_alias &&
+            p->bufs[xb].kind == KILN_BUF_TEMP && !sc->isout[n->in[0]] &&
+            !p->bufs[xb].fused) {
+            sc->buf_alias[ob] = xb;
+            p->node_buf[m] = xb;
+        } else {
+            rc = lower_copy(p, g, m, n->in[0], KILN_VIEW_FULL, ob,
+                            KILN_VIEW_FULL, NULL, "copy", err);
+        }
+    }
+    int *outs = malloc(sizeof(int) * 4 * (size_t)(n_out > 0 ? n_out : 1));
+    ew_ctx c;
+    if (rc || !outs || ew_init(&c, p, g, err)) {
+        free(outs);
+        for (int i = 0; i < n_mem; i++)
+            sc->inloop[mem[i]] = 0;
+        return rc ? rc : nomem(err);
+    }
+    int *onode = outs + n_out, *orole = outs + 2 * n_out,
+        *oidx = outs + 3 * n_out;
+    c.loop = 1;
+    int j = 0;
+    for (int i = 0; i < n_mem && !rc; i++) {
+        int m = mem[i];
+        int kind = loop_output(g, fu, m);
+        if (!kind)
+            continue;
+        kiln_node *n = &g->nodes[m];
+        int r, x = -1;
+        if (kind == KILN_ROLE_REDUCE + 1) {
+            r = ew_operand(&c, n->in[0], n->type.dtype, err);
+        } else if (kind == KILN_ROLE_SCATTER + 1) {
+            r = ew_operand(&c, n->in[2], n->type.dtype, err);
+            x = r < 0 ? -1 : ew_operand(&c, n->in[1],
+                                        g->nodes[n->in[1]].type.dtype, err);
+            if (x < 0)
+                r = -1;
+        } else {
+            r = sc->instr[m] >= 0 ? sc->instr[m] : emit_tree(&c, m, err);
+        }
+        if (r < 0)
+            rc = err && err->code ? err->code : nomem(err);
+        outs[j] = r;
+        onode[j] = m;
+        orole[j] = kind - 1;
+        oidx[j++] = x;
+    }
+    /* the argument that gives the iteration space goes first */
+    int *arr = c.dyn ? c.dyn : c.bufs;
+    int first_in = -1, first_out = -1;
+    for (int i = 0; !rc && i < c.n && first_in < 0; i++)
+        if (!c.table[i] && same_dims(&p->bufs[arr[i]].type, space))
+            first_in = i;
+    for (int i = 0; !rc && first_in < 0 && i < n_out && first_out < 0; i++)
+        if (orole[i] == KILN_ROLE_ITER &&
+            same_dims(&g->nodes[onode[i]].type, space))
+            first_out = i;
+    if (!rc && first_in < 0 && first_out < 0)
+        rc = kiln_seterr(err, KILN_ERR_TYPE, "loop at node %d: no argument "
+                         "has its iteration space", anchor);
+    if (!rc && first_in > 0) {
+        /* rotate slot first_in to 0; renumber LOAD and TAKE */
+        int b0 = arr[first_in], l0 = c.load_of[first_in];
+        char t0 = c.table[first_in];
+        for (int i = first_in; i > 0; i--) {
+            arr[i] = arr[i - 1];
+            c.load_of[i] = c.load_of[i - 1];
+            c.table[i] = c.table[i - 1];
+        }
+        arr[0] = b0;
+        c.load_of[0] = l0;
+        c.table[0] = t0;
+        for (int i = 0; i < c.pb.n; i++) {
+            kiln_instr *in = &c.pb.ins[i];
+            if (in->op == KILN_I_LOAD || in->op == KILN_I_TAKE)
+                in->a = in->a < first_in ? in->a + 1
+                        : in->a == first_in ? 0 : in->a;
+        }
+        first_in = 0;
+    }
+    if (!rc && first_out > 0) {
+        /* rotate output first_out to 0 */
+        int t[4] = {outs[first_out], onode[first_out], orole[first_out],
+                    oidx[first_out]};
+        for (int i = first_out; i > 0; i--) {
+            outs[i] = outs[i - 1];
+            onode[i] = onode[i - 1];
+            orole[i] = orole[i - 1];
+            oidx[i] = oidx[i - 1];
+        }
+        outs[0] = t[0];
+        onode[0] = t[1];
+        orole[0] = t[2];
+        oidx[0] = t[3];
+        first_out = 0;
+    }
+    kiln_step *s = rc ? NULL : new_step(p, KILN_KERNEL_LOOP, anchor, c.n,
+                                        n_out, "fused_loop", err);
+    if (!rc && !s)
+        rc = err ? err->code : KILN_ERR_NOMEM;
+    if (!rc) {
+        s->roles = malloc((size_t)(c.n + n_out > 0 ? c.n + n_out : 1));
+        s->out_index = malloc(sizeof(int32_t) * (size_t)(n_out > 0 ? n_out : 1));
+        if (!s->roles || !s->out_index)
+            rc = nomem(err);
+    }
+    if (!rc) {
+        for (int i = 0; i < c.n; i++) {
+            s->roles[i] = c.table[i] ? KILN_ROLE_TABLE : KILN_ROLE_ITER;
+            set_arg(p, s, 0, i, arr[i],
+                    c.table[i] || (i == 0 && first_in == 0) ? KILN_VIEW_FULL
+                                                            : KILN_VIEW_BCAST,
+                    c.table[i] ? 1 : rank);
+        }
+        uint32_t mask = 0;
+        for (int i = 0; i < n_out; i++) {
+            const kiln_node *on = &g->nodes[onode[i]];
+            s->roles[c.n + i] = (uint8_t)orole[i];
+            s->out_index[i] = orole[i] == KILN_ROLE_SCATTER ? oidx[i] : -1;
+            int ob = p->node_buf[onode[i]];
+            if (orole[i] == KILN_ROLE_REDUCE) {
+                set_arg(p, s, 1, i, ob, KILN_VIEW_REDUCE_OUT, rank);
+                reduce_mask(on->attrs, rank, s->out[i].perm);
+                s->out[i].keepdims = on->attrs->keepdims;
+                mask = 0;
+                for (int d = 0; d < rank; d++)
+                    if (s->out[i].perm[d])
+                        mask |= 1u << d;
+                s->kernel.reduce_op = (uint32_t)reduce_opcode(on->op);
+            } else {
+                set_arg(p, s, 1, i, ob, KILN_VIEW_FULL,
+                        orole[i] == KILN_ROLE_SCATTER ? 1 : rank);
+            }
+        }
+        s->kernel.reduce_axes = mask;
+        s->kernel.in_roles = s->roles;
+        s->kernel.out_roles = s->roles + c.n;
+        s->kernel.out_index = s->out_index;
+        s->iter_input = first_in == 0;
+        set_members(s, g, mem, n_mem, -1, sc->tnames);
+        rc = attach_program(s, &c.pb, outs, err);
+    }
+    /* members that are no output are never stored */
+    for (int i = 0; i < n_mem; i++) {
+        int m = mem[i];
+        sc->inloop[m] = 0;
+        if (!rc && !loop_output(g, fu, m) && p->node_buf[m] >= 0 &&
+            p->bufs[p->node_buf[m]].kind == KILN_BUF_TEMP)
+            p->bufs[p->node_buf[m]].fused = 1;
+    }
+    ew_free(&c);
+    free(outs);
+    return rc;
+}
+
 /* ---- casts to a temporary (join, dot, scatter operands) ------------- */
 
 static int cast_buf(kiln_program *p, int node, int buf,
@@ -1409,9 +1723,48 @@ int kiln_lower_ex(kiln_graph *g, kiln_program *p, const kiln_lower_opts *opts,
     free(sc.buf_alias);
     free(sc.done);
     free(sc.stk);
+    free(sc.inloop);
+    free(sc.where);
     p->scr = NULL;
     p->opts = NULL;
     return rc;
+}
+
+/* Lower live node v at position k of the lowering order: its kernel when
+ * v is where its kernel is made (unfused, or a group's root), else
+ * nothing (its group's kernel computes it). */
+static int lower_node(kiln_program *p, kiln_graph *g, int v, int k,
+                      kiln_err *err)
+{
+    kiln_lower_scratch *sc = p->scr;
+    int *group = sc->group;
+    kiln_node *n = &g->nodes[v];
+    switch (kiln_ir_op_info(n->op)->category) {
+    case KILN_CAT_LEAF: return 0;
+    case KILN_CAT_ELEMWISE:
+        /* a member of a fused group is computed by its root's kernel */
+        if (group && group[v] == v && sc->fu.region[v])
+            return lower_region(p, g, v, k, err);
+        if (!group || group[v] == v)
+            return lower_elemwise(p, g, v, err);
+        return 0;
+    case KILN_CAT_REDUCE:
+        /* a sibling set is one kernel, made at its first root */
+        if (group && sc->fu.sib[v] == v)
+            return lower_siblings(p, g, v, err);
+        if (!group || sc->fu.sib[v] < 0)
+            return lower_reduce(p, g, v, err);
+        return 0;
+    case KILN_CAT_SHAPE: return lower_shape(p, g, v, err);
+    case KILN_CAT_INDEX:
+        if (n->op == KILN_OP_TAKE)
+            return lower_take(p, g, v, err);
+        if (n->op == KILN_OP_SUBTENSOR)
+            return lower_shape(p, g, v, err);
+        return lower_set_subtensor(p, g, v, err);
+    case KILN_CAT_DOT: return lower_dot(p, g, v, err);
+    }
+    return 0;
 }
 
 static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
@@ -1470,38 +1823,28 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
     /* the fusion plan's order (topological, each scalar region's members
      * together), else node order */
     int n_visit = group ? sc->fu.n_order : g->n_nodes;
+    if (!rc && group && sc->fu.n_loops) {
+        sc->inloop = calloc(nn, 1);
+        sc->where = malloc(sizeof(int) * nn);
+        if (!sc->inloop || !sc->where)
+            rc = nomem(err);
+        for (int k = 0; !rc && k < n_visit; k++)
+            sc->where[sc->fu.order[k]] = k;
+    }
     for (int k = 0; k < n_visit && !rc; k++) {
         int v = group ? sc->fu.order[k] : k;
         if (!live[v])
             continue;
-        kiln_node *n = &g->nodes[v];
-        switch (kiln_ir_op_info(n->op)->category) {
-        case KILN_CAT_LEAF: break;
-        case KILN_CAT_ELEMWISE:
-            /* a member of a fused group is computed by its root's kernel */
-            if (group && group[v] == v && sc->fu.region[v])
-                rc = lower_region(p, g, v, k, err);
-            else if (!group || group[v] == v)
-                rc = lower_elemwise(p, g, v, err);
-            break;
-        case KILN_CAT_REDUCE:
-            /* a sibling set is one kernel, made at its first root */
-            if (group && sc->fu.sib[v] == v)
-                rc = lower_siblings(p, g, v, err);
-            else if (!group || sc->fu.sib[v] < 0)
-                rc = lower_reduce(p, g, v, err);
-            break;
-        case KILN_CAT_SHAPE: rc = lower_shape(p, g, v, err); break;
-        case KILN_CAT_INDEX:
-            if (n->op == KILN_OP_TAKE)
-                rc = lower_take(p, g, v, err);
-            else if (n->op == KILN_OP_SUBTENSOR)
-                rc = lower_shape(p, g, v, err);
-            else
-                rc = lower_set_subtensor(p, g, v, err);
-            break;
-        case KILN_CAT_DOT: rc = lower_dot(p, g, v, err); break;
+        if (group && sc->fu.n_loops) {
+            /* a loop is lowered at its anchor; its other kernels with it */
+            int a = sc->fu.loop[kiln_fuse_kernel_of(&sc->fu, v)];
+            if (a >= 0) {
+                if (v == a)
+                    rc = lower_loop(p, g, v, err);
+                continue;
+            }
         }
+        rc = lower_node(p, g, v, k, err);
     }
     /* updates in place: a buffer whose shape is inferred from a replaced
      * buffer infers it from the replacement (the replaced one is never
@@ -1561,6 +1904,8 @@ void kiln_lower_free(kiln_program *p)
         free(s->instrs);
         free(s->out_refs);
         free(s->members);
+        free(s->roles);
+        free(s->out_index);
     }
     free(p->bufs);
     free(p->steps);

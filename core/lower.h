@@ -90,6 +90,10 @@ typedef struct kiln_step {
     int split;
     char *members;        /* owned: the members' names, "a, b, t12, ..."
                              (all of them; NULL when unfused) */
+    /* LOOP (ABI 1.5): the arguments' roles (inputs, then outputs) and
+     * the outputs' scatter indices, owned; NULL for other kinds */
+    uint8_t *roles;
+    int32_t *out_index;
     /* compiled */
     const kiln_backend *backend;
     kiln_callable *callable;
@@ -129,6 +133,7 @@ typedef struct kiln_lower_opts {
     int fuse_max_width;   /* inputs of one fused kernel */
     int fuse_max_ops;     /* instructions of one fused scalar program */
     int fuse_max_outputs; /* outputs of one fused scalar region (0: one) */
+    int fuse_loops;       /* plan LOOP kernels (core/fuse.c, ABI 1.5) */
 } kiln_lower_opts;
 
 /* kiln_lower with options (NULL: none of them, kiln_lower's behaviour). */

@@ -58,6 +58,7 @@ static const struct {
     [KILN_I_AND] = {"and", 1}, [KILN_I_OR] = {"or", 1},
     [KILN_I_NOT] = {"not", 1},
     [KILN_I_TRIGAMMA] = {"trigamma", 40},
+    [KILN_I_TAKE] = {"take", 2},
 };
 
 /* Weights that are not opcodes: per element of every kernel (the store
@@ -88,15 +89,16 @@ static const backend_model builtin_models[] = {
 #define N_BUILTIN_MODELS 3
 
 static const char *const kind_names[] = {NULL, "elemwise", "reduce", "join",
-                                         "gather", "scatter", "dot"};
-#define N_KINDS 7
+                                         "gather", "scatter", "dot",
+                                         "loop"};
+#define N_KINDS 8
 
 /* The rewrite passes a `passes:` list may name (docs/policy.md), in the
  * order they run (core/rewrite/manager.c); "fusion" is also accepted for
  * "fuse", as on the command line. */
 static const char *const pass_names[] = {
     "canonicalize", "fold", "cse", "promote", "join_slices", "pairwise",
-    "fuse", NULL};
+    "fuse", "loops", NULL};
 
 /* ---- the policy ----------------------------------------------------- */
 
@@ -1092,7 +1094,8 @@ double kiln_policy_cost(const kiln_policy *p, const kiln_kernel *k,
                : p ? (double)p->symbolic_elements : 1024.0;
     switch (k->kind) {
     case KILN_KERNEL_ELEMWISE:
-    case KILN_KERNEL_REDUCE: {
+    case KILN_KERNEL_REDUCE:
+    case KILN_KERNEL_LOOP: {
         double w = extra[W_ELEMENT];
         for (uint32_t i = 0; i < k->n_instrs && k->instrs; i++) {
             unsigned op = k->instrs[i].op;
@@ -1345,8 +1348,12 @@ kiln_plan *kiln_plan_make(const kiln_options *opt, const char *backend,
         sp->elements = sp->work = -1;
         if (s->n_out > 0 && s->out[0].buf >= 0)
             sp->elements = static_numel(&prog->bufs[s->out[0].buf].type);
+        if (s->kernel.kind == KILN_KERNEL_LOOP && s->iter_input && s->n_in > 0)
+            sp->elements = static_numel(&prog->bufs[s->in[0].buf].type);
         sp->work = sp->elements;
-        if (s->kernel.kind == KILN_KERNEL_REDUCE && s->n_in > 0)
+        if ((s->kernel.kind == KILN_KERNEL_REDUCE ||
+             (s->kernel.kind == KILN_KERNEL_LOOP && s->iter_input)) &&
+            s->n_in > 0)
             sp->work = static_numel(&prog->bufs[s->in[0].buf].type);
         else if (s->kernel.kind == KILN_KERNEL_SCATTER && s->n_in > 0)
             sp->work = static_numel(&prog->bufs[s->in[0].buf].type);

@@ -827,7 +827,8 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
         .fuse = (rwc.passes >> KILN_PASS_FUSE) & 1,
         .fuse_max_width = rwc.fuse_max_width,
         .fuse_max_ops = rwc.fuse_max_ops,
-        .fuse_max_outputs = rwc.fuse_max_outputs};
+        .fuse_max_outputs = rwc.fuse_max_outputs,
+        .fuse_loops = (rwc.passes >> KILN_PASS_LOOPS) & 1};
     kiln_graph *g = f->g;
     int nn = g->n_nodes ? g->n_nodes : 1;
     int ns = g->n_symbols ? g->n_symbols : 1;
@@ -1148,6 +1149,12 @@ static int build_views(kiln_function *f, kiln_step *s)
         kiln_lower_view(p, &s->in[0], 0, NULL, &s->vin[0]);
         iter_rank = s->vin[0].rank;
         iter = s->vin[0].shape;
+    } else if (s->n_out > 0) {
+        /* output 0 (its buffer as it is) gives the iteration space: a LOOP
+         * kernel's reduction outputs after it need it */
+        kiln_lower_view(p, &s->out[0], 0, NULL, &s->vout[0]);
+        iter_rank = s->vout[0].rank;
+        iter = s->vout[0].shape;
     }
     for (int k = 0; k < s->n_out; k++) {
         kiln_lower_view(p, &s->out[k], iter_rank, iter, &s->vout[k]);

@@ -19,8 +19,9 @@
 static const char *kind_name(int kind)
 {
     static const char *const names[] = {"?", "elemwise", "reduce", "join",
-                                        "gather", "scatter", "dot"};
-    return kind > 0 && kind < 7 ? names[kind] : "?";
+                                        "gather", "scatter", "dot",
+                                        "loop"};
+    return kind > 0 && kind < 8 ? names[kind] : "?";
 }
 
 static const char *cache_word(int r)

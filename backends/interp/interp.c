@@ -5,7 +5,7 @@
  * nothing beyond libc: "compiling" a kernel deep-copies its description,
  * and loading it prepares the scalar program for block execution.
  *
- * How a scalar program runs (ELEMWISE and REDUCE kernels): the iteration
+ * How a scalar program runs (ELEMWISE, REDUCE and LOOP kernels): the iteration
  * space is walked row by row along its innermost (coalesced) dimension,
  * in blocks of up to KILN_INTERP_BLOCK elements.  Each instruction runs
  * once per block as a tight loop over a block register (one slot per
@@ -78,6 +78,7 @@ static const char *kiln_interp_kind_name(uint32_t kind)
     case KILN_KERNEL_GATHER: return "gather";
     case KILN_KERNEL_SCATTER: return "scatter";
     case KILN_KERNEL_DOT: return "dot";
+    case KILN_KERNEL_LOOP: return "loop";
     default: return "?";
     }
 }
@@ -92,7 +93,8 @@ enum kiln_interp_opclass {
     KILN_INTERP_C_ORDER,   /* maximum/minimum: any dtype, bool included */
     KILN_INTERP_C_WHERE,   /* bool ? T : T -> T */
     KILN_INTERP_C_COMPARE, /* T, T -> bool */
-    KILN_INTERP_C_LOGIC    /* bool, bool -> bool */
+    KILN_INTERP_C_LOGIC,   /* bool, bool -> bool */
+    KILN_INTERP_C_TAKE     /* table input a at index b (LOOP only) */
 };
 
 typedef struct kiln_interp_opinfo {
@@ -141,11 +143,16 @@ static const kiln_interp_opinfo kiln_interp_ops[KILN_I_COUNT] = {
     [KILN_I_OR] = { "or", 2, KILN_INTERP_C_LOGIC, 0 },
     [KILN_I_NOT] = { "not", 1, KILN_INTERP_C_LOGIC, 0 },
     [KILN_I_TRIGAMMA] = { "trigamma", 1, KILN_INTERP_C_FLOAT, 1 },
+    /* arity 1: its one instruction operand is b (a names an input) */
+    [KILN_I_TAKE] = { "take", 1, KILN_INTERP_C_TAKE, 0 },
 };
 
-/* The operands of an instruction that name earlier instructions. */
+/* The operands of an instruction that name earlier instructions (TAKE's
+ * only one is b). */
 static int32_t kiln_interp_operand(const kiln_instr *in, unsigned q)
 {
+    if (in->op == KILN_I_TAKE)
+        return in->b;
     return q == 0 ? in->a : q == 1 ? in->b : in->c;
 }
 
@@ -293,13 +300,41 @@ static int kiln_interp_check_instr(const kiln_kernel *k, uint32_t i,
                                    "is %d, not an earlier instruction", i,
                                    info->name, q, (int)o);
     }
-    unsigned odt = info->arity > 0 ? k->instrs[in->a].dtype : dt;
+    unsigned odt = info->arity > 0
+                       ? k->instrs[kiln_interp_operand(in, 0)].dtype : dt;
     switch (info->cls) {
+    case KILN_INTERP_C_TAKE:
+        if (k->kind != KILN_KERNEL_LOOP)
+            return kiln_interp_why(why, n, "instruction %u (take) outside a "
+                                   "loop kernel", i);
+        if (in->a < 0 || (uint32_t)in->a >= k->n_inputs)
+            return kiln_interp_why(why, n, "instruction %u (take): input %d "
+                                   "does not exist (%u inputs)", i,
+                                   (int)in->a, k->n_inputs);
+        if (k->in_roles[in->a] != KILN_ROLE_TABLE)
+            return kiln_interp_why(why, n, "instruction %u (take): input %d "
+                                   "is not a table", i, (int)in->a);
+        if (!kiln_interp_is_int(odt))
+            return kiln_interp_why(why, n, "instruction %u (take): the index "
+                                   "is %s, not i64/i32", i,
+                                   kiln_interp_dtype_name(odt));
+        if (k->inputs[in->a].dtype != dt)
+            return kiln_interp_why(why, n, "instruction %u (take): dtype %s "
+                                   "but input %d is %s", i,
+                                   kiln_interp_dtype_name(dt), (int)in->a,
+                                   kiln_interp_dtype_name(
+                                       k->inputs[in->a].dtype));
+        return 0;
     case KILN_INTERP_C_LOAD:
         if (in->a < 0 || (uint32_t)in->a >= k->n_inputs)
             return kiln_interp_why(why, n, "instruction %u (load): input %d "
                                    "does not exist (%u inputs)", i,
                                    (int)in->a, k->n_inputs);
+        if (k->kind == KILN_KERNEL_LOOP &&
+            k->in_roles[in->a] != KILN_ROLE_ITER)
+            return kiln_interp_why(why, n, "instruction %u (load): input %d "
+                                   "is a table (take reads it)", i,
+                                   (int)in->a);
         if (k->inputs[in->a].dtype != dt)
             return kiln_interp_why(why, n, "instruction %u (load): dtype %s "
                                    "but input %d is %s", i,
@@ -398,6 +433,30 @@ static int kiln_interp_check_ranks(const kiln_kernel *k, unsigned rank,
     return 0;
 }
 
+/* The dtype rules of reduce_op for an output of dtype dt. */
+static int kiln_interp_check_reduce_dtype(uint32_t op, unsigned dt,
+                                          char *why, size_t n)
+{
+    switch (op) {
+    case KILN_REDUCE_SUM:
+    case KILN_REDUCE_PROD:
+        if (dt == KILN_BOOL)
+            return kiln_interp_why(why, n, "sum/prod of bool (cast to an "
+                                   "integer first)");
+        return 0;
+    case KILN_REDUCE_MEAN:
+        if (!kiln_interp_is_float(dt))
+            return kiln_interp_why(why, n, "mean of %s (cast to a float "
+                                   "first)", kiln_interp_dtype_name(dt));
+        return 0;
+    case KILN_REDUCE_MAX:
+    case KILN_REDUCE_MIN:
+        return 0;
+    default:
+        return kiln_interp_why(why, n, "unknown reduce_op %u", op);
+    }
+}
+
 static int kiln_interp_check_reduce(const kiln_kernel *k, char *why,
                                     size_t n)
 {
@@ -408,28 +467,10 @@ static int kiln_interp_check_reduce(const kiln_kernel *k, char *why,
     if (kiln_interp_check_ranks(k, k->inputs[0].rank, 1, why, n))
         return -1;
     /* several outputs (ABI 1.4): sibling reductions, one op */
-    for (uint32_t j = 0; j < k->n_outputs; j++) {
-    unsigned dt = k->outputs[j].dtype;
-    switch (k->reduce_op) {
-    case KILN_REDUCE_SUM:
-    case KILN_REDUCE_PROD:
-        if (dt == KILN_BOOL)
-            return kiln_interp_why(why, n, "sum/prod of bool (cast to an "
-                                   "integer first)");
-        break;
-    case KILN_REDUCE_MEAN:
-        if (!kiln_interp_is_float(dt))
-            return kiln_interp_why(why, n, "mean of %s (cast to a float "
-                                   "first)", kiln_interp_dtype_name(dt));
-        break;
-    case KILN_REDUCE_MAX:
-    case KILN_REDUCE_MIN:
-        break;
-    default:
-        return kiln_interp_why(why, n, "unknown reduce_op %u",
-                               k->reduce_op);
-    }
-    }
+    for (uint32_t j = 0; j < k->n_outputs; j++)
+        if (kiln_interp_check_reduce_dtype(k->reduce_op,
+                                           k->outputs[j].dtype, why, n))
+            return -1;
     return kiln_interp_check_program(k, why, n);
 }
 
@@ -503,6 +544,82 @@ static int kiln_interp_check_dot(const kiln_kernel *k, char *why, size_t n)
     return 0;
 }
 
+/* The rank of a LOOP kernel's iteration space: the rank of its first
+ * ITER or REDUCE argument, inputs first; -1 when it has none. */
+static int kiln_interp_loop_rank(const kiln_kernel *k)
+{
+    for (uint32_t i = 0; i < k->n_inputs; i++)
+        if (k->in_roles[i] == KILN_ROLE_ITER)
+            return k->inputs[i].rank;
+    for (uint32_t j = 0; j < k->n_outputs; j++)
+        if (k->out_roles[j] == KILN_ROLE_ITER ||
+            k->out_roles[j] == KILN_ROLE_REDUCE)
+            return k->outputs[j].rank;
+    return -1;
+}
+
+/* LOOP (ABI 1.5): roles, ranks, reductions and scatter indices. */
+static int kiln_interp_check_loop(const kiln_kernel *k, char *why, size_t n)
+{
+    if ((k->n_inputs && !k->in_roles) || !k->out_roles || !k->out_index)
+        return kiln_interp_why(why, n, "loop kernel without roles or "
+                               "out_index");
+    for (uint32_t i = 0; i < k->n_inputs; i++)
+        if (k->in_roles[i] != KILN_ROLE_ITER &&
+            k->in_roles[i] != KILN_ROLE_TABLE)
+            return kiln_interp_why(why, n, "input %u has role %u (iter or "
+                                   "table only)", i, k->in_roles[i]);
+    for (uint32_t j = 0; j < k->n_outputs; j++)
+        if (k->out_roles[j] != KILN_ROLE_ITER &&
+            k->out_roles[j] != KILN_ROLE_REDUCE &&
+            k->out_roles[j] != KILN_ROLE_SCATTER)
+            return kiln_interp_why(why, n, "output %u has role %u (iter, "
+                                   "reduce or scatter only)", j,
+                                   k->out_roles[j]);
+    int rank = kiln_interp_loop_rank(k);
+    if (rank < 0)
+        return kiln_interp_why(why, n, "loop kernel without an iteration "
+                               "input or output");
+    if (rank < 32 && (k->reduce_axes >> rank) != 0)
+        return kiln_interp_why(why, n, "reduce_axes 0x%x beyond rank %d",
+                               k->reduce_axes, rank);
+    for (uint32_t i = 0; i < k->n_inputs; i++) {
+        unsigned want = k->in_roles[i] == KILN_ROLE_TABLE ? 1u
+                                                          : (unsigned)rank;
+        if (k->inputs[i].rank != want)
+            return kiln_interp_why(why, n, "input %u has rank %u, expected "
+                                   "%u", i, k->inputs[i].rank, want);
+    }
+    if (kiln_interp_check_program(k, why, n))
+        return -1;
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        unsigned role = k->out_roles[j], dt = k->outputs[j].dtype;
+        unsigned want = role == KILN_ROLE_SCATTER ? 1u : (unsigned)rank;
+        int32_t x = k->out_index[j];
+        if (k->outputs[j].rank != want)
+            return kiln_interp_why(why, n, "output %u has rank %u, expected "
+                                   "%u", j, k->outputs[j].rank, want);
+        if (role == KILN_ROLE_REDUCE &&
+            kiln_interp_check_reduce_dtype(k->reduce_op, dt, why, n))
+            return -1;
+        if (role != KILN_ROLE_SCATTER) {
+            if (x != -1)
+                return kiln_interp_why(why, n, "out_index[%u] = %d for an "
+                                       "output that does not scatter", j,
+                                       (int)x);
+            continue;
+        }
+        if (dt == KILN_BOOL)
+            return kiln_interp_why(why, n, "output %u: a scatter-add of "
+                                   "bool", j);
+        if (x < 0 || (uint32_t)x >= k->n_instrs ||
+            !kiln_interp_is_int(k->instrs[x].dtype))
+            return kiln_interp_why(why, n, "out_index[%u] = %d is not an "
+                                   "i64/i32 instruction", j, (int)x);
+    }
+    return 0;
+}
+
 /* 0 when the interpreter can run `k` (a full-size copy); otherwise -1
  * with the reason in `why`. */
 static int kiln_interp_check(const kiln_kernel *k, char *why, size_t n)
@@ -523,6 +640,8 @@ static int kiln_interp_check(const kiln_kernel *k, char *why, size_t n)
         return kiln_interp_check_indexing(k, why, n);
     case KILN_KERNEL_DOT:
         return kiln_interp_check_dot(k, why, n);
+    case KILN_KERNEL_LOOP:
+        return kiln_interp_check_loop(k, why, n);
     default:
         return kiln_interp_why(why, n, "unknown kernel kind %u", k->kind);
     }
@@ -530,7 +649,8 @@ static int kiln_interp_check(const kiln_kernel *k, char *why, size_t n)
 
 static int kiln_interp_has_program(uint32_t kind)
 {
-    return kind == KILN_KERNEL_ELEMWISE || kind == KILN_KERNEL_REDUCE;
+    return kind == KILN_KERNEL_ELEMWISE || kind == KILN_KERNEL_REDUCE ||
+           kind == KILN_KERNEL_LOOP;
 }
 
 /* ------------------------------------------------------------------ */
@@ -558,8 +678,9 @@ static int kiln_interp_reserve(size_t *total, size_t *at, size_t count,
 static kiln_artifact *kiln_interp_copy(const kiln_kernel *k)
 {
     int prog = kiln_interp_has_program(k->kind);
+    int loop = k->kind == KILN_KERNEL_LOOP;
     size_t total = sizeof(kiln_artifact), at_in, at_out, at_ins = 0,
-           at_refs = 0, at_label = 0;
+           at_refs = 0, at_label = 0, at_inr = 0, at_outr = 0, at_oidx = 0;
     size_t label_len = k->label ? strlen(k->label) : 0;
     int ok = kiln_interp_reserve(&total, &at_in, k->n_inputs,
                                  sizeof(kiln_arg_desc))
@@ -568,6 +689,12 @@ static kiln_artifact *kiln_interp_copy(const kiln_kernel *k)
           && (!prog || (kiln_interp_reserve(&total, &at_ins, k->n_instrs,
                                             sizeof(kiln_instr))
                         && kiln_interp_reserve(&total, &at_refs,
+                                               k->n_outputs,
+                                               sizeof(int32_t))))
+          && (!loop || (kiln_interp_reserve(&total, &at_inr, k->n_inputs, 1)
+                        && kiln_interp_reserve(&total, &at_outr, k->n_outputs,
+                                               1)
+                        && kiln_interp_reserve(&total, &at_oidx,
                                                k->n_outputs,
                                                sizeof(int32_t))))
           && (!k->label || kiln_interp_reserve(&total, &at_label,
@@ -597,6 +724,19 @@ static kiln_artifact *kiln_interp_copy(const kiln_kernel *k)
         a->k.out_refs = refs;
     } else {
         a->k.n_instrs = 0;
+    }
+    a->k.in_roles = a->k.out_roles = NULL;
+    a->k.out_index = NULL;
+    if (loop) {
+        uint8_t *inr = block + at_inr, *outr = block + at_outr;
+        int32_t *oidx = (int32_t *)(void *)(block + at_oidx);
+        if (k->n_inputs)
+            memcpy(inr, k->in_roles, k->n_inputs);
+        memcpy(outr, k->out_roles, k->n_outputs);
+        memcpy(oidx, k->out_index, k->n_outputs * sizeof *oidx);
+        a->k.in_roles = inr;
+        a->k.out_roles = outr;
+        a->k.out_index = oidx;
     }
     if (k->label) {
         char *label = (char *)(block + at_label);
@@ -630,8 +770,11 @@ static void kiln_interp_prog_free(kiln_interp_prog *p)
 /* Mark the instructions the outputs depend on (liveness, backwards). */
 static void kiln_interp_mark_live(const kiln_kernel *k, uint8_t *live)
 {
-    for (uint32_t j = 0; j < k->n_outputs; j++)
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
         live[k->out_refs[j]] = 1;
+        if (k->out_index && k->out_index[j] >= 0)
+            live[k->out_index[j]] = 1;
+    }
     for (uint32_t i = k->n_instrs; i-- > 0;) {
         const kiln_instr *in = &k->instrs[i];
         if (!live[i])
@@ -664,8 +807,11 @@ static void kiln_interp_assign_regs(const kiln_kernel *k,
     for (uint32_t i = 0; i < n; i++)
         if (live[i] && k->instrs[i].op == KILN_I_CONST)
             last[i] = UINT32_MAX;
-    for (uint32_t j = 0; j < k->n_outputs; j++)
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
         last[k->out_refs[j]] = UINT32_MAX;
+        if (k->out_index && k->out_index[j] >= 0)
+            last[k->out_index[j]] = UINT32_MAX;
+    }
 
     for (uint32_t i = 0; i < n; i++) {
         p->reg[i] = UINT32_MAX;
@@ -1263,10 +1409,81 @@ static void *kiln_interp_reg(const kiln_interp_prun *p, uint32_t i)
     return p->regs + (size_t)p->r->s->prog.reg[i] * p->reg_bytes;
 }
 
-/* Run the program over elements j0 .. j0+n-1 of the current row. */
-static void kiln_interp_run_block(const kiln_interp_prun *p,
-                                  const kiln_interp_iter *it, int64_t j0,
-                                  size_t n)
+static int64_t kiln_interp_read_index(const void *p, unsigned dt)
+{
+    if (dt == KILN_I64) {
+        int64_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Read a block of n indices (register of dtype dt) and normalise them
+ * to [0, size): negative ones count from the end.  Returns the first
+ * index out of range through *bad and -1, else 0. */
+static int kiln_interp_norm_index(unsigned dt, const void *reg, size_t n,
+                                  int64_t size, int64_t *out, int64_t *bad)
+{
+    int fail = 0;
+    if (dt == KILN_I64) {
+        const int64_t *ix = reg;
+        for (size_t j = 0; j < n; j++) {
+            int64_t k = ix[j];
+            fail |= k < -size || k >= size;
+            out[j] = k < 0 ? k + size : k;
+        }
+    } else {
+        const int32_t *ix = reg;
+        for (size_t j = 0; j < n; j++) {
+            int64_t k = ix[j];
+            fail |= k < -size || k >= size;
+            out[j] = k < 0 ? k + size : k;
+        }
+    }
+    if (!fail)
+        return 0;
+    for (size_t j = 0; j < n; j++) {
+        int64_t k = kiln_interp_read_index((const char *)reg +
+                                               j * kiln_interp_dtype_size(dt),
+                                           dt);
+        if (k < -size || k >= size) {
+            *bad = k;
+            break;
+        }
+    }
+    return -1;
+}
+
+/* d[j] = table[idx[j]] for a block (TAKE; indices normalised). */
+static void kiln_interp_take_block(unsigned dt, void *d, const kiln_view *t,
+                                   const int64_t *idx, size_t n)
+{
+    int64_t st = t->strides[0];
+#define KILN_INTERP_TAKE_BLOCK(T)                                            \
+    do {                                                                      \
+        T *o = d;                                                             \
+        const T *x = t->data;                                                 \
+        for (size_t j = 0; j < n; j++)                                        \
+            o[j] = x[idx[j] * st];                                            \
+    } while (0)
+    switch (dt) {
+    case KILN_F64: KILN_INTERP_TAKE_BLOCK(double); break;
+    case KILN_F32: KILN_INTERP_TAKE_BLOCK(float); break;
+    case KILN_I64: KILN_INTERP_TAKE_BLOCK(int64_t); break;
+    case KILN_I32: KILN_INTERP_TAKE_BLOCK(int32_t); break;
+    default: KILN_INTERP_TAKE_BLOCK(uint8_t); break;
+    }
+#undef KILN_INTERP_TAKE_BLOCK
+}
+
+/* Run the program over elements j0 .. j0+n-1 of the current row.
+ * Returns 0, or KILN_ERR_RUNTIME (a TAKE index out of range). */
+static int kiln_interp_run_block(const kiln_interp_prun *p,
+                                 const kiln_interp_iter *it, int64_t j0,
+                                 size_t n)
 {
     const kiln_interp_prog *prog = &p->r->s->prog;
     const kiln_instr *instrs = p->r->k->instrs;
@@ -1282,6 +1499,19 @@ static void kiln_interp_run_block(const kiln_interp_prun *p,
                              es);
             continue;
         }
+        if (in->op == KILN_I_TAKE) {
+            const kiln_view *t = &p->r->call->inputs[in->a];
+            int64_t idx[KILN_INTERP_BLOCK], bad = 0;
+            if (kiln_interp_norm_index(instrs[in->b].dtype,
+                                       kiln_interp_reg(p, (uint32_t)in->b), n,
+                                       t->shape[0], idx, &bad))
+                return kiln_interp_fail(p->r, KILN_ERR_RUNTIME, "index %lld "
+                                        "is out of bounds for axis 0 with "
+                                        "size %lld", (long long)bad,
+                                        (long long)t->shape[0]);
+            kiln_interp_take_block(in->dtype, d, t, idx, n);
+            continue;
+        }
         unsigned arity = kiln_interp_ops[in->op].arity;
         const void *a = arity > 0 ? kiln_interp_reg(p, (uint32_t)in->a) : NULL;
         const void *b = arity > 1 ? kiln_interp_reg(p, (uint32_t)in->b) : NULL;
@@ -1291,6 +1521,7 @@ static void kiln_interp_run_block(const kiln_interp_prun *p,
             odt = instrs[in->b].dtype;
         kiln_interp_exec(p->r->rt, in, odt, d, a, b, c, n);
     }
+    return 0;
 }
 
 static int kiln_interp_elemwise_body(void *ctx, const kiln_interp_iter *it,
@@ -1298,7 +1529,7 @@ static int kiln_interp_elemwise_body(void *ctx, const kiln_interp_iter *it,
 {
     const kiln_interp_prun *p = ctx;
     const kiln_kernel *k = p->r->k;
-    kiln_interp_run_block(p, it, j0, (size_t)n);
+    (void)kiln_interp_run_block(p, it, j0, (size_t)n);  /* no TAKE */
     /* Stores come after every load of the block, so an output that
      * aliases an input element for element is read before written. */
     for (uint32_t j = 0; j < k->n_outputs; j++) {
@@ -1400,7 +1631,7 @@ static int kiln_interp_reduce_body(void *ctx, const kiln_interp_iter *it,
 {
     const kiln_interp_prun *p = ctx;
     const kiln_kernel *k = p->r->k;
-    kiln_interp_run_block(p, it, j0, (size_t)n);
+    (void)kiln_interp_run_block(p, it, j0, (size_t)n);  /* no TAKE */
     for (uint32_t j = 0; j < k->n_outputs; j++) {
         size_t v = p->n_in + j;
         unsigned dt = k->outputs[j].dtype;
@@ -1410,6 +1641,76 @@ static int kiln_interp_reduce_body(void *ctx, const kiln_interp_iter *it,
         kiln_interp_reduce_block(dt, k->reduce_op, o, kiln_interp_inner(it, v),
                                  kiln_interp_reg(p, (uint32_t)k->out_refs[j]),
                                  (size_t)n);
+    }
+    return 0;
+}
+
+/* out[idx[j]] += v[j] for a block (a LOOP's SCATTER output; indices
+ * normalised). */
+static void kiln_interp_scatter_block(unsigned dt, const kiln_view *o,
+                                      const int64_t *idx, const void *v,
+                                      size_t n)
+{
+    int64_t st = o->strides[0];
+#define KILN_INTERP_SCATTER_ADD(T, ADD)                                      \
+    do {                                                                      \
+        T *x = o->data;                                                       \
+        const T *w = v;                                                       \
+        for (size_t j = 0; j < n; j++)                                        \
+            x[idx[j] * st] = ADD(x[idx[j] * st], w[j]);                       \
+    } while (0)
+    switch (dt) {
+    case KILN_F64: KILN_INTERP_SCATTER_ADD(double, KILN_INTERP_FADD); break;
+    case KILN_F32: KILN_INTERP_SCATTER_ADD(float, KILN_INTERP_FADD); break;
+    case KILN_I64: KILN_INTERP_SCATTER_ADD(int64_t, KILN_INTERP_ADD64); break;
+    default: KILN_INTERP_SCATTER_ADD(int32_t, KILN_INTERP_ADD32); break;
+    }
+#undef KILN_INTERP_SCATTER_ADD
+}
+
+/* LOOP: the program, then each output by its role: stored, folded into
+ * its reduction, or added at its index. */
+static int kiln_interp_loop_body(void *ctx, const kiln_interp_iter *it,
+                                 int64_t j0, int64_t n)
+{
+    const kiln_interp_prun *p = ctx;
+    const kiln_kernel *k = p->r->k;
+    int rc = kiln_interp_run_block(p, it, j0, (size_t)n);
+    if (rc)
+        return rc;
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        size_t v = p->n_in + j;
+        unsigned dt = k->outputs[j].dtype;
+        size_t es = kiln_interp_dtype_size(dt);
+        const kiln_view *ov = &p->r->call->outputs[j];
+        const void *val = kiln_interp_reg(p, (uint32_t)k->out_refs[j]);
+        switch (k->out_roles[j]) {
+        case KILN_ROLE_REDUCE:
+            kiln_interp_reduce_block(dt, k->reduce_op,
+                                     kiln_interp_elem(ov,
+                                                      kiln_interp_at(it, v, j0),
+                                                      es),
+                                     kiln_interp_inner(it, v), val, (size_t)n);
+            break;
+        case KILN_ROLE_SCATTER: {
+            int64_t idx[KILN_INTERP_BLOCK], bad = 0;
+            uint32_t xi = (uint32_t)k->out_index[j];
+            if (kiln_interp_norm_index(k->instrs[xi].dtype,
+                                       kiln_interp_reg(p, xi), (size_t)n,
+                                       ov->shape[0], idx, &bad))
+                return kiln_interp_fail(p->r, KILN_ERR_RUNTIME, "index %lld "
+                                        "is out of bounds for axis 0 with "
+                                        "size %lld", (long long)bad,
+                                        (long long)ov->shape[0]);
+            kiln_interp_scatter_block(dt, ov, idx, val, (size_t)n);
+            break;
+        }
+        default:
+            kiln_interp_move(kiln_interp_elem(ov, kiln_interp_at(it, v, j0),
+                                              es),
+                             kiln_interp_inner(it, v), val, 1, n, es);
+            break;
+        }
     }
     return 0;
 }
@@ -1599,7 +1900,74 @@ static int kiln_interp_output_strides(const kiln_interp_run *r,
     return 0;
 }
 
-/* An ELEMWISE or REDUCE program on one call's views, minus the data:
+/* The view whose shape is the iteration space: REDUCE's input 0,
+ * ELEMWISE's output 0, a LOOP's first ITER or REDUCE argument (inputs
+ * first; kiln_interp_check_loop made sure there is one). */
+static const kiln_view *kiln_interp_space(const kiln_interp_run *r)
+{
+    const kiln_kernel *k = r->k;
+    if (k->kind == KILN_KERNEL_REDUCE)
+        return &r->call->inputs[0];
+    if (k->kind == KILN_KERNEL_LOOP) {
+        for (uint32_t i = 0; i < k->n_inputs; i++)
+            if (k->in_roles[i] == KILN_ROLE_ITER)
+                return &r->call->inputs[i];
+        for (uint32_t j = 0; j < k->n_outputs; j++)
+            if (k->out_roles[j] != KILN_ROLE_SCATTER)
+                return &r->call->outputs[j];
+    }
+    return &r->call->outputs[0];
+}
+
+/* A LOOP's strides in walk `it` (shape set): ITER inputs broadcast to the
+ * space; ITER outputs have its shape; REDUCE outputs too, or extent 1,
+ * with stride 0 on reduce_axes (distinct[] gets their extents and
+ * *count the elements folded into each); tables and SCATTER outputs are
+ * not walked (stride 0: they are indexed). */
+static int kiln_interp_loop_strides(const kiln_interp_run *r,
+                                    kiln_interp_iter *it, int64_t *distinct,
+                                    double *count)
+{
+    const kiln_kernel *k = r->k;
+    const kiln_call *call = r->call;
+    char b1[160], b2[160];
+    *count = 1.0;
+    for (int d = 0; d < it->rank; d++) {
+        int red = (k->reduce_axes >> d) & 1u;
+        distinct[d] = red ? 1 : it->shape[d];
+        if (red)
+            *count *= (double)it->shape[d];
+    }
+    for (uint32_t v = 0; v < k->n_inputs + k->n_outputs; v++) {
+        int is_in = v < k->n_inputs;
+        uint32_t q = is_in ? v : v - k->n_inputs;
+        const kiln_view *w = is_in ? &call->inputs[q] : &call->outputs[q];
+        unsigned role = is_in ? k->in_roles[q] : k->out_roles[q];
+        int64_t *st = kiln_interp_strides(it, v);
+        for (int d = 0; d < it->rank; d++) {
+            if (role == KILN_ROLE_TABLE || role == KILN_ROLE_SCATTER) {
+                st[d] = 0;
+                continue;
+            }
+            int red = role == KILN_ROLE_REDUCE && ((k->reduce_axes >> d) & 1u);
+            int ok = w->shape[d] == it->shape[d] ||
+                     (w->shape[d] == 1 && (is_in || red));
+            if (!ok)
+                return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: %s %u has "
+                                        "shape %s, the loop runs over %s",
+                                        r->label, is_in ? "input" : "output",
+                                        q, kiln_interp_shape_str(
+                                            b1, sizeof b1, w->rank, w->shape),
+                                        kiln_interp_shape_str(
+                                            b2, sizeof b2, it->rank,
+                                            it->shape));
+            st[d] = red || w->shape[d] == 1 ? 0 : w->strides[d];
+        }
+    }
+    return 0;
+}
+
+/* An ELEMWISE, REDUCE or LOOP program on one call's views, minus the data:
  * the coalesced walk with every view's strides, the reduced axes, and the
  * register file's layout (constants filled).  Made per call on the stack
  * (kiln_interp_program_kind) or once per shape signature (ABI 1.4
@@ -1619,8 +1987,7 @@ static void kiln_interp_pk_sizes(const kiln_interp_run *r, size_t *one_reg,
                                  size_t *reg_bytes, size_t *iter_bytes)
 {
     const kiln_kernel *k = r->k;
-    const kiln_view *space = k->kind == KILN_KERNEL_REDUCE
-                                 ? &r->call->inputs[0] : &r->call->outputs[0];
+    const kiln_view *space = kiln_interp_space(r);
     /* no block is longer than the iteration space: a small space (a
      * scalar region: one element) needs small registers, so that a
      * program with many live values still runs on the stack */
@@ -1643,9 +2010,7 @@ static int kiln_interp_pk_init(kiln_interp_pk *pk, const kiln_interp_run *r,
 {
     const kiln_kernel *k = r->k;
     const kiln_interp_prog *prog = &r->s->prog;
-    int reduce = k->kind == KILN_KERNEL_REDUCE;
-    const kiln_view *space = reduce ? &r->call->inputs[0]
-                                    : &r->call->outputs[0];
+    const kiln_view *space = kiln_interp_space(r);
     size_t n_views = (size_t)k->n_inputs + k->n_outputs;
     int rc = kiln_interp_check_runtime(r);
     if (rc)
@@ -1669,14 +2034,46 @@ static int kiln_interp_pk_init(kiln_interp_pk *pk, const kiln_interp_run *r,
         kiln_interp_fill_const(in->dtype, in->imm,
                                kiln_interp_reg(&p, prog->consts[c]), fill);
     }
-    rc = kiln_interp_input_strides(r, it);
-    if (rc)
-        return rc;
-    rc = kiln_interp_output_strides(r, it, pk->distinct, &pk->count);
+    if (k->kind == KILN_KERNEL_LOOP)
+        rc = kiln_interp_loop_strides(r, it, pk->distinct, &pk->count);
+    else if (!(rc = kiln_interp_input_strides(r, it)))
+        rc = kiln_interp_output_strides(r, it, pk->distinct, &pk->count);
     if (rc)
         return rc;
     pk->empty = !kiln_interp_iter_coalesce(it);
     return 0;
+}
+
+/* LOOP: initialise the REDUCE outputs, walk, divide for MEAN.  SCATTER
+ * outputs are updated where they stand. */
+static int kiln_interp_loop_exec(kiln_interp_pk *pk, const kiln_interp_run *r,
+                                 kiln_interp_prun *p)
+{
+    const kiln_kernel *k = r->k;
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        if (k->out_roles[j] != KILN_ROLE_REDUCE)
+            continue;
+        const kiln_view *out = &r->call->outputs[j];
+        kiln_interp_fill f = { .view = out,
+                               .esize = kiln_interp_dtype_size(out->dtype) };
+        kiln_interp_identity(out->dtype, k->reduce_op, f.value);
+        kiln_interp_over_output(out, pk->distinct, kiln_interp_fill_body, &f);
+    }
+    int rc = 0;
+    if (!pk->empty)
+        rc = kiln_interp_iter_run(&pk->it, KILN_INTERP_BLOCK,
+                                  kiln_interp_loop_body, p);
+    for (uint32_t j = 0; !rc && k->reduce_op == KILN_REDUCE_MEAN &&
+                         j < k->n_outputs; j++) {
+        const kiln_view *out = &r->call->outputs[j];
+        if (k->out_roles[j] != KILN_ROLE_REDUCE)
+            continue;
+        kiln_interp_fill f = { .view = out,
+                               .esize = kiln_interp_dtype_size(out->dtype),
+                               .divisor = pk->count };
+        kiln_interp_over_output(out, pk->distinct, kiln_interp_mean_body, &f);
+    }
+    return rc;
 }
 
 /* Run plan pk on call r (views as when it was made; data anywhere).
@@ -1686,6 +2083,8 @@ static int kiln_interp_pk_exec(kiln_interp_pk *pk, const kiln_interp_run *r)
     const kiln_kernel *k = r->k;
     kiln_interp_prun p = { .r = r, .regs = pk->regs, .reg_bytes = pk->one_reg,
                            .n_in = k->n_inputs };
+    if (k->kind == KILN_KERNEL_LOOP)
+        return kiln_interp_loop_exec(pk, r, &p);
     if (k->kind != KILN_KERNEL_REDUCE) {
         if (!pk->empty)
             kiln_interp_iter_run(&pk->it, KILN_INTERP_BLOCK,
@@ -1880,18 +2279,6 @@ static int kiln_interp_join(const kiln_interp_run *r)
         at += v->shape[axis];
     }
     return 0;
-}
-
-static int64_t kiln_interp_read_index(const void *p, unsigned dt)
-{
-    if (dt == KILN_I64) {
-        int64_t v;
-        memcpy(&v, p, sizeof v);
-        return v;
-    }
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
 }
 
 typedef struct kiln_interp_idxcheck {
@@ -2251,6 +2638,7 @@ static int kiln_interp_call(void *state, const kiln_call *call)
     switch (k->kind) {
     case KILN_KERNEL_ELEMWISE:
     case KILN_KERNEL_REDUCE:
+    case KILN_KERNEL_LOOP:
         return kiln_interp_program_kind(&r);
     case KILN_KERNEL_JOIN:
         return kiln_interp_join(&r);

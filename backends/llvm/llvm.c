@@ -1645,6 +1645,9 @@ static int kl_check(const kiln_kernel *src, kiln_kernel *full,
     if (kiln_interp_kernel_read(src, full, why, sizeof why)
         || kiln_interp_check(full, why, sizeof why))
         return kl_fail(err, KILN_ERR_BACKEND, "%s", why);
+    if (full->kind == KILN_KERNEL_LOOP)
+        return kl_fail(err, KILN_ERR_BACKEND, "loop kernels are not "
+                       "compiled by llvm yet");
     /* sibling reductions: one accumulator each in one unsegmented loop
      * (the segmented row functions fold one output) */
     if (full->kind == KILN_KERNEL_REDUCE && full->n_outputs > 1 &&

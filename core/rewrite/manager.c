@@ -18,7 +18,7 @@
 
 static const char *const names[KILN_PASS_COUNT] = {
     "canonicalize", "fold", "cse", "promote", "join_slices", "pairwise",
-    "fuse"};
+    "fuse", "loops"};
 
 const char *kiln_rw_pass_name(int i)
 {
@@ -215,7 +215,8 @@ int kiln_rw_run(kiln_graph **g, const kiln_rw_config *c,
 {
     static const pass_fn fns[KILN_PASS_COUNT] = {
         kiln_rw_canonicalize, kiln_rw_fold, kiln_rw_cse, kiln_rw_promote,
-        kiln_rw_join_slices, kiln_rw_pairwise, NULL /* fuse: lowering */};
+        kiln_rw_join_slices, kiln_rw_pairwise, NULL /* fuse: lowering */,
+        NULL /* loops: lowering */};
     /* one node array travels between the passes (rw.c) */
     kiln_rw_scratch scratch = {NULL, 0};
     kiln_rw_config cc = *c;

@@ -44,6 +44,7 @@ enum {
     KILN_PASS_JOIN_SLICES,
     KILN_PASS_PAIRWISE,
     KILN_PASS_FUSE,
+    KILN_PASS_LOOPS,    /* fusion's loops (core/fuse.c): needs fuse */
     KILN_PASS_COUNT
 };
 

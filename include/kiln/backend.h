@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1
-#define KILN_ABI_MINOR 4
+#define KILN_ABI_MINOR 5
 
 /* The one frozen bootstrap symbol every plugin exports. */
 #define KILN_BACKEND_ENTRY "kiln_backend_entry"
@@ -62,6 +62,12 @@ typedef enum kiln_opcode {
     KILN_I_EQ, KILN_I_NE, KILN_I_LT, KILN_I_LE, KILN_I_GT, KILN_I_GE,
     KILN_I_AND, KILN_I_OR, KILN_I_NOT,   /* on bool */
     KILN_I_TRIGAMMA,   /* psi'(x); ABI 1.1 */
+    /* ABI 1.5, LOOP kernels only: element b of input a, a rank-1 view
+     * whose role is KILN_ROLE_TABLE; b is an earlier instruction of dtype
+     * i64 or i32; a negative b counts from the end (NumPy's take); out of
+     * range is an error (KILN_ERR_RUNTIME, "index I is out of range for
+     * a table of N elements").  dtype is the table's. */
+    KILN_I_TAKE,
     KILN_I_COUNT
 } kiln_opcode;
 
@@ -115,8 +121,44 @@ typedef enum kiln_kernel_kind {
      * C-contiguous or (2-D) the transpose of a C-contiguous buffer
      * (strides (1, rows)), through the runtime's CBLAS gemm with its
      * transpose flags. */
-    KILN_KERNEL_DOT = 6
+    KILN_KERNEL_DOT = 6,
+    /* ABI 1.5: a fused loop.  One pass over an iteration space of rank
+     * r; the program runs once per index i and each argument plays the
+     * role given in in_roles / out_roles (kiln_role):
+     *   input  ITER    a view of rank r, extents the iteration shape's
+     *                  (stride 0 where it broadcasts), read by LOAD;
+     *   input  TABLE   a rank-1 view of its own extent, read only by
+     *                  KILN_I_TAKE (a gather inside the loop);
+     *   output ITER    a view of rank r, extents the iteration shape's:
+     *                  out[i] = program output j (out_refs[j]);
+     *   output REDUCE  a view of rank r, extents the iteration shape's,
+     *                  stride 0 on the axes in reduce_axes: initialised
+     *                  by the kernel to reduce_op's identity, then
+     *                  combined with program output j as a REDUCE kernel
+     *                  does (every REDUCE output: one op, one set of
+     *                  axes; MEAN divides at the end);
+     *   output SCATTER a rank-1 view of its own extent, updated in place
+     *                  (it holds its initial values when the call
+     *                  starts): out[idx] += program output j, idx the
+     *                  value of instruction out_index[j] (i64/i32,
+     *                  negative counts from the end, out of range is an
+     *                  error); repeated indices sum.
+     * The iteration shape is the shape of the first ITER or REDUCE
+     * argument, inputs first (there is at least one).  ITER inputs and
+     * outputs may alias element for element as in ELEMWISE; a SCATTER or
+     * REDUCE output aliases nothing else.  An error (an index out of
+     * range) may leave outputs partly written.  Older plugins refuse the
+     * kind (an unknown kind), so the host falls back. */
+    KILN_KERNEL_LOOP = 7
 } kiln_kernel_kind;
+
+/* The role of an argument of a LOOP kernel (ABI 1.5). */
+typedef enum kiln_role {
+    KILN_ROLE_ITER = 0,     /* input or output over the iteration space */
+    KILN_ROLE_TABLE = 1,    /* input: rank-1, read by KILN_I_TAKE */
+    KILN_ROLE_REDUCE = 2,   /* output: a reduction over reduce_axes */
+    KILN_ROLE_SCATTER = 3   /* output: rank-1, out[index] += value */
+} kiln_role;
 
 typedef enum kiln_reduce_op {
     KILN_REDUCE_SUM = 0,
@@ -166,6 +208,13 @@ typedef struct kiln_kernel {
      * that a compiler can specialise its loops and a cache key can tell
      * reductions apart. */
     uint32_t reduce_axes;
+    /* ABI 1.5, LOOP kernels (NULL elsewhere; a host or plugin reads
+     * them only inside struct_size): each argument's kiln_role, and per
+     * output the instruction whose value is its scatter index (-1 for
+     * outputs that are not SCATTER). */
+    const uint8_t *in_roles;       /* n_inputs entries */
+    const uint8_t *out_roles;      /* n_outputs entries */
+    const int32_t *out_index;      /* n_outputs entries */
 } kiln_kernel;
 
 /* ------------------------------------------------------------------ */
