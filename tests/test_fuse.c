@@ -32,7 +32,16 @@
  *     still runs right afterwards;
  *  7. a region of f64, f32, i64 and bool members (outputs of each dtype,
  *     one under two names) equals no passes exactly; a region of 300
- *     inputs (more views than llvm's direct rank-0 call takes) is right.
+ *     inputs (more views than llvm's direct rank-0 call takes) is right;
+ *  8. loops (LOOP kernels): a gather model and its gradient (repeated and
+ *     negative indices, n over one block, n changing between calls) has
+ *     no GATHER or SCATTER kernel left, equals plain C and loops off
+ *     under every backend, every kernel on that backend; an index out of
+ *     range is an error naming it, and the next call is right; no
+ *     allocation in steady state; values that must not share a pass
+ *     (x - mean(x), a table of the loop's own space) stay right, with a
+ *     2-D gather and partial sums; gradients against finite
+ *     differences.
  *
  * The output cap is checked as documented: a part's outputs that are the
  * graph's keep within fusion.max_outputs; the others must be values a
@@ -1395,6 +1404,242 @@ static void test_inplace_symbolic(void)
         }
 }
 
+/* ---- 8. loops (ABI 1.5 LOOP kernels) --------------------------------------- */
+
+/* A varying-intercept model as PyMC writes it: a gather a[idx] read by the
+ * likelihood, whose gradient scatter-adds into d_a; n observations (more
+ * than one 256-element block), repeated and negative indices. */
+static const char *LOOPS =
+    "  input mu: f64\n  input s: f64\n  input a_t: f64[4]\n"
+    "  input idx: i64[n]\n  input y: f64[n]\n"
+    "  a = add(mu, mul(s, a_t))\n"
+    "  r = sub(y, a[idx])\n"
+    "  lp = sum(mul(-0.5, square(r)))\n"
+    "  output lp\n"
+    "  d_mu, d_s, d_a_t = grad(lp, mu, s, a_t)\n"
+    "  output d_mu\n  output d_s\n  output d_a_t\n";
+
+/* The same in C: lp, d_mu, d_s, d_a_t[4] into w (7 values). */
+static void loops_ref(double mu, double s, const double *a_t,
+                      const int64_t *idx, const double *y, int n, double *w)
+{
+    double a[4], da[4] = {0, 0, 0, 0}, lp = 0;
+    for (int j = 0; j < 4; j++)
+        a[j] = mu + s * a_t[j];
+    for (int i = 0; i < n; i++) {
+        int64_t k = idx[i] < 0 ? idx[i] + 4 : idx[i];
+        double r = y[i] - a[k];
+        lp += -0.5 * r * r;
+        da[k] += r;
+    }
+    double dmu = 0, ds = 0;
+    for (int j = 0; j < 4; j++) {
+        dmu += da[j];
+        ds += da[j] * a_t[j];
+    }
+    w[0] = lp;
+    w[1] = dmu;
+    w[2] = ds;
+    for (int j = 0; j < 4; j++)
+        w[3 + j] = s * da[j];
+}
+
+/* kernels of f by kind */
+static void kinds_of(const kiln_function *f, int *count /* [8] */)
+{
+    memset(count, 0, 8 * sizeof *count);
+    for (int i = 0; i < kiln_function_n_kernels(f); i++) {
+        kiln_kernel_info k;
+        memset(&k, 0, sizeof k);
+        k.struct_size = sizeof k;
+        if (kiln_function_kernel_info(f, i, &k, NULL) == 0 &&
+            k.facts.kind >= 0 && k.facts.kind < 8)
+            count[k.facts.kind]++;
+    }
+}
+
+static void test_loops(void)
+{
+    enum { N = 600 };
+    static int64_t idx[N];
+    static double y[N];
+    double mu = 0.4, s = 1.3, a_t[4] = {0.5, -1.0, 2.0, 0.25}, want[7];
+    for (int i = 0; i < N; i++) {
+        idx[i] = (i * 7 + i / 5) % 8 - 4;   /* -4 .. 3, repeated */
+        y[i] = sin(0.1 * i);
+    }
+    loops_ref(mu, s, a_t, idx, y, N, want);
+    for (int bi = 0; bi < n_backends; bi++) {
+        const char *be = backends[bi];
+        kiln_function *on = compile_body(LOOPS, be, "all", NULL);
+        kiln_function *off = compile_body(LOOPS, be, "all,-loops", NULL);
+        int kon[8], koff[8];
+        if (on)
+            kinds_of(on, kon);
+        if (off)
+            kinds_of(off, koff);
+        ok(on && off && kon[KILN_KERNEL_LOOP] >= 1 &&
+               kon[KILN_KERNEL_GATHER] == 0 && kon[KILN_KERNEL_SCATTER] == 0 &&
+               koff[KILN_KERNEL_LOOP] == 0 && koff[KILN_KERNEL_GATHER] == 1 &&
+               koff[KILN_KERNEL_SCATTER] == 1 &&
+               kiln_function_n_kernels(on) < kiln_function_n_kernels(off),
+           "loops (%s): the gather and the scatter-add run inside loops "
+           "(%d kernels, %d loops; %d without loops)", be,
+           on ? kiln_function_n_kernels(on) : -1,
+           on ? kon[KILN_KERNEL_LOOP] : -1,
+           off ? kiln_function_n_kernels(off) : -1);
+        ok(on && all_on(on, be), "loops (%s): every kernel compiled by %s",
+           be, be);
+        for (int pass = 0; pass < 2; pass++) {
+            int n = pass ? 7 : N;   /* a shape change and back */
+            double w[7];
+            loops_ref(mu, s, a_t, idx, y, n, w);
+            kiln_tensor in[5] = {{KILN_F64, 0, {0}, &mu},
+                                 {KILN_F64, 0, {0}, &s},
+                                 {KILN_F64, 1, {4}, a_t},
+                                 {KILN_I64, 1, {n}, idx},
+                                 {KILN_F64, 1, {n}, y}};
+            outs o1, o2;
+            char why[400] = "", why2[400] = "";
+            call_copy(on, in, &o1);
+            call_copy(off, in, &o2);
+            ok(outs_equal(&o1, w, 7, 1e-12, why, sizeof why),
+               "loops (%s, n = %d): equal C %s", be, n, why);
+            ok(same_outs(&o1, &o2, 1e-13, why2, sizeof why2),
+               "loops (%s, n = %d): loops on equal loops off %s", be, n, why2);
+            outs_free(&o1);
+            outs_free(&o2);
+        }
+        /* an index out of range fails the call with its value, and the
+         * next good call is right */
+        int64_t bad[N];
+        memcpy(bad, idx, sizeof bad);
+        bad[300] = 4;
+        kiln_tensor inb[5] = {{KILN_F64, 0, {0}, &mu}, {KILN_F64, 0, {0}, &s},
+                              {KILN_F64, 1, {4}, a_t}, {KILN_I64, 1, {N}, bad},
+                              {KILN_F64, 1, {N}, y}};
+        outs ob;
+        call_copy(on, inb, &ob);
+        ok(ob.rc == KILN_ERR_RUNTIME && strstr(ob.msg, "index 4 is out of "
+                                               "bounds"),
+           "loops (%s): index 4 of 4 is an error: %s", be, ob.msg);
+        outs_free(&ob);
+        bad[300] = -5;
+        call_copy(on, inb, &ob);
+        ok(ob.rc == KILN_ERR_RUNTIME && strstr(ob.msg, "index -5 is out of "
+                                               "bounds"),
+           "loops (%s): index -5 of 4 is an error: %s", be, ob.msg);
+        outs_free(&ob);
+        kiln_tensor in[5] = {{KILN_F64, 0, {0}, &mu}, {KILN_F64, 0, {0}, &s},
+                             {KILN_F64, 1, {4}, a_t}, {KILN_I64, 1, {N}, idx},
+                             {KILN_F64, 1, {N}, y}};
+        char why[400] = "";
+        call_copy(on, in, &ob);
+        ok(outs_equal(&ob, want, 7, 1e-12, why, sizeof why),
+           "loops (%s): right again after the error %s", be, why);
+        outs_free(&ob);
+#if COUNT_ALLOCS
+        kiln_tensor out[8];
+        kiln_err err = {0, ""};
+        int rc = on ? kiln_function_call(on, in, out, &err) : -1;
+        long before = n_allocs;
+        for (int r = 0; r < 20 && rc == 0; r++)
+            rc = kiln_function_call(on, in, out, &err);
+        long used = n_allocs - before;
+        ok(rc == 0 && used == 0, "loops (%s): no allocation in 20 "
+           "steady-state calls (%ld)", be, used);
+#else
+        ok(1, "# SKIP allocation counting under ASan");
+#endif
+        kiln_function_free(on);
+        kiln_function_free(off);
+    }
+}
+
+/* What a loop must not merge: a value of the space that reads the
+ * space's own reduction (x - mean(x)), a gather whose table is computed
+ * over the same space, a scatter into an array the loop also reads
+ * whole; and a reduction over part of a 2-D space with a gather along
+ * it. */
+static const char *LOOP_DEPS =
+    "  input x: f64[n]\n  input j: i64[n]\n  input z: f64[n, 3]\n"
+    "  input k: i64[n, 3]\n  input b: f64[5]\n"
+    "  d = sub(x, mean(x))\n"
+    "  output q = sum(square(d))\n"
+    "  t = exp(x)\n"
+    "  output g = sum(mul(t[j], x))\n"
+    "  output u = sum(mul(b[k], z), axis=0)\n"
+    "  output v = sum(z, axis=0)\n";
+
+static void loop_deps_ref(const double *x, const int64_t *j, const double *z,
+                          const int64_t *k, const double *b, int n, double *w)
+{
+    double m = 0, q = 0, g = 0;
+    for (int i = 0; i < n; i++)
+        m += x[i];
+    m /= n;
+    for (int i = 0; i < n; i++) {
+        q += (x[i] - m) * (x[i] - m);
+        g += exp(x[j[i]]) * x[i];
+    }
+    w[0] = q;
+    w[1] = g;
+    for (int c = 0; c < 3; c++) {
+        w[2 + c] = 0;
+        w[5 + c] = 0;
+        for (int i = 0; i < n; i++) {
+            w[2 + c] += b[k[3 * i + c]] * z[3 * i + c];
+            w[5 + c] += z[3 * i + c];
+        }
+    }
+}
+
+static void test_loop_deps(void)
+{
+    enum { N = 300 };
+    static double x[N], z[3 * N];
+    static int64_t j[N], k[3 * N];
+    double b[5] = {1.5, -0.5, 2.0, 0.75, -1.25}, want[8];
+    for (int i = 0; i < N; i++) {
+        x[i] = cos(0.37 * i);
+        j[i] = (N - 1 - i * 3) % N;
+        for (int c = 0; c < 3; c++) {
+            z[3 * i + c] = sin(0.01 * i + c);
+            k[3 * i + c] = (i + 2 * c) % 5;
+        }
+    }
+    loop_deps_ref(x, j, z, k, b, N, want);
+    kiln_tensor in[5] = {{KILN_F64, 1, {N}, x}, {KILN_I64, 1, {N}, j},
+                         {KILN_F64, 2, {N, 3}, z}, {KILN_I64, 2, {N, 3}, k},
+                         {KILN_F64, 1, {5}, b}};
+    for (int bi = 0; bi < n_backends; bi++) {
+        const char *be = backends[bi];
+        kiln_function *f = compile_body(LOOP_DEPS, be, "all", NULL);
+        int kk[8];
+        if (f)
+            kinds_of(f, kk);
+        outs o;
+        char why[400] = "";
+        call_copy(f, in, &o);
+        ok(f && kk[KILN_KERNEL_LOOP] >= 1 && kk[KILN_KERNEL_GATHER] == 0 &&
+               outs_equal(&o, want, 8, 1e-11, why, sizeof why),
+           "loop dependencies (%s): mean read by its own space, a table of "
+           "the same space, a 2-D gather and partial sums equal C %s "
+           "(%d loops)", be, why, f ? kk[KILN_KERNEL_LOOP] : -1);
+        outs_free(&o);
+        kiln_function_free(f);
+    }
+    /* gradients through gathers and scatters inside loops */
+    gc_check("loops: gradient of a gather model",
+             "kiln 1\ngraph t\n  input mu: f64\n  input a_t: f64[3]\n"
+             "  input y: f64[6]\n"
+             "  const idx: i64[6] = [0, 2, 2, -1, 1, 0]\n"
+             "  a = add(mu, exp(a_t))\n"
+             "  r = sub(y, a[idx])\n"
+             "  output cost = add(sum(mul(-0.5, square(r))), "
+             "sum(log1p(square(a[idx]))))\nend\n", 1e-6);
+}
+
 int main(void)
 {
     backends[n_backends++] = "interp";
@@ -1414,5 +1659,7 @@ int main(void)
     test_scalar_call_errors();
     test_dtypes_and_width();
     test_inplace_symbolic();
+    test_loops();
+    test_loop_deps();
     return done_testing();
 }
