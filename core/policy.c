@@ -430,7 +430,7 @@ static int when_pair(reader *r, const char *key, yaml_node_t *k,
                     r, v,
                     "op: unknown op '%s' (an op of docs/ops.md"
                     ", a kernel kind: elemwise, reduce, join, gather"
-                    ", scatter, dot, or fused)",
+                    ", scatter, dot, loop, or fused)",
                     s);
             ru->ops = calloc(1, sizeof *ru->ops);
             if (!ru->ops || !(ru->ops[0] = strdup(s)))
@@ -455,7 +455,7 @@ static int when_pair(reader *r, const char *key, yaml_node_t *k,
             if (!valid_op_name(s))
                 return kiln_yaml_error(r, it, "op: unknown op '%s' (an op of "
                             "docs/ops.md, a kernel kind: elemwise, reduce, "
-                            "join, gather, scatter, dot, or fused)", s);
+                            "join, gather, scatter, dot, loop, or fused)", s);
             if (!(ru->ops[ru->n_ops] = strdup(s)))
                 return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
             ru->n_ops++;
