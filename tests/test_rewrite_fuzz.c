@@ -962,6 +962,63 @@ static kiln_value step_const(gen *G)
     return s;
 }
 
+/* a gather from a rank-1 value by a constant index array (repeated and
+ * negative indices), or a scatter-add of a value along one (the loops
+ * of core/fuse.c take both into their pass; gradients of a gather are
+ * scatter-adds) */
+static kiln_value step_gather(gen *G)
+{
+    kiln_value x = -1;
+    for (int tries = 0; tries < 24 && x < 0; tries++) {
+        kiln_value v = pick(G);
+        if (ty(G, v)->rank == 1 && ty(G, v)->dims[0] > 0)
+            x = v;
+    }
+    if (x < 0)
+        return -2;
+    int64_t len = ty(G, x)->dims[0], n = chance(&G->r, 0.5) ? 160 : 3;
+    int64_t *ix = malloc(sizeof(int64_t) * (size_t)n);
+    if (!ix)
+        return fail(G, "generator: out of memory", NULL);
+    for (int64_t i = 0; i < n; i++)
+        ix[i] = rint_(&G->r, (int)(2 * len)) - len;   /* [-len, len) */
+    kiln_err e = {0, ""};
+    char name[32];
+    snprintf(name, sizeof name, "i%d", kiln_graph_n_nodes(G->g));
+    kiln_value idx = kiln_graph_const(G->g, name, KILN_I64, 1, &n, ix, &e);
+    free(ix);
+    if (idx < 0 || idx >= MAX_NODES)
+        return fail(G, "const", &e);
+    G->mag[idx] = (double)len;
+    G->fin[idx] = 1;
+    G->rea[idx] = 0;
+    kiln_attr at = {"axis", KILN_ATTR_INT, 0, 0, 0, NULL};
+    if (chance(&G->r, 0.6) || ty(G, x)->dtype == KILN_BOOL) {
+        kiln_value in[2] = {x, idx};
+        return op(G, "take", 2, in, &at, 1);
+    }
+    /* x + scatter of values of the index's shape (a pool value or x's
+     * gather) */
+    kiln_value v = -1;
+    for (int tries = 0; tries < 24 && v < 0; tries++) {
+        kiln_value w = pick(G);
+        if (ty(G, w)->rank == 1 && ty(G, w)->dims[0] == n &&
+            ty(G, w)->dtype != KILN_BOOL)
+            v = w;
+    }
+    if (v < 0) {
+        kiln_value in[2] = {x, idx};
+        v = op(G, "take", 2, in, &at, 1);
+    }
+    kiln_value in[3] = {x, idx, v};
+    kiln_value s = v < 0 ? -1 : op(G, "advanced_inc_subtensor", 3, in, &at, 1);
+    if (s >= 0) {
+        G->mag[s] = G->mag[x] + (double)n * G->mag[v];
+        G->rea[s] = 1;
+    }
+    return s;
+}
+
 /* shape ops between elementwise ones (fusion boundaries) */
 static kiln_value step_shape(gen *G)
 {
@@ -1054,7 +1111,8 @@ static int generate(gen *G, unsigned seed)
         else if (k < 74) v = step_reduce(G);
         else if (k < 82) v = step_join(G);
         else if (k < 88) v = step_slice(G);
-        else if (k < 94) v = step_dup(G);
+        else if (k < 92) v = step_dup(G);
+        else if (k < 94) v = step_gather(G);
         else if (k < 97) v = step_const(G);
         else v = step_shape(G);
         if (v >= 0)
