@@ -22,6 +22,7 @@
  */
 #include "ir.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,6 +366,163 @@ static int grad_shape(gctx *c, kiln_value v, kiln_value gv)
     return 0;  /* zeros, ones: no inputs */
 }
 
+static kiln_value take_axis(gctx *c, kiln_value x, kiln_value idx, int axis)
+{
+    kiln_attr a = {.key = "axis", .kind = KILN_ATTR_INT, .i = axis};
+    kiln_value in[2] = {x, idx};
+    return opn(c, "take", 2, in, &a, 1);
+}
+
+/* v with `n` size-1 axes appended (n >= 0). */
+static kiln_value expand_trailing(gctx *c, kiln_value v, int n)
+{
+    if (v < 0 || n == 0)
+        return v;
+    int64_t axes[KILN_MAX_RANK];
+    int r = NODE(c, v)->type.rank;
+    for (int i = 0; i < n; i++)
+        axes[i] = r + i;
+    return op1_axes(c, "expand_dims", v, "axis", n, axes, -1);
+}
+
+/* A const of grad's own, under a name no node has. */
+static kiln_value grad_const(gctx *c, const char *what, kiln_value v,
+                             kiln_dtype dt, const kiln_type *shape,
+                             const void *data)
+{
+    char name[64];
+    snprintf(name, sizeof name, "_grad_%s%d", what, v);
+    for (int k = 1; kiln_graph_lookup(c->g, name) >= 0; k++)
+        snprintf(name, sizeof name, "_grad_%s%d_%d", what, v, k);
+    return kiln_graph_const(c->g, name, dt, shape->rank, shape->dims, data,
+                            c->err);
+}
+
+#define ALL_KEPT (-2)
+
+typedef struct { int64_t entry, pos; } ent_pos;
+
+static int cmp_ent_pos(const void *a, const void *b)
+{
+    const ent_pos *p = a, *q = b;
+    if (p->entry != q->entry)
+        return p->entry < q->entry ? -1 : 1;
+    return (p->pos > q->pos) - (p->pos < q->pos);
+}
+
+/* For a constant index whose entries can be normalised now (no negative
+ * entry, or a static axis length): the positions whose write survives,
+ * as a bool const of idx's shape, or ALL_KEPT when no entry repeats.
+ * -3 when the index cannot be resolved here; -1 on error. */
+static kiln_value last_writers_const(gctx *c, kiln_value v)
+{
+    kiln_node n = *NODE(c, v);
+    const kiln_node *in = NODE(c, n.in[1]);
+    int64_t len = NODE(c, n.in[0])->type.dims[n.attrs->axes[0]];
+    if (in->op != KILN_OP_CONST || !in->data)
+        return -3;
+    int64_t m = kiln_shape_numel(in->type.rank, in->type.dims);
+    ent_pos *e = malloc(sizeof *e * (size_t)(m ? m : 1));
+    unsigned char *keep = malloc((size_t)(m ? m : 1));
+    if (!e || !keep) {
+        free(e);
+        free(keep);
+        return kiln_seterr(c->err, KILN_ERR_NOMEM, "out of memory"), -1;
+    }
+    int resolved = 1, dup = 0;
+    for (int64_t p = 0; p < m; p++) {
+        int64_t k = in->type.dtype == KILN_I32 ? ((const int32_t *)in->data)[p]
+                                               : ((const int64_t *)in->data)[p];
+        if (k < 0 && len < 0)
+            resolved = 0;
+        e[p] = (ent_pos){k < 0 ? k + len : k, p};
+        keep[p] = 1;
+    }
+    if (resolved) {
+        qsort(e, (size_t)m, sizeof *e, cmp_ent_pos);
+        for (int64_t i = 0; i + 1 < m; i++)
+            if (e[i].entry == e[i + 1].entry) {
+                keep[e[i].pos] = 0;
+                dup = 1;
+            }
+    }
+    kiln_value r = !resolved ? -3 : !dup ? ALL_KEPT
+                 : grad_const(c, "kept", v, KILN_BOOL, &in->type, keep);
+    free(e);
+    free(keep);
+    return r;
+}
+
+/* An i64 tensor of `value`s of shape (1, ..., n, ..., 1): x's length n
+ * along `axis`, size 1 elsewhere (a slice of x, so that a symbolic n
+ * stays x's). */
+static kiln_value axis_vector(gctx *c, kiln_value x, int axis, int value)
+{
+    int r = NODE(c, x)->type.rank;
+    kiln_index ix[KILN_MAX_RANK];
+    memset(ix, 0, sizeof ix);
+    for (int i = 0; i < r; i++) {
+        ix[i].kind = KILN_INDEX_SLICE;
+        ix[i].has_stop = i != axis;
+        ix[i].stop = 1;
+    }
+    kiln_value s = r > 1 ? kiln_graph_subtensor(c->g, x, r, ix, c->err) : x;
+    kiln_value lv = kiln_graph_literal(c->g, value, KILN_LIT_INT, c->err);
+    return op2(c, "fill", cast_to(c, s, KILN_I64), lv);
+}
+
+/* advanced_set_subtensor node v keeps the last write of each entry of x
+ * its index names (after negative entries count from the end).  Which
+ * positions of the index write an entry that survives, as a bool tensor
+ * that broadcasts against take(x, idx, axis), or ALL_KEPT when it is
+ * known that no entry repeats.
+ *
+ * At run time: write each position's number at the entry it names, in a
+ * vector along x's axis, and read it back through the same index (take
+ * normalises negative entries as the write did): a position survives
+ * when it reads its own number.  That needs the positions as a constant,
+ * so a static index shape; with a symbolic one the survivors cannot be
+ * told apart: the mask is then that of entries written once, and *fill
+ * (the adjoint of the others, else 0) is NaN (docs/ops.md). */
+static kiln_value last_writers(gctx *c, kiln_value v, double *fill)
+{
+    kiln_node n = *NODE(c, v);
+    kiln_value x = n.in[0], idx = n.in[1];
+    int axis = (int)n.attrs->axes[0];
+    int trail = NODE(c, x)->type.rank - axis - 1;
+    *fill = 0.0;
+    kiln_value r = last_writers_const(c, v);
+    if (r != -3)
+        return r < 0 ? r : expand_trailing(c, r, trail);
+    kiln_type it = NODE(c, idx)->type;
+    int64_t m = kiln_shape_numel(it.rank, it.dims);
+    if (m >= 0) {
+        int64_t *pos = malloc(sizeof *pos * (size_t)(m ? m : 1));
+        if (!pos)
+            return kiln_seterr(c->err, KILN_ERR_NOMEM, "out of memory"), -1;
+        for (int64_t p = 0; p < m; p++)
+            pos[p] = p;
+        kiln_value pv = grad_const(c, "pos", v, KILN_I64, &it, pos);
+        free(pos);
+        pv = expand_trailing(c, pv, trail);
+        kiln_value w = axis_vector(c, x, axis, -1);
+        TRY(pv);
+        TRY(w);
+        w = kiln_graph_advanced_set_subtensor(c->g, w, idx, axis, pv, 0,
+                                              c->err);
+        return op2(c, "eq", take_axis(c, w, idx, axis), pv);
+    }
+    /* symbolic index shape: count the writes of each entry */
+    *fill = NAN;
+    kiln_value one = kiln_graph_literal(c->g, 1, KILN_LIT_INT, c->err);
+    kiln_value cnt = axis_vector(c, x, axis, 0);
+    TRY(one);
+    TRY(cnt);
+    cnt = kiln_graph_advanced_set_subtensor(c->g, cnt, idx, axis, one, 1,
+                                            c->err);
+    return op2(c, "eq", take_axis(c, cnt, idx, axis), one);
+}
+
 static int grad_index(gctx *c, kiln_value v, kiln_value gv)
 {
     kiln_node n = *NODE(c, v);
@@ -412,10 +570,18 @@ static int grad_index(gctx *c, kiln_value v, kiln_value gv)
             TRY(contribute(c, x, gx));
         }
         if (c->path[val]) {
-            int64_t ax = axis;
-            kiln_attr a = {.key = "axis", .kind = KILN_ATTR_INT, .i = ax};
-            kiln_value in[2] = {gv, idx};
-            TRY(contribute(c, val, opn(c, "take", 2, in, &a, 1)));
+            kiln_value gval = take_axis(c, gv, idx, axis);
+            if (n.op == KILN_OP_ADVANCED_SET_SUBTENSOR) {
+                /* only the last write of each entry survives: the others
+                 * get no adjoint */
+                double fill;
+                kiln_value keep = last_writers(c, v, &fill);
+                if (keep == -1)
+                    return -1;
+                if (keep != ALL_KEPT)
+                    gval = op3(c, "where", keep, gval, lit(c, fill));
+            }
+            TRY(contribute(c, val, gval));
         }
         return 0;
     }

@@ -119,5 +119,29 @@ ok $? "radon --check-grad exits 0 $(cat "$tmp/err")"
 [ "$(grep -c '^check-grad: d(logp)/d(' "$tmp/out")" = 5 ]
 ok $? "five rows for radon: $(grep -c check-grad "$tmp/out")"
 
+# advanced set_subtensor with a repeated index keeps the last write: only
+# the last position writing an entry gets its adjoint (docs/ops.md)
+cat >"$tmp/setrep.kg" <<'EOF'
+kiln 1
+graph setrep
+  input x: f64[5]
+  input v: f64[3]
+  const idx: i64[3] = [1, 4, 1]
+  b = set_subtensor(x[idx], v)
+  lp = sum(mul(b, b))
+  d_x, d_v = grad(lp, x, v)
+  output lp
+  output d_x
+  output d_v
+end
+EOF
+for passes in all none; do
+  "$kiln" run "$tmp/setrep.kg" -i 'x=[1, 2, 3, 4, 5]' -i 'v=[10, 20, 30]' \
+    --passes $passes --check-grad >"$tmp/out" 2>"$tmp/err"
+  ok $? "set_subtensor(x[[1, 4, 1]], v) --check-grad --passes $passes exits 0 $(cat "$tmp/err")"
+  grep -q '^d_v = \[0, 40, 60\]$' "$tmp/out"
+  ok $? "d_v is 2*v at the last writers only: $(grep d_v "$tmp/out")"
+done
+
 echo "1..$n"
 [ $failed = 0 ]

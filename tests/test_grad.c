@@ -6,10 +6,13 @@
  * Each case is a small .kg graph whose `cost` is sum(sin(y)) of the op's
  * result y, so that the adjoint reaching the op is not uniform.
  */
+#define _POSIX_C_SOURCE 200809L  /* setenv */
 #include <kiln/graph.h>
 #include <kiln/kiln.h>
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tap.h"
@@ -167,6 +170,200 @@ static void test_errors(void)
     kiln_graph_free(g);
 }
 
+/* ---- advanced set/inc with repeated indices, every backend ---------- */
+
+/* set keeps the last write of each entry, so only the last position
+ * writing an entry (after negative entries count from the end) gets that
+ * entry's adjoint; inc sums, so every position gets it.  Each index is
+ * checked as a constant (the survivors are found when the gradient is
+ * built) and as a computed tensor (`j = add(i, 0)`: found at run time). */
+typedef struct rcase {
+    const char *label;
+    const char *decls;   /* inputs, and `const i: ...` */
+    const char *expr;    /* y = ..., with the index named IDX */
+} rcase;
+
+static const rcase repeats[] = {
+    /* the reported case: lp = sum(b*b) */
+    {"set [1, 4, 1]", "input x: f64[5]\n input v: f64[3]\n"
+                      " const i: i64[3] = [1, 4, 1]",
+     "set_subtensor(x[IDX], v)"},
+    {"set, negative entries repeat positive ones",
+     "input x: f64[5]\n input v: f64[4]\n"
+     " const i: i64[4] = [-1, 4, 1, -4]",
+     "set_subtensor(x[IDX], v)"},
+    {"set, every entry the same", "input x: f64[3]\n input v: f64[4]\n"
+                                  " const i: i32[4] = [2, 2, -1, 2]",
+     "set_subtensor(x[IDX], v)"},
+    {"set axis 1", "input x: f64[2, 5]\n input v: f64[2, 4]\n"
+                   " const i: i64[4] = [3, -2, 0, 3]",
+     "set_subtensor(x[:, IDX], v)"},
+    {"set axis 1, v broadcast", "input x: f64[3, 4, 2]\n input v: f64[3, 1]\n"
+                                " const i: i64[3] = [1, 3, -3]",
+     "set_subtensor(x[:, IDX], v)"},
+    {"set rank-2 index", "input x: f64[4, 3]\n input v: f64[2, 2, 3]\n"
+                         " const i: i64[2, 2] = [[0, 2], [2, -4]]",
+     "set_subtensor(x[IDX], v)"},
+    {"set rank-2 index axis 1", "input x: f64[2, 4, 3]\n"
+                                " input v: f64[2, 2, 2, 3]\n"
+                                " const i: i64[2, 2] = [[1, 1], [3, -3]]",
+     "set_subtensor(x[:, IDX], v)"},
+    {"set, no repeats", "input x: f64[5]\n input v: f64[3]\n"
+                        " const i: i64[3] = [4, 0, 2]",
+     "set_subtensor(x[IDX], v)"},
+    {"inc [1, 4, 1]", "input x: f64[5]\n input v: f64[3]\n"
+                      " const i: i64[3] = [1, 4, 1]",
+     "inc_subtensor(x[IDX], v)"},
+    {"inc axis 1", "input x: f64[2, 5]\n input v: f64[2, 4]\n"
+                   " const i: i64[4] = [3, -2, 0, 3]",
+     "inc_subtensor(x[:, IDX], v)"},
+    {"inc rank-2 index", "input x: f64[4, 3]\n input v: f64[2, 2, 3]\n"
+                         " const i: i64[2, 2] = [[0, 2], [2, -4]]",
+     "inc_subtensor(x[IDX], v)"},
+    /* basic slices name every entry once; a step and a negative step */
+    {"set basic ::-2", "input x: f64[5, 2]\n input v: f64[3, 2]",
+     "set_subtensor(x[::-2], v)"},
+    {"set basic 1:4, v broadcast", "input x: f64[5, 3]\n input v: f64[3]",
+     "set_subtensor(x[1:4], v)"},
+};
+
+/* .kg text parsed and compiled with `backend` */
+static kiln_function *compile_on(const char *text, const char *backend,
+                                 kiln_err *err)
+{
+    kiln_graph *g = kiln_parse_string(text, "t.kg", NULL, err);
+    setenv("KILN_BACKEND", backend, 1);
+    kiln_function *f = g ? kiln_compile(g, NULL, err) : NULL;
+    unsetenv("KILN_BACKEND");
+    kiln_graph_free(g);
+    return f;
+}
+
+/* every kernel of a probe compiled by `name` (no fallback) */
+static int have_backend(const char *name)
+{
+    kiln_err err = {0, ""};
+    kiln_function *f = compile_on(
+        "kiln 1\ngraph p\n  input x: f64[2]\n  output y = exp(x)\nend\n",
+        name, &err);
+    int r = f && kiln_function_n_kernels(f) > 0 &&
+            strcmp(kiln_function_kernel_backend(f, 0), name) == 0;
+    kiln_function_free(f);
+    return r;
+}
+
+/* s with every "IDX" replaced by idx */
+static void subst(char *out, size_t size, const char *s, const char *idx)
+{
+    size_t n = 0;
+    for (; *s && n + 1 < size; s++) {
+        if (strncmp(s, "IDX", 3) == 0) {
+            n += (size_t)snprintf(out + n, size - n, "%s", idx);
+            s += 2;
+        } else {
+            out[n++] = *s;
+        }
+        if (n >= size)
+            n = size - 1;
+    }
+    out[n] = 0;
+}
+
+static void test_repeats(const char *backend)
+{
+    char expr[256], text[4096], label[160];
+    static const char *const costs[] = {"sum(mul(y, y))", "sum(sin(y))"};
+    setenv("KILN_BACKEND", backend, 1);
+    for (size_t i = 0; i < sizeof repeats / sizeof repeats[0]; i++) {
+        int has_idx = strstr(repeats[i].expr, "IDX") != NULL;
+        for (int computed = 0; computed < 1 + has_idx; computed++)
+            for (int k = 0; k < 3; k++) {
+                /* the third: the first cost with every rewrite pass off */
+                if (k == 2)
+                    setenv("KILN_PASSES", "none", 1);
+                subst(expr, sizeof expr, repeats[i].expr,
+                      computed ? "j" : "i");
+                snprintf(text, sizeof text,
+                         "kiln 1\ngraph t\n %s\n%s y = %s\n"
+                         " output cost = %s\nend\n",
+                         repeats[i].decls, computed ? " j = add(i, 0)\n" : "",
+                         expr, costs[k % 2]);
+                snprintf(label, sizeof label, "%s (%s, %s, %s%s)",
+                         repeats[i].label, backend,
+                         has_idx ? computed ? "index computed"
+                                            : "index constant"
+                                 : "basic",
+                         costs[k % 2], k == 2 ? ", passes none" : "");
+                gc_check(label, text, 1e-6);
+                unsetenv("KILN_PASSES");
+            }
+    }
+    unsetenv("KILN_BACKEND");
+}
+
+/* An index of symbolic shape: the positions are not a constant, so the
+ * last writer cannot be told apart; entries written once keep their
+ * adjoint, repeated ones get NaN (docs/ops.md, Limits). */
+static void test_repeats_symbolic(const char *backend)
+{
+    kiln_err err = {0, ""};
+    kiln_function *f = compile_on(
+        "kiln 1\ngraph s\n  input x: f64[5]\n  input v: f64[n]\n"
+        "  input i: i64[n]\n  b = set_subtensor(x[i], v)\n"
+        "  lp = sum(mul(b, b))\n  d_x, d_v = grad(lp, x, v)\n"
+        "  output d_x\n  output d_v\nend\n", backend, &err);
+    ok(f != NULL, "symbolic index (%s): compiles %s", backend,
+       f ? "" : err.message);
+    if (!f)
+        return;
+    double x[5] = {1, 2, 3, 4, 5}, v[3] = {10, 20, 30};
+    int64_t rep[3] = {1, -1, -4}, uniq[3] = {1, -1, 2};
+    for (int r = 0; r < 2; r++) {
+        kiln_tensor in[3] = {{KILN_F64, 1, {5}, x}, {KILN_F64, 1, {3}, v},
+                             {KILN_I64, 1, {3}, r ? uniq : rep}};
+        kiln_tensor o[2];
+        int rc = kiln_function_call(f, in, o, &err);
+        const double *dx = rc ? NULL : o[0].data, *dv = rc ? NULL : o[1].data;
+        if (r == 0)
+            ok(rc == 0 && isnan(dv[0]) && dv[1] == 40 && isnan(dv[2]) &&
+                   dx[0] == 2 && dx[1] == 0 && dx[4] == 0,
+               "symbolic index (%s), repeated entries: NaN there, 2*v at "
+               "the others %s", backend, rc ? err.message : "");
+        else
+            ok(rc == 0 && dv[0] == 20 && dv[1] == 40 && dv[2] == 60 &&
+                   dx[0] == 2 && dx[2] == 0 && dx[3] == 8,
+               "symbolic index (%s), no repeats: exact %s", backend,
+               rc ? err.message : "");
+    }
+    kiln_function_free(f);
+}
+
+/* A constant index with a negative entry on an axis of symbolic length:
+ * the entries cannot be normalised when the gradient is built, so the
+ * survivors are found at run time, along x's axis 1. */
+static void test_repeats_symbolic_axis(const char *backend)
+{
+    kiln_err err = {0, ""};
+    kiln_function *f = compile_on(
+        "kiln 1\ngraph s\n  input x: f64[2, ?]\n  input v: f64[2, 3]\n"
+        "  const i: i64[3] = [1, -4, 2]\n  b = set_subtensor(x[:, i], v)\n"
+        "  lp = sum(mul(b, b))\n  d_x, d_v = grad(lp, x, v)\n"
+        "  output d_x\n  output d_v\nend\n", backend, &err);
+    double x[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    double v[6] = {1, 2, 3, 4, 5, 6};
+    kiln_tensor in[2] = {{KILN_F64, 2, {2, 5}, x}, {KILN_F64, 2, {2, 3}, v}};
+    kiln_tensor o[2];
+    int rc = f ? kiln_function_call(f, in, o, &err) : -1;
+    const double *dx = rc ? NULL : o[0].data, *dv = rc ? NULL : o[1].data;
+    static const double want_dx[10] = {2, 0, 0, 8, 10, 12, 0, 0, 18, 20};
+    static const double want_dv[6] = {0, 4, 6, 0, 10, 12};
+    ok(rc == 0 && memcmp(dx, want_dx, sizeof want_dx) == 0 &&
+           memcmp(dv, want_dv, sizeof want_dv) == 0,
+       "constant index [1, -4, 2] on a symbolic axis (%s): the last writers "
+       "found at run time %s", backend, rc ? err.message : "");
+    kiln_function_free(f);
+}
+
 int main(void)
 {
     char text[4096];
@@ -177,5 +374,15 @@ int main(void)
         gc_check(cases[i].label, text, cases[i].tol);
     }
     test_errors();
+    static const char *const backends[] = {"interp", "tcc", "llvm"};
+    for (int b = 0; b < 3; b++) {
+        if (!have_backend(backends[b])) {
+            ok(1, "%s # SKIP not built", backends[b]);
+            continue;
+        }
+        test_repeats(backends[b]);
+        test_repeats_symbolic(backends[b]);
+        test_repeats_symbolic_axis(backends[b]);
+    }
     return done_testing();
 }
