@@ -2,9 +2,9 @@
  * llvm.c — the LLVM backend plugin: optimised, vectorised kernels built
  * directly as LLVM IR through the LLVM-C API (LLVM 14).
  *
- * What is compiled, and what is not.  ELEMWISE and REDUCE kernels — the
- * ones with a scalar program — and GATHER become machine code.  For each
- * such kernel
+ * What is compiled.  Every kernel kind becomes machine code: ELEMWISE and
+ * REDUCE (the ones with a scalar program), GATHER, JOIN, SCATTER and
+ * DOT.  For each kernel
  * one LLVM module holds a few *row functions*, each a single loop over one
  * row of the (coalesced) iteration space:
  *
@@ -18,6 +18,14 @@
  *   kiln_uc / kiln_us   REDUCE along a kept axis: o[j] = op(o[j], prog(j))
  *                       (not emitted when reduce_axes covers every axis)
  *   kiln_gk / kiln_gc   GATHER: check a row of indices / copy x[idx[j]]
+ *   kiln_jc / kiln_js   JOIN: copy a row into the output's slice,
+ *                       contiguous (memcpy) / strided
+ *   kiln_sk / kiln_sc   SCATTER: check a row of indices / set or add the
+ *                       values at x[..., idx[j], ...] (one element or one
+ *                       row of a sub-array per index), in order
+ *   kiln_db / kiln_dl   DOT: call rt->dgemm/sgemm with the arguments in
+ *                       st / the interpreter's triple loop (strides BLAS
+ *                       cannot take)
  *
  * `ptrs` holds one base pointer per view (inputs, then outputs), `st` the
  * inner strides in elements (strided versions only).  The signature is
@@ -42,9 +50,17 @@
  * functions called per strip of the row (see "Wide programs" below):
  * code generation is superlinear in the size of one loop body.
  *
- * JOIN, SCATTER and DOT move blocks of data (or call BLAS through the
- * runtime table) and gain nothing from code generation: they run on the
- * embedded interpreter, with its exact semantics and messages.
+ * JOIN, SCATTER and DOT: each has a *plan* (kl_jplan, kl_splan,
+ * kl_dplan), everything that does not depend on the data — the
+ * interpreter's shape checks and coalesced walks, the row functions' st
+ * arrays, BLAS's transpose flags and leading dimensions — made once per
+ * shape signature by a prepared call (ABI 1.4), or on the stack by an
+ * unprepared one; a steady-state call then only swaps pointers and calls
+ * rows.  Messages are the interpreter's (its check functions, split out
+ * of its runners, are called here); an index out of range is found by
+ * the compiled check and reported by the interpreter's.  A SCATTER whose
+ * per-index sub-array does not coalesce to one row runs on the embedded
+ * interpreter; so does a sub-array GATHER.
  *
  * fast_math (off by default): function attributes for the code generator
  * (unsafe-fp-math, no-signed-zeros, approx-func, less-precise-fpmad) and
@@ -60,8 +76,8 @@
  * The artifact is an ELF object file in memory, emitted by a target
  * machine for the host CPU, behind a small header and a copy of the
  * kernel description; load and load_bytes are one function that links the
- * object into its own ORC LLJIT instance (symbols such as memcpy, which
- * LLVM may emit for copy loops, come from the process).
+ * object with kiln's own ELF loader (core/objload.c; memcpy, memmove and
+ * memset, which LLVM may call, are imported).
  *
  * Thread safety: one LLVMContext, module, target machine and JIT per
  * compile or callable; the process-wide LLVM set-up (targets, the
