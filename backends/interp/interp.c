@@ -2060,6 +2060,20 @@ static int kiln_interp_take_body(void *ctx, const kiln_interp_iter *it,
     return 0;
 }
 
+/* GATHER (x, idx) -> out and SCATTER (idx, values) into out: the data,
+ * the indices and the indexed side (out or values). */
+static void kiln_interp_take_views(const kiln_interp_run *r,
+                                   const kiln_view **data,
+                                   const kiln_view **idx,
+                                   const kiln_view **side)
+{
+    const kiln_call *call = r->call;
+    int gather = r->k->kind == KILN_KERNEL_GATHER;
+    *data = gather ? &call->inputs[0] : &call->outputs[0];
+    *idx = gather ? &call->inputs[1] : &call->inputs[0];
+    *side = gather ? &call->outputs[0] : &call->inputs[1];
+}
+
 /* The indexed side's shape, want = data[:axis] + idx + data[axis+1:],
  * and its strides for the walk (SCATTER values may broadcast: extent 1,
  * stride 0; GATHER's output may not); 0 or a kiln_code with the
@@ -2067,11 +2081,9 @@ static int kiln_interp_take_body(void *ctx, const kiln_interp_iter *it,
 static int kiln_interp_take_shapes(const kiln_interp_run *r, int64_t *want,
                                    int64_t *side_st)
 {
-    const kiln_call *call = r->call;
     int gather = r->k->kind == KILN_KERNEL_GATHER;
-    const kiln_view *data = gather ? &call->inputs[0] : &call->outputs[0];
-    const kiln_view *idx = gather ? &call->inputs[1] : &call->inputs[0];
-    const kiln_view *side = gather ? &call->outputs[0] : &call->inputs[1];
+    const kiln_view *data, *idx, *side;
+    kiln_interp_take_views(r, &data, &idx, &side);
     int axis = r->k->axis, q = idx->rank;
     int post = data->rank - axis - 1;
     for (int d = 0; d < axis; d++)
@@ -2100,11 +2112,9 @@ static int kiln_interp_take_shapes(const kiln_interp_run *r, int64_t *want,
 
 static int kiln_interp_take(const kiln_interp_run *r)
 {
-    const kiln_call *call = r->call;
     int gather = r->k->kind == KILN_KERNEL_GATHER;
-    const kiln_view *data = gather ? &call->inputs[0] : &call->outputs[0];
-    const kiln_view *idx = gather ? &call->inputs[1] : &call->inputs[0];
-    const kiln_view *side = gather ? &call->outputs[0] : &call->inputs[1];
+    const kiln_view *data, *idx, *side;
+    kiln_interp_take_views(r, &data, &idx, &side);
     int axis = r->k->axis, q = idx->rank;
     int post = data->rank - axis - 1;
     int64_t want[KILN_MAX_RANK], side_st[KILN_MAX_RANK];

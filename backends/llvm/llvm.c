@@ -2913,24 +2913,15 @@ static int kl_prepare_move(const kiln_interp_run *r, const kl_state *ls, void **
     uint32_t kind = r->k->kind;
     if (kind == KILN_KERNEL_JOIN)
         return kl_jplan_make(r, ls, out);
-    if (kind == KILN_KERNEL_SCATTER) {
-        kl_splan *sp = malloc(sizeof *sp);
-        if (!sp || kl_splan_init(sp, r, ls)) {
-            free(sp);
+    if (kind == KILN_KERNEL_SCATTER || kind == KILN_KERNEL_DOT) {
+        union { kl_planhead h; kl_splan s; kl_dplan d; } *mp = malloc(sizeof *mp);
+        int scatter = kind == KILN_KERNEL_SCATTER;
+        if (!mp || (scatter ? kl_splan_init(&mp->s, r, ls) : kl_dplan_init(&mp->d, r, ls))) {
+            free(mp);
             return 1;
         }
-        sp->h.run = kl_splan_run;
-        *out = sp;
-        return 0;
-    }
-    if (kind == KILN_KERNEL_DOT) {
-        kl_dplan *dp = malloc(sizeof *dp);
-        if (!dp || kl_dplan_init(dp, r, ls)) {
-            free(dp);
-            return 1;
-        }
-        dp->h.run = kl_dplan_run;
-        *out = dp;
+        mp->h.run = scatter ? kl_splan_run : kl_dplan_run;
+        *out = mp;
         return 0;
     }
     return 1;   /* GATHER checks its indices per call: fn */
