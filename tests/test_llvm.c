@@ -653,13 +653,17 @@ static int agree(const char *what, const kiln_kernel *k, const kiln_view *in,
                 good = 0;
             }
         }
-        long a0 = COUNT_ALLOCS ? n_allocs : 0;
+#if COUNT_ALLOCS
+        long a0 = n_allocs;
+#endif
         rcs[v] = v == 0 ? ci->fn(ci->state, &call)
                : v == 1 ? cl->fn(cl->state, &call)
                : v == 2 ? cb->fn(cb->state, &call)
                : plan ? cl->run(plan, &call) : cl->fn(cl->state, &call);
-        if (v == 4 && plan && COUNT_ALLOCS)
+#if COUNT_ALLOCS
+        if (v == 4 && plan)
             move_allocs += n_allocs - a0;
+#endif
         memcpy(ores[v], obuf, nb);
     }
     if (plan)
