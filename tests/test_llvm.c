@@ -17,7 +17,11 @@
  *     bitwise; a full reduction carries only its scalar row functions;
  *  6. fast_math: a sum's loop becomes a vector reduction (without it,
  *     not), within a tolerance of the interpreter;
- *  7. GATHER is compiled and equals the interpreter, messages included.
+ *  7. GATHER is compiled and equals the interpreter, messages included;
+ *  8. JOIN, SCATTER and DOT are compiled and equal the interpreter
+ *     bitwise, messages included, called through fn, from the artifact's
+ *     bytes and prepared (ABI 1.4); steady-state prepared calls allocate
+ *     nothing.
  *
  * Skips everything when the plugin was not built.
  */
@@ -33,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "count_allocs.h"
 #include "runtime.h"
 #include "tap.h"
 
@@ -577,6 +582,360 @@ static void test_gather(void)
        "reversed) equal interp bitwise; out of range gives its message");
 }
 
+/* ---- JOIN, SCATTER, DOT compiled (8.) ---------------------------------- */
+
+static kiln_view viewn(void *p, int dt, int rank, const int64_t *shape,
+                       const int64_t *strides)
+{
+    kiln_view v;
+    memset(&v, 0, sizeof v);
+    v.data = p;
+    v.rank = rank;
+    v.dtype = dt;
+    for (int d = 0; d < rank; d++) {
+        v.shape[d] = shape[d];
+        v.strides[d] = strides[d];
+    }
+    return v;
+}
+
+static kiln_kernel mkmove(uint32_t kind, uint32_t nin, const kiln_arg_desc *in,
+                          const kiln_arg_desc *out, int axis, uint32_t mode,
+                          const char *label)
+{
+    kiln_kernel k;
+    memset(&k, 0, sizeof k);
+    k.struct_size = sizeof k;
+    k.kind = kind;
+    k.n_inputs = nin;
+    k.n_outputs = 1;
+    k.inputs = in;
+    k.outputs = out;
+    k.axis = axis;
+    k.scatter_mode = mode;
+    k.label = label;
+    return k;
+}
+
+#define OB (1 << 15)
+static unsigned char obuf[OB], opat[OB], ores[5][OB];
+static float fs[4 * N];
+static long move_allocs;      /* allocations of steady-state prepared calls */
+
+/* Kernel k on interp and on llvm — fn, fn of a callable loaded from the
+ * artifact bytes, a prepared call and a second run of the same plan —
+ * with the output view inside obuf (nb bytes, reset from opat before each
+ * run): 1 when every llvm run gives the interpreter's bytes, return code
+ * and message.  `prep`: whether prepare should accept the call. */
+static int agree(const char *what, const kiln_kernel *k, const kiln_view *in,
+                 const kiln_view *out, size_t nb, int prep)
+{
+    unsigned char *bytes = NULL;
+    size_t len = 0;
+    kiln_callable *ci = compile_load(I, k, NULL, NULL);
+    kiln_callable *cl = compile_load(L, k, &bytes, &len);
+    kiln_callable *cb = bytes ? from_bytes(bytes, len) : NULL;
+    free(bytes);
+    int good = ci && cl && cb, rcs[5] = {0};
+    char msg[5][256];
+    void *plan = NULL;
+    for (int v = 0; good && v < 5; v++) {
+        memcpy(obuf, opat, nb);
+        msg[v][0] = 0;
+        kiln_call call = {sizeof call, k->n_inputs, 1, in, out, kiln_runtime_get(),
+                          msg[v], sizeof msg[v]};
+        if (v == 3) {
+            int pr = cl->prepare(cl->state, &call, &plan);
+            if (pr != 0)
+                plan = NULL;
+            if ((pr == 0) != prep) {
+                diag("%s: prepare returned %d", what, pr);
+                good = 0;
+            }
+        }
+#if COUNT_ALLOCS
+        long a0 = n_allocs;
+#endif
+        rcs[v] = v == 0 ? ci->fn(ci->state, &call)
+               : v == 1 ? cl->fn(cl->state, &call)
+               : v == 2 ? cb->fn(cb->state, &call)
+               : plan ? cl->run(plan, &call) : cl->fn(cl->state, &call);
+#if COUNT_ALLOCS
+        if (v == 4 && plan)
+            move_allocs += n_allocs - a0;
+#endif
+        memcpy(ores[v], obuf, nb);
+    }
+    if (plan)
+        cl->plan_free(plan);
+    for (int v = 1; good && v < 5; v++)
+        if (rcs[v] != rcs[0] || strcmp(msg[v], msg[0]) != 0 ||
+            memcmp(ores[v], ores[0], nb) != 0) {
+            size_t at = 0;
+            while (at < nb && ores[v][at] == ores[0][at])
+                at++;
+            diag("%s: run %d gives %d '%s', interp %d '%s' (data differ from "
+                 "byte %zu)", what, v, rcs[v], msg[v], rcs[0], msg[0], at);
+            good = 0;
+        }
+    if (ci)
+        I->callable_free(ci);
+    if (cl)
+        L->callable_free(cl);
+    if (cb)
+        L->callable_free(cb);
+    if (!good)
+        diag("%s: differs", what);
+    return good;
+}
+
+static int text_has(const kiln_kernel *k, const char *needle)
+{
+    char *text = NULL;
+    kiln_plugin_error *e = NULL;
+    kiln_compile_options co = {.struct_size = sizeof co, .opt_level = 2};
+    int r = L->emit_text(k, &co, &text, &e) == 0 && text && strstr(text, needle);
+    if (text)
+        L->text_free(text);
+    L->error_free(e);
+    return r;
+}
+
+static void test_join(void)
+{
+    int good = 1;
+    double *o = (double *)(void *)obuf;
+    /* 1-D f64: contiguous, empty, reversed, strided inputs */
+    {
+        static const kiln_arg_desc d[5] = {{KILN_F64, 1, {0}}, {KILN_F64, 1, {0}},
+                                           {KILN_F64, 1, {0}}, {KILN_F64, 1, {0}},
+                                           {KILN_F64, 1, {0}}};
+        kiln_kernel k = mkmove(KILN_KERNEL_JOIN, 4, d, d + 4, 0, 0, "join");
+        int64_t sh[4] = {300, 0, 250, 77}, st[4] = {1, 1, -1, 3};
+        void *p[4] = {xs, xs, xs + 400, ys + 5};
+        kiln_view in[4], out;
+        for (int i = 0; i < 4; i++)
+            in[i] = viewn(p[i], KILN_F64, 1, &sh[i], &st[i]);
+        int64_t on = 627, os = 1, ors = -1;
+        out = viewn(o, KILN_F64, 1, &on, &os);
+        good &= agree("join 1-D f64", &k, in, &out, 627 * 8, 1);
+        out = viewn(o + 626, KILN_F64, 1, &on, &ors);       /* reversed output */
+        good &= agree("join 1-D f64 into a reversed output", &k, in, &out, 627 * 8, 1);
+        int64_t bad = 600;                                  /* shape mismatch */
+        out = viewn(o, KILN_F64, 1, &bad, &os);
+        good &= agree("join 1-D f64, wrong output length", &k, in, &out, 627 * 8, 0);
+        ok(text_has(&k, "@kiln_jc(") && text_has(&k, "@kiln_js("),
+           "JOIN is compiled (kiln_jc/kiln_js)");
+    }
+    /* 2-D f32 along axis 1 and axis 0: C-ordered, transposed inputs */
+    {
+        static const kiln_arg_desc d[3] = {{KILN_F32, 2, {0}}, {KILN_F32, 2, {0}},
+                                           {KILN_F32, 2, {0}}};
+        for (int axis = 0; axis < 2; axis++) {
+            kiln_kernel k = mkmove(KILN_KERNEL_JOIN, 2, d, d + 2, axis, 0, "join");
+            int64_t s0[2] = {axis ? 40 : 30, axis ? 30 : 50}, c0[2] = {s0[1], 1};
+            int64_t s1[2] = {axis ? 40 : 20, axis ? 20 : 50}, t1[2] = {1, s1[0]};
+            int64_t so[2] = {axis ? 40 : 50, 50}, co[2] = {50, 1};
+            kiln_view in[2] = {viewn(fs, KILN_F32, 2, s0, c0),
+                               viewn(fs + 1500, KILN_F32, 2, s1, t1)  /* fs: 4N */};
+            kiln_view out = viewn(obuf, KILN_F32, 2, so, co);
+            char what[64];
+            snprintf(what, sizeof what, "join 2-D f32 along axis %d", axis);
+            good &= agree(what, &k, in, &out, 2500 * 4, 1);
+        }
+    }
+    ok(good, "compiled joins (1-D/2-D, f64/f32, empty, reversed, strided, "
+       "transposed inputs; reversed output; a wrong shape's message) equal "
+       "interp bitwise, prepared and not");
+}
+
+static void test_scatter(void)
+{
+    static int64_t i64[N];
+    static int32_t i32[N];
+    for (int i = 0; i < N; i++) {
+        i64[i] = (int64_t)((i * 7) % 19) - 9;   /* -9..9: repeats, negatives */
+        i32[i] = (int32_t)i64[i];
+    }
+    memcpy(opat, ys, sizeof ys);                 /* x, updated in place */
+    int good = 1;
+    for (int mode = 0; mode < 2; mode++)
+        for (int w = 0; w < 2; w++) {
+            unsigned it = w ? KILN_I32 : KILN_I64;
+            void *ix = w ? (void *)i32 : (void *)i64;
+            const char *mn = mode ? "inc" : "set";
+            char what[128];
+            /* 1-D f64: x[idx] op= v, contiguous, reversed and broadcast values */
+            {
+                kiln_arg_desc d[3] = {{(uint8_t)it, 1, {0}}, {KILN_F64, 1, {0}},
+                                      {KILN_F64, 1, {0}}};
+                kiln_kernel k = mkmove(KILN_KERNEL_SCATTER, 2, d, d + 2, 0, (uint32_t)mode,
+                                       "advanced_inc_subtensor");
+                int64_t n = 500, one = 1, size = 10, s1 = 1, sm = -1, s0 = 0;
+                kiln_view in[2] = {viewn(ix, (int)it, 1, &n, &s1),
+                                   viewn(xs + 20, KILN_F64, 1, &n, &s1)};
+                kiln_view out = viewn(obuf, KILN_F64, 1, &size, &s1);
+                snprintf(what, sizeof what, "scatter %s f64 %s", mn, w ? "i32" : "i64");
+                good &= agree(what, &k, in, &out, 10 * 8, 1);
+                in[0] = viewn((char *)ix + (w ? 4 : 8) * 499, (int)it, 1, &n, &sm);
+                in[1] = viewn(xs + 600, KILN_F64, 1, &n, &sm);
+                out = viewn(obuf + 9 * 8, KILN_F64, 1, &size, &sm);
+                good &= agree("... reversed idx, values and x", &k, in, &out, 10 * 8, 1);
+                in[1] = viewn(xs + 3, KILN_F64, 1, &one, &s0);   /* broadcast */
+                good &= agree("... broadcast values", &k, in, &out, 10 * 8, 1);
+                int64_t small = 9;          /* idx 9 is out of range for 9 */
+                out = viewn(obuf, KILN_F64, 1, &small, &s1);
+                good &= agree("... out of range", &k, in, &out, 10 * 8, 1);
+                int64_t four = 4;           /* wrong values shape */
+                in[1] = viewn(xs, KILN_F64, 1, &four, &s1);
+                good &= agree("... values of a wrong shape", &k, in, &out, 10 * 8, 0);
+                if (mode && !w)
+                    ok(text_has(&k, "@kiln_sc(") && text_has(&k, "@kiln_sk("),
+                       "SCATTER is compiled (kiln_sk/kiln_sc)");
+            }
+            /* f32 2-D data along axis 0 (a row per index) and axis 1 */
+            {
+                kiln_arg_desc d[3] = {{(uint8_t)it, 1, {0}}, {KILN_F32, 2, {0}},
+                                      {KILN_F32, 2, {0}}};
+                for (int axis = 0; axis < 2; axis++) {
+                    kiln_kernel k = mkmove(KILN_KERNEL_SCATTER, 2, d, d + 2, axis,
+                                           (uint32_t)mode, "advanced_inc_subtensor");
+                    int64_t n = 60, s1 = 1;
+                    int64_t xsh[2] = {10, 10}, xst[2] = {10, 1};
+                    int64_t vsh[2] = {axis ? 10 : 60, axis ? 60 : 10};
+                    int64_t vst[2] = {1, vsh[0]};                 /* transposed */
+                    int64_t bsh[2] = {axis ? 1 : 60, axis ? 60 : 1},
+                            bst[2] = {axis ? 0 : 1, axis ? 1 : 0}; /* broadcast */
+                    kiln_view in[2] = {viewn(ix, (int)it, 1, &n, &s1),
+                                       viewn(fs + 7, KILN_F32, 2, vsh, vst)};
+                    kiln_view out = viewn(obuf, KILN_F32, 2, xsh, xst);
+                    snprintf(what, sizeof what, "scatter %s f32 %s along axis %d", mn,
+                             w ? "i32" : "i64", axis);
+                    good &= agree(what, &k, in, &out, 100 * 4, 1);
+                    in[1] = viewn(fs + 7, KILN_F32, 2, bsh, bst);
+                    good &= agree("... broadcast values along a dim", &k, in, &out,
+                                  100 * 4, 1);
+                }
+            }
+            /* a sub-array that is no single row (x (6, 3, 4) with its
+             * last two axes transposed): the interpreter runs it */
+            {
+                kiln_arg_desc d[3] = {{(uint8_t)it, 1, {0}}, {KILN_F64, 3, {0}},
+                                      {KILN_F64, 3, {0}}};
+                kiln_kernel k = mkmove(KILN_KERNEL_SCATTER, 2, d, d + 2, 0,
+                                       (uint32_t)mode, "advanced_inc_subtensor");
+                int64_t n = 20, s1 = 1;
+                for (int i = 0; i < 20; i++) {
+                    i64[N - 20 + i] = (i * 5) % 6 - 3;
+                    i32[N - 20 + i] = (int32_t)i64[N - 20 + i];
+                }
+                int64_t xsh[3] = {6, 3, 4}, xst[3] = {12, 1, 3};
+                int64_t vsh[3] = {20, 3, 4}, vst[3] = {12, 4, 1};
+                kiln_view in[2] = {viewn((char *)ix + (w ? 4 : 8) * (N - 20), (int)it, 1,
+                                         &n, &s1),
+                                   viewn(xs, KILN_F64, 3, vsh, vst)};
+                kiln_view out = viewn(obuf, KILN_F64, 3, xsh, xst);
+                good &= agree("scatter of non-row sub-arrays (interp)", &k, in, &out,
+                              72 * 8, 0);
+            }
+        }
+    ok(good, "compiled scatters (set/inc, i64/i32, repeated and negative "
+       "indices, reversed, strided, broadcast values, rows per index, "
+       "out of range and shape messages) equal interp bitwise, prepared and not");
+}
+
+static void test_dotk(void)
+{
+    int good = 1;
+    for (int f = 0; f < 2; f++) {
+        int dt = f ? KILN_F32 : KILN_F64;
+        size_t es = f ? 4 : 8;
+        void *A = f ? (void *)fs : (void *)xs, *B = f ? (void *)(fs + 700)
+                                                      : (void *)(ys + 100);
+        kiln_arg_desc d[6] = {{(uint8_t)dt, 2, {0}}, {(uint8_t)dt, 2, {0}},
+                              {(uint8_t)dt, 2, {0}}, {(uint8_t)dt, 1, {0}},
+                              {(uint8_t)dt, 1, {0}}, {(uint8_t)dt, 0, {0}}};
+        /* (m,k) @ (k,n), A and B plain or transposed */
+        kiln_arg_desc mm[3] = {d[0], d[1], d[2]};
+        kiln_kernel k = mkmove(KILN_KERNEL_DOT, 2, mm, mm + 2, 0, 0, "dot");
+        for (int t = 0; t < 4; t++) {
+            int64_t as[2] = {13, 17}, ast[2] = {t & 1 ? 1 : 17, t & 1 ? 13 : 1};
+            int64_t bs[2] = {17, 11}, bst[2] = {t & 2 ? 1 : 11, t & 2 ? 17 : 1};
+            int64_t cs[2] = {13, 11}, cst[2] = {11, 1};
+            kiln_view in[2] = {viewn(A, dt, 2, as, ast), viewn(B, dt, 2, bs, bst)};
+            kiln_view out = viewn(obuf, dt, 2, cs, cst);
+            char what[64];
+            snprintf(what, sizeof what, "dot %s (13,17)@(17,11) transposes %d",
+                     f ? "f32" : "f64", t);
+            good &= agree(what, &k, in, &out, 143 * es, 1);
+        }
+        {   /* a reversed operand (the loop), an empty product, a bad shape */
+            int64_t as[2] = {13, 17}, ast[2] = {-17, 1};
+            int64_t bs[2] = {17, 11}, bst[2] = {11, 1};
+            int64_t cs[2] = {13, 11}, cst[2] = {11, 1};
+            kiln_view in[2] = {viewn((char *)A + es * 12 * 17, dt, 2, as, ast),
+                               viewn(B, dt, 2, bs, bst)};
+            kiln_view out = viewn(obuf, dt, 2, cs, cst);
+            good &= agree("dot with reversed rows (loop)", &k, in, &out, 143 * es, 1);
+            as[0] = cs[0] = 0;
+            in[0] = viewn(A, dt, 2, as, ast);
+            out = viewn(obuf, dt, 2, cs, cst);
+            good &= agree("empty dot", &k, in, &out, 143 * es, 1);
+            as[0] = cs[0] = 13;
+            bs[0] = 16;
+            in[0] = viewn(A, dt, 2, as, ast);
+            in[1] = viewn(B, dt, 2, bs, bst);
+            out = viewn(obuf, dt, 2, cs, cst);
+            good &= agree("dot of mismatched shapes", &k, in, &out, 143 * es, 0);
+        }
+        if (!f)
+            ok(text_has(&k, "@kiln_db(") && text_has(&k, "@kiln_dl("),
+               "DOT is compiled (kiln_db/kiln_dl)");
+        /* 1-D: (m,k)@(k), (k)@(k,n), (k)@(k) */
+        int64_t m2[2] = {13, 17}, m2s[2] = {17, 1}, m2t[2] = {1, 13};
+        int64_t k1 = 17, s1 = 1, sneg = -2, n13 = 13, n11 = 11;
+        int64_t kn[2] = {17, 11}, kns[2] = {11, 1};
+        kiln_arg_desc mv[3] = {d[0], d[3], d[4]}, vm[3] = {d[3], d[0], d[4]},
+                      vv[3] = {d[3], d[4], d[5]};
+        kiln_kernel kmv = mkmove(KILN_KERNEL_DOT, 2, mv, mv + 2, 0, 0, "dot");
+        kiln_kernel kvm = mkmove(KILN_KERNEL_DOT, 2, vm, vm + 2, 0, 0, "dot");
+        kiln_kernel kvv = mkmove(KILN_KERNEL_DOT, 2, vv, vv + 2, 0, 0, "dot");
+        kiln_view in[2] = {viewn(A, dt, 2, m2, m2s), viewn(B, dt, 1, &k1, &s1)};
+        kiln_view out = viewn(obuf, dt, 1, &n13, &s1);
+        good &= agree("dot matrix-vector", &kmv, in, &out, 13 * es, 1);
+        in[0] = viewn(A, dt, 2, m2, m2t);
+        good &= agree("dot transpose(A)-vector", &kmv, in, &out, 13 * es, 1);
+        in[1] = viewn((char *)B + es * 40, dt, 1, &k1, &sneg);
+        good &= agree("dot matrix-reversed vector (loop)", &kmv, in, &out, 13 * es, 1);
+        in[0] = viewn(B, dt, 1, &k1, &s1);
+        in[1] = viewn(A, dt, 2, kn, kns);
+        out = viewn(obuf, dt, 1, &n11, &s1);
+        good &= agree("dot vector-matrix", &kvm, in, &out, 11 * es, 1);
+        in[0] = viewn(A, dt, 1, &k1, &s1);
+        in[1] = viewn(B, dt, 1, &k1, &s1);
+        out = viewn(obuf, dt, 0, NULL, NULL);
+        good &= agree("dot vector-vector", &kvv, in, &out, es, 1);
+    }
+    ok(good, "compiled dots (f64/f32, 1-D and 2-D, transposed operands through "
+       "BLAS, reversed ones through the loop, empty, mismatched shapes) equal "
+       "interp bitwise, prepared and not");
+}
+
+static void test_moves(void)
+{
+    for (int i = 0; i < 4 * N; i++)
+        fs[i] = (float)(sin(0.23 * i) * 4.0);
+    memset(opat, 0x5a, sizeof opat);
+    test_join();
+    test_dotk();
+    test_scatter();
+    if (COUNT_ALLOCS)
+        ok(move_allocs == 0, "steady-state prepared JOIN/SCATTER/DOT calls "
+           "allocate nothing (%ld allocations)", move_allocs);
+    else
+        ok(1, "allocation count # SKIP under a sanitizer");
+}
+
 static void test_text(void)
 {
     kiln_kernel k = make_kernel(KILN_KERNEL_ELEMWISE, 1);
@@ -759,6 +1118,7 @@ int main(int argc, char **argv)
     test_wide();
     test_fast();
     test_gather();
+    test_moves();
 
     kiln_callable *all[] = {ce, cr1, cr2, be, br1, br2};
     for (int i = 0; i < 6; i++)

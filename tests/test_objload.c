@@ -371,12 +371,15 @@ static void load_model(const kiln_backend *be, const char *file)
         if (kiln_obj_load(o, olen, be == T ? &libc_opt : &dl, &ob, why,
                           sizeof why) == 0) {
             /* llvm: the row functions of the kernel's kind (elementwise
-             * kiln_ec/es, reductions kiln_rc/rs, gathers kiln_gc/gk) */
+             * kiln_ec/es, reductions kiln_rc/rs, gathers kiln_gc/gk,
+             * joins kiln_jc, scatters kiln_sc, dots kiln_db) */
             static const char *const rows[] = {"kiln_ec", "kiln_rc",
-                                               "kiln_gc", "kiln_gk"};
+                                               "kiln_gc", "kiln_gk",
+                                               "kiln_jc", "kiln_sc",
+                                               "kiln_db"};
             int found = be == T ? kiln_obj_symbol(ob, "kiln_kernel") != NULL
                                 : 0;
-            for (int r = 0; be == L && r < 4; r++)
+            for (int r = 0; be == L && r < 7; r++)
                 found |= kiln_obj_symbol(ob, rows[r]) != NULL;
             if (found)
                 loaded++;

@@ -2238,9 +2238,9 @@ static void kiln_interp_plan_run(kiln_interp_plan *pl, void *dst,
     kiln_interp_iter_run(&pl->it, INT64_MAX, kiln_interp_plan_body, pl);
 }
 
-/* JOIN: check every input against the output, then copy each into its
- * slice.  Linear in the number of inputs. */
-static int kiln_interp_join(const kiln_interp_run *r)
+/* JOIN's shapes: every input matches the output except along the axis,
+ * where they add up to it; 0 or a kiln_code with the message. */
+static int kiln_interp_join_check(const kiln_interp_run *r)
 {
     const kiln_call *call = r->call;
     const kiln_view *out = &call->outputs[0];
@@ -2267,6 +2267,19 @@ static int kiln_interp_join(const kiln_interp_run *r)
                                 "%lld along axis %d, output has %lld",
                                 r->label, (long long)total, axis,
                                 (long long)out->shape[axis]);
+    return 0;
+}
+
+/* JOIN: check every input against the output, then copy each into its
+ * slice.  Linear in the number of inputs. */
+static int kiln_interp_join(const kiln_interp_run *r)
+{
+    const kiln_call *call = r->call;
+    const kiln_view *out = &call->outputs[0];
+    int axis = r->k->axis;
+    int rc = kiln_interp_join_check(r);
+    if (rc)
+        return rc;
     size_t es = kiln_interp_dtype_size(out->dtype);
     int64_t at = 0;
     for (uint32_t i = 0; i < call->n_inputs; i++) {
@@ -2434,19 +2447,32 @@ static int kiln_interp_take_body(void *ctx, const kiln_interp_iter *it,
     return 0;
 }
 
-static int kiln_interp_take(const kiln_interp_run *r)
+/* GATHER (x, idx) -> out and SCATTER (idx, values) into out: the data,
+ * the indices and the indexed side (out or values). */
+static void kiln_interp_take_views(const kiln_interp_run *r,
+                                   const kiln_view **data,
+                                   const kiln_view **idx,
+                                   const kiln_view **side)
 {
     const kiln_call *call = r->call;
     int gather = r->k->kind == KILN_KERNEL_GATHER;
-    const kiln_view *data = gather ? &call->inputs[0] : &call->outputs[0];
-    const kiln_view *idx = gather ? &call->inputs[1] : &call->inputs[0];
-    const kiln_view *side = gather ? &call->outputs[0] : &call->inputs[1];
+    *data = gather ? &call->inputs[0] : &call->outputs[0];
+    *idx = gather ? &call->inputs[1] : &call->inputs[0];
+    *side = gather ? &call->outputs[0] : &call->inputs[1];
+}
+
+/* The indexed side's shape, want = data[:axis] + idx + data[axis+1:],
+ * and its strides for the walk (SCATTER values may broadcast: extent 1,
+ * stride 0; GATHER's output may not); 0 or a kiln_code with the
+ * message. */
+static int kiln_interp_take_shapes(const kiln_interp_run *r, int64_t *want,
+                                   int64_t *side_st)
+{
+    int gather = r->k->kind == KILN_KERNEL_GATHER;
+    const kiln_view *data, *idx, *side;
+    kiln_interp_take_views(r, &data, &idx, &side);
     int axis = r->k->axis, q = idx->rank;
     int post = data->rank - axis - 1;
-
-    /* side's shape = data[:axis] + idx + data[axis+1:]; SCATTER values
-     * may broadcast (extent 1), GATHER's output may not. */
-    int64_t want[KILN_MAX_RANK], side_st[KILN_MAX_RANK];
     for (int d = 0; d < axis; d++)
         want[d] = data->shape[d];
     for (int d = 0; d < q; d++)
@@ -2468,7 +2494,21 @@ static int kiln_interp_take(const kiln_interp_run *r)
         }
         side_st[d] = bcast ? 0 : side->strides[d];
     }
-    int rc = kiln_interp_check_indices(r, idx, data->shape[axis]);
+    return 0;
+}
+
+static int kiln_interp_take(const kiln_interp_run *r)
+{
+    int gather = r->k->kind == KILN_KERNEL_GATHER;
+    const kiln_view *data, *idx, *side;
+    kiln_interp_take_views(r, &data, &idx, &side);
+    int axis = r->k->axis, q = idx->rank;
+    int post = data->rank - axis - 1;
+    int64_t want[KILN_MAX_RANK], side_st[KILN_MAX_RANK];
+    int rc = kiln_interp_take_shapes(r, want, side_st);
+    if (rc)
+        return rc;
+    rc = kiln_interp_check_indices(r, idx, data->shape[axis]);
     if (rc)
         return rc;
 
@@ -2560,9 +2600,10 @@ static void kiln_interp_dot_loop(unsigned dt, const kiln_interp_mat *A,
         KILN_INTERP_DOT_LOOP(float);
 }
 
-/* DOT: every rank combination as one gemm (a vector is a 1 x k or k x 1
- * matrix), through the runtime's CBLAS wrappers. */
-static int kiln_interp_dot(const kiln_interp_run *r)
+/* DOT's operands as matrices (a vector is a 1 x k or k x 1 matrix);
+ * 0, or a kiln_code with the message when the shapes do not fit. */
+static int kiln_interp_dot_mats(const kiln_interp_run *r, kiln_interp_mat *pa,
+                                kiln_interp_mat *pb, kiln_interp_mat *pc)
 {
     const kiln_view *va = &r->call->inputs[0], *vb = &r->call->inputs[1];
     const kiln_view *vc = &r->call->outputs[0];
@@ -2597,15 +2638,41 @@ static int kiln_interp_dot(const kiln_interp_run *r)
                                                       vb->shape),
                                 kiln_interp_shape_str(b3, sizeof b3, vc->rank,
                                                       vc->shape));
+    *pa = A;
+    *pb = B;
+    *pc = C;
+    return 0;
+}
+
+/* Whether the product goes to BLAS: the runtime has the gemm of the
+ * dtype and every operand is a (maybe transposed) row-major matrix;
+ * sets the transpose flags and leading dimensions. */
+static int kiln_interp_dot_blas(const kiln_runtime *rt, unsigned dt,
+                                kiln_interp_mat *A, kiln_interp_mat *B,
+                                kiln_interp_mat *C)
+{
+    int have_rt = rt && rt->struct_size >= offsetof(kiln_runtime, sgemm)
+                                               + sizeof(rt->sgemm)
+               && (dt == KILN_F64 ? rt->dgemm != NULL : rt->sgemm != NULL);
+    return have_rt && kiln_interp_mat_blas(A, 1) && kiln_interp_mat_blas(B, 1)
+           && kiln_interp_mat_blas(C, 0);
+}
+
+/* DOT: every rank combination as one gemm, through the runtime's CBLAS
+ * wrappers (or a loop for strides BLAS cannot take). */
+static int kiln_interp_dot(const kiln_interp_run *r)
+{
+    const kiln_view *va = &r->call->inputs[0], *vb = &r->call->inputs[1];
+    const kiln_view *vc = &r->call->outputs[0];
+    kiln_interp_mat A = {0}, B = {0}, C = {0};  /* (set by dot_mats; gcc cannot tell) */
+    int rc = kiln_interp_dot_mats(r, &A, &B, &C);
+    if (rc)
+        return rc;
     if (C.rows == 0 || C.cols == 0)
         return 0;
     const kiln_runtime *rt = r->rt;
     unsigned dt = (unsigned)vc->dtype;
-    int have_rt = rt && rt->struct_size >= offsetof(kiln_runtime, sgemm)
-                                               + sizeof(rt->sgemm)
-               && (dt == KILN_F64 ? rt->dgemm != NULL : rt->sgemm != NULL);
-    if (have_rt && kiln_interp_mat_blas(&A, 1) && kiln_interp_mat_blas(&B, 1)
-        && kiln_interp_mat_blas(&C, 0)) {
+    if (kiln_interp_dot_blas(rt, dt, &A, &B, &C)) {
         if (dt == KILN_F64)
             rt->dgemm(A.trans, B.trans, C.rows, C.cols, A.cols, 1.0, va->data,
                       A.ld, vb->data, B.ld, 0.0, vc->data, C.ld);

@@ -2,9 +2,9 @@
  * llvm.c — the LLVM backend plugin: optimised, vectorised kernels built
  * directly as LLVM IR through the LLVM-C API (LLVM 14).
  *
- * What is compiled, and what is not.  ELEMWISE and REDUCE kernels — the
- * ones with a scalar program — and GATHER become machine code.  For each
- * such kernel
+ * What is compiled.  Every kernel kind becomes machine code: ELEMWISE and
+ * REDUCE (the ones with a scalar program), GATHER, JOIN, SCATTER and
+ * DOT.  For each kernel
  * one LLVM module holds a few *row functions*, each a single loop over one
  * row of the (coalesced) iteration space:
  *
@@ -18,6 +18,14 @@
  *   kiln_uc / kiln_us   REDUCE along a kept axis: o[j] = op(o[j], prog(j))
  *                       (not emitted when reduce_axes covers every axis)
  *   kiln_gk / kiln_gc   GATHER: check a row of indices / copy x[idx[j]]
+ *   kiln_jc / kiln_js   JOIN: copy a row into the output's slice,
+ *                       contiguous (memcpy) / strided
+ *   kiln_sk / kiln_sc   SCATTER: check a row of indices / set or add the
+ *                       values at x[..., idx[j], ...] (one element or one
+ *                       row of a sub-array per index), in order
+ *   kiln_db / kiln_dl   DOT: call rt->dgemm/sgemm with the arguments in
+ *                       st / the interpreter's triple loop (strides BLAS
+ *                       cannot take)
  *
  * `ptrs` holds one base pointer per view (inputs, then outputs), `st` the
  * inner strides in elements (strided versions only).  The signature is
@@ -42,9 +50,17 @@
  * functions called per strip of the row (see "Wide programs" below):
  * code generation is superlinear in the size of one loop body.
  *
- * JOIN, SCATTER and DOT move blocks of data (or call BLAS through the
- * runtime table) and gain nothing from code generation: they run on the
- * embedded interpreter, with its exact semantics and messages.
+ * JOIN, SCATTER and DOT: each has a *plan* (kl_jplan, kl_splan,
+ * kl_dplan), everything that does not depend on the data — the
+ * interpreter's shape checks and coalesced walks, the row functions' st
+ * arrays, BLAS's transpose flags and leading dimensions — made once per
+ * shape signature by a prepared call (ABI 1.4), or on the stack by an
+ * unprepared one; a steady-state call then only swaps pointers and calls
+ * rows.  Messages are the interpreter's (its check functions, split out
+ * of its runners, are called here); an index out of range is found by
+ * the compiled check and reported by the interpreter's.  A SCATTER whose
+ * per-index sub-array does not coalesce to one row runs on the embedded
+ * interpreter; so does a sub-array GATHER.
  *
  * fast_math (off by default): function attributes for the code generator
  * (unsafe-fp-math, no-signed-zeros, approx-func, less-precise-fpmad) and
@@ -60,8 +76,8 @@
  * The artifact is an ELF object file in memory, emitted by a target
  * machine for the host CPU, behind a small header and a copy of the
  * kernel description; load and load_bytes are one function that links the
- * object into its own ORC LLJIT instance (symbols such as memcpy, which
- * LLVM may emit for copy loops, come from the process).
+ * object with kiln's own ELF loader (core/objload.c; memcpy, memmove and
+ * memset, which LLVM may call, are imported).
  *
  * Thread safety: one LLVMContext, module, target machine and JIT per
  * compile or callable; the process-wide LLVM set-up (targets, the
@@ -93,7 +109,7 @@
 #include "objload.h"   /* core/objload.h: kiln's ELF object loader */
 #endif
 
-#define KL_BUILD_ID "llvm-2"
+#define KL_BUILD_ID "llvm-3"
 #define KL_MAGIC 0x564c4c4bu  /* "KLLV" */
 #define KL_FORMAT 1u
 #define KL_SPLAT 256          /* elements of one broadcast splat buffer */
@@ -1301,11 +1317,147 @@ static LLVMValueRef kl_mdlist(kl_cg *g, LLVMMetadataRef *m, size_t n)
     return LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, m, n));
 }
 
+/* ---- helpers of the data-movement row functions (GATHER, JOIN,
+ * SCATTER, DOT): a row function's parameters, ptrs[v] / st[v] loads and
+ * a counted loop ---- */
+
+typedef struct kl_rowfn {
+    LLVMValueRef fn, n, ptrs, st, rt, acc;
+} kl_rowfn;
+
+/* Declare row function `name` and position the builder in its entry. */
+static void kl_rowfn_begin(kl_cg *g, const char *name, kl_rowfn *r)
+{
+    r->fn = kl_add_fn(g, name);
+    LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, r->fn,
+                                                                 "entry"));
+    r->n = LLVMGetParam(r->fn, 0);
+    r->ptrs = LLVMGetParam(r->fn, 1);
+    r->st = LLVMGetParam(r->fn, 2);
+    r->rt = LLVMGetParam(r->fn, 3);
+    r->acc = LLVMGetParam(r->fn, 4);
+}
+
+/* ptrs[v] as a pointer to elements of type t. */
+static LLVMValueRef kl_ptr_arg(kl_cg *g, const kl_rowfn *r, unsigned v,
+                               LLVMTypeRef t)
+{
+    LLVMValueRef idx = LLVMConstInt(g->t_i64, v, 0);
+    LLVMValueRef p = LLVMBuildLoad2(g->b, g->t_p8, LLVMBuildGEP2(
+                                        g->b, g->t_p8, r->ptrs, &idx, 1, ""), "");
+    return LLVMBuildBitCast(g->b, p, LLVMPointerType(t, 0), "");
+}
+
+/* st[v]. */
+static LLVMValueRef kl_st_arg(kl_cg *g, const kl_rowfn *r, unsigned v)
+{
+    LLVMValueRef idx = LLVMConstInt(g->t_i64, v, 0);
+    return LLVMBuildLoad2(g->b, g->t_i64, LLVMBuildGEP2(g->b, g->t_i64, r->st,
+                                                        &idx, 1, ""), "");
+}
+
+/* for (j = 0; j < n; j++): kl_for_open leaves the builder in the body
+ * with j set; kl_for_close ends the body (vectorisation and unrolling
+ * off when `scalar`) and leaves the builder after the loop.  pre/end are
+ * the blocks a phi after the loop merges (0 trips / the last trip). */
+typedef struct kl_for {
+    LLVMValueRef n, j;
+    LLVMBasicBlockRef pre, body, end, exit;
+} kl_for;
+
+static void kl_for_open(kl_cg *g, LLVMValueRef fn, LLVMValueRef n, kl_for *f)
+{
+    LLVMBuilderRef b = g->b;
+    f->n = n;
+    f->pre = LLVMGetInsertBlock(b);
+    f->body = LLVMAppendBasicBlockInContext(g->ctx, fn, "loop");
+    f->exit = LLVMAppendBasicBlockInContext(g->ctx, fn, "done");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, LLVMConstInt(g->t_i64, 0, 0),
+                                     ""), f->body, f->exit);
+    LLVMPositionBuilderAtEnd(b, f->body);
+    f->j = LLVMBuildPhi(b, g->t_i64, "j");
+}
+
+static void kl_for_close(kl_cg *g, kl_for *f, int scalar)
+{
+    LLVMBuilderRef b = g->b;
+    LLVMValueRef j1 = LLVMBuildAdd(b, f->j, LLVMConstInt(g->t_i64, 1, 0), "");
+    f->end = LLVMGetInsertBlock(b);
+    LLVMValueRef latch = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j1, f->n,
+                                                          ""), f->body, f->exit);
+    if (scalar)
+        kl_loop_md(g, latch, 1, KL_EW);
+    LLVMValueRef in_j[2] = {LLVMConstInt(g->t_i64, 0, 0), j1};
+    LLVMBasicBlockRef in_b[2] = {f->pre, f->end};
+    LLVMAddIncoming(f->j, in_j, in_b, 2);
+    LLVMPositionBuilderAtEnd(b, f->exit);
+}
+
+/* An i1 loop-carried value of a kl_for (phi in the body from `init`,
+ * `next` at the end of each trip); returns the value after the loop. */
+static LLVMValueRef kl_for_result(kl_cg *g, const kl_for *f, LLVMValueRef phi,
+                                  LLVMValueRef init, LLVMValueRef next)
+{
+    LLVMValueRef in_v[2] = {init, next};
+    LLVMBasicBlockRef in_b[2] = {f->pre, f->end};
+    LLVMAddIncoming(phi, in_v, in_b, 2);
+    LLVMBasicBlockRef here = LLVMGetInsertBlock(g->b);
+    LLVMPositionBuilderAtEnd(g->b, f->exit);
+    LLVMValueRef r = LLVMBuildPhi(g->b, LLVMTypeOf(init), "");
+    LLVMAddIncoming(r, in_v, in_b, 2);
+    LLVMPositionBuilderAtEnd(g->b, here);
+    return r;
+}
+
+/* Index k (type it) as i64. */
+static LLVMValueRef kl_load_index(kl_cg *g, LLVMValueRef base, unsigned it,
+                                  LLVMValueRef at)
+{
+    LLVMTypeRef IT = kl_type(g, it);
+    LLVMValueRef k = LLVMBuildLoad2(g->b, IT, LLVMBuildGEP2(g->b, IT, base, &at, 1,
+                                                           ""), "");
+    return it == KILN_I64 ? k : LLVMBuildSExt(g->b, k, g->t_i64, "");
+}
+
+/* An index check row (GATHER's kiln_gk, SCATTER's kiln_sk): ptrs {idx},
+ * st {idx stride, size}: *acc = 1 when an index of the row is outside
+ * [-size, size), else 0 (an OR reduction, vectorised). */
+static void kl_emit_idxcheck(kl_cg *g, const char *name, unsigned it)
+{
+    LLVMBuilderRef b = g->b;
+    kl_rowfn r;
+    kl_rowfn_begin(g, name, &r);
+    LLVMValueRef ix = kl_ptr_arg(g, &r, 0, kl_type(g, it));
+    LLVMValueRef is = kl_st_arg(g, &r, 0), size = kl_st_arg(g, &r, 1);
+    LLVMValueRef nsize = LLVMBuildNeg(b, size, "");
+    LLVMValueRef f0 = LLVMConstInt(g->t_i1, 0, 0);
+    kl_for f;
+    kl_for_open(g, r.fn, r.n, &f);
+    LLVMValueRef bad = LLVMBuildPhi(b, g->t_i1, "bad");
+    LLVMValueRef kv = kl_load_index(g, ix, it, LLVMBuildMul(b, f.j, is, ""));
+    LLVMValueRef out = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSLT, kv, nsize, ""),
+                                   LLVMBuildICmp(b, LLVMIntSGE, kv, size, ""), "");
+    LLVMValueRef bad2 = LLVMBuildOr(b, bad, out, "");
+    kl_for_close(g, &f, 0);
+    LLVMValueRef res = kl_for_result(g, &f, bad, f0, bad2);
+    LLVMBuildStore(b, LLVMBuildZExt(b, res, g->t_i8, ""), r.acc);
+    LLVMBuildRetVoid(b);
+}
+
+/* k + size when k < 0 (an index already checked to be in range). */
+static LLVMValueRef kl_wrap_index(kl_cg *g, LLVMValueRef k, LLVMValueRef size)
+{
+    LLVMValueRef neg = LLVMBuildICmp(g->b, LLVMIntSLT, k, LLVMConstInt(g->t_i64, 0, 0),
+                                     "");
+    return LLVMBuildAdd(g->b, k, LLVMBuildSelect(g->b, neg, size,
+                                                 LLVMConstInt(g->t_i64, 0, 0), ""),
+                        "");
+}
+
 /* GATHER (take along an axis, one element per index: x[..., idx, ...]
  * with nothing after the axis) as two row functions with the common
  * signature:
- *   kiln_gk  ptrs {idx}, st {idx stride, size}: *acc = 1 when an index
- *            of the row is outside [-size, size) (an OR reduction)
+ *   kiln_gk  the index check (kl_emit_idxcheck)
  *   kiln_gc  ptrs {x, idx, out}, st {x, idx, out strides, x's axis
  *            stride, size}: out[j] = x[j*sx + k*sa], k = idx[j] (+ size
  *            when negative)
@@ -1317,77 +1469,175 @@ static void kl_emit_gather(kl_cg *g)
 {
     const kiln_kernel *k = g->k;
     LLVMBuilderRef b = g->b;
-    unsigned dt = k->inputs[0].dtype, it = k->inputs[1].dtype;
-    LLVMTypeRef T = kl_type(g, dt), IT = kl_type(g, it);
-    for (int f = 0; f < 2; f++) {
-        LLVMValueRef fn = kl_add_fn(g, f ? "kiln_gc" : "kiln_gk");
-        LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry");
-        LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(g->ctx, fn, "loop");
-        LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->ctx, fn, "exit");
-        LLVMPositionBuilderAtEnd(b, entry);
-        LLVMValueRef n = LLVMGetParam(fn, 0), ptrs = LLVMGetParam(fn, 1),
-                     st = LLVMGetParam(fn, 2), accp = LLVMGetParam(fn, 4);
-        LLVMValueRef base[3], str[5];
-        int nb = f ? 3 : 1, ns = f ? 5 : 2;
-        for (int v = 0; v < nb; v++) {
-            LLVMValueRef idx = LLVMConstInt(g->t_i64, (unsigned long long)v, 0);
-            LLVMValueRef p = LLVMBuildLoad2(b, g->t_p8, LLVMBuildGEP2(b, g->t_p8, ptrs,
-                                                                     &idx, 1, ""), "");
-            LLVMTypeRef vt = (f && v != 1) ? T : IT;
-            base[v] = LLVMBuildBitCast(b, p, LLVMPointerType(vt, 0), "");
-        }
-        for (int v = 0; v < ns; v++) {
-            LLVMValueRef idx = LLVMConstInt(g->t_i64, (unsigned long long)v, 0);
-            str[v] = LLVMBuildLoad2(b, g->t_i64, LLVMBuildGEP2(b, g->t_i64, st, &idx,
-                                                               1, ""), "");
-        }
-        LLVMValueRef zero = LLVMConstInt(g->t_i64, 0, 0);
-        LLVMValueRef size = str[ns - 1];
-        LLVMValueRef f0 = LLVMConstInt(g->t_i1, 0, 0);
-        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, zero, ""), loop, exit);
-        LLVMPositionBuilderAtEnd(b, loop);
-        LLVMValueRef j = LLVMBuildPhi(b, g->t_i64, "j");
-        LLVMValueRef bad = f ? NULL : LLVMBuildPhi(b, g->t_i1, "bad");
-        LLVMValueRef ii = LLVMBuildMul(b, j, str[f ? 1 : 0], "");
-        LLVMValueRef kv = LLVMBuildLoad2(b, IT, LLVMBuildGEP2(b, IT, base[f ? 1 : 0],
-                                                               &ii, 1, ""), "");
-        if (it != KILN_I64)
-            kv = LLVMBuildSExt(b, kv, g->t_i64, "");
-        LLVMValueRef bad2 = NULL;
-        if (!f) {
-            LLVMValueRef lo = LLVMBuildICmp(b, LLVMIntSLT, kv,
-                                            LLVMBuildNeg(b, size, ""), "");
-            LLVMValueRef hi = LLVMBuildICmp(b, LLVMIntSGE, kv, size, "");
-            bad2 = LLVMBuildOr(b, bad, LLVMBuildOr(b, lo, hi, ""), "");
-        } else {
-            LLVMValueRef neg = LLVMBuildICmp(b, LLVMIntSLT, kv, zero, "");
-            kv = LLVMBuildAdd(b, kv, LLVMBuildSelect(b, neg, size, zero, ""), "");
-            LLVMValueRef xo = LLVMBuildAdd(b, LLVMBuildMul(b, j, str[0], ""),
-                                           LLVMBuildMul(b, kv, str[3], ""), "");
-            LLVMValueRef x = LLVMBuildLoad2(b, T, LLVMBuildGEP2(b, T, base[0], &xo, 1, ""), "");
-            LLVMValueRef oo = LLVMBuildMul(b, j, str[2], "");
-            LLVMBuildStore(b, x, LLVMBuildGEP2(b, T, base[2], &oo, 1, ""));
-        }
-        LLVMValueRef j1 = LLVMBuildAdd(b, j, LLVMConstInt(g->t_i64, 1, 0), "");
-        LLVMValueRef latch = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j1, n, ""),
-                                             loop, exit);
-        kl_loop_md(g, latch, f, KL_EW);  /* gathers: scalar, not unrolled */
-        LLVMValueRef in_j[2] = {zero, j1};
-        LLVMBasicBlockRef in_b[2] = {entry, loop};
-        LLVMAddIncoming(j, in_j, in_b, 2);
-        if (bad) {
-            LLVMValueRef in_v[2] = {f0, bad2};
-            LLVMAddIncoming(bad, in_v, in_b, 2);
-        }
-        LLVMPositionBuilderAtEnd(b, exit);
-        if (!f) {
-            LLVMValueRef r = LLVMBuildPhi(b, g->t_i1, "");
-            LLVMValueRef in_r[2] = {f0, bad2};
-            LLVMAddIncoming(r, in_r, in_b, 2);
-            LLVMBuildStore(b, LLVMBuildZExt(b, r, g->t_i8, ""), accp);
-        }
-        LLVMBuildRetVoid(b);
+    unsigned it = k->inputs[1].dtype;
+    LLVMTypeRef T = kl_type(g, k->inputs[0].dtype);
+    kl_emit_idxcheck(g, "kiln_gk", it);
+    kl_rowfn r;
+    kl_rowfn_begin(g, "kiln_gc", &r);
+    LLVMValueRef x = kl_ptr_arg(g, &r, 0, T), ix = kl_ptr_arg(g, &r, 1, kl_type(g, it)),
+                 o = kl_ptr_arg(g, &r, 2, T);
+    LLVMValueRef st[5];
+    for (unsigned v = 0; v < 5; v++)
+        st[v] = kl_st_arg(g, &r, v);
+    kl_for f;
+    kl_for_open(g, r.fn, r.n, &f);
+    LLVMValueRef kv = kl_wrap_index(g, kl_load_index(g, ix, it, LLVMBuildMul(
+                                                         b, f.j, st[1], "")), st[4]);
+    LLVMValueRef xo = LLVMBuildAdd(b, LLVMBuildMul(b, f.j, st[0], ""),
+                                   LLVMBuildMul(b, kv, st[3], ""), "");
+    LLVMValueRef xv = LLVMBuildLoad2(b, T, LLVMBuildGEP2(b, T, x, &xo, 1, ""), "");
+    LLVMValueRef oo = LLVMBuildMul(b, f.j, st[2], "");
+    LLVMBuildStore(b, xv, LLVMBuildGEP2(b, T, o, &oo, 1, ""));
+    kl_for_close(g, &f, 1);   /* gathers: scalar, not unrolled */
+    LLVMBuildRetVoid(b);
+}
+
+/* JOIN: the copy of one row of an input into its slice of the output,
+ * ptrs {dst, src}:
+ *   kiln_jc  contiguous: memcpy(dst, src, n elements)
+ *   kiln_js  strided, st {dst stride, src stride}: dst[j*ds] = src[j*ss]
+ * The driver (kl_jpart_run) walks each input's coalesced copy plan,
+ * made once per shape signature when the call is prepared. */
+static void kl_emit_join(kl_cg *g)
+{
+    unsigned dt = g->k->outputs[0].dtype;
+    LLVMBuilderRef b = g->b;
+    LLVMTypeRef T = kl_type(g, dt);
+    unsigned es = (unsigned)kiln_interp_dtype_size(dt);
+    kl_rowfn r;
+    kl_rowfn_begin(g, "kiln_jc", &r);
+    LLVMValueRef d = kl_ptr_arg(g, &r, 0, g->t_i8), s = kl_ptr_arg(g, &r, 1, g->t_i8);
+    LLVMBuildMemCpy(b, d, es, s, es, LLVMBuildMul(b, r.n, LLVMConstInt(g->t_i64, es, 0),
+                                                  ""));
+    LLVMBuildRetVoid(b);
+
+    kl_rowfn_begin(g, "kiln_js", &r);
+    d = kl_ptr_arg(g, &r, 0, T);
+    s = kl_ptr_arg(g, &r, 1, T);
+    LLVMValueRef ds = kl_st_arg(g, &r, 0), ss = kl_st_arg(g, &r, 1);
+    kl_for f;
+    kl_for_open(g, r.fn, r.n, &f);
+    LLVMValueRef so = LLVMBuildMul(b, f.j, ss, ""), dof = LLVMBuildMul(b, f.j, ds, "");
+    LLVMValueRef v = LLVMBuildLoad2(b, T, LLVMBuildGEP2(b, T, s, &so, 1, ""), "");
+    LLVMBuildStore(b, v, LLVMBuildGEP2(b, T, d, &dof, 1, ""));
+    kl_for_close(g, &f, 1);
+    LLVMBuildRetVoid(b);
+}
+
+/* SCATTER (SET or INC of values at idx along an axis, in place on the
+ * output) as two row functions:
+ *   kiln_sk  the index check (kl_emit_idxcheck), run over every index
+ *            before anything is written
+ *   kiln_sc  ptrs {data, idx, values}, st {data stride, idx stride,
+ *            values stride, data's axis stride, size, m, data sub-array
+ *            stride, values sub-array stride}: for each position j of
+ *            the row, k = idx[j] (+ size when negative) and the m
+ *            elements of the sub-array data[j*sd + k*sa + i*dd] are set
+ *            to (or, INC, incremented by) values[j*sv + i*vd]; m = 1
+ *            for one element per index.
+ * In order, one element at a time (no vectorisation: indices repeat),
+ * so INC sums repeated indices in the interpreter's order and SET keeps
+ * the last write. */
+static void kl_emit_scatter(kl_cg *g)
+{
+    const kiln_kernel *k = g->k;
+    LLVMBuilderRef b = g->b;
+    unsigned dt = k->outputs[0].dtype, it = k->inputs[0].dtype;
+    LLVMTypeRef T = kl_type(g, dt);
+    kl_emit_idxcheck(g, "kiln_sk", it);
+    kl_rowfn r;
+    kl_rowfn_begin(g, "kiln_sc", &r);
+    LLVMValueRef data = kl_ptr_arg(g, &r, 0, T), ix = kl_ptr_arg(g, &r, 1, kl_type(g, it)),
+                 side = kl_ptr_arg(g, &r, 2, T);
+    LLVMValueRef st[8];
+    for (unsigned v = 0; v < 8; v++)
+        st[v] = kl_st_arg(g, &r, v);
+    kl_for f, e;
+    kl_for_open(g, r.fn, r.n, &f);
+    LLVMValueRef kv = kl_wrap_index(g, kl_load_index(g, ix, it, LLVMBuildMul(
+                                                         b, f.j, st[1], "")), st[4]);
+    LLVMValueRef d0 = LLVMBuildAdd(b, LLVMBuildMul(b, f.j, st[0], ""),
+                                   LLVMBuildMul(b, kv, st[3], ""), "");
+    LLVMValueRef s0 = LLVMBuildMul(b, f.j, st[2], "");
+    kl_for_open(g, r.fn, st[5], &e);
+    LLVMValueRef dof = LLVMBuildAdd(b, d0, LLVMBuildMul(b, e.j, st[6], ""), "");
+    LLVMValueRef sof = LLVMBuildAdd(b, s0, LLVMBuildMul(b, e.j, st[7], ""), "");
+    LLVMValueRef dp = LLVMBuildGEP2(b, T, data, &dof, 1, "");
+    LLVMValueRef v = LLVMBuildLoad2(b, T, LLVMBuildGEP2(b, T, side, &sof, 1, ""), "");
+    if (k->scatter_mode == KILN_SCATTER_INC) {
+        LLVMValueRef o = LLVMBuildLoad2(b, T, dp, "");
+        v = kl_isf(dt) ? LLVMBuildFAdd(b, o, v, "")
+            : dt == KILN_BOOL ? LLVMBuildOr(b, o, v, "") : LLVMBuildAdd(b, o, v, "");
     }
+    LLVMBuildStore(b, v, dp);
+    kl_for_close(g, &e, 1);
+    kl_for_close(g, &f, 1);
+    LLVMBuildRetVoid(b);
+}
+
+/* DOT as two row functions, ptrs {a, b, c}:
+ *   kiln_db  BLAS: st {transa, transb, m, n, k, lda, ldb, ldc}, a call of
+ *            rt->dgemm / rt->sgemm (alpha 1, beta 0), the arguments the
+ *            interpreter passes, computed once per shape signature
+ *   kiln_dl  any strides (negative, broadcast): st {rows, cols, inner,
+ *            a strides, b strides, c strides (two each)}, the
+ *            interpreter's triple loop summing in double in order. */
+static void kl_emit_dot(kl_cg *g)
+{
+    LLVMBuilderRef b = g->b;
+    unsigned dt = g->k->outputs[0].dtype;
+    int f64 = dt == KILN_F64;
+    LLVMTypeRef T = kl_type(g, dt), PT = LLVMPointerType(T, 0);
+    kl_rowfn r;
+    kl_rowfn_begin(g, "kiln_db", &r);
+    LLVMTypeRef gp[13] = {g->t_i32, g->t_i32, g->t_i64, g->t_i64, g->t_i64, T, PT,
+                          g->t_i64, PT, g->t_i64, T, PT, g->t_i64};
+    LLVMTypeRef gty = LLVMFunctionType(g->t_void, gp, 13, 0);
+    LLVMValueRef gemm = kl_rt_fn(g, r.rt, f64 ? offsetof(kiln_runtime, dgemm)
+                                              : offsetof(kiln_runtime, sgemm), gty);
+    LLVMValueRef st[9];
+    for (unsigned v = 0; v < 8; v++)
+        st[v] = kl_st_arg(g, &r, v);
+    LLVMValueRef args[13] = {
+        LLVMBuildTrunc(b, st[0], g->t_i32, ""), LLVMBuildTrunc(b, st[1], g->t_i32, ""),
+        st[2], st[3], st[4], LLVMConstReal(T, 1.0), kl_ptr_arg(g, &r, 0, T), st[5],
+        kl_ptr_arg(g, &r, 1, T), st[6], LLVMConstReal(T, 0.0), kl_ptr_arg(g, &r, 2, T),
+        st[7]};
+    LLVMBuildCall2(b, gty, gemm, args, 13, "");
+    LLVMBuildRetVoid(b);
+
+    kl_rowfn_begin(g, "kiln_dl", &r);
+    LLVMValueRef pa = kl_ptr_arg(g, &r, 0, T), pb = kl_ptr_arg(g, &r, 1, T),
+                 pc = kl_ptr_arg(g, &r, 2, T);
+    for (unsigned v = 0; v < 9; v++)
+        st[v] = kl_st_arg(g, &r, v);
+    kl_for fi, fj, fp;
+    kl_for_open(g, r.fn, st[0], &fi);
+    kl_for_open(g, r.fn, st[1], &fj);
+    LLVMValueRef zero = LLVMConstReal(g->t_f64, 0.0);
+    kl_for_open(g, r.fn, st[2], &fp);
+    LLVMValueRef acc = LLVMBuildPhi(b, g->t_f64, "acc");
+    LLVMValueRef ao = LLVMBuildAdd(b, LLVMBuildMul(b, fi.j, st[3], ""),
+                                   LLVMBuildMul(b, fp.j, st[4], ""), "");
+    LLVMValueRef bo = LLVMBuildAdd(b, LLVMBuildMul(b, fp.j, st[5], ""),
+                                   LLVMBuildMul(b, fj.j, st[6], ""), "");
+    LLVMValueRef x = LLVMBuildLoad2(b, T, LLVMBuildGEP2(b, T, pa, &ao, 1, ""), "");
+    LLVMValueRef y = LLVMBuildLoad2(b, T, LLVMBuildGEP2(b, T, pb, &bo, 1, ""), "");
+    if (!f64) {
+        x = LLVMBuildFPExt(b, x, g->t_f64, "");
+        y = LLVMBuildFPExt(b, y, g->t_f64, "");
+    }
+    LLVMValueRef acc2 = LLVMBuildFAdd(b, acc, LLVMBuildFMul(b, x, y, ""), "");
+    kl_for_close(g, &fp, 1);
+    LLVMValueRef sum = kl_for_result(g, &fp, acc, zero, acc2);
+    if (!f64)
+        sum = LLVMBuildFPTrunc(b, sum, g->t_f32, "");
+    LLVMValueRef co = LLVMBuildAdd(b, LLVMBuildMul(b, fi.j, st[7], ""),
+                                   LLVMBuildMul(b, fj.j, st[8], ""), "");
+    LLVMBuildStore(b, sum, LLVMBuildGEP2(b, T, pc, &co, 1, ""));
+    kl_for_close(g, &fj, 1);
+    kl_for_close(g, &fi, 1);
+    LLVMBuildRetVoid(b);
 }
 
 #endif /* !KL_FRONT */
@@ -1465,8 +1715,12 @@ static int kl_build(kl_cg *g, char *why, size_t why_n)
     free(s_out);
     free(tmp);
 
-    if (k->kind == KILN_KERNEL_GATHER) {
-        kl_emit_gather(g);
+    void (*move)(kl_cg *) = k->kind == KILN_KERNEL_GATHER ? kl_emit_gather
+                            : k->kind == KILN_KERNEL_JOIN ? kl_emit_join
+                            : k->kind == KILN_KERNEL_SCATTER ? kl_emit_scatter
+                            : k->kind == KILN_KERNEL_DOT ? kl_emit_dot : NULL;
+    if (move) {   /* the kinds without a scalar program */
+        move(g);
         free(g->l_out_scope);
         free(g->l_out_noalias);
         goto verify;
@@ -1632,10 +1886,13 @@ struct kl_artifact {
 
 #endif /* !KL_FRONT */
 
-/* Kinds compiled to code: the ones with a scalar program, and GATHER. */
+/* Kinds compiled to code: the ones with a scalar program, and the data
+ * movement kinds (kl_build's `move` emitters). */
 static int kl_native(uint32_t kind)
 {
-    return kiln_interp_has_program(kind) || kind == KILN_KERNEL_GATHER;
+    return kiln_interp_has_program(kind) || kind == KILN_KERNEL_GATHER ||
+           kind == KILN_KERNEL_JOIN || kind == KILN_KERNEL_SCATTER ||
+           kind == KILN_KERNEL_DOT;
 }
 
 static int kl_check(const kiln_kernel *src, kiln_kernel *full,
@@ -1762,8 +2019,10 @@ typedef void (*kl_row_fn)(int64_t n, void **ptrs, const int64_t *st,
 typedef struct kl_state {
     kiln_callable callable;
     kiln_callable *interp;   /* the embedded interpreter's callable */
-    kiln_obj *obj;           /* the loaded object; NULL for data movement */
-    kl_row_fn c, s;          /* ELEMWISE: ec/es; REDUCE: rc/rs; GATHER: gc/gk */
+    kiln_obj *obj;           /* the loaded object */
+    kl_row_fn c, s;          /* ELEMWISE: ec/es; REDUCE: rc/rs; GATHER: gc/gk;
+                                JOIN: jc/js; SCATTER: sc/sk; DOT: db/dl
+                                (kl_row_names) */
     kl_row_fn uc, us;        /* REDUCE along a kept axis */
 } kl_state;
 
@@ -1792,6 +2051,23 @@ static int kl_lookup(kl_state *s, const char *name, kl_row_fn *fn,
                        name);
     memcpy(fn, &p, sizeof *fn);
     return 0;
+}
+
+/* The row functions kernel k's object defines, as kl_state's c, s, uc,
+ * us (NULL: none). */
+static void kl_row_names(const kiln_kernel *k, const char *nm[4])
+{
+    static const char *const names[][4] = {
+        [KILN_KERNEL_ELEMWISE] = {"kiln_ec", "kiln_es", NULL, NULL},
+        [KILN_KERNEL_REDUCE] = {"kiln_rc", "kiln_rs", "kiln_uc", "kiln_us"},
+        [KILN_KERNEL_JOIN] = {"kiln_jc", "kiln_js", NULL, NULL},
+        [KILN_KERNEL_GATHER] = {"kiln_gc", "kiln_gk", NULL, NULL},
+        [KILN_KERNEL_SCATTER] = {"kiln_sc", "kiln_sk", NULL, NULL},
+        [KILN_KERNEL_DOT] = {"kiln_db", "kiln_dl", NULL, NULL}};
+    for (int q = 0; q < 4; q++)
+        nm[q] = k->kind < sizeof names / sizeof names[0] ? names[k->kind][q] : NULL;
+    if (kl_full_reduce(k))   /* no kept-axis rows */
+        nm[2] = nm[3] = NULL;
 }
 
 static int kl_load_bytes(const void *bytes, size_t len, kiln_callable **out,
@@ -1859,15 +2135,12 @@ static int kl_load_bytes(const void *bytes, size_t len, kiln_callable **out,
                          why);
             goto fail;
         }
-        int ew = full.kind == KILN_KERNEL_ELEMWISE;
-        int ga = full.kind == KILN_KERNEL_GATHER;
-        if ((rc = kl_lookup(s, ga ? "kiln_gc" : ew ? "kiln_ec" : "kiln_rc", &s->c, err)) ||
-            (rc = kl_lookup(s, ga ? "kiln_gk" : ew ? "kiln_es" : "kiln_rs", &s->s, err)) ||
-            (!ew && !ga && !kl_full_reduce(&full) &&
-             (rc = kl_lookup(s, "kiln_uc", &s->uc, err))) ||
-            (!ew && !ga && !kl_full_reduce(&full) &&
-             (rc = kl_lookup(s, "kiln_us", &s->us, err))))
-            goto fail;
+        const char *nm[4];
+        kl_row_names(&full, nm);
+        kl_row_fn *slot[4] = {&s->c, &s->s, &s->uc, &s->us};
+        for (int q = 0; q < 4; q++)
+            if (nm[q] && (rc = kl_lookup(s, nm[q], slot[q], err)))
+                goto fail;
     }
     free(ia);
     free(copy);
@@ -2334,9 +2607,333 @@ static int kl_one_output(const kiln_view *o)
     return 1;
 }
 
+/* ---- JOIN, SCATTER, DOT: compiled rows behind plans ----
+ *
+ * Each kind has a plan: what its rows need that does not depend on the
+ * data (the coalesced walks, the strides of kiln_js/kiln_sc, the BLAS
+ * arguments of kiln_db), made from one call's views.  A prepared call
+ * (ABI 1.4) makes it once per shape signature; an unprepared call makes
+ * it on the stack.  Every plan starts with a kl_planhead whose `run`
+ * kl_run_prepared calls; ELEMWISE and REDUCE plans (kl_prepared) have
+ * none. */
+
+typedef struct kl_planhead {
+    int (*run)(void *plan, const kiln_call *call);
+} kl_planhead;
+
+/* The interpreter's view of one call of ls's kernel (its checks and
+ * messages). */
+static kiln_interp_run kl_run_of(const kl_state *ls, const kiln_call *call)
+{
+    const kiln_interp_state *is = ls->interp->state;
+    const kiln_kernel *k = &is->art->k;
+    kiln_interp_run r = {.s = is, .k = k, .call = call, .rt = call->rt,
+                         .label = k->label ? k->label : kiln_interp_kind_name(k->kind)};
+    return r;
+}
+
+/* JOIN: one input's copy into its slice of the output.  The walk is the
+ * interpreter's coalesced copy plan; each of its rows is one call of
+ * kiln_jc (both inner strides 1: memcpy) or kiln_js. */
+typedef struct kl_jpart {
+    kiln_interp_plan pl;      /* view 0 the slice, view 1 the input */
+    ptrdiff_t off;            /* bytes from the output's data to the slice */
+    kl_row_fn row;
+    int64_t st[2];            /* the inner strides */
+} kl_jpart;
+
+static void kl_jpart_init(kl_jpart *p, const kl_state *ls, const kiln_view *out,
+                          const kiln_view *in, int64_t at, int axis)
+{
+    kiln_interp_plan_init(&p->pl, in->rank, in->shape, out->strides,
+                          in->strides, (unsigned)out->dtype, 0);
+    p->off = (ptrdiff_t)(at * out->strides[axis] * (int64_t)p->pl.esize);
+    p->row = NULL;
+    if (p->pl.empty)
+        return;
+    p->st[0] = kiln_interp_inner(&p->pl.it, 0);
+    p->st[1] = kiln_interp_inner(&p->pl.it, 1);
+    p->row = p->st[0] == 1 && p->st[1] == 1 ? ls->c : ls->s;
+}
+
+static int kl_jpart_body(void *ctx, const kiln_interp_iter *it, int64_t j0,
+                         int64_t n)
+{
+    kl_jpart *p = ctx;
+    void *ptrs[2] = {
+        p->pl.dst + (ptrdiff_t)(kiln_interp_at(it, 0, j0) * (int64_t)p->pl.esize),
+        (char *)(uintptr_t)p->pl.src +
+            (ptrdiff_t)(kiln_interp_at(it, 1, j0) * (int64_t)p->pl.esize)};
+    p->row(n, ptrs, p->st, NULL, NULL);
+    return 0;
+}
+
+static void kl_jpart_run(kl_jpart *p, void *out, const void *src)
+{
+    if (!p->row)
+        return;
+    p->pl.dst = (char *)out + p->off;
+    p->pl.src = src;
+    if (p->pl.it.rank == 1) {   /* one row: no walk */
+        void *ptrs[2] = {p->pl.dst, (void *)(uintptr_t)src};
+        p->row(p->pl.it.shape[0], ptrs, p->st, NULL, NULL);
+        return;
+    }
+    kiln_interp_iter_run(&p->pl.it, INT64_MAX, kl_jpart_body, p);
+}
+
+/* An unprepared JOIN: the interpreter's checks, then each input's part
+ * made and run on the stack (no allocation, any number of inputs). */
+static int kl_join(const kiln_interp_run *r, const kl_state *ls)
+{
+    int rc = kiln_interp_join_check(r);
+    if (rc)
+        return rc;
+    const kiln_call *call = r->call;
+    const kiln_view *out = &call->outputs[0];
+    int axis = r->k->axis;
+    int64_t at = 0;
+    for (uint32_t i = 0; i < call->n_inputs; i++) {
+        kl_jpart p;
+        kl_jpart_init(&p, ls, out, &call->inputs[i], at, axis);
+        kl_jpart_run(&p, out->data, call->inputs[i].data);
+        at += call->inputs[i].shape[axis];
+    }
+    return 0;
+}
+
+typedef struct kl_jplan {
+    kl_planhead h;
+    uint32_t n;
+    kl_jpart part[];          /* one per input */
+} kl_jplan;
+
+static int kl_jplan_run(void *plan, const kiln_call *call)
+{
+    kl_jplan *jp = plan;
+    void *out = call->outputs[0].data;
+    for (uint32_t i = 0; i < jp->n; i++)
+        kl_jpart_run(&jp->part[i], out, call->inputs[i].data);
+    return 0;
+}
+
+static int kl_jplan_make(const kiln_interp_run *r, const kl_state *ls, void **out)
+{
+    if (kiln_interp_join_check(r))
+        return 1;
+    const kiln_call *call = r->call;
+    kl_jplan *jp = malloc(sizeof *jp + sizeof(kl_jpart) * call->n_inputs);
+    if (!jp)
+        return 1;
+    jp->h.run = kl_jplan_run;
+    jp->n = call->n_inputs;
+    int64_t at = 0;
+    for (uint32_t i = 0; i < call->n_inputs; i++) {
+        kl_jpart_init(&jp->part[i], ls, &call->outputs[0], &call->inputs[i], at,
+                      r->k->axis);
+        at += call->inputs[i].shape[r->k->axis];
+    }
+    *out = jp;
+    return 0;
+}
+
+/* SCATTER: the index check's walk over idx (kiln_sk per row), then the
+ * interpreter's walk over data[:axis] + idx with kiln_sc per row; the
+ * sub-array written per index (x[axis+1:]) must coalesce to one row
+ * (any C-ordered or broadcast values do) — otherwise the interpreter
+ * runs the call. */
+typedef struct kl_splan {
+    kl_planhead h;
+    const kl_state *ls;
+    const kiln_call *call;                 /* the call being run */
+    kiln_interp_iter ci;                   /* the indices (check) */
+    int64_t ci_st[KILN_MAX_RANK], ci_off;
+    int ci_empty;
+    kiln_interp_iter it;                   /* data, idx, values */
+    int64_t it_st[3 * KILN_MAX_RANK], it_off[3];
+    int empty;                             /* nothing to write */
+    size_t es[2];                          /* data (and values), idx */
+    int64_t size;                          /* data's extent on the axis */
+    int64_t st[8];                         /* kiln_sc's */
+} kl_splan;
+
+/* 0, a kiln_code (the interpreter's message written), or -1: the
+ * interpreter should run this call. */
+static int kl_splan_init(kl_splan *sp, const kiln_interp_run *r, const kl_state *ls)
+{
+    const kiln_call *call = r->call;
+    const kiln_view *data = &call->outputs[0], *idx = &call->inputs[0];
+    int axis = r->k->axis, q = idx->rank, post = data->rank - axis - 1;
+    int64_t want[KILN_MAX_RANK], side_st[KILN_MAX_RANK];
+    int rc = kiln_interp_take_shapes(r, want, side_st);
+    if (rc)
+        return rc;
+    kiln_interp_plan sub;
+    kiln_interp_plan_init(&sub, post, want + axis + q, data->strides + axis + 1,
+                          side_st + axis + q, (unsigned)data->dtype, 0);
+    if (!sub.empty && sub.it.rank > 1)
+        return -1;
+    memset(sp, 0, sizeof *sp);
+    sp->h.run = NULL;
+    sp->ls = ls;
+    sp->es[0] = kiln_interp_dtype_size((unsigned)data->dtype);
+    sp->es[1] = kiln_interp_dtype_size((unsigned)idx->dtype);
+    sp->size = data->shape[axis];
+    sp->ci = (kiln_interp_iter){.rank = q, .n_views = 1, .strides = sp->ci_st,
+                                .offs = &sp->ci_off};
+    for (int d = 0; d < q; d++) {
+        sp->ci.shape[d] = idx->shape[d];
+        sp->ci_st[d] = idx->strides[d];
+    }
+    sp->ci_empty = !kiln_interp_iter_coalesce(&sp->ci);
+    sp->it = (kiln_interp_iter){.rank = axis + q, .n_views = 3, .strides = sp->it_st,
+                                .offs = sp->it_off};
+    for (int d = 0; d < axis + q; d++) {
+        int lead = d < axis;
+        sp->it.shape[d] = want[d];
+        sp->it_st[d] = lead ? data->strides[d] : 0;
+        sp->it_st[KILN_MAX_RANK + d] = lead ? 0 : idx->strides[d - axis];
+        sp->it_st[2 * KILN_MAX_RANK + d] = side_st[d];
+    }
+    sp->empty = sub.empty || !kiln_interp_iter_coalesce(&sp->it);
+    if (!sp->empty) {
+        for (int v = 0; v < 3; v++)
+            sp->st[v] = kiln_interp_inner(&sp->it, (size_t)v);
+        sp->st[3] = data->strides[axis];
+        sp->st[4] = sp->size;
+        sp->st[5] = sub.it.shape[0];
+        sp->st[6] = sub.strides[0];
+        sp->st[7] = sub.strides[KILN_MAX_RANK];
+    }
+    return 0;
+}
+
+static int kl_scheck_body(void *ctx, const kiln_interp_iter *it, int64_t j0,
+                          int64_t n)
+{
+    const kl_splan *sp = ctx;
+    void *p[1] = {kiln_interp_elem(&sp->call->inputs[0], kiln_interp_at(it, 0, j0),
+                                   sp->es[1])};
+    int64_t st[2] = {kiln_interp_inner(it, 0), sp->size};
+    unsigned char bad = 0;
+    sp->ls->s(n, p, st, NULL, &bad);
+    return bad ? 1 : 0;
+}
+
+static int kl_scatter_body(void *ctx, const kiln_interp_iter *it, int64_t j0,
+                           int64_t n)
+{
+    const kl_splan *sp = ctx;
+    const kiln_call *c = sp->call;
+    void *p[3] = {
+        kiln_interp_elem(&c->outputs[0], kiln_interp_at(it, 0, j0), sp->es[0]),
+        kiln_interp_elem(&c->inputs[0], kiln_interp_at(it, 1, j0), sp->es[1]),
+        kiln_interp_elem(&c->inputs[1], kiln_interp_at(it, 2, j0), sp->es[0])};
+    sp->ls->c(n, p, sp->st, NULL, NULL);
+    return 0;
+}
+
+/* Every index checked before anything is written (a failed SCATTER
+ * leaves its output untouched); the interpreter's check finds the
+ * culprit and writes its message. */
+static int kl_splan_exec(kl_splan *sp, const kiln_call *call)
+{
+    sp->call = call;
+    if (!sp->ci_empty && kiln_interp_iter_run(&sp->ci, INT64_MAX, kl_scheck_body, sp)) {
+        kiln_interp_run r = kl_run_of(sp->ls, call);
+        return kiln_interp_check_indices(&r, &call->inputs[0], sp->size);
+    }
+    if (!sp->empty)
+        kiln_interp_iter_run(&sp->it, INT64_MAX, kl_scatter_body, sp);
+    return 0;
+}
+
+static int kl_splan_run(void *plan, const kiln_call *call)
+{
+    return kl_splan_exec(plan, call);
+}
+
+static int kl_scatter(const kiln_interp_run *r, const kl_state *ls)
+{
+    kl_splan sp;
+    int rc = kl_splan_init(&sp, r, ls);
+    if (rc < 0)
+        return ls->interp->fn(ls->interp->state, r->call);
+    return rc ? rc : kl_splan_exec(&sp, r->call);
+}
+
+/* DOT: the interpreter's matrices and BLAS decision, once; a call is
+ * one call of kiln_db (BLAS) or kiln_dl (the loop) with the plan's st. */
+typedef struct kl_dplan {
+    kl_planhead h;
+    kl_row_fn row;            /* NULL: an empty product */
+    int64_t st[9];
+} kl_dplan;
+
+static int kl_dplan_init(kl_dplan *dp, const kiln_interp_run *r, const kl_state *ls)
+{
+    kiln_interp_mat A = {0}, B = {0}, C = {0};  /* (set by dot_mats; gcc cannot tell) */
+    int rc = kiln_interp_dot_mats(r, &A, &B, &C);
+    if (rc)
+        return rc;
+    memset(dp, 0, sizeof *dp);
+    if (C.rows == 0 || C.cols == 0)
+        return 0;
+    if (kiln_interp_dot_blas(r->rt, (unsigned)r->call->outputs[0].dtype, &A, &B, &C)) {
+        int64_t st[8] = {A.trans, B.trans, C.rows, C.cols, A.cols, A.ld, B.ld, C.ld};
+        memcpy(dp->st, st, sizeof st);
+        dp->row = ls->c;
+    } else {
+        int64_t st[9] = {A.rows, B.cols, A.cols, A.s0, A.s1, B.s0, B.s1, C.s0, C.s1};
+        memcpy(dp->st, st, sizeof st);
+        dp->row = ls->s;
+    }
+    return 0;
+}
+
+static int kl_dplan_run(void *plan, const kiln_call *call)
+{
+    const kl_dplan *dp = plan;
+    if (dp->row) {
+        void *p[3] = {call->inputs[0].data, call->inputs[1].data,
+                      call->outputs[0].data};
+        dp->row(0, p, dp->st, call->rt, NULL);
+    }
+    return 0;
+}
+
+static int kl_dot(const kiln_interp_run *r, const kl_state *ls)
+{
+    kl_dplan dp;
+    int rc = kl_dplan_init(&dp, r, ls);
+    return rc ? rc : kl_dplan_run(&dp, r->call);
+}
+
+/* A prepared call of JOIN, SCATTER or DOT (r's call was checked, with a
+ * message buffer of prepare's own); 1 when it is not prepared. */
+static int kl_prepare_move(const kiln_interp_run *r, const kl_state *ls, void **out)
+{
+    uint32_t kind = r->k->kind;
+    if (kind == KILN_KERNEL_JOIN)
+        return kl_jplan_make(r, ls, out);
+    if (kind == KILN_KERNEL_SCATTER || kind == KILN_KERNEL_DOT) {
+        union { kl_planhead h; kl_splan s; kl_dplan d; } *mp = malloc(sizeof *mp);
+        int scatter = kind == KILN_KERNEL_SCATTER;
+        if (!mp || (scatter ? kl_splan_init(&mp->s, r, ls) : kl_dplan_init(&mp->d, r, ls))) {
+            free(mp);
+            return 1;
+        }
+        mp->h.run = scatter ? kl_splan_run : kl_dplan_run;
+        *out = mp;
+        return 0;
+    }
+    return 1;   /* GATHER checks its indices per call: fn */
+}
+
 /* ---- prepared calls (ABI 1.4) ---- */
 
 typedef struct kl_prepared {
+    kl_planhead h;            /* run: NULL */
     kl_callplan pl;
     /* the plan's arrays follow (kl_callplan_bytes(nv)) */
 } kl_prepared;
@@ -2347,19 +2944,17 @@ static int kl_prepare(void *state, const kiln_call *call, void **out)
     if (!ls || !call || !out || !ls->obj ||
         call->struct_size < offsetof(kiln_call, rt) + sizeof(call->rt))
         return 1;
-    const kiln_interp_state *is = ls->interp->state;
-    const kiln_kernel *k = &is->art->k;
-    if (k->kind != KILN_KERNEL_ELEMWISE && k->kind != KILN_KERNEL_REDUCE)
-        return 1;   /* GATHER checks its indices per call: fn */
     /* the checks may write a message: into a buffer of our own */
     char msg[256];
     kiln_call c = *call;
     c.errbuf = msg;
     c.errbuf_size = sizeof msg;
-    kiln_interp_run r = {.s = is, .k = k, .call = &c, .rt = c.rt,
-                         .label = k->label ? k->label : kiln_interp_kind_name(k->kind)};
+    kiln_interp_run r = kl_run_of(ls, &c);
+    const kiln_kernel *k = r.k;
     if (kiln_interp_check_call(&r) || kiln_interp_check_runtime(&r))
         return 1;
+    if (!kiln_interp_has_program(k->kind))
+        return kl_prepare_move(&r, ls, out);
     if (k->kind == KILN_KERNEL_REDUCE && !ls->uc && !kl_one_output(&c.outputs[0]))
         return 1;   /* the interpreter's: fn */
     uint32_t nv = k->n_inputs + k->n_outputs;
@@ -2367,6 +2962,7 @@ static int kl_prepare(void *state, const kiln_call *call, void **out)
     if (!pp)
         return 1;
     unsigned char *mem = (unsigned char *)(pp + 1);
+    pp->h.run = NULL;
     if (k->kind == KILN_KERNEL_ELEMWISE && k->n_outputs > 0 &&
         k->outputs[0].rank == 0) {
         memset(&pp->pl, 0, sizeof pp->pl);
@@ -2394,6 +2990,8 @@ static int kl_prepare(void *state, const kiln_call *call, void **out)
 static int kl_run_prepared(void *plan, const kiln_call *call)
 {
     kl_prepared *pp = plan;
+    if (pp->h.run)   /* JOIN, SCATTER, DOT */
+        return pp->h.run(plan, call);
     kl_callplan *pl = &pp->pl;
     if (pl->scalar) {
         /* the common case, straight: a rank-0 kernel's rows are its
@@ -2414,10 +3012,7 @@ static int kl_run_prepared(void *plan, const kiln_call *call)
                 NULL);
         return 0;
     }
-    const kiln_interp_state *is = pp->pl.ls->interp->state;
-    const kiln_kernel *k = &is->art->k;
-    kiln_interp_run r = {.s = is, .k = k, .call = call, .rt = call->rt,
-                         .label = k->label ? k->label : kiln_interp_kind_name(k->kind)};
+    kiln_interp_run r = kl_run_of(pp->pl.ls, call);
     return kl_callplan_exec(&pp->pl, &r);
 }
 
@@ -2431,22 +3026,23 @@ static int kl_run(void *state, const kiln_call *call)
     const kl_state *ls = state;
     if (!ls || !call)
         return KILN_ERR_ARG;
-    if (!ls->obj)  /* JOIN, SCATTER, DOT */
-        return ls->interp->fn(ls->interp->state, call);
     if (call->struct_size < offsetof(kiln_call, rt) + sizeof(call->rt))
         return KILN_ERR_ARG;
-    const kiln_interp_state *is = ls->interp->state;
-    const kiln_kernel *k = &is->art->k;
-    kiln_interp_run r = {.s = is, .k = k, .call = call, .rt = call->rt,
-                         .label = k->label ? k->label : kiln_interp_kind_name(k->kind)};
+    kiln_interp_run r = kl_run_of(ls, call);
+    const kiln_kernel *k = r.k;
     if (k->kind == KILN_KERNEL_ELEMWISE && k->n_outputs > 0 &&
         k->outputs[0].rank == 0 && kl_scalar_call(ls, k, call) == 0)
         return 0;
     int rc = kiln_interp_check_call(&r);
     if (rc)
         return rc;
-    if (k->kind == KILN_KERNEL_GATHER)
-        return kl_take(&r, ls);
+    switch (k->kind) {
+    case KILN_KERNEL_GATHER: return kl_take(&r, ls);
+    case KILN_KERNEL_JOIN: return kl_join(&r, ls);
+    case KILN_KERNEL_SCATTER: return kl_scatter(&r, ls);
+    case KILN_KERNEL_DOT: return kl_dot(&r, ls);
+    default: break;
+    }
     if (k->kind == KILN_KERNEL_REDUCE && !ls->uc) {
         /* compiled as a full reduction: only a call whose output is one
          * element can use the code (anything else gets the interpreter,
