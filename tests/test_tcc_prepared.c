@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "open_backend.h"
 #include "runtime.h"
 #include "tap.h"
 
@@ -42,17 +43,7 @@
 
 static const kiln_backend *open_plugin(const char *name)
 {
-    const char *dir = getenv("KILN_BUILDDIR") ? getenv("KILN_BUILDDIR") : ".";
-    char path[4200];
-    snprintf(path, sizeof path, "%s/backends/%s/.libs/%s.so", dir, name,
-             name);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return NULL;
-    void *sym = dlsym(h, KILN_BACKEND_ENTRY);
-    kiln_backend_entry_fn e;
-    memcpy(&e, &sym, sizeof e);
-    return sym ? e(KILN_ABI_MAJOR, KILN_ABI_MINOR, NULL, 0) : NULL;
+    return open_backend(getenv("KILN_BUILDDIR"), name);
 }
 
 static const kiln_backend *TB, *IB;
@@ -269,6 +260,14 @@ static void base(tcase *c, const char *name, uint32_t kind, uint32_t ni,
     c->k.label = name;
 }
 
+static void program(tcase *c, uint32_t n, const kiln_instr *ins,
+                    const int32_t *refs)
+{
+    c->k.n_instrs = n;
+    c->k.instrs = ins;
+    c->k.out_refs = refs;
+}
+
 static void test_kinds(void)
 {
     tcase c;
@@ -283,9 +282,7 @@ static void test_kinds(void)
         INS(KILN_I_ADD, F64, 2, 3)};
     static const int32_t r_ew[1] = {4};
     base(&c, "elemwise 2-D strided", KILN_KERNEL_ELEMWISE, 2, 1, d2, d2 + 2);
-    c.k.n_instrs = 5;
-    c.k.instrs = p_ew;
-    c.k.out_refs = r_ew;
+    program(&c, 5, p_ew, r_ew);
     c.in[0] = view(F64, 2, (int64_t[]){4, 5}, (int64_t[]){1, 4});
     c.in[1] = view(F64, 2, (int64_t[]){4, 5}, (int64_t[]){0, -1});
     c.in_off[1] = 7;
@@ -310,9 +307,7 @@ static void test_kinds(void)
     static const kiln_arg_desc d3[3] = {{F64, 3, {0}}, {F64, 3, {0}},
                                         {F64, 3, {0}}};
     base(&c, "elemwise 3-D permuted", KILN_KERNEL_ELEMWISE, 2, 1, d3, d3 + 2);
-    c.k.n_instrs = 5;
-    c.k.instrs = p_ew;
-    c.k.out_refs = r_ew;
+    program(&c, 5, p_ew, r_ew);
     c.in[0] = view(F64, 3, (int64_t[]){2, 3, 4}, (int64_t[]){12, 1, 3});
     c.in[1] = view(F64, 3, (int64_t[]){2, 3, 4}, (int64_t[]){-1, 0, 2});
     c.in_off[1] = 1;
@@ -328,9 +323,7 @@ static void test_kinds(void)
         INS(KILN_I_EXP, F64, 0, -1), INS(KILN_I_SUB, F64, 5, 1)};
     static const int32_t r0[2] = {4, 6};
     base(&c, "elemwise rank 0", KILN_KERNEL_ELEMWISE, 2, 2, d0, d0 + 2);
-    c.k.n_instrs = 7;
-    c.k.instrs = p0;
-    c.k.out_refs = r0;
+    program(&c, 7, p0, r0);
     for (int v = 0; v < 2; v++) {
         c.in[v] = view(F64, 0, NULL, NULL);
         c.out[v] = view(F64, 0, NULL, NULL);
@@ -346,9 +339,7 @@ static void test_kinds(void)
                                       INS(KILN_I_SQUARE, F64, 0, -1)};
     static const int32_t r_sq[1] = {1};
     base(&c, "reduce sum axis 1", KILN_KERNEL_REDUCE, 1, 1, dr, dr + 1);
-    c.k.n_instrs = 2;
-    c.k.instrs = p_sq;
-    c.k.out_refs = r_sq;
+    program(&c, 2, p_sq, r_sq);
     c.k.reduce_op = KILN_REDUCE_SUM;
     c.k.reduce_axes = 2;
     c.in[0] = view(F64, 2, (int64_t[]){3, 7}, (int64_t[]){-7, -1});
@@ -374,9 +365,7 @@ static void test_kinds(void)
     static const int32_t r_sib[2] = {0, 2};
     base(&c, "reduce siblings to a scalar", KILN_KERNEL_REDUCE, 1, 2, ds_in,
          ds_out);
-    c.k.n_instrs = 3;
-    c.k.instrs = p_sib;
-    c.k.out_refs = r_sib;
+    program(&c, 3, p_sib, r_sib);
     c.k.reduce_op = KILN_REDUCE_SUM;
     c.k.reduce_axes = 1;
     c.in[0] = view(F64, 1, (int64_t[]){600}, (int64_t[]){-1});
@@ -391,9 +380,7 @@ static void test_kinds(void)
     static const kiln_instr p_ld[] = {INS(KILN_I_LOAD, KILN_I64, 0, -1)};
     static const int32_t r_ld[1] = {0};
     base(&c, "reduce max i64", KILN_KERNEL_REDUCE, 1, 1, di, di + 1);
-    c.k.n_instrs = 1;
-    c.k.instrs = p_ld;
-    c.k.out_refs = r_ld;
+    program(&c, 1, p_ld, r_ld);
     c.k.reduce_op = KILN_REDUCE_MAX;
     c.k.reduce_axes = 1;
     c.in[0] = view(KILN_I64, 2, (int64_t[]){9, 4}, (int64_t[]){2, 0});
