@@ -2,16 +2,22 @@
  * emit_c.c — kernel description -> one self-contained C translation unit
  * (prefix kiln_emit_c_; see emit_c.h for the contract).
  *
- * Shape of the generated code, per kind:
+ * Every unit splits a call in two (ABI 1.4 prepared calls): kiln_kernel_
+ * prep checks the views and fills a plan (struct kplan, fixed size per
+ * kernel) with the data-independent work, kiln_kernel_run does the rest
+ * from the plan and the views' data; kiln_kernel is the two in a row,
+ * with the plan on its stack.  Shape of the generated code, per kind:
  *
- *  ELEMWISE  the output's shape is coalesced at run time exactly as the
+ *  ELEMWISE  the output's shape is coalesced (in prep) exactly as the
  *            interpreter does (extent-1 dims dropped, a dim merged into
  *            the one outside it when every view steps through both as
  *            one); an odometer walks the outer dims, and the innermost
  *            (coalesced) dim is a plain loop running the scalar program
  *            once per element: one C statement per live instruction,
  *            values in "registers" (locals reused by liveness, per dtype),
- *            LOADs and finite CONSTs inlined where they are used.
+ *            LOADs and finite CONSTs inlined where they are used.  A
+ *            rank-0 kernel's run is that program alone, on the views'
+ *            data.
  *  REDUCE    the same walk over inputs[0]'s shape; the output's reduced
  *            axes have stride 0.  Rows are cut into blocks of 256
  *            elements; when the row itself is reduced, a block is summed
@@ -19,12 +25,14 @@
  *            the output once — the interpreter's order, so results are
  *            bitwise equal.  The output is initialised to the identity
  *            first; MEAN divides at the end.
- *  JOIN      a run-time loop over the input views (no code per input).
- *  GATHER/SCATTER  index checks first (exact interpreter message), then
+ *  JOIN      a run-time loop over the input views (no code per input);
+ *            prep checks their shapes, run copies.
+ *  GATHER/SCATTER  prep checks the shapes; run checks the indices first
+ *            (exact interpreter message), then
  *            the positions of x[:axis] + idx in C order, each copying (or
  *            adding) a sub-array.
  *  DOT       one rt->dgemm / rt->sgemm call when the views are BLAS
- *            layouts, else a triple loop accumulating in double (as the
+ *            layouts (decided in prep), else a triple loop accumulating in double (as the
  *            interpreter).
  *
  * Integer + - * wrap by computing in unsigned and converting back (the
@@ -420,6 +428,7 @@ typedef struct emitter {
     sbuf body;           /* the kernel function */
     unsigned need;       /* helpers the body uses (enum need) */
     char label[64];      /* sanitised, for messages */
+    int scalar;          /* a rank-0 ELEMWISE: no loop, LOADs are *pN */
     /* programs */
     uint8_t *live;
     uint32_t *last;      /* last reader of each instruction */
@@ -474,7 +483,10 @@ static const char *ref(emitter *e, int32_t i, char *buf, size_t n)
 {
     const kiln_instr *in = &e->k->instrs[i];
     if (in->op == KILN_I_LOAD) {
-        snprintf(buf, n, "p%d[j * s%d]", (int)in->a, (int)in->a);
+        if (e->scalar)
+            snprintf(buf, n, "(*p%d)", (int)in->a);
+        else
+            snprintf(buf, n, "p%d[j * s%d]", (int)in->a, (int)in->a);
         return buf;
     }
     if (in->op == KILN_I_CONST) {
@@ -698,6 +710,8 @@ static void emit_program(emitter *e)
 
 /* Declarations of registers, hoisted non-finite constants and the
  * pointers of the inputs the program reads. */
+/* Declarations of registers, hoisted non-finite constants and the
+ * pointers (and, in a loop, strides) of the inputs the program reads. */
 static void emit_program_decls(emitter *e)
 {
     const kiln_kernel *k = e->k;
@@ -720,35 +734,40 @@ static void emit_program_decls(emitter *e)
     }
     for (uint32_t a = 0; a < k->n_inputs; a++)
         if (e->used_in[a])
-            sb_printf(b, "  const %s *p%u; i64 s%u;\n",
+            sb_printf(b, e->scalar ? "  const %s *p%u;\n"
+                                   : "  const %s *p%u; i64 s%u;\n",
                       ctype[k->inputs[a].dtype], a, a);
 }
 
 /* Set the row pointers of every used input (and outputs) for the row at
- * idx (outer dims 0 .. w-2). */
+ * idx (outer dims 0 .. w-2; one row: the views' data). */
 static void emit_row_ptrs(emitter *e, int n_out_ptrs)
 {
     const kiln_kernel *k = e->k;
     sbuf *b = &e->body;
     for (uint32_t a = 0; a < k->n_inputs; a++)
         if (e->used_in[a])
-            sb_printf(b, "    p%u = (const %s *)I[%u].data + "
-                      "kl_off(&I[%u], idx, map, w - 1);\n", a,
+            sb_printf(b, "    p%u = (const %s *)I[%u].data + (w > 1 ? "
+                      "kl_off(&I[%u], idx, map, w - 1) : 0);\n", a,
                       ctype[k->inputs[a].dtype], a, a);
     for (int o = 0; o < n_out_ptrs; o++)
-        sb_printf(b, "    q%d = (%s *)O[%d].data + "
-                  "kl_off(&O[%d], idx, map, w - 1);\n", o,
+        sb_printf(b, "    q%d = (%s *)O[%d].data + (w > 1 ? "
+                  "kl_off(&O[%d], idx, map, w - 1) : 0);\n", o,
                   ctype[k->outputs[o].dtype], o, o);
 }
 
+/* The inner (coalesced) dim's stride of every used view; m is its
+ * original dim (-1: one element), extent 1 reads as stride 0 (kl_st). */
 static void emit_inner_strides(emitter *e, int n_out)
 {
     const kiln_kernel *k = e->k;
     for (uint32_t a = 0; a < k->n_inputs; a++)
         if (e->used_in[a])
-            sb_printf(&e->body, "  s%u = kl_sti(&I[%u], map[w - 1]);\n", a, a);
+            sb_printf(&e->body, "  s%u = m < 0 || I[%u].shape[m] == 1 ? 0 : "
+                      "I[%u].strides[m];\n", a, a, a);
     for (int o = 0; o < n_out; o++)
-        sb_printf(&e->body, "  t%d = kl_sti(&O[%d], map[w - 1]);\n", o, o);
+        sb_printf(&e->body, "  t%d = m < 0 || O[%d].shape[m] == 1 ? 0 : "
+                  "O[%d].strides[m];\n", o, o, o);
 }
 
 static const char odometer[] =
@@ -758,8 +777,10 @@ static const char odometer[] =
     "    }\n"
     "    if (k < 0) break;\n";
 
-/* Common start of every kernel function: argument checks. */
-static void emit_head(emitter *e)
+/* Start of every unit's kernel code: the argument table, the plan type
+ * (fields: its members) and the head of kiln_kernel_prep, whose checks
+ * (emit_checks) follow the kind's declarations. */
+static void emit_head(emitter *e, const char *fields)
 {
     const kiln_kernel *k = e->k;
     sbuf *b = &e->body;
@@ -772,20 +793,22 @@ static void emit_head(emitter *e)
                   d->dtype, d->rank);
     }
     sb_put(b, "\n};\n\n");
-    sb_put(b, "int kiln_kernel(void *state, const kcall *call)\n{\n"
-              "  const kv *I, *O;\n  const krt *rt;\n");
+    sb_printf(b, "/* what kiln_kernel_prep computes once per shape signature */\n"
+              "typedef struct kplan {\n%s} kplan;\n\n", fields);
+    sb_put(b, "/* check a call and fill a plan (no data read) */\n"
+              "int kiln_kernel_prep(const kcall *call, void *plan)\n{\n"
+              "  kplan *P = plan;\n  const kv *I, *O;\n  const krt *rt;\n");
 }
 
 static void emit_checks(emitter *e, const char *rt_need)
 {
     const kiln_kernel *k = e->k;
     sbuf *b = &e->body;
-    sb_printf(b, "  (void)state;\n"
-              "  if (!call || call->struct_size < %zu) return %d;\n"
+    sb_printf(b, "  if (!call || call->struct_size < %zu) return %d;\n"
               "  if (kl_check(call, %u, %u, kl_desc)) return kl_fail(call, "
               "%d, \"%s: called with views that do not match the kernel\");\n"
               "  I = call->inputs; O = call->outputs; rt = call->rt;\n"
-              "  (void)I; (void)O; (void)rt;\n",
+              "  (void)P; (void)I; (void)O; (void)rt;\n",
               offsetof(kiln_call, errbuf_size) + sizeof(size_t), KILN_ERR_ARG,
               k->n_inputs, k->n_outputs, KILN_ERR_ARG, e->label);
     if (rt_need)
@@ -793,6 +816,37 @@ static void emit_checks(emitter *e, const char *rt_need)
                   "%d, \"%s: the runtime table has no %s\");\n",
                   strcmp(rt_need, "trigamma") == 0 ? "160" : "136",
                   KILN_ERR_ARG, e->label, rt_need);
+}
+
+/* The head of kiln_kernel_run: the kind's declarations follow, then
+ * emit_run_body. */
+static void emit_run_head(emitter *e)
+{
+    sb_put(&e->body,
+           "/* run a prepared call: views as prepared, data anywhere */\n"
+           "int kiln_kernel_run(void *plan, const kcall *call)\n{\n"
+           "  const kplan *P = plan;\n"
+           "  const kv *I = call->inputs, *O = call->outputs;\n"
+           "  const krt *rt = call->rt;\n");
+}
+
+static void emit_run_body(emitter *e)
+{
+    sb_put(&e->body, "  (void)P; (void)I; (void)O; (void)rt;\n");
+}
+
+/* The end of every unit: the plan's size and kiln_kernel (prep into a
+ * plan on the stack, then run). */
+static void emit_tail(emitter *e)
+{
+    sb_put(&e->body,
+           "\nusize kiln_kernel_plan_size(void)\n{\n"
+           "  return sizeof(kplan);\n}\n\n"
+           "/* an unprepared call: check, plan and run */\n"
+           "int kiln_kernel(void *state, const kcall *call)\n{\n"
+           "  kplan P;\n  int rc;\n  (void)state;\n"
+           "  rc = kiln_kernel_prep(call, &P);\n"
+           "  return rc ? rc : kiln_kernel_run(&P, call);\n}\n");
 }
 
 /* The runtime entry the program needs with the largest offset (trigamma
@@ -813,24 +867,52 @@ static const char *program_rt_need(emitter *e)
 
 /* ---- ELEMWISE --------------------------------------------------------- */
 
+/* The plan: the output's shape coalesced (sh, map: the original dim of
+ * each coalesced one, w of them; -1 when empty).  A rank-0 kernel's run
+ * is straight-line code on the views' data. */
 static void emit_elemwise(emitter *e)
 {
     const kiln_kernel *k = e->k;
     sbuf *b = &e->body;
     e->need |= N_ITER;
-    emit_head(e);
-    sb_put(b, "  i64 sh[8], idx[8], n, j;\n  int map[8], w, k;\n");
-    for (uint32_t o = 0; o < k->n_outputs; o++)
-        sb_printf(b, "  %s *q%u; i64 t%u;\n", ctype[k->outputs[o].dtype], o,
-                  o);
-    emit_program_decls(e);
+    e->scalar = k->outputs[0].rank == 0;
+    emit_head(e, "  i64 sh[8];\n  int map[8];\n  int w;\n");
     emit_checks(e, program_rt_need(e));
     sb_printf(b, "  if (kl_shapes(call, &O[0], 1)) return kl_fail(call, %d, "
               "\"%s: input or output shapes do not match\");\n"
-              "  w = kl_coalesce(call, &O[0], sh, map);\n"
-              "  if (w < 0) return 0;\n"
-              "  if (w == 0) { w = 1; sh[0] = 1; map[0] = -1; }\n"
-              "  n = sh[w - 1];\n", KILN_ERR_SHAPE, e->label);
+              "  P->w = kl_coalesce(call, &O[0], P->sh, P->map);\n"
+              "  if (P->w == 0) { P->w = 1; P->sh[0] = 1; P->map[0] = -1; }\n"
+              "  return 0;\n}\n\n", KILN_ERR_SHAPE, e->label);
+    emit_run_head(e);
+    if (!e->scalar)
+        sb_put(b, "  const i64 *sh = P->sh;\n  const int *map = P->map;\n"
+                  "  i64 idx[8], n, j;\n  int w = P->w, m, k;\n");
+    for (uint32_t o = 0; o < k->n_outputs; o++)
+        sb_printf(b, e->scalar ? "  %s *q%u;\n" : "  %s *q%u; i64 t%u;\n",
+                  ctype[k->outputs[o].dtype], o, o);
+    emit_program_decls(e);
+    emit_run_body(e);
+    if (e->scalar) {
+        for (uint32_t a = 0; a < k->n_inputs; a++)
+            if (e->used_in[a])
+                sb_printf(b, "  p%u = (const %s *)I[%u].data;\n", a,
+                          ctype[k->inputs[a].dtype], a);
+        for (uint32_t o = 0; o < k->n_outputs; o++)
+            sb_printf(b, "  q%u = (%s *)O[%u].data;\n", o,
+                      ctype[k->outputs[o].dtype], o);
+        sb_put(b, "  {\n");
+        emit_program(e);
+        for (uint32_t o = 0; o < k->n_outputs; o++) {
+            char buf[128];
+            sb_printf(b, "      *q%u = %s;\n", o,
+                      ref(e, k->out_refs[o], buf, sizeof buf));
+        }
+        sb_put(b, "  }\n  return 0;\n}\n");
+        emit_tail(e);
+        return;
+    }
+    sb_put(b, "  if (w < 0) return 0;\n"
+              "  n = sh[w - 1]; m = map[w - 1];\n");
     emit_inner_strides(e, (int)k->n_outputs);
     sb_put(b, "  for (k = 0; k < w; k++) idx[k] = 0;\n  for (;;) {\n");
     emit_row_ptrs(e, (int)k->n_outputs);
@@ -844,6 +926,7 @@ static void emit_elemwise(emitter *e)
     sb_put(b, "    }\n");
     sb_put(b, odometer);
     sb_put(b, "  }\n  return 0;\n}\n");
+    emit_tail(e);
 }
 
 /* ---- REDUCE ----------------------------------------------------------- */
@@ -906,16 +989,33 @@ static const char *identity_text(uint32_t op, unsigned dt)
 
 /* REDUCE: one accumulator per output (sibling reductions, ABI 1.4: every
  * output reduces the same axes with reduce_op; output 0's stride tells
- * whether a row folds into one element). */
+ * whether a row folds into one element).  The plan: the input's shape
+ * coalesced (as ELEMWISE), the extents of the distinct output elements
+ * (dsh) and the number of elements reduced into each (cnt). */
 static void emit_reduce(emitter *e)
 {
     const kiln_kernel *k = e->k;
     sbuf *b = &e->body;
     uint32_t op = k->reduce_op, no = k->n_outputs;
     e->need |= N_ITER | N_BITS;
-    emit_head(e);
-    sb_put(b, "  i64 sh[8], idx[8], dsh[8], n, j, j0, j1;\n"
-              "  int map[8], w, k, d;\n  double cnt = 1.0;\n"
+    emit_head(e, "  i64 sh[8], dsh[8];\n  int map[8];\n  int w;\n"
+                 "  double cnt;\n");
+    sb_put(b, "  int d;\n");
+    emit_checks(e, program_rt_need(e));
+    sb_printf(b, "  if (kl_shapes(call, &I[0], 0)) return kl_fail(call, %d, "
+              "\"%s: input or output shapes do not match\");\n", KILN_ERR_SHAPE,
+              e->label);
+    sb_put(b, "  P->cnt = 1.0;\n"
+              "  for (d = 0; d < I[0].rank; d++) {\n"
+              "    i64 st = kl_st(&O[0], d);\n"
+              "    P->dsh[d] = st == 0 ? 1 : I[0].shape[d];\n"
+              "    if (st == 0) P->cnt *= (double)I[0].shape[d];\n  }\n"
+              "  P->w = kl_coalesce(call, &I[0], P->sh, P->map);\n"
+              "  if (P->w == 0) { P->w = 1; P->sh[0] = 1; P->map[0] = -1; }\n"
+              "  return 0;\n}\n\n");
+    emit_run_head(e);
+    sb_put(b, "  const i64 *sh = P->sh;\n  const int *map = P->map;\n"
+              "  i64 idx[8], n, j, j0, j1;\n  int w = P->w, m, k;\n"
               "  const double kl_inf = kl_bits(0x7ff0000000000000ULL);\n");
     for (uint32_t o = 0; o < no; o++) {
         unsigned dt = k->outputs[o].dtype;
@@ -923,25 +1023,17 @@ static void emit_reduce(emitter *e)
                   dt == KILN_F32 ? "double" : ctype[dt], o, o);
     }
     emit_program_decls(e);
-    emit_checks(e, program_rt_need(e));
-    sb_printf(b, "  if (kl_shapes(call, &I[0], 0)) return kl_fail(call, %d, "
-              "\"%s: input or output shapes do not match\");\n", KILN_ERR_SHAPE,
-              e->label);
+    emit_run_body(e);
     /* identity over the distinct output elements */
-    sb_put(b, "  for (d = 0; d < I[0].rank; d++) {\n"
-              "    i64 st = kl_st(&O[0], d);\n"
-              "    dsh[d] = st == 0 ? 1 : I[0].shape[d];\n"
-              "    if (st == 0) cnt *= (double)I[0].shape[d];\n  }\n");
     for (uint32_t o = 0; o < no; o++) {
         unsigned dt = k->outputs[o].dtype;
         sb_printf(b, "  {\n    %s idv = (%s)%s;\n"
-                  "    kl_walk%u(&O[%u], dsh, &idv, 0, 0.0);\n  }\n", ctype[dt],
-                  ctype[dt], identity_text(op, dt), dt, o);
+                  "    kl_walk%u(&O[%u], P->dsh, &idv, 0, 0.0);\n  }\n",
+                  ctype[dt], ctype[dt], identity_text(op, dt), dt, o);
     }
-    sb_put(b, "  (void)cnt; (void)kl_inf;\n  w = kl_coalesce(call, &I[0], sh, map);\n"
+    sb_put(b, "  (void)kl_inf;\n"
               "  if (w >= 0) {\n"
-              "  if (w == 0) { w = 1; sh[0] = 1; map[0] = -1; }\n"
-              "  n = sh[w - 1];\n");
+              "  n = sh[w - 1]; m = map[w - 1];\n");
     emit_inner_strides(e, (int)no);
     sb_put(b, "  for (k = 0; k < w; k++) idx[k] = 0;\n  for (;;) {\n");
     emit_row_ptrs(e, (int)no);
@@ -984,13 +1076,15 @@ static void emit_reduce(emitter *e)
     sb_put(b, odometer);
     sb_put(b, "  }\n  }\n");
     for (uint32_t o = 0; op == KILN_REDUCE_MEAN && o < no; o++)
-        sb_printf(b, "  kl_walk%u(&O[%u], dsh, 0, 1, cnt);\n",
+        sb_printf(b, "  kl_walk%u(&O[%u], P->dsh, 0, 1, P->cnt);\n",
                   k->outputs[o].dtype, o);
     sb_put(b, "  return 0;\n}\n");
+    emit_tail(e);
 }
 
 /* ---- JOIN ------------------------------------------------------------- */
 
+/* Prepared, a join only copies (its checks are per input). */
 static void emit_join(emitter *e)
 {
     const kiln_kernel *k = e->k;
@@ -998,62 +1092,80 @@ static void emit_join(emitter *e)
     unsigned dt = k->outputs[0].dtype;
     int ax = k->axis;
     e->need |= N_COPY;
-    emit_head(e);
-    sb_put(b, "  i64 at = 0, tot = 0;\n  u32 i;\n  int d;\n");
+    emit_head(e, "  i64 tot;  /* the output's extent along the axis */\n");
+    sb_put(b, "  u32 i;\n  int d;\n");
     emit_checks(e, NULL);
     sb_printf(b,
+              "  P->tot = 0;\n"
               "  for (i = 0; i < call->n_inputs; i++) {\n"
               "    const kv *v = &I[i];\n"
               "    for (d = 0; d < O[0].rank; d++)\n"
               "      if (d != %d && v->shape[d] != O[0].shape[d])\n"
               "        return kl_fail(call, %d, \"%s: an input's shape does not "
               "fit the output\");\n"
-              "    tot += v->shape[%d];\n  }\n"
-              "  if (tot != O[0].shape[%d]) return kl_fail(call, %d, \"%s: "
+              "    P->tot += v->shape[%d];\n  }\n"
+              "  if (P->tot != O[0].shape[%d]) return kl_fail(call, %d, \"%s: "
               "inputs do not add up to the output along axis %d\");\n"
+              "  return 0;\n}\n\n",
+              ax, KILN_ERR_SHAPE, e->label, ax, ax, KILN_ERR_SHAPE, e->label,
+              ax);
+    emit_run_head(e);
+    sb_put(b, "  i64 at = 0;\n  u32 i;\n");
+    emit_run_body(e);
+    sb_printf(b,
               "  for (i = 0; i < call->n_inputs; i++) {\n"
               "    const kv *v = &I[i];\n"
               "    kl_copy((%s *)O[0].data + at * O[0].strides[%d], "
               "O[0].strides, (const %s *)v->data, v->strides, v->shape, "
               "%d, 0);\n"
               "    at += v->shape[%d];\n  }\n  return 0;\n}\n",
-              ax, KILN_ERR_SHAPE, e->label, ax, ax, KILN_ERR_SHAPE, e->label,
-              ax, utype[dt], ax, utype[dt], (int)k->outputs[0].rank, ax);
+              utype[dt], ax, utype[dt], (int)k->outputs[0].rank, ax);
+    emit_tail(e);
 }
 
 /* ---- GATHER / SCATTER ------------------------------------------------- */
 
+/* The plan: the shape of x[:axis] + idx + x[axis+1:] (want) and the
+ * strides of the side view (the output of a gather, the values of a
+ * scatter; 0 where broadcast).  The indices are data: run checks them
+ * on every call, before anything is written. */
 static void emit_take(emitter *e)
 {
     const kiln_kernel *k = e->k;
     sbuf *b = &e->body;
     int gather = k->kind == KILN_KERNEL_GATHER;
     unsigned dt = k->outputs[0].dtype;
-    const kiln_arg_desc *dd = gather ? &k->inputs[0] : &k->outputs[0];
     const kiln_arg_desc *id = gather ? &k->inputs[1] : &k->inputs[0];
-    int ax = k->axis, q = id->rank, rd = dd->rank, post = rd - ax - 1;
+    int ax = k->axis, q = id->rank;
+    int post = (gather ? k->inputs[0].rank : k->outputs[0].rank) - ax - 1;
     int add = !gather && k->scatter_mode == KILN_SCATTER_INC;
     const char *IT = ctype[id->dtype];
+    const char *views = gather ? "  data = &I[0]; ix = &I[1]; side = &O[0];\n"
+                               : "  data = &O[0]; ix = &I[0]; side = &I[1];\n";
     e->need |= N_COPY | N_PUTI;
-    emit_head(e);
-    sb_printf(b, "  const kv *data, *ix, *side;\n"
-              "  i64 want[8], sst[8], pos[8], size, kk, od, oi, os;\n"
-              "  int d, m;\n");
+    emit_head(e, "  i64 want[8], sst[8];\n");
+    sb_put(b, "  const kv *data, *ix, *side;\n  int d;\n");
     emit_checks(e, NULL);
-    sb_printf(b, "  data = %s; ix = %s; side = %s;\n",
-              gather ? "&I[0]" : "&O[0]", gather ? "&I[1]" : "&I[0]",
-              gather ? "&O[0]" : "&I[1]");
-    sb_printf(b, "  for (d = 0; d < %d; d++) want[d] = data->shape[d];\n"
-              "  for (d = 0; d < %d; d++) want[%d + d] = ix->shape[d];\n"
-              "  for (d = 0; d < %d; d++) want[%d + d] = data->shape[%d + d];\n",
+    sb_put(b, views);
+    sb_printf(b, "  for (d = 0; d < %d; d++) P->want[d] = data->shape[d];\n"
+              "  for (d = 0; d < %d; d++) P->want[%d + d] = ix->shape[d];\n"
+              "  for (d = 0; d < %d; d++) P->want[%d + d] = "
+              "data->shape[%d + d];\n",
               ax, q, ax, post, ax + q, ax + 1);
     sb_printf(b, "  for (d = 0; d < %d; d++) {\n"
               "    int bc = %d && side->shape[d] == 1;\n"
-              "    if (side->shape[d] != want[d] && !bc) return kl_fail(call, "
+              "    if (side->shape[d] != P->want[d] && !bc) return kl_fail(call, "
               "%d, \"%s: %s shape does not match\");\n"
-              "    sst[d] = bc ? 0 : side->strides[d];\n  }\n",
+              "    P->sst[d] = bc ? 0 : side->strides[d];\n  }\n"
+              "  return 0;\n}\n\n",
               ax + q + post, !gather, KILN_ERR_SHAPE, e->label,
               gather ? "output" : "values");
+    emit_run_head(e);
+    sb_put(b, "  const kv *data, *ix, *side;\n"
+              "  const i64 *want = P->want, *sst = P->sst;\n"
+              "  i64 pos[8], size, kk, od, oi, os;\n  int d, m;\n");
+    emit_run_body(e);
+    sb_put(b, views);
     /* every index checked before anything is written */
     sb_printf(b, "  size = data->shape[%d];\n"
               "  {\n    i64 n = 1;\n"
@@ -1097,11 +1209,13 @@ static void emit_take(emitter *e)
               "      if (++pos[m] < want[m]) break;\n"
               "      pos[m] = 0;\n    }\n"
               "    if (m < 0) break;\n  }\n  return 0;\n}\n", ax + q);
-    (void)rd;
+    emit_tail(e);
 }
 
 /* ---- DOT ---------------------------------------------------------------- */
 
+/* The plan: the three operands as matrices and whether BLAS can take
+ * them (run still checks the runtime table's gemm entry). */
 static void emit_dot(emitter *e)
 {
     const kiln_kernel *k = e->k;
@@ -1109,7 +1223,7 @@ static void emit_dot(emitter *e)
     unsigned dt = k->outputs[0].dtype;
     const char *T = ctype[dt];
     int f64 = dt == KILN_F64;
-    emit_head(e);
+    emit_head(e, "  kl_mat A, B, C;\n  int blas, empty;\n");
     sb_put(b, "  const kv *va, *vb, *vc;\n  kl_mat A, B, C;\n  int ok;\n");
     emit_checks(e, NULL);
     sb_printf(b,
@@ -1133,29 +1247,39 @@ static void emit_dot(emitter *e)
         "? C.rows : C.cols);\n"
         "  if (!ok) return kl_fail(call, %d, \"%s: operand shapes do not "
         "match\");\n"
-        "  if (C.rows == 0 || C.cols == 0) return 0;\n"
-        "  if (rt && rt->struct_size >= 152 && rt->%s && kl_mat_blas(&A, 1) "
-        "&& kl_mat_blas(&B, 1) && kl_mat_blas(&C, 0)) {\n"
-        "    rt->%s(A.trans, B.trans, C.rows, C.cols, A.cols, %s, "
-        "(const %s *)va->data, A.ld, (const %s *)vb->data, B.ld, %s, "
-        "(%s *)vc->data, C.ld);\n"
+        "  P->empty = C.rows == 0 || C.cols == 0;\n"
+        "  P->blas = kl_mat_blas(&A, 1) && kl_mat_blas(&B, 1) && "
+        "kl_mat_blas(&C, 0);\n"
+        "  P->A = A; P->B = B; P->C = C;\n"
+        "  return 0;\n}\n\n",
+        KILN_ERR_SHAPE, e->label);
+    emit_run_head(e);
+    sb_put(b, "  const kl_mat *A = &P->A, *B = &P->B, *C = &P->C;\n");
+    emit_run_body(e);
+    sb_printf(b,
+        "  if (P->empty) return 0;\n"
+        "  if (P->blas && rt && rt->struct_size >= 152 && rt->%s) {\n"
+        "    rt->%s(A->trans, B->trans, C->rows, C->cols, A->cols, %s, "
+        "(const %s *)I[0].data, A->ld, (const %s *)I[1].data, B->ld, %s, "
+        "(%s *)O[0].data, C->ld);\n"
         "    return 0;\n  }\n"
         "  {\n"
-        "    const %s *pa = va->data, *pb = vb->data;\n"
-        "    %s *pc = vc->data;\n"
+        "    const %s *pa = I[0].data, *pb = I[1].data;\n"
+        "    %s *pc = O[0].data;\n"
         "    i64 i, j, p;\n"
-        "    for (i = 0; i < A.rows; i++)\n"
-        "      for (j = 0; j < B.cols; j++) {\n"
+        "    for (i = 0; i < A->rows; i++)\n"
+        "      for (j = 0; j < B->cols; j++) {\n"
         "        double acc = 0.0;\n"
-        "        for (p = 0; p < A.cols; p++)\n"
-        "          acc += (double)pa[i * A.s0 + p * A.s1] * "
-        "(double)pb[p * B.s0 + j * B.s1];\n"
-        "        pc[i * C.s0 + j * C.s1] = (%s)acc;\n"
+        "        for (p = 0; p < A->cols; p++)\n"
+        "          acc += (double)pa[i * A->s0 + p * A->s1] * "
+        "(double)pb[p * B->s0 + j * B->s1];\n"
+        "        pc[i * C->s0 + j * C->s1] = (%s)acc;\n"
         "      }\n  }\n  return 0;\n}\n",
-        KILN_ERR_SHAPE, e->label, f64 ? "dgemm" : "sgemm",
-        f64 ? "dgemm" : "sgemm", f64 ? "1.0" : "1.0f", T, T,
-        f64 ? "0.0" : "0.0f", T, T, T, T);
+        f64 ? "dgemm" : "sgemm", f64 ? "dgemm" : "sgemm",
+        f64 ? "1.0" : "1.0f", T, T, f64 ? "0.0" : "0.0f", T, T, T, T);
+    emit_tail(e);
 }
+
 
 /* ------------------------------------------------------------------ */
 /* Preamble and helpers                                                 */
@@ -1211,8 +1335,6 @@ static const char preamble[] =
 static const char helper_iter[] =
     "static i64 kl_st(const kv *v, int d)\n"
     "{\n  return v->shape[d] == 1 ? 0 : v->strides[d];\n}\n"
-    "static i64 kl_sti(const kv *v, int d)\n"
-    "{\n  return d < 0 ? 0 : kl_st(v, d);\n}\n"
     /* inputs broadcast to space (extent equal or 1); outputs: equal
      * (exact) or equal-or-1 (reduce) */
     "static int kl_shapes(const kcall *c, const kv *space, int exact)\n"

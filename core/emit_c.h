@@ -9,7 +9,22 @@
  *
  * with the fixed-arity kernel signature (kiln_kernel_fn), whatever the
  * kernel's width: inputs are read from the call's array of views, so the
- * source grows linearly with n_inputs.  The unit includes no header and
+ * source grows linearly with n_inputs.  It also defines the pieces of an
+ * ABI 1.4 prepared call (docs/plugin-abi.md §9), which kiln_kernel is
+ * made of:
+ *
+ *     usize kiln_kernel_plan_size(void);
+ *     int kiln_kernel_prep(const kcall *call, void *plan);
+ *     int kiln_kernel_run(void *plan, const kcall *call);
+ *
+ * prep checks the call as kiln_kernel does (the same messages, written
+ * only when call->errbuf is set) and fills `plan` (plan_size() bytes, a
+ * fixed size per kernel) with everything that does not read data: the
+ * coalesced loop nest, a reduction's output extents and count, a take's
+ * shapes, a dot's BLAS layout.  run runs the kernel on a call whose views
+ * equal the prepared call's in everything but data, without checking
+ * anything but data (a take's indices).  kiln_kernel is prep into a plan
+ * on its stack followed by run.  The unit includes no header and
  * names no libm or libc symbol: it declares the layouts of kiln_view,
  * kiln_runtime and kiln_call itself and calls math, special functions
  * and gemm through call->rt.  Its results match the interpreter
@@ -32,12 +47,15 @@
 #include <stdio.h>
 #include <kiln/backend.h>
 
-/* The name of the function every generated unit defines. */
+/* The names of the functions every generated unit defines. */
 #define KILN_EMIT_C_SYMBOL "kiln_kernel"
+#define KILN_EMIT_C_PLAN_SIZE "kiln_kernel_plan_size"
+#define KILN_EMIT_C_PREP "kiln_kernel_prep"
+#define KILN_EMIT_C_RUN "kiln_kernel_run"
 
 /* Changes whenever the generated code for some kernel may change; goes
  * into the build_id of backends that use the emitter. */
-#define KILN_EMIT_C_VERSION "emit_c-1"
+#define KILN_EMIT_C_VERSION "emit_c-2"
 
 /* 0 when the emitter can generate code for `k`; otherwise -1 with a
  * one-line reason in why[n]. */

@@ -67,6 +67,7 @@
 #include "runtime.h"
 #include "tap.h"
 #include "gradcheck.h"
+#include "open_backend.h"
 
 /* counting allocations: n_allocs, COUNT_ALLOCS */
 #include "count_allocs.h"
@@ -1070,17 +1071,7 @@ static void test_no_alloc(void)
 
 static const kiln_backend *open_plugin(const char *name)
 {
-    const char *dir = getenv("KILN_BUILDDIR") ? getenv("KILN_BUILDDIR") : ".";
-    char path[4200];
-    snprintf(path, sizeof path, "%s/backends/%s/.libs/%s.so", dir, name,
-             name);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return NULL;
-    void *sym = dlsym(h, KILN_BACKEND_ENTRY);
-    kiln_backend_entry_fn e;
-    memcpy(&e, &sym, sizeof e);
-    return sym ? e(KILN_ABI_MAJOR, KILN_ABI_MINOR, NULL, 0) : NULL;
+    return open_backend(getenv("KILN_BUILDDIR"), name);
 }
 
 static kiln_view scalar_view(void *p, kiln_dtype dt)

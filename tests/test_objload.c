@@ -48,23 +48,11 @@
 
 #include "lower.h"
 #include "objload.h"
+#include "open_backend.h"
 #include "runtime.h"
 #include "tap.h"
 
 static const kiln_backend *T, *L, *I;
-
-static const kiln_backend *open_backend(const char *dir, const char *name)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/backends/%s/.libs/%s.so", dir, name, name);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return NULL;
-    void *sym = dlsym(h, KILN_BACKEND_ENTRY);
-    kiln_backend_entry_fn e;
-    memcpy(&e, &sym, sizeof e);
-    return sym ? e(KILN_ABI_MAJOR, KILN_ABI_MINOR, NULL, 0) : NULL;
-}
 
 static const kiln_obj_import libc_imports[] = {
     {"memcpy", (const void *)memcpy},

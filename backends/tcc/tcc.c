@@ -10,6 +10,10 @@
  *          the same source, built on first request.  Never a shared
  *          object: tcc writes .so files without PT_GNU_STACK (glibc 2.36
  *          makes the stack executable when loading one, 2.41 refuses).
+ * prepare/run  ABI 1.4 prepared calls: every unit also exports a plan
+ *          size, a prep (the checks and the loop nest, once per shape
+ *          signature) and a run, which is the callable's run itself
+ *          (emit_c.h); prepare is a malloc and the unit's prep.
  * load_bytes  checks the header and loads that object with kiln's own
  *          loader (core/objload.c, linked into this plugin): no libtcc
  *          call, no temporary file, W^X pages.  The code reaches libm and
@@ -177,7 +181,41 @@ typedef struct kiln_tcc_code {
     size_t size;
     kiln_obj *obj;
     kiln_kernel_fn fn;
+    /* the unit's prepared-call entries (emit_c.h) */
+    size_t (*plan_size)(void);
+    int (*prep)(const kiln_call *call, void *plan);
+    int (*run)(void *plan, const kiln_call *call);
 } kiln_tcc_code;
+
+/* The unit's entries through `lookup` (tcc_get_symbol or
+ * kiln_obj_symbol): 0, or -1 when one is missing (a unit emit_c did not
+ * make). */
+static int kiln_tcc_entries(kiln_tcc_code *c, void *(*lookup)(void *, const char *),
+                            void *ctx)
+{
+    void *fn = lookup(ctx, KILN_EMIT_C_SYMBOL);
+    void *size = lookup(ctx, KILN_EMIT_C_PLAN_SIZE);
+    void *prep = lookup(ctx, KILN_EMIT_C_PREP);
+    void *run = lookup(ctx, KILN_EMIT_C_RUN);
+    if (!fn || !size || !prep || !run)
+        return -1;
+    /* object -> function pointers */
+    memcpy(&c->fn, &fn, sizeof c->fn);
+    memcpy(&c->plan_size, &size, sizeof c->plan_size);
+    memcpy(&c->prep, &prep, sizeof c->prep);
+    memcpy(&c->run, &run, sizeof c->run);
+    return 0;
+}
+
+static void *kiln_tcc_lookup_state(void *s, const char *name)
+{
+    return tcc_get_symbol(s, name);
+}
+
+static void *kiln_tcc_lookup_obj(void *o, const char *name)
+{
+    return kiln_obj_symbol(o, name);
+}
 
 static void kiln_tcc_code_unref(kiln_tcc_code *c)
 {
@@ -232,24 +270,25 @@ static int kiln_tcc_relocate(TCCState *s, kiln_tcc_msgs *m, const char *src,
         munmap(mem, len);
         return kiln_tcc_compile_error(err, m, src, "link failed");
     }
-    void *sym = tcc_get_symbol(s, KILN_EMIT_C_SYMBOL);
-    /* W^X: the code writes no static data */
-    if (!sym || mprotect(mem, len, PROT_READ | PROT_EXEC) != 0) {
-        munmap(mem, len);
-        return kiln_tcc_error(err, KILN_ERR_BACKEND, "%s",
-                              sym ? "mprotect failed"
-                                  : "no symbol " KILN_EMIT_C_SYMBOL);
-    }
     kiln_tcc_code *c = malloc(sizeof *c);
     if (!c) {
         munmap(mem, len);
         return kiln_tcc_error(err, KILN_ERR_NOMEM, "out of memory");
     }
+    int found = kiln_tcc_entries(c, kiln_tcc_lookup_state, s) == 0;
+    /* W^X: the code writes no static data */
+    if (!found || mprotect(mem, len, PROT_READ | PROT_EXEC) != 0) {
+        munmap(mem, len);
+        free(c);
+        return kiln_tcc_error(err, KILN_ERR_BACKEND, "%s",
+                              found ? "mprotect failed"
+                                    : "no symbol " KILN_EMIT_C_SYMBOL
+                                      " (or its prepared-call entries)");
+    }
     atomic_init(&c->refs, 1);
     c->mem = mem;
     c->size = len;
     c->obj = NULL;
-    memcpy(&c->fn, &sym, sizeof c->fn);  /* object -> function pointer */
     *out = c;
     return 0;
 }
@@ -330,6 +369,36 @@ typedef struct kiln_tcc_callable {
     kiln_tcc_code *code;
 } kiln_tcc_callable;
 
+/* ABI 1.4 prepared calls: the unit's prep checks the call and fills a
+ * plan of plan_size() bytes; the unit's run is the callable's run, so a
+ * prepared call goes from the host straight into generated code. */
+static int kiln_tcc_prepare(void *state, const kiln_call *call, void **out)
+{
+    const kiln_tcc_code *code = state;
+    if (!code || !call || !out || call->struct_size < sizeof *call)
+        return 1;
+    /* the checks write no message here (errbuf NULL): fn reports them */
+    kiln_call c = *call;
+    c.struct_size = sizeof c;
+    c.errbuf = NULL;
+    c.errbuf_size = 0;
+    size_t n = code->plan_size();
+    void *plan = malloc(n ? n : 1);
+    if (!plan)
+        return 1;
+    if (code->prep(&c, plan)) {
+        free(plan);
+        return 1;
+    }
+    *out = plan;
+    return 0;
+}
+
+static void kiln_tcc_plan_free(void *plan)
+{
+    free(plan);
+}
+
 static int kiln_tcc_make_callable(kiln_tcc_code *code, kiln_callable **out,
                                   kiln_plugin_error **err)
 {
@@ -338,7 +407,10 @@ static int kiln_tcc_make_callable(kiln_tcc_code *code, kiln_callable **out,
         return kiln_tcc_error(err, KILN_ERR_NOMEM, "out of memory");
     c->c.struct_size = sizeof c->c;
     c->c.fn = code->fn;
-    c->c.state = NULL;
+    c->c.state = code;   /* the unit's fn ignores it; prepare reads it */
+    c->c.prepare = kiln_tcc_prepare;
+    c->c.run = code->run;
+    c->c.plan_free = kiln_tcc_plan_free;
     c->code = code;
     *out = &c->c;
     return 0;
@@ -501,19 +573,22 @@ static int kiln_tcc_load_bytes(const void *bytes, size_t len,
     int rc = kiln_obj_load(obj, (size_t)ol, &opt, &o, why, sizeof why);
     if (rc)
         return kiln_tcc_error(err, rc, "load_bytes: %s", why);
-    void *sym = kiln_obj_symbol(o, KILN_EMIT_C_SYMBOL);
-    kiln_tcc_code *code = sym ? malloc(sizeof *code) : NULL;
+    kiln_tcc_code *code = malloc(sizeof *code);
     if (!code) {
         kiln_obj_free(o);
-        return sym ? kiln_tcc_error(err, KILN_ERR_NOMEM, "out of memory")
-                   : kiln_tcc_error(err, KILN_ERR_BACKEND, "load_bytes: no "
-                                    "symbol " KILN_EMIT_C_SYMBOL);
+        return kiln_tcc_error(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    if (kiln_tcc_entries(code, kiln_tcc_lookup_obj, o)) {
+        kiln_obj_free(o);
+        free(code);
+        return kiln_tcc_error(err, KILN_ERR_BACKEND, "load_bytes: no symbol "
+                              KILN_EMIT_C_SYMBOL " (or its prepared-call "
+                              "entries)");
     }
     atomic_init(&code->refs, 1);
     code->mem = NULL;
     code->size = kiln_obj_size(o);
     code->obj = o;
-    memcpy(&code->fn, &sym, sizeof code->fn);  /* object -> function */
     rc = kiln_tcc_make_callable(code, out, err);
     if (rc)
         kiln_tcc_code_unref(code);
