@@ -2,9 +2,9 @@
  * llvm.c — the LLVM backend plugin: optimised, vectorised kernels built
  * directly as LLVM IR through the LLVM-C API (LLVM 14).
  *
- * What is compiled, and what is not.  ELEMWISE and REDUCE kernels — the
- * ones with a scalar program — and GATHER become machine code.  For each
- * such kernel
+ * What is compiled, and what is not.  ELEMWISE, REDUCE and LOOP kernels
+ * — the ones with a scalar program — and GATHER become machine code.  For
+ * each such kernel
  * one LLVM module holds a few *row functions*, each a single loop over one
  * row of the (coalesced) iteration space:
  *
@@ -18,6 +18,12 @@
  *   kiln_uc / kiln_us   REDUCE along a kept axis: o[j] = op(o[j], prog(j))
  *                       (not emitted when reduce_axes covers every axis)
  *   kiln_gk / kiln_gc   GATHER: check a row of indices / copy x[idx[j]]
+ *   kiln_lc / kiln_ls   LOOP (ABI 1.5): each output by its role: ITER
+ *                       stored, REDUCE folded into acc (8 bytes per
+ *                       output), SCATTER added at its index
+ *   kiln_luc / kiln_lus LOOP whose REDUCE outputs fold along a kept axis
+ *   kiln_lk             LOOP: the index check, *acc = 1 when an index of
+ *                       the row (a TAKE's, a SCATTER's) is out of range
  *
  * `ptrs` holds one base pointer per view (inputs, then outputs), `st` the
  * inner strides in elements (strided versions only).  The signature is
@@ -28,6 +34,13 @@
  * for-element aliasing the ABI allows (an in-place update) is safe under
  * that promise because every element is loaded before it is stored and no
  * other index touches it.
+ *
+ * LOOP kernels: KILN_I_TAKE loads from a TABLE view's base pointer at
+ * index * stride; tables and scatter targets are not walked, their
+ * element strides and extents follow the inner strides in st (st[nv + v],
+ * st[2 nv + v]).  Each 256-element block of the interpreter's loop walk
+ * is checked by kiln_lk first; a block that fails is run by the
+ * interpreter's own loop body, which reports its exact message.
  *
  * The walk over the outer dimensions, the view checks, the 256-element
  * reduction blocks, the output initialisation, MEAN's division and the
