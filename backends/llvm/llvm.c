@@ -602,35 +602,30 @@ static LLVMValueRef kl_emit_instr(kl_cg *g, kl_loopctx *lc, uint32_t i)
         unsigned odt = arity > 0 ? k->instrs[in->a].dtype : dt;
         int f = kl_isf(dt), isint = dt == KILN_I64 || dt == KILN_I32;
         switch (in->op) {
-        case KILN_I_LOAD: {
-            LLVMValueRef idx = kl_index(g, lc, (uint32_t)in->a);
-            LLVMValueRef p = LLVMBuildGEP2(b, kl_type(g, dt), lc->base[in->a],
-                                           &idx, 1, "");
-            r = LLVMBuildLoad2(b, kl_type(g, dt), p, "");
-            if (!lc->strided)
-                kl_md(g, r, g->l_in, g->l_outs);
-            if (dt == KILN_BOOL)
-                r = LLVMBuildICmp(b, LLVMIntNE, r, LLVMConstNull(g->t_i8), "");
-            break;
-        }
+        case KILN_I_LOAD:
         case KILN_I_TAKE: {
-            /* element b of table a (an index known to be in range, or
-             * tested here by the check function) */
-            uint32_t t = (uint32_t)in->a;
-            LLVMValueRef bad = NULL;
-            LLVMValueRef kx = kl_norm_index(g, lc, lc->val[in->b],
-                                            k->instrs[in->b].dtype, t, &bad);
-            if (lc->check && g->live[i] == 1) {
-                r = LLVMGetUndef(kl_rtype(g, dt));  /* tested, not read */
-                break;
+            LLVMValueRef p, idx;
+            if (in->op == KILN_I_LOAD) {
+                idx = kl_index(g, lc, (uint32_t)in->a);
+                p = LLVMBuildGEP2(b, kl_type(g, dt), lc->base[in->a], &idx, 1, "");
+            } else {
+                /* element b of table a (an index known to be in range,
+                 * or tested here by the check function) */
+                uint32_t t = (uint32_t)in->a;
+                LLVMValueRef bad = NULL;
+                LLVMValueRef kx = kl_norm_index(g, lc, lc->val[in->b],
+                                                k->instrs[in->b].dtype, t, &bad);
+                if (lc->check && g->live[i] == 1) {
+                    r = LLVMGetUndef(kl_rtype(g, dt));  /* tested, not read */
+                    break;
+                }
+                idx = LLVMBuildMul(b, kx, lc->tst[t], "");
+                p = LLVMBuildGEP2(b, kl_type(g, dt), lc->base[t], &idx, 1, "");
+                if (bad)
+                    p = LLVMBuildSelect(b, bad, LLVMBuildBitCast(
+                                            b, lc->safe, LLVMPointerType(
+                                                kl_type(g, dt), 0), ""), p, "");
             }
-            LLVMValueRef off = LLVMBuildMul(b, kx, lc->tst[t], "");
-            LLVMValueRef p = LLVMBuildGEP2(b, kl_type(g, dt), lc->base[t],
-                                           &off, 1, "");
-            if (bad)
-                p = LLVMBuildSelect(b, bad, LLVMBuildBitCast(
-                                        b, lc->safe, LLVMPointerType(
-                                            kl_type(g, dt), 0), ""), p, "");
             r = LLVMBuildLoad2(b, kl_type(g, dt), p, "");
             if (!lc->strided)
                 kl_md(g, r, g->l_in, g->l_outs);
