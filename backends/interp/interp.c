@@ -2044,10 +2044,13 @@ static int kiln_interp_pk_init(kiln_interp_pk *pk, const kiln_interp_run *r,
     return 0;
 }
 
-/* LOOP: initialise the REDUCE outputs, walk, divide for MEAN.  SCATTER
- * outputs are updated where they stand. */
-static int kiln_interp_loop_exec(kiln_interp_pk *pk, const kiln_interp_run *r,
-                                 kiln_interp_prun *p)
+/* LOOP: initialise the REDUCE outputs, walk `it` (coalesced; nothing
+ * when empty) with `body` in blocks, divide for MEAN.  SCATTER outputs
+ * are updated where they stand.  Shared with the llvm backend, whose
+ * body runs compiled rows. */
+static int kiln_interp_loop_walk(const kiln_interp_run *r, kiln_interp_iter *it,
+                                 int empty, const int64_t *distinct,
+                                 double count, kiln_interp_body body, void *ctx)
 {
     const kiln_kernel *k = r->k;
     for (uint32_t j = 0; j < k->n_outputs; j++) {
@@ -2057,12 +2060,11 @@ static int kiln_interp_loop_exec(kiln_interp_pk *pk, const kiln_interp_run *r,
         kiln_interp_fill f = { .view = out,
                                .esize = kiln_interp_dtype_size(out->dtype) };
         kiln_interp_identity(out->dtype, k->reduce_op, f.value);
-        kiln_interp_over_output(out, pk->distinct, kiln_interp_fill_body, &f);
+        kiln_interp_over_output(out, distinct, kiln_interp_fill_body, &f);
     }
     int rc = 0;
-    if (!pk->empty)
-        rc = kiln_interp_iter_run(&pk->it, KILN_INTERP_BLOCK,
-                                  kiln_interp_loop_body, p);
+    if (!empty)
+        rc = kiln_interp_iter_run(it, KILN_INTERP_BLOCK, body, ctx);
     for (uint32_t j = 0; !rc && k->reduce_op == KILN_REDUCE_MEAN &&
                          j < k->n_outputs; j++) {
         const kiln_view *out = &r->call->outputs[j];
@@ -2070,10 +2072,17 @@ static int kiln_interp_loop_exec(kiln_interp_pk *pk, const kiln_interp_run *r,
             continue;
         kiln_interp_fill f = { .view = out,
                                .esize = kiln_interp_dtype_size(out->dtype),
-                               .divisor = pk->count };
-        kiln_interp_over_output(out, pk->distinct, kiln_interp_mean_body, &f);
+                               .divisor = count };
+        kiln_interp_over_output(out, distinct, kiln_interp_mean_body, &f);
     }
     return rc;
+}
+
+static int kiln_interp_loop_exec(kiln_interp_pk *pk, const kiln_interp_run *r,
+                                 kiln_interp_prun *p)
+{
+    return kiln_interp_loop_walk(r, &pk->it, pk->empty, pk->distinct,
+                                 pk->count, kiln_interp_loop_body, p);
 }
 
 /* Run plan pk on call r (views as when it was made; data anywhere).

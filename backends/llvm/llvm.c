@@ -2,9 +2,9 @@
  * llvm.c — the LLVM backend plugin: optimised, vectorised kernels built
  * directly as LLVM IR through the LLVM-C API (LLVM 14).
  *
- * What is compiled.  Every kernel kind becomes machine code: ELEMWISE and
- * REDUCE (the ones with a scalar program), GATHER, JOIN, SCATTER and
- * DOT.  For each kernel
+ * What is compiled.  Every kernel kind becomes machine code: ELEMWISE,
+ * REDUCE and LOOP (the ones with a scalar program), GATHER, JOIN, SCATTER
+ * and DOT.  For each kernel
  * one LLVM module holds a few *row functions*, each a single loop over one
  * row of the (coalesced) iteration space:
  *
@@ -26,6 +26,12 @@
  *   kiln_db / kiln_dl   DOT: call rt->dgemm/sgemm with the arguments in
  *                       st / the interpreter's triple loop (strides BLAS
  *                       cannot take)
+ *   kiln_lc / kiln_ls   LOOP (ABI 1.5): each output by its role: ITER
+ *                       stored, REDUCE folded into acc (8 bytes per
+ *                       output), SCATTER added at its index
+ *   kiln_luc / kiln_lus LOOP whose REDUCE outputs fold along a kept axis
+ *   kiln_lk             LOOP: the index check, *acc = 1 when an index of
+ *                       the row (a TAKE's, a SCATTER's) is out of range
  *
  * `ptrs` holds one base pointer per view (inputs, then outputs), `st` the
  * inner strides in elements (strided versions only).  The signature is
@@ -36,6 +42,13 @@
  * for-element aliasing the ABI allows (an in-place update) is safe under
  * that promise because every element is loaded before it is stored and no
  * other index touches it.
+ *
+ * LOOP kernels: KILN_I_TAKE loads from a TABLE view's base pointer at
+ * index * stride; tables and scatter targets are not walked, their
+ * element strides and extents follow the inner strides in st (st[nv + v],
+ * st[2 nv + v]).  Each 256-element block of the interpreter's loop walk
+ * is checked by kiln_lk first; a block that fails is run by the
+ * interpreter's own loop body, which reports its exact message.
  *
  * The walk over the outer dimensions, the view checks, the 256-element
  * reduction blocks, the output initialisation, MEAN's division and the
@@ -111,7 +124,7 @@
 
 #define KL_BUILD_ID "llvm-3"
 #define KL_MAGIC 0x564c4c4bu  /* "KLLV" */
-#define KL_FORMAT 1u
+#define KL_FORMAT 2u   /* 2: LOOP kernels carry their roles */
 #define KL_SPLAT 256          /* elements of one broadcast splat buffer */
 #define KL_MAX_SPLAT 16       /* broadcast inputs splatted per row */
 #define KL_MAX_ACC 64         /* outputs of one reduction (accumulators) */
@@ -202,17 +215,26 @@ static size_t kl_descs_len(const kiln_kernel *k)
     return (n + 7u) & ~(size_t)7u;
 }
 
+/* LOOP: out_index, in_roles and out_roles after out_refs. */
+static size_t kl_roles_len(const kiln_kernel *k)
+{
+    if (k->kind != KILN_KERNEL_LOOP)
+        return 0;
+    return sizeof(int32_t) * k->n_outputs + k->n_inputs + k->n_outputs;
+}
+
 static size_t kl_desc_len(const kiln_kernel *k, size_t label_len)
 {
     return sizeof(kl_header) + kl_descs_len(k) +
            sizeof(kiln_instr) * k->n_instrs +
-           sizeof(int32_t) * (k->n_instrs ? k->n_outputs : 0) + label_len;
+           sizeof(int32_t) * (k->n_instrs ? k->n_outputs : 0) +
+           kl_roles_len(k) + label_len;
 }
 
 _Static_assert(sizeof(kl_header) == 56, "artifact header layout");
 
-/* header, descs (padded to 8), instrs, out_refs, label, then the object
- * (obj_len). */
+/* header, descs (padded to 8), instrs, out_refs, (LOOP) out_index,
+ * in_roles, out_roles, label, then the object (obj_len). */
 #ifndef KL_FRONT
 static unsigned char *kl_pack(const kiln_kernel *k, const void *obj,
                               size_t obj_len, size_t *len)
@@ -241,6 +263,15 @@ static unsigned char *kl_pack(const kiln_kernel *k, const void *obj,
         p += sizeof(kiln_instr) * k->n_instrs;
         memcpy(p, k->out_refs, sizeof(int32_t) * k->n_outputs);
         p += sizeof(int32_t) * k->n_outputs;
+    }
+    if (k->kind == KILN_KERNEL_LOOP) {
+        memcpy(p, k->out_index, sizeof(int32_t) * k->n_outputs);
+        p += sizeof(int32_t) * k->n_outputs;
+        if (k->n_inputs)
+            memcpy(p, k->in_roles, k->n_inputs);
+        p += k->n_inputs;
+        memcpy(p, k->out_roles, k->n_outputs);
+        p += k->n_outputs;
     }
     if (label_len)
         memcpy(p, k->label, label_len);
@@ -291,6 +322,14 @@ static int kl_unpack(const unsigned char *bytes, size_t len, kiln_kernel *k,
         kk.out_refs = (const int32_t *)(const void *)p;
         p += sizeof(int32_t) * kk.n_outputs;
     }
+    if (kk.kind == KILN_KERNEL_LOOP) {
+        kk.out_index = (const int32_t *)(const void *)p;
+        p += sizeof(int32_t) * kk.n_outputs;
+        kk.in_roles = p;
+        p += kk.n_inputs;
+        kk.out_roles = p;
+        p += kk.n_outputs;
+    }
     snprintf(label, label_size, "%.*s", (int)h.label_len, (const char *)p);
     kk.label = label;
     p += h.label_len;
@@ -305,7 +344,29 @@ static int kl_unpack(const unsigned char *bytes, size_t len, kiln_kernel *k,
 /* Code generation                                                      */
 /* ------------------------------------------------------------------ */
 
-enum kl_mode { KL_EW = 0, KL_RSCALAR, KL_RROW };
+/* LOOP kernels (ABI 1.5): the role of view v (inputs, then outputs); the
+ * other kinds as LOOP would say it (REDUCE's outputs reduce, everything
+ * else is walked). */
+static unsigned kl_role(const kiln_kernel *k, uint32_t v)
+{
+    int out = v >= k->n_inputs;
+    if (k->kind == KILN_KERNEL_LOOP)
+        return out ? k->out_roles[v - k->n_inputs] : k->in_roles[v];
+    return out && k->kind == KILN_KERNEL_REDUCE ? KILN_ROLE_REDUCE
+                                                : KILN_ROLE_ITER;
+}
+
+/* A view read or written at an index, not walked (TABLE, SCATTER). */
+static int kl_indexed(const kiln_kernel *k, uint32_t v)
+{
+    unsigned r = kl_role(k, v);
+    return r == KILN_ROLE_TABLE || r == KILN_ROLE_SCATTER;
+}
+
+/* Row functions: elementwise stores, folds into scalar accumulators,
+ * folds along a kept axis; KL_CHECK: a LOOP kernel's index check (an OR
+ * of every TAKE's and SCATTER's range test over the row). */
+enum kl_mode { KL_EW = 0, KL_RSCALAR, KL_RROW, KL_CHECK };
 
 #ifndef KL_FRONT
 typedef struct kl_cg {
@@ -316,7 +377,8 @@ typedef struct kl_cg {
     const uint8_t *live;
     const struct kl_plan *plan;  /* segments of a wide program */
     LLVMTypeRef t_seg;           /* a segment function */
-    LLVMValueRef *seg_base, *seg_stride, *seg_val, *seg_tmp;
+    LLVMValueRef *seg_base, *seg_stride, *seg_val, *seg_tmp, *seg_tst,
+        *seg_tsize;
     uint32_t *seg_stamp, *seg_vmark;
     int fast_math;
     LLVMTypeRef t_i1, t_i8, t_i32, t_i64, t_f32, t_f64, t_void, t_p8,
@@ -489,11 +551,55 @@ typedef struct kl_loopctx {
     LLVMValueRef *rtfn;        /* runtime fn pointer per opcode */
     LLVMValueRef *val;         /* value per instruction */
     int strided;
+    /* LOOP kernels: per TABLE / SCATTER view its element stride and
+     * extent (st[nv + v], st[2 nv + v]); the check function (KL_CHECK)
+     * ORs every index's range test into `bad` and loads a TAKE whose
+     * index is bad from `safe` (a zeroed stack slot) instead */
+    LLVMValueRef *tst, *tsize;
+    LLVMValueRef bad, safe;
+    int check;
 } kl_loopctx;
 
 static LLVMValueRef kl_index(kl_cg *g, const kl_loopctx *lc, uint32_t v)
 {
     return lc->strided ? LLVMBuildMul(g->b, lc->j, lc->stride[v], "") : lc->j;
+}
+
+/* Output j folds into an accumulator in `mode` (a scalar reduction). */
+static int kl_has_acc(const kiln_kernel *k, int mode, uint32_t j)
+{
+    return mode == KL_RSCALAR && kl_role(k, k->n_inputs + j) == KILN_ROLE_REDUCE;
+}
+
+/* Output j's base pointer is used in `mode`. */
+static int kl_out_used(const kiln_kernel *k, int mode, uint32_t j)
+{
+    unsigned r = kl_role(k, k->n_inputs + j);
+    if (mode == KL_CHECK)
+        return r == KILN_ROLE_SCATTER;
+    return r == KILN_ROLE_REDUCE ? mode == KL_RROW : 1;
+}
+
+/* An index (i64/i32 value x) into an indexed view v, negative counting
+ * from the end; in the check function its range test joins lc->bad
+ * (the interpreter's: x < -size || x >= size).  Returns the index in
+ * [0, size) when it is in range, and sets *badp to its test (check). */
+static LLVMValueRef kl_norm_index(kl_cg *g, kl_loopctx *lc, LLVMValueRef x,
+                                  unsigned xdt, uint32_t v, LLVMValueRef *badp)
+{
+    LLVMBuilderRef b = g->b;
+    LLVMValueRef zero = LLVMConstInt(g->t_i64, 0, 0);
+    if (xdt != KILN_I64)
+        x = LLVMBuildSExt(b, x, g->t_i64, "");
+    LLVMValueRef neg = LLVMBuildICmp(b, LLVMIntSLT, x, zero, "");
+    x = LLVMBuildAdd(b, x, LLVMBuildSelect(b, neg, lc->tsize[v], zero, ""), "");
+    if (lc->check) {
+        /* x + size < 0 or x >= size: unsigned x >= size */
+        LLVMValueRef bad = LLVMBuildICmp(b, LLVMIntUGE, x, lc->tsize[v], "");
+        lc->bad = LLVMBuildOr(b, lc->bad, bad, "");
+        *badp = bad;
+    }
+    return x;
 }
 
 /* Instruction i of the scalar program at index j (operands in lc->val). */
@@ -505,17 +611,37 @@ static LLVMValueRef kl_emit_instr(kl_cg *g, kl_loopctx *lc, uint32_t i)
         const kiln_instr *in = &k->instrs[i];
         unsigned dt = in->dtype;
         LLVMValueRef x = NULL, y = NULL, z = NULL, r = NULL;
-        unsigned arity = kiln_interp_ops[in->op].arity;
+        unsigned arity = in->op == KILN_I_TAKE ? 0 : kiln_interp_ops[in->op].arity;
         if (arity > 0) x = lc->val[in->a];
         if (arity > 1) y = lc->val[in->b];
         if (arity > 2) z = lc->val[in->c];
         unsigned odt = arity > 0 ? k->instrs[in->a].dtype : dt;
         int f = kl_isf(dt), isint = dt == KILN_I64 || dt == KILN_I32;
         switch (in->op) {
-        case KILN_I_LOAD: {
-            LLVMValueRef idx = kl_index(g, lc, (uint32_t)in->a);
-            LLVMValueRef p = LLVMBuildGEP2(b, kl_type(g, dt), lc->base[in->a],
-                                           &idx, 1, "");
+        case KILN_I_LOAD:
+        case KILN_I_TAKE: {
+            LLVMValueRef p, idx;
+            if (in->op == KILN_I_LOAD) {
+                idx = kl_index(g, lc, (uint32_t)in->a);
+                p = LLVMBuildGEP2(b, kl_type(g, dt), lc->base[in->a], &idx, 1, "");
+            } else {
+                /* element b of table a (an index known to be in range,
+                 * or tested here by the check function) */
+                uint32_t t = (uint32_t)in->a;
+                LLVMValueRef bad = NULL;
+                LLVMValueRef kx = kl_norm_index(g, lc, lc->val[in->b],
+                                                k->instrs[in->b].dtype, t, &bad);
+                if (lc->check && g->live[i] == 1) {
+                    r = LLVMGetUndef(kl_rtype(g, dt));  /* tested, not read */
+                    break;
+                }
+                idx = LLVMBuildMul(b, kx, lc->tst[t], "");
+                p = LLVMBuildGEP2(b, kl_type(g, dt), lc->base[t], &idx, 1, "");
+                if (bad)
+                    p = LLVMBuildSelect(b, bad, LLVMBuildBitCast(
+                                            b, lc->safe, LLVMPointerType(
+                                                kl_type(g, dt), 0), ""), p, "");
+            }
             r = LLVMBuildLoad2(b, kl_type(g, dt), p, "");
             if (!lc->strided)
                 kl_md(g, r, g->l_in, g->l_outs);
@@ -688,6 +814,64 @@ static void kl_loop_md(kl_cg *g, LLVMValueRef latch, int strided, int mode)
                     LLVMMetadataAsValue(g->ctx, id));
 }
 
+/* A LOOP kernel's outputs at one element, each by its role: ITER
+ * stored, REDUCE folded (into acc[j], or into the output element along a
+ * kept axis), SCATTER added at its index; in the check function only the
+ * SCATTER indices are tested.  Outputs in order, as the interpreter
+ * handles them per block (they alias nothing that a later one reads). */
+static void kl_emit_loop_outputs(kl_cg *g, kl_loopctx *lc, int mode,
+                                 int strided, const LLVMValueRef *acc,
+                                 LLVMValueRef *acc2)
+{
+    const kiln_kernel *k = g->k;
+    LLVMBuilderRef b = g->b;
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        uint32_t v = k->n_inputs + j;
+        unsigned dt = k->outputs[j].dtype, role = k->out_roles[j];
+        LLVMTypeRef T = kl_type(g, dt);
+        LLVMValueRef x = lc->val[k->out_refs[j]];
+        if (mode == KL_CHECK) {
+            LLVMValueRef bad;
+            if (role == KILN_ROLE_SCATTER)
+                (void)kl_norm_index(g, lc, lc->val[k->out_index[j]],
+                                    k->instrs[k->out_index[j]].dtype, v, &bad);
+            continue;
+        }
+        if (kl_has_acc(k, mode, j)) {
+            if (dt == KILN_F32)
+                x = LLVMBuildFPExt(b, x, g->t_f64, "");
+            acc2[j] = kl_fold(g, dt == KILN_F32 ? KILN_F64 : dt, k->reduce_op,
+                              acc[j], x);
+            continue;
+        }
+        LLVMValueRef idx, scope = g->l_out_scope[j], other = g->l_out_noalias[j];
+        LLVMValueRef load = NULL;
+        if (role == KILN_ROLE_SCATTER) {
+            LLVMValueRef kx = kl_norm_index(g, lc, lc->val[k->out_index[j]],
+                                            k->instrs[k->out_index[j]].dtype,
+                                            v, NULL);
+            idx = LLVMBuildMul(b, kx, lc->tst[v], "");
+        } else {
+            idx = kl_index(g, lc, v);
+        }
+        LLVMValueRef p = LLVMBuildGEP2(b, T, lc->base[v], &idx, 1, "");
+        if (role != KILN_ROLE_ITER) {   /* REDUCE along a row, SCATTER */
+            load = LLVMBuildLoad2(b, T, p, "");
+            if (!strided)
+                kl_md(g, load, scope, other);
+            if (dt == KILN_BOOL)
+                load = LLVMBuildICmp(b, LLVMIntNE, load, LLVMConstNull(g->t_i8), "");
+            x = kl_fold(g, dt, role == KILN_ROLE_SCATTER ? KILN_REDUCE_SUM
+                                                         : k->reduce_op, load, x);
+        }
+        if (dt == KILN_BOOL)
+            x = LLVMBuildZExt(b, x, g->t_i8, "");
+        LLVMValueRef s = LLVMBuildStore(b, x, p);
+        if (!strided)
+            kl_md(g, s, scope, other);
+    }
+}
+
 /* One row function. */
 /* The end of one element in a row function's loop: store the outputs
  * (KL_EW), fold program output 0 into the running accumulator `acc`
@@ -699,6 +883,10 @@ static void kl_emit_outputs(kl_cg *g, kl_loopctx *lc, int mode,
 {
     const kiln_kernel *k = g->k;
     LLVMBuilderRef b = g->b;
+    if (k->kind == KILN_KERNEL_LOOP) {
+        kl_emit_loop_outputs(g, lc, mode, strided, acc, acc2);
+        return;
+    }
     if (mode == KL_EW) {
         for (uint32_t j = 0; j < k->n_outputs; j++) {
             uint32_t v = k->n_inputs + j;
@@ -745,6 +933,59 @@ static void kl_emit_outputs(kl_cg *g, kl_loopctx *lc, int mode,
     }
 }
 
+/* The views a row function reads or writes (need[v] = 1): the LOADs'
+ * and TAKEs' inputs of the live program, the outputs `mode` uses. */
+static void kl_need_views(kl_cg *g, int mode, uint8_t *need)
+{
+    const kiln_kernel *k = g->k;
+    for (uint32_t i = 0; i < k->n_instrs; i++) {
+        const kiln_instr *in = &k->instrs[i];
+        if (g->live[i] && (in->op == KILN_I_LOAD || in->op == KILN_I_TAKE))
+            need[in->a] = 1;
+    }
+    for (uint32_t j = 0; j < k->n_outputs; j++)
+        if (mode != KL_RSCALAR ? kl_out_used(k, mode, j)
+                               : !kl_has_acc(k, mode, j))
+            need[k->n_inputs + j] = 1;
+}
+
+/* View v's typed base pointer (offset by `off` elements of its walk
+ * stride when off is not NULL and v is walked), its stride (strided
+ * rows), and for an indexed view its element stride and extent. */
+static void kl_view_base(kl_cg *g, kl_loopctx *lc, LLVMValueRef ptrs,
+                         LLVMValueRef st, uint32_t v, LLVMValueRef off)
+{
+    const kiln_kernel *k = g->k;
+    LLVMBuilderRef b = g->b;
+    uint32_t nv = k->n_inputs + k->n_outputs;
+    unsigned dt = v < k->n_inputs ? k->inputs[v].dtype
+                                  : k->outputs[v - k->n_inputs].dtype;
+    LLVMValueRef idx = LLVMConstInt(g->t_i64, v, 0);
+    LLVMValueRef p = LLVMBuildGEP2(b, g->t_p8, ptrs, &idx, 1, "");
+    p = LLVMBuildLoad2(b, g->t_p8, p, "");
+    p = LLVMBuildBitCast(b, p, LLVMPointerType(kl_type(g, dt), 0), "");
+    if (kl_indexed(k, v)) {
+        for (int q = 1; q <= 2; q++) {
+            LLVMValueRef x = LLVMConstInt(g->t_i64, (unsigned long long)q * nv + v, 0);
+            LLVMValueRef sv = LLVMBuildLoad2(b, g->t_i64, LLVMBuildGEP2(
+                                                 b, g->t_i64, st, &x, 1, ""), "");
+            if (q == 1)
+                lc->tst[v] = sv;
+            else
+                lc->tsize[v] = sv;
+        }
+        lc->base[v] = p;
+        return;
+    }
+    if (lc->strided) {
+        LLVMValueRef sp = LLVMBuildGEP2(b, g->t_i64, st, &idx, 1, "");
+        lc->stride[v] = LLVMBuildLoad2(b, g->t_i64, sp, "");
+        if (off)
+            off = LLVMBuildMul(b, off, lc->stride[v], "");
+    }
+    lc->base[v] = off ? LLVMBuildGEP2(b, kl_type(g, dt), p, &off, 1, "") : p;
+}
+
 static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
 {
     const kiln_kernel *k = g->k;
@@ -760,8 +1001,11 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
     uint32_t nv = k->n_inputs + k->n_outputs;
     kl_loopctx lc = {0};
     lc.strided = strided;
+    lc.check = mode == KL_CHECK;
     lc.base = calloc(nv, sizeof *lc.base);
     lc.stride = calloc(nv, sizeof *lc.stride);
+    lc.tst = calloc(nv, sizeof *lc.tst);
+    lc.tsize = calloc(nv, sizeof *lc.tsize);
     lc.val = calloc(k->n_instrs, sizeof *lc.val);
     LLVMValueRef rtfn[KILN_I_COUNT] = {0};
     lc.rtfn = rtfn;
@@ -770,70 +1014,72 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
         const kiln_instr *in = &k->instrs[i];
         if (!g->live[i])
             continue;
-        if (in->op == KILN_I_LOAD)
-            need[in->a] = 1;
         size_t off = kl_rt_offset(in->op);
         if (off && !rtfn[in->op])
             rtfn[in->op] = kl_rt_fn(g, rt, off, in->op == KILN_I_POW ? g->t_dd2d
                                                                       : g->t_d2d);
     }
-    if (mode == KL_EW)
-        for (uint32_t j = 0; j < k->n_outputs; j++)
-            need[k->n_inputs + j] = 1;
-    if (mode == KL_RROW)
-        for (uint32_t j = 0; j < k->n_outputs; j++)
-            need[k->n_inputs + j] = 1;
-    for (uint32_t v = 0; v < nv; v++) {
-        if (!need[v])
-            continue;
-        unsigned dt = v < k->n_inputs ? k->inputs[v].dtype
-                                      : k->outputs[v - k->n_inputs].dtype;
-        LLVMValueRef idx = LLVMConstInt(g->t_i64, v, 0);
-        LLVMValueRef p = LLVMBuildGEP2(b, g->t_p8, ptrs, &idx, 1, "");
-        p = LLVMBuildLoad2(b, g->t_p8, p, "");
-        lc.base[v] = LLVMBuildBitCast(b, p, LLVMPointerType(kl_type(g, dt), 0), "");
-        if (strided) {
-            LLVMValueRef sp = LLVMBuildGEP2(b, g->t_i64, st, &idx, 1, "");
-            lc.stride[v] = LLVMBuildLoad2(b, g->t_i64, sp, "");
-        }
+    kl_need_views(g, mode, need);
+    for (uint32_t v = 0; v < nv; v++)
+        if (need[v])
+            kl_view_base(g, &lc, ptrs, st, v, NULL);
+    if (lc.check) {
+        lc.safe = LLVMBuildAlloca(b, g->t_i64, "safe");
+        LLVMBuildStore(b, LLVMConstInt(g->t_i64, 0, 0), lc.safe);
     }
-    /* RSCALAR: one accumulator per output, each from its identity */
-    uint32_t na = mode == KL_RSCALAR ? k->n_outputs : 0;
-    LLVMValueRef *ident = calloc(na + 1, sizeof *ident),
-                 *acc = calloc(na + 1, sizeof *acc),
-                 *acc2 = calloc(na + 1, sizeof *acc2);
-    for (uint32_t j = 0; j < na; j++) {
+    /* RSCALAR: one accumulator per reducing output, each from its
+     * identity; KL_CHECK: one flag */
+    uint32_t no = k->n_outputs;
+    LLVMValueRef *ident = calloc(no + 1, sizeof *ident),
+                 *acc = calloc(no + 1, sizeof *acc),
+                 *acc2 = calloc(no + 1, sizeof *acc2);
+    for (uint32_t j = 0; j < no; j++) {
         unsigned odt = k->outputs[j].dtype;
-        ident[j] = kl_identity(g, odt == KILN_F32 ? KILN_F64 : odt, k->reduce_op);
+        if (kl_has_acc(k, mode, j))
+            ident[j] = kl_identity(g, odt == KILN_F32 ? KILN_F64 : odt,
+                                   k->reduce_op);
     }
+    LLVMValueRef f0 = LLVMConstInt(g->t_i1, 0, 0), bad = NULL;
     LLVMValueRef zero = LLVMConstInt(g->t_i64, 0, 0);
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, zero, ""), loop, exit);
 
     LLVMPositionBuilderAtEnd(b, loop);
     lc.j = LLVMBuildPhi(b, g->t_i64, "j");
-    for (uint32_t j = 0; j < na; j++) {
+    for (uint32_t j = 0; j < no; j++) {
         unsigned odt = k->outputs[j].dtype;
-        acc[j] = LLVMBuildPhi(b, kl_rtype(g, odt == KILN_F32 ? KILN_F64 : odt),
-                              "acc");
+        if (kl_has_acc(k, mode, j))
+            acc[j] = LLVMBuildPhi(b, kl_rtype(g, odt == KILN_F32 ? KILN_F64 : odt),
+                                  "acc");
     }
+    if (lc.check)
+        lc.bad = bad = LLVMBuildPhi(b, g->t_i1, "bad");
     kl_emit_program(g, &lc);
     kl_emit_outputs(g, &lc, mode, strided, acc, acc2);
     LLVMValueRef j1 = LLVMBuildAdd(b, lc.j, LLVMConstInt(g->t_i64, 1, 0), "");
     LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);
     LLVMValueRef latch = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j1,
                                                           n, ""), loop, exit);
-    kl_loop_md(g, latch, strided, mode);
+    /* the check: small, and vectorised whatever its strides */
+    kl_loop_md(g, latch, strided && !lc.check, mode);
     LLVMValueRef in_j[2] = {zero, j1};
     LLVMBasicBlockRef in_b[2] = {entry, loop_end};
     LLVMAddIncoming(lc.j, in_j, in_b, 2);
-    for (uint32_t j = 0; j < na; j++) {
+    for (uint32_t j = 0; j < no; j++) {
+        if (!acc[j])
+            continue;
         LLVMValueRef in_a[2] = {ident[j], acc2[j]};
         LLVMAddIncoming(acc[j], in_a, in_b, 2);
+    }
+    if (bad) {
+        LLVMValueRef in_v[2] = {f0, lc.bad};
+        LLVMAddIncoming(bad, in_v, in_b, 2);
     }
 
     LLVMPositionBuilderAtEnd(b, exit);
     /* the phis first (a block's phis lead it), then the stores */
-    for (uint32_t j = 0; j < na; j++) {
+    for (uint32_t j = 0; j < no; j++) {
+        if (!acc[j])
+            continue;
         unsigned odt = k->outputs[j].dtype;
         unsigned accdt = odt == KILN_F32 ? KILN_F64 : odt;
         LLVMValueRef res = LLVMBuildPhi(b, kl_rtype(g, accdt), "res");
@@ -841,7 +1087,16 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
         LLVMAddIncoming(res, in_r, in_b, 2);
         acc[j] = res;
     }
-    for (uint32_t j = 0; j < na; j++) {
+    LLVMValueRef badr = NULL;
+    if (bad) {
+        badr = LLVMBuildPhi(b, g->t_i1, "");
+        LLVMValueRef in_r[2] = {f0, lc.bad};
+        LLVMAddIncoming(badr, in_r, in_b, 2);
+        LLVMBuildStore(b, LLVMBuildZExt(b, badr, g->t_i8, ""), accp);
+    }
+    for (uint32_t j = 0; j < no; j++) {
+        if (!acc[j])
+            continue;
         /* accumulator j at byte 8 j of acc (kl_reduce_body's array) */
         unsigned odt = k->outputs[j].dtype;
         unsigned accdt = odt == KILN_F32 ? KILN_F64 : odt;
@@ -859,6 +1114,8 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
     free(acc2);
     free(lc.base);
     free(lc.stride);
+    free(lc.tst);
+    free(lc.tsize);
     free(lc.val);
     free(need);
 }
@@ -972,9 +1229,12 @@ static int kl_plan_make(const kiln_kernel *k, const uint8_t *live,
         }
     }
     for (uint32_t j = 0; j < k->n_outputs; j++) {
-        int32_t o = k->out_refs[j];
-        if (kl_carried(k->instrs[o].op) && p->seg[o] + 1 < p->nseg)
-            last[o] = (int32_t)p->nseg - 1;
+        /* an output's value and (LOOP SCATTER) its index */
+        for (int q = 0; q < 2; q++) {
+            int32_t o = q ? (k->out_index ? k->out_index[j] : -1) : k->out_refs[j];
+            if (o >= 0 && kl_carried(k->instrs[o].op) && p->seg[o] + 1 < p->nseg)
+                last[o] = (int32_t)p->nseg - 1;
+        }
     }
     /* temporaries: a slot is free again after its value's last reader */
     head = malloc(sizeof *head * (p->nseg + 1));
@@ -1058,6 +1318,8 @@ static void kl_seg_views(kl_cg *g, uint32_t q, uint32_t from, uint32_t *vmark,
         const kiln_instr *in = &k->instrs[i];
         if (!g->live[i] || !kl_carried(in->op))
             continue;
+        if (in->op == KILN_I_TAKE)
+            vmark[in->a] = q + 1;   /* the table */
         for (unsigned a = 0; a < kiln_interp_ops[in->op].arity; a++) {
             const kiln_instr *o = &k->instrs[kiln_interp_operand(in, a)];
             if (o->op == KILN_I_LOAD)
@@ -1065,11 +1327,13 @@ static void kl_seg_views(kl_cg *g, uint32_t q, uint32_t from, uint32_t *vmark,
         }
     }
     if (last_seg)
-        for (uint32_t j = 0; j < k->n_outputs; j++) {
-            const kiln_instr *o = &k->instrs[k->out_refs[j]];
-            if (o->op == KILN_I_LOAD)
-                vmark[o->a] = q + 1;
-        }
+        for (uint32_t j = 0; j < k->n_outputs; j++)
+            for (int r = 0; r < 2; r++) {
+                int32_t x = r ? (k->out_index ? k->out_index[j] : -1)
+                              : k->out_refs[j];
+                if (x >= 0 && k->instrs[x].op == KILN_I_LOAD)
+                    vmark[k->instrs[x].a] = q + 1;
+            }
 }
 
 /* Segment q of a segmented row function, as a function of its own:
@@ -1121,6 +1385,8 @@ static LLVMValueRef kl_emit_seg(kl_cg *g, const char *name, uint32_t q,
     lc.strided = strided;
     lc.base = g->seg_base;
     lc.stride = g->seg_stride;
+    lc.tst = g->seg_tst;
+    lc.tsize = g->seg_tsize;
     lc.val = g->seg_val;
     uint32_t *stamp = g->seg_stamp, *vmark = g->seg_vmark;
     LLVMValueRef rtfn[KILN_I_COUNT] = {0};
@@ -1138,21 +1404,10 @@ static LLVMValueRef kl_emit_seg(kl_cg *g, const char *name, uint32_t q,
     kl_seg_views(g, q, from, vmark, last_seg);
     for (uint32_t v = 0; v < nv; v++) {
         int out = v >= k->n_inputs;
-        if (out ? !(last_seg && (mode == KL_EW || (mode == KL_RROW && v == k->n_inputs)))
+        if (out ? !(last_seg && kl_out_used(k, mode, v - k->n_inputs))
                 : vmark[v] != q + 1)
             continue;
-        unsigned dt = out ? k->outputs[v - k->n_inputs].dtype : k->inputs[v].dtype;
-        LLVMValueRef idx = LLVMConstInt(g->t_i64, v, 0);
-        LLVMValueRef bp = LLVMBuildLoad2(b, g->t_p8, LLVMBuildGEP2(b, g->t_p8, ptrs,
-                                                                  &idx, 1, ""), "");
-        bp = LLVMBuildBitCast(b, bp, LLVMPointerType(kl_type(g, dt), 0), "");
-        LLVMValueRef off = s0;
-        if (strided) {
-            lc.stride[v] = LLVMBuildLoad2(b, g->t_i64, LLVMBuildGEP2(
-                                              b, g->t_i64, st, &idx, 1, ""), "");
-            off = LLVMBuildMul(b, s0, lc.stride[v], "");
-        }
-        lc.base[v] = LLVMBuildGEP2(b, kl_type(g, dt), bp, &off, 1, "");
+        kl_view_base(g, &lc, ptrs, st, v, s0);
     }
     /* the temporaries this segment reads or writes */
     LLVMValueRef *tmp = g->seg_tmp;
@@ -1161,23 +1416,35 @@ static LLVMValueRef kl_emit_seg(kl_cg *g, const char *name, uint32_t q,
         tmp[t] = LLVMBuildBitCast(b, LLVMBuildGEP2(b, g->t_i8, tmpp, &o, 1, ""),
                                   LLVMPointerType(kl_type(g, p->slot_dt[t]), 0), "");
     }
-    unsigned odt = k->outputs[0].dtype;
-    unsigned accdt = odt == KILN_F32 ? KILN_F64 : odt;
-    LLVMValueRef acc0 = NULL, accm = NULL;
-    if (last_seg && mode == KL_RSCALAR) {
-        accm = LLVMBuildBitCast(b, accio, LLVMPointerType(kl_type(g, accdt), 0), "");
-        acc0 = LLVMBuildLoad2(b, kl_type(g, accdt), accm, "");
+    /* the accumulators, at byte 8 j of accio (the last segment) */
+    uint32_t no = k->n_outputs;
+    LLVMValueRef *acc0 = calloc(no + 1, sizeof *acc0),
+                 *accm = calloc(no + 1, sizeof *accm),
+                 *acc = calloc(no + 1, sizeof *acc),
+                 *acc2 = calloc(no + 1, sizeof *acc2);
+    for (uint32_t j = 0; last_seg && j < no; j++) {
+        unsigned odt = k->outputs[j].dtype;
+        unsigned accdt = odt == KILN_F32 ? KILN_F64 : odt;
+        if (!kl_has_acc(k, mode, j))
+            continue;
+        LLVMValueRef off = LLVMConstInt(g->t_i64, 8ull * j, 0);
+        accm[j] = LLVMBuildBitCast(b, LLVMBuildGEP2(b, g->t_i8, accio, &off, 1, ""),
+                                   LLVMPointerType(kl_type(g, accdt), 0), "");
+        acc0[j] = LLVMBuildLoad2(b, kl_type(g, accdt), accm[j], "");
         if (accdt == KILN_BOOL)
-            acc0 = LLVMBuildICmp(b, LLVMIntNE, acc0, LLVMConstNull(g->t_i8), "");
+            acc0[j] = LLVMBuildICmp(b, LLVMIntNE, acc0[j], LLVMConstNull(g->t_i8), "");
     }
     LLVMValueRef zero = LLVMConstInt(g->t_i64, 0, 0);
     LLVMBuildBr(b, loop);
 
     LLVMPositionBuilderAtEnd(b, loop);
     lc.j = LLVMBuildPhi(b, g->t_i64, "j");
-    LLVMValueRef acc = NULL, acc2 = NULL;
-    if (acc0)
-        acc = LLVMBuildPhi(b, kl_rtype(g, accdt), "acc");
+    for (uint32_t j = 0; j < no; j++) {
+        unsigned odt = k->outputs[j].dtype;
+        if (acc0[j])
+            acc[j] = LLVMBuildPhi(b, kl_rtype(g, odt == KILN_F32 ? KILN_F64 : odt),
+                                  "acc");
+    }
     for (uint32_t i = from; i < p->end[q]; i++) {
         const kiln_instr *in = &k->instrs[i];
         if (!g->live[i] || !kl_carried(in->op))
@@ -1198,9 +1465,12 @@ static LLVMValueRef kl_emit_seg(kl_cg *g, const char *name, uint32_t q,
                                            &lc.j, 1, ""));
     }
     if (last_seg) {
-        for (uint32_t j = 0; j < k->n_outputs; j++)
+        for (uint32_t j = 0; j < k->n_outputs; j++) {
             kl_avail(g, &lc, stamp, tmp, k->out_refs[j], q);
-        kl_emit_outputs(g, &lc, mode, strided, &acc, &acc2);
+            if (k->out_index && k->out_index[j] >= 0)
+                kl_avail(g, &lc, stamp, tmp, k->out_index[j], q);
+        }
+        kl_emit_outputs(g, &lc, mode, strided, acc, acc2);
     }
     LLVMValueRef j1 = LLVMBuildAdd(b, lc.j, LLVMConstInt(g->t_i64, 1, 0), "");
     LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);
@@ -1210,19 +1480,55 @@ static LLVMValueRef kl_emit_seg(kl_cg *g, const char *name, uint32_t q,
     LLVMValueRef in_j[2] = {zero, j1};
     LLVMBasicBlockRef in_b[2] = {entry, loop_end};
     LLVMAddIncoming(lc.j, in_j, in_b, 2);
-    if (acc) {
-        LLVMValueRef in_a[2] = {acc0, acc2};
-        LLVMAddIncoming(acc, in_a, in_b, 2);
+    for (uint32_t j = 0; j < no; j++) {
+        if (!acc[j])
+            continue;
+        LLVMValueRef in_a[2] = {acc0[j], acc2[j]};
+        LLVMAddIncoming(acc[j], in_a, in_b, 2);
     }
     LLVMPositionBuilderAtEnd(b, exit);
-    if (acc) {
-        LLVMValueRef r = acc2;
-        if (accdt == KILN_BOOL)
+    for (uint32_t j = 0; j < no; j++) {
+        if (!acc[j])
+            continue;
+        LLVMValueRef r = acc2[j];
+        if (k->outputs[j].dtype == KILN_BOOL)
             r = LLVMBuildZExt(b, r, g->t_i8, "");
-        LLVMBuildStore(b, r, accm);
+        LLVMBuildStore(b, r, accm[j]);
     }
     LLVMBuildRetVoid(b);
+    free(acc0);
+    free(accm);
+    free(acc);
+    free(acc2);
     return fn;
+}
+
+/* Accumulator j at byte 8 j of dst, for every output with one: from
+ * src (the same layout), or its identity when src is NULL. */
+static void kl_acc_copy(kl_cg *g, LLVMValueRef dst, LLVMValueRef src)
+{
+    const kiln_kernel *k = g->k;
+    LLVMBuilderRef b = g->b;
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        unsigned odt = k->outputs[j].dtype;
+        unsigned accdt = odt == KILN_F32 ? KILN_F64 : odt;
+        if (!kl_has_acc(k, KL_RSCALAR, j))
+            continue;
+        LLVMTypeRef pt = LLVMPointerType(kl_type(g, accdt), 0);
+        LLVMValueRef off = LLVMConstInt(g->t_i64, 8ull * j, 0);
+        LLVMValueRef x;
+        if (src) {
+            x = LLVMBuildLoad2(b, kl_type(g, accdt), LLVMBuildBitCast(
+                                   b, LLVMBuildGEP2(b, g->t_i8, src, &off, 1, ""),
+                                   pt, ""), "");
+        } else {
+            x = kl_identity(g, accdt, k->reduce_op);
+            if (accdt == KILN_BOOL)
+                x = LLVMBuildZExt(b, x, g->t_i8, "");
+        }
+        LLVMBuildStore(b, x, LLVMBuildBitCast(
+                           b, LLVMBuildGEP2(b, g->t_i8, dst, &off, 1, ""), pt, ""));
+    }
 }
 
 /* A segmented row function: strips of plan->strip elements, each run
@@ -1241,6 +1547,8 @@ static void kl_emit_fn_seg(kl_cg *g, const char *name, int mode, int strided)
     g->seg_stamp = calloc(k->n_instrs, sizeof *g->seg_stamp);
     g->seg_vmark = calloc(nv, sizeof *g->seg_vmark);
     g->seg_tmp = calloc(p->nslots + 1, sizeof *g->seg_tmp);
+    g->seg_tst = calloc(nv, sizeof *g->seg_tst);
+    g->seg_tsize = calloc(nv, sizeof *g->seg_tsize);
     int64_t bytes = 0;
     for (uint32_t t = 0; t < p->nslots; t++) {
         slot_off[t] = bytes;
@@ -1257,6 +1565,8 @@ static void kl_emit_fn_seg(kl_cg *g, const char *name, int mode, int strided)
     free(g->seg_stamp);
     free(g->seg_vmark);
     free(g->seg_tmp);
+    free(g->seg_tst);
+    free(g->seg_tsize);
 
     LLVMValueRef fn = kl_add_fn(g, name);
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry");
@@ -1269,18 +1579,14 @@ static void kl_emit_fn_seg(kl_cg *g, const char *name, int mode, int strided)
     LLVMValueRef tmpa = LLVMBuildArrayAlloca(b, g->t_i8, LLVMConstInt(
                                                  g->t_i64, (unsigned long long)(bytes ? bytes : 1), 0), "");
     LLVMSetAlignment(tmpa, 64);
-    LLVMValueRef accs = NULL;
-    unsigned odt = k->outputs[0].dtype;
-    unsigned accdt = odt == KILN_F32 ? KILN_F64 : odt;
+    /* the accumulators: 8 bytes per output, from their identities */
+    LLVMValueRef accs8 = LLVMConstNull(g->t_p8);
     if (mode == KL_RSCALAR) {
-        accs = LLVMBuildAlloca(b, kl_type(g, accdt), "");
-        LLVMValueRef id = kl_identity(g, accdt, k->reduce_op);
-        if (accdt == KILN_BOOL)
-            id = LLVMBuildZExt(b, id, g->t_i8, "");
-        LLVMBuildStore(b, id, accs);
+        accs8 = LLVMBuildArrayAlloca(b, g->t_i64, LLVMConstInt(
+                                         g->t_i64, k->n_outputs, 0), "");
+        accs8 = LLVMBuildBitCast(b, accs8, g->t_p8, "");
+        kl_acc_copy(g, accs8, NULL);
     }
-    LLVMValueRef accs8 = accs ? LLVMBuildBitCast(b, accs, g->t_p8, "")
-                              : LLVMConstNull(g->t_p8);
     LLVMValueRef zero = LLVMConstInt(g->t_i64, 0, 0);
     LLVMValueRef S = LLVMConstInt(g->t_i64, (unsigned long long)p->strip, 0);
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, zero, ""), strip, exit);
@@ -1300,8 +1606,7 @@ static void kl_emit_fn_seg(kl_cg *g, const char *name, int mode, int strided)
     LLVMAddIncoming(s0, in_s, in_sb, 2);
     LLVMPositionBuilderAtEnd(b, exit);
     if (mode == KL_RSCALAR)
-        LLVMBuildStore(b, LLVMBuildLoad2(b, kl_type(g, accdt), accs, ""),
-                       LLVMBuildBitCast(b, accp, LLVMPointerType(kl_type(g, accdt), 0), ""));
+        kl_acc_copy(g, accp, accs8);
     LLVMBuildRetVoid(b);
     free(slot_off);
     free(segfn);
@@ -1651,7 +1956,86 @@ static int kl_full_reduce(const kiln_kernel *k)
            && r < 32 && k->reduce_axes == (1u << r) - 1u;
 }
 
+/* A LOOP kernel with a REDUCE output. */
+static int kl_loop_reduces(const kiln_kernel *k)
+{
+    for (uint32_t j = 0; k->kind == KILN_KERNEL_LOOP && j < k->n_outputs; j++)
+        if (k->out_roles[j] == KILN_ROLE_REDUCE)
+            return 1;
+    return 0;
+}
+
+/* Whether the kernel has row functions that fold along a kept axis
+ * (kiln_uc/us, kiln_luc/lus): a reduction that does not reduce every
+ * axis of its (non-scalar) iteration space. */
+static int kl_keeps_axis(const kiln_kernel *k)
+{
+    if (k->kind == KILN_KERNEL_REDUCE)
+        return !kl_full_reduce(k);
+    if (!kl_loop_reduces(k))
+        return 0;
+    int r = kiln_interp_loop_rank(k);
+    return r > 0 && (r >= 32 || k->reduce_axes != (1u << r) - 1u);
+}
+
+/* A LOOP kernel whose indices need checking (kiln_lk): a TAKE or a
+ * SCATTER output. */
+static int kl_loop_checks(const kiln_kernel *k)
+{
+    if (k->kind != KILN_KERNEL_LOOP)
+        return 0;
+    for (uint32_t i = 0; i < k->n_instrs; i++)
+        if (k->instrs[i].op == KILN_I_TAKE)
+            return 1;
+    for (uint32_t j = 0; j < k->n_outputs; j++)
+        if (k->out_roles[j] == KILN_ROLE_SCATTER)
+            return 1;
+    return 0;
+}
+
 #ifndef KL_FRONT
+/* A LOOP kernel's row functions: kiln_lc / kiln_ls (contiguous /
+ * strided; REDUCE outputs folded into scalar accumulators), kiln_luc /
+ * kiln_lus (REDUCE outputs folded along a kept axis) and kiln_lk, the
+ * index check: only the instructions that indices depend on, every
+ * TAKE's and SCATTER's range tested (a TAKE whose value no index needs
+ * is tested, not loaded: live mark 1 in the check's own live set).
+ * Returns 0, or -1 out of memory. */
+static int kl_emit_loop(kl_cg *g, void (*emit)(kl_cg *, const char *, int, int))
+{
+    const kiln_kernel *k = g->k;
+    int mode = kl_loop_reduces(k) ? KL_RSCALAR : KL_EW;
+    emit(g, "kiln_lc", mode, 0);
+    emit(g, "kiln_ls", mode, 1);
+    if (kl_keeps_axis(k)) {
+        emit(g, "kiln_luc", KL_RROW, 0);
+        emit(g, "kiln_lus", KL_RROW, 1);
+    }
+    if (!kl_loop_checks(k))
+        return 0;
+    uint8_t *sl = calloc(k->n_instrs + 1, 1);
+    if (!sl)
+        return -1;
+    for (uint32_t j = 0; j < k->n_outputs; j++)
+        if (k->out_roles[j] == KILN_ROLE_SCATTER)
+            sl[k->out_index[j]] = 2;
+    for (uint32_t i = k->n_instrs; i-- > 0;) {
+        const kiln_instr *in = &k->instrs[i];
+        if (in->op == KILN_I_TAKE && g->live[i] && !sl[i])
+            sl[i] = 1;
+        if (!sl[i])
+            continue;
+        for (unsigned a = 0; a < kiln_interp_ops[in->op].arity; a++)
+            sl[kiln_interp_operand(in, a)] = 2;
+    }
+    const uint8_t *live = g->live;
+    g->live = sl;
+    kl_emit_fn(g, "kiln_lk", KL_CHECK, 1);
+    g->live = live;
+    free(sl);
+    return 0;
+}
+
 /* Build the module of kernel k (checked, with a program) into g->mod. */
 static int kl_build(kl_cg *g, char *why, size_t why_n)
 {
@@ -1738,6 +2122,15 @@ static int kl_build(kl_cg *g, char *why, size_t why_n)
     if (k->kind == KILN_KERNEL_ELEMWISE) {
         emit(g, "kiln_ec", KL_EW, 0);
         emit(g, "kiln_es", KL_EW, 1);
+    } else if (k->kind == KILN_KERNEL_LOOP) {
+        if (kl_emit_loop(g, emit)) {
+            g->plan = NULL;
+            kl_plan_free(&plan);
+            free(g->l_out_scope);
+            free(g->l_out_noalias);
+            snprintf(why, why_n, "out of memory");
+            return -1;
+        }
     } else {
         emit(g, "kiln_rc", KL_RSCALAR, 0);
         emit(g, "kiln_rs", KL_RSCALAR, 1);
@@ -1902,9 +2295,6 @@ static int kl_check(const kiln_kernel *src, kiln_kernel *full,
     if (kiln_interp_kernel_read(src, full, why, sizeof why)
         || kiln_interp_check(full, why, sizeof why))
         return kl_fail(err, KILN_ERR_BACKEND, "%s", why);
-    if (full->kind == KILN_KERNEL_LOOP)
-        return kl_fail(err, KILN_ERR_BACKEND, "loop kernels are not "
-                       "compiled by llvm yet");
     /* sibling reductions: one accumulator each in one unsegmented loop
      * (the segmented row functions fold one output) */
     if (full->kind == KILN_KERNEL_REDUCE && full->n_outputs > 1 &&
@@ -2021,9 +2411,10 @@ typedef struct kl_state {
     kiln_callable *interp;   /* the embedded interpreter's callable */
     kiln_obj *obj;           /* the loaded object */
     kl_row_fn c, s;          /* ELEMWISE: ec/es; REDUCE: rc/rs; GATHER: gc/gk;
-                                JOIN: jc/js; SCATTER: sc/sk; DOT: db/dl
-                                (kl_row_names) */
-    kl_row_fn uc, us;        /* REDUCE along a kept axis */
+                                JOIN: jc/js; SCATTER: sc/sk; DOT: db/dl;
+                                LOOP: lc/ls (kl_row_names) */
+    kl_row_fn uc, us;        /* REDUCE (LOOP: luc/lus) along a kept axis */
+    kl_row_fn lk;            /* LOOP: the index check, or NULL */
 } kl_state;
 
 static void kl_callable_free(kiln_callable *c)
@@ -2063,10 +2454,11 @@ static void kl_row_names(const kiln_kernel *k, const char *nm[4])
         [KILN_KERNEL_JOIN] = {"kiln_jc", "kiln_js", NULL, NULL},
         [KILN_KERNEL_GATHER] = {"kiln_gc", "kiln_gk", NULL, NULL},
         [KILN_KERNEL_SCATTER] = {"kiln_sc", "kiln_sk", NULL, NULL},
-        [KILN_KERNEL_DOT] = {"kiln_db", "kiln_dl", NULL, NULL}};
+        [KILN_KERNEL_DOT] = {"kiln_db", "kiln_dl", NULL, NULL},
+        [KILN_KERNEL_LOOP] = {"kiln_lc", "kiln_ls", "kiln_luc", "kiln_lus"}};
     for (int q = 0; q < 4; q++)
         nm[q] = k->kind < sizeof names / sizeof names[0] ? names[k->kind][q] : NULL;
-    if (kl_full_reduce(k))   /* no kept-axis rows */
+    if (!kl_keeps_axis(k))   /* no kept-axis rows */
         nm[2] = nm[3] = NULL;
 }
 
@@ -2141,6 +2533,9 @@ static int kl_load_bytes(const void *bytes, size_t len, kiln_callable **out,
         for (int q = 0; q < 4; q++)
             if (nm[q] && (rc = kl_lookup(s, nm[q], slot[q], err)))
                 goto fail;
+        if (kl_loop_checks(&full) &&
+            (rc = kl_lookup(s, "kiln_lk", &s->lk, err)))
+            goto fail;
     }
     free(ia);
     free(copy);
@@ -2162,6 +2557,7 @@ fail:
 typedef struct kl_prun {
     const kiln_interp_run *r;
     const kl_state *ls;
+    const struct kl_callplan *pl;   /* LOOP */
     uint32_t n_in, nv;
     void **ptrs;
     int64_t *st;
@@ -2313,15 +2709,16 @@ static int kl_reduce_body(void *ctx, const kiln_interp_iter *it,
 }
 
 /* After coalescing: pick contiguous, splat or strided rows. */
-static void kl_pick_mode(kl_prun *p, const kiln_interp_iter *it, int reduce)
+static void kl_pick_mode(kl_prun *p, const kiln_interp_iter *it,
+                         const kiln_kernel *k)
 {
     int contig = 1, splat_ok = 1;
     p->n_splat = 0;
     for (uint32_t v = 0; v < p->nv; v++) {
         int64_t s = kiln_interp_inner(it, v);
         p->st[v] = s;
-        if (reduce && v >= p->n_in)
-            continue;  /* the outputs: handled per block */
+        if (kl_role(k, v) != KILN_ROLE_ITER)
+            continue;  /* reductions: handled per block; indexed views */
         if (s == 1)
             continue;
         contig = 0;
@@ -2354,17 +2751,52 @@ typedef struct kl_callplan {
     uint32_t n_in, nv;
     int mode, n_splat;        /* kl_pick_mode */
     uint32_t splat_in[KL_MAX_SPLAT];
-    int64_t *st;              /* inner strides */
+    int64_t *st;              /* inner strides; LOOP: then each indexed
+                                 view's element stride and extent */
     size_t *esize;
     void **ptrs;              /* per-call row pointers (scratch) */
     int64_t distinct[KILN_MAX_RANK];  /* REDUCE: output extents */
     double count;             /* REDUCE: elements per output */
+    /* LOOP */
+    int interp;               /* a layout the rows do not cover (REDUCE
+                                 outputs that disagree on folding along
+                                 the row): the interpreter runs the call */
+    int rows;                 /* REDUCE outputs fold along the row */
+    int rows_unit;            /* ... all with inner stride 1 */
+    unsigned char *acc;       /* 8 bytes per output: the accumulators */
 } kl_callplan;
 
+/* strides, offs, st (3 per view), acc, ptrs, esize */
 static size_t kl_callplan_bytes(uint32_t nv)
 {
-    return (sizeof(int64_t) * (KILN_MAX_RANK + 2) + sizeof(void *) +
+    return (sizeof(int64_t) * (KILN_MAX_RANK + 5) + sizeof(void *) +
             sizeof(size_t)) * (size_t)nv;
+}
+
+/* LOOP: each indexed view's element stride and extent after the inner
+ * strides (the row functions' st), and how the REDUCE outputs fold: all
+ * into accumulators (inner stride 0) or all along the row. */
+static void kl_loop_layout(kl_callplan *pl, const kiln_interp_run *r)
+{
+    const kiln_kernel *k = r->k;
+    uint32_t nv = pl->nv;
+    int zero = 0, step = 0, unit = 1;
+    for (uint32_t v = 0; v < nv; v++) {
+        const kiln_view *w = v < k->n_inputs ? &r->call->inputs[v]
+                                             : &r->call->outputs[v - k->n_inputs];
+        unsigned role = kl_role(k, v);
+        pl->st[nv + v] = kl_indexed(k, v) ? w->strides[0] : 0;
+        pl->st[2 * (size_t)nv + v] = kl_indexed(k, v) ? w->shape[0] : 0;
+        if (role != KILN_ROLE_REDUCE)
+            continue;
+        int64_t os = pl->st[v];
+        zero |= os == 0;
+        step |= os != 0;
+        unit &= os == 1;
+    }
+    pl->rows = step;
+    pl->rows_unit = unit;
+    pl->interp = (zero && step) || (step && !pl->ls->uc);
 }
 
 /* Check the call's shapes against the kernel and build the plan in *pl
@@ -2373,8 +2805,8 @@ static int kl_callplan_init(kl_callplan *pl, const kiln_interp_run *r,
                         const kl_state *ls, unsigned char *mem)
 {
     const kiln_kernel *k = r->k;
-    int reduce = k->kind == KILN_KERNEL_REDUCE;
-    const kiln_view *space = reduce ? &r->call->inputs[0] : &r->call->outputs[0];
+    int loop = k->kind == KILN_KERNEL_LOOP;
+    const kiln_view *space = kiln_interp_space(r);
     uint32_t nv = k->n_inputs + k->n_outputs;
     int rc = kiln_interp_check_runtime(r);
     if (rc)
@@ -2389,28 +2821,88 @@ static int kl_callplan_init(kl_callplan *pl, const kiln_interp_run *r,
     it->strides = (int64_t *)(void *)mem;
     it->offs = it->strides + (size_t)nv * KILN_MAX_RANK;
     pl->st = it->offs + nv;
-    pl->ptrs = (void **)(void *)(pl->st + nv);
+    pl->acc = (unsigned char *)(void *)(pl->st + 3 * (size_t)nv);
+    pl->ptrs = (void **)(void *)(pl->acc + 8 * (size_t)nv);
     pl->esize = (size_t *)(void *)(pl->ptrs + nv);
     for (uint32_t v = 0; v < nv; v++)
         pl->esize[v] = kiln_interp_dtype_size(v < k->n_inputs ? k->inputs[v].dtype
                                               : k->outputs[v - k->n_inputs].dtype);
     for (int d = 0; d < space->rank; d++)
         it->shape[d] = space->shape[d];
-    rc = kiln_interp_input_strides(r, it);
-    if (rc)
-        return rc;
-    rc = kiln_interp_output_strides(r, it, pl->distinct, &pl->count);
+    if (loop) {
+        rc = kiln_interp_loop_strides(r, it, pl->distinct, &pl->count);
+    } else {
+        rc = kiln_interp_input_strides(r, it);
+        if (!rc)
+            rc = kiln_interp_output_strides(r, it, pl->distinct, &pl->count);
+    }
     if (rc)
         return rc;
     /* the distinct output extents above read the walk before coalescing */
     pl->empty = !kiln_interp_iter_coalesce(it);
     if (!pl->empty) {
         kl_prun p = {.nv = nv, .n_in = pl->n_in, .st = pl->st};
-        kl_pick_mode(&p, it, reduce);
+        kl_pick_mode(&p, it, k);
         pl->mode = p.mode;
         pl->n_splat = p.n_splat;
         memcpy(pl->splat_in, p.splat_in, sizeof pl->splat_in);
+        if (loop)
+            kl_loop_layout(pl, r);
     }
+    return 0;
+}
+
+/* A block of a LOOP kernel whose index check failed: the interpreter
+ * runs it (its registers on the heap: an error path), reporting exactly
+ * its own message, or, had the check been wrong, the block's results. */
+static int kl_loop_fail(kl_prun *p, const kiln_interp_iter *it, int64_t j0,
+                        int64_t n)
+{
+    const kiln_interp_prog *prog = &p->r->s->prog;
+    unsigned char *regs = malloc((size_t)prog->n_regs * KILN_INTERP_REG_BYTES + 1);
+    if (!regs)
+        return kiln_interp_fail(p->r, KILN_ERR_NOMEM, "%s: out of memory",
+                                p->r->label);
+    kiln_interp_prun ip = {.r = p->r, .regs = regs,
+                           .reg_bytes = KILN_INTERP_REG_BYTES, .n_in = p->n_in};
+    for (uint32_t c = 0; c < prog->n_consts; c++) {
+        const kiln_instr *in = &p->r->k->instrs[prog->consts[c]];
+        kiln_interp_fill_const(in->dtype, in->imm,
+                               kiln_interp_reg(&ip, prog->consts[c]),
+                               KILN_INTERP_BLOCK);
+    }
+    int rc = kiln_interp_loop_body(&ip, it, j0, n);
+    free(regs);
+    return rc;
+}
+
+/* A block of a LOOP kernel: check its indices, then run the row (the
+ * REDUCE outputs into accumulators, combined as the interpreter
+ * combines a block, or along the row). */
+static int kl_loop_body(void *ctx, const kiln_interp_iter *it, int64_t j0,
+                        int64_t n)
+{
+    kl_prun *p = ctx;
+    const kl_callplan *pl = p->pl;
+    const kiln_kernel *k = p->r->k;
+    kl_ptrs(p, it, j0, n, p->nv);
+    if (p->ls->lk) {
+        unsigned char bad = 0;
+        p->ls->lk(n, p->ptrs, p->st, p->r->rt, &bad);
+        if (bad)
+            return kl_loop_fail(p, it, j0, n);
+    }
+    if (pl->rows) {
+        kl_row_fn f = p->mode != 2 && pl->rows_unit ? p->ls->uc : p->ls->us;
+        f(n, p->ptrs, p->st, p->r->rt, NULL);
+        return 0;
+    }
+    kl_row_fn f = p->mode == 2 ? p->ls->s : p->ls->c;
+    f(n, p->ptrs, p->st, p->r->rt, pl->acc);
+    for (uint32_t j = 0; j < k->n_outputs; j++)
+        if (k->out_roles[j] == KILN_ROLE_REDUCE)
+            kl_combine(k->outputs[j].dtype, k->reduce_op, p->ptrs[p->n_in + j],
+                       pl->acc + 8 * (size_t)j);
     return 0;
 }
 
@@ -2421,6 +2913,7 @@ static int kl_callplan_exec(kl_callplan *pl, const kiln_interp_run *r)
     kl_prun prun, *p = &prun;  /* ~33 KiB of stack, splat buffers included */
     p->r = r;
     p->ls = pl->ls;
+    p->pl = pl;
     p->n_in = pl->n_in;
     p->nv = pl->nv;
     p->ptrs = pl->ptrs;
@@ -2432,6 +2925,12 @@ static int kl_callplan_exec(kl_callplan *pl, const kiln_interp_run *r)
     for (int q = 0; q < KL_MAX_SPLAT; q++) {
         p->splat_src[q] = NULL;
         p->splat_n[q] = 0;
+    }
+    if (k->kind == KILN_KERNEL_LOOP) {
+        /* the interpreter's walk and blocks (the same order of
+         * floating-point operations), our rows */
+        return kiln_interp_loop_walk(r, &pl->it, pl->empty, pl->distinct,
+                                     pl->count, kl_loop_body, p);
     }
     if (k->kind == KILN_KERNEL_REDUCE) {
         /* the interpreter's kiln_interp_reduce, with our body */
@@ -2482,7 +2981,8 @@ static int kl_program_kind(const kiln_interp_run *r, const kl_state *ls)
     kl_callplan pl;
     int rc = kl_callplan_init(&pl, r, ls, mem);
     if (!rc)
-        rc = kl_callplan_exec(&pl, r);
+        rc = pl.interp ? ls->interp->fn(ls->interp->state, r->call)
+                       : kl_callplan_exec(&pl, r);
     free(heap);
     return rc;
 }
@@ -2972,7 +3472,7 @@ static int kl_prepare(void *state, const kiln_call *call, void **out)
         pp->pl.n_in = k->n_inputs;
         pp->pl.nv = nv;
         pp->pl.ptrs = (void **)(void *)mem;
-    } else if (kl_callplan_init(&pp->pl, &r, ls, mem)) {
+    } else if (kl_callplan_init(&pp->pl, &r, ls, mem) || pp->pl.interp) {
         free(pp);
         return 1;
     } else if (k->kind == KILN_KERNEL_ELEMWISE && !pp->pl.empty &&
