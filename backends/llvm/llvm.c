@@ -558,6 +558,12 @@ typedef struct kl_loopctx {
     LLVMValueRef *tst, *tsize;
     LLVMValueRef bad, safe;
     int check;
+    /* SCATTER outputs run in a register (kl_emit_fn): per output j the
+     * current target's index (-1: none yet) and running value, as phis
+     * at the top of the element (run_k, run_v) and after it (run_k2,
+     * run_v2); NULL: every add goes through memory (segments) */
+    LLVMValueRef *run_k, *run_v, *run_k2, *run_v2;
+    LLVMValueRef fn;
 } kl_loopctx;
 
 static LLVMValueRef kl_index(kl_cg *g, const kl_loopctx *lc, uint32_t v)
@@ -814,6 +820,84 @@ static void kl_loop_md(kl_cg *g, LLVMValueRef latch, int strided, int mode)
                     LLVMMetadataAsValue(g->ctx, id));
 }
 
+/* Store a SCATTER run's value (register type) at index kx of output j. */
+static void kl_scatter_store(kl_cg *g, const kl_loopctx *lc, uint32_t j,
+                             LLVMValueRef kx, LLVMValueRef x, int strided)
+{
+    const kiln_kernel *k = g->k;
+    LLVMBuilderRef b = g->b;
+    uint32_t v = k->n_inputs + j;
+    unsigned dt = k->outputs[j].dtype;
+    LLVMValueRef idx = LLVMBuildMul(b, kx, lc->tst[v], "");
+    LLVMValueRef p = LLVMBuildGEP2(b, kl_type(g, dt), lc->base[v], &idx, 1, "");
+    if (dt == KILN_BOOL)
+        x = LLVMBuildZExt(b, x, g->t_i8, "");
+    LLVMValueRef s = LLVMBuildStore(b, x, p);
+    if (!strided)
+        kl_md(g, s, g->l_out_scope[j], g->l_out_noalias[j]);
+}
+
+/* A SCATTER output's add at one element, its target's value kept in a
+ * register while the index repeats: when the (normalised, checked)
+ * index kx differs from the run's, the run's value is stored and
+ * out[kx] loaded; then value += x.  The same additions in the same
+ * order as out[kx] += x through memory, so the same bits; the last
+ * run is stored after the loop (kl_scatter_flush). */
+static void kl_emit_scatter_run(kl_cg *g, kl_loopctx *lc, uint32_t j,
+                                LLVMValueRef kx, LLVMValueRef x, int strided)
+{
+    const kiln_kernel *k = g->k;
+    LLVMBuilderRef b = g->b;
+    uint32_t v = k->n_inputs + j;
+    unsigned dt = k->outputs[j].dtype;
+    LLVMTypeRef T = kl_type(g, dt);
+    LLVMValueRef ck = lc->run_k[j], cv = lc->run_v[j];
+    LLVMBasicBlockRef here = LLVMGetInsertBlock(b);
+    LLVMBasicBlockRef change = LLVMAppendBasicBlockInContext(g->ctx, lc->fn, "sc.new");
+    LLVMBasicBlockRef flush = LLVMAppendBasicBlockInContext(g->ctx, lc->fn, "sc.flush");
+    LLVMBasicBlockRef load = LLVMAppendBasicBlockInContext(g->ctx, lc->fn, "sc.load");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->ctx, lc->fn, "sc.add");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, kx, ck, ""), join, change);
+    LLVMPositionBuilderAtEnd(b, change);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGE, ck, LLVMConstInt(g->t_i64, 0, 0),
+                                     ""), flush, load);
+    LLVMPositionBuilderAtEnd(b, flush);
+    kl_scatter_store(g, lc, j, ck, cv, strided);
+    LLVMBuildBr(b, load);
+    LLVMPositionBuilderAtEnd(b, load);
+    LLVMValueRef idx = LLVMBuildMul(b, kx, lc->tst[v], "");
+    LLVMValueRef p = LLVMBuildGEP2(b, T, lc->base[v], &idx, 1, "");
+    LLVMValueRef l = LLVMBuildLoad2(b, T, p, "");
+    if (!strided)
+        kl_md(g, l, g->l_out_scope[j], g->l_out_noalias[j]);
+    if (dt == KILN_BOOL)
+        l = LLVMBuildICmp(b, LLVMIntNE, l, LLVMConstNull(g->t_i8), "");
+    LLVMBuildBr(b, join);
+    LLVMPositionBuilderAtEnd(b, join);
+    LLVMValueRef cur = LLVMBuildPhi(b, kl_rtype(g, dt), "sc.cur");
+    LLVMValueRef in_v[2] = {cv, l};
+    LLVMBasicBlockRef in_b[2] = {here, load};
+    LLVMAddIncoming(cur, in_v, in_b, 2);
+    lc->run_k2[j] = kx;
+    lc->run_v2[j] = kl_fold(g, dt, KILN_REDUCE_SUM, cur, x);
+}
+
+/* After the loop: store each SCATTER output's last run (index rk, -1
+ * when the row was empty, value rv). */
+static void kl_scatter_flush(kl_cg *g, const kl_loopctx *lc, uint32_t j,
+                             LLVMValueRef rk, LLVMValueRef rv, int strided)
+{
+    LLVMBuilderRef b = g->b;
+    LLVMBasicBlockRef st = LLVMAppendBasicBlockInContext(g->ctx, lc->fn, "sc.last");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->ctx, lc->fn, "sc.done");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGE, rk, LLVMConstInt(g->t_i64, 0, 0),
+                                     ""), st, done);
+    LLVMPositionBuilderAtEnd(b, st);
+    kl_scatter_store(g, lc, j, rk, rv, strided);
+    LLVMBuildBr(b, done);
+    LLVMPositionBuilderAtEnd(b, done);
+}
+
 /* A LOOP kernel's outputs at one element, each by its role: ITER
  * stored, REDUCE folded (into acc[j], or into the output element along a
  * kept axis), SCATTER added at its index; in the check function only the
@@ -850,6 +934,10 @@ static void kl_emit_loop_outputs(kl_cg *g, kl_loopctx *lc, int mode,
             LLVMValueRef kx = kl_norm_index(g, lc, lc->val[k->out_index[j]],
                                             k->instrs[k->out_index[j]].dtype,
                                             v, NULL);
+            if (lc->run_k) {
+                kl_emit_scatter_run(g, lc, j, kx, x, strided);
+                continue;
+            }
             idx = LLVMBuildMul(b, kx, lc->tst[v], "");
         } else {
             idx = kl_index(g, lc, v);
@@ -1007,6 +1095,17 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
     lc.tst = calloc(nv, sizeof *lc.tst);
     lc.tsize = calloc(nv, sizeof *lc.tsize);
     lc.val = calloc(k->n_instrs, sizeof *lc.val);
+    lc.fn = fn;
+    int runs = 0;   /* SCATTER outputs kept in registers */
+    for (uint32_t j = 0; k->kind == KILN_KERNEL_LOOP && mode != KL_CHECK &&
+                         j < k->n_outputs; j++)
+        runs |= k->out_roles[j] == KILN_ROLE_SCATTER;
+    if (runs) {
+        lc.run_k = calloc(4 * (size_t)k->n_outputs, sizeof *lc.run_k);
+        lc.run_v = lc.run_k + k->n_outputs;
+        lc.run_k2 = lc.run_v + k->n_outputs;
+        lc.run_v2 = lc.run_k2 + k->n_outputs;
+    }
     LLVMValueRef rtfn[KILN_I_COUNT] = {0};
     lc.rtfn = rtfn;
     uint8_t *need = calloc(nv, 1);
@@ -1053,6 +1152,13 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
     }
     if (lc.check)
         lc.bad = bad = LLVMBuildPhi(b, g->t_i1, "bad");
+    LLVMValueRef none = LLVMConstInt(g->t_i64, (unsigned long long)-1, 1);
+    for (uint32_t j = 0; runs && j < no; j++) {
+        if (k->out_roles[j] != KILN_ROLE_SCATTER)
+            continue;
+        lc.run_k[j] = LLVMBuildPhi(b, g->t_i64, "sc.k");
+        lc.run_v[j] = LLVMBuildPhi(b, kl_rtype(g, k->outputs[j].dtype), "sc.v");
+    }
     kl_emit_program(g, &lc);
     kl_emit_outputs(g, &lc, mode, strided, acc, acc2);
     LLVMValueRef j1 = LLVMBuildAdd(b, lc.j, LLVMConstInt(g->t_i64, 1, 0), "");
@@ -1074,8 +1180,29 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
         LLVMValueRef in_v[2] = {f0, lc.bad};
         LLVMAddIncoming(bad, in_v, in_b, 2);
     }
+    for (uint32_t j = 0; runs && j < no; j++) {
+        if (!lc.run_k[j])
+            continue;
+        LLVMValueRef in_k[2] = {none, lc.run_k2[j]};
+        LLVMValueRef in_v[2] = {LLVMConstNull(LLVMTypeOf(lc.run_v2[j])), lc.run_v2[j]};
+        LLVMAddIncoming(lc.run_k[j], in_k, in_b, 2);
+        LLVMAddIncoming(lc.run_v[j], in_v, in_b, 2);
+    }
 
     LLVMPositionBuilderAtEnd(b, exit);
+    /* (SCATTER runs: the last one's index and value) */
+    for (uint32_t j = 0; runs && j < no; j++) {
+        if (!lc.run_k[j])
+            continue;
+        LLVMValueRef rk = LLVMBuildPhi(b, g->t_i64, "");
+        LLVMValueRef rv = LLVMBuildPhi(b, LLVMTypeOf(lc.run_v2[j]), "");
+        LLVMValueRef in_k[2] = {none, lc.run_k2[j]};
+        LLVMValueRef in_v[2] = {LLVMConstNull(LLVMTypeOf(lc.run_v2[j])), lc.run_v2[j]};
+        LLVMAddIncoming(rk, in_k, in_b, 2);
+        LLVMAddIncoming(rv, in_v, in_b, 2);
+        lc.run_k2[j] = rk;
+        lc.run_v2[j] = rv;
+    }
     /* the phis first (a block's phis lead it), then the stores */
     for (uint32_t j = 0; j < no; j++) {
         if (!acc[j])
@@ -1108,7 +1235,11 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
         ap = LLVMBuildBitCast(b, ap, LLVMPointerType(kl_type(g, accdt), 0), "");
         LLVMBuildStore(b, res, ap);
     }
+    for (uint32_t j = 0; runs && j < no; j++)
+        if (lc.run_k[j])
+            kl_scatter_flush(g, &lc, j, lc.run_k2[j], lc.run_v2[j], strided);
     LLVMBuildRetVoid(b);
+    free(lc.run_k);
     free(ident);
     free(acc);
     free(acc2);
