@@ -2875,7 +2875,10 @@ typedef struct kl_callplan {
     kl_row_fn row;            /* scalar, row1: the row function to call */
     int row1;                 /* ELEMWISE over one row (coalesced rank 1,
                                  contiguous or strided): one call of row */
-    int64_t row_n;            /* row1: the row's length */
+    int64_t row_n;            /* row1, loop1: the row's length */
+    int loop1;                /* LOOP over one row of at most one block
+                                 whose REDUCE outputs are scalars: row
+                                 called straight (kl_run_loop1) */
     int scalar;               /* rank-0 ELEMWISE: the views' data are the rows */
     int empty;                /* an empty space: nothing to run */
     kiln_interp_iter it;      /* coalesced */
@@ -3569,6 +3572,78 @@ typedef struct kl_prepared {
     /* the plan's arrays follow (kl_callplan_bytes(nv)) */
 } kl_prepared;
 
+/* A LOOP whose coalesced space is one row of at most one block
+ * (KILN_INTERP_BLOCK) and whose REDUCE outputs each fold the whole row
+ * into one element: the interpreter's walk would make exactly one
+ * block call, so a prepared call makes it itself (kl_run_loop1).  A row
+ * with a broadcast input runs the strided row (stride 0) rather than
+ * filling splat buffers. */
+static void kl_loop1_init(kl_callplan *pl, const kiln_interp_run *r)
+{
+    const kiln_kernel *k = r->k;
+    if (pl->empty || pl->interp || pl->rows || pl->it.rank != 1 ||
+        pl->it.shape[0] > KILN_INTERP_BLOCK || !pl->ls->c || !pl->ls->s)
+        return;
+    const kiln_view *space = kiln_interp_space(r);
+    for (int d = 0; d < space->rank; d++)
+        if (pl->distinct[d] != 1 && kl_loop_reduces(k))
+            return;   /* a REDUCE output of more than one element */
+    for (uint32_t j = 0; j < k->n_outputs; j++)
+        if (k->out_roles[j] == KILN_ROLE_REDUCE &&
+            k->reduce_op == KILN_REDUCE_MEAN &&
+            k->outputs[j].dtype != KILN_F64 && k->outputs[j].dtype != KILN_F32)
+            return;   /* the interpreter's MEAN division: floats only */
+    pl->loop1 = 1;
+    pl->row_n = pl->it.shape[0];
+    pl->row = pl->mode == 0 ? pl->ls->c : pl->ls->s;
+}
+
+/* A prepared LOOP call of one block (kl_loop1_init): the REDUCE outputs
+ * set to the identity, the index check, the row, each accumulator
+ * combined into its output as the interpreter combines a block, MEAN's
+ * division; the walk as before when the check fails (the interpreter
+ * reports the error).  Returns 1 for "walk", else 0. */
+static int kl_run_loop1(kl_callplan *pl, const kiln_call *call)
+{
+    const kiln_kernel *k = &((const kiln_interp_state *)pl->ls->interp->state)->art->k;
+    for (uint32_t v = 0; v < pl->n_in; v++)
+        pl->ptrs[v] = call->inputs[v].data;
+    for (uint32_t v = pl->n_in; v < pl->nv; v++)
+        pl->ptrs[v] = call->outputs[v - pl->n_in].data;
+    for (uint32_t j = 0; j < k->n_outputs; j++)
+        if (k->out_roles[j] == KILN_ROLE_REDUCE)
+            kiln_interp_identity(k->outputs[j].dtype, k->reduce_op,
+                                 call->outputs[j].data);
+    if (pl->ls->lk) {
+        unsigned char bad = 0;
+        pl->ls->lk(pl->row_n, pl->ptrs, pl->st, call->rt, &bad);
+        if (bad)
+            return 1;
+    }
+    pl->row(pl->row_n, pl->ptrs, pl->st, call->rt, pl->acc);
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        if (k->out_roles[j] != KILN_ROLE_REDUCE)
+            continue;
+        unsigned dt = k->outputs[j].dtype;
+        void *o = call->outputs[j].data;
+        kl_combine(dt, k->reduce_op, o, pl->acc + 8 * (size_t)j);
+        if (k->reduce_op != KILN_REDUCE_MEAN)
+            continue;
+        if (dt == KILN_F64) {   /* kiln_interp_mean_body's division */
+            double x;
+            memcpy(&x, o, 8);
+            x /= pl->count;
+            memcpy(o, &x, 8);
+        } else {
+            float x;
+            memcpy(&x, o, 4);
+            x = (float)((double)x / pl->count);
+            memcpy(o, &x, 4);
+        }
+    }
+    return 0;
+}
+
 static int kl_prepare(void *state, const kiln_call *call, void **out)
 {
     const kl_state *ls = state;
@@ -3613,6 +3688,8 @@ static int kl_prepare(void *state, const kiln_call *call, void **out)
         pp->pl.row1 = 1;
         pp->pl.row_n = pp->pl.it.shape[0];
         pp->pl.row = pp->pl.mode == 2 ? ls->s : ls->c;
+    } else if (k->kind == KILN_KERNEL_LOOP) {
+        kl_loop1_init(&pp->pl, &r);
     }
     *out = pp;
     return 0;
@@ -3643,6 +3720,8 @@ static int kl_run_prepared(void *plan, const kiln_call *call)
                 NULL);
         return 0;
     }
+    if (pl->loop1 && kl_run_loop1(pl, call) == 0)
+        return 0;
     kiln_interp_run r = kl_run_of(pp->pl.ls, call);
     return kl_callplan_exec(&pp->pl, &r);
 }
