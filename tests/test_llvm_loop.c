@@ -638,6 +638,138 @@ static void test_emit(void)
     free_case(&r);
 }
 
+/* ---- 7: scatter runs in registers, small spaces without the walk ------ */
+
+#define NRUN 600
+static int64_t ridx[NRUN];
+static int32_t ridx2[NRUN];
+static double rxd[NRUN], rsd[1] = {1.25};
+static float rxf[NRUN], rsf[1] = {1.25f};
+
+/* Stream 1: runs of 1, 2, 3, 5, 8, 13 repeats, returning to earlier
+ * targets, negative ones too; stream 2 (i32): a new target every
+ * element.  `bad_at` >= 0: stream 1 is `bad` there. */
+static void fill_runs(int64_t bad_at, int64_t bad)
+{
+    static const int len[6] = {1, 2, 3, 5, 8, 13};
+    int r = 0, left = len[0];
+    for (int i = 0; i < NRUN; i++) {
+        if (left == 0)
+            left = len[++r % 6];
+        left--;
+        ridx[i] = i == bad_at ? bad : (int64_t)(r * 11 % 23) - 11;
+        ridx2[i] = (int32_t)(i * 3 % 17);
+    }
+}
+
+/* inputs: idx (i64), idx2 (i32), x, s (broadcast when `bcast`, else a
+ * row); v = x * s + x; outputs: y = v (ITER), r1 = v and r2 = x (REDUCE
+ * over everything, `op`), d1[idx] += v and d2[idx2] += x (SCATTER). */
+static void make_runs(tcase *t, unsigned T, uint32_t op, int64_t n, int bcast)
+{
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "runs %s, %s, n = %lld%s",
+             T == KILN_F64 ? "f64" : "f32", op == KILN_REDUCE_MEAN ? "mean" : "sum",
+             (long long)n, bcast ? ", broadcast" : "");
+    t->din[0] = (kiln_arg_desc){KILN_I64, 1, {0}};
+    t->din[1] = (kiln_arg_desc){KILN_I32, 1, {0}};
+    t->din[2] = t->din[3] = (kiln_arg_desc){(uint8_t)T, 1, {0}};
+    int32_t li = emit(t, KILN_I_LOAD, KILN_I64, 0, -1, -1, 0);
+    int32_t li2 = emit(t, KILN_I_LOAD, KILN_I32, 1, -1, -1, 0);
+    int32_t lx = emit(t, KILN_I_LOAD, T, 2, -1, -1, 0);
+    int32_t ls = emit(t, KILN_I_LOAD, T, 3, -1, -1, 0);
+    int32_t v = emit(t, KILN_I_ADD, T, emit(t, KILN_I_MUL, T, lx, ls, -1, 0), lx,
+                     -1, 0);
+    for (int j = 0; j < 5; j++)
+        t->dout[j] = (kiln_arg_desc){(uint8_t)T, 1, {0}};
+    t->rout[0] = KILN_ROLE_ITER;
+    t->rout[1] = t->rout[2] = KILN_ROLE_REDUCE;
+    t->rout[3] = t->rout[4] = KILN_ROLE_SCATTER;
+    t->orefs[0] = v;
+    t->orefs[1] = v;
+    t->orefs[2] = lx;
+    t->orefs[3] = v;
+    t->orefs[4] = lx;
+    t->oidx[0] = t->oidx[1] = t->oidx[2] = -1;
+    t->oidx[3] = li;
+    t->oidx[4] = li2;
+    finish(t, 4, 5, "runs");
+    t->k.reduce_op = op;
+    t->k.reduce_axes = 1;
+    int64_t one1 = 1, zero = 0, ns = NSC, back = -1;
+    t->in[0] = mkview(ridx, KILN_I64, 1, &n, &one1);
+    t->in[1] = mkview(ridx2, KILN_I32, 1, &n, &one1);
+    t->in[2] = mkview(T == KILN_F64 ? (void *)rxd : (void *)rxf, T, 1, &n, &one1);
+    t->in[3] = bcast ? mkview(T == KILN_F64 ? (void *)rsd : (void *)rsf, T, 1, &n,
+                              &zero)
+                     : mkview(T == KILN_F64 ? (void *)rxd : (void *)rxf, T, 1, &n,
+                              &one1);
+    set_out(t, 0, T, (size_t)n, 0, 1, &n, &one1);
+    set_out(t, 1, T, 1, 0, 1, &n, &zero);
+    int64_t e1 = 1;   /* r2: extent 1 */
+    set_out(t, 2, T, 1, 0, 1, &e1, &one1);
+    set_out(t, 3, T, NSC, 0, 1, &ns, &one1);
+    /* d2 backwards */
+    set_out(t, 4, T, NSC, NSC - 1, 1, &ns, &back);
+}
+
+static void test_runs(void)
+{
+    for (int i = 0; i < NRUN; i++) {
+        rxd[i] = sin(0.53 * i) * 2.5 + 0.1;
+        rxf[i] = (float)rxd[i];
+    }
+    static const int64_t ns[] = {1, 8, 255, 256, 257, NRUN};
+    static const unsigned Ts[2] = {KILN_F64, KILN_F32};
+    int declined = n_declined;
+    for (int a = 0; a < 2; a++)
+        for (uint32_t op = KILN_REDUCE_SUM; op <= KILN_REDUCE_MEAN;
+             op += KILN_REDUCE_MEAN - KILN_REDUCE_SUM)
+            for (size_t q = 0; q < sizeof ns / sizeof ns[0]; q++)
+                for (int bc = 0; bc < 2; bc++) {
+                    tcase t;
+                    make_runs(&t, Ts[a], op, ns[q], bc);
+                    fill_runs(-1, 0);
+                    check_case(&t, 0);
+                    if (ns[q] >= 8 && bc) {
+                        /* an index out of range on the one-block path */
+                        char name[96];
+                        memcpy(name, t.name, sizeof name);
+                        fill_runs(ns[q] - 3, NSC + 4);
+                        snprintf(t.name, sizeof t.name, "%.60s: index %d of %d",
+                                 name, NSC + 4, NSC);
+                        check_case(&t, KILN_ERR_RUNTIME);
+                        fill_runs(5, -NSC - 1);
+                        snprintf(t.name, sizeof t.name, "%.60s: index %d of %d",
+                                 name, -NSC - 1, NSC);
+                        check_case(&t, KILN_ERR_RUNTIME);
+                        memcpy(t.name, name, sizeof name);
+                    }
+                    fill_runs(-1, 0);
+                    free_case(&t);
+                }
+    ok(n_declined == declined, "every runs case was prepared (%d declined)",
+       n_declined - declined);
+    /* the message itself, prepared, on an 8-element space */
+    tcase t;
+    make_runs(&t, KILN_F64, KILN_REDUCE_SUM, 8, 1);
+    fill_runs(6, NSC);
+    kiln_callable *cl = compile_load(L, &t.k, NULL, NULL);
+    result r;
+    memset(&r, 0, sizeof r);
+    if (cl)
+        run(cl, &t, RUN_PREPARED, &r);
+    ok(cl && r.rc == KILN_ERR_RUNTIME &&
+       strcmp(r.msg, "index 30 is out of bounds for axis 0 with size 30") == 0,
+       "one-block path, out of range, prepared: '%s'", cl ? r.msg : "?");
+    if (cl) {
+        result_free(&r, t.k.n_outputs);
+        L->callable_free(cl);
+    }
+    fill_runs(-1, 0);
+    free_case(&t);
+}
+
 int main(void)
 {
     const char *bd = getenv("KILN_BUILDDIR") ? getenv("KILN_BUILDDIR") : ".";
@@ -652,5 +784,6 @@ int main(void)
     test_allocs();
     test_reduce();
     test_emit();
+    test_runs();
     return done_testing();
 }
