@@ -48,7 +48,17 @@
  * element strides and extents follow the inner strides in st (st[nv + v],
  * st[2 nv + v]).  Each 256-element block of the interpreter's loop walk
  * is checked by kiln_lk first; a block that fails is run by the
- * interpreter's own loop body, which reports its exact message.
+ * interpreter's own loop body, which reports its exact message.  A
+ * SCATTER output runs in a register (kl_emit_scatter_run): while its
+ * index repeats the row adds into the target's value held in a
+ * register, storing it and loading the next target when the index
+ * changes and at the end of the row (each SCATTER output its own run;
+ * the same additions in the same order; segmented rows add through
+ * memory).  A prepared LOOP over one row of at most one block whose
+ * REDUCE outputs are single elements skips the walk (kl_loop1_init,
+ * kl_run_loop1): identity, kiln_lk, the row (kiln_ls with stride 0 for a
+ * broadcast input), the block's combination, MEAN's division; a failed
+ * check falls back to the walk.
  *
  * The walk over the outer dimensions, the view checks, the 256-element
  * reduction blocks, the output initialisation, MEAN's division and the
