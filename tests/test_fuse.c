@@ -1571,7 +1571,7 @@ static void loop_deps_ref(const double *x, const int64_t *j, const double *z,
     m /= n;
     for (int i = 0; i < n; i++) {
         q += (x[i] - m) * (x[i] - m);
-        g += exp(x[j[i]]) * x[i];
+        g += exp(x[j[i] < 0 ? j[i] + n : j[i]]) * x[i];   /* j wraps */
     }
     w[0] = q;
     w[1] = g;
