@@ -1150,7 +1150,8 @@ static int lower_loop(kiln_program *p, kiln_graph *g, int anchor,
         for (int j = 0; j < mn->n_in && !defined; j++) {
             int w = mn->in[j];
             defined = !sc->inloop[w] && loop_reads_element(g, m, j) &&
-                      p->node_buf[w] >= 0 && same_dims(&g->nodes[w].type, space);
+                      p->node_buf[w] >= 0 && !buf_chain(p, p->node_buf[w]) &&
+                      same_dims(&g->nodes[w].type, space);
         }
     }
     if (!defined) {
@@ -1220,7 +1221,8 @@ static int lower_loop(kiln_program *p, kiln_graph *g, int anchor,
     int *arr = c.dyn ? c.dyn : c.bufs;
     int first_in = -1, first_out = -1;
     for (int i = 0; !rc && i < c.n && first_in < 0; i++)
-        if (!c.table[i] && same_dims(&p->bufs[arr[i]].type, space))
+        if (!c.table[i] && !buf_chain(p, arr[i]) &&
+            same_dims(&p->bufs[arr[i]].type, space))
             first_in = i;
     for (int i = 0; !rc && first_in < 0 && i < n_out && first_out < 0; i++)
         if (orole[i] == KILN_ROLE_ITER &&
@@ -1621,18 +1623,18 @@ static int buf_chain(const kiln_program *p, int buf)
 
 /* Whether live node r reads its operand through a view it builds at
  * call time, so that the operand may itself be a view of its source: an
- * elementwise node (a LOAD of a broadcast argument; not in a LOOP
- * kernel, whose TABLE and slot-0 arguments are buffers as they are), or
+ * elementwise node (a LOAD of a broadcast argument, in an ELEMWISE,
+ * REDUCE or LOOP kernel: slot 0 of a REDUCE or LOOP kernel, which gives
+ * the iteration space, is never a view — slot0_of_type, lower_loop), or
  * a shape op other than reshape (its copy's input view, or its own view
  * step).  A reshape needs its source contiguous; reductions, dots,
- * joins, gathers, scatters and set_subtensor read buffers as they are. */
-static int reads_as_view(const kiln_program *p, const kiln_graph *g, int r)
+ * joins, gathers (a loop's TABLE arguments), scatters and set_subtensor
+ * read buffers as they are. */
+static int reads_as_view(const kiln_graph *g, int r)
 {
     const kiln_node *n = &g->nodes[r];
-    const kiln_lower_scratch *sc = p->scr;
     if (kiln_ir_op_info(n->op)->category == KILN_CAT_ELEMWISE)
-        return !(sc->fu.n_loops &&
-                 sc->fu.loop[kiln_fuse_kernel_of(&sc->fu, r)] >= 0);
+        return 1;
     return view_recipe(n->op) >= 0 && n->op != KILN_OP_RESHAPE;
 }
 
@@ -1660,7 +1662,7 @@ static int plan_views(kiln_program *p, const kiln_graph *g, const char *live,
     }
     sc->n_vof = p->n_bufs;
     for (int r = 0; r < g->n_nodes; r++) {
-        if (!live[r] || reads_as_view(p, g, r))
+        if (!live[r] || reads_as_view(g, r))
             continue;
         int dot = kiln_ir_op_info(g->nodes[r].op)->category == KILN_CAT_DOT;
         for (int i = 0; i < g->nodes[r].n_in; i++)

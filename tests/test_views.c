@@ -6,7 +6,8 @@
  * view steps (core/lower.c plan_views, kiln_lower_view).
  *
  *  1. each shape op, and chains of them, feeding elementwise kernels,
- *     fused regions (several outputs) and fused reductions, with symbolic
+ *     fused regions (several outputs), fused reductions and a LOOP
+ *     kernel (a model and its gradient), with symbolic
  *     dims that change between calls (and back), negative steps: under
  *     every backend this build has, all passes equal `none` and `-fuse`
  *     (copies) bit for bit, and the shape ops' kernels are gone;
@@ -241,6 +242,12 @@ static const vcase cases[] = {
     {"shared by two kernels of different shapes",
      INPUTS "  s = x[:, 1:]\n  output a = exp(s)\n"
             "  output b = add(transpose(s), 1.0)\n", -1, "subtensor|transpose"},
+    {"a loop and its gradient reading expand_dims",
+     INPUTS "  z = true_div(sub(x, v), expand_dims(exp(w), axis=1))\n"
+            "  r = sum(square(z), axis=1)\n"
+            "  output lp = sum(mul(-0.5, r))\n"
+            "  d_v, d_w = grad(lp, v, w)\n  output d_v\n  output d_w\n",
+     -1, "expand_dims"},
     {"int casts", INPUTS "  output y = add(cast(transpose(x), dtype=i64), 1)\n",
      1, "transpose"},
 };
