@@ -66,6 +66,7 @@
 #include "rewrite/rewrite.h"
 #include "runtime.h"
 #include "tap.h"
+#include "found_backends.h"
 #include "gradcheck.h"
 
 /* counting allocations: n_allocs, COUNT_ALLOCS */
@@ -264,16 +265,6 @@ static kstats kernel_stats(const kiln_function *f, int cap_ops,
         s.n_over_width += cap_width > 0 && k.facts.width > cap_width;
     }
     return s;
-}
-
-static int have_backend(const char *name)
-{
-    kiln_function *f = compile_body("  input x: f64[2]\n  output y = exp(x)\n",
-                                    name, "none", NULL);
-    int r = f && kiln_function_n_kernels(f) > 0 &&
-            strcmp(kiln_function_kernel_backend(f, 0), name) == 0;
-    kiln_function_free(f);
-    return r;
 }
 
 /* every kernel of f was compiled by `be` (no silent fallback) */
@@ -1642,15 +1633,7 @@ static void test_loop_deps(void)
 
 int main(void)
 {
-    backends[n_backends++] = "interp";
-    if (have_backend("tcc"))
-        backends[n_backends++] = "tcc";
-    else
-        ok(1, "tcc # SKIP not built");
-    if (have_backend("llvm"))
-        backends[n_backends++] = "llvm";
-    else
-        ok(1, "llvm # SKIP not built");
+    n_backends = found_backends(backends);
     test_mixed();
     test_counts_and_caps();
     test_topo();

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "tap.h"
+#include "found_backends.h"
 
 /* counting allocations: n_allocs, COUNT_ALLOCS */
 #include "count_allocs.h"
@@ -69,16 +70,6 @@ static kiln_function *compile_body(const char *body, const char *backend,
     if (!f && msg)
         snprintf(msg, nmsg, "%s", err.message);
     return f;
-}
-
-static int have_backend(const char *name)
-{
-    kiln_function *f = compile_body("  input x: f64[2]\n  output y = exp(x)\n",
-                                    name, "none", NULL, 0);
-    int r = f && kiln_function_n_kernels(f) > 0 &&
-            strcmp(kiln_function_kernel_backend(f, 0), name) == 0;
-    kiln_function_free(f);
-    return r;
 }
 
 #define MAX_OUT 8
@@ -415,7 +406,8 @@ static void test_plain_c(void)
         }
         ok(good, "plain C model (%s): transpose of a negative-step slice, "
                  "expand_dims of an int index times a broadcast squeeze, "
-                 "a reduction of a transpose, shapes changing: equal C %s", backends[b], why);
+                 "a reduction of a transpose, shapes changing: equal C %s",
+           backends[b], why);
         kiln_function_free(f);
     }
 }
@@ -671,15 +663,7 @@ static void test_steady(void)
 
 int main(void)
 {
-    backends[n_backends++] = "interp";
-    if (have_backend("tcc"))
-        backends[n_backends++] = "tcc";
-    else
-        ok(1, "tcc # SKIP not built");
-    if (have_backend("llvm"))
-        backends[n_backends++] = "llvm";
-    else
-        ok(1, "llvm # SKIP not built");
+    n_backends = found_backends(backends);
     test_cases();
     test_plain_c();
     test_kept();
