@@ -6,7 +6,9 @@
  * place).  Elementwise nodes become a scalar program over their inputs;
  * literals become immediates (KILN_I_CONST), so they never take a buffer
  * and their values are part of the kernel description.  Shape ops become
- * copies whose input view does the work (see lower.h).
+ * copies whose input view does the work (see lower.h) or, with fusion on
+ * and only readers that read them as views, no kernel at all: the
+ * readers read the source through the chain of views (plan_views).
  *
  * After lowering, buffers get storage slots by liveness: a temporary
  * takes a free slot at the step that first writes it and gives it back

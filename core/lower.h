@@ -8,7 +8,8 @@
  * step is one kernel call; each of its arguments is a *view* of a buffer,
  * computed at call time from the buffer's run-time shape by a recipe
  * (broadcast, transpose, slice, ...), so that shape ops cost no copy of
- * their own beyond the kernel that consumes them.
+ * their own beyond the kernel that consumes them; a shape op read in
+ * place is not even that (kiln_vstep).
  */
 #ifndef KILN_CORE_LOWER_H
 #define KILN_CORE_LOWER_H
