@@ -131,41 +131,7 @@ static kiln_function *compile_body(const char *body, const char *backend,
 
 #define MAX_OUT 64
 
-/* a call's outputs, copied (the function reuses its buffers) */
-typedef struct outs {
-    int rc;
-    char msg[300];
-    int n;
-    kiln_tensor t[MAX_OUT];
-} outs;
-
-static void outs_free(outs *o)
-{
-    for (int i = 0; i < o->n; i++)
-        free(o->t[i].data);
-    o->n = 0;
-}
-
-static void call_copy(kiln_function *f, const kiln_tensor *in, outs *o)
-{
-    memset(o, 0, sizeof *o);
-    kiln_err err = {0, ""};
-    kiln_tensor out[MAX_OUT];
-    o->rc = f ? kiln_function_call(f, in, out, &err) : -1;
-    if (o->rc) {
-        snprintf(o->msg, sizeof o->msg, "%s", f ? err.message : "no function");
-        return;
-    }
-    o->n = kiln_function_n_outputs(f);
-    for (int i = 0; i < o->n; i++) {
-        o->t[i] = out[i];
-        size_t bytes = kiln_dtype_size(out[i].dtype);
-        for (int k = 0; k < out[i].rank; k++)
-            bytes *= (size_t)out[i].shape[k];
-        o->t[i].data = malloc(bytes ? bytes : 1);
-        memcpy(o->t[i].data, out[i].data, bytes);
-    }
-}
+#include "call_outs.h"
 
 static int64_t numel_of(const kiln_tensor *t)
 {

@@ -75,47 +75,7 @@ static kiln_function *compile_body(const char *body, const char *backend,
 #define MAX_OUT 8
 #define MAX_IN 4
 
-/* a call's outputs, copied (the function reuses its buffers) */
-typedef struct outs {
-    int rc;
-    char msg[300];
-    int n;
-    kiln_tensor t[MAX_OUT];
-} outs;
-
-static size_t nbytes_of(const kiln_tensor *t)
-{
-    size_t b = kiln_dtype_size(t->dtype);
-    for (int k = 0; k < t->rank; k++)
-        b *= (size_t)t->shape[k];
-    return b;
-}
-
-static void call_copy(kiln_function *f, const kiln_tensor *in, outs *o)
-{
-    memset(o, 0, sizeof *o);
-    kiln_err err = {0, ""};
-    kiln_tensor out[MAX_OUT];
-    o->rc = f ? kiln_function_call(f, in, out, &err) : -1;
-    if (o->rc) {
-        snprintf(o->msg, sizeof o->msg, "%s", f ? err.message : "no function");
-        return;
-    }
-    o->n = kiln_function_n_outputs(f);
-    for (int i = 0; i < o->n; i++) {
-        o->t[i] = out[i];
-        size_t b = nbytes_of(&out[i]);
-        o->t[i].data = malloc(b ? b : 1);
-        memcpy(o->t[i].data, out[i].data, b);
-    }
-}
-
-static void outs_free(outs *o)
-{
-    for (int i = 0; i < o->n; i++)
-        free(o->t[i].data);
-    o->n = 0;
-}
+#include "call_outs.h"
 
 /* a and b are the same, bit for bit */
 static int same_bits(const outs *a, const outs *b, char *why, size_t n)
@@ -133,7 +93,7 @@ static int same_bits(const outs *a, const outs *b, char *why, size_t n)
         const kiln_tensor *x = &a->t[i], *y = &b->t[i];
         if (x->dtype != y->dtype || x->rank != y->rank ||
             memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->rank) ||
-            memcmp(x->data, y->data, nbytes_of(x))) {
+            memcmp(x->data, y->data, outs_bytes(x))) {
             snprintf(why, n, "output %d differs", i);
             return 0;
         }
