@@ -1640,6 +1640,25 @@ static int reads_as_view(const kiln_graph *g, int r)
     return view_recipe(n->op) >= 0 && n->op != KILN_OP_RESHAPE;
 }
 
+/* The iteration spaces that slot 0 of the kernels computing elementwise
+ * node r may have to give (NULL: none): its reduction tree's operand,
+ * its loop's space (the loop may also be lowered apart) — none when r is
+ * in a loop that an output of its space defines (out_space, by anchor;
+ * lower_loop). */
+static void iter_spaces(const kiln_graph *g, const kiln_fusion *fu,
+                        const char *out_space, int r, const kiln_type **sp)
+{
+    sp[0] = sp[1] = NULL;
+    int a = fu->n_loops ? fu->loop[kiln_fuse_kernel_of(fu, r)] : -1;
+    if (a >= 0 && out_space[a])
+        return;
+    int q = fu->group[r];
+    if (q >= 0 && kiln_ir_op_info(g->nodes[q].op)->category == KILN_CAT_REDUCE)
+        sp[0] = &g->nodes[g->nodes[q].in[0]].type;
+    if (a >= 0)
+        sp[1] = kiln_fuse_loop_space(g, fu, a);
+}
+
 /* Which shape ops need no kernel (docs/rewrite.md, "fuse"): a transpose,
  * basic slice, expand_dims, squeeze, reshape or broadcast_to that is no
  * graph output, keeps its operand's dtype, and whose every live reader
@@ -1653,7 +1672,7 @@ static int plan_views(kiln_program *p, const kiln_graph *g, const char *live,
 {
     kiln_lower_scratch *sc = p->scr;
     size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
-    char *bad = calloc(nn, 1);
+    char *bad = calloc(2 * nn, 1), *out_space = bad + nn;
     int *depth = calloc(nn, sizeof(int));
     sc->asview = calloc(nn, 1);
     sc->vstep_of = calloc((size_t)(p->n_bufs ? p->n_bufs : 1), sizeof(int));
@@ -1663,9 +1682,29 @@ static int plan_views(kiln_program *p, const kiln_graph *g, const char *live,
         return nomem(err);
     }
     sc->n_vof = p->n_bufs;
+    /* loops whose space an ITER output of that space gives */
+    for (int v = 0; sc->fu.n_loops && v < g->n_nodes; v++) {
+        int a = live[v] ? sc->fu.loop[kiln_fuse_kernel_of(&sc->fu, v)] : -1;
+        if (a >= 0 && loop_output(g, &sc->fu, v) == KILN_ROLE_ITER + 1 &&
+            same_dims(&g->nodes[v].type, kiln_fuse_loop_space(g, &sc->fu, a)))
+            out_space[a] = 1;
+    }
     for (int r = 0; r < g->n_nodes; r++) {
-        if (!live[r] || reads_as_view(g, r))
+        if (!live[r])
             continue;
+        if (reads_as_view(g, r)) {
+            /* an operand that could give a REDUCE or LOOP kernel its
+             * iteration space (slot 0) stays a buffer: read in place it
+             * could not be slot 0, and the kernel would be split */
+            const kiln_type *sp[2];
+            iter_spaces(g, &sc->fu, out_space, r, sp);
+            for (int i = 0; i < g->nodes[r].n_in; i++)
+                for (int k = 0; k < 2; k++)
+                    if (sp[k] && same_dims(&g->nodes[g->nodes[r].in[i]].type,
+                                           sp[k]))
+                        bad[g->nodes[r].in[i]] = 1;
+            continue;
+        }
         int dot = kiln_ir_op_info(g->nodes[r].op)->category == KILN_CAT_DOT;
         for (int i = 0; i < g->nodes[r].n_in; i++)
             bad[dot ? kiln_lower_dot_operand(g, r, i, NULL)

@@ -182,14 +182,16 @@ static const vcase cases[] = {
     {"fused region, two outputs",
      INPUTS "  t = transpose(x)\n  a = exp(t)\n  output b = mul(a, t)\n"
             "  output c = add(a, transpose(u)[0])\n", -1, "transpose"},
+    /* a value of the reduced operand's type stays a buffer (it gives the
+     * REDUCE or LOOP kernel its iteration space): the transposes are
+     * copies, reading the slices in place */
     {"fused reduction",
      INPUTS "  t = transpose(x[::-1])\n  s = sum(mul(exp(t), t), axis=0)\n"
-            "  output y = s\n  output z = add(w, s)\n", -1,
-     "transpose|subtensor"},
-    {"sibling reductions",
+            "  output y = s\n  output z = add(w, s)\n", 3, "subtensor"},
+    {"reductions of transposes",
      INPUTS "  t = transpose(x)\n  output a = sum(mul(t, t))\n"
-            "  output b = sum(exp(transpose(x[::-1, ::-1])))\n", -1,
-     "transpose|subtensor"},
+            "  output b = sum(exp(transpose(x[::-1, ::-1])))\n", 4,
+     "subtensor"},
     {"shared by two kernels of different shapes",
      INPUTS "  s = x[:, 1:]\n  output a = exp(s)\n"
             "  output b = add(transpose(s), 1.0)\n", -1, "subtensor|transpose"},
@@ -199,6 +201,13 @@ static const vcase cases[] = {
             "  output lp = sum(mul(-0.5, r))\n"
             "  d_v, d_w = grad(lp, v, w)\n  output d_v\n  output d_w\n",
      -1, "expand_dims"},
+    {"a loop over a transpose's space with an output of that space",
+     INPUTS "  t = transpose(x)\n  output a = exp(t)\n"
+            "  output s = sum(mul(t, 2.0), axis=1)\n", -1, "transpose"},
+    {"a loop over a transpose's space, reductions only",
+     INPUTS "  t = transpose(x[::-1])\n"
+            "  output s = sum(mul(t, 2.0), axis=1)\n"
+            "  output r = sum(exp(t), axis=1)\n", 2, "subtensor"},
     {"int casts", INPUTS "  output y = add(cast(transpose(x), dtype=i64), 1)\n",
      1, "transpose"},
 };
