@@ -1627,7 +1627,8 @@ static int buf_chain(const kiln_program *p, int buf)
  * call time, so that the operand may itself be a view of its source: an
  * elementwise node (a LOAD of a broadcast argument, in an ELEMWISE,
  * REDUCE or LOOP kernel: slot 0 of a REDUCE or LOOP kernel, which gives
- * the iteration space, is never a view — slot0_of_type, lower_loop), or
+ * the iteration space, is never a view — iter_spaces keeps the copy of
+ * an operand that could be it; slot0_of_type and lower_loop check), or
  * a shape op other than reshape (its copy's input view, or its own view
  * step).  A reshape needs its source contiguous; reductions, dots,
  * joins, gathers (a loop's TABLE arguments), scatters and set_subtensor
