@@ -6,7 +6,9 @@
  * place).  Elementwise nodes become a scalar program over their inputs;
  * literals become immediates (KILN_I_CONST), so they never take a buffer
  * and their values are part of the kernel description.  Shape ops become
- * copies whose input view does the work (see lower.h).
+ * copies whose input view does the work (see lower.h) or, with fusion on
+ * and only readers that read them as views, no kernel at all: the
+ * readers read the source through the chain of views (plan_views).
  *
  * After lowering, buffers get storage slots by liveness: a temporary
  * takes a free slot at the step that first writes it and gives it back
@@ -194,11 +196,19 @@ static kiln_step *new_step(kiln_program *p, int kind, int node, int n_in,
     return s;
 }
 
+static int buf_chain(const kiln_program *p, int buf);
+
 static void set_arg(kiln_program *p, kiln_step *s, int is_out, int k,
                     int buf, int recipe, int view_rank)
 {
     kiln_arg *a = is_out ? &s->out[k] : &s->in[k];
     kiln_arg_desc *d = is_out ? &s->out_desc[k] : &s->in_desc[k];
+    /* a shape op read in place: its source buffer through the chain of
+     * views (the description is the shape op's: same dtype, the rank of
+     * the view) */
+    a->chain = is_out ? 0 : buf_chain(p, buf);
+    if (a->chain)
+        buf = p->vsteps[a->chain - 1].root;
     a->buf = buf;
     a->recipe = recipe;
     a->aux[0] = a->aux[1] = -1;
@@ -300,6 +310,11 @@ typedef struct kiln_lower_scratch {
     int n_done, cap_done;
     char *inloop;      /* node -> 1 while its loop is being lowered */
     int *where;        /* node -> its position in the lowering order */
+    /* shape ops read in place (plan_views): node -> 1, and buffer -> 1 +
+     * its view step in prog->vsteps (0: a buffer of its own) */
+    char *asview;
+    int *vstep_of;
+    int n_vof;
     fuse_frame *stk;
     int cap_stk;
 } kiln_lower_scratch;
@@ -752,7 +767,9 @@ static int lower_copy(kiln_program *p, kiln_graph *g, int node, int src,
     rc = ew_finish(&c, KILN_KERNEL_ELEMWISE, node, label, dst, orec, attrs, r,
                    iter_rank, &s, err);
     if (!rc && c.n == 1)
-        s->in[0].recipe = rec;
+        s->in[0].recipe = rec == KILN_VIEW_RESHAPE && s->in[0].chain
+                              ? KILN_VIEW_UNITS  /* expand_dims, squeeze */
+                              : rec;
     if (!rc && c.n == 1 && rec == KILN_VIEW_TRANSPOSE) {
         kiln_node *n = &g->nodes[node];
         int rk = g->nodes[src].type.rank;
@@ -789,6 +806,9 @@ static int slot0_of_type(ew_ctx *c, const kiln_type *t)
     int k = -1;
     for (int i = 0; i < c->n && k < 0; i++) {
         const kiln_type *u = &c->p->bufs[arr[i]].type;
+        if (buf_chain(c->p, arr[i]))
+            continue;   /* a shape op read in place: input 0 stays a
+                           buffer as it is */
         if (u->rank == t->rank &&
             !memcmp(u->dims, t->dims, sizeof(int64_t) * (size_t)t->rank))
             k = i;
@@ -1132,7 +1152,8 @@ static int lower_loop(kiln_program *p, kiln_graph *g, int anchor,
         for (int j = 0; j < mn->n_in && !defined; j++) {
             int w = mn->in[j];
             defined = !sc->inloop[w] && loop_reads_element(g, m, j) &&
-                      p->node_buf[w] >= 0 && same_dims(&g->nodes[w].type, space);
+                      p->node_buf[w] >= 0 && !buf_chain(p, p->node_buf[w]) &&
+                      same_dims(&g->nodes[w].type, space);
         }
     }
     if (!defined) {
@@ -1202,7 +1223,8 @@ static int lower_loop(kiln_program *p, kiln_graph *g, int anchor,
     int *arr = c.dyn ? c.dyn : c.bufs;
     int first_in = -1, first_out = -1;
     for (int i = 0; !rc && i < c.n && first_in < 0; i++)
-        if (!c.table[i] && same_dims(&p->bufs[arr[i]].type, space))
+        if (!c.table[i] && !buf_chain(p, arr[i]) &&
+            same_dims(&p->bufs[arr[i]].type, space))
             first_in = i;
     for (int i = 0; !rc && first_in < 0 && i < n_out && first_out < 0; i++)
         if (orole[i] == KILN_ROLE_ITER &&
@@ -1576,6 +1598,173 @@ static int lower_shape(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     return kiln_seterr(err, KILN_ERR_TYPE, "cannot lower op '%s'", name);
 }
 
+/* ---- shape ops read in place -------------------------------------- */
+
+/* The recipe shape op `op` is as a view step, or -1. */
+static int view_recipe(int op)
+{
+    switch (op) {
+    case KILN_OP_TRANSPOSE: return KILN_VIEW_TRANSPOSE;
+    case KILN_OP_SUBTENSOR: return KILN_VIEW_SUBTENSOR;
+    case KILN_OP_EXPAND_DIMS:
+    case KILN_OP_SQUEEZE: return KILN_VIEW_UNITS;
+    case KILN_OP_RESHAPE: return KILN_VIEW_RESHAPE;
+    case KILN_OP_BROADCAST_TO:
+    case KILN_OP_ALLOC: return KILN_VIEW_BCAST;
+    default: return -1;
+    }
+}
+
+/* 1 + the view step buffer `buf` is read through, 0 when it is a buffer
+ * of its own. */
+static int buf_chain(const kiln_program *p, int buf)
+{
+    const kiln_lower_scratch *sc = p->scr;
+    return sc && buf >= 0 && buf < sc->n_vof ? sc->vstep_of[buf] : 0;
+}
+
+/* Whether live node r reads its operand through a view it builds at
+ * call time, so that the operand may itself be a view of its source: an
+ * elementwise node (a LOAD of a broadcast argument, in an ELEMWISE,
+ * REDUCE or LOOP kernel: slot 0 of a REDUCE or LOOP kernel, which gives
+ * the iteration space, is never a view — iter_spaces keeps the copy of
+ * an operand that could be it; slot0_of_type and lower_loop check), or
+ * a shape op other than reshape (its copy's input view, or its own view
+ * step).  A reshape needs its source contiguous; reductions, dots,
+ * joins, gathers (a loop's TABLE arguments), scatters and set_subtensor
+ * read buffers as they are. */
+static int reads_as_view(const kiln_graph *g, int r)
+{
+    const kiln_node *n = &g->nodes[r];
+    if (kiln_ir_op_info(n->op)->category == KILN_CAT_ELEMWISE)
+        return 1;
+    return view_recipe(n->op) >= 0 && n->op != KILN_OP_RESHAPE;
+}
+
+/* The iteration spaces that slot 0 of the kernels computing elementwise
+ * node r may have to give (NULL: none): its reduction tree's operand,
+ * its loop's space (the loop may also be lowered apart) — none when r is
+ * in a loop that an output of its space defines (out_space, by anchor;
+ * lower_loop). */
+static void iter_spaces(const kiln_graph *g, const kiln_fusion *fu,
+                        const char *out_space, int r, const kiln_type **sp)
+{
+    sp[0] = sp[1] = NULL;
+    int a = fu->n_loops ? fu->loop[kiln_fuse_kernel_of(fu, r)] : -1;
+    if (a >= 0 && out_space[a])
+        return;
+    int q = fu->group[r];
+    if (q >= 0 && kiln_ir_op_info(g->nodes[q].op)->category == KILN_CAT_REDUCE)
+        sp[0] = &g->nodes[g->nodes[q].in[0]].type;
+    if (a >= 0)
+        sp[1] = kiln_fuse_loop_space(g, fu, a);
+}
+
+/* Which shape ops need no kernel (docs/rewrite.md, "fuse"): a transpose,
+ * basic slice, expand_dims, squeeze, reshape or broadcast_to that is no
+ * graph output, keeps its operand's dtype, and whose every live reader
+ * reads it as a view (reads_as_view) is read in place — its readers take
+ * its source buffer through the chain of view steps up to it (at most
+ * KILN_VIEW_MAX_CHAIN; a deeper one is copied and its readers start a
+ * new chain).  Its buffer is never stored, but its shape is still
+ * inferred and checked at call time (kiln_buf.fused).  Linear. */
+static int plan_views(kiln_program *p, const kiln_graph *g, const char *live,
+                      kiln_err *err)
+{
+    kiln_lower_scratch *sc = p->scr;
+    size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
+    char *bad = calloc(2 * nn, 1), *out_space = bad + nn;
+    int *depth = calloc(nn, sizeof(int));
+    sc->asview = calloc(nn, 1);
+    sc->vstep_of = calloc((size_t)(p->n_bufs ? p->n_bufs : 1), sizeof(int));
+    if (!bad || !depth || !sc->asview || !sc->vstep_of) {
+        free(bad);
+        free(depth);
+        return nomem(err);
+    }
+    sc->n_vof = p->n_bufs;
+    /* loops whose space an ITER output of that space gives */
+    for (int v = 0; sc->fu.n_loops && v < g->n_nodes; v++) {
+        int a = live[v] ? sc->fu.loop[kiln_fuse_kernel_of(&sc->fu, v)] : -1;
+        if (a >= 0 && loop_output(g, &sc->fu, v) == KILN_ROLE_ITER + 1 &&
+            same_dims(&g->nodes[v].type, kiln_fuse_loop_space(g, &sc->fu, a)))
+            out_space[a] = 1;
+    }
+    for (int r = 0; r < g->n_nodes; r++) {
+        if (!live[r])
+            continue;
+        if (reads_as_view(g, r)) {
+            /* an operand that could give a REDUCE or LOOP kernel its
+             * iteration space (slot 0) stays a buffer: read in place it
+             * could not be slot 0, and the kernel would be split */
+            const kiln_type *sp[2];
+            iter_spaces(g, &sc->fu, out_space, r, sp);
+            for (int i = 0; i < g->nodes[r].n_in; i++)
+                for (int k = 0; k < 2; k++)
+                    if (sp[k] && same_dims(&g->nodes[g->nodes[r].in[i]].type,
+                                           sp[k]))
+                        bad[g->nodes[r].in[i]] = 1;
+            continue;
+        }
+        int dot = kiln_ir_op_info(g->nodes[r].op)->category == KILN_CAT_DOT;
+        for (int i = 0; i < g->nodes[r].n_in; i++)
+            bad[dot ? kiln_lower_dot_operand(g, r, i, NULL)
+                    : g->nodes[r].in[i]] = 1;
+    }
+    for (int v = 0; v < g->n_nodes; v++) {
+        const kiln_node *n = &g->nodes[v];
+        if (!live[v] || bad[v] || sc->isout[v] || view_recipe(n->op) < 0)
+            continue;
+        int src = n->in[0], vb = p->node_buf[v];
+        int d = (sc->asview[src] ? depth[src] : 0) + 1;
+        if (d > KILN_VIEW_MAX_CHAIN || p->node_buf[src] < 0 || vb < 0 ||
+            p->bufs[vb].kind != KILN_BUF_TEMP ||
+            g->nodes[src].type.dtype != n->type.dtype)
+            continue;
+        sc->asview[v] = 1;
+        depth[v] = d;
+    }
+    free(bad);
+    free(depth);
+    return 0;
+}
+
+/* Shape op v, read in place: its view step, after its source's. */
+static int lower_view(kiln_program *p, const kiln_graph *g, int v,
+                      kiln_err *err)
+{
+    const kiln_node *n = &g->nodes[v];
+    if (p->n_vsteps == p->cap_vsteps) {
+        int cap = p->cap_vsteps ? 2 * p->cap_vsteps : 16;
+        kiln_vstep *m = realloc(p->vsteps, sizeof *m * (size_t)cap);
+        if (!m)
+            return nomem(err);
+        p->vsteps = m;
+        p->cap_vsteps = cap;
+    }
+    kiln_vstep *st = &p->vsteps[p->n_vsteps];
+    memset(st, 0, sizeof *st);
+    int sb = p->node_buf[n->in[0]], vb = p->node_buf[v];
+    st->prev = buf_chain(p, sb);
+    st->root = st->prev ? p->vsteps[st->prev - 1].root : sb;
+    st->depth = st->prev ? p->vsteps[st->prev - 1].depth + 1 : 1;
+    st->a.buf = vb;
+    st->a.recipe = view_recipe(n->op);
+    st->a.aux[0] = st->a.aux[1] = -1;
+    if (n->op == KILN_OP_TRANSPOSE) {
+        int rk = g->nodes[n->in[0]].type.rank;
+        for (int i = 0; i < rk; i++) {
+            int64_t ax = n->attrs->has_axes ? n->attrs->axes[i] : rk - 1 - i;
+            st->a.perm[i] = ax < 0 ? ax + rk : ax;
+        }
+    }
+    if (n->op == KILN_OP_SUBTENSOR)
+        st->a.attrs = n->attrs;
+    p->scr->vstep_of[vb] = ++p->n_vsteps;
+    p->bufs[vb].fused = 1;
+    return 0;
+}
+
 /* ---- the driver ----------------------------------------------------- */
 
 static int make_buffers(kiln_program *p, kiln_graph *g, kiln_err *err)
@@ -1725,6 +1914,8 @@ int kiln_lower_ex(kiln_graph *g, kiln_program *p, const kiln_lower_opts *opts,
     free(sc.stk);
     free(sc.inloop);
     free(sc.where);
+    free(sc.asview);
+    free(sc.vstep_of);
     p->scr = NULL;
     p->opts = NULL;
     return rc;
@@ -1739,6 +1930,8 @@ static int lower_node(kiln_program *p, kiln_graph *g, int v, int k,
     kiln_lower_scratch *sc = p->scr;
     int *group = sc->group;
     kiln_node *n = &g->nodes[v];
+    if (sc->asview && sc->asview[v])
+        return lower_view(p, g, v, err);
     switch (kiln_ir_op_info(n->op)->category) {
     case KILN_CAT_LEAF: return 0;
     case KILN_CAT_ELEMWISE:
@@ -1819,6 +2012,8 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
                          : g->nodes[v].in[i]]++;
     for (int i = 0; !rc && i < g->n_outputs; i++)
         sc->isout[g->outputs[i].value] = 1;
+    if (!rc && sc->group)
+        rc = plan_views(p, g, live, err);
     int *group = sc->group;
     /* the fusion plan's order (topological, each scalar region's members
      * together), else node order */
@@ -1910,6 +2105,7 @@ void kiln_lower_free(kiln_program *p)
     free(p->bufs);
     free(p->steps);
     free(p->node_buf);
+    free(p->vsteps);
     memset(p, 0, sizeof *p);
 }
 
@@ -1930,17 +2126,13 @@ static void contiguous(kiln_view *v)
     }
 }
 
-void kiln_lower_view(const kiln_program *p, const kiln_arg *a, int iter_rank,
-                     const int64_t *iter_shape, kiln_view *v)
+/* Apply recipe a->recipe to view *v (the buffer as it is, or the view
+ * earlier steps of a chain made of it) for iteration shape iter. */
+static void apply_recipe(const kiln_program *p, const kiln_arg *a,
+                         int iter_rank, const int64_t *iter_shape,
+                         kiln_view *v)
 {
-    const kiln_buf *b = &p->bufs[a->buf];
-    size_t esz = kiln_dtype_size(b->type.dtype);
-    v->data = b->data;
-    v->dtype = b->type.dtype;
-    v->rank = b->rank;
-    for (int i = 0; i < b->rank; i++)
-        v->shape[i] = b->shape[i];
-    contiguous(v);
+    size_t esz = kiln_dtype_size((kiln_dtype)v->dtype);
     switch (a->recipe) {
     case KILN_VIEW_FULL:
         return;
@@ -1999,7 +2191,7 @@ void kiln_lower_view(const kiln_program *p, const kiln_arg *a, int iter_rank,
                                       : src.strides[i];
         }
         v->rank = r;
-        v->data = (char *)b->data + off * (int64_t)esz;
+        v->data = (char *)v->data + off * (int64_t)esz;
         return;
     }
     case KILN_VIEW_REDUCE_OUT: {
@@ -2046,8 +2238,58 @@ void kiln_lower_view(const kiln_program *p, const kiln_arg *a, int iter_rank,
             tshape[tr++] = x->shape[i];
         kiln_arg bc = *a;
         bc.recipe = KILN_VIEW_BCAST;
-        kiln_lower_view(p, &bc, tr, tshape, v);
+        apply_recipe(p, &bc, tr, tshape, v);
+        return;
+    }
+    case KILN_VIEW_UNITS: {
+        /* the view's dims other than 1, in order, are the iteration
+         * shape's: size-1 axes come and go.  A size-1 axis gets the
+         * stride a contiguous layout would give it (any stride is
+         * right; this one keeps contiguous views contiguous) */
+        kiln_view src = *v;
+        v->rank = iter_rank;
+        for (int i = 0, j = 0; i < iter_rank; i++) {
+            v->shape[i] = iter_shape[i];
+            if (iter_shape[i] == 1)
+                continue;
+            while (j < src.rank && src.shape[j] == 1)
+                j++;
+            v->strides[i] = j < src.rank ? src.strides[j++] : 0;
+        }
+        int64_t next = 1;
+        for (int i = iter_rank - 1; i >= 0; i--) {
+            if (v->shape[i] == 1)
+                v->strides[i] = next;
+            else
+                next = v->strides[i] * v->shape[i];
+        }
         return;
     }
     }
+}
+
+void kiln_lower_view(const kiln_program *p, const kiln_arg *a, int iter_rank,
+                     const int64_t *iter_shape, kiln_view *v)
+{
+    const kiln_buf *b = &p->bufs[a->buf];
+    v->data = b->data;
+    v->dtype = b->type.dtype;
+    v->rank = b->rank;
+    for (int i = 0; i < b->rank; i++)
+        v->shape[i] = b->shape[i];
+    contiguous(v);
+    if (a->chain > 0) {
+        /* the shape ops read in place, from the source outwards (a
+         * chain is at most KILN_VIEW_MAX_CHAIN steps: lower.c) */
+        int idx[KILN_VIEW_MAX_CHAIN], n = 0;
+        for (int k = a->chain; k > 0 && n < KILN_VIEW_MAX_CHAIN;
+             k = p->vsteps[k - 1].prev)
+            idx[n++] = k - 1;
+        while (n > 0) {
+            const kiln_vstep *st = &p->vsteps[idx[--n]];
+            const kiln_buf *t = &p->bufs[st->a.buf];
+            apply_recipe(p, &st->a, t->rank, t->shape, v);
+        }
+    }
+    apply_recipe(p, a, iter_rank, iter_shape, v);
 }

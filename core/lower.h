@@ -8,7 +8,8 @@
  * step is one kernel call; each of its arguments is a *view* of a buffer,
  * computed at call time from the buffer's run-time shape by a recipe
  * (broadcast, transpose, slice, ...), so that shape ops cost no copy of
- * their own beyond the kernel that consumes them.
+ * their own beyond the kernel that consumes them; a shape op read in
+ * place is not even that (kiln_vstep).
  */
 #ifndef KILN_CORE_LOWER_H
 #define KILN_CORE_LOWER_H
@@ -58,9 +59,17 @@ enum kiln_recipe {
     KILN_VIEW_REDUCE_OUT, /* reduce output: iteration rank, stride 0 on
                              reduced axes (mask[]) */
     KILN_VIEW_EXPAND,     /* a size-1 axis inserted at `axis` */
-    KILN_VIEW_BCAST_TAKE  /* broadcast to take(aux[0], aux[1], axis)'s
+    KILN_VIEW_BCAST_TAKE, /* broadcast to take(aux[0], aux[1], axis)'s
                              shape (scatter values) */
+    KILN_VIEW_UNITS       /* size-1 axes inserted or removed (expand_dims,
+                             squeeze of any strided view): the iteration
+                             shape, whose other dims are the view's in
+                             order */
 };
+
+/* The longest chain of view steps one argument reads through (deeper
+ * chains of shape ops are copied at that depth). */
+#define KILN_VIEW_MAX_CHAIN 8
 
 typedef struct kiln_arg {
     int buf;
@@ -70,7 +79,25 @@ typedef struct kiln_arg {
     int64_t perm[KILN_MAX_RANK];   /* TRANSPOSE: perm; REDUCE_OUT: mask */
     const kiln_attrs *attrs;       /* SUBTENSOR (points into the fn's graph) */
     int aux[2];                    /* BCAST_TAKE */
+    int chain;            /* 0, or 1 + the index in prog->vsteps of the
+                             last view step `buf` goes through before
+                             `recipe` applies (a shape op that is no
+                             kernel: docs/rewrite.md, "fuse") */
 } kiln_arg;
+
+/* A shape op read in place (no kernel, no buffer of its own): one step of
+ * the chain of views an argument reads its source buffer through.  `a`
+ * is the step as a recipe (TRANSPOSE, SUBTENSOR, RESHAPE, UNITS, BCAST);
+ * the recipes that need a target shape take the run-time shape of
+ * buffer `a.buf` (the shape op's own buffer, never stored, its shape
+ * inferred at each call with new shapes).  Steps apply from the source
+ * outwards: prev first. */
+typedef struct kiln_vstep {
+    kiln_arg a;
+    int prev;             /* 1 + index of the step before, 0: none */
+    int root;             /* the source buffer of the whole chain */
+    int depth;            /* steps up to and including this one */
+} kiln_vstep;
 
 typedef struct kiln_step {
     kiln_kernel kernel;   /* description; arrays owned by the step */
@@ -118,6 +145,8 @@ typedef struct kiln_program {
     int n_steps, cap_steps;
     int *node_buf;        /* graph node -> buffer (-1 when none) */
     int n_slots;
+    kiln_vstep *vsteps;   /* shape ops read in place (kiln_arg.chain) */
+    int n_vsteps, cap_vsteps;
     struct kiln_lower_opts *opts; /* during kiln_lower_ex only */
     struct kiln_lower_scratch *scr; /* during kiln_lower_ex only (lower.c) */
 } kiln_program;

@@ -66,6 +66,7 @@
 #include "rewrite/rewrite.h"
 #include "runtime.h"
 #include "tap.h"
+#include "found_backends.h"
 #include "gradcheck.h"
 #include "open_backend.h"
 
@@ -131,41 +132,7 @@ static kiln_function *compile_body(const char *body, const char *backend,
 
 #define MAX_OUT 64
 
-/* a call's outputs, copied (the function reuses its buffers) */
-typedef struct outs {
-    int rc;
-    char msg[300];
-    int n;
-    kiln_tensor t[MAX_OUT];
-} outs;
-
-static void outs_free(outs *o)
-{
-    for (int i = 0; i < o->n; i++)
-        free(o->t[i].data);
-    o->n = 0;
-}
-
-static void call_copy(kiln_function *f, const kiln_tensor *in, outs *o)
-{
-    memset(o, 0, sizeof *o);
-    kiln_err err = {0, ""};
-    kiln_tensor out[MAX_OUT];
-    o->rc = f ? kiln_function_call(f, in, out, &err) : -1;
-    if (o->rc) {
-        snprintf(o->msg, sizeof o->msg, "%s", f ? err.message : "no function");
-        return;
-    }
-    o->n = kiln_function_n_outputs(f);
-    for (int i = 0; i < o->n; i++) {
-        o->t[i] = out[i];
-        size_t bytes = kiln_dtype_size(out[i].dtype);
-        for (int k = 0; k < out[i].rank; k++)
-            bytes *= (size_t)out[i].shape[k];
-        o->t[i].data = malloc(bytes ? bytes : 1);
-        memcpy(o->t[i].data, out[i].data, bytes);
-    }
-}
+#include "call_outs.h"
 
 static int64_t numel_of(const kiln_tensor *t)
 {
@@ -265,16 +232,6 @@ static kstats kernel_stats(const kiln_function *f, int cap_ops,
         s.n_over_width += cap_width > 0 && k.facts.width > cap_width;
     }
     return s;
-}
-
-static int have_backend(const char *name)
-{
-    kiln_function *f = compile_body("  input x: f64[2]\n  output y = exp(x)\n",
-                                    name, "none", NULL);
-    int r = f && kiln_function_n_kernels(f) > 0 &&
-            strcmp(kiln_function_kernel_backend(f, 0), name) == 0;
-    kiln_function_free(f);
-    return r;
 }
 
 /* every kernel of f was compiled by `be` (no silent fallback) */
@@ -1633,15 +1590,7 @@ static void test_loop_deps(void)
 
 int main(void)
 {
-    backends[n_backends++] = "interp";
-    if (have_backend("tcc"))
-        backends[n_backends++] = "tcc";
-    else
-        ok(1, "tcc # SKIP not built");
-    if (have_backend("llvm"))
-        backends[n_backends++] = "llvm";
-    else
-        ok(1, "llvm # SKIP not built");
+    n_backends = found_backends(backends);
     test_mixed();
     test_counts_and_caps();
     test_topo();

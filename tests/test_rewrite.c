@@ -1052,23 +1052,35 @@ static void test_shape_rules(const char **backends, int nb)
         ok(0, "gradient model: canonicalize");
     }
     for (int b = 0; b < nb; b++) {
-        result a, r, k;
+        result a, r, k, rf, kf;
         char why[512] = "";
         run(g, backends[b], "none", NULL, 5, &a);
         run(g, backends[b], "all", NULL, 5, &r);
         run(g, backends[b], "-canonicalize", NULL, 5, &k);
+        /* without fusion: fusion reads the squeezes and expand_dims left
+         * in place (no kernels either way), which would hide the rule's
+         * effect */
+        run(g, backends[b], "-fuse", NULL, 5, &rf);
+        run(g, backends[b], "-canonicalize,-fuse", NULL, 5, &kf);
         ok(a.rc == 0 && same_results(&a, &r, why, sizeof why),
            "gradient model: %s, all passes agree with none %s", backends[b],
            why);
-        ok(k.n_squeeze >= 4 && r.n_squeeze == 0 && r.n_expand < k.n_expand &&
-               r.n_kernels <= k.n_kernels - k.n_squeeze,
+        ok(kf.n_squeeze >= 4 && rf.n_squeeze == 0 &&
+               rf.n_expand < kf.n_expand &&
+               rf.n_kernels <= kf.n_kernels - kf.n_squeeze,
            "gradient model: %s, squeeze kernels %d -> %d, expand_dims %d -> "
-           "%d, kernels %d -> %d (without canonicalize -> with)",
-           backends[b], k.n_squeeze, r.n_squeeze, k.n_expand, r.n_expand,
-           k.n_kernels, r.n_kernels);
+           "%d, kernels %d -> %d (without canonicalize -> with; no fusion)",
+           backends[b], kf.n_squeeze, rf.n_squeeze, kf.n_expand, rf.n_expand,
+           kf.n_kernels, rf.n_kernels);
+        ok(k.n_squeeze == 0 && r.n_squeeze == 0 && r.n_kernels <= k.n_kernels,
+           "gradient model: %s, with fusion no squeeze kernel with or "
+           "without canonicalize (read in place), kernels %d -> %d",
+           backends[b], k.n_kernels, r.n_kernels);
         result_free(&a);
         result_free(&r);
         result_free(&k);
+        result_free(&rf);
+        result_free(&kf);
     }
     kiln_graph_free(g);
     /* tests/gradcheck.h: the gradients of the rewritten graph (kiln_compile

@@ -1,0 +1,57 @@
+/*
+ * call_outs.h — a call's outputs, copied (a kiln_function reuses its
+ * buffers), for tests that compare calls (include once; define MAX_OUT,
+ * the most outputs a function of the test has, before including).
+ */
+#ifndef KILN_TESTS_CALL_OUTS_H
+#define KILN_TESTS_CALL_OUTS_H
+
+#include <kiln/kiln.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct outs {
+    int rc;
+    char msg[300];
+    int n;
+    kiln_tensor t[MAX_OUT];
+} outs;
+
+static size_t outs_bytes(const kiln_tensor *t)
+{
+    size_t b = kiln_dtype_size(t->dtype);
+    for (int k = 0; k < t->rank; k++)
+        b *= (size_t)t->shape[k];
+    return b;
+}
+
+static void outs_free(outs *o)
+{
+    for (int i = 0; i < o->n; i++)
+        free(o->t[i].data);
+    o->n = 0;
+}
+
+/* call f (NULL: rc -1) and keep copies of its outputs, or the error */
+static void call_copy(kiln_function *f, const kiln_tensor *in, outs *o)
+{
+    memset(o, 0, sizeof *o);
+    kiln_err err = {0, ""};
+    kiln_tensor out[MAX_OUT];
+    o->rc = f ? kiln_function_call(f, in, out, &err) : -1;
+    if (o->rc) {
+        snprintf(o->msg, sizeof o->msg, "%s", f ? err.message : "no function");
+        return;
+    }
+    o->n = kiln_function_n_outputs(f);
+    for (int i = 0; i < o->n; i++) {
+        o->t[i] = out[i];
+        size_t b = outs_bytes(&out[i]);
+        o->t[i].data = malloc(b ? b : 1);
+        memcpy(o->t[i].data, out[i].data, b);
+    }
+}
+
+#endif
