@@ -37,7 +37,7 @@
 
 /* Changes whenever the generated code for some kernel may change; goes
  * into the build_id of backends that use the emitter. */
-#define KILN_EMIT_C_VERSION "emit_c-1"
+#define KILN_EMIT_C_VERSION "emit_c-3"
 
 /* 0 when the emitter can generate code for `k`; otherwise -1 with a
  * one-line reason in why[n]. */
