@@ -1033,19 +1033,18 @@ static const char *identity_text(uint32_t op, unsigned dt)
     }
 }
 
-/* Fold program output o into reduction output o (REDUCE, and a LOOP's
- * REDUCE outputs) for element j: into the block's accumulator acc<o>
+/* Fold program output o (its value: the text val) into reduction output
+ * o (REDUCE, and a LOOP's REDUCE outputs) for element j: into the block's accumulator acc<o>
  * when the output does not step along the row (t<o> == 0), else into
  * the output element. */
-static void emit_fold(emitter *e, uint32_t o)
+static void emit_fold(emitter *e, uint32_t o, const char *val)
 {
     const kiln_kernel *k = e->k;
     sbuf *b = &e->body;
     uint32_t op = k->reduce_op;
     unsigned dt = k->outputs[o].dtype;
     const char *T = ctype[dt], *ACC = dt == KILN_F32 ? "double" : T;
-    char val[128], cv[160], accn[16], on[32];
-    ref(e, k->out_refs[o], val, sizeof val);
+    char cv[160], accn[16], on[32];
     snprintf(cv, sizeof cv, "(%s)%s", ACC, val);
     snprintf(accn, sizeof accn, "acc%u", o);
     snprintf(on, sizeof on, "*oj%u", o);
@@ -1121,8 +1120,10 @@ static void emit_reduce(emitter *e)
     }
     sb_put(b, "     for (j = j0; j < j1; j++) {\n");
     emit_program(e);
-    for (uint32_t o = 0; o < no; o++)
-        emit_fold(e, o);
+    for (uint32_t o = 0; o < no; o++) {
+        char val[128];
+        emit_fold(e, o, ref(e, k->out_refs[o], val, sizeof val));
+    }
     sb_put(b, "     }\n");
     for (uint32_t o = 0; o < no; o++)
         emit_flush(e, o);
@@ -1451,20 +1452,41 @@ static void emit_loop(emitter *e)
     }
     sb_put(b, "     for (j = j0; j < j1; j++) {\n");
     emit_loop_program(e);
+    /* an ITER output may be an ITER input (in place): values the outputs
+     * read straight from an input are read before the first store */
+    int iter_out = 0;
+    for (uint32_t o = 0; o < no; o++)
+        iter_out |= k->out_roles[o] == KILN_ROLE_ITER;
+    for (uint32_t o = 0; iter_out && o < no; o++) {
+        int32_t v = k->out_refs[o], x = k->out_index[o];
+        if (k->instrs[v].op == KILN_I_LOAD)
+            sb_printf(b, "      %s ov%u = %s;\n", ctype[k->instrs[v].dtype],
+                      o, ref(e, v, e->tmp[0], 128));
+        if (x >= 0 && k->instrs[x].op == KILN_I_LOAD)
+            sb_printf(b, "      %s ox%u = %s;\n", ctype[k->instrs[x].dtype],
+                      o, ref(e, x, e->tmp[0], 128));
+    }
     for (uint32_t o = 0; o < no; o++) {
         unsigned dt = k->outputs[o].dtype;
-        char val[128], size[32], on[32];
-        ref(e, k->out_refs[o], val, sizeof val);
+        char val[128], size[32], on[32], ix[128];
+        int32_t x = k->out_index[o];
+        if (iter_out && k->instrs[k->out_refs[o]].op == KILN_I_LOAD)
+            snprintf(val, sizeof val, "ov%u", o);
+        else
+            ref(e, k->out_refs[o], val, sizeof val);
+        if (iter_out && x >= 0 && k->instrs[x].op == KILN_I_LOAD)
+            snprintf(ix, sizeof ix, "ox%u", o);
+        else if (x >= 0)
+            ref(e, x, ix, sizeof ix);
         switch (k->out_roles[o]) {
         case KILN_ROLE_REDUCE:
-            emit_fold(e, o);
+            emit_fold(e, o, val);
             break;
         case KILN_ROLE_SCATTER:
             snprintf(size, sizeof size, "zn%u", o);
             snprintf(on, sizeof on, "*zp%u", o);
             sb_printf(b, "      kr = (i64)%s; kx = kr < 0 ? kr + %s : kr;\n"
-                      "      if ((u64)kx >= (u64)%s) { ",
-                      ref(e, k->out_index[o], e->tmp[0], 128), size, size);
+                      "      if ((u64)kx >= (u64)%s) { ", ix, size, size);
             emit_bad_index(e, k->n_instrs + o, size);
             sb_printf(b, " }\n      else { %s *zp%u = z%u + kx * zs%u; "
                       "*zp%u = ", ctype[dt], o, o, o, o);
