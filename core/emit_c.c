@@ -23,6 +23,18 @@
  *  GATHER/SCATTER  index checks first (exact interpreter message), then
  *            the positions of x[:axis] + idx in C order, each copying (or
  *            adding) a sub-array.
+ *  LOOP      (ABI 1.5) the ELEMWISE/REDUCE walk with each argument's
+ *            stride given by its role (kl_role, kl_lst: ITER views step,
+ *            REDUCE outputs have stride 0 on reduce_axes, TABLE inputs
+ *            and SCATTER outputs are indexed, not walked), coalesced as
+ *            the interpreter coalesces; rows in 256-element blocks.  Per
+ *            element the program (TAKE: a bounds-checked indexed load),
+ *            then each output by role: ITER stored, REDUCE folded as in
+ *            REDUCE (identity first, MEAN at the end), SCATTER added at
+ *            its index after the same check.  A bad index ends the call
+ *            after its block with the interpreter's message, naming the
+ *            index the interpreter names (the first check in program
+ *            order, then element order, of the first bad block).
  *  DOT       one rt->dgemm / rt->sgemm call when the views are BLAS
  *            layouts, else a triple loop accumulating in double (as the
  *            interpreter).
