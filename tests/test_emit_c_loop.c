@@ -29,30 +29,17 @@
 #include <kiln/backend.h>
 #include <kiln/kiln.h>
 
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "emit_c.h"
+#include "open_backend.h"
 #include "runtime.h"
 #include "tap.h"
 
 static const kiln_backend *T, *I;
-
-static const kiln_backend *open_plugin(const char *dir, const char *name)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/backends/%s/.libs/%s.so", dir, name, name);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return NULL;
-    void *sym = dlsym(h, KILN_BACKEND_ENTRY);
-    kiln_backend_entry_fn e;
-    memcpy(&e, &sym, sizeof e);
-    return sym ? e(KILN_ABI_MAJOR, KILN_ABI_MINOR, NULL, 0) : NULL;
-}
 
 static size_t esize(int dt)
 {
@@ -688,8 +675,8 @@ static void test_checks(void)
 int main(void)
 {
     const char *bd = getenv("KILN_BUILDDIR") ? getenv("KILN_BUILDDIR") : ".";
-    T = open_plugin(bd, "tcc");
-    I = open_plugin(bd, "interp");
+    T = open_backend(bd, "tcc");
+    I = open_backend(bd, "interp");
     if (!T || !I) {
         printf("1..0 # SKIP the tcc or interp plugin was not built\n");
         return 0;
