@@ -1423,7 +1423,7 @@ static void emit_loop(emitter *e)
         sb_printf(b, "  for (d = 0; d < %s.rank; d++) {\n"
                   "    if ((%uU >> d) & 1U) { dsh[d] = 1; "
                   "cnt *= (double)%s.shape[d]; }\n"
-                  "    else dsh[d] = %s.shape[d];\n  }\n  (void)kl_inf;\n",
+                  "    else dsh[d] = %s.shape[d];\n  }\n  (void)kl_inf; (void)cnt;\n",
                   space, k->reduce_axes, space, space);
         for (uint32_t o = 0; o < no; o++) {
             unsigned dt = k->outputs[o].dtype;
