@@ -31,6 +31,18 @@
  *            (exact interpreter message), then
  *            the positions of x[:axis] + idx in C order, each copying (or
  *            adding) a sub-array.
+ *  LOOP      (ABI 1.5) the ELEMWISE/REDUCE walk with each argument's
+ *            stride given by its role (kl_role, kl_lst: ITER views step,
+ *            REDUCE outputs have stride 0 on reduce_axes, TABLE inputs
+ *            and SCATTER outputs are indexed, not walked), coalesced as
+ *            the interpreter coalesces; rows in 256-element blocks.  Per
+ *            element the program (TAKE: a bounds-checked indexed load),
+ *            then each output by role: ITER stored, REDUCE folded as in
+ *            REDUCE (identity first, MEAN at the end), SCATTER added at
+ *            its index after the same check.  A bad index ends the call
+ *            after its block with the interpreter's message, naming the
+ *            index the interpreter names (the first check in program
+ *            order, then element order, of the first bad block).
  *  DOT       one rt->dgemm / rt->sgemm call when the views are BLAS
  *            layouts (decided in prep), else a triple loop accumulating in double (as the
  *            interpreter).
@@ -122,7 +134,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
 
 enum opclass {
     C_LOAD, C_CONST, C_CAST, C_NUMERIC, C_FLOAT, C_ORDER, C_WHERE,
-    C_COMPARE, C_LOGIC
+    C_COMPARE, C_LOGIC, C_TAKE
 };
 
 typedef struct opinfo {
@@ -170,6 +182,8 @@ static const opinfo ops[KILN_I_COUNT] = {
     [KILN_I_OR] = {"or", 2, C_LOGIC, NULL},
     [KILN_I_NOT] = {"not", 1, C_LOGIC, NULL},
     [KILN_I_TRIGAMMA] = {"trigamma", 1, C_FLOAT, "trigamma"},
+    /* LOOP kernels: its one instruction operand is b (a is an input) */
+    [KILN_I_TAKE] = {"take", 1, C_TAKE, NULL},
 };
 
 static const char *const dt_name[KILN_NDTYPES] = {"f64", "f32", "i64",
@@ -186,6 +200,8 @@ static int is_int(unsigned dt) { return dt == KILN_I64 || dt == KILN_I32; }
 
 static int32_t operand(const kiln_instr *in, unsigned q)
 {
+    if (in->op == KILN_I_TAKE)
+        return in->b;
     return q == 0 ? in->a : q == 1 ? in->b : in->c;
 }
 
@@ -221,6 +237,28 @@ static int read_kernel(const kiln_kernel *src, kiln_kernel *dst, char *why,
     return 0;
 }
 
+/* KILN_I_TAKE (LOOP kernels): a = a TABLE input of the result's dtype,
+ * b = an i64/i32 instruction (checked earlier). */
+static int check_take(const kiln_kernel *k, uint32_t i, char *why, size_t n)
+{
+    const kiln_instr *in = &k->instrs[i];
+    if (k->kind != KILN_KERNEL_LOOP)
+        return why_f(why, n, "instruction %u (take) outside a loop kernel",
+                     i);
+    if (in->a < 0 || (uint32_t)in->a >= k->n_inputs ||
+        k->in_roles[in->a] != KILN_ROLE_TABLE)
+        return why_f(why, n, "instruction %u (take): input %d is not a "
+                     "table", i, (int)in->a);
+    if (!is_int(k->instrs[in->b].dtype))
+        return why_f(why, n, "instruction %u (take): the index is %s, not "
+                     "i64/i32", i, dt_name[k->instrs[in->b].dtype]);
+    if (k->inputs[in->a].dtype != in->dtype)
+        return why_f(why, n, "instruction %u (take): dtype %s but input %d "
+                     "is %s", i, dt_name[in->dtype], (int)in->a,
+                     dt_name[k->inputs[in->a].dtype]);
+    return 0;
+}
+
 static int check_instr(const kiln_kernel *k, uint32_t i, char *why, size_t n)
 {
     const kiln_instr *in = &k->instrs[i];
@@ -246,7 +284,13 @@ static int check_instr(const kiln_kernel *k, uint32_t i, char *why, size_t n)
             return why_f(why, n, "instruction %u (load): dtype %s but input "
                          "%d is %s", i, dt_name[dt], (int)in->a,
                          dt_name[k->inputs[in->a].dtype]);
+        if (k->kind == KILN_KERNEL_LOOP &&
+            k->in_roles[in->a] != KILN_ROLE_ITER)
+            return why_f(why, n, "instruction %u (load): input %d is a "
+                         "table", i, (int)in->a);
         return 0;
+    case C_TAKE:
+        return check_take(k, i, why, n);
     case C_CONST:
     case C_CAST:
         return 0;
@@ -315,6 +359,101 @@ static int check_ranks(const kiln_kernel *k, unsigned rank, char *why,
     return 0;
 }
 
+/* Whether reduce_op is defined for an output of dtype dt. */
+static int check_reduce_dtype(uint32_t op, unsigned dt, char *why, size_t n)
+{
+    switch (op) {
+    case KILN_REDUCE_SUM:
+    case KILN_REDUCE_PROD:
+        if (dt == KILN_BOOL)
+            return why_f(why, n, "sum/prod of bool");
+        return 0;
+    case KILN_REDUCE_MEAN:
+        if (!is_float(dt))
+            return why_f(why, n, "mean of %s", dt_name[dt]);
+        return 0;
+    case KILN_REDUCE_MAX:
+    case KILN_REDUCE_MIN:
+        return 0;
+    default:
+        return why_f(why, n, "unknown reduce_op %u", op);
+    }
+}
+
+/* The argument whose shape is a LOOP's iteration space: the first ITER
+ * input, else the first ITER or REDUCE output (index into inputs, or
+ * n_inputs + output index); -1 when there is none. */
+static int64_t loop_space(const kiln_kernel *k)
+{
+    for (uint32_t i = 0; i < k->n_inputs; i++)
+        if (k->in_roles[i] == KILN_ROLE_ITER)
+            return i;
+    for (uint32_t j = 0; j < k->n_outputs; j++)
+        if (k->out_roles[j] == KILN_ROLE_ITER ||
+            k->out_roles[j] == KILN_ROLE_REDUCE)
+            return (int64_t)k->n_inputs + j;
+    return -1;
+}
+
+/* LOOP (ABI 1.5): roles, ranks, reductions and scatter indices (the
+ * interpreter's rules). */
+static int check_loop(const kiln_kernel *k, char *why, size_t n)
+{
+    if ((k->n_inputs && !k->in_roles) || !k->out_roles || !k->out_index)
+        return why_f(why, n, "loop kernel without roles or out_index");
+    for (uint32_t i = 0; i < k->n_inputs; i++)
+        if (k->in_roles[i] != KILN_ROLE_ITER &&
+            k->in_roles[i] != KILN_ROLE_TABLE)
+            return why_f(why, n, "input %u has role %u", i, k->in_roles[i]);
+    for (uint32_t j = 0; j < k->n_outputs; j++)
+        if (k->out_roles[j] != KILN_ROLE_ITER &&
+            k->out_roles[j] != KILN_ROLE_REDUCE &&
+            k->out_roles[j] != KILN_ROLE_SCATTER)
+            return why_f(why, n, "output %u has role %u", j,
+                         k->out_roles[j]);
+    int64_t sp = loop_space(k);
+    if (sp < 0)
+        return why_f(why, n, "loop kernel without an iteration input or "
+                     "output");
+    unsigned rank = sp < k->n_inputs ? k->inputs[sp].rank
+                                     : k->outputs[sp - k->n_inputs].rank;
+    if (rank < 32 && (k->reduce_axes >> rank) != 0)
+        return why_f(why, n, "reduce_axes 0x%x beyond rank %u",
+                     k->reduce_axes, rank);
+    for (uint32_t i = 0; i < k->n_inputs; i++) {
+        unsigned want = k->in_roles[i] == KILN_ROLE_TABLE ? 1u : rank;
+        if (k->inputs[i].rank != want)
+            return why_f(why, n, "input %u has rank %u, expected %u", i,
+                         k->inputs[i].rank, want);
+    }
+    if (check_program(k, why, n))
+        return -1;
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        unsigned role = k->out_roles[j], dt = k->outputs[j].dtype;
+        unsigned want = role == KILN_ROLE_SCATTER ? 1u : rank;
+        int32_t x = k->out_index[j];
+        if (k->outputs[j].rank != want)
+            return why_f(why, n, "output %u has rank %u, expected %u", j,
+                         k->outputs[j].rank, want);
+        if (role == KILN_ROLE_REDUCE &&
+            check_reduce_dtype(k->reduce_op, dt, why, n))
+            return -1;
+        if (role != KILN_ROLE_SCATTER) {
+            if (x != -1)
+                return why_f(why, n, "out_index[%u] = %d for an output that "
+                             "does not scatter", j, (int)x);
+            continue;
+        }
+        if (dt == KILN_BOOL)
+            return why_f(why, n, "output %u: a scatter-add of bool", j);
+        if (x < 0 || (uint32_t)x >= k->n_instrs ||
+            !is_int(k->instrs[x].dtype))
+            return why_f(why, n, "out_index[%u] = %d is not an i64/i32 "
+                         "instruction", j, (int)x);
+    }
+    return 0;
+}
+
 static int check_full(const kiln_kernel *k, char *why, size_t n)
 {
     if (k->n_outputs == 0 || !k->outputs)
@@ -340,25 +479,9 @@ static int check_full(const kiln_kernel *k, char *why, size_t n)
             return why_f(why, n, "reduce needs >= 1 input and >= 1 output");
         if (check_ranks(k, k->inputs[0].rank, why, n))
             return -1;
-        for (uint32_t q = 0; q < k->n_outputs; q++) {
-        o = &k->outputs[q];
-        switch (k->reduce_op) {
-        case KILN_REDUCE_SUM:
-        case KILN_REDUCE_PROD:
-            if (o->dtype == KILN_BOOL)
-                return why_f(why, n, "sum/prod of bool");
-            break;
-        case KILN_REDUCE_MEAN:
-            if (!is_float(o->dtype))
-                return why_f(why, n, "mean of %s", dt_name[o->dtype]);
-            break;
-        case KILN_REDUCE_MAX:
-        case KILN_REDUCE_MIN:
-            break;
-        default:
-            return why_f(why, n, "unknown reduce_op %u", k->reduce_op);
-        }
-        }
+        for (uint32_t q = 0; q < k->n_outputs; q++)
+            if (check_reduce_dtype(k->reduce_op, k->outputs[q].dtype, why, n))
+                return -1;
         return check_program(k, why, n);
     case KILN_KERNEL_JOIN:
         if (k->n_outputs != 1 || k->n_inputs < 1)
@@ -389,6 +512,8 @@ static int check_full(const kiln_kernel *k, char *why, size_t n)
             return why_f(why, n, "unknown scatter_mode %u", k->scatter_mode);
         return 0;
     }
+    case KILN_KERNEL_LOOP:
+        return check_loop(k, why, n);
     case KILN_KERNEL_DOT: {
         if (k->n_inputs != 2 || k->n_outputs != 1)
             return why_f(why, n, "dot needs 2 inputs and 1 output");
@@ -499,6 +624,20 @@ static const char *ref(emitter *e, int32_t i, char *buf, size_t n)
     return buf;
 }
 
+/* A LOOP's scatter indices are read after the program, with its outputs:
+ * live (mark) and never freed (!mark). */
+static void loop_index_live(emitter *e, int mark)
+{
+    const kiln_kernel *k = e->k;
+    for (uint32_t j = 0; k->kind == KILN_KERNEL_LOOP && j < k->n_outputs; j++)
+        if (k->out_index[j] >= 0) {
+            if (mark)
+                e->live[k->out_index[j]] = 1;
+            else
+                e->last[k->out_index[j]] = UINT32_MAX;
+        }
+}
+
 /* Liveness and register assignment (per dtype, reused after last use). */
 static int plan_program(emitter *e)
 {
@@ -516,6 +655,7 @@ static int plan_program(emitter *e)
     }
     for (uint32_t j = 0; j < k->n_outputs; j++)
         e->live[k->out_refs[j]] = 1;
+    loop_index_live(e, 1);
     for (uint32_t i = n; i-- > 0;) {
         if (!e->live[i])
             continue;
@@ -531,6 +671,7 @@ static int plan_program(emitter *e)
     }
     for (uint32_t j = 0; j < k->n_outputs; j++)
         e->last[k->out_refs[j]] = UINT32_MAX;
+    loop_index_live(e, 0);
     for (uint32_t i = 0; i < n; i++) {
         const kiln_instr *in = &k->instrs[i];
         e->reg[i] = -1;
@@ -987,6 +1128,43 @@ static const char *identity_text(uint32_t op, unsigned dt)
     }
 }
 
+/* Fold program output o (its value: the text val) into reduction output
+ * o (REDUCE, and a LOOP's REDUCE outputs) for element j: into the block's accumulator acc<o>
+ * when the output does not step along the row (t<o> == 0), else into
+ * the output element. */
+static void emit_fold(emitter *e, uint32_t o, const char *val)
+{
+    const kiln_kernel *k = e->k;
+    sbuf *b = &e->body;
+    uint32_t op = k->reduce_op;
+    unsigned dt = k->outputs[o].dtype;
+    const char *T = ctype[dt], *ACC = dt == KILN_F32 ? "double" : T;
+    char cv[160], accn[16], on[32];
+    snprintf(cv, sizeof cv, "(%s)%s", ACC, val);
+    snprintf(accn, sizeof accn, "acc%u", o);
+    snprintf(on, sizeof on, "*oj%u", o);
+    sb_printf(b, "      if (t%u == 0) acc%u = ", o, o);
+    emit_combine(b, op, dt == KILN_F32 ? KILN_F64 : dt, accn, cv);
+    sb_printf(b, ";\n      else { %s *oj%u = q%u + j * t%u; *oj%u = (%s)(",
+              T, o, o, o, o, T);
+    emit_combine(b, op, dt, on, val);
+    sb_put(b, "); }\n");
+}
+
+/* After a block: combine accumulator o into its output element. */
+static void emit_flush(emitter *e, uint32_t o)
+{
+    unsigned dt = e->k->outputs[o].dtype;
+    const char *T = ctype[dt], *ACC = dt == KILN_F32 ? "double" : T;
+    char cv[160], accn[16];
+    snprintf(cv, sizeof cv, "(%s)*q%u", ACC, o);
+    snprintf(accn, sizeof accn, "acc%u", o);
+    sb_printf(&e->body, "     if (t%u == 0) *q%u = (%s)(", o, o, T);
+    emit_combine(&e->body, e->k->reduce_op, dt == KILN_F32 ? KILN_F64 : dt,
+                 cv, accn);
+    sb_put(&e->body, ");\n");
+}
+
 /* REDUCE: one accumulator per output (sibling reductions, ABI 1.4: every
  * output reduces the same axes with reduce_op; output 0's stride tells
  * whether a row folds into one element).  The plan: the input's shape
@@ -1047,31 +1225,12 @@ static void emit_reduce(emitter *e)
     sb_put(b, "     for (j = j0; j < j1; j++) {\n");
     emit_program(e);
     for (uint32_t o = 0; o < no; o++) {
-        unsigned dt = k->outputs[o].dtype;
-        const char *T = ctype[dt], *ACC = dt == KILN_F32 ? "double" : T;
-        char val[128], cv[160], accn[16], on[32];
-        ref(e, k->out_refs[o], val, sizeof val);
-        snprintf(cv, sizeof cv, "(%s)%s", ACC, val);
-        snprintf(accn, sizeof accn, "acc%u", o);
-        snprintf(on, sizeof on, "*oj%u", o);
-        sb_printf(b, "      if (t%u == 0) acc%u = ", o, o);
-        emit_combine(b, op, dt == KILN_F32 ? KILN_F64 : dt, accn, cv);
-        sb_printf(b, ";\n      else { %s *oj%u = q%u + j * t%u; *oj%u = (%s)(",
-                  T, o, o, o, o, T);
-        emit_combine(b, op, dt, on, val);
-        sb_put(b, "); }\n");
+        char val[128];
+        emit_fold(e, o, ref(e, k->out_refs[o], val, sizeof val));
     }
     sb_put(b, "     }\n");
-    for (uint32_t o = 0; o < no; o++) {
-        unsigned dt = k->outputs[o].dtype;
-        const char *T = ctype[dt], *ACC = dt == KILN_F32 ? "double" : T;
-        char cv[160], accn[16];
-        snprintf(cv, sizeof cv, "(%s)*q%u", ACC, o);
-        snprintf(accn, sizeof accn, "acc%u", o);
-        sb_printf(b, "     if (t%u == 0) *q%u = (%s)(", o, o, T);
-        emit_combine(b, op, dt == KILN_F32 ? KILN_F64 : dt, cv, accn);
-        sb_put(b, ");\n");
-    }
+    for (uint32_t o = 0; o < no; o++)
+        emit_flush(e, o);
     sb_put(b, "    }\n");
     sb_put(b, odometer);
     sb_put(b, "  }\n  }\n");
@@ -1210,6 +1369,290 @@ static void emit_take(emitter *e)
               "      pos[m] = 0;\n    }\n"
               "    if (m < 0) break;\n  }\n  return 0;\n}\n", ax + q);
     emit_tail(e);
+}
+
+/* ---- LOOP ------------------------------------------------------------- */
+
+/* A LOOP unit's walk helpers (after its kl_role table: the roles of the
+ * inputs, then of the outputs).  kl_lst: a view's stride along dim d of
+ * the iteration space as the interpreter walks it (tables and SCATTER
+ * outputs are indexed, not walked: 0; a REDUCE output: 0 on the reduced
+ * axes; extent 1: 0).  kl_lshapes: ITER and REDUCE views fit the space
+ * (inputs broadcast, REDUCE outputs may have extent 1 on reduced axes).
+ * kl_lcoal: the interpreter's coalescing over those strides. */
+static const char helper_loop[] =
+    "static const kv *kl_lview(const kcall *c, u32 v)\n"
+    "{\n  return v < c->n_inputs ? &c->inputs[v] : "
+    "&c->outputs[v - c->n_inputs];\n}\n"
+    "static i64 kl_lst(const kcall *c, u32 v, int d)\n"
+    "{\n  const kv *x = kl_lview(c, v);\n  u8 r = kl_role[v];\n"
+    "  if (d < 0 || r == 1 || r == 3 || x->shape[d] == 1) return 0;\n"
+    "  if (r == 2 && ((%uU >> d) & 1U)) return 0;\n"
+    "  return x->strides[d];\n}\n"
+    "static int kl_lshapes(const kcall *c, const kv *sp)\n"
+    "{\n  u32 v;\n  int d;\n"
+    "  for (v = 0; v < c->n_inputs + c->n_outputs; v++) {\n"
+    "    const kv *x = kl_lview(c, v);\n    u8 r = kl_role[v];\n"
+    "    if (r == 1 || r == 3) continue;\n"
+    "    for (d = 0; d < sp->rank; d++)\n"
+    "      if (x->shape[d] != sp->shape[d] && (x->shape[d] != 1 ||\n"
+    "          (v >= c->n_inputs && !(r == 2 && ((%uU >> d) & 1U)))))\n"
+    "        return 1;\n  }\n  return 0;\n}\n"
+    "static int kl_lcoal(const kcall *c, const kv *sp, i64 *sh, int *map)\n"
+    "{\n  int w = 0, d;\n  u32 v, nv = c->n_inputs + c->n_outputs;\n"
+    "  for (d = 0; d < sp->rank; d++) {\n"
+    "    i64 e = sp->shape[d];\n"
+    "    if (e == 0) return -1;\n"
+    "    if (e == 1) continue;\n"
+    "    v = 0;\n"
+    "    while (w > 0 && v < nv && kl_lst(c, v, map[w - 1]) == "
+    "kl_lst(c, v, d) * e) v++;\n"
+    "    if (w > 0 && v == nv) { sh[w - 1] *= e; map[w - 1] = d; }\n"
+    "    else { sh[w] = e; map[w] = d; w++; }\n  }\n  return w;\n}\n"
+    "static i64 kl_loff(const kcall *c, u32 v, const i64 *idx, const int *map,"
+    " int m)\n"
+    "{\n  i64 o = 0;\n  int k;\n"
+    "  for (k = 0; k < m; k++) o += idx[k] * kl_lst(c, v, map[k]);\n"
+    "  return o;\n}\n";
+
+/* An index out of range for a table or a scatter output of size N, found
+ * by the check of rank R (a TAKE's instruction index; n_instrs + j for
+ * scatter output j): the interpreter reports, in the first block with a
+ * bad index, the first check in its order (TAKEs in program order, then
+ * the scatter outputs) and that check's first bad element, so the block
+ * runs to its end remembering the check of lowest rank; a bad TAKE reads
+ * 0 and a bad scatter writes nothing (outputs are undefined after an
+ * error). */
+static void emit_bad_index(emitter *e, uint32_t rank, const char *size)
+{
+    sb_printf(&e->body, "if (%uU < er) { er = %uU; ev = kr; en = %s; }",
+              rank, rank, size);
+}
+
+/* A LOOP's program: one statement per live instruction, TAKE as an
+ * indexed, bounds-checked load from its table (g<a>, gn<a> elements,
+ * stride gs<a>). */
+static void emit_loop_program(emitter *e)
+{
+    const kiln_kernel *k = e->k;
+    sbuf *b = &e->body;
+    for (uint32_t i = 0; i < k->n_instrs; i++) {
+        const kiln_instr *in = &k->instrs[i];
+        if (!e->live[i] || in->op == KILN_I_LOAD || in->op == KILN_I_CONST)
+            continue;
+        if (in->op != KILN_I_TAKE) {
+            emit_instr(e, i);
+            continue;
+        }
+        char size[32], r[32];
+        snprintf(size, sizeof size, "gn%d", (int)in->a);
+        snprintf(r, sizeof r, "r%s_%d", dt_name[in->dtype], (int)e->reg[i]);
+        sb_printf(b, "      kr = (i64)%s; kx = kr < 0 ? kr + %s : kr;\n"
+                  "      if ((u64)kx >= (u64)%s) { ",
+                  ref(e, in->b, e->tmp[0], 128), size, size);
+        emit_bad_index(e, i, size);
+        sb_printf(b, " %s = (%s)0; }\n      else %s = g%d[kx * gs%d];  "
+                  "/* %u take */\n", r, ctype[in->dtype], r, (int)in->a,
+                  (int)in->a, i);
+    }
+}
+
+/* LOOP (ABI 1.5): the walk of ELEMWISE/REDUCE over the iteration space
+ * with per-view strides by role (kl_lst), rows cut into the
+ * interpreter's 256-element blocks; per element the program, then each
+ * output by its role: ITER stored, REDUCE folded as REDUCE kernels fold
+ * (identity first, MEAN divided at the end), SCATTER added at its index
+ * (z<j>, zn<j> elements, stride zs<j>). */
+static void emit_loop(emitter *e)
+{
+    const kiln_kernel *k = e->k;
+    sbuf *b = &e->body;
+    uint32_t ni = k->n_inputs, no = k->n_outputs, op = k->reduce_op;
+    int64_t sp = loop_space(k);
+    char space[32];
+    snprintf(space, sizeof space, "%s[%u]", sp < ni ? "I" : "O",
+             (unsigned)(sp < ni ? sp : sp - ni));
+    uint8_t *table = calloc(ni ? ni : 1, 1);
+    if (!table) {
+        b->oom = 1;
+        return;
+    }
+    int has_red = 0, checks = 0;
+    for (uint32_t i = 0; i < k->n_instrs; i++)
+        if (e->live[i] && k->instrs[i].op == KILN_I_TAKE)
+            table[k->instrs[i].a] = checks = 1;
+    for (uint32_t o = 0; o < no; o++) {
+        has_red |= k->out_roles[o] == KILN_ROLE_REDUCE;
+        checks |= k->out_roles[o] == KILN_ROLE_SCATTER;
+    }
+    e->need |= checks ? N_PUTI : 0;
+    e->need |= has_red ? N_BITS : 0;
+    sb_printf(b, "static const u8 kl_role[%u] = {", ni + no);
+    for (uint32_t v = 0; v < ni + no; v++)
+        sb_printf(b, "%s%s%u", v ? "," : "", v % 16 ? " " : "\n  ",
+                  v < ni ? k->in_roles[v] : k->out_roles[v - ni]);
+    sb_put(b, "\n};\n");
+    sb_printf(b, helper_loop, k->reduce_axes, k->reduce_axes);
+    sb_put(b, "\n");
+    /* prep: the checks, the coalesced space (sh, map, w; -1 when
+     * empty), a reduction's output extents (dsh) and count (cnt); all of
+     * fixed size.  Per-view strides (kl_lst) are read from the views in
+     * run, so the plan does not grow with the kernel's width. */
+    emit_head(e, "  i64 sh[8], dsh[8];\n  int map[8];\n  int w;\n"
+                 "  double cnt;\n");
+    sb_put(b, "  int d;\n");
+    emit_checks(e, program_rt_need(e));
+    sb_printf(b, "  if (kl_lshapes(call, &%s)) return kl_fail(call, %d, "
+              "\"%s: an argument's shape does not fit the loop\");\n", space,
+              KILN_ERR_SHAPE, e->label);
+    sb_printf(b, "  P->cnt = 1.0;\n"
+              "  for (d = 0; d < 8; d++) P->dsh[d] = 1;\n"
+              "  for (d = 0; d < %s.rank; d++) {\n"
+              "    if ((%uU >> d) & 1U) { P->dsh[d] = 1; "
+              "P->cnt *= (double)%s.shape[d]; }\n"
+              "    else P->dsh[d] = %s.shape[d];\n  }\n"
+              "  P->w = kl_lcoal(call, &%s, P->sh, P->map);\n"
+              "  if (P->w == 0) { P->w = 1; P->sh[0] = 1; P->map[0] = -1; }\n"
+              "  return 0;\n}\n\n",
+              space, k->reduce_axes, space, space, space);
+    /* run: data pointers, identity, strides by role, the walk and the
+     * index checks (data) */
+    emit_run_head(e);
+    sb_put(b, "  const i64 *sh = P->sh;\n  const int *map = P->map;\n"
+              "  i64 idx[8], n, j, j0, j1;\n  int w = P->w, k;\n");
+    if (has_red)
+        sb_put(b, "  const double kl_inf = kl_bits(0x7ff0000000000000ULL);\n");
+    if (checks)
+        sb_put(b, "  i64 kr, kx, ev = 0, en = 0;\n  u32 er = 0xffffffffU;\n");
+    for (uint32_t o = 0; o < no; o++) {
+        unsigned dt = k->outputs[o].dtype;
+        const char *T = ctype[dt];
+        if (k->out_roles[o] == KILN_ROLE_SCATTER)
+            sb_printf(b, "  %s *z%u; i64 zn%u, zs%u;\n", T, o, o, o);
+        else
+            sb_printf(b, "  %s *q%u; i64 t%u;\n", T, o, o);
+        if (k->out_roles[o] == KILN_ROLE_REDUCE)
+            sb_printf(b, "  %s acc%u;\n", dt == KILN_F32 ? "double" : T, o);
+    }
+    for (uint32_t a = 0; a < ni; a++)
+        if (table[a])
+            sb_printf(b, "  const %s *g%u; i64 gn%u, gs%u;\n",
+                      ctype[k->inputs[a].dtype], a, a, a);
+    emit_program_decls(e);
+    emit_run_body(e);
+    for (uint32_t a = 0; a < ni; a++)
+        if (table[a])
+            sb_printf(b, "  g%u = (const %s *)I[%u].data; gn%u = "
+                      "I[%u].shape[0]; gs%u = I[%u].strides[0];\n", a,
+                      ctype[k->inputs[a].dtype], a, a, a, a, a);
+    for (uint32_t o = 0; o < no; o++)
+        if (k->out_roles[o] == KILN_ROLE_SCATTER)
+            sb_printf(b, "  z%u = (%s *)O[%u].data; zn%u = O[%u].shape[0]; "
+                      "zs%u = O[%u].strides[0];\n", o,
+                      ctype[k->outputs[o].dtype], o, o, o, o, o);
+    if (has_red) {
+        /* identity over the distinct output elements */
+        sb_put(b, "  (void)kl_inf;\n");
+        for (uint32_t o = 0; o < no; o++) {
+            unsigned dt = k->outputs[o].dtype;
+            if (k->out_roles[o] == KILN_ROLE_REDUCE)
+                sb_printf(b, "  {\n    %s idv = (%s)%s;\n"
+                          "    kl_walk%u(&O[%u], P->dsh, &idv, 0, 0.0);\n  }\n",
+                          ctype[dt], ctype[dt], identity_text(op, dt), dt, o);
+        }
+    }
+    sb_put(b, "  if (w >= 0) {\n  n = sh[w - 1];\n");
+    for (uint32_t a = 0; a < ni; a++)
+        if (e->used_in[a])
+            sb_printf(b, "  s%u = kl_lst(call, %u, map[w - 1]);\n", a, a);
+    for (uint32_t o = 0; o < no; o++)
+        if (k->out_roles[o] != KILN_ROLE_SCATTER)
+            sb_printf(b, "  t%u = kl_lst(call, %u, map[w - 1]);\n", o, ni + o);
+    sb_put(b, "  for (k = 0; k < w; k++) idx[k] = 0;\n  for (;;) {\n");
+    for (uint32_t a = 0; a < ni; a++)
+        if (e->used_in[a])
+            sb_printf(b, "    p%u = (const %s *)I[%u].data + "
+                      "kl_loff(call, %u, idx, map, w - 1);\n", a,
+                      ctype[k->inputs[a].dtype], a, a);
+    for (uint32_t o = 0; o < no; o++)
+        if (k->out_roles[o] != KILN_ROLE_SCATTER)
+            sb_printf(b, "    q%u = (%s *)O[%u].data + "
+                      "kl_loff(call, %u, idx, map, w - 1);\n", o,
+                      ctype[k->outputs[o].dtype], o, ni + o);
+    sb_put(b, "    for (j0 = 0; j0 < n; j0 += 256) {\n"
+              "     j1 = n - j0 < 256 ? n : j0 + 256;\n");
+    for (uint32_t o = 0; o < no; o++) {
+        unsigned dt = k->outputs[o].dtype;
+        if (k->out_roles[o] == KILN_ROLE_REDUCE)
+            sb_printf(b, "     acc%u = (%s)%s;\n", o,
+                      dt == KILN_F32 ? "double" : ctype[dt],
+                      identity_text(op, dt));
+    }
+    sb_put(b, "     for (j = j0; j < j1; j++) {\n");
+    emit_loop_program(e);
+    /* an ITER output may be an ITER input (in place): values the outputs
+     * read straight from an input are read before the first store */
+    int iter_out = 0;
+    for (uint32_t o = 0; o < no; o++)
+        iter_out |= k->out_roles[o] == KILN_ROLE_ITER;
+    for (uint32_t o = 0; iter_out && o < no; o++) {
+        int32_t v = k->out_refs[o], x = k->out_index[o];
+        if (k->instrs[v].op == KILN_I_LOAD)
+            sb_printf(b, "      %s ov%u = %s;\n", ctype[k->instrs[v].dtype],
+                      o, ref(e, v, e->tmp[0], 128));
+        if (x >= 0 && k->instrs[x].op == KILN_I_LOAD)
+            sb_printf(b, "      %s ox%u = %s;\n", ctype[k->instrs[x].dtype],
+                      o, ref(e, x, e->tmp[0], 128));
+    }
+    for (uint32_t o = 0; o < no; o++) {
+        unsigned dt = k->outputs[o].dtype;
+        char val[128], size[32], on[32], ix[128];
+        int32_t x = k->out_index[o];
+        if (iter_out && k->instrs[k->out_refs[o]].op == KILN_I_LOAD)
+            snprintf(val, sizeof val, "ov%u", o);
+        else
+            ref(e, k->out_refs[o], val, sizeof val);
+        if (iter_out && x >= 0 && k->instrs[x].op == KILN_I_LOAD)
+            snprintf(ix, sizeof ix, "ox%u", o);
+        else if (x >= 0)
+            ref(e, x, ix, sizeof ix);
+        switch (k->out_roles[o]) {
+        case KILN_ROLE_REDUCE:
+            emit_fold(e, o, val);
+            break;
+        case KILN_ROLE_SCATTER:
+            snprintf(size, sizeof size, "zn%u", o);
+            snprintf(on, sizeof on, "*zp%u", o);
+            sb_printf(b, "      kr = (i64)%s; kx = kr < 0 ? kr + %s : kr;\n"
+                      "      if ((u64)kx >= (u64)%s) { ", ix, size, size);
+            emit_bad_index(e, k->n_instrs + o, size);
+            sb_printf(b, " }\n      else { %s *zp%u = z%u + kx * zs%u; "
+                      "*zp%u = ", ctype[dt], o, o, o, o);
+            emit_combine(b, KILN_REDUCE_SUM, dt, on, val);
+            sb_put(b, "; }\n");
+            break;
+        default:
+            sb_printf(b, "      q%u[j * t%u] = %s;\n", o, o, val);
+            break;
+        }
+    }
+    sb_put(b, "     }\n");
+    if (checks)
+        sb_put(b, "     if (er != 0xffffffffU) "
+                  "return kl_index_error(call, ev, 0, en);\n");
+    for (uint32_t o = 0; o < no; o++)
+        if (k->out_roles[o] == KILN_ROLE_REDUCE)
+            emit_flush(e, o);
+    sb_put(b, "    }\n");
+    sb_put(b, odometer);
+    sb_put(b, "  }\n  }\n");
+    for (uint32_t o = 0; op == KILN_REDUCE_MEAN && o < no; o++)
+        if (k->out_roles[o] == KILN_ROLE_REDUCE)
+            sb_printf(b, "  kl_walk%u(&O[%u], P->dsh, 0, 1, P->cnt);\n",
+                      k->outputs[o].dtype, o);
+    sb_put(b, "  return 0;\n}\n");
+    emit_tail(e);
+    free(table);
 }
 
 /* ---- DOT ---------------------------------------------------------------- */
@@ -1480,8 +1923,17 @@ static const char *kind_name(uint32_t kind)
     case KILN_KERNEL_JOIN: return "join";
     case KILN_KERNEL_GATHER: return "gather";
     case KILN_KERNEL_SCATTER: return "scatter";
+    case KILN_KERNEL_LOOP: return "loop";
     default: return "dot";
     }
+}
+
+/* Whether output o is a reduction's (its kl_walk<dtype> fills and
+ * divides it). */
+static int walks(const kiln_kernel *k, uint32_t o)
+{
+    return k->kind == KILN_KERNEL_REDUCE ||
+           (k->kind == KILN_KERNEL_LOOP && k->out_roles[o] == KILN_ROLE_REDUCE);
 }
 
 int kiln_emit_c(const kiln_kernel *k0, char **src, size_t *len, char *why,
@@ -1508,7 +1960,8 @@ int kiln_emit_c(const kiln_kernel *k0, char **src, size_t *len, char *why,
     }
     e.label[li] = 0;
     int rc = 0;
-    if (full.kind == KILN_KERNEL_ELEMWISE || full.kind == KILN_KERNEL_REDUCE)
+    if (full.kind == KILN_KERNEL_ELEMWISE || full.kind == KILN_KERNEL_REDUCE ||
+        full.kind == KILN_KERNEL_LOOP)
         rc = plan_program(&e);
     if (rc == 0) {
         switch (full.kind) {
@@ -1517,6 +1970,7 @@ int kiln_emit_c(const kiln_kernel *k0, char **src, size_t *len, char *why,
         case KILN_KERNEL_JOIN: emit_join(&e); break;
         case KILN_KERNEL_GATHER:
         case KILN_KERNEL_SCATTER: emit_take(&e); break;
+        case KILN_KERNEL_LOOP: emit_loop(&e); break;
         default: emit_dot(&e); break;
         }
     }
@@ -1548,12 +2002,12 @@ int kiln_emit_c(const kiln_kernel *k0, char **src, size_t *len, char *why,
                          "(i32)x : (-2147483647 - 1);\n}\n");
         if (e.need & N_PUTI)
             sb_printf(&out, helper_puti, KILN_ERR_RUNTIME, KILN_ERR_RUNTIME);
-        for (uint32_t o = 0; full.kind == KILN_KERNEL_REDUCE &&
-                             o < full.n_outputs; o++) {
+        for (uint32_t o = 0; o < full.n_outputs; o++) {
             int seen = 0;
             for (uint32_t q = 0; q < o; q++)
-                seen |= full.outputs[q].dtype == full.outputs[o].dtype;
-            if (!seen)
+                seen |= full.outputs[q].dtype == full.outputs[o].dtype &&
+                        walks(&full, q);
+            if (walks(&full, o) && !seen)
                 emit_walk(&out, full.outputs[o].dtype);
         }
         if (full.kind == KILN_KERNEL_JOIN ||

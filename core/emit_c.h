@@ -20,10 +20,11 @@
  * prep checks the call as kiln_kernel does (the same messages, written
  * only when call->errbuf is set) and fills `plan` (plan_size() bytes, a
  * fixed size per kernel) with everything that does not read data: the
- * coalesced loop nest, a reduction's output extents and count, a take's
- * shapes, a dot's BLAS layout.  run runs the kernel on a call whose views
- * equal the prepared call's in everything but data, without checking
- * anything but data (a take's indices).  kiln_kernel is prep into a plan
+ * coalesced loop nest (a LOOP's over its role strides), a reduction's
+ * output extents and count, a take's shapes, a dot's BLAS layout.  run
+ * runs the kernel on a call whose views equal the prepared call's in
+ * everything but data, without checking anything but data (a take's
+ * indices, a LOOP's TAKE and SCATTER indices).  kiln_kernel is prep into a plan
  * on its stack followed by run.  The unit includes no header and
  * names no libm or libc symbol: it declares the layouts of kiln_view,
  * kiln_runtime and kiln_call itself and calls math, special functions
@@ -55,7 +56,7 @@
 
 /* Changes whenever the generated code for some kernel may change; goes
  * into the build_id of backends that use the emitter. */
-#define KILN_EMIT_C_VERSION "emit_c-2"
+#define KILN_EMIT_C_VERSION "emit_c-4"
 
 /* 0 when the emitter can generate code for `k`; otherwise -1 with a
  * one-line reason in why[n]. */
