@@ -319,13 +319,13 @@ static int plan_trees(const kiln_graph *g, const char *live,
 
 /* ---- sibling reductions ------------------------------------------------- */
 
-/* Whether reduction node v reduces every axis of its operand. */
-static int full_reduce(const kiln_graph *g, int v)
+/* The reduced-axes mask of reduction node v over its operand's rank. */
+static uint32_t reduce_bits(const kiln_graph *g, int v)
 {
     const kiln_node *n = &g->nodes[v];
     int r = g->nodes[n->in[0]].type.rank;
-    if (!n->attrs || !n->attrs->has_axes)
-        return 1;
+    if (!n->attrs->has_axes)
+        return r >= 32 ? 0xffffffffu : (1u << r) - 1u;
     uint32_t m = 0;
     for (int i = 0; i < n->attrs->naxes; i++) {
         int64_t a = n->attrs->axes[i] < 0 ? n->attrs->axes[i] + r
@@ -333,7 +333,14 @@ static int full_reduce(const kiln_graph *g, int v)
         if (a >= 0 && a < 32)
             m |= 1u << a;
     }
-    return r < 32 && m == (r ? (1u << r) - 1u : 0u);
+    return m;
+}
+
+/* Whether reduction node v reduces every axis of its operand. */
+static int full_reduce(const kiln_graph *g, int v)
+{
+    int r = g->nodes[g->nodes[v].in[0]].type.rank;
+    return r < 32 && reduce_bits(g, v) == (r ? (1u << r) - 1u : 0u);
 }
 
 /* Sets of reduction roots that one REDUCE kernel can compute: full
@@ -590,23 +597,6 @@ typedef struct loop_rec {
     loop_kernel k;           /* space, op and axes; summed sizes */
     int n;                   /* kernels */
 } loop_rec;
-
-/* The reduced-axes mask of reduction node v over its operand's rank. */
-static uint32_t reduce_bits(const kiln_graph *g, int v)
-{
-    const kiln_node *n = &g->nodes[v];
-    int r = g->nodes[n->in[0]].type.rank;
-    if (!n->attrs->has_axes)
-        return r >= 32 ? 0xffffffffu : (1u << r) - 1u;
-    uint32_t m = 0;
-    for (int i = 0; i < n->attrs->naxes; i++) {
-        int64_t a = n->attrs->axes[i] < 0 ? n->attrs->axes[i] + r
-                                          : n->attrs->axes[i];
-        if (a >= 0 && a < 32)
-            m |= 1u << a;
-    }
-    return m;
-}
 
 /* The axis of take / advanced_inc_subtensor node v, normalised. */
 static int64_t index_axis(const kiln_graph *g, int v)

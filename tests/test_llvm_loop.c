@@ -39,23 +39,12 @@
 #include <string.h>
 
 #include "count_allocs.h"
+#include "open_backend.h"
 #include "runtime.h"
 #include "tap.h"
 
 static const kiln_backend *L, *I;
 
-static const kiln_backend *open_backend(const char *dir, const char *name)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/backends/%s/.libs/%s.so", dir, name, name);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return NULL;
-    void *sym = dlsym(h, KILN_BACKEND_ENTRY);
-    kiln_backend_entry_fn e;
-    memcpy(&e, &sym, sizeof e);
-    return sym ? e(KILN_ABI_MAJOR, KILN_ABI_MINOR, NULL, 0) : NULL;
-}
 
 static size_t dsize(unsigned dt)
 {
