@@ -1269,7 +1269,17 @@ static int lower_loop(kiln_program *p, kiln_graph *g, int anchor,
         oidx[0] = t[3];
         first_out = 0;
     }
-    kiln_step *s = rc ? NULL : new_step(p, KILN_KERNEL_LOOP, anchor, c.n,
+    /* the node a run-time error names: the first gather or scatter (an
+     * index out of range is the only error a loop's call can have) */
+    int node = anchor;
+    for (int i = 0; i < n_mem; i++) {
+        int op = g->nodes[mem[i]].op;
+        if (op == KILN_OP_TAKE || op == KILN_OP_ADVANCED_INC_SUBTENSOR) {
+            node = mem[i];
+            break;
+        }
+    }
+    kiln_step *s = rc ? NULL : new_step(p, KILN_KERNEL_LOOP, node, c.n,
                                         n_out, "fused_loop", err);
     if (!rc && !s)
         rc = err ? err->code : KILN_ERR_NOMEM;

@@ -1577,6 +1577,26 @@ static void test_loop_deps(void)
         outs_free(&o);
         kiln_function_free(f);
     }
+    /* an index out of range names the gather, not the node the loop is
+     * lowered at (found by an attack: the index's producer was named) */
+    for (int bi = 0; bi < n_backends; bi++) {
+        const char *be = backends[bi];
+        kiln_function *f = compile_body(
+            "  input t: f64[4]\n  input i0: i64[n]\n  input x: f64[n]\n"
+            "  idx = add(i0, 3)\n  output s = sum(mul(take(t, idx), x))\n",
+            be, "all", NULL);
+        double tv[4] = {1, 2, 3, 4}, xv[2] = {1, 2};
+        int64_t iv[2] = {0, 1};
+        kiln_tensor tin[3] = {{KILN_F64, 1, {4}, tv}, {KILN_I64, 1, {2}, iv},
+                              {KILN_F64, 1, {2}, xv}};
+        outs o;
+        call_copy(f, tin, &o);
+        ok(o.rc == KILN_ERR_RUNTIME && strstr(o.msg, "(take)") &&
+               strstr(o.msg, "index 4 is out of bounds"),
+           "loop error (%s) names the gather: %s", be, o.msg);
+        outs_free(&o);
+        kiln_function_free(f);
+    }
     /* gradients through gathers and scatters inside loops */
     gc_check("loops: gradient of a gather model",
              "kiln 1\ngraph t\n  input mu: f64\n  input a_t: f64[3]\n"
