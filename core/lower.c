@@ -806,9 +806,9 @@ static int slot0_of_type(ew_ctx *c, const kiln_type *t)
     int k = -1;
     for (int i = 0; i < c->n && k < 0; i++) {
         const kiln_type *u = &c->p->bufs[arr[i]].type;
-        if (buf_chain(c->p, arr[i]))
-            continue;   /* a shape op read in place: input 0 stays a
-                           buffer as it is */
+        if (buf_chain(c->p, arr[i]) || c->table[i])
+            continue;   /* a shape op read in place (input 0 stays a
+                           buffer as it is), or a LOOP's table */
         if (u->rank == t->rank &&
             !memcmp(u->dims, t->dims, sizeof(int64_t) * (size_t)t->rank))
             k = i;
@@ -816,14 +816,22 @@ static int slot0_of_type(ew_ctx *c, const kiln_type *t)
     if (k < 0)
         return -1;
     int b0 = arr[k], l0 = c->load_of[k];
+    char t0 = c->table[k];
     for (int i = k; i > 0; i--) {
         arr[i] = arr[i - 1];
         c->load_of[i] = c->load_of[i - 1];
+        c->table[i] = c->table[i - 1];
     }
     arr[0] = b0;
     c->load_of[0] = l0;
-    for (int i = 0; i < c->n; i++)
-        c->pb.ins[c->load_of[i]].a = i;
+    c->table[0] = t0;
+    /* the slots before k move up one, k becomes 0 (LOADs and TAKEs name
+     * slots) */
+    for (int i = 0; k > 0 && i < c->pb.n; i++) {
+        kiln_instr *in = &c->pb.ins[i];
+        if (in->op == KILN_I_LOAD || in->op == KILN_I_TAKE)
+            in->a = in->a < k ? in->a + 1 : in->a == k ? 0 : in->a;
+    }
     return 0;
 }
 
@@ -1222,10 +1230,8 @@ static int lower_loop(kiln_program *p, kiln_graph *g, int anchor,
     /* the argument that gives the iteration space goes first */
     int *arr = c.dyn ? c.dyn : c.bufs;
     int first_in = -1, first_out = -1;
-    for (int i = 0; !rc && i < c.n && first_in < 0; i++)
-        if (!c.table[i] && !buf_chain(p, arr[i]) &&
-            same_dims(&p->bufs[arr[i]].type, space))
-            first_in = i;
+    if (!rc && slot0_of_type(&c, space) == 0)
+        first_in = 0;
     for (int i = 0; !rc && first_in < 0 && i < n_out && first_out < 0; i++)
         if (orole[i] == KILN_ROLE_ITER &&
             same_dims(&g->nodes[onode[i]].type, space))
@@ -1233,26 +1239,6 @@ static int lower_loop(kiln_program *p, kiln_graph *g, int anchor,
     if (!rc && first_in < 0 && first_out < 0)
         rc = kiln_seterr(err, KILN_ERR_TYPE, "loop at node %d: no argument "
                          "has its iteration space", anchor);
-    if (!rc && first_in > 0) {
-        /* rotate slot first_in to 0; renumber LOAD and TAKE */
-        int b0 = arr[first_in], l0 = c.load_of[first_in];
-        char t0 = c.table[first_in];
-        for (int i = first_in; i > 0; i--) {
-            arr[i] = arr[i - 1];
-            c.load_of[i] = c.load_of[i - 1];
-            c.table[i] = c.table[i - 1];
-        }
-        arr[0] = b0;
-        c.load_of[0] = l0;
-        c.table[0] = t0;
-        for (int i = 0; i < c.pb.n; i++) {
-            kiln_instr *in = &c.pb.ins[i];
-            if (in->op == KILN_I_LOAD || in->op == KILN_I_TAKE)
-                in->a = in->a < first_in ? in->a + 1
-                        : in->a == first_in ? 0 : in->a;
-        }
-        first_in = 0;
-    }
     if (!rc && first_out > 0) {
         /* rotate output first_out to 0 */
         int t[4] = {outs[first_out], onode[first_out], orole[first_out],

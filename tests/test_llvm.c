@@ -41,6 +41,7 @@
 #include "open_backend.h"
 #include "runtime.h"
 #include "tap.h"
+#include "compile_load.h"
 
 static const kiln_backend *L, *I;
 
@@ -199,33 +200,6 @@ static int same(const double *a, const double *b, size_t n)
         }
     }
     return 1;
-}
-
-static kiln_callable *compile_load(const kiln_backend *be, const kiln_kernel *k,
-                                   unsigned char **bytes, size_t *len)
-{
-    kiln_artifact *a = NULL;
-    kiln_plugin_error *e = NULL;
-    kiln_compile_options co = {.struct_size = sizeof co, .opt_level = 2};
-    if (be->compile(k, &co, &a, &e)) {
-        diag("compile: %s", e ? e->message : "?");
-        be->error_free(e);
-        return NULL;
-    }
-    if (bytes) {
-        const void *p = be->artifact_bytes(a, len);
-        *bytes = p ? malloc(*len) : NULL;
-        if (*bytes)
-            memcpy(*bytes, p, *len);
-    }
-    kiln_callable *c = NULL;
-    if (be->load(a, &c, &e)) {
-        diag("load: %s", e ? e->message : "?");
-        be->error_free(e);
-        c = NULL;
-    }
-    be->artifact_free(a);
-    return c;
 }
 
 static kiln_callable *from_bytes(const unsigned char *b, size_t len)

@@ -42,6 +42,7 @@
 #include "open_backend.h"
 #include "runtime.h"
 #include "tap.h"
+#include "compile_load.h"
 
 static const kiln_backend *L, *I;
 
@@ -221,33 +222,6 @@ static int same_result(const tcase *t, const result *a, const result *b,
             return 0;
         }
     return 1;
-}
-
-static kiln_callable *compile_load(const kiln_backend *be, const kiln_kernel *k,
-                                   unsigned char **bytes, size_t *len)
-{
-    kiln_artifact *a = NULL;
-    kiln_plugin_error *e = NULL;
-    kiln_compile_options co = {.struct_size = sizeof co, .opt_level = 2};
-    if (be->compile(k, &co, &a, &e)) {
-        diag("compile: %s", e ? e->message : "?");
-        be->error_free(e);
-        return NULL;
-    }
-    if (bytes) {
-        const void *p = be->artifact_bytes ? be->artifact_bytes(a, len) : NULL;
-        *bytes = p ? malloc(*len) : NULL;
-        if (*bytes)
-            memcpy(*bytes, p, *len);
-    }
-    kiln_callable *c = NULL;
-    if (be->load(a, &c, &e)) {
-        diag("load: %s", e ? e->message : "?");
-        be->error_free(e);
-        c = NULL;
-    }
-    be->artifact_free(a);
-    return c;
 }
 
 /* The case under the interpreter and under llvm (unprepared, prepared,
