@@ -148,7 +148,28 @@ typedef struct kiln_options {
      * host's (kiln_compile_options.generic_target): slower code that runs
      * on every node of a mixed cluster, for a shared disk cache. */
     int generic_target;
+    /* Tiered compilation (docs/policy.md, "Tiers"), for a policy with
+     * `tiers:` on: a kiln_tiers_mode.  KILN_TIERS_POLICY (0) does what
+     * the policy says: every kernel starts on tier 0 and hot kernels are
+     * compiled with tier 1 on background threads and swapped in at the
+     * next call.  KILN_TIERS_OFF compiles every kernel with the backend
+     * the rules choose before kiln_compile returns (no background work);
+     * KILN_TIERS_BASELINE starts on tier 0 and never tiers up.  An
+     * explicit backend (`backend`, $KILN_BACKEND) always means OFF.
+     * Added in kiln 0.3: check struct_size. */
+    int tiers;
+    /* Background compile threads for tier 1, shared by every function of
+     * the process: 0 means the policy's tiers.threads, else one fewer
+     * than the online CPUs, at least 1.  Added in kiln 0.3. */
+    int tier_threads;
 } kiln_options;
+
+/* kiln_options.tiers */
+typedef enum kiln_tiers_mode {
+    KILN_TIERS_POLICY = 0,
+    KILN_TIERS_OFF = 1,
+    KILN_TIERS_BASELINE = 2
+} kiln_tiers_mode;
 
 /* Compile `g` to a function.  The graph is validated and lowered to kernels;
  * each kernel is compiled with the backend the policy (or an explicit
@@ -176,9 +197,20 @@ void kiln_function_free(kiln_function *f);
  * rank, the declared static dims, and the same size for every use of one
  * symbolic dim.  `outputs` has kiln_function_n_outputs(f) slots that are
  * overwritten: dtype, rank and shape are set and `data` points at memory
- * owned by `f`, valid until the next call of f or kiln_function_free.
- * A steady-state call (same input shapes as the previous call) allocates
- * nothing.
+ * owned by f's context for the calling thread (below), valid until the
+ * next call of f from the same thread or kiln_function_free.
+ * A steady-state call (same input shapes as the previous call from this
+ * thread) allocates nothing.
+ *
+ * Threads: any number of threads may call kiln_function_call on one f at
+ * once.  Each thread gets its own context (buffers for intermediates and
+ * outputs, views, prepared calls) the first time it calls f; contexts
+ * live until kiln_function_free, so a program that calls f from many
+ * short-lived threads should use kiln_context_new instead.  Compiled
+ * code is shared; a kernel swapped to a higher tier is used from each
+ * context's next call on (a call in flight finishes on the code it
+ * started with).  kiln_function_bind_shared and kiln_function_free must
+ * not run while a call of f is in flight.
  * Errors: KILN_ERR_ARG (NULL arguments), KILN_ERR_TYPE (a dtype differs;
  * message names the input and both dtypes), KILN_ERR_SHAPE (a rank or dim
  * differs, or shapes cannot broadcast; message names the input or node and
@@ -186,6 +218,84 @@ void kiln_function_free(kiln_function *f);
  * KILN_ERR_NOMEM.  On error the outputs are unspecified. */
 int kiln_function_call(kiln_function *f, const kiln_tensor *inputs,
                        kiln_tensor *outputs, kiln_err *err);
+
+/* ---- contexts: explicit per-caller state ----------------------------- */
+
+typedef struct kiln_context kiln_context;
+
+/* A context for calling f: its own buffers for intermediates and
+ * outputs, argument views and prepared calls.  One context is used by
+ * one thread at a time; several contexts of one f may run at once from
+ * different threads (a sampler's chains).  The context must be freed
+ * before f.  Errors: KILN_ERR_ARG (f NULL), KILN_ERR_NOMEM. */
+kiln_context *kiln_context_new(kiln_function *f, kiln_err *err);
+
+/* kiln_function_call on context ctx: the same checks and errors; output
+ * data is owned by ctx, valid until the next call on ctx or
+ * kiln_context_free. */
+int kiln_context_call(kiln_context *ctx, const kiln_tensor *inputs,
+                      kiln_tensor *outputs, kiln_err *err);
+
+/* Free a context and its buffers.  NULL is allowed. */
+void kiln_context_free(kiln_context *ctx);
+
+/* ---- tiers (docs/policy.md, "Tiers") --------------------------------- */
+
+/* Wait until f has no tier-up queued or compiling, for at most
+ * `timeout_seconds` (< 0: no limit).  Returns 0 when none is left, 1 on
+ * timeout, KILN_ERR_ARG when f is NULL.  A kernel whose trigger has not
+ * fired yet is not waited for: this waits for work already started.
+ * Thread-safe. */
+int kiln_function_tier_wait(kiln_function *f, double timeout_seconds);
+
+/* Forbid f to tier up from now on: queued tier-ups are dropped, a
+ * compile in flight is finished and thrown away, kernels already swapped
+ * stay.  Thread-safe; returns promptly. */
+void kiln_function_tier_forbid(kiln_function *f);
+
+/* Tier kernel `kernel` up now, in the calling thread (-1: every kernel
+ * that has a tier above the one it runs on), whatever the trigger says:
+ * for tests and tools (the differential harness forces tier-up at random
+ * calls).  A kernel already on its top tier, or already compiling in the
+ * background (waited for), is left as it is.  Safe while other threads
+ * call f.  Errors: KILN_ERR_ARG (f NULL, kernel out of range),
+ * KILN_ERR_BACKEND (the tier-1 backend failed: the kernel stays on tier
+ * 0 and the message says why). */
+int kiln_function_tier_up(kiln_function *f, int kernel, kiln_err *err);
+
+/* Where kernel i runs now: its tier (0 or 1; -1 when out of range), and
+ * when it swapped (the call count of f and the seconds since kiln_compile
+ * returned; -1 when it has not swapped: started on that tier or never
+ * moved).  `backend` receives the backend it runs on now, `tier1` the
+ * backend it tiers up to (NULL when none); both owned by f; each pointer
+ * may be NULL.  Thread-safe. */
+typedef struct kiln_tier_info {
+    size_t struct_size;
+    int tier;
+    const char *backend;
+    const char *tier1;
+    int state;                 /* kiln_tier_state */
+    int64_t swapped_call;      /* f's calls before the swap, or -1 */
+    double swapped_seconds;    /* since kiln_compile returned, or -1 */
+    double measured_ns;        /* tier-0 run time of one call, as sampled
+                                  (the minimum), 0 before any sample */
+    double compile_seconds;    /* the tier-1 compile (or cache load), 0 */
+} kiln_tier_info;
+
+typedef enum kiln_tier_state {
+    KILN_TIER_FIXED = 0,      /* no tier above: stays where it is */
+    KILN_TIER_WAITING,        /* on tier 0, trigger not fired */
+    KILN_TIER_QUEUED,         /* tier-1 compile queued */
+    KILN_TIER_COMPILING,      /* tier-1 compile running */
+    KILN_TIER_SWAPPED,        /* runs tier-1 code */
+    KILN_TIER_FAILED,         /* the tier-1 backend failed: stays */
+    KILN_TIER_NEVER           /* too small to gain, or forbidden */
+} kiln_tier_state;
+
+/* Fill *info for kernel i (info->struct_size set by the caller).
+ * Returns 0, or -1 when f or info is NULL or i is out of range. */
+int kiln_function_tier_info(const kiln_function *f, int i,
+                            kiln_tier_info *info);
 
 /* Number of inputs / shared values / outputs of a compiled function. */
 int kiln_function_n_inputs(const kiln_function *f);

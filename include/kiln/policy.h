@@ -139,6 +139,39 @@ typedef struct kiln_policy_knobs {
      * values read outside it; fusion.max_outputs, default 256, 0: no
      * multi-output regions).  Added in kiln 0.2: check struct_size. */
     int fusion_max_outputs;
+    /* tiered compilation (`tiers:`, docs/policy.md "Tiers").  Added in
+     * kiln 0.3: check struct_size.
+     *  tiers_enabled      tiers.enabled: 1 when the policy has a `tiers:`
+     *                     section that does not say `enabled: false`;
+     *                     0 without one (every kernel compiled with its
+     *                     rule's backend before kiln_compile returns).
+     *  tier0              tiers.tier0: the backends a kernel may start
+     *                     on, NULL-terminated, owned by the policy;
+     *                     default {"interp", "tcc"}.  Per kernel, the one
+     *                     that starts sooner (a cached artifact at once,
+     *                     else the cost model's compile_ms).
+     *  tier1              tiers.tier1: the backend hot kernels move to;
+     *                     default "llvm".
+     *  tier_threads       tiers.threads: background compile threads, 0
+     *                     (default) for one fewer than the online CPUs,
+     *                     at least 1.
+     *  tier_ratio         tiers.ratio: a kernel tiers up once
+     *                     calls x measured ns x the fraction tier 1 saves
+     *                     reaches ratio x its predicted tier-1 compile
+     *                     time; default 0.25.
+     *  tier_min_gain_ns   tiers.min_gain_ns: a kernel whose predicted
+     *                     saving per call is below this never tiers up;
+     *                     default 100.
+     *  tier_sample_every  tiers.sample_every: kernels are timed on the
+     *                     first calls and then every this many calls;
+     *                     default 64. */
+    int tiers_enabled;
+    const char *const *tier0;
+    const char *tier1;
+    int tier_threads;
+    double tier_ratio;
+    double tier_min_gain_ns;
+    int tier_sample_every;
 } kiln_policy_knobs;
 
 /* Fill *out (out->struct_size set by the caller).  Returns 0, or
