@@ -17,6 +17,7 @@ b=${KILN_BUILDDIR:-.}
 out=$(mktemp)
 "$b/libtool" --mode=execute valgrind -q --leak-check=full \
   --errors-for-leak-kinds=definite,possible --error-exitcode=9 \
+  --suppressions="${KILN_SRCDIR:-.}/tests/valgrind.supp" \
   "$b/tests/test_tiers" >"$out" 2>&1
 rc=$?
 notok=$(grep -c '^not ok' "$out")
