@@ -748,8 +748,8 @@ static int compile_tiered(kiln_function *f, const kiln_policy_knobs *kn,
     if (ch->path && !(f->plugin_path = strdup(ch->path)))
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
     f->sample_every = kn->tier_sample_every > 0 ? kn->tier_sample_every : 64;
-    f->ratio = kn->tier_ratio > 0 ? kn->tier_ratio : 0.25;
-    f->min_gain_ns = kn->tier_min_gain_ns >= 0 ? kn->tier_min_gain_ns : 100;
+    f->ratio = kn->tier_ratio > 0 ? kn->tier_ratio : 0.05;
+    f->min_gain_ns = kn->tier_min_gain_ns >= 0 ? kn->tier_min_gain_ns : 20;
     f->n_threads = threads > 0 ? threads : kn->tier_threads;
     f->forbidden = mode == KILN_TIERS_BASELINE;
     tier_bes tb = {0};
