@@ -238,11 +238,11 @@ void kiln_cli_function_free(kiln_function *f, int status)
     kiln_function_free(f);      /* drops queued compiles, returns at once */
     if (!busy)
         return;
-    /* the compile still running would hold up exit (the library joins its
-     * compile threads at exit), and the compiler's own destructors run
-     * under it (libLLVM: "pure virtual method called", SIGABRT): end the
-     * process now; its result was for this process only, and the disk
-     * cache never sees a half-written entry */
+    /* a normal exit would wait for the compile still running (the llvm
+     * plugin's atexit handler and libkiln's pool both wait for it, lest
+     * libLLVM's static destructors run under it): end the process now;
+     * the compile's result was for this process only, and the disk cache
+     * never sees a half-written entry */
     fflush(NULL);
     _exit(status);
 }
