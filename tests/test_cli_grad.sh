@@ -37,7 +37,7 @@ st=$?
 grep -q '^kiln: --check-grad: no gradient to check' "$tmp/err"
 ok $? "and says so: $(cat "$tmp/err")"
 "$kiln" run "$tmp/plain.kg" -i x=2 --json >"$tmp/out" 2>&1
-grep -q '"timing": {[^}]*}}$' "$tmp/out" && ! grep -q check_grad "$tmp/out"
+grep -q '"timing": {[^}]*}, "tiers": \[.*\]}$' "$tmp/out" && ! grep -q check_grad "$tmp/out"
 ok $? "without --check-grad the JSON has no check_grad key"
 
 # --- models with grad(...) -------------------------------------------------
@@ -66,8 +66,10 @@ grep -q '^logp = -7\.125$' "$tmp/out"; ok $? "outputs printed first"
 grep -qE '^check-grad: d\(logp\)/d\(x\): max error [0-9.e+-]+ at \[[0-9]+\] \(analytic [0-9.e+-]+, numeric [0-9.e+-]+\)$' "$tmp/out"
 ok $? "a line for d(logp)/d(x): $(grep 'd(x)' "$tmp/out")"
 grep -qE '^check-grad: d\(logp\)/d\(y\): max error ' "$tmp/out"; ok $? "a line for d(logp)/d(y)"
-# the check lines come between the outputs and the timing line
-sed -n '$p' "$tmp/out" | grep -q '^compile: '; ok $? "the timing line stays last"
+# the check lines come between the outputs and the timing line, which
+# only the tier report (kernels that may move to a higher tier) follows
+sed '1,/^compile: /d' "$tmp/out" | grep -Evq '^(kernel [0-9]+ \(|tiers: )'
+[ $? = 1 ] && grep -q '^compile: ' "$tmp/out"; ok $? "the timing line comes after the check lines"
 
 "$kiln" run "$tmp/normal.kg" -i 'x=[1, 2, 3]' -i y=0.5 --check-grad --json >"$tmp/json" 2>&1
 ok $? "--check-grad --json exits 0"
@@ -77,7 +79,7 @@ if has_python; then
   python3 - "$tmp/json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert list(d) == ["outputs", "timing", "check_grad"], list(d)
+assert list(d) == ["outputs", "timing", "check_grad", "tiers"], list(d)
 rows = d["check_grad"]
 assert [(r["input"], r["output"]) for r in rows] == [("x", "logp"), ("y", "logp")], rows
 for r in rows:
@@ -109,7 +111,7 @@ ok $? "reported at [1]: $(grep check-grad "$tmp/out")"
 grep -q '^kiln: check-grad: 1 gradient differs from finite differences by more than 0.0001$' "$tmp/err"
 ok $? "stderr says why: $(cat "$tmp/err")"
 "$kiln" run "$tmp/sqrt.kg" -i 'x=[4, 1e-9]' --check-grad --json >"$tmp/json" 2>/dev/null
-[ $? = 1 ] && grep -q '"max_error": "inf", "worst_index": 1, .*"numeric": "nan", "ok": false}\]}$' "$tmp/json"
+[ $? = 1 ] && grep -q '"max_error": "inf", "worst_index": 1, .*"numeric": "nan", "ok": false}\], "tiers": \[.*\]}$' "$tmp/json"
 ok $? "JSON: non-finite values as strings, ok false"
 
 # the radon example carries its gradient (examples/radon.kg)

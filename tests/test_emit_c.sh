@@ -44,7 +44,8 @@ kernels() { grep -c '^/\* ==== kernel [0-9]* of [0-9]*: ' "$1"; }
 # "index label" of every kernel header, and of every `kiln explain --json` row
 heads() { sed -n 's|^/\* ==== kernel \([0-9]*\) of [0-9]*: \([^,]*\), node .*|\1 \2|p' "$1"; }
 rows() { grep -o '"label": *"[^"]*"' "$1" | sed 's/"label": *"\(.*\)"/\1/' | awk '{print NR - 1, $0}'; }
-runk() { tail -1 "$1" | sed -n 's/.*(1 call, \([0-9]*\) kernels*)$/\1/p'; }
+# (the timing line; the tier report may follow it)
+runk() { sed -n 's/^compile: .*(1 call, \([0-9]*\) kernels*)$/\1/p' "$1"; }
 es="$src/examples/eight_schools.kg"
 "$kiln" emit-c "$es" >"$tmp/es.c" 2>"$tmp/err"; r=$?
 "$kiln" run "$es" --random-inputs 1 >"$tmp/es.run" 2>>"$tmp/err"

@@ -29,6 +29,11 @@
  * above this (docs/kiln.1). */
 #define CHECK_GRAD_TOL 1e-4
 
+/* the largest --tier-threads (the library's pool has at most 64) and
+ * --tier-wait (seconds) */
+#define TIER_THREADS_MAX 64
+#define TIER_WAIT_MAX 1000000
+
 static const char *usage_text =
     "usage: kiln run FILE.kg [-i NAME=VALUE]... [--random-inputs SEED]\n"
     "                [--repeat N] [--backend NAME] [--json] [--check-grad]\n"
@@ -37,6 +42,8 @@ static const char *usage_text =
     "                [--generic-target] [--data-max-size SIZE]\n"
     "                [--data-allow-special]\n"
     "                [--passes all|none|-fuse,...]\n"
+    "                [--tiers policy|off|baseline] [--tier-threads N]\n"
+    "                [--tier-wait SECONDS] [--tier-report] [--quiet]\n"
     "       kiln cache stats | list | verify [--remove] |\n"
     "                  prune [--max-size SIZE] | clear\n"
     "       kiln explain FILE.kg [--policy POLICY.yaml] [--json] [--passes]\n"
@@ -539,20 +546,6 @@ static void print_nested(FILE *o, const kiln_tensor *t, int dim, int64_t *pos,
     fputc(']', o);
 }
 
-static void print_json_string(FILE *o, const char *s)
-{
-    fputc('"', o);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(o, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(o, "\\u%04x", *s);
-        else
-            fputc(*s, o);
-    }
-    fputc('"', o);
-}
-
 /* ---- commands ------------------------------------------------------- */
 
 /* kiln emit-c / emit-llvm FILE.kg [--passes LIST] [--policy POLICY.yaml]
@@ -656,6 +649,10 @@ static int cmd_run(int argc, char **argv)
     int jobs = 0, opt_level = 0, fast_math = 0, no_cache = 0;
     const char *passes = NULL;   /* --passes (docs/rewrite.md) */
     int cache_report = 0, generic_target = 0;
+    /* tiers (docs/policy.md, "Tiers"); tier_wait < 0: no --tier-wait */
+    int tiers = KILN_TIERS_POLICY, tier_threads = 0, tier_report = 0;
+    int quiet = 0;
+    double tier_wait = -1;
     unsigned long long seed = 0;
     /* limits on the data files the model and -i @FILE name: the caller's
      * (these flags, $KILN_DATA_MAX_SIZE), never the model's */
@@ -716,6 +713,47 @@ static int cmd_run(int argc, char **argv)
                 opt_level = (int)v;
         } else if (strcmp(a, "--fast-math") == 0) {
             fast_math = 1;
+        } else if (strcmp(a, "--tiers") == 0 && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (strcmp(v, "policy") == 0)
+                tiers = KILN_TIERS_POLICY;
+            else if (strcmp(v, "off") == 0)
+                tiers = KILN_TIERS_OFF;
+            else if (strcmp(v, "baseline") == 0)
+                tiers = KILN_TIERS_BASELINE;
+            else {
+                fprintf(stderr, "kiln: --tiers takes policy, off or baseline, "
+                        "got '%s'\n", SHOW(v));
+                return 2;
+            }
+        } else if (strcmp(a, "--tier-threads") == 0 && i + 1 < argc) {
+            /* digits only, like --random-inputs: strtol takes ' 4', '+4' */
+            char *end;
+            const char *v = argv[++i];
+            long t = strtol(v, &end, 10);
+            if (v[0] < '0' || v[0] > '9' || *end || t < 1 ||
+                t > TIER_THREADS_MAX) {
+                fprintf(stderr, "kiln: --tier-threads takes a thread count "
+                        "from 1 to %d, got '%s'\n", TIER_THREADS_MAX,
+                        SHOW(v));
+                return 2;
+            }
+            tier_threads = (int)t;
+        } else if (strcmp(a, "--tier-wait") == 0 && i + 1 < argc) {
+            char *end;
+            const char *v = argv[++i];
+            double w = strtod(v, &end);
+            if (!((v[0] >= '0' && v[0] <= '9') || v[0] == '.') || *end ||
+                !(w >= 0 && w <= TIER_WAIT_MAX)) {
+                fprintf(stderr, "kiln: --tier-wait takes a number of seconds "
+                        "from 0 to %d, got '%s'\n", TIER_WAIT_MAX, SHOW(v));
+                return 2;
+            }
+            tier_wait = w;
+        } else if (strcmp(a, "--tier-report") == 0) {
+            tier_report = 1;
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = 1;
         } else if (strcmp(a, "--passes") == 0 && i + 1 < argc) {
             passes = argv[++i];   /* docs/rewrite.md */
         } else if (strcmp(a, "--generic-target") == 0) {
@@ -775,6 +813,9 @@ static int cmd_run(int argc, char **argv)
     if (no_cache)
         opt.cache_mode = KILN_CACHE_MODE_OFF;
     opt.generic_target = generic_target;
+    opt.tiers = tiers;
+    opt.tier_threads = tier_threads;
+    opt.quiet = quiet;
     double t0 = now_ms();
     kiln_function *f = kiln_compile(g, &opt, &err);
     double compile_ms = now_ms() - t0;
@@ -849,6 +890,17 @@ static int cmd_run(int argc, char **argv)
             goto done;
         }
     }
+    /* --tier-wait: the tier-1 compiles queued so far (kernels the rules
+     * sent to a tier-1 backend) finish before the timed calls */
+    double tier_wait_ms = 0;
+    if (tier_wait >= 0) {
+        double w0 = now_ms();
+        int late = kiln_function_tier_wait(f, tier_wait) == 1;
+        tier_wait_ms = now_ms() - w0;
+        if (late && !quiet)
+            fprintf(stderr, "kiln: --tier-wait: tier-1 compiles still running "
+                    "after %g s; the calls are timed anyway\n", tier_wait);
+    }
     for (int r = 0; r < repeat; r++) {
         double s = now_ms();
         if (kiln_function_call(f, in, out, &err)) {
@@ -890,7 +942,7 @@ static int cmd_run(int argc, char **argv)
         printf("{\"outputs\": {");
         for (int k = 0; k < no; k++) {
             printf("%s", k ? ", " : "");
-            print_json_string(stdout, kiln_function_output_name(f, k));
+            kiln_cli_json_str(stdout, kiln_function_output_name(f, k));
             printf(": {\"dtype\": \"%s\", \"shape\": [",
                    kiln_dtype_name(out[k].dtype));
             for (int d = 0; d < out[k].rank; d++)
@@ -901,17 +953,20 @@ static int cmd_run(int argc, char **argv)
             printf("}");
         }
         printf("}, \"timing\": {\"compile_ms\": %.6f, \"first_call_ms\": "
-               "%.6f, \"call_ms_median\": %.6f, \"repeat\": %d}",
+               "%.6f, \"call_ms_median\": %.6f, \"repeat\": %d",
                compile_ms, first, median, repeat);
+        if (tier_wait >= 0)
+            printf(", \"tier_wait_ms\": %.6f", tier_wait_ms);
+        printf("}");
         if (check_grad) {
             printf(", \"check_grad\": [");
             for (int r = 0; r < n_rows; r++) {
                 printf("%s{\"input\": ", r ? ", " : "");
-                print_json_string(stdout, rows[r].input);
+                kiln_cli_json_str(stdout, rows[r].input);
                 printf(", \"output\": ");
-                print_json_string(stdout, rows[r].output);
+                kiln_cli_json_str(stdout, rows[r].output);
                 printf(", \"gradient\": ");
-                print_json_string(stdout, rows[r].gradient);
+                kiln_cli_json_str(stdout, rows[r].gradient);
                 printf(", \"max_error\": ");
                 print_number(stdout, rows[r].max_error, KILN_F64, 1);
                 printf(", \"worst_index\": %lld, \"analytic\": ",
@@ -923,6 +978,11 @@ static int cmd_run(int argc, char **argv)
                        rows[r].max_error <= CHECK_GRAD_TOL ? "true" : "false");
             }
             printf("]");
+        }
+        printf(", \"tiers\": ");
+        if (kiln_cli_tier_json(f, stdout)) {
+            fprintf(stderr, "kiln: no tier information for the kernels\n");
+            goto done;
         }
         printf("}\n");
     } else {
@@ -945,6 +1005,11 @@ static int cmd_run(int argc, char **argv)
                "(%d call%s, %d kernel%s)\n", compile_ms, first, median, repeat,
                repeat == 1 ? "" : "s", kiln_function_n_kernels(f),
                kiln_function_n_kernels(f) == 1 ? "" : "s");
+        if (kiln_cli_tier_report(f, stdout, tier_report,
+                                 tiers == KILN_TIERS_BASELINE)) {
+            fprintf(stderr, "kiln: no tier information for the kernels\n");
+            goto done;
+        }
     }
     if (n_bad) {
         fprintf(stderr, "kiln: check-grad: %d gradient%s differ%s from "
@@ -960,7 +1025,7 @@ done:
     free(out);
     free(times);
     free(rows);
-    kiln_function_free(f);
+    kiln_cli_function_free(f, status);
     return status;
 }
 

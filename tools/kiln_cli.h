@@ -21,4 +21,41 @@ int kiln_cli_cache(int argc, char **argv);
 #include <kiln/kiln.h>
 void kiln_cli_cache_report(const kiln_function *f, FILE *out);
 
+/* ---- tiers (tools/kiln_tiers.c) ---------------------------------------- */
+
+/* s as a JSON string, or null when s is NULL. */
+void kiln_cli_json_str(FILE *o, const char *s);
+
+/* "fixed", "waiting", "queued", "compiling", "swapped", "failed", "never"
+ * (a kiln_tier_state), or "?". */
+const char *kiln_cli_tier_state_name(int state);
+
+/* Where kernel i of f runs between tiers: kiln_function_tier_info, the
+ * backend it started on, its label and fused node count; listed is 1
+ * when it runs on a tier above 0 or may move to one.  0, or -1 when i is
+ * out of range. */
+typedef struct kiln_cli_tier {
+    kiln_tier_info info;
+    const char *start;
+    const char *label;
+    int fused_nodes;
+    int listed;
+} kiln_cli_tier;
+int kiln_cli_kernel_tier(const kiln_function *f, int i, kiln_cli_tier *t);
+
+/* kiln run's tier report: a line per listed kernel, or one summary line
+ * when there are more than 20 of them and `all` is 0; with `all`, a line
+ * also when no kernel is listed.  `baseline`: the function was compiled
+ * with KILN_TIERS_BASELINE (why kernels never move).  0, or -1. */
+int kiln_cli_tier_report(const kiln_function *f, FILE *out, int all,
+                         int baseline);
+
+/* kiln_function_free(f), and when a tier-1 compile of f was queued or
+ * running, exit the process at once with `status` (stdio flushed) instead
+ * of returning: see tools/kiln_tiers.c. */
+void kiln_cli_function_free(kiln_function *f, int status);
+
+/* kiln run --json: the "tiers" array, one object per kernel.  0, or -1. */
+int kiln_cli_tier_json(const kiln_function *f, FILE *out);
+
 #endif

@@ -34,25 +34,6 @@ static const char *cache_word(int r)
     }
 }
 
-static void json_str(FILE *o, const char *s)
-{
-    if (!s) {
-        fputs("null", o);
-        return;
-    }
-    fputc('"', o);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(o, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(o, "\\u%04x", c);
-        else
-            fputc(c, o);
-    }
-    fputc('"', o);
-}
-
 /* s for one column of the text table: control characters (a rule name
  * from YAML may hold a newline) become '?'; NULL becomes "-". */
 static const char *cell(const char *s, char *buf, size_t n)
@@ -140,13 +121,13 @@ int kiln_cli_explain(int argc, char **argv)
     int n = kiln_function_n_kernels(f);
     if (json) {
         printf("{\"policy\": ");
-        json_str(stdout, pol ? kiln_policy_source(pol) : NULL);
+        kiln_cli_json_str(stdout, pol ? kiln_policy_source(pol) : NULL);
         printf(", \"selected_by\": ");
-        json_str(stdout, pol ? how : "KILN_BACKEND");
+        kiln_cli_json_str(stdout, pol ? how : "KILN_BACKEND");
         printf(", \"chain\": [");
         for (int c = 0; pol && c < kiln_policy_n_backends(pol); c++) {
             printf("%s", c ? ", " : "");
-            json_str(stdout, kiln_policy_backend(pol, c));
+            kiln_cli_json_str(stdout, kiln_policy_backend(pol, c));
         }
         printf("], \"kernels\": [");
     } else {
@@ -159,9 +140,10 @@ int kiln_cli_explain(int argc, char **argv)
             printf("policy: none ($KILN_BACKEND=%s overrides it)\n",
                    explicit);
         }
-        printf("%-5s %-16s %-9s %5s %5s %10s %12s %-18s %-7s %-7s %-10s %s\n",
-               "#", "kernel", "kind", "width", "ops", "elements", "cost",
-               "rule", "chosen", "backend", "key", "cache");
+        printf("%-5s %-16s %-9s %5s %5s %10s %12s %-18s %-7s %-7s %-7s "
+               "%-7s %-10s %s\n", "#", "kernel", "kind", "width", "ops",
+               "elements", "cost", "rule", "chosen", "backend", "start",
+               "tier1", "key", "cache");
     }
     int rc = 0;
     for (int i = 0; i < n; i++) {
@@ -180,6 +162,13 @@ int kiln_cli_explain(int argc, char **argv)
         int have_rep = kiln_function_kernel_report(f, i, &rep) == 0;
         if (have_rep)
             kiln_key_hex(&rep.key, hex);
+        /* tiers: the backend it starts on, the one it may move to */
+        kiln_cli_tier tier;
+        if (kiln_cli_kernel_tier(f, i, &tier)) {
+            fprintf(stderr, "kiln: no tier information for kernel %d\n", i);
+            rc = 1;
+            break;
+        }
         char elems[32];
         if (k.facts.elements >= 0)
             snprintf(elems, sizeof elems, "%lld",
@@ -188,41 +177,50 @@ int kiln_cli_explain(int argc, char **argv)
             snprintf(elems, sizeof elems, "symbolic");
         if (json) {
             printf("%s{\"index\": %d, \"label\": ", i ? ", " : "", i);
-            json_str(stdout, k.facts.label);
+            kiln_cli_json_str(stdout, k.facts.label);
             printf(", \"op\": ");
-            json_str(stdout, k.facts.op);
+            kiln_cli_json_str(stdout, k.facts.op);
             printf(", \"kind\": \"%s\", \"width\": %d, \"scalar_ops\": %d, "
                    "\"elements\": %lld, \"cost\": %.6g, \"rule\": ",
                    kind_name(k.facts.kind), k.facts.width,
                    k.facts.scalar_ops, (long long)k.facts.elements,
                    k.facts.cost);
-            json_str(stdout, k.rule);
+            kiln_cli_json_str(stdout, k.rule);
             printf(", \"chosen\": ");
-            json_str(stdout, k.chosen);
+            kiln_cli_json_str(stdout, k.chosen);
             printf(", \"backend\": ");
-            json_str(stdout, k.backend);
+            kiln_cli_json_str(stdout, k.backend);
             printf(", \"fallback\": ");
-            json_str(stdout, k.fallback);
+            kiln_cli_json_str(stdout, k.fallback);
             printf(", \"compile_ms_estimate\": %.6g, \"key\": ",
                    k.compile_ms_estimate);
-            json_str(stdout, have_rep ? hex : NULL);
+            kiln_cli_json_str(stdout, have_rep ? hex : NULL);
             printf(", \"cache\": ");
-            json_str(stdout, have_rep ? cache_word(rep.cache) : NULL);
+            kiln_cli_json_str(stdout,
+                              have_rep ? cache_word(rep.cache) : NULL);
             printf(", \"cache_note\": ");
-            json_str(stdout, have_rep && !rep.written ? rep.note : NULL);
+            kiln_cli_json_str(stdout,
+                              have_rep && !rep.written ? rep.note : NULL);
             printf(", \"fused_nodes\": %d, \"fused\": ", k.fused_nodes);
-            json_str(stdout, k.fused);
+            kiln_cli_json_str(stdout, k.fused);
             printf(", \"split\": ");
-            json_str(stdout, k.split);
-            printf("}");
+            kiln_cli_json_str(stdout, k.split);
+            printf(", \"start\": ");
+            kiln_cli_json_str(stdout, tier.start);
+            printf(", \"tier\": %d, \"tier1\": ", tier.info.tier);
+            kiln_cli_json_str(stdout, tier.info.tier1);
+            printf(", \"tier_state\": \"%s\"}",
+                   kiln_cli_tier_state_name(tier.info.state));
         } else {
             char rb[64];
             printf("%-5d %-16.16s %-9s %5d %5d %10s %12.4g %-18.18s %-7s "
-                   "%-7s %-10.10s %s", i, k.facts.label,
+                   "%-7s %-7s %-7s %-10.10s %s", i, k.facts.label,
                    kind_name(k.facts.kind), k.facts.width,
                    k.facts.scalar_ops, elems, k.facts.cost,
                    cell(k.rule, rb, sizeof rb), k.chosen,
-                   k.backend ? k.backend : "?", have_rep ? hex : "-",
+                   k.backend ? k.backend : "?", tier.start ? tier.start : "?",
+                   tier.info.tier1 ? tier.info.tier1 : "-",
+                   have_rep ? hex : "-",
                    have_rep ? cache_word(rep.cache) : "-");
             if (have_rep && rep.written)
                 printf(" (stored)");
@@ -255,8 +253,11 @@ int kiln_cli_explain(int argc, char **argv)
     }
     if (json)
         printf("]}\n");
-    kiln_function_free(f);
+    /* explain does not wait for tier-1 compiles the compile queued (the
+     * rules' llvm kernels under a tiered policy): drop them */
+    kiln_function_tier_forbid(f);
     kiln_policy_free(pol);
+    kiln_cli_function_free(f, rc);
     return rc;
 }
 
