@@ -118,7 +118,7 @@ static int make_inputs(const kiln_function *f, uint64_t seed, int64_t sym,
 /* A call's result, copied. */
 typedef struct result {
     int rc;
-    char msg[512];
+    char msg[sizeof ((kiln_err *)0)->message];
     int n;
     kiln_tensor t[MAX_OUT];
     size_t bytes[MAX_OUT];
@@ -157,7 +157,7 @@ static const char *differs(const result *ref, int rc, const kiln_err *err,
                            const kiln_tensor *out, char *buf, size_t size)
 {
     if (rc != ref->rc || (rc && strcmp(err->message, ref->msg) != 0)) {
-        snprintf(buf, size, "rc %d '%.200s', want rc %d '%.200s'", rc,
+        snprintf(buf, size, "rc %d '%.150s', want rc %d '%.150s'", rc,
                  rc ? err->message : "", ref->rc, ref->msg);
         return buf;
     }
@@ -257,7 +257,7 @@ static void *job_main(void *arg)
     kiln_err err = {0, ""};
     kiln_context *ctx = NULL;
     if (j->use_ctx && !(ctx = kiln_context_new(j->f, &err))) {
-        snprintf(j->first, sizeof j->first, "kiln_context_new: %s",
+        snprintf(j->first, sizeof j->first, "kiln_context_new: %.500s",
                  err.message);
         j->wrong = 1;
     }
@@ -365,7 +365,7 @@ typedef struct cb_point {
     int rc;
     double logp;
     double *grad;
-    char msg[512];
+    char msg[sizeof ((kiln_err *)0)->message];
 } cb_point;
 
 typedef struct cb_job {
