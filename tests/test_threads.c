@@ -40,12 +40,15 @@
 #include "tap.h"
 #include "found_backends.h"
 
+#define MAX_OUT 32
+/* outs, call_copy: a call's results, copied */
+#include "call_outs.h"
+
 /* counting allocations: n_allocs, COUNT_ALLOCS */
 #include "count_allocs.h"
 
 #define NT 4         /* threads */
 #define NSETS 4      /* input sets per thread, used in turn */
-#define MAX_OUT 32
 
 static const char *srcdir = ".";
 static int n_calls = 200;
@@ -115,45 +118,9 @@ static int make_inputs(const kiln_function *f, uint64_t seed, int64_t sym,
     return 0;
 }
 
-/* A call's result, copied. */
-typedef struct result {
-    int rc;
-    char msg[sizeof ((kiln_err *)0)->message];
-    int n;
-    kiln_tensor t[MAX_OUT];
-    size_t bytes[MAX_OUT];
-} result;
-
-static void result_free(result *r)
-{
-    for (int i = 0; i < r->n; i++)
-        free(r->t[i].data);
-    r->n = 0;
-}
-
-static void keep(result *r, int rc, const kiln_err *err, int n_out,
-                 const kiln_tensor *out)
-{
-    memset(r, 0, sizeof *r);
-    r->rc = rc;
-    if (rc) {
-        snprintf(r->msg, sizeof r->msg, "%s", err->message);
-        return;
-    }
-    r->n = n_out;
-    for (int i = 0; i < n_out; i++) {
-        r->t[i] = out[i];
-        r->bytes[i] = (size_t)kiln_shape_numel(out[i].rank, out[i].shape) *
-                      kiln_dtype_size(out[i].dtype);
-        r->t[i].data = malloc(r->bytes[i] ? r->bytes[i] : 1);
-        if (r->bytes[i])
-            memcpy(r->t[i].data, out[i].data, r->bytes[i]);
-    }
-}
-
 /* "" when the outputs `out` of a call that returned rc (err) are the
  * reference's bit for bit, else what differs first. */
-static const char *differs(const result *ref, int rc, const kiln_err *err,
+static const char *differs(const outs *ref, int rc, const kiln_err *err,
                            const kiln_tensor *out, char *buf, size_t size)
 {
     if (rc != ref->rc || (rc && strcmp(err->message, ref->msg) != 0)) {
@@ -168,7 +135,8 @@ static const char *differs(const result *ref, int rc, const kiln_err *err,
             snprintf(buf, size, "output %d: dtype or shape differs", i);
             return buf;
         }
-        if (ref->bytes[i] && memcmp(a->data, b->data, ref->bytes[i])) {
+        size_t bytes = outs_bytes(b);
+        if (bytes && memcmp(a->data, b->data, bytes)) {
             snprintf(buf, size, "output %d: bytes differ", i);
             return buf;
         }
@@ -229,6 +197,53 @@ static int has_symbolic_input(const kiln_function *f)
     return 0;
 }
 
+/* ---- threads ------------------------------------------------------------- */
+
+/* What one thread saw; the first member of every thread's argument. */
+typedef struct tally {
+    int calls, wrong;
+    char first[600];   /* the first difference */
+} tally;
+
+static void tally_note(tally *y, int c, int k, const char *d)
+{
+    y->calls++;
+    if (*d && y->wrong++ == 0)
+        snprintf(y->first, sizeof y->first, "call %d (input %d): %s", c, k,
+                 d);
+}
+
+/* The threads of one run wait here, so that they call at once. */
+static pthread_barrier_t start_line;
+
+/* Run body(args + t * size) on NT threads started together, join them
+ * and add up their tallies (diagnostics name `what`): the wrong calls,
+ * and *calls the calls made. */
+static int run_threads(void *(*body)(void *), void *args, size_t size,
+                       const char *what, int *calls)
+{
+    pthread_t th[NT];
+    pthread_barrier_init(&start_line, NULL, NT);
+    for (int t = 0; t < NT; t++)
+        if (pthread_create(&th[t], NULL, body, (char *)args + (size_t)t * size)) {
+            /* the others would wait for it at the barrier: stop here */
+            ok(0, "%s: thread %d of %d started", what, t, NT);
+            exit(1);
+        }
+    int wrong = 0;
+    *calls = 0;
+    for (int t = 0; t < NT; t++) {
+        pthread_join(th[t], NULL);
+        const tally *y = (const tally *)(void *)((char *)args + (size_t)t * size);
+        *calls += y->calls;
+        wrong += y->wrong;
+        if (y->wrong)
+            diag("%s, thread %d: %s", what, t, y->first);
+    }
+    pthread_barrier_destroy(&start_line);
+    return wrong;
+}
+
 /* ---- 1 and 2: kiln_function_call and kiln_context_call ------------------ */
 
 /* The symbolic size of thread t's input set k: threads before the last
@@ -242,13 +257,11 @@ static int64_t sym_size(int t, int k)
 }
 
 typedef struct job {
+    tally y;
     kiln_function *f;
     int use_ctx;                  /* kiln_context_new/call/free */
-    pthread_barrier_t *start;
     const inset *in;              /* NSETS sets */
-    const result *ref;            /* NSETS results */
-    int calls, wrong;
-    char first[600];              /* the first difference */
+    const outs *ref;              /* their results */
 } job;
 
 static void *job_main(void *arg)
@@ -257,11 +270,11 @@ static void *job_main(void *arg)
     kiln_err err = {0, ""};
     kiln_context *ctx = NULL;
     if (j->use_ctx && !(ctx = kiln_context_new(j->f, &err))) {
-        snprintf(j->first, sizeof j->first, "kiln_context_new: %.500s",
+        snprintf(j->y.first, sizeof j->y.first, "kiln_context_new: %.500s",
                  err.message);
-        j->wrong = 1;
+        j->y.wrong = 1;
     }
-    pthread_barrier_wait(j->start);
+    pthread_barrier_wait(&start_line);
     for (int c = 0; c < n_calls && (!j->use_ctx || ctx); c++) {
         int k = c % NSETS;
         kiln_tensor out[MAX_OUT];
@@ -269,11 +282,8 @@ static void *job_main(void *arg)
         int rc = ctx ? kiln_context_call(ctx, j->in[k].t, out, &err)
                      : kiln_function_call(j->f, j->in[k].t, out, &err);
         char buf[400];
-        const char *d = differs(&j->ref[k], rc, &err, out, buf, sizeof buf);
-        j->calls++;
-        if (*d && j->wrong++ == 0)
-            snprintf(j->first, sizeof j->first, "call %d (set %d): %s", c, k,
-                     d);
+        tally_note(&j->y, c, k,
+                   differs(&j->ref[k], rc, &err, out, buf, sizeof buf));
     }
     kiln_context_free(ctx);
     return NULL;
@@ -303,54 +313,32 @@ static void test_model(const char *rel, const char *backend, int use_ctx)
     }
     /* the references, single-threaded, on the other function */
     static inset in[NT][NSETS];
-    static result want[NT][NSETS];
+    static outs want[NT][NSETS];
     int setup = 0, ref_errors = 0;
     for (int t = 0; t < NT; t++)
         for (int k = 0; k < NSETS; k++) {
             setup |= make_inputs(f, (uint64_t)(100 * t + k + 1),
                                  sym_size(t, k), &in[t][k]);
-            kiln_tensor out[MAX_OUT];
-            kiln_err err = {0, ""};
-            int rc = kiln_function_call(ref, in[t][k].t, out, &err);
-            keep(&want[t][k], rc, &err, n_out, out);
-            ref_errors += rc != 0;
+            call_copy(ref, in[t][k].t, &want[t][k]);
+            ref_errors += want[t][k].rc != 0;
         }
-    pthread_barrier_t start;
-    pthread_barrier_init(&start, NULL, NT);
     job jobs[NT];
-    pthread_t th[NT];
-    int started = 0;
-    for (int t = 0; t < NT; t++) {
-        jobs[t] = (job){.f = f, .use_ctx = use_ctx, .start = &start,
-                        .in = in[t], .ref = want[t]};
-        if (pthread_create(&th[t], NULL, job_main, &jobs[t]) == 0)
-            started++;
-    }
-    /* a thread that did not start would leave the others at the
-     * barrier: fail loudly instead */
-    if (started < NT) {
-        ok(0, "%s, %s: %d of %d threads started", base, backend, started, NT);
-        exit(1);
-    }
-    int calls = 0, wrong = 0;
-    for (int t = 0; t < NT; t++) {
-        pthread_join(th[t], NULL);
-        calls += jobs[t].calls;
-        wrong += jobs[t].wrong;
-        if (jobs[t].wrong)
-            diag("%s, %s, thread %d: %s", base, backend, t, jobs[t].first);
-    }
-    pthread_barrier_destroy(&start);
+    for (int t = 0; t < NT; t++)
+        jobs[t] = (job){.f = f, .use_ctx = use_ctx, .in = in[t],
+                        .ref = want[t]};
+    char what[200];
+    snprintf(what, sizeof what, "%s, %s, %s", base, backend, how);
+    int calls, wrong = run_threads(job_main, jobs, sizeof *jobs, what, &calls);
     ok(!setup && calls == NT * n_calls && wrong == 0,
-       "%s, %s, %s: %d threads x %d calls at once%s equal the "
-       "single-threaded reference bit for bit (%d wrong; %d of the %d "
-       "reference calls fail, compared too)", base, backend, how, NT,
-       n_calls, sym ? " (one thread changing shapes)" : "", wrong,
-       ref_errors, NT * NSETS);
+       "%s: %d threads x %d calls at once%s equal the single-threaded "
+       "reference bit for bit (%d wrong; %d of the %d reference calls "
+       "fail, compared too)", what, NT, n_calls,
+       sym ? " (one thread changing shapes)" : "", wrong, ref_errors,
+       NT * NSETS);
     for (int t = 0; t < NT; t++)
         for (int k = 0; k < NSETS; k++) {
             inset_free(&in[t][k]);
-            result_free(&want[t][k]);
+            outs_free(&want[t][k]);
         }
     kiln_function_free(ref);
     kiln_function_free(f);
@@ -369,13 +357,11 @@ typedef struct cb_point {
 } cb_point;
 
 typedef struct cb_job {
+    tally y;
     kiln_logp_fn fn;
     void *ud;
     uint64_t dim;
-    pthread_barrier_t *start;
     const cb_point *pts;   /* NSETS */
-    int calls, wrong;
-    char first[600];
 } cb_job;
 
 /* Call the callback at p; "" when rc, logp, gradient and the thread's
@@ -412,16 +398,12 @@ static const char *cb_check(kiln_logp_fn fn, void *ud, uint64_t dim,
 static void *cb_main(void *arg)
 {
     cb_job *j = arg;
-    pthread_barrier_wait(j->start);
+    pthread_barrier_wait(&start_line);
     for (int c = 0; c < n_calls; c++) {
         int k = c % NSETS;
         char buf[400];
-        const char *d = cb_check(j->fn, j->ud, j->dim, &j->pts[k], buf,
-                                 sizeof buf);
-        j->calls++;
-        if (*d && j->wrong++ == 0)
-            snprintf(j->first, sizeof j->first, "call %d (point %d): %s", c,
-                     k, d);
+        tally_note(&j->y, c, k, cb_check(j->fn, j->ud, j->dim, &j->pts[k],
+                                         buf, sizeof buf));
     }
     return NULL;
 }
@@ -520,36 +502,16 @@ static void test_callback(const char *rel, const char *backend)
        strstr(pts[1][2].msg, "logp is") && pts[0][0].msg[0] == '\0',
        "%s, %s: single-threaded reference: %d points, a non-finite one "
        "('%s') and a bad dim", base, backend, NT * NSETS, pts[1][2].msg);
-    pthread_barrier_t start;
-    pthread_barrier_init(&start, NULL, NT);
     cb_job jobs[NT];
-    pthread_t th[NT];
-    int started = 0;
-    for (int t = 0; t < NT; t++) {
-        jobs[t] = (cb_job){.fn = fn, .ud = ud, .dim = dim, .start = &start,
-                           .pts = pts[t]};
-        if (pthread_create(&th[t], NULL, cb_main, &jobs[t]) == 0)
-            started++;
-    }
-    if (started < NT) {
-        ok(0, "%s, %s: %d of %d threads started", base, backend, started, NT);
-        exit(1);
-    }
-    int calls = 0, wrong = 0;
-    for (int t = 0; t < NT; t++) {
-        pthread_join(th[t], NULL);
-        calls += jobs[t].calls;
-        wrong += jobs[t].wrong;
-        if (jobs[t].wrong)
-            diag("%s, %s, callback thread %d: %s", base, backend, t,
-                 jobs[t].first);
-    }
-    pthread_barrier_destroy(&start);
+    for (int t = 0; t < NT; t++)
+        jobs[t] = (cb_job){.fn = fn, .ud = ud, .dim = dim, .pts = pts[t]};
+    char what[200];
+    snprintf(what, sizeof what, "%s, %s, logp callback", base, backend);
+    int calls, wrong = run_threads(cb_main, jobs, sizeof *jobs, what, &calls);
     ok(calls == NT * n_calls && wrong == 0,
-       "%s, %s: logp callback from %d threads x %d calls at once: logp, "
-       "gradient, return code and each thread's own message equal the "
-       "single-threaded values (%d wrong)", base, backend, NT, n_calls,
-       wrong);
+       "%s from %d threads x %d calls at once: logp, gradient, return code "
+       "and each thread's own message equal the single-threaded values (%d "
+       "wrong)", what, NT, n_calls, wrong);
     /* the main thread never called fn: it has no message */
     ok(strcmp(kiln_logp_callback_message(ud), "") == 0,
        "%s, %s: a thread that never called the callback has no message",
