@@ -2,18 +2,28 @@
  * callback.c — a compiled function as a sampler's log-density callback
  * (kiln_function_logp_callback; docs/sampler.md).
  *
- * Everything a call needs is prepared when the callback is made: the
- * input tensors (f64 inputs are pointed straight into x at each call, f32
- * inputs are converted into a scratch buffer), the output array and the
- * output index of each input's gradient.  A call then sets pointers, runs
- * kiln_function_call and copies the gradients out, allocating nothing
- * once f's buffers exist.
+ * What does not change between calls is worked out when the callback is
+ * made: each input's offset in x, its element count, the output index of
+ * its gradient, and a template of the input tensors.  Calls are
+ * reentrant: nutpie calls one callback from every chain's thread at once,
+ * and kiln_function_call gives each thread its own context of f.  What a
+ * call writes lives in a *slot* of the calling thread, made at its first
+ * call through this callback: the input tensors (f64 inputs are pointed
+ * straight into x at each call, f32 inputs converted into the slot's
+ * buffer), the output array and the last failure's message.  A thread's
+ * later calls find their slot, set pointers, run kiln_function_call and
+ * copy the gradients out, allocating nothing.
+ *
+ * Slots are found by thread id in a list that only grows (a new slot is
+ * pushed with a compare-and-swap; readers walk it without a lock).  A
+ * thread that has exited leaves its slot, which a later thread with the
+ * same id reuses; the slots live until kiln_function_free, like f's
+ * contexts.
  *
  * The state lives with f (kiln_vm_set_callback_ctx): one registry per
- * function, holding the lock that serializes calls through every callback
- * of f (a kiln_function is not reentrant; nutpie calls one callback from
- * every chain's thread) and the list of callback states, all freed by
- * kiln_function_free.
+ * function, holding the list of callback states, all freed by
+ * kiln_function_free.  Making a callback takes a process-wide lock, so
+ * two threads may make callbacks of one f at once.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -23,40 +33,71 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct cb_input {
     int64_t off, n;      /* offset in x and element count */
     int grad_out;        /* output index of d logp / d input */
-    int64_t f32_off;     /* f32 input: offset in ctx->f32, else -1 */
+    int64_t f32_off;     /* f32 input: offset in a slot's f32, else -1 */
 } cb_input;
 
+/* What one thread's calls write. */
+typedef struct cb_slot {
+    struct cb_slot *next;
+    pthread_t thread;    /* the thread whose slot this is */
+    kiln_tensor *in, *out;
+    float *f32;          /* every f32 input, converted from x */
+    kiln_err err;        /* the last call's failure, or code 0 and "" */
+} cb_slot;
+
+/* A callback: read-only once made, but for the slot list. */
 typedef struct logp_ctx {
     struct logp_ctx *next;
-    struct cb_registry *reg;
     kiln_function *f;
     uint64_t dim;
     int n_in, n_out, logp_out;
     cb_input *inp;
-    kiln_tensor *in, *out;
-    float *f32;          /* scratch of every f32 input */
-    kiln_err err;        /* the last call's failure, or code 0 and "" */
+    kiln_tensor *in;     /* template of a slot's inputs (data NULL) */
+    int64_t n_f32;       /* elements of a slot's f32 buffer */
+    _Atomic(cb_slot *) slots;
 } logp_ctx;
 
 typedef struct cb_registry {
-    pthread_mutex_t lock;
     logp_ctx *head;
 } cb_registry;
+
+/* Taken while a callback is made: the registry of f is made and grown
+ * by one thread at a time. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The callback whose first call on this thread could not make a slot
+ * (kiln_logp_callback_message says so), or NULL. */
+static _Thread_local const logp_ctx *slot_failed;
+
+static void slot_free(cb_slot *s)
+{
+    if (!s)
+        return;
+    free(s->in);
+    free(s->out);
+    free(s->f32);
+    free(s);
+}
 
 static void ctx_free(logp_ctx *c)
 {
     if (!c)
         return;
+    cb_slot *s = atomic_load_explicit(&c->slots, memory_order_acquire);
+    while (s) {
+        cb_slot *next = s->next;
+        slot_free(s);
+        s = next;
+    }
     free(c->inp);
     free(c->in);
-    free(c->out);
-    free(c->f32);
     free(c);
 }
 
@@ -69,8 +110,47 @@ static void registry_free(void *p)
         next = c->next;
         ctx_free(c);
     }
-    pthread_mutex_destroy(&r->lock);
     free(r);
+}
+
+/* The calling thread's slot of c, or NULL before its first call. */
+static cb_slot *slot_find(logp_ctx *c)
+{
+    pthread_t me = pthread_self();
+    cb_slot *s = atomic_load_explicit(&c->slots, memory_order_acquire);
+    for (; s; s = s->next)
+        if (pthread_equal(s->thread, me))
+            return s;
+    return NULL;
+}
+
+/* A slot for the calling thread, pushed on c's list; NULL when out of
+ * memory. */
+static cb_slot *slot_new(logp_ctx *c)
+{
+    size_t ni = (size_t)(c->n_in ? c->n_in : 1);
+    size_t no = (size_t)(c->n_out ? c->n_out : 1);
+    cb_slot *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->thread = pthread_self();
+    s->in = malloc(ni * sizeof *s->in);
+    s->out = calloc(no, sizeof *s->out);
+    s->f32 = c->n_f32 > 0 ? malloc(sizeof(float) * (size_t)c->n_f32) : NULL;
+    if (!s->in || !s->out || (c->n_f32 > 0 && !s->f32)) {
+        slot_free(s);
+        return NULL;
+    }
+    memcpy(s->in, c->in, (size_t)c->n_in * sizeof *s->in);
+    for (int k = 0; k < c->n_in; k++)
+        if (c->inp[k].f32_off >= 0)
+            s->in[k].data = s->f32 + c->inp[k].f32_off;
+    s->next = atomic_load_explicit(&c->slots, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&c->slots, &s->next, s,
+                                                  memory_order_release,
+                                                  memory_order_relaxed))
+        ;
+    return s;
 }
 
 static double read_scalar(const kiln_tensor *t)
@@ -79,22 +159,22 @@ static double read_scalar(const kiln_tensor *t)
                                 : *(const double *)t->data;
 }
 
-static void set_message(logp_ctx *c, int code, const char *text)
+static void set_message(cb_slot *s, int code, const char *text)
 {
     /* no printf: this runs on every rejected point of a sampler */
     size_t n = strlen(text);
-    if (n >= sizeof c->err.message)
-        n = sizeof c->err.message - 1;
-    memcpy(c->err.message, text, n);
-    c->err.message[n] = '\0';
-    c->err.code = code;
+    if (n >= sizeof s->err.message)
+        n = sizeof s->err.message - 1;
+    memcpy(s->err.message, text, n);
+    s->err.message[n] = '\0';
+    s->err.code = code;
 }
 
-static int logp_call(logp_ctx *c, uint64_t dim, const double *x,
-                     double *grad, double *logp)
+static int logp_call(const logp_ctx *c, cb_slot *s, uint64_t dim,
+                     const double *x, double *grad, double *logp)
 {
     if (dim != c->dim || (!x && dim > 0) || !logp) {
-        kiln_seterr(&c->err, KILN_ERR_ARG,
+        kiln_seterr(&s->err, KILN_ERR_ARG,
                     "logp callback: called with dim %llu%s, but the "
                     "function's inputs have %llu elements",
                     (unsigned long long)dim,
@@ -106,20 +186,20 @@ static int logp_call(logp_ctx *c, uint64_t dim, const double *x,
         const cb_input *ci = &c->inp[i];
         const double *src = x ? x + ci->off : NULL;
         if (ci->f32_off >= 0) {
-            float *dst = c->f32 + ci->f32_off;
+            float *dst = s->f32 + ci->f32_off;
             for (int64_t k = 0; k < ci->n; k++)
                 dst[k] = (float)src[k];
         } else {
             /* kiln never writes an input, so dropping const is safe */
-            c->in[i].data = (void *)(uintptr_t)src;
+            s->in[i].data = (void *)(uintptr_t)src;
         }
     }
-    if (kiln_function_call(c->f, c->in, c->out, &c->err))
+    if (kiln_function_call(c->f, s->in, s->out, &s->err))
         return KILN_LOGP_ERROR;
-    double lp = read_scalar(&c->out[c->logp_out]);
+    double lp = read_scalar(&s->out[c->logp_out]);
     *logp = lp;
     if (!isfinite(lp)) {
-        set_message(c, KILN_ERR_RUNTIME,
+        set_message(s, KILN_ERR_RUNTIME,
                     isnan(lp) ? "logp callback: logp is nan"
                     : lp > 0  ? "logp callback: logp is inf"
                               : "logp callback: logp is -inf");
@@ -128,19 +208,19 @@ static int logp_call(logp_ctx *c, uint64_t dim, const double *x,
     if (grad) {
         for (int i = 0; i < c->n_in; i++) {
             const cb_input *ci = &c->inp[i];
-            const kiln_tensor *g = &c->out[ci->grad_out];
+            const kiln_tensor *g = &s->out[ci->grad_out];
             double *dst = grad + ci->off;
             if (g->dtype == KILN_F32) {
-                const float *s = g->data;
+                const float *gf = g->data;
                 for (int64_t k = 0; k < ci->n; k++)
-                    dst[k] = s[k];
+                    dst[k] = gf[k];
             } else if (ci->n > 0) {
                 memcpy(dst, g->data, sizeof(double) * (size_t)ci->n);
             }
         }
     }
-    c->err.code = 0;
-    c->err.message[0] = '\0';
+    s->err.code = 0;
+    s->err.message[0] = '\0';
     return KILN_LOGP_OK;
 }
 
@@ -150,16 +230,27 @@ static int logp_callback(uint64_t dim, const double *x, double *grad,
     logp_ctx *c = user_data;
     if (!c)
         return KILN_LOGP_BAD_DIM;
-    pthread_mutex_lock(&c->reg->lock);
-    int rc = logp_call(c, dim, x, grad, logp);
-    pthread_mutex_unlock(&c->reg->lock);
-    return rc;
+    cb_slot *s = slot_find(c);
+    if (!s) {
+        s = slot_new(c);
+        slot_failed = s ? NULL : c;
+        if (!s)
+            return KILN_LOGP_ERROR;
+    }
+    return logp_call(c, s, dim, x, grad, logp);
 }
 
 const char *kiln_logp_callback_message(const void *user_data)
 {
-    const logp_ctx *c = user_data;
-    return c ? c->err.message : "";
+    /* slot_find writes nothing: dropping const is safe */
+    logp_ctx *c = (logp_ctx *)(uintptr_t)user_data;
+    if (!c)
+        return "";
+    const cb_slot *s = slot_find(c);
+    if (s)
+        return s->err.message;
+    return slot_failed == c ? "logp callback: out of memory (this thread's "
+                              "scratch)" : "";
 }
 
 static int is_float(kiln_dtype dt)
@@ -266,14 +357,7 @@ static int plan(logp_ctx *c, const kiln_graph *g, const char *logp_output,
         total += ci->n;
         i++;
     }
-    if (n_f32 > 0) {
-        c->f32 = malloc(sizeof(float) * (size_t)n_f32);
-        if (!c->f32)
-            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-        for (int k = 0; k < c->n_in; k++)
-            if (c->inp[k].f32_off >= 0)
-                c->in[k].data = c->f32 + c->inp[k].f32_off;
-    }
+    c->n_f32 = n_f32;
     c->dim = (uint64_t)total;
     return 0;
 }
@@ -296,10 +380,9 @@ kiln_logp_fn kiln_function_logp_callback(kiln_function *f,
         c->n_in = ni;
         c->inp = calloc((size_t)(ni ? ni : 1), sizeof *c->inp);
         c->in = calloc((size_t)(ni ? ni : 1), sizeof *c->in);
-        c->out = calloc((size_t)(g->n_outputs ? g->n_outputs : 1),
-                        sizeof *c->out);
+        atomic_init(&c->slots, NULL);
     }
-    if (!c || !c->inp || !c->in || !c->out) {
+    if (!c || !c->inp || !c->in) {
         ctx_free(c);
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         return NULL;
@@ -308,21 +391,21 @@ kiln_logp_fn kiln_function_logp_callback(kiln_function *f,
         ctx_free(c);
         return NULL;
     }
+    pthread_mutex_lock(&registry_lock);
     cb_registry *reg = kiln_vm_callback_ctx(f);
     if (!reg) {
         reg = calloc(1, sizeof *reg);
-        if (!reg || pthread_mutex_init(&reg->lock, NULL)) {
-            free(reg);
+        if (!reg) {
+            pthread_mutex_unlock(&registry_lock);
             ctx_free(c);
-            kiln_seterr(err, KILN_ERR_NOMEM,
-                        "logp callback: cannot create a lock");
+            kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
             return NULL;
         }
         kiln_vm_set_callback_ctx(f, reg, registry_free);
     }
-    c->reg = reg;
     c->next = reg->head;
     reg->head = c;
+    pthread_mutex_unlock(&registry_lock);
     *dim = c->dim;
     *user_data = c;
     return logp_callback;

@@ -14,7 +14,7 @@
 
 typedef struct outs {
     int rc;
-    char msg[300];
+    char msg[sizeof ((kiln_err *)0)->message];   /* the whole message */
     int n;
     kiln_tensor t[MAX_OUT];
 } outs;

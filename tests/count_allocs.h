@@ -2,7 +2,8 @@
  * count_allocs.h — counting allocations in a test binary (include once,
  * in the file with main): the binary defines malloc, calloc, realloc and
  * free, which interposes them for libkiln and its plugins too; each
- * forwards to glibc's and malloc/calloc/realloc count into n_allocs.
+ * forwards to glibc's and malloc/calloc/realloc count into n_allocs
+ * (atomically: a threaded test compares it while no other thread runs).
  * COUNT_ALLOCS is 0 (and nothing is defined) under ASan or TSan, which
  * own the allocator; tests that compare n_allocs skip then.
  */
@@ -24,7 +25,9 @@ extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 extern void __libc_free(void *);
-static long n_allocs;
+#include <stdatomic.h>
+/* atomic: threads of a test may allocate at once */
+static _Atomic long n_allocs;
 void *malloc(size_t n) { n_allocs++; return __libc_malloc(n); }
 void *calloc(size_t a, size_t b) { n_allocs++; return __libc_calloc(a, b); }
 void *realloc(void *p, size_t n) { n_allocs++; return __libc_realloc(p, n); }

@@ -46,7 +46,7 @@ static char plugin_dir[4096];
 
 /* ---- random numbers (splitmix64) --------------------------------------- */
 
-static uint64_t rng;
+static _Thread_local uint64_t rng;   /* per thread: test_threads() runs two */
 static uint64_t rnext(void)
 {
     uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);

@@ -481,8 +481,9 @@ static void test_no_alloc(void)
     kiln_function_free(f);
 }
 
-/* Several threads through one callback: calls are serialized, each sees
- * its own point's result. */
+/* Several threads through one callback at once: each sees its own
+ * point's result (tests/test_threads.c does this on real models, with
+ * every backend, and checks the per-thread messages). */
 typedef struct thread_arg {
     kiln_logp_fn fn;
     void *ud;

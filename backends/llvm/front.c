@@ -78,9 +78,20 @@ static void kl_id_init(void)
                  KL_BUILD_ID);
 }
 
+static kiln_backend kl_backend;
+
+/* Once, before the entry hands out the descriptor: writing it at every
+ * entry call raced with threads reading it (two loaders, or a host
+ * reading build_id while another thread called the entry). */
+static void kl_id_once_init(void)
+{
+    kl_id_init();
+    kl_backend.build_id = kl_build_id;
+}
+
 static void kl_cg_open(void)
 {
-    pthread_once(&kl_id_once, kl_id_init);
+    pthread_once(&kl_id_once, kl_id_once_init);
     if (!kl_cg_path[0]) {
         snprintf(kl_cg_why, sizeof kl_cg_why, "llvm: cannot locate the "
                  "compiler module llvm_codegen.so");
@@ -218,7 +229,6 @@ const kiln_backend *kiln_backend_entry(uint32_t host_abi_major,
                      (unsigned)host_abi_major);
         return NULL;
     }
-    pthread_once(&kl_id_once, kl_id_init);
-    kl_backend.build_id = kl_build_id;
+    pthread_once(&kl_id_once, kl_id_once_init);
     return &kl_backend;
 }

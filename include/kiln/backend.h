@@ -281,7 +281,10 @@ typedef struct kiln_call {
 /* A loaded kernel: returns 0 (KILN_OK), or a kiln_code after writing a
  * one-line message into call->errbuf (e.g. KILN_ERR_RUNTIME for an index
  * out of bounds).  Called with the kernel's own shapes; a backend may use
- * up to 64 KiB of stack per call. */
+ * up to 64 KiB of stack per call.  Reentrant, with or without
+ * KILN_BACKEND_THREAD_SAFE: threads calling one function call one
+ * callable at once (each with its own views and errbuf), so `state` is
+ * read only once loaded (docs/plugin-abi.md section 11). */
 typedef int (*kiln_kernel_fn)(void *state, const kiln_call *call);
 
 /* ------------------------------------------------------------------ */
@@ -320,8 +323,10 @@ typedef struct kiln_callable {
      *     promise; run does not check it); returns as fn does.
      *   plan_free(plan) frees it (the host frees every plan before
      *     callable_free).
-     * A plan is used by one call at a time; distinct plans of one
-     * callable may run concurrently when the backend is thread-safe. */
+     * A plan is used by one call at a time (run may write it); distinct
+     * plans of one callable run concurrently, and prepare may run on
+     * several threads at once, each making its own plan, with or
+     * without KILN_BACKEND_THREAD_SAFE. */
     int (*prepare)(void *state, const kiln_call *call, void **plan);
     int (*run)(void *plan, const kiln_call *call);
     void (*plan_free)(void *plan);

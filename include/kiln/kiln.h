@@ -408,23 +408,33 @@ enum {
  * the caller never frees it.  Several callbacks may be made from one f
  * (each its own user_data).
  *
- * Calls run f (kiln_function_call): each one overwrites f's outputs.
- * Calls through every callback of one f are serialized by a lock kept
- * with f, so a sampler may call from several threads, but they do not
- * run in parallel; for parallel chains compile one function per chain.
- * Do not call kiln_function_call(f, ...) yourself while a callback of f
- * may be running.  The first call may allocate f's buffers (as the first
- * kiln_function_call does); every later call allocates nothing (the
- * input tensors are prepared here; f64 inputs point straight into x). */
+ * Threads: the callback is reentrant.  Any number of threads may call
+ * it (and other callbacks of f) at once and run in parallel, as nutpie's
+ * chains do through one pointer: each call runs kiln_function_call on
+ * f, in the calling thread's context of f, with the thread's own input
+ * and output tensors, f32 buffer and last message.  Your own
+ * kiln_function_call(f, ...) from another thread may run at the same
+ * time; from the same thread, it overwrites the outputs a callback call
+ * read, which is harmless once that call has returned.  Making a
+ * callback is thread-safe too (it may run while other callbacks of f are
+ * being called).
+ *
+ * Allocation: a thread's first call through a callback allocates its
+ * scratch (and, on its first call of f, its context of f, as the first
+ * kiln_function_call does); every later call from that thread allocates
+ * nothing (f64 inputs point straight into x).  The scratch of every
+ * thread lives until kiln_function_free(f).  A thread's first call that
+ * cannot allocate returns KILN_LOGP_ERROR. */
 kiln_logp_fn kiln_function_logp_callback(kiln_function *f,
                                          const char *logp_output,
                                          uint64_t *dim, void **user_data,
                                          kiln_err *err);
 
-/* Why the last call of the callback with this user_data did not return 0
- * (one line, owned by user_data), or "" when it succeeded or was never
- * called.  Read it from the thread that made the call, before the next
- * call. */
+/* Why the calling thread's last call of the callback with this user_data
+ * did not return 0 (one line, owned by user_data), or "" when it
+ * succeeded or this thread never called it.  Each thread sees its own
+ * calls only; the text stays valid until that thread's next call of the
+ * callback, or kiln_function_free.  Thread-safe. */
 const char *kiln_logp_callback_message(const void *user_data);
 
 /* ---- gradient check (core/gradcheck.c) ------------------------------ */
