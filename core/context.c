@@ -128,6 +128,16 @@ static int shapes_changed(kiln_context *ctx, const kiln_tensor *in)
     return changed;
 }
 
+/* "node 'y' (add)" for a buffer of a node, else "a temporary". */
+static void buf_label(const kiln_graph *g, const kiln_buf *b, char *lbl,
+                      size_t size)
+{
+    if (b->node >= 0)
+        kiln_vm_node_label(g, b->node, lbl, size);
+    else
+        snprintf(lbl, size, "a temporary");
+}
+
 /* Re-infer every buffer's shape from the inputs and grow the slots. */
 static int prepare_shapes(kiln_context *cx, const kiln_tensor *in,
                           kiln_err *err)
@@ -182,10 +192,7 @@ static int prepare_shapes(kiln_context *cx, const kiln_tensor *in,
         }
         if (!kiln_vm_size_fits(b->rank, b->shape, b->type.dtype)) {
             char lbl[160], s1[256];
-            if (b->node >= 0)
-                kiln_vm_node_label(g, b->node, lbl, sizeof lbl);
-            else
-                snprintf(lbl, sizeof lbl, "a temporary");
+            buf_label(g, b, lbl, sizeof lbl);
             return kiln_seterr(err, KILN_ERR_SHAPE,
                                "%s: shape %s is too large", lbl,
                                kiln_vm_shape_str(b->rank, b->shape, s1,
@@ -198,10 +205,7 @@ static int prepare_shapes(kiln_context *cx, const kiln_tensor *in,
                 void *m = realloc(cx->slots[b->slot], need);
                 if (!m) {
                     char lbl[160];
-                    if (b->node >= 0)
-                        kiln_vm_node_label(g, b->node, lbl, sizeof lbl);
-                    else
-                        snprintf(lbl, sizeof lbl, "a temporary");
+                    buf_label(g, b, lbl, sizeof lbl);
                     return kiln_seterr(err, KILN_ERR_NOMEM,
                                        "%s: out of memory (%zu bytes)", lbl,
                                        need);

@@ -654,6 +654,16 @@ static int agree_policy(const kiln_graph *g, const char *what,
     return bad ? -1 : 0;
 }
 
+/* Corpus graph i, parsed (NULL when it does not parse), and its file's
+ * base name in *base. */
+static kiln_graph *corpus_graph(int i, const char **base)
+{
+    kiln_err err;
+    const char *slash = strrchr(files[i], '/');
+    *base = slash ? slash + 1 : files[i];
+    return kiln_parse_file(files[i], &err);
+}
+
 static void test_mixed(int n_random)
 {
     const char *pool[4] = {"interp", "example"};
@@ -662,12 +672,10 @@ static void test_mixed(int n_random)
         pool[n_pool++] = "tcc";
     int total = 0, on_plugins = 0;
     for (int i = 0; i < n_files; i++) {
-        kiln_err err;
-        kiln_graph *g = kiln_parse_file(files[i], &err);
+        const char *base;
+        kiln_graph *g = corpus_graph(i, &base);
         if (!g)
             continue;
-        const char *base = strrchr(files[i], '/') ? strrchr(files[i], '/') + 1
-                                                  : files[i];
         for (int k = 0; k < 2; k++) {
             char *pt = random_policy((uint64_t)(i * 2 + k), pool, n_pool);
             int mixed = 0;
@@ -792,12 +800,10 @@ static void test_tiers(const char *tier1, int n_random)
 {
     int up = 0;
     for (int i = 0; i < n_files; i++) {
-        kiln_err err;
-        kiln_graph *g = kiln_parse_file(files[i], &err);
+        const char *base;
+        kiln_graph *g = corpus_graph(i, &base);
         if (!g)
             continue;
-        const char *base = strrchr(files[i], '/') ? strrchr(files[i], '/') + 1
-                                                  : files[i];
         for (uint64_t k = 0; k < 2; k++) {
             int n_up = 0;
             ok(agree_tiered(g, base, tier1, (uint64_t)i * 2 + k, 8, &n_up) ==
