@@ -46,18 +46,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "bench_common.h"
 
 static void die(const char *what, const kiln_err *err)
 {
@@ -209,7 +198,8 @@ static void run_calls(kiln_function *f, inputs *in, double t0, double tail,
 {
     long i = 0, batch = 1, tail_i = -1;
     int mi = 0;
-    double t_prev = now(), t_poll = t_prev, tail_t = -1, t_end = t_prev;
+    double t_prev = bench_now(), t_poll = t_prev, tail_t = -1;
+    double t_end = t_prev;
     for (;;) {
         long stop = i + batch;
         if (mi < NMARKS && stop > marks[mi])
@@ -217,7 +207,7 @@ static void run_calls(kiln_function *f, inputs *in, double t0, double tail,
         long start = i;
         for (; i < stop; i++)
             call(f, in, i);
-        double t = t_end = now();
+        double t = t_end = bench_now();
         if (mi < NMARKS && i == marks[mi])
             r->t[mi++] = t - t0;
         if (mi == NMARKS)
@@ -277,12 +267,12 @@ static void *worker_main(void *arg)
         if (atomic_load(&quit_flag))
             return NULL;
         long n = 0;
-        double t0 = now();
+        double t0 = bench_now();
         if (w->active)
             while (!atomic_load_explicit(&stop_flag, memory_order_relaxed))
                 call(w->f, &w->in, n++);
         w->calls = n;
-        w->seconds = now() - t0;
+        w->seconds = bench_now() - t0;
         pthread_barrier_wait(&bar);          /* phase done */
     }
 }
@@ -328,8 +318,8 @@ static void parallel(kiln_function *f, double seconds, int rounds,
         inputs_free(&w[k].in);
     }
     pthread_barrier_destroy(&bar);
-    qsort(a, (size_t)rounds, sizeof *a, cmp);
-    qsort(b, (size_t)rounds, sizeof *b, cmp);
+    qsort(a, (size_t)rounds, sizeof *a, bench_cmp_double);
+    qsort(b, (size_t)rounds, sizeof *b, bench_cmp_double);
     *cps1 = a[(rounds - 1) / 2];
     *cps2 = b[(rounds - 1) / 2];
     free(a);
@@ -380,7 +370,7 @@ int main(int argc, char **argv)
     kiln_err err = {0, ""};
     run r;
     memset(&r, 0, sizeof r);
-    double t0 = now();
+    double t0 = bench_now();
     kiln_graph *g = kiln_parse_file(path, &err);
     if (!g)
         die(path, &err);
@@ -397,7 +387,7 @@ int main(int argc, char **argv)
     kiln_graph_free(g);
     if (!f)
         die("compile", &err);
-    r.compile = now() - t0;
+    r.compile = bench_now() - t0;
     tiers at_start = tier_count(f);
 
     inputs in;
