@@ -11,13 +11,9 @@
  * views into preallocated arrays and calls the kernels.
  */
 #define _POSIX_C_SOURCE 200809L  /* strdup, sysconf */
-#include "cache.h"
-#include "ir.h"
+#include "function.h"
 #include "loader.h"
-#include "lower.h"
-#include "policy_int.h"
 #include "rewrite/rewrite.h"
-#include "runtime.h"
 #include "vm.h"
 
 #include <pthread.h>
@@ -28,45 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
-struct kiln_function {
-    kiln_graph *g;              /* owned copy of the graph */
-    kiln_program prog;
-    int n_inputs, n_shared;
-    int *inputs;                /* node ids of inputs, declaration order */
-    int *shared;                /* node ids of shared values */
-    int64_t *symvals;           /* run-time size of each symbol */
-    int64_t *symvals_fixed;     /* sizes fixed by shared values (-1 else) */
-    int *symsrc;                /* input index that bound each symbol */
-    void **slots;
-    size_t *slot_cap;           /* bytes */
-    int shapes_ready;
-    int64_t *last_shapes;       /* n_inputs * KILN_MAX_RANK */
-    /* every step's argument views, built once per input-shape signature
-     * (views_ready); a later call only re-points the views of input
-     * buffers (patches) at the caller's data */
-    int views_ready;
-    struct view_patch *patches;
-    int n_patches, cap_patches;
-    const kiln_runtime *rt;
-    char errbuf[512];
-    kiln_cache_session *cache;  /* during kiln_compile only */
-    /* kernel dedupe during kiln_compile: (key, backend, options) -> the
-     * step whose callable later identical steps share */
-    struct memo_ent *memo;
-    size_t memo_mask;
-    pthread_mutex_t memo_lock;
-    pthread_cond_t memo_cond;   /* a pending compile finished */
-    void *callback_ctx;         /* sampler callbacks' state (callback.c) */
-    void (*callback_ctx_free)(void *);
-    kiln_plan *plan;            /* per-kernel backend decisions (policy.c) */
-};
 
-static void free_plan(kiln_step *s);
 
 /* ---- helpers -------------------------------------------------------- */
 
-static const char *node_label(const kiln_graph *g, int v, char *buf,
-                              size_t size)
+const char *kiln_vm_node_label(const kiln_graph *g, int v, char *buf,
+                               size_t size)
 {
     const kiln_node *n = &g->nodes[v];
     const char *op = kiln_ir_op_info(n->op)->name;
@@ -88,7 +51,7 @@ static void write_scalar(void *dst, kiln_dtype dt, double v)
     }
 }
 
-static size_t buf_bytes(const kiln_buf *b)
+size_t kiln_vm_buf_bytes(const kiln_buf *b)
 {
     int64_t n = kiln_shape_numel(b->rank, b->shape);
     return (size_t)n * kiln_dtype_size(b->type.dtype);
@@ -96,8 +59,8 @@ static size_t buf_bytes(const kiln_buf *b)
 
 /* A caller's concrete shape as "(3, 4)": every dim as the number it is
  * (kiln_ir_shape_str shows a negative dim as "?", a symbol). */
-static const char *given_shape_str(int rank, const int64_t *shape, char *buf,
-                                   size_t size)
+const char *kiln_vm_shape_str(int rank, const int64_t *shape, char *buf,
+                              size_t size)
 {
     size_t len = (size_t)snprintf(buf, size, "(");
     for (int k = 0; k < rank && k < KILN_MAX_RANK && len < size; k++)
@@ -111,7 +74,7 @@ static const char *given_shape_str(int rank, const int64_t *shape, char *buf,
 /* 1 when a tensor of this shape and dtype has a byte size that fits in
  * int64 (views address elements with int64 offsets), so that numel and
  * numel * element size can be computed without overflow. */
-static int size_fits(int rank, const int64_t *shape, kiln_dtype dt)
+int kiln_vm_size_fits(int rank, const int64_t *shape, kiln_dtype dt)
 {
     int64_t n = kiln_shape_numel(rank, shape);
     size_t es = kiln_dtype_size(dt);
@@ -144,7 +107,7 @@ static int setup_leaves(kiln_function *f, kiln_err *err)
                 b->shape[k] = n->vshape[k];
             b->is_static = 1;
         }
-        b->nbytes = buf_bytes(b);
+        b->nbytes = kiln_vm_buf_bytes(b);
         /* a shared value's shape fixes its symbols */
         for (int k = 0; n->op == KILN_OP_SHARED && n->data && k < b->rank;
              k++) {
@@ -156,7 +119,7 @@ static int setup_leaves(kiln_function *f, kiln_err *err)
     return 0;
 }
 
-static double seconds_now(void)
+double kiln_vm_seconds(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -189,16 +152,26 @@ static void plugin_why(const kiln_backend *be, kiln_plugin_error *pe,
         be->error_free(pe);
 }
 
-/* Try the disk cache for step s: 1 when its callable came from an entry,
- * 0 when it must be compiled (a miss, or a bad entry now removed). */
-static int load_cached(kiln_cache_session *cache, kiln_step *s,
-                       const kiln_backend *be, const kiln_compile_options *co)
+/* What compiling one kernel gave (compile_kernel). */
+typedef struct compile_out {
+    kiln_callable *c;
+    int cache_result;     /* kiln_cache_result */
+    int written;
+    const char *note;
+    double compile_s, saved_s;
+} compile_out;
+
+/* Try the disk cache for kernel s: 1 when o->c came from an entry, 0 when
+ * it must be compiled (a miss, or a bad entry now removed). */
+static int load_cached(kiln_cache_session *cache, const kiln_step *s,
+                       const kiln_backend *be, const kiln_compile_options *co,
+                       compile_out *o)
 {
     void *bytes = NULL;
     size_t len = 0;
-    double saved = 0, t0 = seconds_now();
+    double saved = 0, t0 = kiln_vm_seconds();
     int r = kiln_cache_fetch(cache, be, co, &s->key, &bytes, &len, &saved);
-    s->cache_result = r > 0 ? KILN_CACHE_HIT : r < 0 ? KILN_CACHE_BAD
+    o->cache_result = r > 0 ? KILN_CACHE_HIT : r < 0 ? KILN_CACHE_BAD
                                                       : KILN_CACHE_MISS;
     if (r <= 0)
         return 0;
@@ -212,18 +185,69 @@ static int load_cached(kiln_cache_session *cache, kiln_step *s,
         if (c)
             be->callable_free(c);
         kiln_cache_reject(cache, be, co, &s->key, why);
-        s->cache_result = KILN_CACHE_BAD;
+        o->cache_result = KILN_CACHE_BAD;
         return 0;
     }
     if (pe)
         be->error_free(pe);
-    s->backend = be;
-    s->callable = c;
-    s->compile_s = seconds_now() - t0;
+    o->c = c;
+    o->compile_s = kiln_vm_seconds() - t0;
     /* what the hit spared: the compile's recorded cost less loading */
-    s->saved_s = saved > s->compile_s ? saved - s->compile_s : 0;
-    kiln_cache_note_saved(cache, s->saved_s);
+    o->saved_s = saved > o->compile_s ? saved - o->compile_s : 0;
+    kiln_cache_note_saved(cache, o->saved_s);
     return 1;
+}
+
+/* Compile kernel s with backend be into o, through the disk cache when
+ * there is one and the backend makes storable artifacts (the caller has
+ * checked `supports`); 0, or -1 with the reason in why. */
+static int compile_kernel(kiln_cache_session *cache, const kiln_step *s,
+                          const kiln_backend *be,
+                          const kiln_compile_options *co, compile_out *o,
+                          char *why, size_t size)
+{
+    memset(o, 0, sizeof *o);
+    int storable = cache && be->artifact_bytes && be->load_bytes;
+    o->cache_result = KILN_CACHE_NONE;
+    o->note = !cache ? "the cache is off (or unusable: see the "
+                       "diagnostics)"
+              : !storable ? "the backend makes no storable artifacts"
+                          : NULL;
+    if (storable && !kiln_cache_recaching(cache) &&
+        load_cached(cache, s, be, co, o))
+        return 0;
+    if (storable && o->cache_result == KILN_CACHE_NONE)
+        o->cache_result = KILN_CACHE_MISS;     /* recache */
+    double t0 = kiln_vm_seconds(), c0 = cpu_now();
+    kiln_plugin_error *pe = NULL;
+    kiln_artifact *art = NULL;
+    if (be->compile(&s->kernel, co, &art, &pe)) {
+        plugin_why(be, pe, "compile failed: ", "unknown error", why, size);
+        return -1;
+    }
+    kiln_callable *c = NULL;
+    int rc = be->load(art, &c, &pe);
+    if (rc || !c || !c->fn) {
+        plugin_why(be, pe, "load failed: ", "unknown error", why, size);
+        if (c)
+            be->callable_free(c);
+        be->artifact_free(art);
+        return -1;
+    }
+    o->compile_s = kiln_vm_seconds() - t0;
+    double cpu = cpu_now() - c0;
+    if (storable) {
+        size_t len = 0;
+        const void *bytes = be->artifact_bytes(art, &len);
+        if (bytes && len)
+            o->written = kiln_cache_store(cache, be, co, &s->key, bytes, len,
+                                          cpu, &o->note) == 1;
+        else
+            o->note = "the backend gave no artifact bytes for it";
+    }
+    be->artifact_free(art);
+    o->c = c;
+    return 0;
 }
 
 /* ---- kernel dedupe -------------------------------------------------- */
@@ -321,15 +345,14 @@ static void memo_done(kiln_function *f, kiln_step *s, const kiln_backend *be,
     pthread_mutex_unlock(&f->memo_lock);
 }
 
-/* Compile one step with backend `be`, through the disk cache when there
- * is one and the backend makes storable artifacts; 0 on success, else the
+/* Compile one step with backend `be` (compile_kernel), sharing an
+ * identical step's callable when there is one; 0 on success, else the
  * reason in why. */
 static int compile_step_unlocked(kiln_function *f, kiln_step *s,
                                  const kiln_backend *be,
                                  const kiln_compile_options *co, char *why,
                                  size_t size)
 {
-    kiln_cache_session *cache = f->cache;
     if (memo_share(f, s, be, co))
         return 0;
     kiln_plugin_error *pe = NULL;
@@ -338,57 +361,21 @@ static int compile_step_unlocked(kiln_function *f, kiln_step *s,
         memo_done(f, s, be, co, 0);
         return -1;
     }
-    if (pe) {
+    if (pe)
         be->error_free(pe);
-        pe = NULL;
+    compile_out o;
+    int rc = compile_kernel(f->cache, s, be, co, &o, why, size);
+    s->cache_result = o.cache_result;
+    s->cache_written = o.written;
+    s->cache_note = o.note;
+    s->compile_s = o.compile_s;
+    s->saved_s = o.saved_s;
+    if (rc == 0) {
+        s->backend = be;
+        s->callable = o.c;
     }
-    int storable = cache && be->artifact_bytes && be->load_bytes;
-    s->cache_result = KILN_CACHE_NONE;
-    s->cache_written = 0;
-    s->cache_note = !cache ? "the cache is off (or unusable: see the "
-                             "diagnostics)"
-                    : !storable ? "the backend makes no storable artifacts"
-                                : NULL;
-    if (storable && !kiln_cache_recaching(cache) &&
-        load_cached(cache, s, be, co)) {
-        memo_done(f, s, be, co, 1);
-        return 0;
-    }
-    if (storable && s->cache_result == KILN_CACHE_NONE)
-        s->cache_result = KILN_CACHE_MISS;     /* recache */
-    double t0 = seconds_now(), c0 = cpu_now();
-    kiln_artifact *art = NULL;
-    if (be->compile(&s->kernel, co, &art, &pe)) {
-        plugin_why(be, pe, "compile failed: ", "unknown error", why, size);
-        memo_done(f, s, be, co, 0);
-        return -1;
-    }
-    kiln_callable *c = NULL;
-    int rc = be->load(art, &c, &pe);
-    if (rc || !c || !c->fn) {
-        plugin_why(be, pe, "load failed: ", "unknown error", why, size);
-        if (c)
-            be->callable_free(c);
-        be->artifact_free(art);
-        memo_done(f, s, be, co, 0);
-        return -1;
-    }
-    s->compile_s = seconds_now() - t0;
-    double cpu = cpu_now() - c0;
-    if (storable) {
-        size_t len = 0;
-        const void *bytes = be->artifact_bytes(art, &len);
-        if (bytes && len)
-            s->cache_written = kiln_cache_store(cache, be, co, &s->key, bytes,
-                                                len, cpu, &s->cache_note) == 1;
-        else
-            s->cache_note = "the backend gave no artifact bytes for it";
-    }
-    be->artifact_free(art);
-    s->backend = be;
-    s->callable = c;
-    memo_done(f, s, be, co, 1);
-    return 0;
+    memo_done(f, s, be, co, rc == 0);
+    return rc;
 }
 
 /* A plugin without KILN_BACKEND_THREAD_SAFE (libtcc 0.9.27 keeps its
@@ -409,6 +396,39 @@ static int compile_step(kiln_function *f, kiln_step *s,
     int rc = compile_step_unlocked(f, s, be, co, why, size);
     if (serial)
         pthread_mutex_unlock(&serial_lock);
+    return rc;
+}
+
+int kiln_vm_compile_step(kiln_function *f, kiln_step *s,
+                         const kiln_backend *be,
+                         const kiln_compile_options *co, char *why,
+                         size_t size)
+{
+    return compile_step(f, s, be, co, why, size);
+}
+
+int kiln_vm_compile_into(kiln_function *f, const kiln_step *s,
+                         const kiln_backend *be,
+                         const kiln_compile_options *co, kiln_callable **out,
+                         double *seconds, char *why, size_t size)
+{
+    int serial = !(be->flags & KILN_BACKEND_THREAD_SAFE);
+    if (serial)
+        pthread_mutex_lock(&serial_lock);
+    kiln_plugin_error *pe = NULL;
+    int rc = -1;
+    compile_out o = {0};
+    if (be->supports && !be->supports(&s->kernel, &pe))
+        plugin_why(be, pe, "refused: ", "unsupported", why, size);
+    else {
+        if (pe)
+            be->error_free(pe);
+        rc = compile_kernel(f->cache, s, be, co, &o, why, size);
+    }
+    if (serial)
+        pthread_mutex_unlock(&serial_lock);
+    *out = rc == 0 ? o.c : NULL;
+    *seconds = o.compile_s;
     return rc;
 }
 
@@ -587,6 +607,199 @@ static void pass_on_print(pass_on *po, FILE *out)
     po->n = 0;
 }
 
+/* ---- tiered compile (docs/policy.md, "Tiers") ------------------------ */
+
+#define MAX_TIER_BE 8
+
+/* The backends of one tiered compile, each loaded once. */
+typedef struct tier_bes {
+    int n;
+    const char *name[MAX_TIER_BE];
+    const kiln_backend *be[MAX_TIER_BE];   /* NULL: missing */
+} tier_bes;
+
+static const kiln_backend *tier_backend(tier_bes *tb, chain_state *ch,
+                                        const char *name, FILE *out)
+{
+    for (int i = 0; i < tb->n; i++)
+        if (!strcmp(tb->name[i], name))
+            return tb->be[i];
+    kiln_err lerr = {0, ""};
+    const kiln_backend *be = !strcmp(name, "interp")
+                                 ? ch->interp
+                                 : kiln_loader_get(name, ch->path, ch->diag,
+                                                   ch->quiet, &lerr);
+    if (!be && !ch->quiet)
+        fprintf(out, "kiln: tiers: %s; kernels that would use it stay "
+                "where they start\n", lerr.message);
+    if (tb->n < MAX_TIER_BE) {
+        tb->name[tb->n] = name;
+        tb->be[tb->n++] = be;
+    }
+    return be;
+}
+
+static int in_list(const char *const *v, const char *name)
+{
+    for (; v && *v; v++)
+        if (!strcmp(*v, name))
+            return 1;
+    return 0;
+}
+
+/* The compile options for tier-1 backend be, kept in f for the jobs. */
+static const kiln_compile_options *tier_options(kiln_function *f,
+                                                const kiln_backend *be,
+                                                const kiln_compile_options *b)
+{
+    int k = 0;
+    for (; k < 4 && f->co1_be[k]; k++)
+        if (f->co1_be[k] == be)
+            return &f->co1[k];
+    if (k == 4)
+        k = 3;
+    f->co1_be[k] = be;
+    kiln_plan_compile_options(f->plan, be->name, b, &f->co1[k]);
+    return &f->co1[k];
+}
+
+static int kernel_supported(const kiln_backend *be, const kiln_step *s)
+{
+    kiln_plugin_error *pe = NULL;
+    int ok = !be->supports || be->supports(&s->kernel, &pe);
+    if (pe)
+        be->error_free(pe);
+    return ok;
+}
+
+static int storable_in(const kiln_function *f, const kiln_backend *be)
+{
+    return f->cache && be->artifact_bytes && be->load_bytes &&
+           !kiln_cache_recaching(f->cache);
+}
+
+/* Load step s's code for be from the disk cache when it is there: 1 when
+ * s now runs it. */
+static int start_cached(kiln_function *f, kiln_step *s,
+                        const kiln_backend *be, const kiln_compile_options *co)
+{
+    if (!storable_in(f, be) || !kernel_supported(be, s))
+        return 0;
+    compile_out o = {0};
+    int serial = !(be->flags & KILN_BACKEND_THREAD_SAFE);
+    if (serial)
+        pthread_mutex_lock(&serial_lock);
+    int hit = load_cached(f->cache, s, be, co, &o);
+    if (serial)
+        pthread_mutex_unlock(&serial_lock);
+    if (!hit)
+        return 0;
+    s->backend = be;
+    s->callable = o.c;
+    s->cache_result = KILN_CACHE_HIT;
+    s->cache_written = 0;
+    s->cache_note = NULL;
+    s->compile_s = o.compile_s;
+    s->saved_s = o.saved_s;
+    return 1;
+}
+
+/* Every kernel gets its tier-0 code now: tier-1 code from the disk cache
+ * when it is there (no background work for it), else the tier-0 backend
+ * that starts sooner (a cached artifact, else the smaller cost-model
+ * compile time).  Its tier-1 backend is the rules' choice when that is
+ * not a tier-0 backend (compiled in the background at once), else the
+ * policy's tiers.tier1 (compiled when the trigger fires: core/tier.c). */
+static int compile_tiered(kiln_function *f, const kiln_policy_knobs *kn,
+                          int mode, int threads, chain_state *ch,
+                          const kiln_compile_options *co, FILE *out,
+                          kiln_err *err)
+{
+    kiln_plan *pl = f->plan;
+    const kiln_policy *pol = kiln_plan_policy(pl);
+    int n = f->prog.n_steps;
+    f->tiers = calloc((size_t)(n ? n : 1), sizeof *f->tiers);
+    if (!f->tiers)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    f->sample_every = kn->tier_sample_every > 0 ? kn->tier_sample_every : 64;
+    f->ratio = kn->tier_ratio > 0 ? kn->tier_ratio : 0.25;
+    f->min_gain_ns = kn->tier_min_gain_ns >= 0 ? kn->tier_min_gain_ns : 100;
+    f->n_threads = threads > 0 ? threads : kn->tier_threads;
+    tier_bes tb = {0};
+    static const char *const dflt0[] = {"interp", "tcc", NULL};
+    const char *const *t0 = kn->tier0 ? kn->tier0 : dflt0;
+    const char *t1 = kn->tier1 ? kn->tier1 : "llvm";
+    for (int i = 0; i < n; i++) {
+        kiln_step *s = &f->prog.steps[i];
+        kiln_tier_step *t = &f->tiers[i];
+        const char *target = kiln_plan_chain(pl, kiln_plan_start(pl, i));
+        int in0 = in_list(t0, target);
+        const kiln_backend *b1 = tier_backend(&tb, ch, in0 ? t1 : target,
+                                              out);
+        if (b1 && !kernel_supported(b1, s))
+            b1 = NULL;
+        const kiln_compile_options *c1 = b1 ? tier_options(f, b1, co) : NULL;
+        t->owner = i;
+        t->swapped_call = -1;
+        t->swapped_s = -1;
+        if (b1 && mode == KILN_TIERS_POLICY && start_cached(f, s, b1, c1)) {
+            t->tier = 1;
+            t->be0 = b1;
+            atomic_init(&t->state, KILN_TIER_FIXED);
+            continue;
+        }
+        /* tier 0: a cached artifact starts at once; else the cheapest
+         * compile */
+        const kiln_backend *best = NULL;
+        double best_ms = 0;
+        int cached = 0;
+        for (const char *const *nm = t0; *nm && !cached; nm++) {
+            const kiln_backend *be = tier_backend(&tb, ch, *nm, out);
+            if (!be || be == b1)
+                continue;
+            const kiln_compile_options *c0 = tier_options(f, be, co);
+            if (start_cached(f, s, be, c0)) {
+                cached = 1;
+                break;
+            }
+            double ms = kiln_policy_compile_ms(pol, be->name,
+                                               (int)s->kernel.n_instrs,
+                                               (int)s->kernel.n_inputs);
+            if (!best || ms < best_ms) {
+                best = be;
+                best_ms = ms;
+            }
+        }
+        char why[600] = "no tier-0 backend is available";
+        if (!cached &&
+            (!best || kiln_vm_compile_step(f, s, best,
+                                           tier_options(f, best, co), why,
+                                           sizeof why)) &&
+            (best == ch->interp ||
+             kiln_vm_compile_step(f, s, ch->interp,
+                                  tier_options(f, ch->interp, co), why,
+                                  sizeof why))) {
+            char lbl[160];
+            return kiln_seterr(err, KILN_ERR_BACKEND,
+                               "no backend could compile kernel %d (%s) of "
+                               "%s: %s", i, s->label,
+                               kiln_vm_node_label(f->g, s->node, lbl,
+                                                  sizeof lbl), why);
+        }
+        t->be0 = s->backend;
+        t->tier = 0;
+        if (b1 == s->backend)
+            b1 = NULL;
+        t->be1 = b1;
+        t->co1 = c1;
+        t->immediate = !in0;
+        atomic_init(&t->state, !b1 ? KILN_TIER_FIXED
+                               : mode == KILN_TIERS_BASELINE ? KILN_TIER_NEVER
+                                                             : KILN_TIER_WAITING);
+    }
+    return 0;
+}
+
 /* Compile every step with the backend the plan (core/policy.c: the
  * policy, or an explicit backend) chose for it, walking down the plan's
  * chain when that backend is missing, refuses the kernel or fails to
@@ -595,7 +808,7 @@ static void pass_on_print(pass_on *po, FILE *out)
 static int compile_steps(kiln_function *f, const kiln_options *opt,
                          kiln_err *err)
 {
-    int jobs = 0;
+    int jobs = 0, tiers = KILN_TIERS_POLICY, tier_threads = 0;
     kiln_compile_options co = {.struct_size = sizeof co, .opt_level = 2};
     /* $KILN_BACKEND names the backend when the options do not; an
      * explicit backend overrides the policy */
@@ -625,6 +838,10 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
             co.fast_math = opt->fast_math != 0;
         if (sz >= offsetof(kiln_options, generic_target) + sizeof(int))
             co.generic_target = opt->generic_target != 0;
+        if (sz >= offsetof(kiln_options, tiers) + sizeof(int))
+            tiers = opt->tiers;
+        if (sz >= offsetof(kiln_options, tier_threads) + sizeof(int))
+            tier_threads = opt->tier_threads;
     }
     if (jobs <= 0)
         jobs = default_jobs();
@@ -657,6 +874,16 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
         kiln_plan_compile_options(pl, kiln_plan_chain(pl, c), &co,
                                   &ch.co[c]);
     }
+    if (name)
+        tiers = KILN_TIERS_OFF;     /* an explicit backend: one tier */
+    kiln_policy_knobs knobs;
+    memset(&knobs, 0, sizeof knobs);
+    knobs.struct_size = sizeof knobs;
+    if (tiers != KILN_TIERS_OFF && kiln_plan_policy(pl) &&
+        kiln_policy_get_knobs(kiln_plan_policy(pl), &knobs) == 0 &&
+        knobs.tiers_enabled)
+        return compile_tiered(f, &knobs, tiers, tier_threads, &ch, &co, out,
+                              err);
     int nc = ch.n;
     const kiln_backend **bes = ch.be;
     kiln_compile_options *cos = ch.co;
@@ -742,7 +969,7 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
         rc = kiln_seterr(err, KILN_ERR_BACKEND,
                          "no backend could compile kernel %d (%s) of %s: "
                          "%s", i, s->label,
-                         node_label(f->g, s->node, lbl, sizeof lbl), why);
+                         kiln_vm_node_label(f->g, s->node, lbl, sizeof lbl), why);
         break;
     }
     pass_on_print(&po, out);
@@ -815,6 +1042,12 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
         return NULL;
     }
     f->rt = kiln_runtime_get();
+    f->refs = 1;
+    pthread_mutex_init(&f->memo_lock, NULL);
+    pthread_cond_init(&f->memo_cond, NULL);
+    pthread_mutex_init(&f->ctx_lock, NULL);
+    pthread_mutex_init(&f->tier_lock, NULL);
+    pthread_cond_init(&f->tier_cond, NULL);
     f->g = kiln_ir_clone(graph, err);
     if (!f->g)
         goto fail;
@@ -834,11 +1067,8 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
     int ns = g->n_symbols ? g->n_symbols : 1;
     f->inputs = malloc(sizeof(int) * (size_t)nn);
     f->shared = malloc(sizeof(int) * (size_t)nn);
-    f->symvals = malloc(sizeof(int64_t) * (size_t)ns);
     f->symvals_fixed = malloc(sizeof(int64_t) * (size_t)ns);
-    f->symsrc = malloc(sizeof(int) * (size_t)ns);
-    if (!f->inputs || !f->shared || !f->symvals || !f->symvals_fixed ||
-        !f->symsrc) {
+    if (!f->inputs || !f->shared || !f->symvals_fixed) {
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -850,38 +1080,34 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
         else if (g->nodes[v].op == KILN_OP_SHARED && !g->nodes[v].promoted)
             f->shared[f->n_shared++] = v;
     }
-    f->last_shapes = calloc((size_t)(f->n_inputs ? f->n_inputs : 1),
-                            sizeof(int64_t) * KILN_MAX_RANK);
-    if (!f->last_shapes) {
-        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
     if (kiln_lower_ex(g, &f->prog, &lopt, err))
         goto fail;
     if (setup_leaves(f, err))
         goto fail;
-    int nsl = f->prog.n_slots ? f->prog.n_slots : 1;
-    f->slots = calloc((size_t)nsl, sizeof(void *));
-    f->slot_cap = calloc((size_t)nsl, sizeof(size_t));
-    if (!f->slots || !f->slot_cap) {
-        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    pthread_mutex_init(&f->memo_lock, NULL);
-    pthread_cond_init(&f->memo_cond, NULL);
     int crc = compile_steps(f, opt, err);
-    kiln_cache_session_end(f->cache);
-    f->cache = NULL;
     free(f->memo);
     f->memo = NULL;
-    pthread_cond_destroy(&f->memo_cond);
-    pthread_mutex_destroy(&f->memo_lock);
-    if (crc)
+    f->compiled_at = kiln_vm_seconds();
+    if (crc || (f->tiers && kiln_tier_start(f, err)))
         goto fail;
+    if (!f->tiers || !atomic_load(&f->tier_active)) {
+        kiln_cache_session_end(f->cache);   /* no tier-1 compile to come */
+        f->cache = NULL;
+    }
     return f;
 fail:
     kiln_function_free(f);
     return NULL;
+}
+
+void kiln_vm_callable_free(const kiln_backend *be, kiln_callable *c)
+{
+    int serial = !(be->flags & KILN_BACKEND_THREAD_SAFE);
+    if (serial)
+        pthread_mutex_lock(&serial_lock);
+    be->callable_free(c);
+    if (serial)
+        pthread_mutex_unlock(&serial_lock);
 }
 
 void kiln_function_free(kiln_function *f)
@@ -890,386 +1116,38 @@ void kiln_function_free(kiln_function *f)
         return;
     if (f->callback_ctx_free)
         f->callback_ctx_free(f->callback_ctx);
-    for (int i = 0; i < f->prog.n_steps; i++)
-        free_plan(&f->prog.steps[i]);   /* before any callable goes */
+    f->callback_ctx_free = NULL;
+    kiln_context_free_all(f);   /* their plans go before any callable */
+    kiln_tier_release(f);       /* kiln_vm_destroy, now or after a job */
+}
+
+void kiln_vm_destroy(kiln_function *f)
+{
+    kiln_cache_session_end(f->cache);
+    f->cache = NULL;
     for (int i = 0; i < f->prog.n_steps; i++) {
         kiln_step *s = &f->prog.steps[i];
-        if (s->callable && !s->callable_shared) {
-            int serial = !(s->backend->flags & KILN_BACKEND_THREAD_SAFE);
-            if (serial)
-                pthread_mutex_lock(&serial_lock);
-            s->backend->callable_free(s->callable);
-            if (serial)
-                pthread_mutex_unlock(&serial_lock);
-        }
+        if (s->callable && !s->callable_shared)
+            kiln_vm_callable_free(s->backend, s->callable);
+        kiln_tier_step *t = f->tiers ? &f->tiers[i] : NULL;
+        kiln_callable *c1 = t ? atomic_load(&t->callable1) : NULL;
+        if (c1 && t->owns1)
+            kiln_vm_callable_free(t->be1, c1);
     }
-    /* before kiln_lower_free, which zeroes prog.n_slots */
-    for (int i = 0; f->slots && i < (f->prog.n_slots ? f->prog.n_slots : 1);
-         i++)
-        free(f->slots[i]);
     kiln_lower_free(&f->prog);
     kiln_plan_free(f->plan);
-    free(f->slots);
-    free(f->slot_cap);
     free(f->inputs);
     free(f->shared);
-    free(f->symvals);
     free(f->symvals_fixed);
-    free(f->symsrc);
-    free(f->last_shapes);
-    free(f->patches);
+    free(f->tiers);
+    free(f->memo);
+    pthread_mutex_destroy(&f->memo_lock);
+    pthread_cond_destroy(&f->memo_cond);
+    pthread_mutex_destroy(&f->ctx_lock);
+    pthread_mutex_destroy(&f->tier_lock);
+    pthread_cond_destroy(&f->tier_cond);
     kiln_graph_free(f->g);
     free(f);
-}
-
-/* ---- calling -------------------------------------------------------- */
-
-static int check_inputs(kiln_function *f, const kiln_tensor *in,
-                        kiln_err *err)
-{
-    kiln_graph *g = f->g;
-    memcpy(f->symvals, f->symvals_fixed,
-           sizeof(int64_t) * (size_t)g->n_symbols);
-    for (int s = 0; s < g->n_symbols; s++)
-        f->symsrc[s] = -1;
-    char s1[256], s2[256];
-    for (int i = 0; i < f->n_inputs; i++) {
-        const kiln_node *n = &g->nodes[f->inputs[i]];
-        const kiln_tensor *t = &in[i];
-        if ((unsigned)t->dtype >= KILN_NDTYPES)
-            return kiln_seterr(err, KILN_ERR_TYPE,
-                               "input '%s': expected dtype %s, got a bad "
-                               "dtype %d", n->name,
-                               kiln_dtype_name(n->type.dtype), (int)t->dtype);
-        if (t->dtype != n->type.dtype)
-            return kiln_seterr(err, KILN_ERR_TYPE,
-                               "input '%s': expected dtype %s, got %s",
-                               n->name, kiln_dtype_name(n->type.dtype),
-                               kiln_dtype_name(t->dtype));
-        if (t->rank < 0 || t->rank > KILN_MAX_RANK) {
-            return kiln_seterr(err, KILN_ERR_SHAPE,
-                               "input '%s': rank %d is out of range", n->name,
-                               t->rank);
-        }
-        int bad = t->rank != n->type.rank;
-        for (int k = 0; k < t->rank && !bad; k++)
-            if (t->shape[k] < 0 ||
-                (n->type.dims[k] >= 0 && t->shape[k] != n->type.dims[k]))
-                bad = 1;
-        if (bad)
-            return kiln_seterr(err, KILN_ERR_SHAPE,
-                               "input '%s': expected shape %s, got %s",
-                               n->name,
-                               kiln_ir_shape_str(g, n->type.rank,
-                                                 n->type.dims, s1, sizeof s1),
-                               given_shape_str(t->rank, t->shape, s2,
-                                               sizeof s2));
-        if (!size_fits(t->rank, t->shape, t->dtype))
-            return kiln_seterr(err, KILN_ERR_SHAPE,
-                               "input '%s': shape %s is too large", n->name,
-                               given_shape_str(t->rank, t->shape, s2,
-                                               sizeof s2));
-        if (t->data == NULL && kiln_shape_numel(t->rank, t->shape) > 0)
-            return kiln_seterr(err, KILN_ERR_ARG, "input '%s': data is NULL",
-                               n->name);
-        for (int k = 0; k < t->rank; k++) {
-            int64_t d = n->type.dims[k];
-            if (!KILN_DIM_IS_SYM(d))
-                continue;
-            int si = KILN_SYM_INDEX(d);
-            if (f->symvals[si] < 0) {
-                f->symvals[si] = t->shape[k];
-                f->symsrc[si] = i;
-            } else if (f->symvals[si] != t->shape[k]) {
-                char from[300];
-                if (f->symsrc[si] >= 0)
-                    snprintf(from, sizeof from, "input '%s'",
-                             g->nodes[f->inputs[f->symsrc[si]]].name);
-                else
-                    snprintf(from, sizeof from, "a shared value");
-                const char *sn = g->symbols[si] ? g->symbols[si] : "?";
-                return kiln_seterr(err, KILN_ERR_SHAPE,
-                                   "input '%s': got shape %s, but dim %d is "
-                                   "'%s', which is %lld from %s", n->name,
-                                   given_shape_str(t->rank, t->shape, s2,
-                                                   sizeof s2),
-                                   k, sn, (long long)f->symvals[si], from);
-            }
-        }
-    }
-    for (int i = 0; i < f->n_shared; i++) {
-        const kiln_node *n = &g->nodes[f->shared[i]];
-        if (!n->data)
-            return kiln_seterr(err, KILN_ERR_ARG,
-                               "shared value '%s' has no value; bind one with "
-                               "kiln_function_bind_shared", n->name);
-    }
-    return 0;
-}
-
-static int shapes_changed(kiln_function *f, const kiln_tensor *in)
-{
-    int changed = !f->shapes_ready;
-    for (int i = 0; i < f->n_inputs; i++) {
-        int64_t *last = &f->last_shapes[(size_t)i * KILN_MAX_RANK];
-        for (int k = 0; k < in[i].rank; k++) {
-            if (last[k] != in[i].shape[k]) {
-                last[k] = in[i].shape[k];
-                changed = 1;
-            }
-        }
-    }
-    return changed;
-}
-
-/* Re-infer every buffer's shape from the inputs and grow the slots. */
-static int prepare_shapes(kiln_function *f, const kiln_tensor *in,
-                          kiln_err *err)
-{
-    kiln_program *p = &f->prog;
-    kiln_graph *g = f->g;
-    kiln_shape_ctx ctx = {NULL, f->symvals};
-    for (int i = 0; i < f->n_inputs; i++) {
-        kiln_buf *b = &p->bufs[p->node_buf[f->inputs[i]]];
-        b->rank = in[i].rank;
-        for (int k = 0; k < b->rank; k++)
-            b->shape[k] = in[i].shape[k];
-    }
-    for (int i = 0; i < p->n_bufs; i++) {
-        kiln_buf *b = &p->bufs[i];
-        if (b->kind != KILN_BUF_TEMP || (b->def_step < 0 && !b->fused))
-            continue;  /* dead nodes are never computed; fused ones are
-                          computed inside their group's kernel, and their
-                          shapes checked here */
-        if (!b->is_static) {
-            kiln_type tin[3], *tins = tin, tout;
-            if (b->n_in > 3) {
-                tins = malloc(sizeof *tins * (size_t)b->n_in);
-                if (!tins)
-                    return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-            }
-            for (int k = 0; k < b->n_in; k++) {
-                int ib = b->in_bufs[k];
-                if (ib < 0) {
-                    tins[k] = g->nodes[g->nodes[b->node].in[k]].type;
-                    continue;
-                }
-                tins[k].dtype = p->bufs[ib].type.dtype;
-                tins[k].rank = p->bufs[ib].rank;
-                memcpy(tins[k].dims, p->bufs[ib].shape,
-                       sizeof(int64_t) * KILN_MAX_RANK);
-            }
-            int rc = kiln_ir_infer(&ctx, b->op, b->attrs, b->n_in, tins,
-                                   NULL, &tout, NULL, err);
-            if (tins != tin)
-                free(tins);
-            if (rc) {
-                char lbl[160];
-                if (b->node >= 0)
-                    kiln_err_prefix(err, "%s: ",
-                                    node_label(g, b->node, lbl, sizeof lbl));
-                return rc;
-            }
-            b->rank = tout.rank;
-            memcpy(b->shape, tout.dims, sizeof(int64_t) * KILN_MAX_RANK);
-        }
-        if (!size_fits(b->rank, b->shape, b->type.dtype)) {
-            char lbl[160], s1[256];
-            if (b->node >= 0)
-                node_label(g, b->node, lbl, sizeof lbl);
-            else
-                snprintf(lbl, sizeof lbl, "a temporary");
-            return kiln_seterr(err, KILN_ERR_SHAPE,
-                               "%s: shape %s is too large", lbl,
-                               given_shape_str(b->rank, b->shape, s1,
-                                               sizeof s1));
-        }
-        b->nbytes = buf_bytes(b);
-        if (b->slot >= 0) {
-            size_t need = b->nbytes ? b->nbytes : 8;
-            if (f->slot_cap[b->slot] < need) {
-                void *m = realloc(f->slots[b->slot], need);
-                if (!m) {
-                    char lbl[160];
-                    if (b->node >= 0)
-                        node_label(g, b->node, lbl, sizeof lbl);
-                    else
-                        snprintf(lbl, sizeof lbl, "a temporary");
-                    return kiln_seterr(err, KILN_ERR_NOMEM,
-                                       "%s: out of memory (%zu bytes)", lbl,
-                                       need);
-                }
-                f->slots[b->slot] = m;
-                f->slot_cap[b->slot] = need;
-            }
-        }
-    }
-    for (int i = 0; i < p->n_bufs; i++) {
-        kiln_buf *b = &p->bufs[i];
-        if (b->kind == KILN_BUF_TEMP && b->slot >= 0)
-            b->data = f->slots[b->slot];
-    }
-    f->shapes_ready = 1;
-    return 0;
-}
-
-/* A view of an input buffer: its data pointer moves with the caller's
- * tensor; the offset (a slice's start) does not. */
-typedef struct view_patch {
-    kiln_view *v;
-    int buf;
-    intptr_t off;   /* bytes from the buffer's data to the view's */
-} view_patch;
-
-static int note_patch(kiln_function *f, const kiln_arg *a, kiln_view *v)
-{
-    const kiln_buf *b = &f->prog.bufs[a->buf];
-    if (b->kind != KILN_BUF_INPUT)
-        return 0;
-    if (f->n_patches == f->cap_patches) {
-        int cap = f->cap_patches ? 2 * f->cap_patches : 16;
-        view_patch *m = realloc(f->patches, sizeof *m * (size_t)cap);
-        if (!m)
-            return -1;
-        f->patches = m;
-        f->cap_patches = cap;
-    }
-    f->patches[f->n_patches++] =
-        (view_patch){v, a->buf, (intptr_t)v->data - (intptr_t)b->data};
-    return 0;
-}
-
-/* Build every view of step s from the buffers' shapes and data. */
-static int build_views(kiln_function *f, kiln_step *s)
-{
-    kiln_program *p = &f->prog;
-    int iter_rank = 0, rc = 0;
-    const int64_t *iter = NULL;
-    if (s->iter_input) {
-        kiln_lower_view(p, &s->in[0], 0, NULL, &s->vin[0]);
-        iter_rank = s->vin[0].rank;
-        iter = s->vin[0].shape;
-    } else if (s->n_out > 0) {
-        /* output 0 (its buffer as it is) gives the iteration space: a LOOP
-         * kernel's reduction outputs after it need it */
-        kiln_lower_view(p, &s->out[0], 0, NULL, &s->vout[0]);
-        iter_rank = s->vout[0].rank;
-        iter = s->vout[0].shape;
-    }
-    for (int k = 0; k < s->n_out; k++) {
-        kiln_lower_view(p, &s->out[k], iter_rank, iter, &s->vout[k]);
-        rc |= note_patch(f, &s->out[k], &s->vout[k]);
-    }
-    if (!s->iter_input && s->n_out > 0) {
-        iter_rank = s->vout[0].rank;
-        iter = s->vout[0].shape;
-    }
-    for (int k = s->iter_input ? 1 : 0; k < s->n_in; k++)
-        kiln_lower_view(p, &s->in[k], iter_rank, iter, &s->vin[k]);
-    for (int k = 0; k < s->n_in; k++)
-        rc |= note_patch(f, &s->in[k], &s->vin[k]);
-    return rc;
-}
-
-static int has_prepare(const kiln_callable *c)
-{
-    return c->struct_size >= offsetof(kiln_callable, plan_free) +
-                                 sizeof c->plan_free &&
-           c->prepare && c->run && c->plan_free;
-}
-
-static void free_plan(kiln_step *s)
-{
-    if (s->plan && s->callable && has_prepare(s->callable))
-        s->callable->plan_free(s->plan);
-    s->plan = NULL;
-}
-
-/* Prepare step s's call (ABI 1.4) for its views as they are now; a
- * callable that cannot prepare it is called through fn. */
-static void prepare_step(kiln_function *f, kiln_step *s)
-{
-    free_plan(s);
-    if (!s->callable || !has_prepare(s->callable))
-        return;
-    kiln_call call = {sizeof call, (uint32_t)s->n_in, (uint32_t)s->n_out,
-                      s->vin, s->vout, f->rt, f->errbuf, sizeof f->errbuf};
-    void *plan = NULL;
-    if (s->callable->prepare(s->callable->state, &call, &plan) == 0)
-        s->plan = plan;
-}
-
-/* Make the views right for this call's data: all of them after a shape
- * change (and every step's plan with them), else only those of input
- * buffers. */
-static int ready_views(kiln_function *f, kiln_err *err)
-{
-    kiln_program *p = &f->prog;
-    if (!f->views_ready) {
-        f->n_patches = 0;
-        for (int i = 0; i < p->n_steps; i++) {
-            if (build_views(f, &p->steps[i]))
-                return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-            prepare_step(f, &p->steps[i]);
-        }
-        f->views_ready = 1;
-        return 0;
-    }
-    for (int i = 0; i < f->n_patches; i++) {
-        const view_patch *q = &f->patches[i];
-        q->v->data = (void *)((intptr_t)p->bufs[q->buf].data + q->off);
-    }
-    return 0;
-}
-
-static int run_step(kiln_function *f, kiln_step *s, kiln_err *err)
-{
-    kiln_call call = {sizeof call, (uint32_t)s->n_in, (uint32_t)s->n_out,
-                      s->vin, s->vout, f->rt, f->errbuf, sizeof f->errbuf};
-    if (s->plan ? s->callable->run(s->plan, &call)
-                : s->callable->fn(s->callable->state, &call)) {
-        char lbl[160];
-        return kiln_seterr(err, KILN_ERR_RUNTIME, "%s: %s",
-                           node_label(f->g, s->node, lbl, sizeof lbl),
-                           f->errbuf[0] ? f->errbuf : "kernel failed");
-    }
-    return 0;
-}
-
-int kiln_function_call(kiln_function *f, const kiln_tensor *inputs,
-                       kiln_tensor *outputs, kiln_err *err)
-{
-    if (!f || !outputs || (!inputs && f->n_inputs > 0))
-        return kiln_seterr(err, KILN_ERR_ARG,
-                           "kiln_function_call: NULL argument");
-    int rc = check_inputs(f, inputs, err);
-    if (rc)
-        return rc;
-    kiln_program *p = &f->prog;
-    if (shapes_changed(f, inputs)) {
-        f->views_ready = 0;
-        if ((rc = prepare_shapes(f, inputs, err))) {
-            f->shapes_ready = 0;
-            return rc;
-        }
-    }
-    for (int i = 0; i < f->n_inputs; i++)
-        p->bufs[p->node_buf[f->inputs[i]]].data = inputs[i].data;
-    if ((rc = ready_views(f, err)))
-        return rc;
-    f->errbuf[0] = 0;
-    for (int i = 0; i < p->n_steps; i++)
-        if ((rc = run_step(f, &p->steps[i], err)))
-            return rc;
-    kiln_graph *g = f->g;
-    for (int i = 0; i < g->n_outputs; i++) {
-        const kiln_buf *b = &p->bufs[p->node_buf[g->outputs[i].value]];
-        outputs[i].dtype = b->type.dtype;
-        outputs[i].rank = b->rank;
-        memcpy(outputs[i].shape, b->shape, sizeof(int64_t) * KILN_MAX_RANK);
-        outputs[i].data = b->data;
-    }
-    return 0;
 }
 
 /* ---- introspection -------------------------------------------------- */
@@ -1358,12 +1236,12 @@ int kiln_function_bind_shared(kiln_function *f, const char *name,
                                    : kiln_ir_shape_str(f->g, n->type.rank,
                                                        n->type.dims, s1,
                                                        sizeof s1),
-                           given_shape_str(value->rank, value->shape, s2,
+                           kiln_vm_shape_str(value->rank, value->shape, s2,
                                            sizeof s2));
-    if (!size_fits(value->rank, value->shape, value->dtype))
+    if (!kiln_vm_size_fits(value->rank, value->shape, value->dtype))
         return kiln_seterr(err, KILN_ERR_SHAPE,
                            "shared value '%s': shape %s is too large", name,
-                           given_shape_str(value->rank, value->shape, s2,
+                           kiln_vm_shape_str(value->rank, value->shape, s2,
                                            sizeof s2));
     size_t bytes = (size_t)kiln_shape_numel(value->rank, value->shape) *
                    kiln_dtype_size(value->dtype);
@@ -1387,8 +1265,8 @@ int kiln_function_bind_shared(kiln_function *f, const char *name,
                 f->symvals_fixed[KILN_SYM_INDEX(d)] = value->shape[k];
         }
         b->nbytes = bytes;
-        f->shapes_ready = 0;
     }
+    f->bind_gen++;  /* contexts copy the leaves again at their next call */
     if (bytes)
         memcpy(n->data, value->data, bytes);
     return 0;
@@ -1403,6 +1281,10 @@ const char *kiln_function_kernel_backend(const kiln_function *f, int i)
 {
     if (!f || i < 0 || i >= f->prog.n_steps || !f->prog.steps[i].backend)
         return NULL;
+    if (f->tiers && atomic_load_explicit(&f->tiers[i].state,
+                                         memory_order_acquire) ==
+                        KILN_TIER_SWAPPED)
+        return f->tiers[i].be1->name;
     return f->prog.steps[i].backend->name;
 }
 

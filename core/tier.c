@@ -1,0 +1,560 @@
+/*
+ * tier.c — tiered compilation: hot kernels move from tier 0 (the
+ * interpreter or tcc, compiled before the first call) to tier 1 (llvm)
+ * on a bounded pool of background threads, and calls take the new code
+ * at their next start (public kiln_function_tier_*; docs/policy.md,
+ * "Tiers").
+ *
+ * The trigger.  Calls are timed kernel by kernel on a context's first two
+ * calls and then on every `sample_every`-th (core/context.c); each step
+ * keeps the smallest time seen, t.  Identical kernels (one cache key)
+ * form one job: the first of them is its owner, the rest its twins.  At
+ * a sampled call n, a waiting job's saving per call is
+ *
+ *   gain = sum over the job's steps of t x frac,
+ *   frac = 1 - call_ns(tier 1) / call_ns(tier 0)       (cost model)
+ *
+ * and the job is queued when n x gain >= ratio x compile_ms(tier 1) x r,
+ * r being what the function's finished tier-1 compiles took over what the
+ * cost model predicted for them (1 before the first).  A job whose gain
+ * is below min_gain_ns never tiers up.  A kernel the rules sent to a
+ * backend that is not a tier-0 backend (the default policy's `heavy`
+ * rule) is queued at once.
+ *
+ * The swap.  A finished job stores the new callable in every step of the
+ * job (release), marks them SWAPPED and bumps f->swap_gen; a context
+ * compares swap_gen at the start of each call and takes the new callables
+ * (preparing their calls again), so a call in flight finishes on the code
+ * it started with.  Old callables stay until the function is freed.
+ *
+ * The pool.  One pool per process, as many threads as the largest
+ * `threads` asked for (at most 64), started when the first job is queued,
+ * at nice +10, kept until the process exits (a destructor stops and
+ * joins them).  A job holds a reference to its function:
+ * kiln_function_free drops the queued jobs, marks the function dead and
+ * returns at once; the job running, if any, finishes its compile, and
+ * the last reference frees the function.
+ *
+ * Locks: f->tier_lock (the steps' tier fields) may be held when taking
+ * pool.lock (the queue, f->refs, f->tier_jobs), never the reverse.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "function.h"
+#include "vm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct tier_job {
+    kiln_function *f;
+    int step;               /* the owner */
+    struct tier_job *next;
+} tier_job;
+
+#define POOL_MAX 64
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t work;    /* a job was queued, or shutdown */
+    pthread_cond_t done;    /* a job ended (kiln_function_tier_wait) */
+    tier_job *head, *tail;
+    int n_threads;
+    pthread_t th[POOL_MAX];
+    int shutdown;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+          PTHREAD_COND_INITIALIZER, NULL, NULL, 0, {0}, 0};
+
+static int state_of(const kiln_tier_step *t)
+{
+    return atomic_load_explicit(&t->state, memory_order_acquire);
+}
+
+static void set_state(kiln_tier_step *t, int st)
+{
+    atomic_store_explicit(&t->state, st, memory_order_release);
+}
+
+/* Every step of job `owner` (the owner and its twins) gets state st. */
+static void set_job_state(kiln_function *f, int owner, int st)
+{
+    for (int j = owner; j >= 0; j = f->tiers[j].next_twin)
+        set_state(&f->tiers[j], st);
+}
+
+/* 1 when some step may still move up: contexts keep sampling. */
+static void update_active(kiln_function *f)
+{
+    int active = 0;
+    for (int i = 0; i < f->prog.n_steps && !active; i++) {
+        int st = state_of(&f->tiers[i]);
+        active = st == KILN_TIER_WAITING || st == KILN_TIER_QUEUED ||
+                 st == KILN_TIER_COMPILING;
+    }
+    atomic_store_explicit(&f->tier_active, active, memory_order_relaxed);
+}
+
+/* ---- the pool ---------------------------------------------------------- */
+
+static void run_job(kiln_function *f, int owner);
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    /* below the threads that call the function (per thread on Linux) */
+    errno = 0;
+    int prio = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0 && prio < 10)
+        (void)setpriority(PRIO_PROCESS, 0, 10);
+    pthread_mutex_lock(&pool.lock);
+    for (;;) {
+        while (!pool.head && !pool.shutdown)
+            pthread_cond_wait(&pool.work, &pool.lock);
+        if (!pool.head)
+            break;
+        tier_job *j = pool.head;
+        pool.head = j->next;
+        if (!pool.head)
+            pool.tail = NULL;
+        pthread_mutex_unlock(&pool.lock);
+        kiln_function *f = j->f;
+        int step = j->step;
+        free(j);
+        run_job(f, step);
+        pthread_mutex_lock(&pool.lock);
+        f->tier_jobs--;
+        int last = --f->refs == 0;
+        pthread_cond_broadcast(&pool.done);
+        if (last) {
+            pthread_mutex_unlock(&pool.lock);
+            kiln_vm_destroy(f);
+            pthread_mutex_lock(&pool.lock);
+        }
+    }
+    pthread_mutex_unlock(&pool.lock);
+    return NULL;
+}
+
+/* At exit: let the workers finish the job they run and join them, so that
+ * nothing they hold is left behind. */
+__attribute__((destructor)) static void pool_stop(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    pool.shutdown = 1;
+    /* queued jobs of functions never freed are dropped with them */
+    while (pool.head) {
+        tier_job *j = pool.head;
+        pool.head = j->next;
+        j->f->tier_jobs--;
+        j->f->refs--;
+        free(j);
+    }
+    pool.tail = NULL;
+    int n = pool.n_threads;
+    pool.n_threads = 0;
+    pthread_cond_broadcast(&pool.work);
+    pthread_mutex_unlock(&pool.lock);
+    for (int i = 0; i < n; i++)
+        pthread_join(pool.th[i], NULL);
+}
+
+static int default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n <= 2 ? 1 : n > POOL_MAX ? POOL_MAX : (int)n - 1;
+}
+
+/* Start pool threads up to `want` (caller holds pool.lock). */
+static void grow_pool(int want)
+{
+    if (want <= 0)
+        want = default_threads();
+    if (want > POOL_MAX)
+        want = POOL_MAX;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, (size_t)16 << 20);  /* optimisers */
+    while (pool.n_threads < want && !pool.shutdown &&
+           pthread_create(&pool.th[pool.n_threads], &attr, worker, NULL) == 0)
+        pool.n_threads++;
+    pthread_attr_destroy(&attr);
+}
+
+/* Queue job `owner` of f (caller holds f->tier_lock).  0, or -1 when no
+ * worker could be started or memory ran out (the job stays waiting). */
+static int enqueue(kiln_function *f, int owner)
+{
+    tier_job *j = malloc(sizeof *j);
+    if (!j)
+        return -1;
+    *j = (tier_job){f, owner, NULL};
+    pthread_mutex_lock(&pool.lock);
+    grow_pool(f->n_threads);
+    if (pool.n_threads == 0) {
+        pthread_mutex_unlock(&pool.lock);
+        free(j);
+        return -1;
+    }
+    if (pool.tail)
+        pool.tail->next = j;
+    else
+        pool.head = j;
+    pool.tail = j;
+    f->refs++;
+    f->tier_jobs++;
+    pthread_cond_signal(&pool.work);
+    pthread_mutex_unlock(&pool.lock);
+    set_job_state(f, owner, KILN_TIER_QUEUED);
+    return 0;
+}
+
+/* Take f's queued jobs out of the queue (caller holds pool.lock); with
+ * owner >= 0 only that one.  Returns how many. */
+static int unqueue(kiln_function *f, int owner)
+{
+    int n = 0;
+    tier_job **pp = &pool.head, *last = NULL;
+    while (*pp) {
+        tier_job *j = *pp;
+        if (j->f == f && (owner < 0 || j->step == owner)) {
+            *pp = j->next;
+            free(j);
+            f->tier_jobs--;
+            f->refs--;
+            n++;
+        } else {
+            last = j;
+            pp = &j->next;
+        }
+    }
+    pool.tail = last;
+    pthread_cond_broadcast(&pool.done);
+    return n;
+}
+
+/* ---- one job ------------------------------------------------------------ */
+
+/* The job of `owner` compiled c in `seconds`: every step of it runs c from
+ * each context's next call (caller holds f->tier_lock). */
+static void publish(kiln_function *f, int owner, kiln_callable *c,
+                    double seconds)
+{
+    int64_t calls = (int64_t)atomic_load_explicit(&f->calls,
+                                                  memory_order_relaxed);
+    double now = kiln_vm_seconds();
+    for (int j = owner; j >= 0; j = f->tiers[j].next_twin) {
+        kiln_tier_step *t = &f->tiers[j];
+        atomic_store_explicit(&t->callable1, c, memory_order_release);
+        t->owns1 = j == owner;
+        t->tier = 1;
+        t->swapped_call = calls;
+        t->swapped_s = f->compiled_at > 0 ? now - f->compiled_at : 0;
+        t->compile1_s = seconds;
+        set_state(t, KILN_TIER_SWAPPED);
+    }
+    f->compile_scale_num += seconds;
+    f->compile_scale_den += f->tiers[owner].pred_compile_ms * 1e-3;
+    atomic_fetch_add_explicit(&f->swap_gen, 1, memory_order_release);
+    update_active(f);
+}
+
+/* Compile job `owner` of f in this thread: state COMPILING was set by the
+ * caller; the outcome is published, or the job marked FAILED. */
+static int compile_job(kiln_function *f, int owner, char *why, size_t size)
+{
+    kiln_tier_step *t = &f->tiers[owner];
+    kiln_callable *c = NULL;
+    double secs = 0;
+    int rc = kiln_vm_compile_into(f, &f->prog.steps[owner], t->be1, t->co1,
+                                  &c, &secs, why, size);
+    pthread_mutex_lock(&f->tier_lock);
+    if (rc == 0 && !f->forbidden)
+        publish(f, owner, c, secs);
+    else {
+        if (rc == 0)
+            kiln_vm_callable_free(t->be1, c);
+        set_job_state(f, owner, rc ? KILN_TIER_FAILED : KILN_TIER_NEVER);
+        update_active(f);
+    }
+    pthread_cond_broadcast(&f->tier_cond);
+    pthread_mutex_unlock(&f->tier_lock);
+    return rc;
+}
+
+static void run_job(kiln_function *f, int owner)
+{
+    pthread_mutex_lock(&f->tier_lock);
+    int go = !f->dead && !f->forbidden &&
+             state_of(&f->tiers[owner]) == KILN_TIER_QUEUED;
+    if (go)
+        set_job_state(f, owner, KILN_TIER_COMPILING);
+    pthread_mutex_unlock(&f->tier_lock);
+    if (!go)
+        return;
+    char why[600];
+    compile_job(f, owner, why, sizeof why);
+}
+
+/* ---- from kiln_compile and the calls ------------------------------------ */
+
+int kiln_tier_start(kiln_function *f, kiln_err *err)
+{
+    int n = f->prog.n_steps;
+    const kiln_policy *pol = kiln_plan_policy(f->plan);
+    /* twins: steps with one key and one tier-1 backend form one job */
+    size_t cap = 16;
+    while (cap < 2 * (size_t)n)
+        cap *= 2;
+    int *map = malloc(sizeof *map * cap);
+    if (!map)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < cap; k++)
+        map[k] = -1;
+    for (int i = 0; i < n; i++) {
+        kiln_tier_step *t = &f->tiers[i];
+        t->owner = i;
+        t->next_twin = -1;
+        int st = state_of(t);
+        if (st != KILN_TIER_WAITING && st != KILN_TIER_NEVER)
+            continue;
+        const kiln_key *key = &f->prog.steps[i].key;
+        uint64_t h;
+        memcpy(&h, key->b, sizeof h);
+        size_t k = (size_t)(h ^ (uintptr_t)t->be1) & (cap - 1);
+        for (; map[k] >= 0; k = (k + 1) & (cap - 1)) {
+            const kiln_tier_step *o = &f->tiers[map[k]];
+            if (o->be1 == t->be1 &&
+                !memcmp(f->prog.steps[map[k]].key.b, key->b, KILN_KEY_BYTES))
+                break;
+        }
+        if (map[k] < 0) {
+            map[k] = i;
+            t->last_twin = i;
+        } else {
+            kiln_tier_step *o = &f->tiers[map[k]];
+            t->owner = map[k];
+            f->tiers[o->last_twin].next_twin = i;
+            o->last_twin = i;
+            o->immediate |= t->immediate;
+        }
+    }
+    free(map);
+    kiln_kernel_info info;
+    for (int i = 0; i < n; i++) {
+        kiln_tier_step *t = &f->tiers[i];
+        if (!t->be1)
+            continue;
+        memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        double cost = kiln_function_kernel_info(f, i, &info, NULL) == 0
+                          ? info.facts.cost : 0;
+        const kiln_kernel *k = &f->prog.steps[i].kernel;
+        t->pred_compile_ms = kiln_policy_compile_ms(
+            pol, t->be1->name, (int)k->n_instrs, (int)k->n_inputs);
+        double c0 = kiln_policy_call_ns(pol, t->be0->name, cost);
+        double c1 = kiln_policy_call_ns(pol, t->be1->name, cost);
+        t->pred_frac = c0 > 0 && c1 < c0 ? 1 - c1 / c0 : 0;
+    }
+    pthread_mutex_lock(&f->tier_lock);
+    for (int i = 0; i < n; i++)
+        if (f->tiers[i].owner == i && f->tiers[i].immediate &&
+            state_of(&f->tiers[i]) == KILN_TIER_WAITING)
+            (void)enqueue(f, i);
+    update_active(f);
+    pthread_mutex_unlock(&f->tier_lock);
+    return 0;
+}
+
+void kiln_tier_sampled(kiln_context *ctx)
+{
+    kiln_function *f = ctx->f;
+    pthread_mutex_lock(&f->tier_lock);
+    uint64_t n = atomic_fetch_add_explicit(&f->calls,
+                                           ctx->calls - ctx->calls_told,
+                                           memory_order_relaxed) +
+                 (ctx->calls - ctx->calls_told);
+    ctx->calls_told = ctx->calls;
+    for (int i = 0; i < f->prog.n_steps; i++) {
+        kiln_tier_step *t = &f->tiers[i];
+        if (t->tier != 0)
+            continue;
+        double ns = ctx->sample_ns[i];
+        if (!t->samples || ns < t->min_ns)
+            t->min_ns = ns;
+        t->samples++;
+    }
+    double r = f->compile_scale_den > 0
+                   ? f->compile_scale_num / f->compile_scale_den : 1;
+    for (int i = 0; i < f->prog.n_steps && !f->forbidden; i++) {
+        kiln_tier_step *t = &f->tiers[i];
+        if (t->owner != i || state_of(t) != KILN_TIER_WAITING ||
+            t->samples < 2)
+            continue;
+        double gain = 0;
+        for (int j = i; j >= 0; j = f->tiers[j].next_twin)
+            gain += f->tiers[j].min_ns * t->pred_frac;
+        if (gain < f->min_gain_ns)
+            set_job_state(f, i, KILN_TIER_NEVER);
+        else if ((double)n * gain >= f->ratio * t->pred_compile_ms * 1e6 * r)
+            (void)enqueue(f, i);
+    }
+    update_active(f);
+    pthread_mutex_unlock(&f->tier_lock);
+}
+
+void kiln_tier_release(kiln_function *f)
+{
+    if (!f->tiers) {
+        kiln_vm_destroy(f);
+        return;
+    }
+    pthread_mutex_lock(&f->tier_lock);
+    f->dead = 1;
+    f->forbidden = 1;       /* a compile in flight is thrown away */
+    pthread_mutex_lock(&pool.lock);
+    unqueue(f, -1);
+    int last = --f->refs == 0;
+    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&f->tier_lock);
+    if (last)
+        kiln_vm_destroy(f);
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+int kiln_function_tier_wait(kiln_function *f, double timeout_seconds)
+{
+    if (!f)
+        return KILN_ERR_ARG;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    if (timeout_seconds >= 0) {
+        double s = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec +
+                   timeout_seconds;
+        until.tv_sec = (time_t)s;
+        until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
+    }
+    int rc = 0;
+    pthread_mutex_lock(&pool.lock);
+    while (f->tier_jobs > 0) {
+        if (timeout_seconds < 0)
+            pthread_cond_wait(&pool.done, &pool.lock);
+        else if (pthread_cond_timedwait(&pool.done, &pool.lock, &until) ==
+                 ETIMEDOUT) {
+            rc = f->tier_jobs > 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pool.lock);
+    return rc;
+}
+
+void kiln_function_tier_forbid(kiln_function *f)
+{
+    if (!f || !f->tiers)
+        return;
+    pthread_mutex_lock(&f->tier_lock);
+    f->forbidden = 1;
+    pthread_mutex_lock(&pool.lock);
+    unqueue(f, -1);
+    pthread_mutex_unlock(&pool.lock);
+    for (int i = 0; i < f->prog.n_steps; i++) {
+        int st = state_of(&f->tiers[i]);
+        if (st == KILN_TIER_WAITING || st == KILN_TIER_QUEUED)
+            set_state(&f->tiers[i], KILN_TIER_NEVER);
+    }
+    update_active(f);
+    pthread_mutex_unlock(&f->tier_lock);
+}
+
+/* Tier job `owner` up in this thread (caller holds f->tier_lock, which
+ * is held again on return). */
+static int force_job(kiln_function *f, int owner, kiln_err *err)
+{
+    for (;;) {
+        int st = state_of(&f->tiers[owner]);
+        if (st == KILN_TIER_COMPILING) {
+            pthread_cond_wait(&f->tier_cond, &f->tier_lock);
+            continue;
+        }
+        if (st == KILN_TIER_SWAPPED || st == KILN_TIER_FIXED ||
+            st == KILN_TIER_FAILED || f->forbidden)
+            return 0;
+        break;
+    }
+    if (state_of(&f->tiers[owner]) == KILN_TIER_QUEUED) {
+        pthread_mutex_lock(&pool.lock);
+        unqueue(f, owner);
+        pthread_mutex_unlock(&pool.lock);
+    }
+    set_job_state(f, owner, KILN_TIER_COMPILING);
+    pthread_mutex_unlock(&f->tier_lock);
+    char why[600];
+    int rc = compile_job(f, owner, why, sizeof why);
+    pthread_mutex_lock(&f->tier_lock);
+    if (rc) {
+        char lbl[160];
+        return kiln_seterr(err, KILN_ERR_BACKEND,
+                           "tier-up of kernel %d (%s) with '%s': %s", owner,
+                           kiln_vm_node_label(f->g,
+                                              f->prog.steps[owner].node,
+                                              lbl, sizeof lbl),
+                           f->tiers[owner].be1->name, why);
+    }
+    return 0;
+}
+
+int kiln_function_tier_up(kiln_function *f, int kernel, kiln_err *err)
+{
+    if (!f || kernel < -1 || kernel >= f->prog.n_steps)
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "kiln_function_tier_up: no kernel %d", kernel);
+    if (!f->tiers)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&f->tier_lock);
+    for (int i = kernel < 0 ? 0 : kernel;
+         i < (kernel < 0 ? f->prog.n_steps : kernel + 1) && !rc; i++)
+        if (f->tiers[i].be1)
+            rc = force_job(f, f->tiers[i].owner, err);
+    pthread_mutex_unlock(&f->tier_lock);
+    return rc;
+}
+
+int kiln_function_tier_info(const kiln_function *f, int i,
+                            kiln_tier_info *info)
+{
+    if (!f || !info || i < 0 || i >= f->prog.n_steps ||
+        info->struct_size < offsetof(kiln_tier_info, compile_seconds) +
+                                sizeof(double))
+        return -1;
+    const kiln_step *s = &f->prog.steps[i];
+    kiln_tier_info o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = info->struct_size;
+    o.swapped_call = -1;
+    o.swapped_seconds = -1;
+    o.backend = s->backend ? s->backend->name : NULL;
+    if (f->tiers) {
+        kiln_function *mf = (kiln_function *)f;   /* the lock only */
+        pthread_mutex_lock(&mf->tier_lock);
+        const kiln_tier_step *t = &f->tiers[i];
+        o.state = state_of(t);
+        o.tier = t->tier;
+        o.tier1 = t->be1 ? t->be1->name : NULL;
+        if (o.state == KILN_TIER_SWAPPED) {
+            o.backend = t->be1->name;
+            o.swapped_call = t->swapped_call;
+            o.swapped_seconds = t->swapped_s;
+            o.compile_seconds = t->compile1_s;
+        }
+        o.measured_ns = t->min_ns;
+        pthread_mutex_unlock(&mf->tier_lock);
+    }
+    memcpy(info, &o, sizeof o);
+    return 0;
+}
