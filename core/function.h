@@ -113,6 +113,7 @@ struct kiln_function {
     void *callback_ctx;         /* sampler callbacks' state (callback.c) */
     void (*callback_ctx_free)(void *);
     kiln_plan *plan;            /* per-kernel backend decisions (policy.c) */
+    struct kiln_progress *progress;  /* during kiln_compile (progress.c) */
     /* tiers (core/tier.c); tiers NULL when the function has none */
     kiln_tier_step *tiers;
     _Atomic unsigned swap_gen;  /* bumped at every swap */

@@ -142,6 +142,12 @@ struct kiln_policy {
     int64_t cache_max_bytes;
     char **passes;             /* NULL-terminated */
     int passes_set;
+    /* tiers: (tiers_set: the section is present) */
+    int tiers_set, tiers_enabled;
+    char **tier0;              /* NULL-terminated; NULL: the default */
+    char *tier1;               /* NULL: the default */
+    int tier_threads, tier_sample_every;
+    double tier_ratio, tier_min_gain_ns;
 };
 
 static void rule_free(rule *r)
@@ -169,6 +175,8 @@ static void policy_destroy(kiln_policy *p)
     free(p->rules);
     free(p->models);
     strv_free(p->passes);
+    strv_free(p->tier0);
+    free(p->tier1);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -219,6 +227,10 @@ static kiln_policy *policy_new(const char *source)
     p->llvm_opt_level = 2;
     p->cache_enabled = 1;
     p->cache_max_bytes = (int64_t)1 << 30;
+    p->tiers_enabled = 1;      /* once a `tiers:` section is present */
+    p->tier_ratio = 0.25;
+    p->tier_min_gain_ns = 100;
+    p->tier_sample_every = 64;
     return p;
 }
 
@@ -237,6 +249,21 @@ static int valid_backend_name(const char *s)
               *s == '_'))
             return 0;
     return 1;
+}
+
+/* A backend name given in the file (backends:, tiers:): a string of
+ * [a-z0-9_], shorter than 64 bytes. */
+static int get_backend_name(reader *r, yaml_node_t *n, const char *what,
+                            const char **out)
+{
+    if (kiln_yaml_string(r, n, what, out))
+        return -1;
+    if (!valid_backend_name(*out))
+        return kiln_yaml_error(r, n,
+                               "%s: bad backend name '%s' (expected "
+                               "[a-z0-9_]+, shorter than 64 bytes)",
+                               what, *out);
+    return 0;
 }
 
 static int chain_index(const kiln_policy *p, const char *name)
@@ -288,13 +315,8 @@ static int read_chain(reader *r, yaml_node_t *n)
     for (yaml_node_item_t *q = b; q < e; q++) {
         yaml_node_t *it = kiln_yaml_node(r, *q);
         const char *s;
-        if (!it || kiln_yaml_string(r, it, "backends", &s))
+        if (!it || get_backend_name(r, it, "backends", &s))
             return -1;
-        if (!valid_backend_name(s))
-            return kiln_yaml_error(r, it,
-                                   "backends: bad backend name '%s' (expected "
-                                   "[a-z0-9_]+, shorter than 64 bytes)",
-                                   s);
         if (chain_index(p, s) >= 0)
             return kiln_yaml_error(r, it, "backends: '%s' is listed twice", s);
         if (p->n_chain >= MAX_CHAIN - 1)
@@ -781,6 +803,151 @@ static int cache_pair(reader *r, const char *key, yaml_node_t *k,
                        "enabled, dir, max_size, read_only");
 }
 
+/* ---- tiers: --------------------------------------------------------- */
+
+static const char *const tier0_default[] = {"interp", "tcc", NULL};
+static const char tier1_default[] = "llvm";
+
+static const char *const *tier0_of(const kiln_policy *p)
+{
+    return p->tier0 ? (const char *const *)p->tier0 : tier0_default;
+}
+
+typedef struct tiers_ctx {
+    yaml_node_t *tier0, *tier1;  /* their values, for the check after */
+} tiers_ctx;
+
+/* Item i of tier0's value: the value itself when it is one name. */
+static yaml_node_t *tier0_item(reader *r, yaml_node_t *v, int i)
+{
+    return v->type == YAML_SEQUENCE_NODE
+               ? kiln_yaml_node(r, v->data.sequence.items.start[i])
+               : v;
+}
+
+static int read_tier0(reader *r, yaml_node_t *v)
+{
+    kiln_policy *p = r->user;
+    int n = 1;
+    if (v->type == YAML_SEQUENCE_NODE) {
+        ptrdiff_t len = v->data.sequence.items.top -
+                        v->data.sequence.items.start;
+        if (len == 0)
+            return kiln_yaml_error(r, v, "tier0: the list is empty (name at "
+                                   "least one backend, e.g. [interp])");
+        if (len > MAX_CHAIN - 1)
+            return kiln_yaml_error(r, tier0_item(r, v, MAX_CHAIN - 1),
+                                   "tier0: more than %d backends",
+                                   MAX_CHAIN - 1);
+        n = (int)len;
+    } else if (v->type != YAML_SCALAR_NODE) {
+        return kiln_yaml_error(r, v, "tier0: expected a backend name or a "
+                               "list of them, got %s",
+                               kiln_yaml_type_word(v));
+    }
+    char **sv = calloc((size_t)n + 1, sizeof *sv);
+    if (!sv)
+        return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+    strv_free(p->tier0);
+    p->tier0 = sv;
+    for (int i = 0; i < n; i++) {
+        yaml_node_t *it = tier0_item(r, v, i);
+        const char *s;
+        if (!it || get_backend_name(r, it, "tier0", &s))
+            return -1;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(sv[j], s))
+                return kiln_yaml_error(r, it, "tier0: '%s' is listed twice",
+                                       s);
+        if (!(sv[i] = strdup(s)))
+            return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static int tiers_pair(reader *r, const char *key, yaml_node_t *k,
+                      yaml_node_t *v, void *ctx)
+{
+    kiln_policy *p = r->user;
+    tiers_ctx *t = ctx;
+    int64_t x;
+    if (!strcmp(key, "enabled"))
+        return kiln_yaml_bool(r, v, key, &p->tiers_enabled);
+    if (!strcmp(key, "tier0")) {
+        t->tier0 = v;
+        return read_tier0(r, v);
+    }
+    if (!strcmp(key, "tier1")) {
+        const char *s;
+        t->tier1 = v;
+        if (get_backend_name(r, v, key, &s))
+            return -1;
+        free(p->tier1);
+        if (!(p->tier1 = strdup(s)))
+            return kiln_seterr(r->err, KILN_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    if (!strcmp(key, "threads")) {
+        if (kiln_yaml_int(r, v, key, 0, 64, &x))
+            return -1;
+        p->tier_threads = (int)x;
+        return 0;
+    }
+    if (!strcmp(key, "sample_every")) {
+        if (kiln_yaml_int(r, v, key, 1, 1000000, &x))
+            return -1;
+        p->tier_sample_every = (int)x;
+        return 0;
+    }
+    if (!strcmp(key, "ratio")) {
+        if (kiln_yaml_number(r, v, key, &p->tier_ratio))
+            return -1;
+        if (!(p->tier_ratio > 0))
+            return kiln_yaml_error(r, v, "ratio: must be > 0, got '%s'",
+                                   kiln_yaml_sval(v));
+        return 0;
+    }
+    if (!strcmp(key, "min_gain_ns")) {
+        if (kiln_yaml_number(r, v, key, &p->tier_min_gain_ns))
+            return -1;
+        if (p->tier_min_gain_ns < 0)
+            return kiln_yaml_error(r, v, "min_gain_ns: must be >= 0, got "
+                                   "'%s'", kiln_yaml_sval(v));
+        return 0;
+    }
+    return kiln_yaml_unknown_key(r, k, "tiers", key,
+                                 "enabled, tier0, tier1, threads, ratio, "
+                                 "min_gain_ns, sample_every");
+}
+
+/* `tiers:` (a mapping; empty or null: on, with the defaults).  tier1 may
+ * not be one of tier0, whichever of them the file sets. */
+static int read_tiers(reader *r, yaml_node_t *v)
+{
+    kiln_policy *p = r->user;
+    tiers_ctx t = {NULL, NULL};
+    p->tiers_set = 1;
+    if (kiln_yaml_is_null(v))
+        return 0;
+    if (kiln_yaml_each_pair(r, v, "tiers", tiers_pair, &t))
+        return -1;
+    const char *t1 = p->tier1 ? p->tier1 : tier1_default;
+    const char *const *t0 = tier0_of(p);
+    for (int i = 0; t0[i]; i++) {
+        if (strcmp(t0[i], t1))
+            continue;
+        if (t.tier1)
+            return kiln_yaml_error(r, t.tier1, "tier1: '%s' is also in "
+                                   "tier0 (a kernel tiers up from a tier-0 "
+                                   "backend to another backend)", t1);
+        return kiln_yaml_error(r, tier0_item(r, t.tier0, i), "tier0: '%s' "
+                               "is the tier-1 backend (tier1 is %s by "
+                               "default; set it to another backend)", t1,
+                               t1);
+    }
+    return 0;
+}
+
 /* ---- the top level -------------------------------------------------- */
 
 typedef struct top_ctx {
@@ -822,9 +989,11 @@ static int top_pair(reader *r, const char *key, yaml_node_t *k,
         p->passes_set = 1;
         return read_strv(r, v, "passes", &p->passes, pass_names);
     }
+    if (!strcmp(key, "tiers"))
+        return read_tiers(r, v);
     return kiln_yaml_unknown_key(r, k, "policy", key,
                        "kiln_policy, backends, default, rules, cost_model, "
-                       "fusion, constants, llvm, cache, passes");
+                       "fusion, constants, llvm, cache, passes, tiers");
 }
 
 static int read_policy(reader *r, yaml_node_t *root)
@@ -971,6 +1140,13 @@ int kiln_policy_get_knobs(const kiln_policy *p, kiln_policy_knobs *out)
     k.cache_read_only = none;
     k.passes = p->passes ? (const char *const *)p->passes : none;
     k.passes_set = p->passes_set;
+    k.tiers_enabled = p->tiers_set && p->tiers_enabled;
+    k.tier0 = tier0_of(p);
+    k.tier1 = p->tier1 ? p->tier1 : tier1_default;
+    k.tier_threads = p->tier_threads;
+    k.tier_ratio = p->tier_ratio;
+    k.tier_min_gain_ns = p->tier_min_gain_ns;
+    k.tier_sample_every = p->tier_sample_every;
     memcpy(out, &k, k.struct_size);
     return 0;
 }

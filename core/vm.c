@@ -13,6 +13,7 @@
 #define _POSIX_C_SOURCE 200809L  /* strdup, sysconf */
 #include "function.h"
 #include "loader.h"
+#include "progress.h"
 #include "rewrite/rewrite.h"
 #include "vm.h"
 
@@ -396,6 +397,8 @@ static int compile_step(kiln_function *f, kiln_step *s,
     int rc = compile_step_unlocked(f, s, be, co, why, size);
     if (serial)
         pthread_mutex_unlock(&serial_lock);
+    if (rc == 0)
+        kiln_progress_step(f->progress);
     return rc;
 }
 
@@ -701,6 +704,7 @@ static int start_cached(kiln_function *f, kiln_step *s,
     s->cache_note = NULL;
     s->compile_s = o.compile_s;
     s->saved_s = o.saved_s;
+    kiln_progress_step(f->progress);
     return 1;
 }
 
@@ -725,6 +729,7 @@ static int compile_tiered(kiln_function *f, const kiln_policy_knobs *kn,
     f->ratio = kn->tier_ratio > 0 ? kn->tier_ratio : 0.25;
     f->min_gain_ns = kn->tier_min_gain_ns >= 0 ? kn->tier_min_gain_ns : 100;
     f->n_threads = threads > 0 ? threads : kn->tier_threads;
+    f->forbidden = mode == KILN_TIERS_BASELINE;
     tier_bes tb = {0};
     static const char *const dflt0[] = {"interp", "tcc", NULL};
     const char *const *t0 = kn->tier0 ? kn->tier0 : dflt0;
@@ -800,6 +805,12 @@ static int compile_tiered(kiln_function *f, const kiln_policy_knobs *kn,
     return 0;
 }
 
+static int compile_all(kiln_function *f, kiln_plan *pl, const char *name,
+                       const char *path, FILE *diag, int quiet, int jobs,
+                       int tiers, int tier_threads,
+                       const kiln_compile_options *cop, FILE *out,
+                       kiln_err *err);
+
 /* Compile every step with the backend the plan (core/policy.c: the
  * policy, or an explicit backend) chose for it, walking down the plan's
  * chain when that backend is missing, refuses the kernel or fails to
@@ -852,6 +863,24 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
     kiln_plan *pl = f->plan;
     if (begin_cache(f, opt, err))
         return err ? err->code : KILN_ERR_ARG;
+    kiln_progress prog;
+    kiln_progress_begin(&prog, f->prog.n_steps, diag, quiet);
+    f->progress = &prog;
+    int rc = compile_all(f, pl, name, path, diag, quiet, jobs, tiers,
+                         tier_threads, &co, out, err);
+    f->progress = NULL;
+    kiln_progress_end(&prog);
+    return rc;
+}
+
+/* compile_steps once the plan and the cache are set up. */
+static int compile_all(kiln_function *f, kiln_plan *pl, const char *name,
+                       const char *path, FILE *diag, int quiet, int jobs,
+                       int tiers, int tier_threads,
+                       const kiln_compile_options *cop, FILE *out,
+                       kiln_err *err)
+{
+    kiln_compile_options co = *cop;
     const kiln_backend *interp = kiln_loader_get("interp", path, diag, quiet,
                                                  NULL);
     if (!interp)

@@ -13,7 +13,10 @@
  *     runs kernels from the tcc backend's artifact bytes through
  *     load_bytes, in this process and in a fresh process that never
  *     compiles C (child processes of this program);
- *  4. threads: two threads compile and run radon with tcc at once.
+ *  4. threads: two threads compile and run radon with tcc at once;
+ *  5. tiers: every graph of 1 and random graphs under a tiered policy
+ *     (tier 1 tcc, then llvm), with tier-up forced at random calls,
+ *     equal the interpreter at every call.
  *
  * Tolerance: none.  Outputs must be bitwise equal (NaN matching any NaN):
  * the generated C performs the interpreter's operations in the
@@ -25,6 +28,7 @@
 #include <kiln/kiln.h>
 #include <kiln/graph.h>
 #include <kiln/policy.h>
+#include <kiln/cache.h>
 
 #include <dirent.h>
 #include <math.h>
@@ -697,6 +701,132 @@ static void test_mixed(int n_random)
        on_plugins);
 }
 
+/* ---- tiers: tier-up forced at random calls ------------------------------ */
+
+/* Graph g compiled with a tiered policy whose tier 1 is `tier1` (tier 0
+ * the interpreter, the disk cache off so that every kernel starts on tier
+ * 0) equals the interpreter at every call, while kernels are forced up
+ * (kiln_function_tier_up) at random calls — one kernel, or all of them —
+ * on top of what the trigger does by itself.  *n_up receives the kernels
+ * that ran tier-1 code at the end. */
+static int agree_tiered(const kiln_graph *g, const char *what,
+                        const char *tier1, uint64_t seed, int calls,
+                        int *n_up)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "kiln_policy: 1\nbackends: [%s, interp]\ndefault: interp\n"
+             "tiers: {tier0: [interp], tier1: %s, ratio: %s, "
+             "sample_every: 2}\n", tier1, tier1,
+             seed % 2 ? "1e-9" : "1000");
+    kiln_err err;
+    kiln_policy *pol = kiln_policy_load_string(text, strlen(text),
+                                               "tiers.yaml", &err);
+    if (!pol) {
+        diag("%s: tiered policy rejected: %s", what, err.message);
+        return -1;
+    }
+    int other = 0;
+    kiln_function *fi = compile_with(g, "interp", &other, &err);
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.plugin_path = plugin_dir;
+    o.quiet = 1;
+    o.policy = pol;
+    o.cache_mode = KILN_CACHE_MODE_OFF;
+    kiln_function *ft = fi ? kiln_compile(g, &o, &err) : NULL;
+    kiln_policy_free(pol);
+    if (!fi || !ft) {
+        diag("%s: compile failed: %s", what, err.message);
+        kiln_function_free(fi);
+        kiln_function_free(ft);
+        return -1;
+    }
+    rng = seed * 31 + 7;
+    int nk = kiln_function_n_kernels(ft), bad = 0;
+    uint64_t pick = rnext();
+    for (int c = 0; c < calls && !bad; c++) {
+        if (pick % 3 == 0) {
+            int k = (int)(pick / 3 % (uint64_t)(nk + 1)) - 1;
+            if (kiln_function_tier_up(ft, k, &err)) {
+                diag("%s: tier-up of kernel %d: %s", what, k, err.message);
+                bad = 1;
+                break;
+            }
+        }
+        inputs in = {0, NULL};
+        make_inputs(fi, seed * 100 + (uint64_t)c, &in);
+        pick = rnext();   /* make_inputs reseeds; keep our own stream */
+        result ri, rt;
+        run(fi, &in, &ri);
+        run(ft, &in, &rt);
+        char buf[1200];
+        const char *d = compare(&ri, &rt, buf, sizeof buf);
+        if (*d) {
+            diag("%s, tier 1 %s, seed %llu, call %d: %s", what, tier1,
+                 (unsigned long long)seed, c, d);
+            bad = 1;
+        }
+        result_free(&ri);
+        result_free(&rt);
+        inputs_free(&in);
+        rng = pick;
+    }
+    kiln_function_tier_wait(ft, -1);
+    *n_up = 0;
+    for (int i = 0; i < nk; i++) {
+        kiln_tier_info ti;
+        memset(&ti, 0, sizeof ti);
+        ti.struct_size = sizeof ti;
+        if (kiln_function_tier_info(ft, i, &ti) == 0 &&
+            ti.state == KILN_TIER_SWAPPED)
+            (*n_up)++;
+    }
+    kiln_function_free(fi);
+    kiln_function_free(ft);
+    return bad ? -1 : 0;
+}
+
+static void test_tiers(const char *tier1, int n_random)
+{
+    int up = 0;
+    for (int i = 0; i < n_files; i++) {
+        kiln_err err;
+        kiln_graph *g = kiln_parse_file(files[i], &err);
+        if (!g)
+            continue;
+        const char *base = strrchr(files[i], '/') ? strrchr(files[i], '/') + 1
+                                                  : files[i];
+        for (uint64_t k = 0; k < 2; k++) {
+            int n_up = 0;
+            ok(agree_tiered(g, base, tier1, (uint64_t)i * 2 + k, 8, &n_up) ==
+                   0,
+               "%s: tier-up to %s at random calls equals interp at every "
+               "call (%d kernels up)", base, tier1, n_up);
+            up += n_up;
+        }
+        kiln_graph_free(g);
+    }
+    int bad = 0;
+    for (int i = 0; i < n_random; i++) {
+        char *src = random_graph((uint64_t)i + 7000);
+        kiln_err err;
+        kiln_graph *g = src ? kiln_parse_string(src, "r.kg", NULL, &err)
+                            : NULL;
+        int n_up = 0;
+        if (g && agree_tiered(g, "random graph", tier1, (uint64_t)i + 300, 4,
+                              &n_up))
+            bad++;
+        up += n_up;
+        kiln_graph_free(g);
+        free(src);
+    }
+    ok(bad == 0, "%d random graphs: tier-up to %s at random calls equals "
+       "interp (%d failed)", n_random, tier1, bad);
+    ok(up > 0, "%d kernels ran %s code by the end", up, tier1);
+}
+
 /* ---- artifacts across processes ------------------------------------------ */
 
 static int write_result(const char *path, const result *r)
@@ -926,6 +1056,7 @@ int main(int argc, char **argv)
         test_random("tcc", 150);
         test_artifacts(argv[0]);
         test_threads();
+        test_tiers("tcc", 30);
     }
     /* the llvm backend (tests/test_llvm.c has its own round trip and
      * thread tests) */
@@ -934,6 +1065,7 @@ int main(int argc, char **argv)
     } else {
         test_corpus("llvm");
         test_random("llvm", 150);
+        test_tiers("llvm", 30);
     }
     for (int i = 0; i < n_files; i++)
         free(files[i]);

@@ -12,6 +12,8 @@
 #include <kiln/policy.h>
 #include <kiln/cache.h>
 
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +229,155 @@ static void test_knobs(void)
     ok(kiln_policy_get_knobs(NULL, &k) == KILN_ERR_ARG, "get_knobs(NULL)");
 }
 
+/* 1 when the NULL-terminated list v is exactly the n names given */
+static int strv_is(const char *const *v, int n, ...)
+{
+    va_list ap;
+    va_start(ap, n);
+    int same = v != NULL;
+    for (int i = 0; same && i < n; i++)
+        same = v[i] && !strcmp(v[i], va_arg(ap, const char *));
+    va_end(ap);
+    return same && !v[n];
+}
+
+/* The shipped policies, read from the source tree's conf/. */
+static const char *const confs[] = {"default.yaml", "fastest-start.yaml",
+                                    "fastest-runtime.yaml",
+                                    "wide-models.yaml"};
+#define N_CONFS (int)(sizeof confs / sizeof confs[0])
+
+static kiln_policy *load_conf(int i, kiln_err *err)
+{
+    char path[1024];
+    const char *src = getenv("KILN_SRCDIR") ? getenv("KILN_SRCDIR") : ".";
+    snprintf(path, sizeof path, "%s/conf/%s", src, confs[i]);
+    return kiln_policy_load_file(path, err);
+}
+
+/* Load `text` and fill *k; returns the policy (which owns k's strings;
+ * the caller frees it), or NULL with the error shown. */
+static kiln_policy *tier_knobs(const char *text, kiln_policy_knobs *k)
+{
+    kiln_err err = {0, ""};
+    kiln_policy *p = load(text, &err);
+    memset(k, 0, sizeof *k);
+    k->struct_size = sizeof *k;
+    if (!p)
+        diag("%s", err.message);
+    else if (kiln_policy_get_knobs(p, k) != 0) {
+        diag("get_knobs failed");
+        kiln_policy_free(p);
+        p = NULL;
+    }
+    return p;
+}
+
+static void test_tiers(void)
+{
+    kiln_policy_knobs k;
+    kiln_policy *p;
+    /* no `tiers:`: off, and the header's defaults */
+    p = tier_knobs("kiln_policy: 1\n", &k);
+    ok(p && k.tiers_enabled == 0 && strv_is(k.tier0, 2, "interp", "tcc") &&
+       k.tier1 && !strcmp(k.tier1, "llvm") && k.tier_threads == 0 &&
+       k.tier_ratio == 0.25 && k.tier_min_gain_ns == 100 &&
+       k.tier_sample_every == 64, "tiers: off without a section; defaults");
+    kiln_policy_free(p);
+    /* a section without `enabled` means on */
+    p = tier_knobs("kiln_policy: 1\ntiers: {}\n", &k);
+    ok(p && k.tiers_enabled == 1 && strv_is(k.tier0, 2, "interp", "tcc") &&
+       !strcmp(k.tier1, "llvm") && k.tier_sample_every == 64,
+       "tiers: {} is on, with the defaults");
+    kiln_policy_free(p);
+    p = tier_knobs("kiln_policy: 1\ntiers:\n", &k);
+    ok(p && k.tiers_enabled == 1, "tiers: with no value is on");
+    kiln_policy_free(p);
+    p = tier_knobs("kiln_policy: 1\ntiers: {enabled: false}\n", &k);
+    ok(p && k.tiers_enabled == 0, "tiers: enabled: false is off");
+    kiln_policy_free(p);
+    /* every key read back */
+    p = tier_knobs("kiln_policy: 1\n"
+                   "tiers:\n"
+                   "  enabled: true\n"
+                   "  tier0: [tcc, interp, my_jit]\n"
+                   "  tier1: gpu2\n"
+                   "  threads: 64\n"
+                   "  ratio: 1.5e-1\n"
+                   "  min_gain_ns: 0\n"
+                   "  sample_every: 1000000\n", &k);
+    ok(p && k.tiers_enabled == 1 &&
+       strv_is(k.tier0, 3, "tcc", "interp", "my_jit") && k.tier1 &&
+       !strcmp(k.tier1, "gpu2") && k.tier_threads == 64 &&
+       k.tier_ratio == 0.15 && k.tier_min_gain_ns == 0 &&
+       k.tier_sample_every == 1000000,
+       "tiers: every key read back (backends need not be in the chain)");
+    kiln_policy_free(p);
+    p = tier_knobs("kiln_policy: 1\n"
+                   "tiers: {tier0: interp, tier1: tcc, threads: 0, "
+                   "ratio: 3, min_gain_ns: 2.5, sample_every: 1}\n", &k);
+    ok(p && strv_is(k.tier0, 1, "interp") && !strcmp(k.tier1, "tcc") &&
+       k.tier_threads == 0 && k.tier_ratio == 3 &&
+       k.tier_min_gain_ns == 2.5 && k.tier_sample_every == 1,
+       "tiers: one name for tier0, the lower bounds");
+    kiln_policy_free(p);
+    p = tier_knobs("kiln_policy: 1\n"
+                   "tiers: {enabled: false, tier0: [llvm], tier1: tcc}\n",
+                   &k);
+    ok(p && k.tiers_enabled == 0 && strv_is(k.tier0, 1, "llvm") &&
+       !strcmp(k.tier1, "tcc"), "tiers: off, the other keys still read");
+    kiln_policy_free(p);
+    /* a caller built before kiln 0.3: nothing past fusion_max_outputs */
+    {
+        kiln_err err = {0, ""};
+        p = load("kiln_policy: 1\ntiers: {threads: 3}\n", &err);
+        kiln_policy_knobs old;
+        memset(&old, 0x5a, sizeof old);
+        old.struct_size = offsetof(kiln_policy_knobs, fusion_max_outputs) +
+                          sizeof(int);
+        unsigned char tail[sizeof old];
+        memset(tail, 0x5a, sizeof tail);
+        size_t off = offsetof(kiln_policy_knobs, tiers_enabled);
+        ok(p && kiln_policy_get_knobs(p, &old) == 0 &&
+           old.fusion_max_outputs == 256 &&
+           !memcmp((unsigned char *)&old + off, tail, sizeof old - off),
+           "get_knobs: an older struct_size leaves the tier fields alone");
+        kiln_policy_free(p);
+    }
+
+    /* the shipped policies: default.yaml has tiers on with the header's
+     * defaults, the single-tier trade-offs have none */
+    for (int i = 0; i < N_CONFS; i++) {
+        kiln_err err = {0, ""};
+        p = load_conf(i, &err);
+        memset(&k, 0, sizeof k);
+        k.struct_size = sizeof k;
+        int got = p && kiln_policy_get_knobs(p, &k) == 0;
+        if (i == 0)
+            ok(got && k.tiers_enabled == 1 &&
+               strv_is(k.tier0, 2, "interp", "tcc") &&
+               !strcmp(k.tier1, "llvm") && k.tier_threads == 0 &&
+               k.tier_ratio == 0.25 && k.tier_min_gain_ns == 100 &&
+               k.tier_sample_every == 64,
+               "conf/default.yaml: tiers on, the defaults %s",
+               p ? "" : err.message);
+        else
+            ok(got && k.tiers_enabled == 0, "conf/%s: no tiers %s",
+               confs[i], p ? "" : err.message);
+        kiln_policy_free(p);
+    }
+    /* the installed default (what kiln_compile uses) */
+    const char *d = kiln_policy_default_path();
+    kiln_err err = {0, ""};
+    p = d ? kiln_policy_load_file(d, &err) : NULL;
+    memset(&k, 0, sizeof k);
+    k.struct_size = sizeof k;
+    ok(p && kiln_policy_get_knobs(p, &k) == 0 && k.tiers_enabled == 1,
+       "the installed default policy has tiers on (%s)",
+       d ? d : "none installed");
+    kiln_policy_free(p);
+}
+
 static void test_errors(void)
 {
     static const struct {
@@ -334,6 +485,78 @@ static void test_errors(void)
          "t.yaml:3:1: a policy is one YAML document; a second one starts "
          "here"},
         {"kiln_policy: 1\n...\n---\n[: x\n", "t.yaml:4:2: YAML: "},
+        /* tiers: (issue 15) */
+        {"kiln_policy: 1\ntiers: true\n",
+         "t.yaml:2:8: tiers: expected a mapping, got a scalar"},
+        {"kiln_policy: 1\ntiers: [interp]\n",
+         "t.yaml:2:8: tiers: expected a mapping, got a list"},
+        {"kiln_policy: 1\ntiers:\n  tier2: llvm\n",
+         "t.yaml:3:3: tiers: unknown key 'tier2' (expected one of: enabled, "
+         "tier0, tier1, threads, ratio, min_gain_ns, sample_every)"},
+        {"kiln_policy: 1\ntiers:\n  ratio: 1\n  ratio: 2\n",
+         "t.yaml:4:3: tiers: duplicate key 'ratio' (first at line 3)"},
+        {"kiln_policy: 1\ntiers:\n  enabled: maybe\n",
+         "t.yaml:3:12: enabled: expected true or false, got 'maybe'"},
+        {"kiln_policy: 1\ntiers:\n  enabled: \"true\"\n",
+         "t.yaml:3:12: enabled: expected true or false, got a quoted string"},
+        {"kiln_policy: 1\ntiers:\n  tier0: [interp, tcc]\n  tier1: tcc\n",
+         "t.yaml:4:10: tier1: 'tcc' is also in tier0"},
+        {"kiln_policy: 1\ntiers:\n  tier1: interp\n  tier0: interp\n",
+         "t.yaml:3:10: tier1: 'interp' is also in tier0"},
+        {"kiln_policy: 1\ntiers:\n  tier1: interp\n",
+         "t.yaml:3:10: tier1: 'interp' is also in tier0"},
+        {"kiln_policy: 1\ntiers:\n  tier0: [interp, llvm]\n",
+         "t.yaml:3:19: tier0: 'llvm' is the tier-1 backend"},
+        {"kiln_policy: 1\ntiers:\n  tier0: []\n",
+         "t.yaml:3:10: tier0: the list is empty"},
+        {"kiln_policy: 1\ntiers:\n  tier0: [tcc, tcc]\n",
+         "t.yaml:3:16: tier0: 'tcc' is listed twice"},
+        {"kiln_policy: 1\ntiers:\n  tier0: [Tcc]\n",
+         "t.yaml:3:11: tier0: bad backend name 'Tcc' (expected [a-z0-9_]+"},
+        {"kiln_policy: 1\ntiers:\n  tier0: {interp: 1}\n",
+         "t.yaml:3:10: tier0: expected a backend name or a list of them, got "
+         "a mapping"},
+        {"kiln_policy: 1\ntiers:\n  tier0: ~\n",
+         "t.yaml:3:10: tier0: expected a string, got null"},
+        {"kiln_policy: 1\ntiers:\n  tier0: [interp, [tcc]]\n",
+         "t.yaml:3:19: tier0: expected a string, got a list"},
+        {"kiln_policy: 1\ntiers:\n  tier0: [b0, b1, b2, b3, b4, b5, b6, b7, "
+         "b8, b9, b10, b11, b12, b13, b14, b15]\n",
+         "t.yaml:3:76: tier0: more than 15 backends"},
+        {"kiln_policy: 1\ntiers:\n  tier1: [llvm]\n",
+         "t.yaml:3:10: tier1: expected a string, got a list"},
+        {"kiln_policy: 1\ntiers:\n  tier1: LLVM\n",
+         "t.yaml:3:10: tier1: bad backend name 'LLVM'"},
+        {"kiln_policy: 1\ntiers:\n  threads: 65\n",
+         "t.yaml:3:12: threads: expected an integer from 0 to 64, got '65'"},
+        {"kiln_policy: 1\ntiers:\n  threads: -1\n",
+         "t.yaml:3:12: threads: expected an integer from 0 to 64, got '-1'"},
+        {"kiln_policy: 1\ntiers:\n  threads: 1.5\n",
+         "t.yaml:3:12: threads: expected an integer from 0 to 64, got '1.5'"},
+        {"kiln_policy: 1\ntiers:\n  threads: \"4\"\n",
+         "t.yaml:3:12: threads: expected a number, got a quoted string"},
+        {"kiln_policy: 1\ntiers:\n  ratio: 0\n",
+         "t.yaml:3:10: ratio: must be > 0, got '0'"},
+        {"kiln_policy: 1\ntiers:\n  ratio: -0.5\n",
+         "t.yaml:3:10: ratio: must be > 0, got '-0.5'"},
+        {"kiln_policy: 1\ntiers:\n  ratio: '0.25'\n",
+         "t.yaml:3:10: ratio: expected a number, got a quoted string"},
+        {"kiln_policy: 1\ntiers:\n  ratio: .nan\n",
+         "t.yaml:3:10: ratio: expected a number, got '.nan'"},
+        {"kiln_policy: 1\ntiers:\n  min_gain_ns: -1\n",
+         "t.yaml:3:16: min_gain_ns: must be >= 0, got '-1'"},
+        {"kiln_policy: 1\ntiers:\n  min_gain_ns: \"100\"\n",
+         "t.yaml:3:16: min_gain_ns: expected a number, got a quoted string"},
+        {"kiln_policy: 1\ntiers:\n  min_gain_ns: lots\n",
+         "t.yaml:3:16: min_gain_ns: expected a number, got 'lots'"},
+        {"kiln_policy: 1\ntiers:\n  sample_every: 0\n",
+         "t.yaml:3:17: sample_every: expected an integer from 1 to 1000000, "
+         "got '0'"},
+        {"kiln_policy: 1\ntiers:\n  sample_every: 1000001\n",
+         "t.yaml:3:17: sample_every: expected an integer from 1 to 1000000, "
+         "got '1000001'"},
+        {"kiln_policy: 1\ntiers:\n  sample_every: \"64\"\n",
+         "t.yaml:3:17: sample_every: expected a number, got a quoted string"},
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++) {
@@ -606,14 +829,8 @@ static void test_selection(void)
     unsetenv("KILN_POLICY");
     kiln_policy_free(h);
     /* the installed default and the examples are valid */
-    static const char *const confs[] = {"default.yaml", "fastest-start.yaml",
-                                        "fastest-runtime.yaml",
-                                        "wide-models.yaml"};
-    const char *src = getenv("KILN_SRCDIR") ? getenv("KILN_SRCDIR") : ".";
-    for (int i = 0; i < 4; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/conf/%s", src, confs[i]);
-        p = kiln_policy_load_file(path, &err);
+    for (int i = 0; i < N_CONFS; i++) {
+        p = load_conf(i, &err);
         ok(p != NULL, "conf/%s loads %s", confs[i], p ? "" : err.message);
         kiln_policy_free(p);
     }
@@ -750,6 +967,7 @@ int main(void)
     test_matchers();
     test_cost();
     test_knobs();
+    test_tiers();
     test_errors();
     test_compile();
     test_selection();

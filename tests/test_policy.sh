@@ -115,6 +115,16 @@ t "run --policy BAD: file:line:column" grep -q "bad.yaml:3:24:" "$tmp/err.txt"
 "$kiln" explain "$es" --policy "$tmp/bad.yaml" >/dev/null 2>&1
 t "explain --policy BAD exits 1" test $? -eq 1
 t "policy check: conf/default.yaml" "$kiln" policy check "$src/conf/default.yaml"
+# tiers: (issue 15): checked key by key, like every section
+printf 'kiln_policy: 1\ntiers:\n  tier0: [interp, tcc]\n  tier1: tcc\n' >"$tmp/tiers.yaml"
+"$kiln" policy check "$tmp/tiers.yaml" >/dev/null 2>"$tmp/err.txt"
+t "policy check: tier1 in tier0 exits 1" test $? -eq 1
+t "policy check: tier1 in tier0 at file:line:column" grep -q "^kiln: $tmp/tiers.yaml:4:10: tier1: 'tcc' is also in tier0" "$tmp/err.txt"
+printf 'kiln_policy: 1\ntiers: {threads: "4"}\n' >"$tmp/tiers.yaml"
+"$kiln" policy check "$tmp/tiers.yaml" >/dev/null 2>"$tmp/err.txt"
+t "policy check: a quoted tiers.threads at file:line:column" grep -q "^kiln: $tmp/tiers.yaml:2:18: threads: expected a number, got a quoted string" "$tmp/err.txt"
+printf 'kiln_policy: 1\ntiers: {tier0: interp, tier1: tcc, threads: 2, ratio: 1, min_gain_ns: 0, sample_every: 8}\n' >"$tmp/tiers.yaml"
+t "policy check: a full tiers: section" "$kiln" policy check "$tmp/tiers.yaml"
 "$kiln" policy check >"$tmp/out.txt" 2>&1
 t "policy check with no file checks the installed default" grep -q "default.yaml: ok" "$tmp/out.txt"
 

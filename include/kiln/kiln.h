@@ -263,20 +263,19 @@ void kiln_function_tier_forbid(kiln_function *f);
  * 0 and the message says why). */
 int kiln_function_tier_up(kiln_function *f, int kernel, kiln_err *err);
 
-/* Where kernel i runs now: its tier (0 or 1; -1 when out of range), and
- * when it swapped (the call count of f and the seconds since kiln_compile
- * returned; -1 when it has not swapped: started on that tier or never
- * moved).  `backend` receives the backend it runs on now, `tier1` the
- * backend it tiers up to (NULL when none); both owned by f; each pointer
- * may be NULL.  Thread-safe. */
+/* Where one kernel runs now (kiln_function_tier_info). */
 typedef struct kiln_tier_info {
-    size_t struct_size;
-    int tier;
-    const char *backend;
-    const char *tier1;
+    size_t struct_size;        /* set by the caller: sizeof(kiln_tier_info) */
+    int tier;                  /* 0 or 1: tier 1 when it runs tier-1 code,
+                                  swapped or loaded from the cache */
+    const char *backend;       /* the backend it runs on now (owned by f) */
+    const char *tier1;         /* the backend it may move to, or NULL */
     int state;                 /* kiln_tier_state */
-    int64_t swapped_call;      /* f's calls before the swap, or -1 */
-    double swapped_seconds;    /* since kiln_compile returned, or -1 */
+    int64_t swapped_call;      /* calls of f (every thread's, as counted
+                                  at sampled calls) before the swap; -1
+                                  when it has not swapped */
+    double swapped_seconds;    /* seconds after kiln_compile ended; -1
+                                  when it has not swapped */
     double measured_ns;        /* tier-0 run time of one call, as sampled
                                   (the minimum), 0 before any sample */
     double compile_seconds;    /* the tier-1 compile (or cache load), 0 */
@@ -292,8 +291,11 @@ typedef enum kiln_tier_state {
     KILN_TIER_NEVER           /* too small to gain, or forbidden */
 } kiln_tier_state;
 
-/* Fill *info for kernel i (info->struct_size set by the caller).
- * Returns 0, or -1 when f or info is NULL or i is out of range. */
+/* Fill *info for kernel i (0 <= i < kiln_function_n_kernels(f);
+ * info->struct_size set by the caller).  A function compiled without
+ * tiers has every kernel KILN_TIER_FIXED on tier 0.  Returns 0, or -1
+ * when f or info is NULL, struct_size is too small or i is out of
+ * range.  Thread-safe. */
 int kiln_function_tier_info(const kiln_function *f, int i,
                             kiln_tier_info *info);
 
@@ -324,9 +326,10 @@ int kiln_function_input_type(const kiln_function *f, int i, kiln_dtype *dtype,
 int kiln_function_bind_shared(kiln_function *f, const char *name,
                               const kiln_tensor *value, kiln_err *err);
 
-/* Number of kernels the function runs per call, and the backend that
- * compiled kernel `i` ("interp", "tcc", ...; owned by f, NULL when out of
- * range).  For tools and tests. */
+/* Number of kernels the function runs per call, and the backend kernel
+ * `i` runs on now ("interp", "tcc", ...: the tier-1 backend once the
+ * kernel has swapped; owned by f, NULL when out of range).  For tools and
+ * tests; thread-safe. */
 int kiln_function_n_kernels(const kiln_function *f);
 const char *kiln_function_kernel_backend(const kiln_function *f, int i);
 

@@ -1,0 +1,444 @@
+/*
+ * test_tiers.c — tiered compilation (core/tier.c; docs/policy.md,
+ * "Tiers"), on radon (examples/radon.kg with its data and gradients):
+ *
+ *  1. a cold start runs every kernel on tier 0; calls then move hot
+ *     kernels to tier 1 (the trigger alone, a low ratio), each call's
+ *     outputs bitwise equal to an interpreter-only function's, and
+ *     kiln_function_tier_info says when each kernel swapped;
+ *  2. a warm start (same cache directory) starts on cached tier-1 code
+ *     and queues no background work;
+ *  3. kiln_function_tier_forbid: nothing moves afterwards;
+ *     KILN_TIERS_BASELINE: nothing ever moves; KILN_TIERS_OFF and an
+ *     explicit backend: no tiers at all;
+ *  4. kiln_function_tier_up forces every kernel up at once;
+ *  5. rules that choose llvm outright queue it at once; freeing the
+ *     function while that compile runs returns and leaks nothing (the
+ *     valgrind and ASan runs check the leaks);
+ *  6. four threads call one function while its kernels tier up, each
+ *     call equal to the reference (the ThreadSanitizer build runs this);
+ *  7. kiln_function_tier_wait with a timeout, and bad arguments.
+ *
+ * Needs the llvm backend (tier 1); skips without it.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <kiln/kiln.h>
+#include <kiln/cache.h>
+#include <kiln/graph.h>
+#include <kiln/policy.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tap.h"
+
+static const char *srcdir = ".", *builddir = ".";
+static char cache_dir[4096];
+static kiln_graph *radon;
+
+#define MAX_IO 16
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static kiln_policy *tier_policy(const char *extra)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "kiln_policy: 1\nbackends: [llvm, interp]\ndefault: interp\n"
+             "%s", extra);
+    kiln_err err;
+    kiln_policy *p = kiln_policy_load_string(text, strlen(text), "t.yaml",
+                                             &err);
+    if (!p)
+        diag("policy: %s", err.message);
+    return p;
+}
+
+static kiln_function *compile_tiered(const kiln_policy *pol, int mode,
+                                     const char *cache)
+{
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.quiet = 1;
+    o.policy = pol;
+    o.tiers = mode;
+    if (cache)
+        o.cache_dir = cache;
+    else
+        o.cache_mode = KILN_CACHE_MODE_OFF;
+    kiln_err err;
+    kiln_function *f = kiln_compile(radon, &o, &err);
+    if (!f)
+        diag("compile: %s", err.message);
+    return f;
+}
+
+/* Inputs at point `k`: radon's parameters, moved a little per call. */
+typedef struct point {
+    int n;
+    kiln_tensor t[MAX_IO];
+    double data[MAX_IO][128];
+} point;
+
+static void make_point(const kiln_function *f, int k, point *p)
+{
+    p->n = kiln_function_n_inputs(f);
+    for (int i = 0; i < p->n && i < MAX_IO; i++) {
+        kiln_tensor *t = &p->t[i];
+        int64_t dims[KILN_MAX_RANK];
+        kiln_function_input_type(f, i, &t->dtype, &t->rank, dims, NULL);
+        int64_t n = 1;
+        for (int d = 0; d < t->rank; d++) {
+            t->shape[d] = dims[d];
+            n *= dims[d];
+        }
+        for (int64_t j = 0; j < n && j < 128; j++)
+            p->data[i][j] = 0.1 * sin(0.7 * (double)(k + 3 * i) +
+                                      0.3 * (double)j);
+        t->data = p->data[i];
+    }
+}
+
+/* f's outputs at point k equal ref's bitwise; 0 when they do. */
+static int same_call(kiln_function *f, kiln_function *ref, int k)
+{
+    point p;
+    make_point(ref, k, &p);
+    kiln_tensor a[MAX_IO], b[MAX_IO];
+    kiln_err err;
+    if (kiln_function_call(ref, p.t, a, &err) ||
+        kiln_function_call(f, p.t, b, &err)) {
+        diag("call %d: %s", k, err.message);
+        return -1;
+    }
+    for (int i = 0; i < kiln_function_n_outputs(f); i++) {
+        int64_t n = kiln_shape_numel(a[i].rank, a[i].shape);
+        if (a[i].dtype != b[i].dtype || n != kiln_shape_numel(b[i].rank,
+                                                              b[i].shape) ||
+            memcmp(a[i].data, b[i].data,
+                   (size_t)n * kiln_dtype_size(a[i].dtype))) {
+            diag("call %d: output %s differs", k,
+                 kiln_function_output_name(f, i));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Kernels in each state; returns how many are on tier 1. */
+static int count_states(const kiln_function *f, int counts[8])
+{
+    memset(counts, 0, sizeof(int) * 8);
+    int up = 0;
+    for (int i = 0; i < kiln_function_n_kernels(f); i++) {
+        kiln_tier_info ti;
+        memset(&ti, 0, sizeof ti);
+        ti.struct_size = sizeof ti;
+        if (kiln_function_tier_info(f, i, &ti) == 0 && ti.state >= 0 &&
+            ti.state < 8) {
+            counts[ti.state]++;
+            up += ti.tier == 1;
+        }
+    }
+    return up;
+}
+
+static int have_llvm(void)
+{
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.quiet = 1;
+    o.backend = "llvm";
+    o.cache_mode = KILN_CACHE_MODE_OFF;
+    kiln_err err;
+    kiln_graph *g = kiln_parse_string("kiln 1\ngraph t\n  input x: f64\n"
+                                      "  output y = exp(x)\nend\n", "t", NULL,
+                                      &err);
+    kiln_function *f = g ? kiln_compile(g, &o, &err) : NULL;
+    int ok_ = f && !strcmp(kiln_function_kernel_backend(f, 0), "llvm");
+    kiln_function_free(f);
+    kiln_graph_free(g);
+    return ok_;
+}
+
+/* ---- 1, 2: cold and warm starts ------------------------------------------- */
+
+static void test_cold_warm(kiln_function *ref)
+{
+    kiln_policy *pol = tier_policy("tiers: {tier0: [interp], tier1: llvm, "
+                                   "ratio: 1e-6, min_gain_ns: 0, "
+                                   "sample_every: 4}\n");
+    kiln_function *f = pol ? compile_tiered(pol, KILN_TIERS_POLICY,
+                                            cache_dir) : NULL;
+    ok(f != NULL, "cold: radon compiles with a tiered policy");
+    if (!f) {
+        kiln_policy_free(pol);
+        return;
+    }
+    int st[8] = {0};
+    int nk = kiln_function_n_kernels(f);
+    int up0 = count_states(f, st);
+    ok(up0 == 0, "cold: every kernel starts on tier 0 "
+       "(%d kernels: %d waiting, %d fixed)", nk, st[KILN_TIER_WAITING],
+       st[KILN_TIER_FIXED]);
+    int bad = 0, k = 0, up = 0;
+    for (; k < 4000 && !bad; k++) {
+        bad = same_call(f, ref, k) != 0;
+        if (k % 50 == 49) {
+            kiln_function_tier_wait(f, 30);
+            up = count_states(f, st);
+            if (st[KILN_TIER_WAITING] + st[KILN_TIER_QUEUED] +
+                    st[KILN_TIER_COMPILING] == 0)
+                break;
+        }
+    }
+    ok(!bad, "cold: %d calls equal the interpreter's bitwise while kernels "
+       "move", k + 1);
+    ok(up > 0 && st[KILN_TIER_WAITING] + st[KILN_TIER_QUEUED] +
+                         st[KILN_TIER_COMPILING] == 0,
+       "cold: the trigger moved %d of %d kernels to llvm (%d never, %d "
+       "failed)", up, nk, st[KILN_TIER_NEVER], st[KILN_TIER_FAILED]);
+    int told = 1;
+    for (int i = 0; i < nk; i++) {
+        kiln_tier_info ti;
+        memset(&ti, 0, sizeof ti);
+        ti.struct_size = sizeof ti;
+        kiln_function_tier_info(f, i, &ti);
+        if (ti.state == KILN_TIER_SWAPPED &&
+            (ti.swapped_call < 0 || ti.swapped_seconds < 0 ||
+             strcmp(ti.backend, "llvm") || ti.measured_ns <= 0 ||
+             strcmp(kiln_function_kernel_backend(f, i), "llvm")))
+            told = 0;
+    }
+    ok(told, "cold: tier_info of swapped kernels gives the call, the time, "
+       "the backend and the measured tier-0 time");
+    ok(same_call(f, ref, 99999) == 0, "cold: a call after the swaps equals "
+       "the interpreter's");
+    kiln_function_free(f);
+
+    f = compile_tiered(pol, KILN_TIERS_POLICY, cache_dir);
+    ok(f != NULL, "warm: compiles again on the same cache");
+    if (f) {
+        int up2 = count_states(f, st);
+        ok(up2 == up && st[KILN_TIER_QUEUED] + st[KILN_TIER_COMPILING] == 0,
+           "warm: the %d kernels that moved start on cached tier-1 code, "
+           "nothing queued", up2);
+        ok(kiln_function_tier_wait(f, 0) == 0, "warm: no background work");
+        ok(same_call(f, ref, 5) == 0, "warm: equals the interpreter");
+    }
+    kiln_function_free(f);
+    kiln_policy_free(pol);
+}
+
+/* ---- 3, 4: forbid, baseline, off, forced ----------------------------------- */
+
+static void test_controls(kiln_function *ref)
+{
+    kiln_policy *pol = tier_policy("tiers: {tier0: [interp], tier1: llvm, "
+                                   "ratio: 1e-6, min_gain_ns: 0, "
+                                   "sample_every: 1}\n");
+    int st[8] = {0};
+    kiln_function *f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL)
+                           : NULL;
+    if (f) {
+        kiln_function_tier_forbid(f);
+        int bad = 0;
+        for (int k = 0; k < 200 && !bad; k++)
+            bad = same_call(f, ref, k) != 0;
+        kiln_function_tier_wait(f, 30);
+        int up = count_states(f, st);
+        ok(!bad && up == 0 && st[KILN_TIER_WAITING] == 0,
+           "forbid: 200 calls later nothing moved (%d never)",
+           st[KILN_TIER_NEVER]);
+    } else
+        ok(0, "forbid: compile");
+    kiln_function_free(f);
+
+    f = pol ? compile_tiered(pol, KILN_TIERS_BASELINE, NULL) : NULL;
+    if (f) {
+        int bad = 0;
+        for (int k = 0; k < 200 && !bad; k++)
+            bad = same_call(f, ref, k) != 0;
+        kiln_function_tier_wait(f, 30);
+        ok(!bad && count_states(f, st) == 0 && st[KILN_TIER_WAITING] == 0,
+           "baseline: 200 calls later nothing moved");
+        ok(kiln_function_tier_up(f, -1, NULL) == 0 &&
+               count_states(f, st) == 0,
+           "baseline: tier_up is refused quietly");
+    } else
+        ok(0, "baseline: compile");
+    kiln_function_free(f);
+
+    f = pol ? compile_tiered(pol, KILN_TIERS_OFF, NULL) : NULL;
+    if (f) {
+        count_states(f, st);
+        ok(st[KILN_TIER_FIXED] == kiln_function_n_kernels(f),
+           "off: no kernel has a tier to move to");
+    } else
+        ok(0, "off: compile");
+    kiln_function_free(f);
+
+    f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL) : NULL;
+    if (f) {
+        ok(same_call(f, ref, 1) == 0, "forced: a call on tier 0");
+        kiln_err err;
+        int rc = kiln_function_tier_up(f, -1, &err);
+        int up = count_states(f, st);
+        ok(rc == 0 && up == kiln_function_n_kernels(f),
+           "forced: tier_up(-1) moves every kernel (%d of %d)", up,
+           kiln_function_n_kernels(f));
+        ok(same_call(f, ref, 2) == 0, "forced: the next call equals the "
+           "interpreter");
+        ok(kiln_function_tier_up(f, kiln_function_n_kernels(f), &err) ==
+               KILN_ERR_ARG && strstr(err.message, "no kernel"),
+           "forced: a kernel out of range is KILN_ERR_ARG (%s)", err.message);
+    } else
+        ok(0, "forced: compile");
+    kiln_function_free(f);
+    kiln_policy_free(pol);
+}
+
+/* ---- 5: immediate jobs, free while compiling -------------------------------- */
+
+static void test_free_while_compiling(kiln_function *ref)
+{
+    /* every kernel's rule says llvm: queued at once */
+    kiln_policy *pol = tier_policy("rules:\n  - use: llvm\n"
+                                   "tiers: {tier0: [interp], tier1: llvm}\n");
+    kiln_function *f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL)
+                           : NULL;
+    int st[8] = {0};
+    if (f) {
+        int up = count_states(f, st);
+        ok(up + st[KILN_TIER_QUEUED] + st[KILN_TIER_COMPILING] ==
+               kiln_function_n_kernels(f),
+           "immediate: kernels the rules send to llvm are queued at once "
+           "(%d queued, %d compiling, %d done)", st[KILN_TIER_QUEUED],
+           st[KILN_TIER_COMPILING], up);
+        ok(same_call(f, ref, 3) == 0, "immediate: the first call runs at "
+           "once, on tier 0 or 1, and is right");
+    } else
+        ok(0, "immediate: compile");
+    kiln_function_free(f);   /* jobs are still queued or running */
+    ok(1, "free while background compiles run returns");
+    f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL) : NULL;
+    ok(f && kiln_function_tier_wait(f, 120) == 0 &&
+           count_states(f, st) == kiln_function_n_kernels(f),
+       "immediate: tier_wait sees every kernel on llvm");
+    kiln_function_free(f);
+    kiln_policy_free(pol);
+}
+
+/* ---- 6: threads while tiering up ------------------------------------------- */
+
+typedef struct thr {
+    kiln_function *f, *ref;
+    int id, bad;
+    pthread_mutex_t *ref_lock;
+} thr;
+
+static void *thr_main(void *arg)
+{
+    thr *t = arg;
+    for (int k = 0; k < 300 && !t->bad; k++) {
+        /* the reference is one more function called from every thread;
+         * calls through one function are reentrant, so no lock is needed,
+         * but its outputs are per thread: compare right away */
+        t->bad = same_call(t->f, t->ref, t->id * 1000 + k) != 0;
+    }
+    return NULL;
+}
+
+static void test_threads(kiln_function *ref)
+{
+    kiln_policy *pol = tier_policy("tiers: {tier0: [interp], tier1: llvm, "
+                                   "ratio: 1e-6, min_gain_ns: 0, "
+                                   "sample_every: 2}\n");
+    kiln_function *f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL)
+                           : NULL;
+    if (!f) {
+        ok(0, "threads: compile");
+        kiln_policy_free(pol);
+        return;
+    }
+    thr t[4];
+    pthread_t th[4];
+    int started = 0;
+    for (int i = 0; i < 4; i++) {
+        t[i] = (thr){f, ref, i, 0, NULL};
+        if (pthread_create(&th[i], NULL, thr_main, &t[i]) == 0)
+            started++;
+    }
+    int bad = 0;
+    for (int i = 0; i < started; i++) {
+        pthread_join(th[i], NULL);
+        bad += t[i].bad;
+    }
+    kiln_function_tier_wait(f, 60);
+    int st[8] = {0};
+    int up = count_states(f, st);
+    ok(started == 4 && bad == 0, "threads: 4 threads x 300 calls on one "
+       "function while it tiers up equal the interpreter (%d kernels up)",
+       up);
+    kiln_function_free(f);
+    kiln_policy_free(pol);
+}
+
+int main(void)
+{
+    if (getenv("KILN_SRCDIR"))
+        srcdir = getenv("KILN_SRCDIR");
+    if (getenv("KILN_BUILDDIR"))
+        builddir = getenv("KILN_BUILDDIR");
+    unsetenv("KILN_BACKEND");
+    unsetenv("KILN_POLICY");
+    unsetenv("KILN_CACHE");
+    if (!have_llvm()) {
+        ok(1, "tiers # SKIP the llvm backend is not built");
+        return done_testing();
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/examples/radon.kg", srcdir);
+    kiln_err err;
+    radon = kiln_parse_file(path, &err);
+    ok(radon != NULL, "radon parses (%s)", radon ? "" : err.message);
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/kiln-test-tiers-XXXXXX");
+    if (!radon || !mkdtemp(cache_dir))
+        return done_testing();
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.quiet = 1;
+    o.backend = "interp";
+    o.cache_mode = KILN_CACHE_MODE_OFF;
+    kiln_function *ref = kiln_compile(radon, &o, &err);
+    ok(ref != NULL, "the interpreter-only reference compiles");
+    if (ref) {
+        test_cold_warm(ref);
+        test_controls(ref);
+        test_free_while_compiling(ref);
+        test_threads(ref);
+        ok(kiln_function_tier_wait(NULL, 0) == KILN_ERR_ARG,
+           "tier_wait(NULL) is KILN_ERR_ARG");
+        kiln_tier_info ti = {0};
+        ok(kiln_function_tier_info(ref, 0, &ti) == -1,
+           "tier_info without struct_size is refused");
+        ti.struct_size = sizeof ti;
+        ok(kiln_function_tier_info(ref, 0, &ti) == 0 &&
+               ti.state == KILN_TIER_FIXED && ti.tier == 0 && !ti.tier1,
+           "an explicit backend has no tiers");
+    }
+    kiln_function_free(ref);
+    kiln_graph_free(radon);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
+    if (system(cmd) != 0)
+        diag("could not remove %s", cache_dir);
+    return done_testing();
+}
