@@ -1079,6 +1079,33 @@ int kiln_cache_store(kiln_cache_session *s, const kiln_backend *be,
     return rc;
 }
 
+/* 1 when directory `dir` has an entry "NAME-..." (or cannot be read). */
+static int dir_has_backend(const char *dir, const char *name)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno != ENOENT;
+    size_t n = strlen(name);
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)))
+        found = strncmp(e->d_name, name, n) == 0 && e->d_name[n] == '-';
+    closedir(d);
+    return found;
+}
+
+int kiln_cache_may_have(kiln_cache_session *s, const char *name)
+{
+    if (!s || !name)
+        return 0;
+    if (s->user && dir_has_backend(s->user->dir, name))
+        return 1;
+    for (int i = 0; i < s->n_site; i++)
+        if (dir_has_backend(s->site[i], name))
+            return 1;
+    return 0;
+}
+
 int kiln_cache_recaching(const kiln_cache_session *s)
 {
     return s && s->mode == KILN_CACHE_MODE_RECACHE;

@@ -63,6 +63,13 @@ int kiln_cache_store(kiln_cache_session *s, const kiln_backend *be,
                      const void *bytes, size_t len, double seconds,
                      const char **why_not);
 
+/* 0 when no cache of the session (user or read-only) has an entry
+ * directory for backend `name` ("NAME-BUILD-TARGET-OPTIONS"), so that a
+ * lookup would miss: the caller need not load the backend to look.  1
+ * when one may (or the directories cannot be read).  One readdir per
+ * cache; thread-safe. */
+int kiln_cache_may_have(kiln_cache_session *s, const char *name);
+
 /* 1 when the session compiles everything again (KILN_CACHE=recache). */
 int kiln_cache_recaching(const kiln_cache_session *s);
 

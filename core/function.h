@@ -68,7 +68,9 @@ struct kiln_context {
 typedef struct kiln_tier_step {
     _Atomic int state;          /* kiln_tier_state */
     int tier;                   /* the tier the step runs on now */
-    const kiln_backend *be1;    /* the backend it tiers up to, or NULL */
+    const char *name1;          /* the backend it tiers up to, or NULL
+                                   (owned by the plan's policy) */
+    const kiln_backend *be1;    /* name1 once loaded (a job loads it) */
     const kiln_compile_options *co1;
     int immediate;              /* the rules chose be1: compile at once */
     int owner;                  /* the step whose job compiles this key */
@@ -129,8 +131,9 @@ struct kiln_function {
     double ratio, min_gain_ns, compile_scale_num, compile_scale_den;
     int n_threads;              /* tier-1 pool threads asked for (0: auto) */
     double compiled_at;         /* monotonic seconds kiln_compile ended */
-    kiln_compile_options co1[4];/* tier-1 compile options per backend */
-    const kiln_backend *co1_be[4];
+    kiln_compile_options co1[4];/* compile options per tier backend */
+    const char *co1_name[4];
+    char *plugin_path;          /* kiln_options.plugin_path, for jobs */
 };
 
 /* ---- core/vm.c -------------------------------------------------------- */

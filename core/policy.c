@@ -228,8 +228,8 @@ static kiln_policy *policy_new(const char *source)
     p->cache_enabled = 1;
     p->cache_max_bytes = (int64_t)1 << 30;
     p->tiers_enabled = 1;      /* once a `tiers:` section is present */
-    p->tier_ratio = 0.25;
-    p->tier_min_gain_ns = 100;
+    p->tier_ratio = 0.05;
+    p->tier_min_gain_ns = 20;
     p->tier_sample_every = 64;
     return p;
 }

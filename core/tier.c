@@ -40,6 +40,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "function.h"
+#include "loader.h"
 #include "vm.h"
 
 #include <errno.h>
@@ -240,14 +241,15 @@ static int unqueue(kiln_function *f, int owner)
 
 /* The job of `owner` compiled c in `seconds`: every step of it runs c from
  * each context's next call (caller holds f->tier_lock). */
-static void publish(kiln_function *f, int owner, kiln_callable *c,
-                    double seconds)
+static void publish(kiln_function *f, int owner, const kiln_backend *be,
+                    kiln_callable *c, double seconds)
 {
     int64_t calls = (int64_t)atomic_load_explicit(&f->calls,
                                                   memory_order_relaxed);
     double now = kiln_vm_seconds();
     for (int j = owner; j >= 0; j = f->tiers[j].next_twin) {
         kiln_tier_step *t = &f->tiers[j];
+        t->be1 = be;
         atomic_store_explicit(&t->callable1, c, memory_order_release);
         t->owns1 = j == owner;
         t->tier = 1;
@@ -269,14 +271,22 @@ static int compile_job(kiln_function *f, int owner, char *why, size_t size)
     kiln_tier_step *t = &f->tiers[owner];
     kiln_callable *c = NULL;
     double secs = 0;
-    int rc = kiln_vm_compile_into(f, &f->prog.steps[owner], t->be1, t->co1,
-                                  &c, &secs, why, size);
+    /* the tier-1 backend is loaded by its first job */
+    kiln_err lerr = {0, ""};
+    const kiln_backend *be = kiln_loader_get(t->name1, f->plugin_path, NULL,
+                                             1, &lerr);
+    int rc = -1;
+    if (!be)
+        snprintf(why, size, "%s", lerr.message);
+    else
+        rc = kiln_vm_compile_into(f, &f->prog.steps[owner], be, t->co1, &c,
+                                  &secs, why, size);
     pthread_mutex_lock(&f->tier_lock);
     if (rc == 0 && !f->forbidden)
-        publish(f, owner, c, secs);
+        publish(f, owner, be, c, secs);
     else {
         if (rc == 0)
-            kiln_vm_callable_free(t->be1, c);
+            kiln_vm_callable_free(be, c);
         set_job_state(f, owner, rc ? KILN_TIER_FAILED : KILN_TIER_NEVER);
         update_active(f);
     }
@@ -319,15 +329,16 @@ int kiln_tier_start(kiln_function *f, kiln_err *err)
         t->owner = i;
         t->next_twin = -1;
         int st = state_of(t);
-        if (st != KILN_TIER_WAITING && st != KILN_TIER_NEVER)
+        if (!t->name1 ||
+            (st != KILN_TIER_WAITING && st != KILN_TIER_NEVER))
             continue;
         const kiln_key *key = &f->prog.steps[i].key;
         uint64_t h;
         memcpy(&h, key->b, sizeof h);
-        size_t k = (size_t)(h ^ (uintptr_t)t->be1) & (cap - 1);
+        size_t k = (size_t)h & (cap - 1);
         for (; map[k] >= 0; k = (k + 1) & (cap - 1)) {
             const kiln_tier_step *o = &f->tiers[map[k]];
-            if (o->be1 == t->be1 &&
+            if (!strcmp(o->name1, t->name1) &&
                 !memcmp(f->prog.steps[map[k]].key.b, key->b, KILN_KEY_BYTES))
                 break;
         }
@@ -346,7 +357,7 @@ int kiln_tier_start(kiln_function *f, kiln_err *err)
     kiln_kernel_info info;
     for (int i = 0; i < n; i++) {
         kiln_tier_step *t = &f->tiers[i];
-        if (!t->be1)
+        if (!t->name1)
             continue;
         memset(&info, 0, sizeof info);
         info.struct_size = sizeof info;
@@ -354,9 +365,9 @@ int kiln_tier_start(kiln_function *f, kiln_err *err)
                           ? info.facts.cost : 0;
         const kiln_kernel *k = &f->prog.steps[i].kernel;
         t->pred_compile_ms = kiln_policy_compile_ms(
-            pol, t->be1->name, (int)k->n_instrs, (int)k->n_inputs);
+            pol, t->name1, (int)k->n_instrs, (int)k->n_inputs);
         double c0 = kiln_policy_call_ns(pol, t->be0->name, cost);
-        double c1 = kiln_policy_call_ns(pol, t->be1->name, cost);
+        double c1 = kiln_policy_call_ns(pol, t->name1, cost);
         t->pred_frac = c0 > 0 && c1 < c0 ? 1 - c1 / c0 : 0;
     }
     pthread_mutex_lock(&f->tier_lock);
@@ -503,7 +514,7 @@ static int force_job(kiln_function *f, int owner, kiln_err *err)
                            kiln_vm_node_label(f->g,
                                               f->prog.steps[owner].node,
                                               lbl, sizeof lbl),
-                           f->tiers[owner].be1->name, why);
+                           f->tiers[owner].name1, why);
     }
     return 0;
 }
@@ -519,7 +530,7 @@ int kiln_function_tier_up(kiln_function *f, int kernel, kiln_err *err)
     pthread_mutex_lock(&f->tier_lock);
     for (int i = kernel < 0 ? 0 : kernel;
          i < (kernel < 0 ? f->prog.n_steps : kernel + 1) && !rc; i++)
-        if (f->tiers[i].be1)
+        if (f->tiers[i].name1)
             rc = force_job(f, f->tiers[i].owner, err);
     pthread_mutex_unlock(&f->tier_lock);
     return rc;
@@ -545,7 +556,7 @@ int kiln_function_tier_info(const kiln_function *f, int i,
         const kiln_tier_step *t = &f->tiers[i];
         o.state = state_of(t);
         o.tier = t->tier;
-        o.tier1 = t->be1 ? t->be1->name : NULL;
+        o.tier1 = t->name1;
         if (o.state == KILN_TIER_SWAPPED) {
             o.backend = t->be1->name;
             o.swapped_call = t->swapped_call;

@@ -650,19 +650,19 @@ static int in_list(const char *const *v, const char *name)
     return 0;
 }
 
-/* The compile options for tier-1 backend be, kept in f for the jobs. */
+/* The compile options for tier backend `name`, kept in f for the jobs. */
 static const kiln_compile_options *tier_options(kiln_function *f,
-                                                const kiln_backend *be,
+                                                const char *name,
                                                 const kiln_compile_options *b)
 {
     int k = 0;
-    for (; k < 4 && f->co1_be[k]; k++)
-        if (f->co1_be[k] == be)
+    for (; k < 4 && f->co1_name[k]; k++)
+        if (!strcmp(f->co1_name[k], name))
             return &f->co1[k];
     if (k == 4)
         k = 3;
-    f->co1_be[k] = be;
-    kiln_plan_compile_options(f->plan, be->name, b, &f->co1[k]);
+    f->co1_name[k] = name;
+    kiln_plan_compile_options(f->plan, name, b, &f->co1[k]);
     return &f->co1[k];
 }
 
@@ -708,12 +708,32 @@ static int start_cached(kiln_function *f, kiln_step *s,
     return 1;
 }
 
+/* kiln_cache_may_have, asked once per backend name per compile. */
+static int may_have(kiln_function *f, const char *name, int *may,
+                    const char **names, int *n)
+{
+    if (!f->cache || kiln_cache_recaching(f->cache))
+        return 0;
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(names[i], name))
+            return may[i];
+    int m = kiln_cache_may_have(f->cache, name);
+    if (*n < MAX_TIER_BE + 1) {
+        names[*n] = name;
+        may[(*n)++] = m;
+    }
+    return m;
+}
+
 /* Every kernel gets its tier-0 code now: tier-1 code from the disk cache
  * when it is there (no background work for it), else the tier-0 backend
  * that starts sooner (a cached artifact, else the smaller cost-model
  * compile time).  Its tier-1 backend is the rules' choice when that is
  * not a tier-0 backend (compiled in the background at once), else the
- * policy's tiers.tier1 (compiled when the trigger fires: core/tier.c). */
+ * policy's tiers.tier1 (compiled when the trigger fires: core/tier.c).
+ * A backend is loaded only when a kernel starts on it or the cache may
+ * hold its code (kiln_cache_may_have): a cold start loads neither tcc
+ * nor llvm; the jobs load tier 1 when they run. */
 static int compile_tiered(kiln_function *f, const kiln_policy_knobs *kn,
                           int mode, int threads, chain_state *ch,
                           const kiln_compile_options *co, FILE *out,
@@ -725,64 +745,75 @@ static int compile_tiered(kiln_function *f, const kiln_policy_knobs *kn,
     f->tiers = calloc((size_t)(n ? n : 1), sizeof *f->tiers);
     if (!f->tiers)
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    if (ch->path && !(f->plugin_path = strdup(ch->path)))
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
     f->sample_every = kn->tier_sample_every > 0 ? kn->tier_sample_every : 64;
-    f->ratio = kn->tier_ratio > 0 ? kn->tier_ratio : 0.25;
-    f->min_gain_ns = kn->tier_min_gain_ns >= 0 ? kn->tier_min_gain_ns : 100;
+    f->ratio = kn->tier_ratio > 0 ? kn->tier_ratio : 0.05;
+    f->min_gain_ns = kn->tier_min_gain_ns >= 0 ? kn->tier_min_gain_ns : 20;
     f->n_threads = threads > 0 ? threads : kn->tier_threads;
     f->forbidden = mode == KILN_TIERS_BASELINE;
     tier_bes tb = {0};
     static const char *const dflt0[] = {"interp", "tcc", NULL};
     const char *const *t0 = kn->tier0 ? kn->tier0 : dflt0;
     const char *t1 = kn->tier1 ? kn->tier1 : "llvm";
+    /* which backends the cache may hold code of: asked once each */
+    int may[MAX_TIER_BE + 1];
+    const char *may_name[MAX_TIER_BE + 1];
+    int n_may = 0;
+#define MAY_HAVE(nm)                                                       \
+    may_have(f, (nm), may, may_name, &n_may)
     for (int i = 0; i < n; i++) {
         kiln_step *s = &f->prog.steps[i];
         kiln_tier_step *t = &f->tiers[i];
         const char *target = kiln_plan_chain(pl, kiln_plan_start(pl, i));
         int in0 = in_list(t0, target);
-        const kiln_backend *b1 = tier_backend(&tb, ch, in0 ? t1 : target,
-                                              out);
-        if (b1 && !kernel_supported(b1, s))
-            b1 = NULL;
-        const kiln_compile_options *c1 = b1 ? tier_options(f, b1, co) : NULL;
+        const char *name1 = in0 ? t1 : target;
+        const kiln_compile_options *c1 = tier_options(f, name1, co);
         t->owner = i;
         t->swapped_call = -1;
         t->swapped_s = -1;
-        if (b1 && mode == KILN_TIERS_POLICY && start_cached(f, s, b1, c1)) {
-            t->tier = 1;
-            t->be0 = b1;
-            atomic_init(&t->state, KILN_TIER_FIXED);
-            continue;
+        if (mode == KILN_TIERS_POLICY && MAY_HAVE(name1)) {
+            const kiln_backend *b1 = tier_backend(&tb, ch, name1, out);
+            if (b1 && start_cached(f, s, b1, c1)) {
+                t->tier = 1;
+                t->be0 = b1;
+                atomic_init(&t->state, KILN_TIER_FIXED);
+                continue;
+            }
         }
         /* tier 0: a cached artifact starts at once; else the cheapest
          * compile */
-        const kiln_backend *best = NULL;
+        const char *best = NULL;
         double best_ms = 0;
         int cached = 0;
         for (const char *const *nm = t0; *nm && !cached; nm++) {
-            const kiln_backend *be = tier_backend(&tb, ch, *nm, out);
-            if (!be || be == b1)
+            if (!strcmp(*nm, name1))
                 continue;
-            const kiln_compile_options *c0 = tier_options(f, be, co);
-            if (start_cached(f, s, be, c0)) {
-                cached = 1;
-                break;
+            if (strcmp(*nm, "interp") && MAY_HAVE(*nm)) {
+                const kiln_backend *be = tier_backend(&tb, ch, *nm, out);
+                if (be && start_cached(f, s, be, tier_options(f, *nm, co))) {
+                    cached = 1;
+                    break;
+                }
             }
-            double ms = kiln_policy_compile_ms(pol, be->name,
+            double ms = kiln_policy_compile_ms(pol, *nm,
                                                (int)s->kernel.n_instrs,
                                                (int)s->kernel.n_inputs);
             if (!best || ms < best_ms) {
-                best = be;
+                best = *nm;
                 best_ms = ms;
             }
         }
         char why[600] = "no tier-0 backend is available";
+        const kiln_backend *b0 = best ? tier_backend(&tb, ch, best, out)
+                                      : NULL;
         if (!cached &&
-            (!best || kiln_vm_compile_step(f, s, best,
-                                           tier_options(f, best, co), why,
-                                           sizeof why)) &&
-            (best == ch->interp ||
+            (!b0 || kiln_vm_compile_step(f, s, b0,
+                                         tier_options(f, best, co), why,
+                                         sizeof why)) &&
+            (b0 == ch->interp ||
              kiln_vm_compile_step(f, s, ch->interp,
-                                  tier_options(f, ch->interp, co), why,
+                                  tier_options(f, "interp", co), why,
                                   sizeof why))) {
             char lbl[160];
             return kiln_seterr(err, KILN_ERR_BACKEND,
@@ -793,15 +824,15 @@ static int compile_tiered(kiln_function *f, const kiln_policy_knobs *kn,
         }
         t->be0 = s->backend;
         t->tier = 0;
-        if (b1 == s->backend)
-            b1 = NULL;
-        t->be1 = b1;
+        int none = !strcmp(name1, s->backend->name);
+        t->name1 = none ? NULL : name1;
         t->co1 = c1;
         t->immediate = !in0;
-        atomic_init(&t->state, !b1 ? KILN_TIER_FIXED
+        atomic_init(&t->state, none ? KILN_TIER_FIXED
                                : mode == KILN_TIERS_BASELINE ? KILN_TIER_NEVER
                                                              : KILN_TIER_WAITING);
     }
+#undef MAY_HAVE
     return 0;
 }
 
@@ -1169,6 +1200,7 @@ void kiln_vm_destroy(kiln_function *f)
     free(f->shared);
     free(f->symvals_fixed);
     free(f->tiers);
+    free(f->plugin_path);
     free(f->memo);
     pthread_mutex_destroy(&f->memo_lock);
     pthread_cond_destroy(&f->memo_cond);
@@ -1313,7 +1345,7 @@ const char *kiln_function_kernel_backend(const kiln_function *f, int i)
     if (f->tiers && atomic_load_explicit(&f->tiers[i].state,
                                          memory_order_acquire) ==
                         KILN_TIER_SWAPPED)
-        return f->tiers[i].be1->name;
+        return f->tiers[i].name1;
     return f->prog.steps[i].backend->name;
 }
 

@@ -281,7 +281,7 @@ static void test_tiers(void)
     p = tier_knobs("kiln_policy: 1\n", &k);
     ok(p && k.tiers_enabled == 0 && strv_is(k.tier0, 2, "interp", "tcc") &&
        k.tier1 && !strcmp(k.tier1, "llvm") && k.tier_threads == 0 &&
-       k.tier_ratio == 0.25 && k.tier_min_gain_ns == 100 &&
+       k.tier_ratio == 0.05 && k.tier_min_gain_ns == 20 &&
        k.tier_sample_every == 64, "tiers: off without a section; defaults");
     kiln_policy_free(p);
     /* a section without `enabled` means on */
@@ -357,7 +357,7 @@ static void test_tiers(void)
             ok(got && k.tiers_enabled == 1 &&
                strv_is(k.tier0, 2, "interp", "tcc") &&
                !strcmp(k.tier1, "llvm") && k.tier_threads == 0 &&
-               k.tier_ratio == 0.25 && k.tier_min_gain_ns == 100 &&
+               k.tier_ratio == 0.05 && k.tier_min_gain_ns == 20 &&
                k.tier_sample_every == 64,
                "conf/default.yaml: tiers on, the defaults %s",
                p ? "" : err.message);

@@ -17,7 +17,10 @@
  *     valgrind and ASan runs check the leaks);
  *  6. four threads call one function while its kernels tier up, each
  *     call equal to the reference (the ThreadSanitizer build runs this);
- *  7. kiln_function_tier_wait with a timeout, and bad arguments.
+ *  7. kiln_function_tier_wait with a timeout, and bad arguments;
+ *  8. a process that exits while background compiles run exits cleanly
+ *     (a child process of this program: libLLVM's static destructors
+ *     must not run under a compile in flight).
  *
  * Needs the llvm backend (tier 1); skips without it.
  */
@@ -32,6 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tap.h"
@@ -390,7 +395,55 @@ static void test_threads(kiln_function *ref)
     kiln_policy_free(pol);
 }
 
-int main(void)
+/* ---- 8: exit while compiling --------------------------------------------- */
+
+/* The child: compile radon with every kernel queued for llvm at once,
+ * call it once and exit while the pool compiles. */
+static int child_exit_while_compiling(void)
+{
+    kiln_policy *pol = tier_policy("rules:\n  - use: llvm\n"
+                                   "tiers: {tier0: [interp], tier1: llvm}\n");
+    kiln_function *f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL)
+                           : NULL;
+    if (!f)
+        return 3;
+    point p;
+    make_point(f, 1, &p);
+    kiln_tensor out[MAX_IO];
+    kiln_err err;
+    if (kiln_function_call(f, p.t, out, &err))
+        return 4;
+    /* exit once a compile is surely inside LLVM: after the first swap,
+     * the next job is compiling */
+    int st[8] = {0};
+    for (int i = 0; i < 2000 && count_states(f, st) == 0; i++)
+        nanosleep(&(struct timespec){0, 5000000}, NULL);
+    nanosleep(&(struct timespec){0, 20000000}, NULL);
+    exit(0);   /* f, its jobs and the pool still running */
+}
+
+static void test_exit_while_compiling(const char *self)
+{
+    int clean = 0, runs = 4;
+    for (int r = 0; r < runs; r++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            execl(self, self, "--exit-while-compiling", (char *)NULL);
+            _exit(127);
+        }
+        int st = 0;
+        if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+            WEXITSTATUS(st) == 0)
+            clean++;
+        else
+            diag("run %d: %s %d", r, WIFSIGNALED(st) ? "signal" : "status",
+                 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    }
+    ok(clean == runs, "exit while background compiles run: %d of %d "
+       "processes exit with status 0", clean, runs);
+}
+
+int main(int argc, char **argv)
 {
     if (getenv("KILN_SRCDIR"))
         srcdir = getenv("KILN_SRCDIR");
@@ -399,6 +452,13 @@ int main(void)
     unsetenv("KILN_BACKEND");
     unsetenv("KILN_POLICY");
     unsetenv("KILN_CACHE");
+    if (argc == 2 && !strcmp(argv[1], "--exit-while-compiling")) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/examples/radon.kg", srcdir);
+        kiln_err e;
+        radon = kiln_parse_file(p, &e);
+        return radon ? child_exit_while_compiling() : 2;
+    }
     if (!have_llvm()) {
         ok(1, "tiers # SKIP the llvm backend is not built");
         return done_testing();
@@ -424,6 +484,7 @@ int main(void)
         test_controls(ref);
         test_free_while_compiling(ref);
         test_threads(ref);
+        test_exit_while_compiling(argv[0]);
         ok(kiln_function_tier_wait(NULL, 0) == KILN_ERR_ARG,
            "tier_wait(NULL) is KILN_ERR_ARG");
         kiln_tier_info ti = {0};

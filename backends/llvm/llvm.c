@@ -3831,12 +3831,78 @@ static void kl_warm_up(void)
 
 #include "codegen.h"
 
+/* Exit while a compile runs.  libLLVM's C++ static destructors are
+ * registered with __cxa_atexit when it is loaded, and at exit they run
+ * before anything registered earlier — libkiln's own destructors
+ * included — so a compile on another thread (kiln's background tier-1
+ * pool: core/tier.c) would run in a half-destroyed LLVM and crash.  This
+ * module is loaded after libLLVM, so the handler its constructor
+ * registers runs before those destructors: it waits for the compiles in
+ * flight and refuses new ones. */
+static pthread_mutex_t kl_busy_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t kl_busy_cond = PTHREAD_COND_INITIALIZER;
+static int kl_busy, kl_exiting;
+
+static void kl_exit_wait(void)
+{
+    pthread_mutex_lock(&kl_busy_lock);
+    kl_exiting = 1;
+    while (kl_busy > 0)
+        pthread_cond_wait(&kl_busy_cond, &kl_busy_lock);
+    pthread_mutex_unlock(&kl_busy_lock);
+}
+
+__attribute__((constructor)) static void kl_register_exit_wait(void)
+{
+    atexit(kl_exit_wait);
+}
+
+static int kl_enter(kiln_plugin_error **err)
+{
+    pthread_mutex_lock(&kl_busy_lock);
+    int ok = !kl_exiting;
+    kl_busy += ok;
+    pthread_mutex_unlock(&kl_busy_lock);
+    return ok ? 0 : kl_fail(err, KILN_ERR_BACKEND, "llvm: the process is "
+                            "exiting");
+}
+
+static void kl_leave(void)
+{
+    pthread_mutex_lock(&kl_busy_lock);
+    if (--kl_busy == 0)
+        pthread_cond_broadcast(&kl_busy_cond);
+    pthread_mutex_unlock(&kl_busy_lock);
+}
+
+static int kl_compile_guarded(const kiln_kernel *k,
+                              const kiln_compile_options *opt,
+                              kiln_artifact **out, kiln_plugin_error **err)
+{
+    if (kl_enter(err))
+        return KILN_ERR_BACKEND;
+    int rc = kl_compile(k, opt, out, err);
+    kl_leave();
+    return rc;
+}
+
+static int kl_emit_text_guarded(const kiln_kernel *k,
+                                const kiln_compile_options *opt, char **text,
+                                kiln_plugin_error **err)
+{
+    if (kl_enter(err))
+        return KILN_ERR_BACKEND;
+    int rc = kl_emit_text(k, opt, text, err);
+    kl_leave();
+    return rc;
+}
+
 static const kl_codegen_table kl_table = {
     .struct_size = sizeof(kl_codegen_table),
-    .compile = kl_compile,
+    .compile = kl_compile_guarded,
     .artifact_bytes = kl_artifact_bytes,
     .artifact_free = kl_artifact_free,
-    .emit_text = kl_emit_text,
+    .emit_text = kl_emit_text_guarded,
     .text_free = kl_text_free,
     .error_free = kiln_interp_error_free,
 };

@@ -158,10 +158,10 @@ typedef struct kiln_policy_knobs {
      *  tier_ratio         tiers.ratio: a kernel tiers up once
      *                     calls x measured ns x the fraction tier 1 saves
      *                     reaches ratio x its predicted tier-1 compile
-     *                     time; default 0.25.
+     *                     time; default 0.05.
      *  tier_min_gain_ns   tiers.min_gain_ns: a kernel whose predicted
      *                     saving per call is below this never tiers up;
-     *                     default 100.
+     *                     default 20.
      *  tier_sample_every  tiers.sample_every: kernels are timed on the
      *                     first calls and then every this many calls;
      *                     default 64. */
