@@ -148,14 +148,14 @@ static void call(kiln_function *f, inputs *in, long i)
 /* ---- tiers ----------------------------------------------------------- */
 
 typedef struct tiers {
-    int on1, pending, swapped, failed;
+    int on1, pending, swapped, failed, waiting, never;
     int64_t first_swap_call, last_swap_call;
     double last_swap_s;
 } tiers;
 
 static tiers tier_count(const kiln_function *f)
 {
-    tiers s = {0, 0, 0, 0, -1, -1, -1};
+    tiers s = {0, 0, 0, 0, 0, 0, -1, -1, -1};
     for (int i = 0, n = kiln_function_n_kernels(f); i < n; i++) {
         kiln_tier_info ti;
         memset(&ti, 0, sizeof ti);
@@ -166,6 +166,8 @@ static tiers tier_count(const kiln_function *f)
         s.pending += ti.state == KILN_TIER_QUEUED ||
                      ti.state == KILN_TIER_COMPILING;
         s.failed += ti.state == KILN_TIER_FAILED;
+        s.waiting += ti.state == KILN_TIER_WAITING;
+        s.never += ti.state == KILN_TIER_NEVER;
         if (ti.swapped_call >= 0) {
             s.swapped++;
             if (s.first_swap_call < 0 || ti.swapped_call < s.first_swap_call)
@@ -400,11 +402,13 @@ int main(int argc, char **argv)
     for (int m = 0; m < NMARKS; m++)
         printf(" t@%ld=%.6g", marks[m], r.t[m]);
     printf(" x@%ld=%d n_last=%ld tail_s=%g tail_us=%.6g tier1_start=%d "
-           "tier1_end=%d swapped=%d failed=%d first_swap_call=%lld "
-           "last_swap_call=%lld last_swap_s=%.4g pending=%d",
+           "tier1_end=%d swapped=%d failed=%d waiting=%d never=%d "
+           "first_swap_call=%lld last_swap_call=%lld last_swap_s=%.4g "
+           "pending=%d",
            marks[NMARKS - 1], r.extrapolated, r.n_last, tail,
            r.tail_per_call * 1e6, at_start.on1, at_end.on1, at_end.swapped,
-           at_end.failed, (long long)at_end.first_swap_call,
+           at_end.failed, at_end.waiting, at_end.never,
+           (long long)at_end.first_swap_call,
            (long long)at_end.last_swap_call, at_end.last_swap_s,
            r.timed_out ? at_end.pending : 0);
     if (par) {

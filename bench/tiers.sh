@@ -107,7 +107,7 @@ END {
     printf "numba / tiered (≥ 100 to 10^4, ≥ 1.5 at 10^6): met at %d of %d points%s%s\n", ok2, n2, miss2 == "" ? "" : "; missed:" miss2,
       open2 == "" ? "" : "; undecided (numba\47s compile passed the budget, only a lower bound):" open2
     print ""
-    print "| model | kernels | parse + compile, s: tiered / warm / interp / llvm | tiered: kernels on tier 1 at the end (swapped) | swaps at calls (last at s) | warm: on tier 1 at the start | per call at the end, µs: tiered / warm / interp / llvm | numba: compile s, µs per call |"
+    print "| model | kernels | parse + compile, s: tiered / warm / interp / llvm | tiered at the end: kernels on tier 1 (swapped), waiting for their trigger, never tiering up | swaps at calls (last at s) | warm: on tier 1 at the start | per call at the end, µs: tiered / warm / interp / llvm | numba: compile s, µs per call |"
     print "|---|---:|---|---|---|---|---|---|"
     for (q = 1; q <= nm; q++) {
       m = order[q]
@@ -122,8 +122,9 @@ END {
       sw = med(m SUBSEP "tiered" SUBSEP "first_swap_call") < 0 ? "none" : sprintf("%d–%d (%.3g)",
         med(m SUBSEP "tiered" SUBSEP "first_swap_call"), med(m SUBSEP "tiered" SUBSEP "last_swap_call"),
         med(m SUBSEP "tiered" SUBSEP "last_swap_s"))
-      printf "| %s | %s | %s | %s (%s) | %s | %s | %s | %s |\n", m, med(m SUBSEP "tiered" SUBSEP "kernels"), c,
-        med(m SUBSEP "tiered" SUBSEP "tier1_end"), med(m SUBSEP "tiered" SUBSEP "swapped"), sw,
+      printf "| %s | %s | %s | %s (%s), %s, %s | %s | %s | %s | %s |\n", m, med(m SUBSEP "tiered" SUBSEP "kernels"), c,
+        med(m SUBSEP "tiered" SUBSEP "tier1_end"), med(m SUBSEP "tiered" SUBSEP "swapped"),
+        med(m SUBSEP "tiered" SUBSEP "waiting"), med(m SUBSEP "tiered" SUBSEP "never"), sw,
         med(m SUBSEP "warm" SUBSEP "tier1_start"), u,
         nc != "" ? fmt(nc / 1e3) ", " fmt(med(m SUBSEP "numba" SUBSEP "call_us")) : over != "" ? "compile over the " over "-s budget" : ns != "" ? "skipped: " ns : "–"
       p = med(m SUBSEP "tiered" SUBSEP "pending"); if (p > 0) printf "(%s: %d tier-ups still unfinished when the tiered run hit its time limit)\n", m, p
