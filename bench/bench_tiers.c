@@ -25,7 +25,10 @@
  *   thread calls f for --par-seconds, then two threads call the same f
  *   (kiln_function_call, each with its own inputs) for --par-seconds;
  *   --par-rounds rounds, interleaved; calls per second, median of the
- *   rounds, and their ratio.
+ *   rounds, and their ratio.  Also calls per CPU second of the calling
+ *   threads (equal for one and two threads when the calls do not slow
+ *   each other down) and the share of a core each thread got (below 1
+ *   when other processes use the machine).
  *
  * Options: --tail S (3), --max S (300), --par-seconds S (1),
  *   --par-rounds R (3), --label NAME (the model's name in the output).
@@ -253,12 +256,19 @@ typedef struct worker {
     kiln_function *f;
     inputs in;
     long calls;
-    double seconds;
-    int active;          /* runs in this phase */
+    double seconds, cpu;  /* wall and this thread's CPU time */
+    int active;           /* runs in this phase */
 } worker;
 
 static pthread_barrier_t bar;
 static atomic_int stop_flag, quit_flag;
+
+static double thread_cpu(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static void *worker_main(void *arg)
 {
@@ -269,17 +279,25 @@ static void *worker_main(void *arg)
         if (atomic_load(&quit_flag))
             return NULL;
         long n = 0;
-        double t0 = bench_now();
+        double t0 = bench_now(), c0 = thread_cpu();
         if (w->active)
             while (!atomic_load_explicit(&stop_flag, memory_order_relaxed))
                 call(w->f, &w->in, n++);
         w->calls = n;
         w->seconds = bench_now() - t0;
+        w->cpu = thread_cpu() - c0;
         pthread_barrier_wait(&bar);          /* phase done */
     }
 }
 
-static double phase(worker *w, int nthreads, double seconds)
+/* one phase of `seconds` with 1 or 2 threads calling: calls per second
+ * (each thread's calls over its own wall time, summed), calls per CPU
+ * second of the calling threads, and the share of a core each got */
+typedef struct rate {
+    double cps, per_cpu, share;
+} rate;
+
+static rate phase(worker *w, int nthreads, double seconds)
 {
     w[0].active = 1;
     w[1].active = nthreads > 1;
@@ -290,17 +308,32 @@ static double phase(worker *w, int nthreads, double seconds)
     nanosleep(&ts, NULL);
     atomic_store(&stop_flag, 1);
     pthread_barrier_wait(&bar);
-    double cps = 0;
-    for (int k = 0; k < nthreads; k++)
-        cps += (double)w[k].calls / w[k].seconds;
-    return cps;
+    rate r = {0, 0, 0};
+    double calls = 0, cpu = 0, wall = 0;
+    for (int k = 0; k < nthreads; k++) {
+        r.cps += (double)w[k].calls / w[k].seconds;
+        calls += (double)w[k].calls;
+        cpu += w[k].cpu;
+        wall += w[k].seconds;
+    }
+    r.per_cpu = calls / cpu;
+    r.share = cpu / wall;
+    return r;
 }
 
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return v[(n - 1) / 2];
+}
+
+/* rounds of (1 thread, 2 threads); out[0..2]: one thread's cps, per_cpu,
+ * share; out[3..5]: two threads', each the median of the rounds */
 static void parallel(kiln_function *f, double seconds, int rounds,
-                     double *cps1, double *cps2)
+                     double out[6])
 {
     worker w[2];
-    double *a = malloc(sizeof(double) * (size_t)rounds * 2), *b = a + rounds;
+    double *v = malloc(sizeof(double) * (size_t)rounds * 6);
     pthread_barrier_init(&bar, NULL, 3);
     for (int k = 0; k < 2; k++) {
         memset(&w[k], 0, sizeof w[k]);
@@ -310,8 +343,12 @@ static void parallel(kiln_function *f, double seconds, int rounds,
             die("pthread_create", NULL);
     }
     for (int r = 0; r < rounds; r++) {
-        a[r] = phase(w, 1, seconds);
-        b[r] = phase(w, 2, seconds);
+        for (int t = 0; t < 2; t++) {
+            rate x = phase(w, t + 1, seconds);
+            v[(3 * t + 0) * rounds + r] = x.cps;
+            v[(3 * t + 1) * rounds + r] = x.per_cpu;
+            v[(3 * t + 2) * rounds + r] = x.share;
+        }
     }
     atomic_store(&quit_flag, 1);
     pthread_barrier_wait(&bar);
@@ -320,11 +357,9 @@ static void parallel(kiln_function *f, double seconds, int rounds,
         inputs_free(&w[k].in);
     }
     pthread_barrier_destroy(&bar);
-    qsort(a, (size_t)rounds, sizeof *a, bench_cmp_double);
-    qsort(b, (size_t)rounds, sizeof *b, bench_cmp_double);
-    *cps1 = a[(rounds - 1) / 2];
-    *cps2 = b[(rounds - 1) / 2];
-    free(a);
+    for (int i = 0; i < 6; i++)
+        out[i] = median(v + i * rounds, rounds);
+    free(v);
 }
 
 /* ---- main ------------------------------------------------------------ */
@@ -412,14 +447,16 @@ int main(int argc, char **argv)
            (long long)at_end.last_swap_call, at_end.last_swap_s,
            r.timed_out ? at_end.pending : 0);
     if (par) {
-        double c1, c2;
+        double p[6];
         if (strcmp(tier, "tiered") == 0 &&
             kiln_function_tier_wait(f, max_s) != 0)
             fprintf(stderr, "bench_tiers: tier-ups still running after "
                     "%g s\n", max_s);
-        parallel(f, par_s, par_rounds, &c1, &c2);
-        printf(" tier1_par=%d cps1=%.6g cps2=%.6g par_ratio=%.4g",
-               tier_count(f).on1, c1, c2, c2 / c1);
+        parallel(f, par_s, par_rounds, p);
+        printf(" tier1_par=%d cps1=%.6g cps2=%.6g par_ratio=%.4g "
+               "per_cpu1=%.6g per_cpu2=%.6g share1=%.3g share2=%.3g",
+               tier_count(f).on1, p[0], p[3], p[3] / p[0], p[1], p[4], p[2],
+               p[5]);
     }
     call(f, &in, -1);
     {

@@ -39,8 +39,9 @@ par_r=${KILN_BENCH_PAR_ROUNDS:-3}
 table() {  # RESULTS: the Markdown tables; exit status 1 on a mismatch
 # model labels contain spaces: bench_tiers puts model= first and mode= second
 awk '
-function med(k,   n, i, j, v, a) {
-  n = split(vals[k], a, " ")
+function med(k) { return medstr(vals[k]) }
+function medstr(str,   n, i, j, v, a) {
+  n = split(str, a, " ")
   if (n == 0) return ""
   for (i = 2; i <= n; i++) { v = a[i] + 0; for (j = i - 1; j > 0 && a[j] + 0 > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
   return a[int((n + 1) / 2)] + 0
@@ -54,7 +55,7 @@ function rel(a, b) { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; return d 
   for (j = 1; j <= n; j++) { e = index(kv[j], "="); f[substr(kv[j], 1, e - 1)] = substr(kv[j], e + 1) }
   mode = f["mode"]; runs[model SUBSEP mode]++
   if (!(model in seen)) { seen[model] = 1; order[++nm] = model }
-  for (k in f) if (k != "mode") put(model SUBSEP mode SUBSEP k, f[k])
+  for (k in f) if (k != "mode") { put(model SUBSEP mode SUBSEP k, f[k]); R[model SUBSEP mode SUBSEP k SUBSEP runs[model SUBSEP mode]] = f[k] }
   if ("check" in f && mode != "numba") {
     if (!(model in ref)) ref[model] = f["check"] + 0
     else if (rel(f["check"] + 0, ref[model]) > 1e-9) fail = fail sprintf("FAIL: %s, %s: output 0 is %s, %s elsewhere\n", model, mode, f["check"], ref[model])
@@ -68,7 +69,7 @@ END {
   any = 0
   for (q = 1; q <= nm; q++) if (vals[order[q] SUBSEP "tiered" SUBSEP "t@1"] != "") { any = 1; rounds = runs[order[q] SUBSEP "tiered"]; tailsec = med(order[q] SUBSEP "tiered" SUBSEP "tail_s") }
   if (any) {
-    printf "Seconds from before parsing to the end of the N-th logp+gradient call (median of %d round%s; * = extrapolated from the last %g s of calls, numba = cold compile + N x call)\n\n", rounds, (rounds > 1 ? "s" : ""), tailsec
+    printf "Seconds from before parsing to the end of the N-th logp+gradient call (median of %d round%s; * = extrapolated from the last %g s of calls, numba = cold compile + N x call; each ratio is the median over the rounds of that round\47s ratio, the modes of a round having run one after the other)\n\n", rounds, (rounds > 1 ? "s" : ""), tailsec
     print "| model | N | kiln tiered | tiered, warm cache | interp only | llvm only | numba | tiered / best single tier (goal ≤ 1.1) | numba / tiered (goal ≥ 100 to 10^4, ≥ 1.5 at 10^6) |"
     print "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
   }
@@ -86,12 +87,19 @@ END {
       }
       tn = nc != "" ? nc / 1e3 + N[j] * nu / 1e6 : ""
       row = row " | " (tn != "" ? fmt(tn) : over != "" ? "> " over : "–")
-      best = t[3] == "" ? t[4] : (t[4] == "" || t[3] < t[4]) ? t[3] : t[4]
-      r1 = (t[1] != "" && best != "") ? t[1] / best : ""
-      r2 = tn != "" && t[1] != "" ? tn / t[1] : (over != "" && t[1] != "") ? over / t[1] : ""
+      rl1 = ""; rl2 = ""
+      for (rr = 1; rr <= runs[m SUBSEP "tiered"]; rr++) {
+        a = R[m SUBSEP "tiered" SUBSEP "t@" N[j] SUBSEP rr]; bi = R[m SUBSEP "interp" SUBSEP "t@" N[j] SUBSEP rr]
+        bl = R[m SUBSEP "llvm" SUBSEP "t@" N[j] SUBSEP rr]
+        if (a == "") continue
+        best = bi == "" ? bl : (bl == "" || bi + 0 < bl + 0) ? bi : bl
+        if (best != "") rl1 = rl1 " " a / best
+        if (tn != "") rl2 = rl2 " " tn / a; else if (over != "") rl2 = rl2 " " over / a
+      }
+      r1 = medstr(rl1); r2 = medstr(rl2)
       row = row " | " (r1 == "" ? "–" : sprintf("%.2f", r1)) " | " (r2 == "" ? "–" : (tn == "" ? "> " : "") (r2 < 10 ? sprintf("%.2f", r2) : sprintf("%.0f", r2)))
       print row " |"
-      if (r1 != "") { n1++; if (r1 <= 1.1) ok1++; else miss1 = miss1 sprintf(" %s at 10^%d (%.2f);", m, j == 1 ? 0 : 2 * (j - 1), r1) }
+      if (r1 != "") { n1++; if (r1 <= 1.1) ok1++; else miss1 = miss1 sprintf(" %s at 10^%d (%.3f);", m, j == 1 ? 0 : 2 * (j - 1), r1) }
       if (r2 != "") {
         n2++; g = j == 4 ? 1.5 : 100
         if (r2 >= g) ok2++
@@ -135,16 +143,19 @@ END {
   for (q = 1; q <= nm; q++) for (k = 1; k <= 2; k++) if (vals[order[q] SUBSEP (k == 1 ? "par-llvm" : "par-tiered") SUBSEP "cps1"] != "") pany = 1
   if (pany) {
     print ""
-    print "Two threads calling one function (kiln_function_call on the same kiln_function), after warm-up; calls per second, median of the rounds"
+    print "Two threads calling one function (kiln_function_call on the same kiln_function), after warm-up; calls per second, median of the rounds; per CPU second: calls over the calling threads\47 CPU time (1.00: the two threads do not slow each other down); share: CPU time over wall time per thread (below 1: other processes had the core)"
     print ""
-    print "| model | mode | kernels on tier 1 | 1 thread | 2 threads | 2 / 1 (goal ≥ 1.8) |"
-    print "|---|---|---:|---:|---:|---:|"
+    print "| model | mode | kernels on tier 1 | 1 thread | 2 threads | 2 / 1 (goal ≥ 1.8) | per CPU second, 2 / 1 | share of a core per thread, 1 / 2 threads |"
+    print "|---|---|---:|---:|---:|---:|---:|---|"
     for (q = 1; q <= nm; q++) for (k = 1; k <= 2; k++) {
       m = order[q]; md = k == 1 ? "par-llvm" : "par-tiered"
       if (vals[m SUBSEP md SUBSEP "cps1"] == "") continue
       a = med(m SUBSEP md SUBSEP "cps1"); b = med(m SUBSEP md SUBSEP "cps2")
-      printf "| %s | %s | %s | %.0f | %.0f | %.2f |\n", m, k == 1 ? "llvm only" : "tiered, after tier-up",
-        (k == 1 ? "– (no tiers)" : med(m SUBSEP md SUBSEP "tier1_par") " of " med(m SUBSEP md SUBSEP "kernels")), a, b, b / a
+      c1 = med(m SUBSEP md SUBSEP "per_cpu1"); c2 = med(m SUBSEP md SUBSEP "per_cpu2")
+      printf "| %s | %s | %s | %.0f | %.0f | %.2f | %s | %s |\n", m, k == 1 ? "llvm only" : "tiered, after tier-up",
+        (k == 1 ? "– (no tiers)" : med(m SUBSEP md SUBSEP "tier1_par") " of " med(m SUBSEP md SUBSEP "kernels")), a, b, b / a,
+        c1 == "" ? "–" : sprintf("%.2f", c2 / c1),
+        c1 == "" ? "–" : sprintf("%.2f / %.2f", med(m SUBSEP md SUBSEP "share1"), med(m SUBSEP md SUBSEP "share2"))
     }
   }
   if (fail != "") { printf "\n%s", fail; exit 1 }
