@@ -46,6 +46,13 @@ function medstr(str,   n, i, j, v, a) {
   for (i = 2; i <= n; i++) { v = a[i] + 0; for (j = i - 1; j > 0 && a[j] + 0 > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
   return a[int((n + 1) / 2)] + 0
 }
+function span(str, digits,   n, i, a, lo, hi) {  # " (min–max)" of a list of two or more
+  n = split(str, a, " ")
+  if (n < 2) return ""
+  lo = hi = a[1] + 0
+  for (i = 2; i <= n; i++) { if (a[i] + 0 < lo) lo = a[i] + 0; if (a[i] + 0 > hi) hi = a[i] + 0 }
+  return sprintf(" (" digits "–" digits ")", lo, hi)
+}
 function put(k, v) { vals[k] = (k in vals) ? vals[k] " " v : v }
 function fmt(x) { return x == "" ? "–" : (x < 0.01 ? sprintf("%.2g", x) : x < 100 ? sprintf("%.3g", x) : sprintf("%.0f", x)) }
 function rel(a, b) { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; return d / (s > 1e-300 ? s : 1e-300) }
@@ -69,7 +76,7 @@ END {
   any = 0
   for (q = 1; q <= nm; q++) if (vals[order[q] SUBSEP "tiered" SUBSEP "t@1"] != "") { any = 1; rounds = runs[order[q] SUBSEP "tiered"]; tailsec = med(order[q] SUBSEP "tiered" SUBSEP "tail_s") }
   if (any) {
-    printf "Seconds from before parsing to the end of the N-th logp+gradient call (median of %d round%s; * = extrapolated from the last %g s of calls, numba = cold compile + N x call; each ratio is the median over the rounds of that round\47s ratio, the modes of a round having run one after the other)\n\n", rounds, (rounds > 1 ? "s" : ""), tailsec
+    printf "Seconds from before parsing to the end of the N-th logp+gradient call (median of %d round%s; * = extrapolated from the last %g s of calls, numba = cold compile + N x call; each ratio is the median over the rounds of that round\47s ratio, the modes of a round having run one after the other, with the rounds\47 range in parentheses)\n\n", rounds, (rounds > 1 ? "s" : ""), tailsec
     print "| model | N | kiln tiered | tiered, warm cache | interp only | llvm only | numba | tiered / best single tier (goal ≤ 1.1) | numba / tiered (goal ≥ 100 to 10^4, ≥ 1.5 at 10^6) |"
     print "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
   }
@@ -97,7 +104,7 @@ END {
         if (tn != "") rl2 = rl2 " " tn / a; else if (over != "") rl2 = rl2 " " over / a
       }
       r1 = medstr(rl1); r2 = medstr(rl2)
-      row = row " | " (r1 == "" ? "–" : sprintf("%.2f", r1)) " | " (r2 == "" ? "–" : (tn == "" ? "> " : "") (r2 < 10 ? sprintf("%.2f", r2) : sprintf("%.0f", r2)))
+      row = row " | " (r1 == "" ? "–" : sprintf("%.2f", r1) span(rl1, "%.2f")) " | " (r2 == "" ? "–" : (tn == "" ? "> " : "") (r2 < 10 ? sprintf("%.2f", r2) span(rl2, "%.2f") : sprintf("%.0f", r2) span(rl2, "%.0f")))
       print row " |"
       if (r1 != "") { n1++; if (r1 <= 1.1) ok1++; else miss1 = miss1 sprintf(" %s at 10^%d (%.3f);", m, j == 1 ? 0 : 2 * (j - 1), r1) }
       if (r2 != "") {
