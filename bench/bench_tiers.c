@@ -36,7 +36,7 @@
  * seconds.  check= is output 0's first element at the starting point,
  * evaluated after the loop (on whatever tiers then run).  Exit status 1 on
  * any error.  Not a test: nothing here asserts a timing.  Public API only. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <kiln/kiln.h>
 #include <kiln/cache.h>
 #include <kiln/graph.h>
@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "bench_common.h"
@@ -257,6 +258,7 @@ typedef struct worker {
     inputs in;
     long calls;
     double seconds, cpu;  /* wall and this thread's CPU time */
+    long vcsw, ivcsw;     /* its voluntary and involuntary switches */
     int active;           /* runs in this phase */
 } worker;
 
@@ -279,6 +281,8 @@ static void *worker_main(void *arg)
         if (atomic_load(&quit_flag))
             return NULL;
         long n = 0;
+        struct rusage u0, u1;
+        getrusage(RUSAGE_THREAD, &u0);
         double t0 = bench_now(), c0 = thread_cpu();
         if (w->active)
             while (!atomic_load_explicit(&stop_flag, memory_order_relaxed))
@@ -286,15 +290,21 @@ static void *worker_main(void *arg)
         w->calls = n;
         w->seconds = bench_now() - t0;
         w->cpu = thread_cpu() - c0;
+        getrusage(RUSAGE_THREAD, &u1);
+        w->vcsw = u1.ru_nvcsw - u0.ru_nvcsw;
+        w->ivcsw = u1.ru_nivcsw - u0.ru_nivcsw;
         pthread_barrier_wait(&bar);          /* phase done */
     }
 }
 
 /* one phase of `seconds` with 1 or 2 threads calling: calls per second
  * (each thread's calls over its own wall time, summed), calls per CPU
- * second of the calling threads, and the share of a core each got */
+ * second of the calling threads, the share of a core each got, and the
+ * context switches per second of a thread: voluntary (it blocked, on a
+ * lock for instance) and involuntary (preempted by another thread or
+ * process) */
 typedef struct rate {
-    double cps, per_cpu, share;
+    double cps, per_cpu, share, vcsw, ivcsw;
 } rate;
 
 static rate phase(worker *w, int nthreads, double seconds)
@@ -308,13 +318,15 @@ static rate phase(worker *w, int nthreads, double seconds)
     nanosleep(&ts, NULL);
     atomic_store(&stop_flag, 1);
     pthread_barrier_wait(&bar);
-    rate r = {0, 0, 0};
+    rate r = {0, 0, 0, 0, 0};
     double calls = 0, cpu = 0, wall = 0;
     for (int k = 0; k < nthreads; k++) {
         r.cps += (double)w[k].calls / w[k].seconds;
         calls += (double)w[k].calls;
         cpu += w[k].cpu;
         wall += w[k].seconds;
+        r.vcsw += (double)w[k].vcsw / w[k].seconds / nthreads;
+        r.ivcsw += (double)w[k].ivcsw / w[k].seconds / nthreads;
     }
     r.per_cpu = calls / cpu;
     r.share = cpu / wall;
@@ -327,13 +339,15 @@ static double median(double *v, int n)
     return v[(n - 1) / 2];
 }
 
-/* rounds of (1 thread, 2 threads); out[0..2]: one thread's cps, per_cpu,
- * share; out[3..5]: two threads', each the median of the rounds */
+/* rounds of (1 thread, 2 threads); out[0..4]: one thread's cps,
+ * per_cpu, share, vcsw, ivcsw; out[5..9]: two threads'; each the median
+ * of the rounds */
+enum { NRATE = 5 };
 static void parallel(kiln_function *f, double seconds, int rounds,
-                     double out[6])
+                     double out[2 * NRATE])
 {
     worker w[2];
-    double *v = malloc(sizeof(double) * (size_t)rounds * 6);
+    double *v = malloc(sizeof(double) * (size_t)rounds * 2 * NRATE);
     pthread_barrier_init(&bar, NULL, 3);
     for (int k = 0; k < 2; k++) {
         memset(&w[k], 0, sizeof w[k]);
@@ -345,9 +359,12 @@ static void parallel(kiln_function *f, double seconds, int rounds,
     for (int r = 0; r < rounds; r++) {
         for (int t = 0; t < 2; t++) {
             rate x = phase(w, t + 1, seconds);
-            v[(3 * t + 0) * rounds + r] = x.cps;
-            v[(3 * t + 1) * rounds + r] = x.per_cpu;
-            v[(3 * t + 2) * rounds + r] = x.share;
+            double *o = v + NRATE * t * rounds + r;
+            o[0 * rounds] = x.cps;
+            o[1 * rounds] = x.per_cpu;
+            o[2 * rounds] = x.share;
+            o[3 * rounds] = x.vcsw;
+            o[4 * rounds] = x.ivcsw;
         }
     }
     atomic_store(&quit_flag, 1);
@@ -357,7 +374,7 @@ static void parallel(kiln_function *f, double seconds, int rounds,
         inputs_free(&w[k].in);
     }
     pthread_barrier_destroy(&bar);
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 2 * NRATE; i++)
         out[i] = median(v + i * rounds, rounds);
     free(v);
 }
@@ -447,16 +464,17 @@ int main(int argc, char **argv)
            (long long)at_end.last_swap_call, at_end.last_swap_s,
            r.timed_out ? at_end.pending : 0);
     if (par) {
-        double p[6];
+        double p[2 * NRATE];
         if (strcmp(tier, "tiered") == 0 &&
             kiln_function_tier_wait(f, max_s) != 0)
             fprintf(stderr, "bench_tiers: tier-ups still running after "
                     "%g s\n", max_s);
         parallel(f, par_s, par_rounds, p);
         printf(" tier1_par=%d cps1=%.6g cps2=%.6g par_ratio=%.4g "
-               "per_cpu1=%.6g per_cpu2=%.6g share1=%.3g share2=%.3g",
-               tier_count(f).on1, p[0], p[3], p[3] / p[0], p[1], p[4], p[2],
-               p[5]);
+               "per_cpu1=%.6g per_cpu2=%.6g share1=%.3g share2=%.3g "
+               "vcsw1=%.3g vcsw2=%.3g ivcsw1=%.3g ivcsw2=%.3g",
+               tier_count(f).on1, p[0], p[5], p[5] / p[0], p[1], p[6], p[2],
+               p[7], p[3], p[8], p[4], p[9]);
     }
     call(f, &in, -1);
     {

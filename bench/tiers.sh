@@ -150,19 +150,20 @@ END {
   for (q = 1; q <= nm; q++) for (k = 1; k <= 2; k++) if (vals[order[q] SUBSEP (k == 1 ? "par-llvm" : "par-tiered") SUBSEP "cps1"] != "") pany = 1
   if (pany) {
     print ""
-    print "Two threads calling one function (kiln_function_call on the same kiln_function), after warm-up; calls per second, median of the rounds; per CPU second: calls over the calling threads\47 CPU time (1.00: the two threads do not slow each other down); share: CPU time over wall time per thread (below 1: other processes had the core)"
+    print "Two threads calling one function (kiln_function_call on the same kiln_function), after warm-up; calls per second, median of the rounds; per CPU second: calls over the calling threads\47 CPU time (1.00: the two threads do not slow each other down); share: CPU time over wall time per thread (below 1: the thread waited, for a lock (voluntary switches) or for a core other processes had (involuntary))"
     print ""
-    print "| model | mode | kernels on tier 1 | 1 thread | 2 threads | 2 / 1 (goal ≥ 1.8) | per CPU second, 2 / 1 | share of a core per thread, 1 / 2 threads |"
-    print "|---|---|---:|---:|---:|---:|---:|---|"
+    print "| model | mode | kernels on tier 1 | 1 thread | 2 threads | 2 / 1 (goal ≥ 1.8) | per CPU second, 2 / 1 | share of a core per thread, 1 / 2 threads | switches per second per thread, 2 threads: voluntary / involuntary |"
+    print "|---|---|---:|---:|---:|---:|---:|---|---|"
     for (q = 1; q <= nm; q++) for (k = 1; k <= 2; k++) {
       m = order[q]; md = k == 1 ? "par-llvm" : "par-tiered"
       if (vals[m SUBSEP md SUBSEP "cps1"] == "") continue
       a = med(m SUBSEP md SUBSEP "cps1"); b = med(m SUBSEP md SUBSEP "cps2")
       c1 = med(m SUBSEP md SUBSEP "per_cpu1"); c2 = med(m SUBSEP md SUBSEP "per_cpu2")
-      printf "| %s | %s | %s | %.0f | %.0f | %.2f | %s | %s |\n", m, k == 1 ? "llvm only" : "tiered, after tier-up",
+      printf "| %s | %s | %s | %.0f | %.0f | %.2f | %s | %s | %s |\n", m, k == 1 ? "llvm only" : "tiered, after tier-up",
         (k == 1 ? "– (no tiers)" : med(m SUBSEP md SUBSEP "tier1_par") " of " med(m SUBSEP md SUBSEP "kernels")), a, b, b / a,
         c1 == "" ? "–" : sprintf("%.2f", c2 / c1),
-        c1 == "" ? "–" : sprintf("%.2f / %.2f", med(m SUBSEP md SUBSEP "share1"), med(m SUBSEP md SUBSEP "share2"))
+        c1 == "" ? "–" : sprintf("%.2f / %.2f", med(m SUBSEP md SUBSEP "share1"), med(m SUBSEP md SUBSEP "share2")),
+        vals[m SUBSEP md SUBSEP "vcsw2"] == "" ? "–" : sprintf("%.0f / %.0f", med(m SUBSEP md SUBSEP "vcsw2"), med(m SUBSEP md SUBSEP "ivcsw2"))
     }
   }
   if (fail != "") { printf "\n%s", fail; exit 1 }
