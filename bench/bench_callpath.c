@@ -22,18 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "bench_common.h"
 
 static kiln_function *compile(const char *text, const char *backend,
                               const char *passes)
@@ -69,14 +58,14 @@ static double time_call(kiln_function *f, long n)
         return -1;
     }
     for (int b = 0; b < 7; b++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (long i = 0; i < n; i++) {
             x = 0.25 + 1e-9 * (double)i;
             kiln_function_call(f, &in, out, NULL);
         }
-        t[b] = (now() - t0) / (double)n * 1e9;
+        t[b] = (bench_now() - t0) / (double)n * 1e9;
     }
-    qsort(t, 7, sizeof t[0], cmp);
+    qsort(t, 7, sizeof t[0], bench_cmp_double);
     return t[3];
 }
 
@@ -94,14 +83,14 @@ static double time_callback(kiln_function *f, long n)
     if (fn(dim, &x, &grad, &lp, ud) != 0)
         return -1;
     for (int b = 0; b < 7; b++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (long i = 0; i < n; i++) {
             x = 0.25 + 1e-9 * (double)i;
             fn(dim, &x, &grad, &lp, ud);
         }
-        t[b] = (now() - t0) / (double)n * 1e9;
+        t[b] = (bench_now() - t0) / (double)n * 1e9;
     }
-    qsort(t, 7, sizeof t[0], cmp);
+    qsort(t, 7, sizeof t[0], bench_cmp_double);
     return t[3];
 }
 

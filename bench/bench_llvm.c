@@ -26,15 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "emit_c.h"
 #include "runtime.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static double cpu_now(void)
 {
@@ -148,10 +142,10 @@ static double time_fn(kiln_kernel_fn fn, void *state, kiln_call *c, int64_t n)
     c->errbuf_size = sizeof eb;
     fn(state, c);
     for (int r = 0; r < rounds; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int i = 0; i < reps; i++)
             fn(state, c);
-        best[r] = (now() - t0) / reps / (double)n * 1e9;
+        best[r] = (bench_now() - t0) / reps / (double)n * 1e9;
     }
     double m = best[0];
     for (int r = 1; r < rounds; r++)
@@ -303,9 +297,9 @@ static void bench_width(int w, int opt)
     L->callable_free(c);
     double t[3], u[3];
     for (int r = 0; r < 3; r++) {
-        double t0 = now(), u0 = cpu_now();
+        double t0 = bench_now(), u0 = cpu_now();
         c = compile(L, &k, opt);
-        t[r] = (now() - t0) * 1e3;
+        t[r] = (bench_now() - t0) * 1e3;
         u[r] = (cpu_now() - u0) * 1e3;
         L->callable_free(c);
     }
@@ -377,9 +371,9 @@ static void bench_tradeoff(void)
             be[b]->callable_free(c);
             double t[5];
             for (int r = 0; r < 5; r++) {
-                double t0 = now();
+                double t0 = bench_now();
                 c = compile(be[b], &ks[q], opt[b]);
-                t[r] = (now() - t0) * 1e3;
+                t[r] = (bench_now() - t0) * 1e3;
                 if (r < 4)
                     be[b]->callable_free(c);
             }

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "lower.h"
 #include "objload.h"
 
@@ -47,21 +48,14 @@
 
 #define REPEAT 21
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static const kiln_backend *open_backend(const char *dir, const char *name,
                                         double *ms)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/backends/%s/.libs/%s.so", dir, name, name);
-    double t0 = now();
+    double t0 = bench_now();
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    *ms = 1e3 * (now() - t0);
+    *ms = 1e3 * (bench_now() - t0);
     if (!h)
         return NULL;
     void *sym = dlsym(h, KILN_BACKEND_ENTRY);
@@ -102,12 +96,6 @@ static unsigned char *artifact(const kiln_backend *be, const kiln_kernel *k,
         memcpy(b, p, *len);
     be->artifact_free(a);
     return b;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 typedef struct stat_row {
@@ -229,7 +217,7 @@ static double time_path(int p, const kbytes *kb)
 {
     double t[REPEAT];
     for (int r = 0; r < REPEAT; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         int rc = -1;
         switch (p) {
         case P_OBJ_TCC: rc = load_obj(kb->tobj, kb->tobj_len, 0); break;
@@ -245,9 +233,9 @@ static double time_path(int p, const kbytes *kb)
         }
         if (rc)
             return -1;
-        t[r] = 1e6 * (now() - t0);
+        t[r] = 1e6 * (bench_now() - t0);
     }
-    qsort(t, REPEAT, sizeof t[0], cmp_d);
+    qsort(t, REPEAT, sizeof t[0], bench_cmp_double);
     return t[REPEAT / 2];
 }
 

@@ -32,18 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench_common.h"
 
 typedef struct kbuild {
     kiln_kernel k;
@@ -147,14 +136,14 @@ static double compile_once(const kiln_backend *be, const kiln_kernel *k,
     kiln_plugin_error *pe = NULL;
     kiln_compile_options co = {.struct_size = sizeof co, .opt_level = 2};
     kiln_artifact *a = NULL;
-    double t0 = now_ms();
+    double t0 = 1e3 * bench_now();
     if (!be->supports(k, &pe) || be->compile(k, &co, &a, &pe) ||
         be->load(a, out, &pe)) {
         fprintf(stderr, "bench_tcc: %s\n", pe ? pe->message : "failed");
         exit(1);
     }
     be->artifact_free(a);
-    return now_ms() - t0;
+    return 1e3 * bench_now() - t0;
 }
 
 static double median_compile(const kiln_backend *be, const kiln_kernel *k,
@@ -166,7 +155,7 @@ static double median_compile(const kiln_backend *be, const kiln_kernel *k,
         t[r] = compile_once(be, k, &c);
         be->callable_free(c);
     }
-    qsort(t, (size_t)reps, sizeof *t, cmpd);
+    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
     double m = t[reps / 2];
     free(t);
     return m;
@@ -197,12 +186,12 @@ static double run_ns(kiln_kernel_fn fn, void *state, double *x, double *y,
     int reps = n >= 1000000 ? 5 : 2000;
     double best = 1e300;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_ms();
+        double t0 = 1e3 * bench_now();
         if (fn(state, &call)) {
             fprintf(stderr, "kernel failed: %s\n", eb);
             exit(1);
         }
-        double t = now_ms() - t0;
+        double t = 1e3 * bench_now() - t0;
         if (t < best)
             best = t;
     }

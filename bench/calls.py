@@ -10,7 +10,7 @@ numba cold compile may take before the model is skipped; 120),
 KILN_BENCH_FLOORS (a directory holding the floor_* programs; the script
 skips the floors without it).  Exit status 1 when an engine's outputs
 disagree with kiln interp (floor: 1e-12 relative, numba: 1e-8: its digamma is the translator's truncated series)."""
-import json, math, os, subprocess, sys, tempfile
+import json, os, subprocess, sys, tempfile
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kg2numba
@@ -29,9 +29,6 @@ def label(path):
         if b.startswith(pre):
             b = rep + b[len(pre):].replace("_p", "/").replace("_", " ")
     return b.replace("_", " ")
-
-def value(k, j):   # deterministic inputs, the same for every engine
-    return 0.4 * math.sin(1.3 * k + 0.7 * j + 0.5)
 
 def run_kiln(path, iargs, be, repeat):
     cache = tempfile.mkdtemp(dir=tmp, prefix="cache.")      # cold compile
@@ -62,48 +59,14 @@ def compare(who, model, outs, ref, tol):
 # ---- per model set-up: inputs, numba module, floor ----
 M = []
 for path in models:
-    chk = subprocess.run([kiln, "check", os.path.basename(path)], cwd=os.path.dirname(path),
-                         capture_output=True, text=True, check=True).stdout
     m = {"path": path, "label": label(path), "t": {}, "c": {}}
-    try:
-        source, inputs, data, outputs = kg2numba.translate(chk)
-    except kg2numba.Unsupported as e:
-        source, m["numba_skip"] = None, "translator: %s" % e
-        inputs = [kg2numba.DECL.match(l.strip()).groups()[1:4] for l in chk.splitlines()
-                  if l.strip().startswith("input ")]
-        inputs = [(n, d, [x for x in (s or "").split(",") if x]) for n, d, s in inputs]
-    flat, iargs, arrays = [], [], []
-    for k, (name, dt, shape) in enumerate(inputs):
-        size = int(np.prod([int(s) for s in shape])) if shape else 1
-        v = [float("%.17g" % value(k, j)) for j in range(size)]
-        flat += v
-        iargs += ["-i", "%s=%s" % (name, ("%.17g" % v[0]) if not shape else
-                                    "[" + ", ".join("%.17g" % x for x in v) + "]")]
-        arrays.append(np.array(v) if shape else np.float64(v[0]))
-    m["iargs"], m["flat"] = iargs, flat
-    if source:
-        base = os.path.dirname(path)
-        for name, dt, shape, kind, init in data:
-            if kind == "const":
-                arrays.append(np.array(json.loads(init), dtype=np.float64 if dt.startswith("f") else np.int64))
-            elif init.startswith("npy("):
-                arrays.append(np.load(os.path.join(base, init[5:-2])))
-            elif init.startswith("csv("):
-                f, col = [s.strip().strip('"') for s in init[4:-1].split(",")]
-                tab = np.genfromtxt(os.path.join(base, f), delimiter=",", names=True,
-                                    dtype=None, encoding="utf-8")
-                arrays.append(np.ascontiguousarray(tab[col], dtype=np.int64 if dt.startswith("i") else np.float64))
-            else:
-                source, m["numba_skip"] = None, "data %s: %s" % (name, init)
-                break
-    if source:
-        d = os.path.join(tmp, "numba", "m%d" % len(M))
-        os.makedirs(d)
-        m["numba_mod"] = os.path.join(d, "g.py")
-        with open(m["numba_mod"], "w") as f:
-            f.write(source)
-        m["numba_npz"] = os.path.join(d, "args.npz")
-        np.savez(m["numba_npz"], **{"a%d" % i: a for i, a in enumerate(arrays)})
+    p = kg2numba.prepare(kiln, path, os.path.join(tmp, "numba", "m%d" % len(M)))
+    m["iargs"], m["flat"] = p["iargs"], p["flat"]
+    if "skip" in p:
+        m["numba_skip"] = p["skip"]
+    else:
+        m["numba_mod"], m["numba_npz"] = p["module"], p["npz"]
+    flat = p["flat"]
     stem = os.path.basename(path)[:-3]
     exe = os.path.join(floors, "floor_" + stem) if floors else ""
     if exe and os.access(exe, os.X_OK):

@@ -15,13 +15,18 @@ Ops covered (everything the bench-calls models use after expansion):
   literals     NAME = NUMBER, numbers inline as arguments
 Anything else raises Unsupported with the op's name.
 
+prepare(kiln, path, outdir) -> dict: one model made ready for numba (below)
 translate(text) -> (source, inputs, data, outputs)
   source   Python source defining `logp_grad(*inputs, *data)` and `empty`
   inputs   [(name, dtype, shape)] in declaration order
   data     [(name, dtype, shape, kind, args)] shared/const declarations
   outputs  [name] in declaration order
+
+Command line: kg2numba.py MODULE.py ARGS.npz NCALLS (main: time it) and
+kg2numba.py prepare KILN MODEL.kg OUTDIR (prepare: write OUTDIR/g.py and
+OUTDIR/args.npz, or print why not and exit 3).
 """
-import re
+import json, math, os, re, subprocess
 
 class Unsupported(Exception):
     pass
@@ -174,6 +179,66 @@ def translate(text):
     return "\n".join(src), inputs, data, outputs
 
 
+def value(k, j):
+    """Input k's element j: the same deterministic point for every engine
+    (bench/calls.py, bench/bench_tiers.c)."""
+    return 0.4 * math.sin(1.3 * k + 0.7 * j + 0.5)
+
+
+def prepare(kiln, path, outdir):
+    """Make model PATH ready for numba: translate `KILN check PATH`, fill
+    its inputs with value(k, j), load its data (const, npy(), csv()), and
+    write OUTDIR/g.py (the module) and OUTDIR/args.npz (its arguments);
+    OUTDIR is created only then.  Returns a dict: inputs [(name, dtype,
+    shape)], flat (the input values, flattened in order), iargs (the same
+    as `kiln run` -i options), and either module and npz (paths) or skip
+    (why numba cannot run the model)."""
+    import numpy as np
+    base = os.path.dirname(os.path.abspath(path))
+    kiln = os.path.abspath(kiln) if os.sep in kiln else kiln
+    chk = subprocess.run([kiln, "check", os.path.basename(path)], cwd=base,
+                         capture_output=True, text=True, check=True).stdout
+    m = {}
+    try:
+        source, inputs, data, outputs = translate(chk)
+    except Unsupported as e:
+        source, m["skip"] = None, "translator: %s" % e
+        inputs = [DECL.match(l.strip()).groups()[1:4] for l in chk.splitlines()
+                  if l.strip().startswith("input ")]
+        inputs = [(n, d, [x for x in (s or "").split(",") if x]) for n, d, s in inputs]
+    flat, iargs, arrays = [], [], []
+    for k, (name, dt, shape) in enumerate(inputs):
+        size = int(np.prod([int(s) for s in shape])) if shape else 1
+        v = [float("%.17g" % value(k, j)) for j in range(size)]
+        flat += v
+        iargs += ["-i", "%s=%s" % (name, ("%.17g" % v[0]) if not shape else
+                                    "[" + ", ".join("%.17g" % x for x in v) + "]")]
+        arrays.append(np.array(v) if shape else np.float64(v[0]))
+    m.update(inputs=inputs, flat=flat, iargs=iargs)
+    if source:
+        for name, dt, shape, kind, init in data:
+            if kind == "const":
+                arrays.append(np.array(json.loads(init), dtype=np.float64 if dt.startswith("f") else np.int64))
+            elif init.startswith("npy("):
+                arrays.append(np.load(os.path.join(base, init[5:-2])))
+            elif init.startswith("csv("):
+                f, col = [s.strip().strip('"') for s in init[4:-1].split(",")]
+                tab = np.genfromtxt(os.path.join(base, f), delimiter=",", names=True,
+                                    dtype=None, encoding="utf-8")
+                arrays.append(np.ascontiguousarray(tab[col], dtype=np.int64 if dt.startswith("i") else np.float64))
+            else:
+                source, m["skip"] = None, "data %s: %s" % (name, init)
+                break
+    if source:
+        os.makedirs(outdir)
+        m["module"] = os.path.join(outdir, "g.py")
+        with open(m["module"], "w") as f:
+            f.write(source)
+        m["npz"] = os.path.join(outdir, "args.npz")
+        np.savez(m["npz"], **{"a%d" % i: a for i, a in enumerate(arrays)})
+    return m
+
+
 def _time_blocks(f, args, calls):
     import time
     blk = []
@@ -214,4 +279,10 @@ def main(argv):
 
 if __name__ == "__main__":
     import sys
-    main(sys.argv)
+    if len(sys.argv) == 5 and sys.argv[1] == "prepare":
+        r = prepare(*sys.argv[2:5])
+        if "skip" in r:
+            print(r["skip"])
+            sys.exit(3)
+    else:
+        main(sys.argv)
