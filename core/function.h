@@ -80,6 +80,7 @@ typedef struct kiln_tier_step {
     int owns1;                  /* this step frees callable1 */
     const kiln_backend *be0;    /* tier 0's backend (s->backend) */
     double min_ns;              /* the smallest sampled tier-0 time */
+    double gain;                /* owner: predicted saving per call, ns */
     int samples;
     double pred_compile_ms;     /* cost model: tier-1 compile */
     double pred_frac;           /* cost model: fraction of time tier 1
@@ -124,6 +125,7 @@ struct kiln_function {
     pthread_mutex_t tier_lock;
     pthread_cond_t tier_cond;   /* a job finished */
     int tier_jobs;              /* queued or running, under the pool lock */
+    int *tier_order;            /* scratch: owners by gain per compile ms */
     int refs;                   /* the caller's + running jobs' (pool lock) */
     int dead;                   /* kiln_function_free was called */
     int forbidden;
@@ -150,11 +152,12 @@ int kiln_vm_compile_step(kiln_function *f, kiln_step *s,
 
 /* Compile step s with be into *out (no memo, no change to s), through the
  * disk cache: 0, or -1 with why.  *seconds receives the compile (or load)
- * time. */
+ * wall time, *cpu_seconds the compile's CPU time (0 for a cache hit). */
 int kiln_vm_compile_into(kiln_function *f, const kiln_step *s,
                          const kiln_backend *be,
                          const kiln_compile_options *co, kiln_callable **out,
-                         double *seconds, char *why, size_t size);
+                         double *seconds, double *cpu_seconds, char *why,
+                         size_t size);
 
 /* Free a callable of backend be under the plugin lock when be needs it. */
 void kiln_vm_callable_free(const kiln_backend *be, kiln_callable *c);

@@ -242,7 +242,7 @@ static int unqueue(kiln_function *f, int owner)
 /* The job of `owner` compiled c in `seconds`: every step of it runs c from
  * each context's next call (caller holds f->tier_lock). */
 static void publish(kiln_function *f, int owner, const kiln_backend *be,
-                    kiln_callable *c, double seconds)
+                    kiln_callable *c, double seconds, double cpu)
 {
     int64_t calls = (int64_t)atomic_load_explicit(&f->calls,
                                                   memory_order_relaxed);
@@ -258,8 +258,13 @@ static void publish(kiln_function *f, int owner, const kiln_backend *be,
         t->compile1_s = seconds;
         set_state(t, KILN_TIER_SWAPPED);
     }
-    f->compile_scale_num += seconds;
-    f->compile_scale_den += f->tiers[owner].pred_compile_ms * 1e-3;
+    /* the model predicts CPU time: a compile starved by other work (the
+     * pool runs at nice +10) must not make later triggers wait longer;
+     * a cache hit (cpu 0) says nothing about compiles */
+    if (cpu > 0) {
+        f->compile_scale_num += cpu;
+        f->compile_scale_den += f->tiers[owner].pred_compile_ms * 1e-3;
+    }
     atomic_fetch_add_explicit(&f->swap_gen, 1, memory_order_release);
     update_active(f);
 }
@@ -270,7 +275,7 @@ static int compile_job(kiln_function *f, int owner, char *why, size_t size)
 {
     kiln_tier_step *t = &f->tiers[owner];
     kiln_callable *c = NULL;
-    double secs = 0;
+    double secs = 0, cpu = 0;
     /* the tier-1 backend is loaded by its first job */
     kiln_err lerr = {0, ""};
     const kiln_backend *be = kiln_loader_get(t->name1, f->plugin_path, NULL,
@@ -280,10 +285,10 @@ static int compile_job(kiln_function *f, int owner, char *why, size_t size)
         snprintf(why, size, "%s", lerr.message);
     else
         rc = kiln_vm_compile_into(f, &f->prog.steps[owner], be, t->co1, &c,
-                                  &secs, why, size);
+                                  &secs, &cpu, why, size);
     pthread_mutex_lock(&f->tier_lock);
     if (rc == 0 && !f->forbidden)
-        publish(f, owner, be, c, secs);
+        publish(f, owner, be, c, secs, cpu);
     else {
         if (rc == 0)
             kiln_vm_callable_free(be, c);
@@ -354,6 +359,9 @@ int kiln_tier_start(kiln_function *f, kiln_err *err)
         }
     }
     free(map);
+    f->tier_order = calloc(n > 0 ? (size_t)n : 1, sizeof *f->tier_order);
+    if (!f->tier_order)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
     kiln_kernel_info info;
     for (int i = 0; i < n; i++) {
         kiln_tier_step *t = &f->tiers[i];
@@ -380,6 +388,21 @@ int kiln_tier_start(kiln_function *f, kiln_err *err)
     return 0;
 }
 
+/* qsort's comparison of owners by saving per predicted compile ms, the
+ * largest first (sort_f is set under f->tier_lock, which serialises
+ * the sorts of one function; functions sort under their own locks, so
+ * the pointer is per thread). */
+static _Thread_local const kiln_function *sort_f;
+
+static int by_gain_per_ms(const void *a, const void *b)
+{
+    const kiln_tier_step *x = &sort_f->tiers[*(const int *)a];
+    const kiln_tier_step *y = &sort_f->tiers[*(const int *)b];
+    double rx = x->gain / (x->pred_compile_ms > 0 ? x->pred_compile_ms : 1);
+    double ry = y->gain / (y->pred_compile_ms > 0 ? y->pred_compile_ms : 1);
+    return rx > ry ? -1 : rx < ry ? 1 : *(const int *)a - *(const int *)b;
+}
+
 void kiln_tier_sampled(kiln_context *ctx)
 {
     kiln_function *f = ctx->f;
@@ -400,6 +423,13 @@ void kiln_tier_sampled(kiln_context *ctx)
     }
     double r = f->compile_scale_den > 0
                    ? f->compile_scale_num / f->compile_scale_den : 1;
+    /* each job by itself; and the waiting ones together: once what they
+     * would all have saved so far repays `ratio` of compiling them all,
+     * the function has shown a long run and every one is queued, the
+     * best saving per compile millisecond first (kernels of ~1 us each
+     * would otherwise each wait for hundreds of thousands of calls) */
+    double gain_all = 0, compile_all = 0;
+    int n_wait = 0;
     for (int i = 0; i < f->prog.n_steps && !f->forbidden; i++) {
         kiln_tier_step *t = &f->tiers[i];
         if (t->owner != i || state_of(t) != KILN_TIER_WAITING ||
@@ -408,10 +438,24 @@ void kiln_tier_sampled(kiln_context *ctx)
         double gain = 0;
         for (int j = i; j >= 0; j = f->tiers[j].next_twin)
             gain += f->tiers[j].min_ns * t->pred_frac;
+        t->gain = gain;
         if (gain < f->min_gain_ns)
             set_job_state(f, i, KILN_TIER_NEVER);
         else if ((double)n * gain >= f->ratio * t->pred_compile_ms * 1e6 * r)
             (void)enqueue(f, i);
+        else {
+            gain_all += gain;
+            compile_all += t->pred_compile_ms;
+            f->tier_order[n_wait++] = i;
+        }
+    }
+    if (n_wait > 1 &&
+        (double)n * gain_all >= f->ratio * compile_all * 1e6 * r) {
+        sort_f = f;
+        qsort(f->tier_order, (size_t)n_wait, sizeof *f->tier_order,
+              by_gain_per_ms);
+        for (int k = 0; k < n_wait; k++)
+            (void)enqueue(f, f->tier_order[k]);
     }
     update_active(f);
     pthread_mutex_unlock(&f->tier_lock);

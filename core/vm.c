@@ -160,6 +160,7 @@ typedef struct compile_out {
     int written;
     const char *note;
     double compile_s, saved_s;
+    double cpu_s;         /* a compile's CPU seconds; 0 for a cache hit */
 } compile_out;
 
 /* Try the disk cache for kernel s: 1 when o->c came from an entry, 0 when
@@ -237,6 +238,7 @@ static int compile_kernel(kiln_cache_session *cache, const kiln_step *s,
     }
     o->compile_s = kiln_vm_seconds() - t0;
     double cpu = cpu_now() - c0;
+    o->cpu_s = cpu;
     if (storable) {
         size_t len = 0;
         const void *bytes = be->artifact_bytes(art, &len);
@@ -413,7 +415,8 @@ int kiln_vm_compile_step(kiln_function *f, kiln_step *s,
 int kiln_vm_compile_into(kiln_function *f, const kiln_step *s,
                          const kiln_backend *be,
                          const kiln_compile_options *co, kiln_callable **out,
-                         double *seconds, char *why, size_t size)
+                         double *seconds, double *cpu_seconds, char *why,
+                         size_t size)
 {
     int serial = !(be->flags & KILN_BACKEND_THREAD_SAFE);
     if (serial)
@@ -432,6 +435,7 @@ int kiln_vm_compile_into(kiln_function *f, const kiln_step *s,
         pthread_mutex_unlock(&serial_lock);
     *out = rc == 0 ? o.c : NULL;
     *seconds = o.compile_s;
+    *cpu_seconds = o.cpu_s;
     return rc;
 }
 
@@ -1200,6 +1204,7 @@ void kiln_vm_destroy(kiln_function *f)
     free(f->shared);
     free(f->symvals_fixed);
     free(f->tiers);
+    free(f->tier_order);
     free(f->plugin_path);
     free(f->memo);
     pthread_mutex_destroy(&f->memo_lock);
