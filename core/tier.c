@@ -66,9 +66,10 @@ static struct {
     tier_job *head, *tail;
     int n_threads;
     pthread_t th[POOL_MAX];
+    tier_job running[POOL_MAX];   /* each worker's job, f NULL when idle */
     int shutdown;
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_COND_INITIALIZER, NULL, NULL, 0, {0}, 0};
+          PTHREAD_COND_INITIALIZER, NULL, NULL, 0, {0}, {{0}}, 0};
 
 static int state_of(const kiln_tier_step *t)
 {
@@ -105,7 +106,7 @@ static void run_job(kiln_function *f, int owner);
 
 static void *worker(void *arg)
 {
-    (void)arg;
+    int me = (int)(intptr_t)arg;
     /* below the threads that call the function (per thread on Linux) */
     errno = 0;
     int prio = getpriority(PRIO_PROCESS, 0);
@@ -121,12 +122,14 @@ static void *worker(void *arg)
         pool.head = j->next;
         if (!pool.head)
             pool.tail = NULL;
-        pthread_mutex_unlock(&pool.lock);
         kiln_function *f = j->f;
         int step = j->step;
         free(j);
+        pool.running[me] = (tier_job){f, step, NULL};
+        pthread_mutex_unlock(&pool.lock);
         run_job(f, step);
         pthread_mutex_lock(&pool.lock);
+        pool.running[me].f = NULL;
         f->tier_jobs--;
         int last = --f->refs == 0;
         pthread_cond_broadcast(&pool.done);
@@ -163,6 +166,51 @@ __attribute__((destructor)) static void pool_stop(void)
         pthread_join(pool.th[i], NULL);
 }
 
+/* fork(): the child has none of the pool's threads.  Its lock is held
+ * across the fork (so the queue is consistent in the child), made anew in
+ * the child, whose jobs that were running go back to the queue's front;
+ * the next enqueue or kiln_function_tier_wait starts workers again.  A
+ * function whose tier lock a worker held at the fork is left locked in
+ * the child (docs/policy.md, "Tiers": fork). */
+static void fork_prepare(void) { pthread_mutex_lock(&pool.lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&pool.lock); }
+
+static void fork_child(void)
+{
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.work, NULL);
+    pthread_cond_init(&pool.done, NULL);
+    for (int i = 0; i < pool.n_threads; i++) {
+        tier_job *r = &pool.running[i];
+        if (r->f && state_of(&r->f->tiers[r->step]) != KILN_TIER_COMPILING) {
+            r->f->tier_jobs--;  /* it ended; its worker had not said so */
+            r->f->refs--;
+            r->f = NULL;
+            continue;
+        }
+        tier_job *j = r->f ? malloc(sizeof *j) : NULL;
+        if (j) {
+            *j = (tier_job){r->f, r->step, pool.head};
+            pool.head = j;
+            if (!pool.tail)
+                pool.tail = j;
+            set_job_state(r->f, r->step, KILN_TIER_QUEUED);
+        } else if (r->f) {      /* out of memory: the job is dropped */
+            r->f->tier_jobs--;
+            r->f->refs--;
+            set_job_state(r->f, r->step, KILN_TIER_WAITING);
+        }
+        r->f = NULL;
+    }
+    pool.n_threads = 0;
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void register_atfork(void)
+{
+    (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
 static int default_threads(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -176,11 +224,13 @@ static void grow_pool(int want)
         want = default_threads();
     if (want > POOL_MAX)
         want = POOL_MAX;
+    pthread_once(&atfork_once, register_atfork);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, (size_t)16 << 20);  /* optimisers */
     while (pool.n_threads < want && !pool.shutdown &&
-           pthread_create(&pool.th[pool.n_threads], &attr, worker, NULL) == 0)
+           pthread_create(&pool.th[pool.n_threads], &attr, worker,
+                          (void *)(intptr_t)pool.n_threads) == 0)
         pool.n_threads++;
     pthread_attr_destroy(&attr);
 }
@@ -485,21 +535,31 @@ int kiln_function_tier_wait(kiln_function *f, double timeout_seconds)
 {
     if (!f)
         return KILN_ERR_ARG;
+    /* NaN and anything past a year wait without a limit (a time_t
+     * conversion of a larger deadline would overflow) */
+    int forever = timeout_seconds < 0 || timeout_seconds != timeout_seconds ||
+                  timeout_seconds > 365.0 * 86400;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    if (timeout_seconds >= 0) {
+    if (!forever) {
         double s = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec +
                    timeout_seconds;
         until.tv_sec = (time_t)s;
         until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
+        if (until.tv_nsec < 0 || until.tv_nsec >= 1000000000L)
+            until.tv_nsec = 0;
     }
     int rc = 0;
     pthread_mutex_lock(&pool.lock);
+    if (pool.head && pool.n_threads == 0)
+        grow_pool(f->n_threads);    /* a child of fork(): no workers yet */
     while (f->tier_jobs > 0) {
-        if (timeout_seconds < 0)
+        if (forever) {
             pthread_cond_wait(&pool.done, &pool.lock);
-        else if (pthread_cond_timedwait(&pool.done, &pool.lock, &until) ==
-                 ETIMEDOUT) {
+            continue;
+        }
+        int e = pthread_cond_timedwait(&pool.done, &pool.lock, &until);
+        if (e != 0 && e != EINTR) {     /* ETIMEDOUT, or a bad deadline */
             rc = f->tier_jobs > 0;
             break;
         }
@@ -547,9 +607,16 @@ static int force_job(kiln_function *f, int owner, kiln_err *err)
         pthread_mutex_unlock(&pool.lock);
     }
     set_job_state(f, owner, KILN_TIER_COMPILING);
+    pthread_mutex_lock(&pool.lock);
+    f->tier_jobs++;                 /* kiln_function_tier_wait sees it */
+    pthread_mutex_unlock(&pool.lock);
     pthread_mutex_unlock(&f->tier_lock);
     char why[600];
     int rc = compile_job(f, owner, why, sizeof why);
+    pthread_mutex_lock(&pool.lock);
+    f->tier_jobs--;
+    pthread_cond_broadcast(&pool.done);
+    pthread_mutex_unlock(&pool.lock);
     pthread_mutex_lock(&f->tier_lock);
     if (rc) {
         char lbl[160];
@@ -565,7 +632,10 @@ static int force_job(kiln_function *f, int owner, kiln_err *err)
 
 int kiln_function_tier_up(kiln_function *f, int kernel, kiln_err *err)
 {
-    if (!f || kernel < -1 || kernel >= f->prog.n_steps)
+    if (!f)
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "kiln_function_tier_up: f is NULL");
+    if (kernel < -1 || kernel >= f->prog.n_steps)
         return kiln_seterr(err, KILN_ERR_ARG,
                            "kiln_function_tier_up: no kernel %d", kernel);
     if (!f->tiers)
@@ -573,9 +643,14 @@ int kiln_function_tier_up(kiln_function *f, int kernel, kiln_err *err)
     int rc = 0;
     pthread_mutex_lock(&f->tier_lock);
     for (int i = kernel < 0 ? 0 : kernel;
-         i < (kernel < 0 ? f->prog.n_steps : kernel + 1) && !rc; i++)
-        if (f->tiers[i].name1)
-            rc = force_job(f, f->tiers[i].owner, err);
+         i < (kernel < 0 ? f->prog.n_steps : kernel + 1); i++) {
+        if (!f->tiers[i].name1)
+            continue;
+        /* every kernel is tried; the first failure is the one reported */
+        int r = force_job(f, f->tiers[i].owner, rc ? NULL : err);
+        if (!rc)
+            rc = r;
+    }
     pthread_mutex_unlock(&f->tier_lock);
     return rc;
 }

@@ -828,6 +828,22 @@ static int compile_tiered(kiln_function *f, const kiln_policy_knobs *kn,
         }
         t->be0 = s->backend;
         t->tier = 0;
+        /* a target the model expects to run no faster than the code the
+         * kernel starts on (the interpreter, from tier0: [tcc]) is no
+         * tier above it: the kernel moves to tiers.tier1 instead */
+        if (!in0 && strcmp(t1, s->backend->name)) {
+            kiln_kernel_info ki;
+            memset(&ki, 0, sizeof ki);
+            ki.struct_size = sizeof ki;
+            double cost = kiln_function_kernel_info(f, i, &ki, NULL) == 0
+                              ? ki.facts.cost : 0;
+            if (kiln_policy_call_ns(pol, target, cost) >=
+                kiln_policy_call_ns(pol, s->backend->name, cost)) {
+                name1 = t1;
+                c1 = tier_options(f, name1, co);
+                in0 = 1;
+            }
+        }
         int none = !strcmp(name1, s->backend->name);
         t->name1 = none ? NULL : name1;
         t->co1 = c1;
@@ -889,6 +905,13 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
         if (sz >= offsetof(kiln_options, tier_threads) + sizeof(int))
             tier_threads = opt->tier_threads;
     }
+    if (tiers < KILN_TIERS_POLICY || tiers > KILN_TIERS_BASELINE)
+        return kiln_seterr(err, KILN_ERR_ARG, "kiln_options.tiers: %d is "
+                           "not a kiln_tiers_mode (0 policy, 1 off, 2 "
+                           "baseline)", tiers);
+    if (tier_threads < 0)
+        return kiln_seterr(err, KILN_ERR_ARG, "kiln_options.tier_threads: "
+                           "%d is negative", tier_threads);
     if (jobs <= 0)
         jobs = default_jobs();
     FILE *out = diag ? diag : stderr;

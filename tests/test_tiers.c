@@ -20,7 +20,12 @@
  *  7. kiln_function_tier_wait with a timeout, and bad arguments;
  *  8. a process that exits while background compiles run exits cleanly
  *     (a child process of this program: libLLVM's static destructors
- *     must not run under a compile in flight).
+ *     must not run under a compile in flight);
+ *  9. found by an attack: tier_wait with an infinite or huge timeout
+ *     (once spun forever holding the pool's lock), a child of fork()
+ *     tiers up (it once had no workers), a bad kiln_options.tiers, and
+ *     tier0: [tcc] under rules that pick the interpreter (once "tiered
+ *     up" from tcc to the interpreter).
  *
  * Needs the llvm backend (tier 1); skips without it.
  */
@@ -443,6 +448,72 @@ static void test_exit_while_compiling(const char *self)
        "processes exit with status 0", clean, runs);
 }
 
+/* ---- 9: found by an attack ------------------------------------------------ */
+
+static void test_attack_inputs(kiln_function *ref)
+{
+    kiln_policy *pol = tier_policy("rules:\n  - use: llvm\n"
+                                   "tiers: {tier0: [interp], tier1: llvm}\n");
+    int st[8] = {0};
+    kiln_function *f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL)
+                           : NULL;
+    ok(f && kiln_function_tier_wait(f, INFINITY) == 0 &&
+           count_states(f, st) == kiln_function_n_kernels(f),
+       "tier_wait(INFINITY) waits for every queued compile and returns 0");
+    kiln_function_free(f);
+    f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL) : NULL;
+    ok(f && kiln_function_tier_wait(f, 1e300) == 0,
+       "tier_wait(1e300) is no limit, not an overflow");
+    kiln_function_free(f);
+
+    /* fork after the pool has run: the child starts its own workers */
+    pid_t pid = fork();
+    if (pid == 0) {
+        kiln_function *g = compile_tiered(pol, KILN_TIERS_POLICY, NULL);
+        int cst[8] = {0};
+        int good = g && kiln_function_tier_wait(g, 120) == 0 &&
+                   count_states(g, cst) == kiln_function_n_kernels(g) &&
+                   same_call(g, ref, 7) == 0;
+        _exit(good ? 0 : 1);
+    }
+    int ws = 0;
+    ok(pid > 0 && waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) &&
+           WEXITSTATUS(ws) == 0,
+       "a child of fork() tiers every kernel up and computes right");
+    kiln_policy_free(pol);
+
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.quiet = 1;
+    o.tiers = 7;
+    kiln_err err;
+    f = kiln_compile(radon, &o, &err);
+    ok(!f && err.code == KILN_ERR_ARG && strstr(err.message, "tiers"),
+       "kiln_options.tiers = 7 is KILN_ERR_ARG (%s)", err.message);
+    kiln_function_free(f);
+
+    pol = tier_policy("tiers: {tier0: [tcc], tier1: llvm}\n");
+    f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL) : NULL;
+    int down = 0, on_tcc = 0;
+    for (int i = 0; f && i < kiln_function_n_kernels(f); i++) {
+        kiln_tier_info ti;
+        memset(&ti, 0, sizeof ti);
+        ti.struct_size = sizeof ti;
+        kiln_function_tier_info(f, i, &ti);
+        on_tcc += ti.backend && !strcmp(ti.backend, "tcc");
+        down += ti.tier1 && !strcmp(ti.tier1, "interp");
+    }
+    if (!f || !on_tcc)
+        ok(1, "tier0: [tcc] # SKIP the tcc backend is not built");
+    else
+        ok(down == 0, "tier0: [tcc] with rules that pick interp: no kernel "
+           "moves from tcc down to the interpreter (%d of %d on tcc)",
+           on_tcc, kiln_function_n_kernels(f));
+    kiln_function_free(f);
+    kiln_policy_free(pol);
+}
+
 int main(int argc, char **argv)
 {
     if (getenv("KILN_SRCDIR"))
@@ -485,6 +556,7 @@ int main(int argc, char **argv)
         test_free_while_compiling(ref);
         test_threads(ref);
         test_exit_while_compiling(argv[0]);
+        test_attack_inputs(ref);
         ok(kiln_function_tier_wait(NULL, 0) == KILN_ERR_ARG,
            "tier_wait(NULL) is KILN_ERR_ARG");
         kiln_tier_info ti = {0};

@@ -156,6 +156,7 @@ typedef struct kiln_options {
      * the rules choose before kiln_compile returns (no background work);
      * KILN_TIERS_BASELINE starts on tier 0 and never tiers up.  An
      * explicit backend (`backend`, $KILN_BACKEND) always means OFF.
+     * Another value fails the compile with KILN_ERR_ARG.
      * Added in kiln 0.3: check struct_size. */
     int tiers;
     /* Background compile threads for tier 1, shared by every function of
@@ -241,8 +242,9 @@ void kiln_context_free(kiln_context *ctx);
 
 /* ---- tiers (docs/policy.md, "Tiers") --------------------------------- */
 
-/* Wait until f has no tier-up queued or compiling, for at most
- * `timeout_seconds` (< 0: no limit).  Returns 0 when none is left, 1 on
+/* Wait until f has no tier-up queued or compiling (in the pool or forced
+ * by kiln_function_tier_up in another thread), for at most
+ * `timeout_seconds` (< 0, NaN or more than a year: no limit).  Returns 0 when none is left, 1 on
  * timeout, KILN_ERR_ARG when f is NULL.  A kernel whose trigger has not
  * fired yet is not waited for: this waits for work already started.
  * Thread-safe. */
@@ -254,7 +256,8 @@ int kiln_function_tier_wait(kiln_function *f, double timeout_seconds);
 void kiln_function_tier_forbid(kiln_function *f);
 
 /* Tier kernel `kernel` up now, in the calling thread (-1: every kernel
- * that has a tier above the one it runs on), whatever the trigger says:
+ * that has a tier above the one it runs on; each is tried, the first
+ * failure is the one reported), whatever the trigger says:
  * for tests and tools (the differential harness forces tier-up at random
  * calls).  A kernel already on its top tier, or already compiling in the
  * background (waited for), is left as it is.  Safe while other threads
