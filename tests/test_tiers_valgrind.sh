@@ -15,7 +15,7 @@ if [ -n "${SAN_CFLAGS:-}" ]; then
 fi
 b=${KILN_BUILDDIR:-.}
 out=$(mktemp)
-"$b/libtool" --mode=execute valgrind -q --leak-check=full \
+KILN_TEST_UNDER_VALGRIND=1 "$b/libtool" --mode=execute valgrind -q --leak-check=full \
   --errors-for-leak-kinds=definite,possible --error-exitcode=9 \
   --suppressions="${KILN_SRCDIR:-.}/tests/valgrind.supp" \
   "$b/tests/test_tiers" >"$out" 2>&1

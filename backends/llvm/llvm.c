@@ -3838,7 +3838,13 @@ static void kl_warm_up(void)
  * pool: core/tier.c) would run in a half-destroyed LLVM and crash.  This
  * module is loaded after libLLVM, so the handler its constructor
  * registers runs before those destructors: it waits for the compiles in
- * flight and refuses new ones. */
+ * flight and refuses new ones.  LLVM also makes function-local statics
+ * on first use, during compiles, whose destructors are registered then
+ * and so run before a handler registered earlier ("pure virtual method
+ * called" at exit, seen in CI): the handler is registered again after
+ * each of the first KL_EXIT_REREGISTER compiles, by when the statics a
+ * compile needs exist (a bounded number of entries in the exit list). */
+#define KL_EXIT_REREGISTER 4096
 static pthread_mutex_t kl_busy_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t kl_busy_cond = PTHREAD_COND_INITIALIZER;
 static int kl_busy, kl_exiting;
@@ -3869,10 +3875,15 @@ static int kl_enter(kiln_plugin_error **err)
 
 static void kl_leave(void)
 {
+    static int compiles;
     pthread_mutex_lock(&kl_busy_lock);
     if (--kl_busy == 0)
         pthread_cond_broadcast(&kl_busy_cond);
+    int again = !kl_exiting && compiles < KL_EXIT_REREGISTER;
+    compiles += again;
     pthread_mutex_unlock(&kl_busy_lock);
+    if (again)
+        atexit(kl_exit_wait);
 }
 
 static int kl_compile_guarded(const kiln_kernel *k,
