@@ -183,6 +183,48 @@ int kiln_graph_set_name(kiln_graph *g, kiln_value v, const char *name,
 int kiln_graph_output(kiln_graph *g, const char *name, kiln_value v,
                       kiln_err *err);
 
+/* Declare parameter `name` of a model (`param NAME: TYPE [lower=L]
+ * [upper=U]`; docs/ir.md, "Parameters"; <kiln/model.h>).  Appends an
+ * input named `name` + "_unc" holding the unconstrained value (float
+ * dtype), the nodes of Stan's transform from it, named `name` (the
+ * constrained value, what the model computes with), and a scalar node
+ * holding the sum of the transform's log-Jacobian (not named; see
+ * kiln_graph_param_info).  `lower` / `upper` are scalar values of g (a
+ * literal, a const or a shared value; float or integer dtype), or -1 for
+ * no bound.  Without bounds the input is named `name` itself and is the
+ * value.  Parameters are kept in declaration order.
+ * Errors: those of kiln_graph_input; KILN_ERR_TYPE (dtype not f64/f32, a
+ * bound not numeric); KILN_ERR_SHAPE (a bound not a scalar);
+ * KILN_ERR_NAME (name or name_unc taken).  Returns the constrained
+ * value. */
+kiln_value kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype dt,
+                            int rank, const int64_t *dims, kiln_value lower,
+                            kiln_value upper, kiln_err *err);
+
+/* Number of parameters of g, and what parameter i is: its name, the
+ * unconstrained input, the constrained value, the log-Jacobian node (-1
+ * without bounds) and the bounds (-1 when absent).  Returns 0, or
+ * KILN_ERR_ARG for i out of range. */
+int kiln_graph_n_params(const kiln_graph *g);
+int kiln_graph_param_info(const kiln_graph *g, int i, const char **name,
+                          kiln_value *unc_input, kiln_value *value,
+                          kiln_value *log_jacobian, kiln_value *lower,
+                          kiln_value *upper);
+
+/* What an output is to a model (`output tp NAME`, `output gq NAME`). */
+typedef enum kiln_output_kind {
+    KILN_OUTPUT_PLAIN = 0,        /* an ordinary output */
+    KILN_OUTPUT_TP = 1,           /* a transformed parameter */
+    KILN_OUTPUT_GQ = 2            /* a generated quantity */
+} kiln_output_kind;
+
+/* Mark output `name` as kind `kind`; and read an output's kind (0 for a
+ * name that is not an output).  Errors: KILN_ERR_NAME (no such output),
+ * KILN_ERR_ARG (bad kind). */
+int kiln_graph_set_output_kind(kiln_graph *g, const char *name, int kind,
+                               kiln_err *err);
+int kiln_graph_output_kind(const kiln_graph *g, const char *name);
+
 /* The value named `name`, or -1. */
 kiln_value kiln_graph_lookup(const kiln_graph *g, const char *name);
 

@@ -1,6 +1,6 @@
 /*
- * io.h — reading and writing tensors from files: NumPy `.npy` files and
- * single columns of CSV files.
+ * io.h — reading and writing tensors from files: NumPy `.npy` files,
+ * single columns of CSV files and CmdStan JSON data.
  *
  * Error conventions are those of <kiln/kiln.h>: a failing function returns
  * a non-zero kiln_code and, when `err` is not NULL, fills err->code and a
@@ -212,6 +212,77 @@ int kiln_csv_read_column(const char *path, const char *column,
 int kiln_csv_read_column_opts(const char *path, const char *column,
                               kiln_dtype dtype, const kiln_read_options *opt,
                               kiln_tensor *out, kiln_err *err);
+
+/* ---- CmdStan JSON data (docs/ir.md, "Data") --------------------------
+ *
+ * A data set read from a CmdStan JSON data file
+ * (https://mc-stan.org/docs/cmdstan-guide/json.html): one JSON object whose
+ * members are variables.  A variable is a number (a scalar), or arrays
+ * nested to any depth up to KILN_MAX_RANK whose leaves are numbers; every
+ * array at one depth has the same length (rectangular).  Numbers are
+ * integers (no '.', no exponent) or reals; the bare words NaN, Infinity,
+ * -Infinity and the strings "NaN", "Inf", "-Inf", "Infinity",
+ * "-Infinity" (any case) are reals.  An empty array `[]` is a size-0
+ * array of any dtype (for a rank-2 target `[]` has shape (0, n) only when
+ * the declared inner dims allow it: every dim after a 0 is unconstrained).
+ * Parsed with json-c.  A kiln_json_data is immutable once made and may be
+ * read from several threads at once.
+ */
+typedef struct kiln_json_data kiln_json_data;
+
+/* Parse `len` bytes of JSON text.  `filename` names the text in messages
+ * (NULL: "<json>").  Errors: KILN_ERR_ARG (text NULL), KILN_ERR_PARSE
+ * ("FILE:LINE:COL: <json-c's reason>", "FILE: the top level must be an
+ * object, found an array", "FILE: variable 'x': ragged array: element 2
+ * of axis 0 has 3 entries, element 0 has 2", "FILE: variable 'x': rank 9
+ * exceeds KILN_MAX_RANK (8)", "FILE: variable 'x': element [1][0] is a
+ * string ('abc'), not a number", a duplicate key), KILN_ERR_NOMEM.
+ * The caller frees the result with kiln_json_data_free. */
+kiln_json_data *kiln_json_data_parse(const char *text, size_t len,
+                                     const char *filename, kiln_err *err);
+
+/* Read and parse the file `path` under the read options `opt` (NULL:
+ * defaults; the same size limit and regular-file rule as
+ * kiln_npy_read_opts).  Errors: those of kiln_json_data_parse with the
+ * path as FILE, and the KILN_ERR_IO / KILN_ERR_PARSE errors of the
+ * readers above. */
+kiln_json_data *kiln_json_data_read(const char *path,
+                                    const kiln_read_options *opt,
+                                    kiln_err *err);
+
+/* Free a data set.  NULL is allowed. */
+void kiln_json_data_free(kiln_json_data *d);
+
+/* Number of variables, and the name of variable i (0 <= i < n, in the
+ * file's order); NULL for i out of range. */
+int kiln_json_data_count(const kiln_json_data *d);
+const char *kiln_json_data_key(const kiln_json_data *d, int i);
+
+/* 1 when the data set has variable `name`, else 0. */
+int kiln_json_data_has(const kiln_json_data *d, const char *name);
+
+/* The shape of variable `name` as written: *rank and shape[0..rank-1]
+ * (shape has KILN_MAX_RANK entries); *is_int is 1 when every leaf is an
+ * integer (an empty array counts as integer).  Returns 0, or
+ * KILN_ERR_NAME ("no variable 'x' in FILE (it has: a, b, c)"). */
+int kiln_json_data_shape(const kiln_json_data *d, const char *name,
+                         int *rank, int64_t *shape, int *is_int);
+
+/* Variable `name` as a tensor of dtype `dt` and rank `rank` whose dims
+ * must fit `dims`: a dim >= 0 must equal the data's size; a negative dim
+ * (a symbol, KILN_DIM_UNKNOWN) takes the data's size (the caller checks
+ * symbols for consistency).  Integer leaves convert to any dtype (to
+ * bool only 0 and 1; to i32 only within range); real leaves only to f64
+ * and f32 (an f32 overflow is an error).  On success *out owns a
+ * malloc'd `data` (never NULL, even for zero elements).
+ * Errors: KILN_ERR_NAME (no such variable, as above), KILN_ERR_SHAPE
+ * ("FILE: variable 'y': expected f64[8], found an array of shape (7)";
+ * "... expected f64[8], found a scalar"), KILN_ERR_TYPE ("FILE: variable
+ * 'k': expected i64[3], found real values (element [1] is 2.5)"),
+ * KILN_ERR_NOMEM.  Messages quote values only as short excerpts. */
+int kiln_json_data_get(const kiln_json_data *d, const char *name,
+                       kiln_dtype dt, int rank, const int64_t *dims,
+                       kiln_tensor *out, kiln_err *err);
 
 #ifdef __cplusplus
 }

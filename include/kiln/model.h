@@ -1,0 +1,149 @@
+/*
+ * model.h — a statistical model: a graph with parameters, data and a
+ * log density, as a sampler sees it (BridgeStan's view; docs/bridgestan.md).
+ *
+ * A kiln_model is made from a graph that declares its parameters with
+ * `param` (kiln_graph_param): each parameter has a constrained value (what
+ * the graph computes with) and an unconstrained value (what a sampler
+ * moves), related by Stan's constraint transforms (Stan Reference Manual,
+ * "Constraint transforms"):
+ *
+ *   no bounds           x = u                        log|J| = 0
+ *   lower L             x = L + exp(u)               log|J| = u
+ *   upper U             x = U - exp(u)               log|J| = u
+ *   lower L, upper U    x = L + (U - L) inv_logit(u)
+ *                       log|J| = log(U - L) - softplus(-u) - softplus(u)
+ *
+ * applied elementwise.  The unconstrained vector is the concatenation of
+ * the parameters' unconstrained values in declaration order, each
+ * flattened in C (row-major) order; the constrained vector is laid out
+ * the same way, followed (on request) by the outputs the graph marks as
+ * transformed parameters (`output tp NAME`) and then as generated
+ * quantities (`output gq NAME`), each flattened in C order.  Names follow
+ * Stan's dotted, 1-based form: `theta.1`, `m.2.3` (m[1][2] in C order).
+ *
+ * The log density is the graph's scalar float output named at creation,
+ * plus the sum of the log-Jacobians when `jacobian` is non-zero; kiln
+ * builds its gradient with respect to the unconstrained values (reverse
+ * mode) and compiles both with kiln_compile, so the policy, the tiers and
+ * the disk cache apply as for any function.  kiln keeps every constant of
+ * the density: `propto` is accepted and ignored (BridgeStan allows this).
+ *
+ * Threads: every function here that takes a const kiln_model * may be
+ * called from any number of threads at once on one model (each thread
+ * runs in its own context of the compiled functions).  kiln_model_free
+ * must not run while another call is in flight.
+ *
+ * Errors follow <kiln/kiln.h>: a non-zero kiln_code and a one-line
+ * err->message.  Nothing here calls abort() or exit().
+ */
+#ifndef KILN_MODEL_H
+#define KILN_MODEL_H
+
+#include <kiln/kiln.h>
+#include <kiln/graph.h>
+#include <kiln/io.h>
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_model kiln_model;
+
+/* Make a model from `g` (only read; may be freed after).
+ * `logp_output`: the name of the log-density output (a float scalar);
+ * NULL means the output named "logp", else the graph's first output.
+ * `data`: NULL or "" for none; a path ending in ".json" (read with
+ * kiln_json_data_read under `ropt`); otherwise JSON text.  Each shared
+ * value of g that has no value yet is bound from the data variable of the
+ * same name (kiln_json_data_get with its declared type); a symbolic dim
+ * takes its size from the data that binds it, or else from an integer
+ * scalar data variable of the symbol's name (Stan's `int<lower=0> N`).
+ * Data variables that no shared value uses are ignored.
+ * Errors: KILN_ERR_ARG (g NULL; no parameter; the graph has `grad`
+ * outputs only), KILN_ERR_NAME ("model: no output named 'lp'"; "model:
+ * data has no variable 'y' for shared value 'y' (declared f64[J])"),
+ * KILN_ERR_SHAPE / KILN_ERR_TYPE (data does not fit: the message names the
+ * variable, the declared type and what the data holds; "model: the size
+ * of symbol 'J' of parameter 'theta' is not known: no data binds it"),
+ * KILN_ERR_PARSE / KILN_ERR_IO (bad JSON, unreadable file), and the
+ * errors of kiln_compile.  The caller frees the model. */
+kiln_model *kiln_model_new(const kiln_graph *g, const char *logp_output,
+                           const char *data, const kiln_options *opt,
+                           const kiln_read_options *ropt, kiln_err *err);
+
+/* Free a model.  NULL is allowed. */
+void kiln_model_free(kiln_model *m);
+
+/* The graph's name. */
+const char *kiln_model_name(const kiln_model *m);
+
+/* A one-line description: kiln's version, the backends of the compiled
+ * kernels, the policy and the cache directory.  Owned by m. */
+const char *kiln_model_info(const kiln_model *m);
+
+/* Number of unconstrained values; number of constrained values with
+ * (non-zero) the transformed parameters and/or generated quantities. */
+int kiln_model_n_unc(const kiln_model *m);
+int kiln_model_n_params(const kiln_model *m, int include_tp, int include_gq);
+
+/* Comma-separated names (no spaces), owned by m: constrained (with tp/gq
+ * as asked) and unconstrained. */
+const char *kiln_model_param_names(const kiln_model *m, int include_tp,
+                                   int include_gq);
+const char *kiln_model_param_unc_names(const kiln_model *m);
+
+/* Write the constrained values for unconstrained `unc`
+ * (kiln_model_n_unc values) to `out` (kiln_model_n_params(m, tp, gq)).
+ * Errors: KILN_ERR_ARG (NULL pointers), KILN_ERR_RUNTIME (the tp/gq
+ * function failed), and kiln_function_call's errors. */
+int kiln_model_constrain(const kiln_model *m, int include_tp, int include_gq,
+                         const double *unc, double *out, kiln_err *err);
+
+/* The inverse: constrained parameter values `theta` (the first
+ * kiln_model_n_params(m, 0, 0) of a constrained vector) to unconstrained.
+ * Errors: KILN_ERR_ARG ("unconstrain: parameter 'tau.1' is -1, below its
+ * lower bound 0"; a value above its upper bound; NaN). */
+int kiln_model_unconstrain(const kiln_model *m, const double *theta,
+                           double *unc, kiln_err *err);
+
+/* As kiln_model_unconstrain with the constrained values given as a JSON
+ * object of CmdStan JSON form ({"mu": 1.5, "theta": [..]}), every
+ * parameter by name.  Errors: those of kiln_json_data_parse and
+ * kiln_json_data_get (a missing parameter, a wrong shape), and bounds. */
+int kiln_model_unconstrain_json(const kiln_model *m, const char *json,
+                                double *unc, kiln_err *err);
+
+/* The log density at `unc` into *lp and, when grad is not NULL, its
+ * gradient with respect to the unconstrained values into grad
+ * (kiln_model_n_unc values).  `jacobian` non-zero adds the
+ * log-Jacobians.  A non-finite density is not an error (*lp holds it).
+ * Errors: KILN_ERR_ARG (NULL unc or lp) and kiln_function_call's. */
+int kiln_model_log_density(const kiln_model *m, int jacobian,
+                           const double *unc, double *lp, double *grad,
+                           kiln_err *err);
+
+/* The log density, gradient and Hessian (n*n, row-major, symmetric) at
+ * `unc`.  The Hessian is central differences of the reverse-mode
+ * gradient, h_j = 6.06e-6 * max(1, |u_j|) (cbrt of machine epsilon),
+ * symmetrised: error O(h^2 * |g'''|) + O(eps * |g| / h), about 1e-9
+ * relative for smooth densities.  2n gradient evaluations. */
+int kiln_model_log_density_hessian(const kiln_model *m, int jacobian,
+                                   const double *unc, double *lp,
+                                   double *grad, double *hessian,
+                                   kiln_err *err);
+
+/* The log density and the Hessian-vector product H v at `unc`: central
+ * differences of the gradient along v, (g(u + h v) - g(u - h v)) / 2h with
+ * h = 6.06e-6 * max(1, |u|_inf) / max(|v|_inf, tiny); two gradient
+ * evaluations (one more for lp).  v = 0 gives 0. */
+int kiln_model_log_density_hvp(const kiln_model *m, int jacobian,
+                               const double *unc, const double *v,
+                               double *lp, double *hvp, kiln_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
