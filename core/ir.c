@@ -336,6 +336,9 @@ void kiln_graph_free(kiln_graph *g)
         free(g->symbols[s]);
     free(g->symbols);
     free(g->grads);
+    for (int k = 0; k < g->n_params; k++)
+        free(g->params[k].name);
+    free(g->params);
     free(g->map);
     free(g->name);
     free(g);
@@ -513,6 +516,7 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
         c->cap_outputs = g->n_outputs;
         for (int k = 0; k < g->n_outputs; k++) {
             c->outputs[k].value = g->outputs[k].value;
+            c->outputs[k].kind = g->outputs[k].kind;
             c->outputs[k].name = dupstr(g->outputs[k].name);
             c->n_outputs = k + 1;
             if (!c->outputs[k].name)
@@ -535,6 +539,19 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
         if (!c->grads)
             goto nomem;
         c->n_grads = c->cap_grads = g->n_grads;
+    }
+    if (g->n_params) {
+        c->params = calloc((size_t)g->n_params, sizeof *c->params);
+        if (!c->params)
+            goto nomem;
+        c->cap_params = g->n_params;
+        for (int k = 0; k < g->n_params; k++) {
+            c->params[k] = g->params[k];
+            c->params[k].name = dupstr(g->params[k].name);
+            c->n_params = k + 1;
+            if (!c->params[k].name)
+                goto nomem;
+        }
     }
     if (g->map_cap) {
         c->map = dupmem(g->map, sizeof *c->map * (size_t)g->map_cap);
@@ -1160,6 +1177,7 @@ int kiln_graph_output(kiln_graph *g, const char *name, kiln_value v,
     int k = g->n_outputs++;
     g->outputs[k].name = copy;
     g->outputs[k].value = v;
+    g->outputs[k].kind = KILN_OUTPUT_PLAIN;
     map_put(g->map, g->map_cap, g, MAP_OUT(k));
     if (name_value) {
         g->nodes[v].name = vname;

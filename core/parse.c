@@ -1297,6 +1297,72 @@ out:
     return rc;
 }
 
+/* `param NAME: TYPE [lower=L] [upper=U]`: L and U are numbers or names
+ * of scalar const/shared values (kiln_graph_param, core/param.c). */
+static int stmt_param(parser *p)
+{
+    tok name;
+    char *s = NULL;
+    decl_type ty;
+    int rc = -1;
+    double bound[2] = {-INFINITY, INFINITY};
+    kiln_value ref[2] = {-1, -1};
+    int seen[2] = {0, 0};
+    if (decl_head(p, "param", &name, &s) || parse_type(p, &ty))
+        goto out;
+    while (p->t.kind == T_IDENT) {
+        tok kw = p->t;
+        int which = is_word(&kw, "lower") ? 0 : is_word(&kw, "upper") ? 1 : -1;
+        if (which < 0) {
+            expected(p, "lower=BOUND, upper=BOUND or end of line");
+            goto out;
+        }
+        if (seen[which]) {
+            fail_at(p, kw.line, kw.col, KILN_ERR_PARSE,
+                    "param: %s given twice", which ? "upper" : "lower");
+            goto out;
+        }
+        seen[which] = 1;
+        if (advance(p) || expect(p, T_EQ, "'=' after the bound's keyword"))
+            goto out;
+        if (starts_scalar(p)) {
+            scalar sc;
+            if (parse_scalar(p, &sc))
+                goto out;
+            if (sc.kind == KILN_LIT_BOOL || isnan(sc.d)) {
+                fail_at(p, sc.line, sc.col, KILN_ERR_PARSE,
+                        "param: a bound is a number or a name, found '%.*s'",
+                        sc.n > 60 ? 60 : (int)sc.n, sc.s);
+                goto out;
+            }
+            bound[which] = sc.d;
+        } else if (p->t.kind == T_IDENT) {
+            tok bt = p->t;
+            if (lookup_name(p, &bt, &ref[which]) || advance(p))
+                goto out;
+        } else {
+            expected(p, "a number or the name of a scalar const or shared "
+                        "value");
+            goto out;
+        }
+    }
+    if (end_of_statement(p))
+        goto out;
+    kiln_value v = kiln_graph_param(p->g, s, ty.dt, ty.rank, ty.dims,
+                                    bound[0], ref[0], bound[1], ref[1],
+                                    &p->e);
+    if (v < 0) {
+        builder_fail(p, name.line, name.col);
+        goto out;
+    }
+    rc = record_def(p, v, name.line);
+    if (!rc && p->g->params[p->g->n_params - 1].unc != v)
+        rc = record_def(p, p->g->params[p->g->n_params - 1].unc, name.line);
+out:
+    free(s);
+    return rc;
+}
+
 /* Growable typed buffer for a const's values. */
 typedef struct cbuf {
     unsigned char *data;
@@ -1610,6 +1676,20 @@ static int stmt_output(parser *p)
 {
     if (advance(p))
         return -1;
+    /* `output tp NAME ...`, `output gq NAME ...`: a model's transformed
+     * parameter or generated quantity (tp and gq are keywords only
+     * here, before a name) */
+    int kind = KILN_OUTPUT_PLAIN;
+    if (is_word(&p->t, "tp") || is_word(&p->t, "gq")) {
+        const tok *nx = peek(p);
+        if (!nx)
+            return -1;
+        if (nx->kind == T_IDENT) {
+            kind = is_word(&p->t, "tp") ? KILN_OUTPUT_TP : KILN_OUTPUT_GQ;
+            if (advance(p))
+                return -1;
+        }
+    }
     tok name = p->t;
     char *s = tok_str(&name);
     int rc = -1;
@@ -1645,6 +1725,7 @@ static int stmt_output(parser *p)
         builder_fail(p, name.line, name.col);
         goto out;
     }
+    p->g->outputs[p->g->n_outputs - 1].kind = kind;
     if (note_line(&p->out_line, &p->out_cap, p->g->n_outputs - 1, name.line)) {
         nomem(p);
         goto out;
@@ -2019,7 +2100,7 @@ static int parse_graph(parser *p)
             return expected(p, m);
         }
         if (p->t.kind != T_IDENT)
-            return expected(p, "a statement (input, shared, const, output, "
+            return expected(p, "a statement (input, param, shared, const, output, "
                                "NAME = EXPR or end)");
         const tok *nx = peek(p);
         if (!nx)
@@ -2035,6 +2116,8 @@ static int parse_graph(parser *p)
             rc = stmt_const(p);
         else if (nx->kind == T_IDENT && is_word(&p->t, "output"))
             rc = stmt_output(p);
+        else if (nx->kind == T_IDENT && is_word(&p->t, "param"))
+            rc = stmt_param(p);
         else if (nx->kind == T_EQ)
             rc = stmt_assign(p);
         else if (nx->kind == T_COMMA)
