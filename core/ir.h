@@ -174,6 +174,15 @@ void kiln_ir_node_drop_attrs(kiln_node *n);
 
 /* ---- errors ------------------------------------------------------- */
 
+/* Give shared value v, declared without a value, the value `value` (a
+ * copy), with the checks kiln_graph_shared makes: the dtype, the declared
+ * dims, and every symbol the same size as in the shared values already
+ * bound.  Returns 0, or KILN_ERR_ARG (v is not an unbound shared value),
+ * KILN_ERR_TYPE / KILN_ERR_SHAPE (message as kiln_graph_shared's),
+ * KILN_ERR_NOMEM.  (kiln run --data, core/json.c) */
+int kiln_ir_bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
+                        kiln_err *err);
+
 /* The tN numbering kiln_graph_print gives g's unnamed nodes: a new array
  * of n_nodes entries, N or -1 (named, or a literal printed inline);
  * NULL when out of memory.  The caller frees it (core/print.c). */

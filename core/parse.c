@@ -69,6 +69,10 @@ typedef struct parser {
     size_t def_cap;
     int *out_line;       /* line of output k */
     size_t out_cap;
+    /* the JSON data file json() sources read last (its resolved path),
+     * kept so that a model's many json() values read it once */
+    char *json_path;
+    kiln_json_data *json;
 } parser;
 
 /* ---- errors --------------------------------------------------------- */
@@ -1568,14 +1572,16 @@ static int stmt_shared(parser *p)
     if (decl_head(p, "shared", &name, &s) || parse_type(p, &ty))
         goto out;
     tok src = name, ptok = name;
-    int is_csv = 0;
+    const char *kind = NULL;   /* "npy", "csv" or "json" */
     if (p->t.kind == T_EQ) {
         if (advance(p))
             goto out;
         src = p->t;
-        is_csv = is_word(&p->t, "csv");
-        if (!is_csv && !is_word(&p->t, "npy")) {
-            expected(p, "npy(\"FILE\") or csv(\"FILE\", \"COLUMN\") after '='");
+        kind = is_word(&p->t, "npy") ? "npy" : is_word(&p->t, "csv") ? "csv"
+               : is_word(&p->t, "json") ? "json" : NULL;
+        if (!kind) {
+            expected(p, "npy(\"FILE\"), csv(\"FILE\", \"COLUMN\") or "
+                        "json(\"FILE\", \"KEY\") after '='");
             goto out;
         }
         if (advance(p) || expect(p, T_LPAREN, "'('"))
@@ -1591,11 +1597,14 @@ static int stmt_shared(parser *p)
         }
         if (advance(p))
             goto out;
-        if (is_csv) {
-            if (expect(p, T_COMMA, "',' and a column name"))
+        if (kind[0] != 'n') {
+            int csv = kind[0] == 'c';
+            if (expect(p, T_COMMA, csv ? "',' and a column name"
+                                       : "',' and a variable name"))
                 goto out;
             if (p->t.kind != T_STRING) {
-                expected(p, "a column name in double quotes");
+                expected(p, csv ? "a column name in double quotes"
+                                : "a variable name in double quotes");
                 goto out;
             }
             if (!(column = str_value(&p->t))) {
@@ -1625,9 +1634,29 @@ static int stmt_shared(parser *p)
                     "cannot read data file '%s': %s", path, strerror(errno));
             goto out;
         }
-        int r = is_csv ? kiln_csv_read_column_opts(full, column, ty.dt,
-                                                   p->data, &t, &p->e)
-                       : kiln_npy_read_opts(full, p->data, &t, &p->e);
+        int r;
+        if (kind[0] == 'j') {
+            /* one read of a file that several json() values name */
+            if (!p->json || strcmp(p->json_path, full) != 0) {
+                kiln_json_data_free(p->json);
+                free(p->json_path);
+                p->json_path = NULL;
+                p->json = kiln_json_data_read(full, p->data, &p->e);
+                if (p->json && !(p->json_path = strdup(full))) {
+                    kiln_json_data_free(p->json);
+                    p->json = NULL;
+                    nomem(p);
+                    goto out;
+                }
+            }
+            r = !p->json || kiln_json_data_get(p->json, column, ty.dt,
+                                               ty.rank, ty.dims, &t, &p->e);
+        } else if (kind[0] == 'c') {
+            r = kiln_csv_read_column_opts(full, column, ty.dt, p->data, &t,
+                                          &p->e);
+        } else {
+            r = kiln_npy_read_opts(full, p->data, &t, &p->e);
+        }
         if (r) {
             builder_fail(p, src.line, src.col);
             goto out;
@@ -1638,9 +1667,10 @@ static int stmt_shared(parser *p)
             nomem(p);
             goto out;
         }
-        size_t k = 0;
-        memcpy(source, is_csv ? "csv(\"" : "npy(\"", 5);
-        k = put_escaped(source, 5, path);
+        size_t k = strlen(kind);
+        memcpy(source, kind, k);
+        memcpy(source + k, "(\"", 2);
+        k = put_escaped(source, k + 2, path);
         source[k++] = '"';
         if (column) {
             memcpy(source + k, ", \"", 3);
@@ -2165,6 +2195,8 @@ static kiln_graph *parse_text(const char *text, size_t len,
     p.base_dir = base_dir && *base_dir ? base_dir : NULL;
     p.data = data;
     int rc = parse_graph(&p);
+    kiln_json_data_free(p.json);
+    free(p.json_path);
     free(p.def_line);
     free(p.out_line);
     free(p.open_at);
