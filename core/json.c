@@ -122,6 +122,9 @@ static const char *fmt_real(char *buf, size_t size, double v)
             if (strtod(buf, NULL) == v)
                 break;
         }
+        for (char *c = buf; *c; c++)   /* a locale's decimal comma */
+            if (*c == ',')
+                *c = '.';
         if (!strpbrk(buf, ".e"))
             strncat(buf, ".0", size - strlen(buf) - 1);
     }
@@ -225,9 +228,10 @@ static int int_out_of_range(const char *s, size_t n)
     return memcmp(dg, lim, ll) > 0;
 }
 
-/* Walk the text: collect the top-level keys (refusing a NUL in one) and
- * refuse integers json-c could not store.  The text is valid JSON. */
-static int scan_text(const char *s, size_t n, const char *file,
+/* Walk the text from byte `start` (after a byte order mark): collect the
+ * top-level keys (refusing a NUL in one, and single quotes) and refuse
+ * integers json-c could not store.  The text is JSON json-c accepted. */
+static int scan_text(const char *s, size_t start, size_t n, const char *file,
                      jkey **keys_out, int *nkeys_out, kiln_err *err)
 {
     char stack[JSON_DEPTH + 8];
@@ -236,7 +240,7 @@ static int scan_text(const char *s, size_t n, const char *file,
     char shown[EXCERPT_SIZE(EXCERPT_MAX)];
     int line, col, rc = 0;
 
-    for (size_t i = 0; i < n;) {
+    for (size_t i = start; i < n;) {
         unsigned char c = (unsigned char)s[i];
         if (c == '"') {
             size_t j = i + 1;
@@ -627,9 +631,11 @@ static int parse_into(kiln_json_data *d, const char *text, size_t len,
     json_object *root = NULL;
     jkey *keys = NULL;
     int nkeys = 0, rc = 0;
-    size_t i;
+    /* a UTF-8 byte order mark, which RFC 8259 lets a parser ignore;
+     * positions still count it */
+    size_t i, bom = len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
 
-    for (i = 0; i < len && is_ws((unsigned char)text[i]); i++)
+    for (i = bom; i < len && is_ws((unsigned char)text[i]); i++)
         ;
     if (i == len)
         return kiln_seterr(err, KILN_ERR_PARSE, "%s: no JSON value (the text "
@@ -643,9 +649,9 @@ static int parse_into(kiln_json_data *d, const char *text, size_t len,
         return kiln_seterr(err, KILN_ERR_NOMEM, "%s: out of memory", file);
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
                                     JSON_TOKENER_VALIDATE_UTF8);
-    root = json_tokener_parse_ex(tok, text, (int)len);
+    root = json_tokener_parse_ex(tok, text + bom, (int)(len - bom));
     enum json_tokener_error jerr = json_tokener_get_error(tok);
-    size_t end = json_tokener_get_parse_end(tok);
+    size_t end = bom + json_tokener_get_parse_end(tok);
     if (!root && jerr == json_tokener_continue) {
         /* the text ended inside a value, or a top-level number waits for
          * a character that ends it: a NUL ends the text */
@@ -684,7 +690,7 @@ static int parse_into(kiln_json_data *d, const char *text, size_t len,
                          "object, found %s", file, type_word(root));
         goto done;
     }
-    if ((rc = scan_text(text, len, file, &keys, &nkeys, err)) != 0)
+    if ((rc = scan_text(text, bom, len, file, &keys, &nkeys, err)) != 0)
         goto done;
     int n = json_object_object_length(root);
     if (nkeys != n) {

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <float.h>
+#include <locale.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -658,6 +659,43 @@ static void test_parse_errors(void)
     }
 }
 
+/* A byte order mark is skipped; positions still count its bytes. */
+static void test_bom(void)
+{
+    kiln_json_data *d = PARSE("\xEF\xBB\xBF{\"x\": 1}");
+    ok(d && kiln_json_data_has(d, "x"), "a UTF-8 byte order mark is skipped");
+    kiln_json_data_free(d);
+    PARSE_ERR("\xEF\xBB\xBF{\"x\": [1,]}", KILN_ERR_PARSE,
+              "t.json:1:13: unexpected character (at ']}')",
+              "after a byte order mark, columns count its 3 bytes");
+    PARSE_ERR("\xEF\xBB\xBF{\"x\": 1, \"x\": 2}", KILN_ERR_PARSE,
+              "t.json:1:13: duplicate key 'x' (first at line 1)",
+              "a duplicate after a byte order mark");
+}
+
+/* A locale with ',' as decimal point changes neither the reading of
+ * numbers nor how messages write them. */
+static void test_locale(void)
+{
+    const char *got = comma_locale();
+    if (!got) {
+        ok(1, "# SKIP no locale with a ',' decimal point installed");
+        ok(1, "# SKIP no locale with a ',' decimal point installed");
+        return;
+    }
+    kiln_json_data *d = PARSE("{\"x\": [1.5, 2.25]}");
+    int64_t d2[] = {2};
+    kiln_tensor t = get(d, "x", KILN_F64, 1, d2);
+    ok(eq_f64(&t, (double[]){1.5, 2.25}, 2), "numbers read the same under "
+       "%s", got);
+    free(t.data);
+    get_err(d, "x", KILN_I64, 1, d2, KILN_ERR_TYPE,
+            "t.json: variable 'x': expected i64[2], found real values "
+            "(element [0] is 1.5)", "and messages write them with '.'");
+    kiln_json_data_free(d);
+    setlocale(LC_NUMERIC, "C");
+}
+
 /* ---- files -------------------------------------------------------------- */
 
 typedef struct read_job {
@@ -988,6 +1026,8 @@ int main(void)
     test_empty();
     test_shape_errors();
     test_parse_errors();
+    test_bom();
+    test_locale();
     test_files();
     test_kg_source();
     test_bind_graph();

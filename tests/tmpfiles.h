@@ -1,11 +1,14 @@
 /*
- * tmpfiles.h — small files in a fresh temporary directory, for the data
- * reader tests (test_npy.c, test_csv.c, test_json.c).
+ * tmpfiles.h — helpers of the data reader tests (test_npy.c, test_csv.c,
+ * test_json.c): small files in a fresh temporary directory, and a locale
+ * whose decimal point is ','.
  *
  *   if (!tmp_make("kiln-json")) ...        $TMPDIR (or /tmp)/kiln-json-XXXXXX
  *   const char *p = PUT("a.csv", "x\n1\n"); write a literal, get its path
  *   tpath("b.csv")                         a path in the directory
  *   rm_tree(tmpdir);                       remove it all at the end
+ *   comma_locale()                         LC_NUMERIC with a ',' decimal
+ *                                          point, or NULL (then "C")
  *
  * Header-only (static functions; every test that includes it calls
  * rm_tree); a test includes it once.
@@ -14,6 +17,7 @@
 #define KILN_TESTS_TMPFILES_H
 
 #include <dirent.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +82,23 @@ static void rm_tree(const char *dir)
     }
     closedir(d);
     rmdir(dir);
+}
+
+/* Set LC_NUMERIC to an installed locale whose decimal point is ',' and
+ * return its name; NULL (LC_NUMERIC back to "C") when there is none.  The
+ * caller sets "C" again when done. */
+static inline const char *comma_locale(void)
+{
+    static const char *names[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8",
+                                  "fr_FR.utf8", "de_DE", NULL};
+    const char *got = NULL;
+    for (int i = 0; names[i] && !got; i++)
+        got = setlocale(LC_NUMERIC, names[i]);
+    if (!got || strcmp(localeconv()->decimal_point, ".") == 0) {
+        setlocale(LC_NUMERIC, "C");
+        return NULL;
+    }
+    return got;
 }
 
 #endif
