@@ -1617,22 +1617,8 @@ static void test_data_trust(void)
  * (core/param.c; docs/ir.md "Parameters"). */
 static void test_params(void)
 {
-    const char *lines[] = {
-        "kiln 1", "graph m",
-        "  param a: f64[3]",
-        "  param tau: f64 lower=0",
-        "  const hi: f64 = 3.5",
-        "  param rho: f64 lower=-1 upper=1",
-        "  param s: f64[2] upper=hi",
-        "  param w: f32 lower=-0.5",
-        "  theta = add(a, tau)",
-        "  output logp = add(sum(theta), add(rho, sum(s)))",
-        "  output tp th = theta",
-        "  output gq s2 = mul(s, 2)",
-        "  output tp",
-        "end", NULL};
-    /* `tp` above is an ordinary output of a value named tp: keywords only
-     * before a name */
+    /* `output tp` and `output gq = ...` are outputs named tp and gq,
+     * `param = ...` an assignment: keywords only before a name */
     const char *lines2[] = {
         "kiln 1", "graph m",
         "  param a: f64[3]",
@@ -1651,7 +1637,6 @@ static void test_params(void)
            "output tp / output gq = ... / param = ... keep their old meaning");
         kiln_graph_free(g2);
     }
-    /* the graph above needs a value tp: add one */
     const char *lines3[] = {
         "kiln 1", "graph m",
         "  param a: f64[3]",
@@ -1665,7 +1650,6 @@ static void test_params(void)
         "  output tp th = theta",
         "  output gq s2 = mul(s, 2)",
         "end", NULL};
-    (void)lines;
     t = cat_lines(lines3);
     kiln_graph *g = parse_ok(t, "parameters with bounds");
     round_trip(t, "parameters");
