@@ -336,6 +336,9 @@ void kiln_graph_free(kiln_graph *g)
         free(g->symbols[s]);
     free(g->symbols);
     free(g->grads);
+    for (int k = 0; k < g->n_params; k++)
+        free(g->params[k].name);
+    free(g->params);
     free(g->map);
     free(g->name);
     free(g);
@@ -513,6 +516,7 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
         c->cap_outputs = g->n_outputs;
         for (int k = 0; k < g->n_outputs; k++) {
             c->outputs[k].value = g->outputs[k].value;
+            c->outputs[k].kind = g->outputs[k].kind;
             c->outputs[k].name = dupstr(g->outputs[k].name);
             c->n_outputs = k + 1;
             if (!c->outputs[k].name)
@@ -535,6 +539,19 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
         if (!c->grads)
             goto nomem;
         c->n_grads = c->cap_grads = g->n_grads;
+    }
+    if (g->n_params) {
+        c->params = calloc((size_t)g->n_params, sizeof *c->params);
+        if (!c->params)
+            goto nomem;
+        c->cap_params = g->n_params;
+        for (int k = 0; k < g->n_params; k++) {
+            c->params[k] = g->params[k];
+            c->params[k].name = dupstr(g->params[k].name);
+            c->n_params = k + 1;
+            if (!c->params[k].name)
+                goto nomem;
+        }
     }
     if (g->map_cap) {
         c->map = dupmem(g->map, sizeof *c->map * (size_t)g->map_cap);
@@ -722,6 +739,89 @@ kiln_value kiln_graph_input(kiln_graph *g, const char *name, kiln_dtype dt,
     return leaf(g, KILN_OP_INPUT, name, &t, NULL, 0, NULL, err);
 }
 
+/* Does `value` fit a shared value `name` declared (dt, rank, dims)?  Its
+ * dtype must equal dt, its shape fit dims (a symbol takes the value's
+ * size, the same within the value and across the shared values already
+ * bound).  Returns 0 with *nbytes set, or an error code with err set. */
+static int shared_value_check(const kiln_graph *g, const char *name,
+                              kiln_dtype dt, int rank, const int64_t *dims,
+                              const kiln_tensor *value, size_t *nbytes,
+                              kiln_err *err)
+{
+    char s1[256], s2[256];
+    if (value->dtype != dt)
+        return kiln_seterr(err, KILN_ERR_TYPE,
+                           "shared '%s': value has dtype %s, declared %s",
+                           name, kiln_dtype_name(value->dtype),
+                           kiln_dtype_name(dt));
+    if (value->rank < 0 || value->rank > KILN_MAX_RANK)
+        return kiln_seterr(err, KILN_ERR_ARG, "shared '%s': value has a "
+                           "bad rank %d", name, value->rank);
+    int bad = value->rank != rank;
+    for (int i = 0; !bad && i < rank; i++) {
+        if (value->shape[i] < 0)
+            bad = 1;
+        else if (dims[i] >= 0 && dims[i] != value->shape[i])
+            bad = 1;
+    }
+    if (bad)
+        return kiln_seterr(err, KILN_ERR_SHAPE,
+                           "shared '%s': value has shape %s, declared %s",
+                           name,
+                           kiln_ir_shape_str(g, value->rank, value->shape,
+                                             s1, sizeof s1),
+                           kiln_ir_shape_str(g, rank, dims, s2,
+                                             sizeof s2));
+    /* a symbol takes the value's size, the same everywhere: within
+     * this value and across the shared values already bound */
+    for (int i = 0; i < rank; i++) {
+        if (!KILN_DIM_IS_SYM(dims[i]))
+            continue;
+        for (int j = 0; j < i; j++)
+            if (dims[j] == dims[i] && value->shape[j] != value->shape[i])
+                return kiln_seterr(err, KILN_ERR_SHAPE,
+                                   "shared '%s': value has shape %s but "
+                                   "declared %s needs dims %d and %d "
+                                   "equal", name,
+                                   kiln_ir_shape_str(g, value->rank,
+                                                     value->shape, s1,
+                                                     sizeof s1),
+                                   kiln_ir_shape_str(g, rank, dims, s2,
+                                                     sizeof s2), j, i),
+                       -1;
+        for (int n = 0; n < g->n_nodes; n++) {
+            const kiln_node *o = &g->nodes[n];
+            if (o->op != KILN_OP_SHARED || !o->data)
+                continue;
+            for (int k = 0; k < o->type.rank; k++)
+                if (o->type.dims[k] == dims[i] &&
+                    o->vshape[k] != value->shape[i]) {
+                    char d[128];
+                    return kiln_seterr(
+                               err, KILN_ERR_SHAPE,
+                               "shared '%s': value has shape %s but "
+                               "symbol '%s' is %lld in shared '%s'",
+                               name,
+                               kiln_ir_shape_str(g, value->rank,
+                                                 value->shape, s1,
+                                                 sizeof s1),
+                               kiln_ir_dim_str(g, dims[i], d, sizeof d),
+                               (long long)o->vshape[k], o->name);
+                }
+        }
+    }
+    int64_t numel = kiln_shape_numel(rank, value->shape);
+    size_t es = kiln_dtype_size(dt);
+    if (numel < 0 || (uint64_t)numel > SIZE_MAX / es)
+        return kiln_seterr(err, KILN_ERR_ARG, "shared '%s': value is too "
+                           "large", name);
+    *nbytes = (size_t)numel * es;
+    if (*nbytes && !value->data)
+        return kiln_seterr(err, KILN_ERR_ARG, "shared '%s': value has no "
+                           "data", name);
+    return 0;
+}
+
 kiln_value kiln_graph_shared(kiln_graph *g, const char *name, kiln_dtype dt,
                              int rank, const int64_t *dims,
                              const kiln_tensor *value, kiln_err *err)
@@ -732,77 +832,8 @@ kiln_value kiln_graph_shared(kiln_graph *g, const char *name, kiln_dtype dt,
     void *data = NULL;
     size_t nbytes = 0;
     if (value) {
-        char s1[256], s2[256];
-        if (value->dtype != dt)
-            return kiln_seterr(err, KILN_ERR_TYPE,
-                               "shared '%s': value has dtype %s, declared %s",
-                               name, kiln_dtype_name(value->dtype),
-                               kiln_dtype_name(dt)), -1;
-        if (value->rank < 0 || value->rank > KILN_MAX_RANK)
-            return kiln_seterr(err, KILN_ERR_ARG, "shared '%s': value has a "
-                               "bad rank %d", name, value->rank), -1;
-        int bad = value->rank != rank;
-        for (int i = 0; !bad && i < rank; i++) {
-            if (value->shape[i] < 0)
-                bad = 1;
-            else if (dims[i] >= 0 && dims[i] != value->shape[i])
-                bad = 1;
-        }
-        if (bad)
-            return kiln_seterr(err, KILN_ERR_SHAPE,
-                               "shared '%s': value has shape %s, declared %s",
-                               name,
-                               kiln_ir_shape_str(g, value->rank, value->shape,
-                                                 s1, sizeof s1),
-                               kiln_ir_shape_str(g, rank, dims, s2,
-                                                 sizeof s2)), -1;
-        /* a symbol takes the value's size, the same everywhere: within
-         * this value and across the shared values already bound */
-        for (int i = 0; i < rank; i++) {
-            if (!KILN_DIM_IS_SYM(dims[i]))
-                continue;
-            for (int j = 0; j < i; j++)
-                if (dims[j] == dims[i] && value->shape[j] != value->shape[i])
-                    return kiln_seterr(err, KILN_ERR_SHAPE,
-                                       "shared '%s': value has shape %s but "
-                                       "declared %s needs dims %d and %d "
-                                       "equal", name,
-                                       kiln_ir_shape_str(g, value->rank,
-                                                         value->shape, s1,
-                                                         sizeof s1),
-                                       kiln_ir_shape_str(g, rank, dims, s2,
-                                                         sizeof s2), j, i),
-                           -1;
-            for (int n = 0; n < g->n_nodes; n++) {
-                const kiln_node *o = &g->nodes[n];
-                if (o->op != KILN_OP_SHARED || !o->data)
-                    continue;
-                for (int k = 0; k < o->type.rank; k++)
-                    if (o->type.dims[k] == dims[i] &&
-                        o->vshape[k] != value->shape[i]) {
-                        char d[128];
-                        return kiln_seterr(
-                                   err, KILN_ERR_SHAPE,
-                                   "shared '%s': value has shape %s but "
-                                   "symbol '%s' is %lld in shared '%s'",
-                                   name,
-                                   kiln_ir_shape_str(g, value->rank,
-                                                     value->shape, s1,
-                                                     sizeof s1),
-                                   kiln_ir_dim_str(g, dims[i], d, sizeof d),
-                                   (long long)o->vshape[k], o->name), -1;
-                    }
-            }
-        }
-        int64_t numel = kiln_shape_numel(rank, value->shape);
-        size_t es = kiln_dtype_size(dt);
-        if (numel < 0 || (uint64_t)numel > SIZE_MAX / es)
-            return kiln_seterr(err, KILN_ERR_ARG, "shared '%s': value is too "
-                               "large", name), -1;
-        nbytes = (size_t)numel * es;
-        if (nbytes && !value->data)
-            return kiln_seterr(err, KILN_ERR_ARG, "shared '%s': value has no "
-                               "data", name), -1;
+        if (shared_value_check(g, name, dt, rank, dims, value, &nbytes, err))
+            return -1;
         for (int i = 0; i < rank; i++)
             vshape[i] = value->shape[i];
     } else {
@@ -818,6 +849,30 @@ kiln_value kiln_graph_shared(kiln_graph *g, const char *name, kiln_dtype dt,
             return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory"), -1;
     }
     return leaf(g, KILN_OP_SHARED, name, &t, data, nbytes, vshape, err);
+}
+
+int kiln_ir_bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
+                        kiln_err *err)
+{
+    if (!g || !value || v < 0 || v >= g->n_nodes ||
+        g->nodes[v].op != KILN_OP_SHARED || g->nodes[v].data)
+        return kiln_seterr(err, KILN_ERR_ARG, "kiln_ir_bind_shared: not a "
+                           "shared value without a value");
+    kiln_node *n = &g->nodes[v];
+    size_t nbytes = 0;
+    int rc = shared_value_check(g, n->name, n->type.dtype, n->type.rank,
+                                n->type.dims, value, &nbytes, err);
+    if (rc)
+        return rc;
+    void *data = dupmem(value->data, nbytes);
+    if (!data)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    n->data = data;
+    n->nbytes = nbytes;
+    memset(n->vshape, 0, sizeof n->vshape);
+    for (int i = 0; i < n->type.rank; i++)
+        n->vshape[i] = value->shape[i];
+    return 0;
 }
 
 kiln_value kiln_graph_const(kiln_graph *g, const char *name, kiln_dtype dt,
@@ -1160,6 +1215,7 @@ int kiln_graph_output(kiln_graph *g, const char *name, kiln_value v,
     int k = g->n_outputs++;
     g->outputs[k].name = copy;
     g->outputs[k].value = v;
+    g->outputs[k].kind = KILN_OUTPUT_PLAIN;
     map_put(g->map, g->map_cap, g, MAP_OUT(k));
     if (name_value) {
         g->nodes[v].name = vname;

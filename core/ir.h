@@ -104,12 +104,28 @@ typedef struct kiln_node {
                                      constant promotion (core/rewrite):
                                      bound at creation, not a shared value
                                      the caller sees or binds */
+    int param;                    /* 1 + the index of the parameter whose
+                                     declaration made this node (its
+                                     input, transform and log-Jacobian:
+                                     printed as one `param` line), else 0 */
 } kiln_node;
 
 typedef struct kiln_output {
     char *name;
     kiln_value value;
+    int kind;                     /* kiln_output_kind */
 } kiln_output;
+
+/* A parameter (kiln_graph_param): the unconstrained input, the
+ * constrained value, the sum of the log-Jacobian (-1: none, no bounds)
+ * and the bounds: a named scalar node (lower_ref/upper_ref >= 0) or a
+ * number (lower/upper; -inf / +inf when absent). */
+typedef struct kiln_param_rec {
+    char *name;
+    kiln_value unc, value, logjac;
+    kiln_value lower_ref, upper_ref;
+    double lower, upper;
+} kiln_param_rec;
 
 /* What kiln_graph_grad made: result = d cost / d wrt.  Kept so that tools
  * (kiln run --check-grad, the sampler callback) know which output is the
@@ -129,6 +145,8 @@ struct kiln_graph {
     int n_symbols, cap_symbols;
     kiln_grad_rec *grads;         /* gradients made by kiln_graph_grad */
     int n_grads, cap_grads;
+    kiln_param_rec *params;       /* parameters, in declaration order */
+    int n_params, cap_params;
     /* name -> node map (open addressing; see ir.c) */
     int32_t *map;
     int map_cap;
@@ -155,6 +173,15 @@ void kiln_ir_node_drop_attrs(kiln_node *n);
 #define KILN_DIM_IS_SYM(d) ((d) <= -2)
 
 /* ---- errors ------------------------------------------------------- */
+
+/* Give shared value v, declared without a value, the value `value` (a
+ * copy), with the checks kiln_graph_shared makes: the dtype, the declared
+ * dims, and every symbol the same size as in the shared values already
+ * bound.  Returns 0, or KILN_ERR_ARG (v is not an unbound shared value),
+ * KILN_ERR_TYPE / KILN_ERR_SHAPE (message as kiln_graph_shared's),
+ * KILN_ERR_NOMEM.  (kiln run --data, core/json.c) */
+int kiln_ir_bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
+                        kiln_err *err);
 
 /* The tN numbering kiln_graph_print gives g's unnamed nodes: a new array
  * of n_nodes entries, N or -1 (named, or a literal printed inline);

@@ -69,6 +69,10 @@ typedef struct parser {
     size_t def_cap;
     int *out_line;       /* line of output k */
     size_t out_cap;
+    /* the JSON data file json() sources read last (its resolved path),
+     * kept so that a model's many json() values read it once */
+    char *json_path;
+    kiln_json_data *json;
 } parser;
 
 /* ---- errors --------------------------------------------------------- */
@@ -1297,6 +1301,72 @@ out:
     return rc;
 }
 
+/* `param NAME: TYPE [lower=L] [upper=U]`: L and U are numbers or names
+ * of scalar const/shared values (kiln_graph_param, core/param.c). */
+static int stmt_param(parser *p)
+{
+    tok name;
+    char *s = NULL;
+    decl_type ty;
+    int rc = -1;
+    double bound[2] = {-INFINITY, INFINITY};
+    kiln_value ref[2] = {-1, -1};
+    int seen[2] = {0, 0};
+    if (decl_head(p, "param", &name, &s) || parse_type(p, &ty))
+        goto out;
+    while (p->t.kind == T_IDENT) {
+        tok kw = p->t;
+        int which = is_word(&kw, "lower") ? 0 : is_word(&kw, "upper") ? 1 : -1;
+        if (which < 0) {
+            expected(p, "lower=BOUND, upper=BOUND or end of line");
+            goto out;
+        }
+        if (seen[which]) {
+            fail_at(p, kw.line, kw.col, KILN_ERR_PARSE,
+                    "param: %s given twice", which ? "upper" : "lower");
+            goto out;
+        }
+        seen[which] = 1;
+        if (advance(p) || expect(p, T_EQ, "'=' after the bound's keyword"))
+            goto out;
+        if (starts_scalar(p)) {
+            scalar sc;
+            if (parse_scalar(p, &sc))
+                goto out;
+            if (sc.kind == KILN_LIT_BOOL || isnan(sc.d)) {
+                fail_at(p, sc.line, sc.col, KILN_ERR_PARSE,
+                        "param: a bound is a number or a name, found '%.*s'",
+                        sc.n > 60 ? 60 : (int)sc.n, sc.s);
+                goto out;
+            }
+            bound[which] = sc.d;
+        } else if (p->t.kind == T_IDENT) {
+            tok bt = p->t;
+            if (lookup_name(p, &bt, &ref[which]) || advance(p))
+                goto out;
+        } else {
+            expected(p, "a number or the name of a scalar const or shared "
+                        "value");
+            goto out;
+        }
+    }
+    if (end_of_statement(p))
+        goto out;
+    kiln_value v = kiln_graph_param(p->g, s, ty.dt, ty.rank, ty.dims,
+                                    bound[0], ref[0], bound[1], ref[1],
+                                    &p->e);
+    if (v < 0) {
+        builder_fail(p, name.line, name.col);
+        goto out;
+    }
+    rc = record_def(p, v, name.line);
+    if (!rc && p->g->params[p->g->n_params - 1].unc != v)
+        rc = record_def(p, p->g->params[p->g->n_params - 1].unc, name.line);
+out:
+    free(s);
+    return rc;
+}
+
 /* Growable typed buffer for a const's values. */
 typedef struct cbuf {
     unsigned char *data;
@@ -1502,14 +1572,16 @@ static int stmt_shared(parser *p)
     if (decl_head(p, "shared", &name, &s) || parse_type(p, &ty))
         goto out;
     tok src = name, ptok = name;
-    int is_csv = 0;
+    const char *kind = NULL;   /* "npy", "csv" or "json" */
     if (p->t.kind == T_EQ) {
         if (advance(p))
             goto out;
         src = p->t;
-        is_csv = is_word(&p->t, "csv");
-        if (!is_csv && !is_word(&p->t, "npy")) {
-            expected(p, "npy(\"FILE\") or csv(\"FILE\", \"COLUMN\") after '='");
+        kind = is_word(&p->t, "npy") ? "npy" : is_word(&p->t, "csv") ? "csv"
+               : is_word(&p->t, "json") ? "json" : NULL;
+        if (!kind) {
+            expected(p, "npy(\"FILE\"), csv(\"FILE\", \"COLUMN\") or "
+                        "json(\"FILE\", \"KEY\") after '='");
             goto out;
         }
         if (advance(p) || expect(p, T_LPAREN, "'('"))
@@ -1525,11 +1597,14 @@ static int stmt_shared(parser *p)
         }
         if (advance(p))
             goto out;
-        if (is_csv) {
-            if (expect(p, T_COMMA, "',' and a column name"))
+        if (kind[0] != 'n') {
+            int csv = kind[0] == 'c';
+            if (expect(p, T_COMMA, csv ? "',' and a column name"
+                                       : "',' and a variable name"))
                 goto out;
             if (p->t.kind != T_STRING) {
-                expected(p, "a column name in double quotes");
+                expected(p, csv ? "a column name in double quotes"
+                                : "a variable name in double quotes");
                 goto out;
             }
             if (!(column = str_value(&p->t))) {
@@ -1559,9 +1634,29 @@ static int stmt_shared(parser *p)
                     "cannot read data file '%s': %s", path, strerror(errno));
             goto out;
         }
-        int r = is_csv ? kiln_csv_read_column_opts(full, column, ty.dt,
-                                                   p->data, &t, &p->e)
-                       : kiln_npy_read_opts(full, p->data, &t, &p->e);
+        int r;
+        if (kind[0] == 'j') {
+            /* one read of a file that several json() values name */
+            if (!p->json || strcmp(p->json_path, full) != 0) {
+                kiln_json_data_free(p->json);
+                free(p->json_path);
+                p->json_path = NULL;
+                p->json = kiln_json_data_read(full, p->data, &p->e);
+                if (p->json && !(p->json_path = strdup(full))) {
+                    kiln_json_data_free(p->json);
+                    p->json = NULL;
+                    nomem(p);
+                    goto out;
+                }
+            }
+            r = !p->json || kiln_json_data_get(p->json, column, ty.dt,
+                                               ty.rank, ty.dims, &t, &p->e);
+        } else if (kind[0] == 'c') {
+            r = kiln_csv_read_column_opts(full, column, ty.dt, p->data, &t,
+                                          &p->e);
+        } else {
+            r = kiln_npy_read_opts(full, p->data, &t, &p->e);
+        }
         if (r) {
             builder_fail(p, src.line, src.col);
             goto out;
@@ -1572,9 +1667,10 @@ static int stmt_shared(parser *p)
             nomem(p);
             goto out;
         }
-        size_t k = 0;
-        memcpy(source, is_csv ? "csv(\"" : "npy(\"", 5);
-        k = put_escaped(source, 5, path);
+        size_t k = strlen(kind);
+        memcpy(source, kind, k);
+        memcpy(source + k, "(\"", 2);
+        k = put_escaped(source, k + 2, path);
         source[k++] = '"';
         if (column) {
             memcpy(source + k, ", \"", 3);
@@ -1610,6 +1706,20 @@ static int stmt_output(parser *p)
 {
     if (advance(p))
         return -1;
+    /* `output tp NAME ...`, `output gq NAME ...`: a model's transformed
+     * parameter or generated quantity (tp and gq are keywords only
+     * here, before a name) */
+    int kind = KILN_OUTPUT_PLAIN;
+    if (is_word(&p->t, "tp") || is_word(&p->t, "gq")) {
+        const tok *nx = peek(p);
+        if (!nx)
+            return -1;
+        if (nx->kind == T_IDENT) {
+            kind = is_word(&p->t, "tp") ? KILN_OUTPUT_TP : KILN_OUTPUT_GQ;
+            if (advance(p))
+                return -1;
+        }
+    }
     tok name = p->t;
     char *s = tok_str(&name);
     int rc = -1;
@@ -1645,6 +1755,7 @@ static int stmt_output(parser *p)
         builder_fail(p, name.line, name.col);
         goto out;
     }
+    p->g->outputs[p->g->n_outputs - 1].kind = kind;
     if (note_line(&p->out_line, &p->out_cap, p->g->n_outputs - 1, name.line)) {
         nomem(p);
         goto out;
@@ -2019,7 +2130,7 @@ static int parse_graph(parser *p)
             return expected(p, m);
         }
         if (p->t.kind != T_IDENT)
-            return expected(p, "a statement (input, shared, const, output, "
+            return expected(p, "a statement (input, param, shared, const, output, "
                                "NAME = EXPR or end)");
         const tok *nx = peek(p);
         if (!nx)
@@ -2035,6 +2146,8 @@ static int parse_graph(parser *p)
             rc = stmt_const(p);
         else if (nx->kind == T_IDENT && is_word(&p->t, "output"))
             rc = stmt_output(p);
+        else if (nx->kind == T_IDENT && is_word(&p->t, "param"))
+            rc = stmt_param(p);
         else if (nx->kind == T_EQ)
             rc = stmt_assign(p);
         else if (nx->kind == T_COMMA)
@@ -2082,6 +2195,8 @@ static kiln_graph *parse_text(const char *text, size_t len,
     p.base_dir = base_dir && *base_dir ? base_dir : NULL;
     p.data = data;
     int rc = parse_graph(&p);
+    kiln_json_data_free(p.json);
+    free(p.json_path);
     free(p.def_line);
     free(p.out_line);
     free(p.open_at);

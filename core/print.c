@@ -465,6 +465,33 @@ static void put_op(printer *pr, const kiln_node *nd)
     sb_puts(b, ")");
 }
 
+/* `  param NAME: TYPE [lower=L] [upper=U]` */
+static void put_bound(printer *pr, const char *kw, kiln_value ref, double v)
+{
+    sb_puts(&pr->b, kw);
+    if (ref >= 0) {
+        put_name(pr, ref);
+        return;
+    }
+    if (v == floor(v) && fabs(v) <= 9007199254740992.0)
+        sb_printf(&pr->b, "%.0f", v);
+    else
+        put_float(&pr->b, v);
+}
+
+static void put_param(printer *pr, const kiln_param_rec *r)
+{
+    sb_puts(&pr->b, "  param ");
+    sb_puts(&pr->b, r->name);
+    sb_puts(&pr->b, ": ");
+    put_type(pr, &pr->g->nodes[r->unc].type);
+    if (r->lower_ref >= 0 || r->lower > -INFINITY)
+        put_bound(pr, " lower=", r->lower_ref, r->lower);
+    if (r->upper_ref >= 0 || r->upper < INFINITY)
+        put_bound(pr, " upper=", r->upper_ref, r->upper);
+    sb_puts(&pr->b, "\n");
+}
+
 /* ---- the graph ------------------------------------------------------ */
 
 static int is_decl(int op)
@@ -472,22 +499,48 @@ static int is_decl(int op)
     return op == KILN_OP_INPUT || op == KILN_OP_SHARED || op == KILN_OP_CONST;
 }
 
+/* The nodes a `param` line stands for (kiln_node.param): hidden[v] = 1
+ * for each but the parameter's input (the line itself), unless it is
+ * unnamed and something printed uses it (a gradient through the
+ * transform, an output): those, and the unnamed nodes they need, are
+ * printed as ordinary lines, which parse back to the same values.
+ * `need` is scratch of n_nodes entries, zeroed here. */
+static void mark_hidden(const kiln_graph *g, const unsigned char *is_out,
+                        unsigned char *need, unsigned char *hidden)
+{
+    memset(need, 0, (size_t)g->n_nodes);
+    for (int i = 0; i < g->n_nodes; i++)
+        need[i] = is_out[i];
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const kiln_node *nd = &g->nodes[i];
+        int p = nd->param;
+        hidden[i] = 0;
+        if (p > 0 && p <= g->n_params && i != g->params[p - 1].unc)
+            hidden[i] = nd->name ? 1 : !need[i];
+        for (int k = 0; !hidden[i] && k < nd->n_in; k++)
+            need[nd->in[k]] = 1;
+    }
+}
+
 /* The names a printed graph gives its nodes: gen[v] = N for an unnamed
  * node printed as tN (-1 for a named one), inl[v] = 1 for a literal
  * printed inline (one use, unnamed, not an output).  uses and is_out are
  * scratch of n_nodes entries. */
 static void print_names(const kiln_graph *g, int *uses, unsigned char *is_out,
-                        int *gen, unsigned char *inl)
+                        int *gen, unsigned char *inl, unsigned char *hidden)
 {
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_in; k++)
-            uses[g->nodes[i].in[k]]++;
     for (int k = 0; k < g->n_outputs; k++)
         is_out[g->outputs[k].value] = 1;
+    mark_hidden(g, is_out, (unsigned char *)gen, hidden);
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; !hidden[i] && k < g->nodes[i].n_in; k++)
+            uses[g->nodes[i].in[k]]++;
     int counter = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *nd = &g->nodes[i];
         gen[i] = -1;
+        if (hidden[i])
+            continue;   /* written by its `param` line */
         if (nd->op == KILN_OP_LITERAL && !nd->name && uses[i] == 1 &&
             !is_out[i]) {
             inl[i] = 1;
@@ -508,8 +561,9 @@ int *kiln_graph_temp_names(const kiln_graph *g)
     size_t nn = (size_t)(g && g->n_nodes ? g->n_nodes : 1);
     int *uses = calloc(nn, sizeof *uses), *gen = malloc(nn * sizeof *gen);
     unsigned char *is_out = calloc(nn, 1), *inl = calloc(nn, 1);
-    if (g && uses && gen && is_out && inl)
-        print_names(g, uses, is_out, gen, inl);
+    unsigned char *hidden = calloc(nn, 1);
+    if (g && uses && gen && is_out && inl && hidden)
+        print_names(g, uses, is_out, gen, inl, hidden);
     else {
         free(gen);
         gen = NULL;
@@ -517,6 +571,7 @@ int *kiln_graph_temp_names(const kiln_graph *g)
     free(uses);
     free(is_out);
     free(inl);
+    free(hidden);
     return gen;
 }
 
@@ -534,10 +589,11 @@ char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
     pr.gen = malloc((nn + 1) * sizeof *pr.gen);
     pr.inl = calloc(nn + 1, 1);
     unsigned char *is_out = calloc(nn + 1, 1);
-    if (!uses || !pr.gen || !pr.inl || !is_out)
+    unsigned char *hidden = calloc(nn + 1, 1);
+    if (!uses || !pr.gen || !pr.inl || !is_out || !hidden)
         goto nomem;
 
-    print_names(g, uses, is_out, pr.gen, pr.inl);
+    print_names(g, uses, is_out, pr.gen, pr.inl, hidden);
 
     sbuf *b = &pr.b;
     sb_puts(b, "kiln 1\ngraph ");
@@ -547,6 +603,11 @@ char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
         const kiln_node *nd = &g->nodes[i];
         if (!is_decl(nd->op))
             continue;
+        if (nd->op == KILN_OP_INPUT && nd->param > 0 &&
+            nd->param <= g->n_params) {
+            put_param(&pr, &g->params[nd->param - 1]);
+            continue;
+        }
         sb_puts(b, nd->op == KILN_OP_INPUT    ? "  input "
                    : nd->op == KILN_OP_SHARED ? "  shared "
                                               : "  const ");
@@ -564,7 +625,7 @@ char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *nd = &g->nodes[i];
-        if (is_decl(nd->op) || pr.inl[i])
+        if (is_decl(nd->op) || pr.inl[i] || hidden[i])
             continue;
         sb_puts(b, "  ");
         put_name(&pr, i);
@@ -578,6 +639,10 @@ char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
     for (int k = 0; k < g->n_outputs; k++) {
         kiln_value v = g->outputs[k].value;
         sb_puts(b, "  output ");
+        if (g->outputs[k].kind == KILN_OUTPUT_TP)
+            sb_puts(b, "tp ");
+        else if (g->outputs[k].kind == KILN_OUTPUT_GQ)
+            sb_puts(b, "gq ");
         sb_puts(b, g->outputs[k].name);
         if (!g->nodes[v].name || strcmp(g->nodes[v].name, g->outputs[k].name)) {
             sb_puts(b, " = ");
@@ -592,12 +657,14 @@ char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
     free(pr.gen);
     free(pr.inl);
     free(is_out);
+    free(hidden);
     return b->s;
 nomem:
     free(uses);
     free(pr.gen);
     free(pr.inl);
     free(is_out);
+    free(hidden);
     free(pr.b.s);
     kiln_seterr(err, KILN_ERR_NOMEM, "kiln_graph_print: out of memory");
     return NULL;

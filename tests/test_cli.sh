@@ -101,6 +101,90 @@ printf 'kiln 1\ngraph g\n  input x: f64\n  output y = ad(x, 1)\nend\n' >"$tmp/ba
 "$kiln" run "$tmp/m.kg" --repeat 0 >"$tmp/out" 2>&1
 [ $? = 2 ]; ok $? "--repeat 0 is a usage error"
 
+# --- CmdStan JSON data: --data, --inputs, json() ---------------------------
+# eight schools with y and sigma from tests/data/eight_schools.json; the
+# reference logp is computed here from the same JSON files by Python
+esd="$top/tests/data"
+esj() { "$kiln" run "$esd/eight_schools_data.kg" "$@"; }
+es_ref=$(/usr/bin/python3 -c '
+import json, math, sys
+d = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
+def n(x, m, s): return -0.5 * ((x - m) / s) ** 2 - math.log(s) - 0.5 * math.log(2 * math.pi)
+mu, lt, tt = p["mu"], p["log_tau"], p["theta_t"]
+tau = math.exp(lt)
+lp = n(mu, 0, 5) + math.log(2) - math.log(math.pi) - math.log(5) - math.log1p((tau / 5) ** 2) + lt
+lp += sum(n(t, 0, 1) for t in tt)
+lp += sum(n(y, mu + tau * t, s) for y, t, s in zip(d["y"], tt, d["sigma"]))
+print(repr(lp))' "$esd/eight_schools.json" "$esd/eight_schools_point.json")
+esj --data "$esd/eight_schools.json" --inputs "$esd/eight_schools_point.json" >"$tmp/out" 2>"$tmp/err"
+ok $? "--data and --inputs: exit 0 $(cat "$tmp/err")"
+v=$(sed -n 's/^logp = //p' "$tmp/out")
+close "$v" "$es_ref" 1e-12; ok $? "--data, --inputs: logp $v matches Python's $es_ref"
+"$kiln" run "$esd/eight_schools_json.kg" --inputs="$esd/eight_schools_point.json" >"$tmp/out" 2>"$tmp/err"
+v=$(sed -n 's/^logp = //p' "$tmp/out")
+close "$v" "$es_ref" 1e-12; ok $? "json() sources in the model: logp $v $(cat "$tmp/err")"
+# inputs not in the file fall back to -i; a name in both is an error
+printf '{"theta_t": [0.1, -0.2, 0.3, -0.4, 0.5, -0.6, 0.7, -0.8]}' >"$tmp/tt.json"
+esj --data "$esd/eight_schools.json" --inputs "$tmp/tt.json" -i mu=1.5 -i log_tau=0.3 >"$tmp/out" 2>"$tmp/err"
+v=$(sed -n 's/^logp = //p' "$tmp/out")
+close "$v" "$es_ref" 1e-12; ok $? "--inputs with -i for the inputs the file lacks: logp $v $(cat "$tmp/err")"
+esj --data "$esd/eight_schools.json" --inputs "$tmp/tt.json" -i mu=1.5 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: missing input: log_tau (give -i NAME=VALUE, --inputs POINT.json or --random-inputs SEED)" "$tmp/out"
+ok $? "an input in neither: $(cat "$tmp/out")"
+esj --data "$esd/eight_schools.json" --inputs "$esd/eight_schools_point.json" -i mu=0 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: input 'mu' given twice (with -i and in --inputs $esd/eight_schools_point.json)" "$tmp/out"
+ok $? "an input in -i and --inputs: $(cat "$tmp/out")"
+printf '{"mu": 1, "log_tau": 0, "theta_t": [0,0,0,0,0,0,0,0], "tau": 1, "bogus": [1]}' >"$tmp/p.json"
+esj --data "$esd/eight_schools.json" --inputs "$tmp/p.json" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: --inputs: $tmp/p.json: the model has no inputs named 'tau', 'bogus' (its inputs: mu, log_tau, theta_t)" "$tmp/out"
+ok $? "--inputs names that are no inputs: $(cat "$tmp/out")"
+printf '{"mu": 1, "log_tau": 0, "theta_t": [0, 0, 0]}' >"$tmp/p.json"
+esj --data "$esd/eight_schools.json" --inputs "$tmp/p.json" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: input 'theta_t': got shape (3), but dim 0 is 'J', which is 8 from a shared value" "$tmp/out"
+ok $? "--inputs of the wrong size for the data's J: $(cat "$tmp/out")"
+printf '{"mu": [1], "log_tau": 0}' >"$tmp/p.json"
+esj --inputs "$tmp/p.json" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: --inputs: $tmp/p.json: variable 'mu': expected f64, found an array of shape (1)" "$tmp/out"
+ok $? "--inputs with a wrong shape: $(cat "$tmp/out")"
+# --data: what the file lacks stays unbound; bad data is named
+printf '{"y": [28, 8, -3, 7, -1, 1, 18, 12]}' >"$tmp/d.json"
+esj --data "$tmp/d.json" --inputs "$esd/eight_schools_point.json" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: shared value 'sigma' has no value; bind one with kiln_function_bind_shared" "$tmp/out"
+ok $? "--data without sigma: $(cat "$tmp/out")"
+printf '{"y": [28, 8, -3, 7, -1, 1, 18, 12],\n "sigma": [15, 10, 16, 11, 9, 11, 10]}' >"$tmp/d.json"
+esj --data "$tmp/d.json" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: --data: $tmp/d.json: shared 'sigma': value has shape (7) but symbol 'J' is 8 in shared 'y'" "$tmp/out"
+ok $? "--data with two sizes for J: $(cat "$tmp/out")"
+printf '{"y": [28, 8, -3, 7, -1, 1, 18, 12],\n "sigma": [15, 10, 16, 11, 9, 11, 10, 18,]}' >"$tmp/d.json"
+esj --data "$tmp/d.json" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: --data: $tmp/d.json:2:42: unexpected character (at ']}')" "$tmp/out"
+ok $? "--data with bad JSON: file:line:col: $(cat "$tmp/out")"
+printf '{"x": 1}' >"$tmp/d.json"
+esj --data "$tmp/d.json" --data-max-size 4 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "^kiln: --data: $tmp/d.json: 8 bytes is over the data size limit of 4 bytes" "$tmp/out"
+ok $? "--data under --data-max-size: $(cat "$tmp/out")"
+printf '{"k": [1, 2.5]}' >"$tmp/k.json"
+printf 'kiln 1\ngraph g\n  input k: i64[2]\n  output s = sum(k)\nend\n' >"$tmp/k.kg"
+"$kiln" run "$tmp/k.kg" --inputs "$tmp/k.json" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -qx "kiln: --inputs: $tmp/k.json: variable 'k': expected i64\[2\], found real values (element \[1\] is 2.5)" "$tmp/out"
+ok $? "--inputs: a real for an i64 input: $(cat "$tmp/out")"
+printf '{"k": [4611686018427387904, 3]}' >"$tmp/k.json"
+"$kiln" run "$tmp/k.kg" --inputs "$tmp/k.json" >"$tmp/out" 2>&1
+grep -qx "s = 4611686018427387907" "$tmp/out"; ok $? "--inputs: i64 values exactly (2^62 + 3): $(head -1 "$tmp/out")"
+"$kiln" --help | grep -q -- '--inputs POINT.json'; ok $? "usage lists --inputs"
+"$kiln" --help | grep -q -- '--data DATA.json'; ok $? "usage lists --data"
+# more than 256 -i (there was a limit of 256)
+{ printf 'kiln 1\ngraph g\n'
+  i=0; while [ $i -lt 300 ]; do printf '  input x%d: f64\n' $i; i=$((i + 1)); done
+  printf '  t1 = add(x0, x1)\n'
+  i=2; while [ $i -lt 300 ]; do printf '  t%d = add(t%d, x%d)\n' $i $((i - 1)) $i; i=$((i + 1)); done
+  printf '  output s = t299\nend\n'; } >"$tmp/wide.kg"
+set --; i=0; while [ $i -lt 300 ]; do set -- "$@" -i "x$i=$i"; i=$((i + 1)); done
+"$kiln" run "$tmp/wide.kg" "$@" --quiet >"$tmp/out" 2>&1
+want=$(awk 'BEGIN { s = 0; for (i = 0; i < 300; i++) s += i; print s }')
+grep -qx "s = $want" "$tmp/out"; ok $? "300 -i options: s = $want: $(head -1 "$tmp/out")"
+set --
+
 # --- random inputs are reproducible -----------------------------------------
 "$kiln" run "$top/examples/eight_schools.kg" --random-inputs 7 | head -1 >"$tmp/r1"
 "$kiln" run "$top/examples/eight_schools.kg" --random-inputs 7 | head -1 >"$tmp/r2"

@@ -27,33 +27,9 @@
 
 #include "tap.h"
 #include "guard.h"
+#include "tmpfiles.h"
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static char tmpdir[4096];
-
-static const char *tpath(const char *name)
-{
-    static char buf[4][4200];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
-
-static const char *put(const char *name, const char *text, size_t n)
-{
-    const char *p = tpath(name);
-    FILE *f = fopen(p, "wb");
-    if (f) {
-        if (n)
-            fwrite(text, 1, n, f);
-        fclose(f);
-    }
-    return p;
-}
-
-#define PUT(name, lit) put(name, lit, sizeof(lit) - 1)
 
 /* Read a column expecting success; returns the tensor (data NULL on
  * failure, with a diagnostic). */
@@ -101,23 +77,6 @@ static int expect_err(const char *path, const char *col, kiln_dtype dt,
     if (rc == 0)
         free(t.data);
     return good;
-}
-
-static void rm_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[8192];
-    if (!d)
-        return;
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
 }
 
 /* ---- tests -------------------------------------------------------------- */
@@ -332,13 +291,8 @@ static void test_errors(void)
 /* A locale with ',' as decimal point must not change how numbers read. */
 static void test_locale(void)
 {
-    static const char *names[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8",
-                                  "fr_FR.utf8", "de_DE", NULL};
-    const char *got = NULL;
-    for (int i = 0; names[i] && !got; i++)
-        got = setlocale(LC_NUMERIC, names[i]);
-    if (!got || strcmp(localeconv()->decimal_point, ".") == 0) {
-        setlocale(LC_NUMERIC, "C");
+    const char *got = comma_locale();
+    if (!got) {
         ok(1, "# SKIP no locale with a ',' decimal point installed");
         return;
     }
@@ -639,10 +593,7 @@ static void test_trust(void)
 
 int main(void)
 {
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/kiln-csv-XXXXXX",
-             base && *base ? base : "/tmp");
-    if (!mkdtemp(tmpdir)) {
+    if (!tmp_make("kiln-csv")) {
         printf("1..0 # SKIP cannot create a temporary directory: %s\n",
                strerror(errno));
         return 0;

@@ -26,19 +26,9 @@
 
 #include "tap.h"
 #include "guard.h"
+#include "tmpfiles.h"
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static char tmpdir[4096];
-
-static const char *tpath(const char *name)
-{
-    static char buf[4][4200];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
 
 static int write_file(const char *path, const void *data, size_t n)
 {
@@ -155,29 +145,6 @@ static int write_npy_bytes(const char *name, int major, const char *hdr,
     rc = write_file(tpath(name), buf, n);
     free(buf);
     return rc;
-}
-
-static void rm_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[8192];
-    if (!d)
-        return;
-    while ((e = readdir(d)) != NULL) {
-        struct stat st;
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-            chmod(p, 0700);
-            rm_tree(p);
-        } else {
-            unlink(p);
-        }
-    }
-    closedir(d);
-    rmdir(dir);
 }
 
 /* Number of leftover temporary files (".kiln-npy-*") in dir. */
@@ -1017,10 +984,7 @@ static void test_trust(void)
 
 int main(void)
 {
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/kiln-npy-XXXXXX",
-             base && *base ? base : "/tmp");
-    if (!mkdtemp(tmpdir)) {
+    if (!tmp_make("kiln-npy")) {
         printf("1..0 # SKIP cannot create a temporary directory: %s\n",
                strerror(errno));
         return 0;

@@ -576,8 +576,8 @@ static void test_errors(void)
     ERR(KILN_ERR_NAME, "m.kg:4:3: cannot name a value 'y': it is already "
         "named 'x'", "alias of a named value", "kiln 1", "graph m",
         "  input x: f64[3]", "  y = x", "end");
-    ERR(P, "m.kg:3:22: expected npy(\"FILE\") or csv(\"FILE\", \"COLUMN\") "
-        "after '=', found 'foo'", "unknown data source", "kiln 1", "graph m",
+    ERR(P, "m.kg:3:22: expected npy(\"FILE\"), csv(\"FILE\", \"COLUMN\") "
+        "or json(\"FILE\", \"KEY\") after '=', found 'foo'", "unknown data source", "kiln 1", "graph m",
         "  shared d: f64[3] = foo(\"a\")", "end");
     ERR(P, "m.kg:3:36: expected ',' and a column name, found ')'",
         "csv without column", "kiln 1", "graph m",
@@ -598,7 +598,7 @@ static void test_errors(void)
     ERR(KILN_ERR_NAME, "m.kg:3:10: undefined name 'nope'",
         "output of an undefined name", "kiln 1", "graph m", "  output nope",
         "end");
-    ERR(P, "m.kg:3:3: expected a statement (input, shared, const, output, "
+    ERR(P, "m.kg:3:3: expected a statement (input, param, shared, const, output, "
         "NAME = EXPR or end), found '['", "not a statement", "kiln 1",
         "graph m", "  [x]", "end");
     ERR(P, "m.kg:4:5: expected '=' after the name, found 'add'",
@@ -1613,6 +1613,154 @@ static void test_data_trust(void)
     }
 }
 
+/* `param NAME: TYPE [lower=L] [upper=U]` and `output tp|gq NAME`
+ * (core/param.c; docs/ir.md "Parameters"). */
+static void test_params(void)
+{
+    const char *lines[] = {
+        "kiln 1", "graph m",
+        "  param a: f64[3]",
+        "  param tau: f64 lower=0",
+        "  const hi: f64 = 3.5",
+        "  param rho: f64 lower=-1 upper=1",
+        "  param s: f64[2] upper=hi",
+        "  param w: f32 lower=-0.5",
+        "  theta = add(a, tau)",
+        "  output logp = add(sum(theta), add(rho, sum(s)))",
+        "  output tp th = theta",
+        "  output gq s2 = mul(s, 2)",
+        "  output tp",
+        "end", NULL};
+    /* `tp` above is an ordinary output of a value named tp: keywords only
+     * before a name */
+    const char *lines2[] = {
+        "kiln 1", "graph m",
+        "  param a: f64[3]",
+        "  tp = sum(a)",
+        "  param = mul(tp, 2)",
+        "  output tp",
+        "  output gq = param",
+        "end", NULL};
+    char *t = cat_lines(lines2);
+    kiln_graph *g2 = parse_ok(t, "tp, gq and param are names elsewhere");
+    free(t);
+    if (g2) {
+        ok(kiln_graph_output_kind(g2, "tp") == KILN_OUTPUT_PLAIN &&
+               kiln_graph_output_kind(g2, "gq") == KILN_OUTPUT_PLAIN &&
+               kiln_graph_lookup(g2, "param") >= 0,
+           "output tp / output gq = ... / param = ... keep their old meaning");
+        kiln_graph_free(g2);
+    }
+    /* the graph above needs a value tp: add one */
+    const char *lines3[] = {
+        "kiln 1", "graph m",
+        "  param a: f64[3]",
+        "  param tau: f64 lower=0",
+        "  const hi: f64 = 3.5",
+        "  param rho: f64 lower=-1 upper=1",
+        "  param s: f64[2] upper=hi",
+        "  param w: f32 lower=-0.5",
+        "  theta = add(a, tau)",
+        "  output logp = add(sum(theta), add(rho, sum(s)))",
+        "  output tp th = theta",
+        "  output gq s2 = mul(s, 2)",
+        "end", NULL};
+    (void)lines;
+    t = cat_lines(lines3);
+    kiln_graph *g = parse_ok(t, "parameters with bounds");
+    round_trip(t, "parameters");
+    free(t);
+    if (g) {
+        const char *name;
+        kiln_value unc, val, lj;
+        ok(kiln_graph_n_params(g) == 5, "five parameters");
+        kiln_graph_param_info(g, 0, &name, &unc, &val, &lj);
+        ok(strcmp(name, "a") == 0 && unc == val && lj == -1 &&
+               unc == kiln_graph_lookup(g, "a"),
+           "an unbounded parameter is its input, without a log-Jacobian");
+        kiln_graph_param_info(g, 1, &name, &unc, &val, &lj);
+        ok(strcmp(name, "tau") == 0 && unc == kiln_graph_lookup(g, "tau_unc") &&
+               val == kiln_graph_lookup(g, "tau") && lj >= 0 && unc != val,
+           "a bounded parameter: input tau_unc, value tau, a log-Jacobian");
+        char b1[64], b2[64];
+        ok(strcmp(type_of(g, "w", b1, sizeof b1), "f32") == 0 &&
+               strcmp(type_of(g, "s", b2, sizeof b2), "f64[2]") == 0,
+           "constrained values keep the declared type");
+        ok(kiln_graph_param_info(g, 5, NULL, NULL, NULL, NULL) ==
+               KILN_ERR_ARG, "param_info out of range is KILN_ERR_ARG");
+        ok(kiln_graph_output_kind(g, "th") == KILN_OUTPUT_TP &&
+               kiln_graph_output_kind(g, "s2") == KILN_OUTPUT_GQ &&
+               kiln_graph_output_kind(g, "logp") == KILN_OUTPUT_PLAIN,
+           "output kinds tp, gq and plain");
+        kiln_err e;
+        char *s = kiln_graph_print(g, &e);
+        ok(s && strstr(s, "  param tau: f64 lower=0\n") &&
+               strstr(s, "  param rho: f64 lower=-1 upper=1\n") &&
+               strstr(s, "  param s: f64[2] upper=hi\n") &&
+               strstr(s, "  param w: f32 lower=-0.5\n") &&
+               strstr(s, "  output tp th = theta\n") &&
+               strstr(s, "  output gq s2\n") && !strstr(s, "exp("),
+           "printed as param lines, transforms not repeated");
+        free(s);
+        kiln_graph_free(g);
+    }
+    /* a gradient through a transform: its nodes are printed as ordinary
+     * lines and the text parses back to a graph that prints the same */
+    const char *lines4[] = {
+        "kiln 1", "graph m",
+        "  param tau: f64 lower=1 upper=3",
+        "  lp = mul(-0.5, square(tau))",
+        "  d = grad(lp, tau_unc)",
+        "  output lp",
+        "  output d",
+        "end", NULL};
+    t = cat_lines(lines4);
+    kiln_err e;
+    kiln_graph *g4 = kiln_parse_string(t, "m.kg", tmpdir, &e);
+    char *s1 = g4 ? kiln_graph_print(g4, &e) : NULL;
+    kiln_graph *g5 = s1 ? kiln_parse_string(s1, "p.kg", tmpdir, &e) : NULL;
+    char *s2 = g5 ? kiln_graph_print(g5, &e) : NULL;
+    if (!ok(s1 && s2 && strcmp(s1, s2) == 0 &&
+                kiln_graph_n_params(g5) == 1,
+            "a gradient through a bounded parameter prints and re-parses"))
+        diag("%s\n---\n%s", s1 ? s1 : e.message, s2 ? s2 : "");
+    free(s1);
+    free(s2);
+    kiln_graph_free(g4);
+    kiln_graph_free(g5);
+    free(t);
+
+    ERR(KILN_ERR_TYPE, "m.kg:3:9: param 'k': dtype i64: a parameter is f64 "
+        "or f32", "integer parameter", "kiln 1", "graph m",
+        "  param k: i64", "end");
+    ERR(KILN_ERR_PARSE, "m.kg:3:24: param: lower given twice",
+        "lower twice", "kiln 1", "graph m",
+        "  param k: f64 lower=0 lower=1", "end");
+    ERR(KILN_ERR_PARSE, "m.kg:3:22: param: a bound is a number or a name, "
+        "found 'true'", "bool bound", "kiln 1", "graph m",
+        "  param k: f64 lower=true", "end");
+    ERR(KILN_ERR_PARSE, "m.kg:3:22: param: a bound is a number or a name, "
+        "found 'nan'", "nan bound", "kiln 1", "graph m",
+        "  param k: f64 lower=nan", "end");
+    ERR(KILN_ERR_NAME, "m.kg:3:22: undefined name 'L'", "undefined bound",
+        "kiln 1", "graph m", "  param k: f64 lower=L", "end");
+    ERR(KILN_ERR_SHAPE, "m.kg:4:9: param 'k': bound 'v' must be a scalar, "
+        "got shape (2)", "vector bound", "kiln 1", "graph m",
+        "  const v: f64[2] = [1, 2]", "  param k: f64 upper=v", "end");
+    ERR(KILN_ERR_ARG, "m.kg:3:9: param 'k': lower bound 2 is not below the "
+        "upper bound 1", "lower >= upper", "kiln 1", "graph m",
+        "  param k: f64 lower=2 upper=1", "end");
+    ERR(KILN_ERR_PARSE, "m.kg:3:16: expected lower=BOUND, upper=BOUND or "
+        "end of line, found 'low'", "unknown keyword", "kiln 1", "graph m",
+        "  param k: f64 low=1", "end");
+    ERR(KILN_ERR_NAME, "m.kg:4:9: duplicate name 'k_unc'",
+        "the unconstrained name is taken", "kiln 1", "graph m",
+        "  input k_unc: f64", "  param k: f64 lower=0", "end");
+    ERR(KILN_ERR_NAME, "m.kg:4:9: duplicate name 'k' (first defined at line 3)",
+        "a parameter's name is taken", "kiln 1", "graph m",
+        "  input k: f64", "  param k: f64 lower=0", "end");
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/kiln-test-parse-XXXXXX");
@@ -1635,6 +1783,7 @@ int main(void)
     test_grad_statement();
     test_hostile_text();
     test_data_trust();
+    test_params();
 
     const char *files[] = { "data.csv", "bad.npy", "three.npy", "four.npy",
                             "f.kg", "nul.kg", NULL };

@@ -23,8 +23,7 @@
 #include "emit_text.h" /* kiln emit-llvm (libkiln, internal header) */
 #include "kiln_cli.h"  /* kiln explain, kiln policy (kiln_policy.c) */
 #include "excerpt.h"   /* short escaped quotes of -i values (core/) */
-
-#define MAX_ARGS 256
+#include "jsondata.h"  /* kiln run --data (libkiln, internal header) */
 
 /* --check-grad fails (exit status 1) when a gradient's max error is
  * above this (docs/kiln.1). */
@@ -36,7 +35,8 @@
 #define TIER_WAIT_MAX 1000000
 
 static const char *usage_text =
-    "usage: kiln run FILE.kg [-i NAME=VALUE]... [--random-inputs SEED]\n"
+    "usage: kiln run FILE.kg [-i NAME=VALUE]... [--inputs POINT.json]\n"
+    "                [--data DATA.json] [--random-inputs SEED]\n"
     "                [--repeat N] [--backend NAME] [--json] [--check-grad]\n"
     "                [--jobs N] [--opt 1|2|3] [--fast-math]\n"
     "                [--policy POLICY.yaml] [--no-cache] [--cache-report]\n"
@@ -643,10 +643,104 @@ static int cmd_check(int argc, char **argv)
     return 0;
 }
 
+/* --data FILE.json: every shared value of g without a value that the file
+ * has is bound from it (core/json.c).  0, or 1 with a message. */
+static int bind_data(kiln_graph *g, const char *path,
+                     const kiln_read_options *opt)
+{
+    kiln_err err = {0, ""};
+    kiln_json_data *d = kiln_json_data_read(path, opt, &err);
+    int rc = !d || kiln_json_data_bind_graph(g, d, NULL, &err);
+    if (rc)
+        fprintf(stderr, "kiln: --data: %s\n", err.message);
+    kiln_json_data_free(d);
+    return rc;
+}
+
+/* --inputs POINT.json: the inputs the file names, by name, into in[]
+ * (those not already given with -i).  A name that is no input of f is an
+ * error naming it.  0, or 1 with a message. */
+static int load_inputs_json(const kiln_function *f, const char *path,
+                            const kiln_read_options *opt, kiln_tensor *in)
+{
+    kiln_err err = {0, ""};
+    kiln_json_data *d = kiln_json_data_read(path, opt, &err);
+    int ni = kiln_function_n_inputs(f), rc = 1;
+    if (!d) {
+        fprintf(stderr, "kiln: --inputs: %s\n", err.message);
+        return 1;
+    }
+    /* names the model does not have, all of them in one message */
+    char unknown[512] = "", inputs[512] = "";
+    size_t ul = 0, il = 0;
+    int n_unknown = 0;
+    for (int i = 0; i < kiln_json_data_count(d); i++) {
+        const char *key = kiln_json_data_key(d, i);
+        int found = 0;
+        for (int k = 0; k < ni && !found; k++)
+            found = strcmp(kiln_function_input_name(f, k), key) == 0;
+        if (found)
+            continue;
+        if (ul < sizeof unknown - 64)
+            ul += (size_t)snprintf(unknown + ul, sizeof unknown - ul,
+                                   "%s'%s'", n_unknown ? ", " : "",
+                                   SHOW(key));
+        n_unknown++;
+    }
+    if (n_unknown) {
+        for (int k = 0; k < ni && il < sizeof inputs - 64; k++)
+            il += (size_t)snprintf(inputs + il, sizeof inputs - il, "%s%s",
+                                   k ? ", " : "",
+                                   kiln_function_input_name(f, k));
+        fprintf(stderr, "kiln: --inputs: %s: the model has no input%s "
+                "named %s (its inputs: %s)\n", path,
+                n_unknown > 1 ? "s" : "", unknown, ni ? inputs : "none");
+        goto done;
+    }
+    for (int k = 0; k < ni; k++) {
+        const char *nm = kiln_function_input_name(f, k);
+        if (!kiln_json_data_has(d, nm))
+            continue;
+        if (in[k].data) {
+            fprintf(stderr, "kiln: input '%s' given twice (with -i and in "
+                    "--inputs %s)\n", nm, path);
+            goto done;
+        }
+        kiln_dtype dt;
+        int rank;
+        int64_t dims[KILN_MAX_RANK];
+        kiln_function_input_type(f, k, &dt, &rank, dims, NULL);
+        if (kiln_json_data_get(d, nm, dt, rank, dims, &in[k], &err)) {
+            fprintf(stderr, "kiln: --inputs: %s\n", err.message);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    kiln_json_data_free(d);
+    return rc;
+}
+
+static int run_with(int argc, char **argv, const char **assign);
+
+/* kiln run: the -i values are kept in an array as long as argv (no limit
+ * on their number). */
 static int cmd_run(int argc, char **argv)
 {
+    const char **assign = calloc((size_t)argc + 1, sizeof *assign);
+    if (!assign) {
+        fputs("kiln: out of memory\n", stderr);
+        return 1;
+    }
+    int rc = run_with(argc, argv, assign);
+    free(assign);
+    return rc;
+}
+
+static int run_with(int argc, char **argv, const char **assign)
+{
     const char *file = NULL, *backend = NULL, *policy_file = NULL;
-    const char *assign[MAX_ARGS];
+    const char *data_json = NULL, *inputs_json = NULL;
     int n_assign = 0, json = 0, random = 0, repeat = 1, check_grad = 0;
     int jobs = 0, opt_level = 0, fast_math = 0, no_cache = 0;
     const char *passes = NULL;   /* --passes (docs/rewrite.md) */
@@ -665,12 +759,19 @@ static int cmd_run(int argc, char **argv)
         const char *a = argv[i];
         if ((strcmp(a, "-i") == 0 || strcmp(a, "--input") == 0) &&
             i + 1 < argc) {
-            if (n_assign == MAX_ARGS) {
-                fprintf(stderr, "kiln: too many -i options (at most %d)\n",
-                        MAX_ARGS);
+            assign[n_assign++] = argv[++i];
+        } else if (strcmp(a, "--data") == 0 && i + 1 < argc) {
+            if (data_json) {
+                fprintf(stderr, "kiln: --data given twice\n");
                 return 2;
             }
-            assign[n_assign++] = argv[++i];
+            data_json = argv[++i];
+        } else if (strcmp(a, "--inputs") == 0 && i + 1 < argc) {
+            if (inputs_json) {
+                fprintf(stderr, "kiln: --inputs given twice\n");
+                return 2;
+            }
+            inputs_json = argv[++i];
         } else if (strcmp(a, "--random-inputs") == 0 && i + 1 < argc) {
             char *end;
             const char *sa = argv[++i];
@@ -802,6 +903,10 @@ static int cmd_run(int argc, char **argv)
         fprintf(stderr, "kiln: %s\n", err.message);
         return 1;
     }
+    if (data_json && bind_data(g, data_json, &data)) {
+        kiln_graph_free(g);
+        return 1;
+    }
     kiln_options opt;
     memset(&opt, 0, sizeof opt);
     opt.struct_size = sizeof opt;
@@ -866,6 +971,9 @@ static int cmd_run(int argc, char **argv)
         if (load_value(f, idx, eq + 1, &data, &in[idx]))
             goto done;
     }
+    /* --inputs POINT.json */
+    if (inputs_json && load_inputs_json(f, inputs_json, &data, in))
+        goto done;
     /* missing inputs */
     {
         char missing[2048] = "";
@@ -886,9 +994,9 @@ static int cmd_run(int argc, char **argv)
                                         kiln_function_input_name(f, k));
         }
         if (n_missing) {
-            fprintf(stderr, "kiln: missing input%s: %s (give -i NAME=VALUE "
-                    "or --random-inputs SEED)\n", n_missing > 1 ? "s" : "",
-                    missing);
+            fprintf(stderr, "kiln: missing input%s: %s (give -i NAME=VALUE, "
+                    "--inputs POINT.json or --random-inputs SEED)\n",
+                    n_missing > 1 ? "s" : "", missing);
             goto done;
         }
     }

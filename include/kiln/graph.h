@@ -184,32 +184,43 @@ int kiln_graph_output(kiln_graph *g, const char *name, kiln_value v,
                       kiln_err *err);
 
 /* Declare parameter `name` of a model (`param NAME: TYPE [lower=L]
- * [upper=U]`; docs/ir.md, "Parameters"; <kiln/model.h>).  Appends an
- * input named `name` + "_unc" holding the unconstrained value (float
- * dtype), the nodes of Stan's transform from it, named `name` (the
- * constrained value, what the model computes with), and a scalar node
- * holding the sum of the transform's log-Jacobian (not named; see
- * kiln_graph_param_info).  `lower` / `upper` are scalar values of g (a
- * literal, a const or a shared value; float or integer dtype), or -1 for
- * no bound.  Without bounds the input is named `name` itself and is the
- * value.  Parameters are kept in declaration order.
- * Errors: those of kiln_graph_input; KILN_ERR_TYPE (dtype not f64/f32, a
- * bound not numeric); KILN_ERR_SHAPE (a bound not a scalar);
- * KILN_ERR_NAME (name or name_unc taken).  Returns the constrained
- * value. */
+ * [upper=U]`; docs/ir.md, "Parameters"; <kiln/model.h>).
+ *
+ * Without bounds this is kiln_graph_input(g, name, ...) marked as a
+ * parameter.  With bounds it appends an input named `name` + "_unc"
+ * holding the unconstrained value u, the nodes of Stan's transform of u
+ * (model.h lists them), the last of which is the constrained value and is
+ * named `name` (what the model computes with), and a scalar node holding
+ * the sum of the transform's log-Jacobian over the elements (see
+ * kiln_graph_param_info).
+ *
+ * A bound is a number (`lower`, `upper`; -INFINITY and INFINITY mean
+ * none) unless its `*_ref` is >= 0: then it is that named scalar value of
+ * g (a const or a shared value of float or integer dtype, whose value is
+ * read when the model is made).  When both are given, the lower bound
+ * must be below the upper (checked now for numbers).
+ * The constrained value has dtype `dt`: f64 or f32.
+ * Errors: those of kiln_graph_input; KILN_ERR_TYPE ("param 'x': dtype i64:
+ * a parameter is f64 or f32"; "param 'x': bound 'k' must have a numeric
+ * dtype"); KILN_ERR_SHAPE ("param 'x': bound 'v' must be a scalar, got
+ * shape (3)"); KILN_ERR_ARG ("param 'x': lower bound 2 is not below the
+ * upper bound 1"; a NaN bound; a ref that is not a named const or shared
+ * value); KILN_ERR_NAME (name or name_unc already defined).  On error g
+ * is as before but for unnamed nodes that nothing uses.
+ * Returns the constrained value, or -1. */
 kiln_value kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype dt,
-                            int rank, const int64_t *dims, kiln_value lower,
-                            kiln_value upper, kiln_err *err);
+                            int rank, const int64_t *dims, double lower,
+                            kiln_value lower_ref, double upper,
+                            kiln_value upper_ref, kiln_err *err);
 
-/* Number of parameters of g, and what parameter i is: its name, the
- * unconstrained input, the constrained value, the log-Jacobian node (-1
- * without bounds) and the bounds (-1 when absent).  Returns 0, or
+/* Number of parameters of g, and parameter i (0 <= i < n): its name,
+ * the unconstrained input, the constrained value, the log-Jacobian node
+ * (-1 without bounds).  Any pointer may be NULL.  Returns 0, or
  * KILN_ERR_ARG for i out of range. */
 int kiln_graph_n_params(const kiln_graph *g);
 int kiln_graph_param_info(const kiln_graph *g, int i, const char **name,
                           kiln_value *unc_input, kiln_value *value,
-                          kiln_value *log_jacobian, kiln_value *lower,
-                          kiln_value *upper);
+                          kiln_value *log_jacobian);
 
 /* What an output is to a model (`output tp NAME`, `output gq NAME`). */
 typedef enum kiln_output_kind {

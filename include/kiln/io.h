@@ -236,7 +236,13 @@ typedef struct kiln_json_data kiln_json_data;
  * object, found an array", "FILE: variable 'x': ragged array: element 2
  * of axis 0 has 3 entries, element 0 has 2", "FILE: variable 'x': rank 9
  * exceeds KILN_MAX_RANK (8)", "FILE: variable 'x': element [1][0] is a
- * string ('abc'), not a number", a duplicate key), KILN_ERR_NOMEM.
+ * string ('abc'), not a number", "FILE:3:2: duplicate key 'x' (first at
+ * line 1)", "FILE:2:7: integer 18446744073709551616 is out of range
+ * (...)": an integer outside -2^63 .. 2^64 - 1, which json-c cannot
+ * store), KILN_ERR_NOMEM.  The text is JSON as json-c's strict mode reads
+ * it (no comments, trailing commas, single quotes or text after the
+ * object; valid UTF-8; bare NaN/Infinity only in that case); a JSON true,
+ * false or null is not a number.
  * The caller frees the result with kiln_json_data_free. */
 kiln_json_data *kiln_json_data_parse(const char *text, size_t len,
                                      const char *filename, kiln_err *err);
@@ -264,22 +270,30 @@ int kiln_json_data_has(const kiln_json_data *d, const char *name);
 /* The shape of variable `name` as written: *rank and shape[0..rank-1]
  * (shape has KILN_MAX_RANK entries); *is_int is 1 when every leaf is an
  * integer (an empty array counts as integer).  Returns 0, or
- * KILN_ERR_NAME ("no variable 'x' in FILE (it has: a, b, c)"). */
+ * KILN_ERR_NAME ("no variable 'x' in FILE (it has: a, b, c)"), or
+ * KILN_ERR_ARG (d or name NULL); rank, shape and is_int may be NULL. */
 int kiln_json_data_shape(const kiln_json_data *d, const char *name,
                          int *rank, int64_t *shape, int *is_int);
 
 /* Variable `name` as a tensor of dtype `dt` and rank `rank` whose dims
  * must fit `dims`: a dim >= 0 must equal the data's size; a negative dim
  * (a symbol, KILN_DIM_UNKNOWN) takes the data's size (the caller checks
- * symbols for consistency).  Integer leaves convert to any dtype (to
- * bool only 0 and 1; to i32 only within range); real leaves only to f64
- * and f32 (an f32 overflow is an error).  On success *out owns a
- * malloc'd `data` (never NULL, even for zero elements).
- * Errors: KILN_ERR_NAME (no such variable, as above), KILN_ERR_SHAPE
- * ("FILE: variable 'y': expected f64[8], found an array of shape (7)";
- * "... expected f64[8], found a scalar"), KILN_ERR_TYPE ("FILE: variable
- * 'k': expected i64[3], found real values (element [1] is 2.5)"),
- * KILN_ERR_NOMEM.  Messages quote values only as short excerpts. */
+ * symbols for consistency).  Data ending in an empty array (shape (0),
+ * (2, 0), ...) also fits a higher rank: the dims after its 0 are the
+ * declared ones, a negative one 0.  Integer leaves convert to any dtype
+ * (to bool only 0 and 1; to i32 and i64 only within range; to f64 and f32
+ * rounded); real leaves only to f64 and f32 (an f32 overflow is an
+ * error).  On success *out owns a malloc'd `data` (never NULL, even for
+ * zero elements); on error *out is unchanged.
+ * Errors: KILN_ERR_ARG (NULL d, name or out, dims NULL with rank > 0, a
+ * bad dtype or rank), KILN_ERR_NAME (no such variable, as above),
+ * KILN_ERR_SHAPE ("FILE: variable 'y': expected f64[8], found an array of
+ * shape (7)"; "... expected f64[8], found a scalar"; a negative dim is
+ * written '?'), KILN_ERR_TYPE ("FILE: variable 'k': expected i64[3],
+ * found real values (element [1] is 2.5)", "... expected i32, found a
+ * value out of range (3000000000)", "... expected bool[2], found a value
+ * other than 0 and 1 (element [1] is 2)"), KILN_ERR_NOMEM.  Messages
+ * quote values only as short excerpts. */
 int kiln_json_data_get(const kiln_json_data *d, const char *name,
                        kiln_dtype dt, int rank, const int64_t *dims,
                        kiln_tensor *out, kiln_err *err);

@@ -1,0 +1,399 @@
+/*
+ * test_model.c — <kiln/model.h>: parameters with Stan's transforms, data
+ * bound from CmdStan JSON, the log density with and without Jacobian, its
+ * gradient against finite differences, constrain/unconstrain, tp and gq,
+ * the Hessian and Hessian-vector product, errors, threads; under every
+ * backend, compared with the interpreter.
+ *
+ * The reference densities are written out here by hand from the Stan
+ * programs (normal_lpdf, cauchy_lpdf with every constant), independently of
+ * the .kg text.
+ */
+#include "tap.h"
+#include "found_backends.h"
+
+#include <kiln/graph.h>
+#include <kiln/io.h>
+#include <kiln/kiln.h>
+#include <kiln/model.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOG_SQRT_2PI 0.91893853320467274178
+#define LOG_PI 1.14472988584940017414
+
+/* posteriordb's eight_schools_noncentered (Stan program in
+ * ../shared/posteriordb/models), parameters in its order */
+static const char *ES_KG =
+    "kiln 1\n"
+    "graph eight_schools_noncentered\n"
+    "  shared J: i64\n"
+    "  shared y: f64[J]\n"
+    "  shared sigma: f64[J]\n"
+    "  param theta_trans: f64[J]\n"
+    "  param mu: f64\n"
+    "  param tau: f64 lower=0\n"
+    "  theta = add(mul(theta_trans, tau), mu)\n"
+    "  lp_tt = sum(sub(mul(-0.5, square(theta_trans)), 0.9189385332046727))\n"
+    "  z = true_div(sub(y, theta), sigma)\n"
+    "  lp_y = sum(sub(sub(mul(-0.5, square(z)), log(sigma)), "
+    "0.9189385332046727))\n"
+    "  lp_mu = sub(sub(mul(-0.5, square(true_div(mu, 5))), log(5.0)), "
+    "0.9189385332046727)\n"
+    "  lp_tau = sub(sub(neg(log1p(square(true_div(tau, 5)))), log(5.0)), "
+    "1.1447298858494002)\n"
+    "  output logp = add(add(add(lp_tt, lp_y), lp_mu), lp_tau)\n"
+    "  output tp theta\n"
+    "  output gq tau2 = square(tau)\n"
+    "end\n";
+
+static const char *ES_DATA =
+    "{\"J\": 8, \"y\": [28, 8, -3, 7, -1, 1, 18, 12],\n"
+    " \"sigma\": [15, 10, 16, 11, 9, 11, 10, 18]}";
+
+static const double Y[8] = {28, 8, -3, 7, -1, 1, 18, 12};
+static const double SIG[8] = {15, 10, 16, 11, 9, 11, 10, 18};
+
+static double normal_lpdf(double x, double m, double s)
+{
+    double z = (x - m) / s;
+    return -0.5 * z * z - log(s) - LOG_SQRT_2PI;
+}
+
+/* the Stan model's density at unconstrained u (theta_trans[8], mu,
+ * log tau), with the Jacobian log tau when jac */
+static double es_ref(const double *u, int jac)
+{
+    double mu = u[8], tau = exp(u[9]), lp = 0;
+    for (int j = 0; j < 8; j++) {
+        lp += normal_lpdf(u[j], 0, 1);
+        lp += normal_lpdf(Y[j], u[j] * tau + mu, SIG[j]);
+    }
+    lp += normal_lpdf(mu, 0, 5);
+    lp += -log1p((tau / 5) * (tau / 5)) - log(5.0) - LOG_PI;  /* cauchy */
+    return lp + (jac ? u[9] : 0);
+}
+
+static kiln_model *make(const char *kg, const char *data, const char *backend,
+                        kiln_err *e)
+{
+    kiln_graph *g = kiln_parse_string(kg, "m.kg", NULL, e);
+    if (!g)
+        return NULL;
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.backend = backend;
+    o.quiet = 1;
+    kiln_model *m = kiln_model_new(g, NULL, data, &o, NULL, e);
+    kiln_graph_free(g);
+    return m;
+}
+
+static void test_eight_schools(const char *be, double *lp_interp)
+{
+    kiln_err e;
+    kiln_model *m = make(ES_KG, ES_DATA, be, &e);
+    if (!ok(m != NULL, "[%s] eight schools: model made", be)) {
+        diag("%s", e.message);
+        return;
+    }
+    ok(kiln_model_n_unc(m) == 10 && kiln_model_n_params(m, 0, 0) == 10 &&
+           kiln_model_n_params(m, 1, 0) == 18 &&
+           kiln_model_n_params(m, 1, 1) == 19 &&
+           kiln_model_n_params(m, 0, 1) == 11,
+       "[%s] sizes: 10 unconstrained, 8 tp, 1 gq", be);
+    ok(strcmp(kiln_model_param_unc_names(m),
+              "theta_trans.1,theta_trans.2,theta_trans.3,theta_trans.4,"
+              "theta_trans.5,theta_trans.6,theta_trans.7,theta_trans.8,mu,"
+              "tau") == 0,
+       "[%s] unconstrained names in Stan's dotted form", be);
+    const char *pn = kiln_model_param_names(m, 1, 1);
+    ok(strstr(pn, ",tau,theta.1,") && strstr(pn, "theta.8,tau2") &&
+           strcmp(kiln_model_param_names(m, 0, 0),
+                  kiln_model_param_unc_names(m)) == 0,
+       "[%s] constrained names with tp and gq", be);
+    ok(strcmp(kiln_model_name(m), "eight_schools_noncentered") == 0 &&
+           strstr(kiln_model_info(m), "kiln ") != NULL,
+       "[%s] name and info", be);
+
+    double u[10], g[10], lp, lp0;
+    for (int j = 0; j < 10; j++)
+        u[j] = 0.3 * sin(1.7 * j + 0.2);
+    int rc = kiln_model_log_density(m, 1, u, &lp, g, &e);
+    ok(rc == 0, "[%s] log density runs", be);
+    is_close(lp, es_ref(u, 1), 1e-13, "[%s] log density = hand-derived "
+             "(jacobian on)", be);
+    kiln_model_log_density(m, 0, u, &lp0, NULL, &e);
+    is_close(lp0, es_ref(u, 0), 1e-13, "[%s] jacobian off", be);
+    is_close(lp - lp0, u[9], 1e-12, "[%s] the difference is log tau", be);
+    if (lp_interp) {
+        if (!strcmp(be, "interp"))
+            *lp_interp = lp;
+        else
+            ok(lp == *lp_interp, "[%s] log density bitwise equal to the "
+               "interpreter's", be);
+    }
+    double maxerr = 0;
+    for (int j = 0; j < 10; j++) {
+        double v[10], h = 1e-6;
+        memcpy(v, u, sizeof v);
+        v[j] += h;
+        double a = es_ref(v, 1);
+        v[j] -= 2 * h;
+        double b = es_ref(v, 1);
+        double fd = (a - b) / (2 * h);
+        maxerr = fmax(maxerr, fabs(fd - g[j]) / fmax(1, fabs(fd)));
+    }
+    ok(maxerr < 1e-7, "[%s] gradient = finite differences of the reference "
+       "(max rel err %.2g)", be, maxerr);
+
+    /* constrain / unconstrain */
+    double th[19], back[10];
+    ok(kiln_model_constrain(m, 1, 1, u, th, &e) == 0, "[%s] constrain", be);
+    int good = fabs(th[9] - exp(u[9])) < 1e-15 && th[8] == u[8];
+    for (int j = 0; j < 8; j++)
+        good &= fabs(th[10 + j] - (u[j] * exp(u[9]) + u[8])) < 1e-13;
+    good &= fabs(th[18] - exp(2 * u[9])) < 1e-13;
+    ok(good, "[%s] constrained values, tp theta and gq tau2", be);
+    ok(kiln_model_unconstrain(m, th, back, &e) == 0, "[%s] unconstrain", be);
+    double rt = 0;
+    for (int j = 0; j < 10; j++)
+        rt = fmax(rt, fabs(back[j] - u[j]));
+    ok(rt < 1e-14, "[%s] unconstrain(constrain(u)) = u (err %.2g)", be, rt);
+    double bad[10];
+    memcpy(bad, th, sizeof bad);
+    bad[9] = -1;
+    rc = kiln_model_unconstrain(m, bad, back, &e);
+    ok(rc == KILN_ERR_ARG &&
+           strcmp(e.message, "unconstrain: parameter 'tau' is -1, below its "
+                             "lower bound 0") == 0,
+       "[%s] unconstrain below the bound is an error naming it", be);
+    if (rc == 0 || strstr(e.message, "tau") == NULL)
+        diag("%s", e.message);
+    rc = kiln_model_unconstrain_json(m, "{\"mu\": 1.5, \"tau\": 2, "
+                                     "\"theta_trans\": [1,2,3,4,5,6,7,8]}",
+                                     back, &e);
+    ok(rc == 0 && back[8] == 1.5 && fabs(back[9] - log(2.0)) < 1e-15 &&
+           back[7] == 8, "[%s] unconstrain_json", be);
+    rc = kiln_model_unconstrain_json(m, "{\"mu\": 1.5, \"tau\": 2, "
+                                     "\"theta_trans\": [1,2,3]}", back, &e);
+    ok(rc != 0 && strstr(e.message, "theta_trans"),
+       "[%s] unconstrain_json with a wrong shape names the variable", be);
+
+    /* Hessian: against central differences of the reference gradient */
+    double H[100], g2[10], lp2;
+    rc = kiln_model_log_density_hessian(m, 1, u, &lp2, g2, H, &e);
+    double herr = 0, sym = 0;
+    for (int j = 0; j < 10; j++) {
+        double a[10], b[10], ga[10], gb[10], dummy, h = 1e-4;
+        memcpy(a, u, sizeof a);
+        memcpy(b, u, sizeof b);
+        a[j] += h;
+        b[j] -= h;
+        kiln_model_log_density(m, 1, a, &dummy, ga, &e);
+        kiln_model_log_density(m, 1, b, &dummy, gb, &e);
+        for (int i = 0; i < 10; i++) {
+            double fd = (ga[i] - gb[i]) / (2 * h);
+            herr = fmax(herr, fabs(fd - H[i * 10 + j]) / fmax(1, fabs(fd)));
+            sym = fmax(sym, fabs(H[i * 10 + j] - H[j * 10 + i]));
+        }
+    }
+    ok(rc == 0 && lp2 == lp && herr < 1e-6 && sym == 0,
+       "[%s] Hessian: symmetric, = differences with another step (err "
+       "%.2g)", be, herr);
+    double v[10], hv[10], lp3, hverr = 0;
+    for (int j = 0; j < 10; j++)
+        v[j] = cos(0.9 * j);
+    rc = kiln_model_log_density_hvp(m, 1, u, v, &lp3, hv, &e);
+    for (int i = 0; i < 10; i++) {
+        double s = 0;
+        for (int j = 0; j < 10; j++)
+            s += H[i * 10 + j] * v[j];
+        hverr = fmax(hverr, fabs(s - hv[i]) / fmax(1, fabs(s)));
+    }
+    ok(rc == 0 && lp3 == lp && hverr < 1e-6,
+       "[%s] Hessian-vector product = H v (err %.2g)", be, hverr);
+    kiln_model_free(m);
+}
+
+/* every kind of bound, and a bound from the data */
+static void test_bounds(const char *be)
+{
+    static const char *kg =
+        "kiln 1\ngraph b\n"
+        "  shared L: f64\n"
+        "  param a: f64[2] lower=L\n"
+        "  param b: f64 upper=3\n"
+        "  param c: f64[3] lower=-1 upper=2\n"
+        "  param d: f64\n"
+        "  output logp = add(add(sum(a), b), add(sum(c), d))\n"
+        "end\n";
+    kiln_err e;
+    kiln_model *m = make(kg, "{\"L\": 0.5}", be, &e);
+    if (!ok(m != NULL, "[%s] bounds: model made", be)) {
+        diag("%s", e.message);
+        return;
+    }
+    double u[7] = {0.1, -0.7, 0.4, -2, 0, 3.5, 0.25}, x[7], lp1, lp0, g[7];
+    kiln_model_constrain(m, 0, 0, u, x, &e);
+    double want[7] = {0.5 + exp(0.1), 0.5 + exp(-0.7), 3 - exp(0.4),
+                      -1 + 3 / (1 + exp(2.0)), -1 + 3 * 0.5,
+                      -1 + 3 / (1 + exp(-3.5)), 0.25};
+    double err = 0, jsum = 0.1 - 0.7 + 0.4;
+    for (int k = 0; k < 7; k++)
+        err = fmax(err, fabs(x[k] - want[k]));
+    for (int k = 3; k < 6; k++) {
+        double s = 1 / (1 + exp(-u[k]));
+        jsum += log(3.0) + log(s) + log(1 - s);
+    }
+    ok(err < 1e-14, "[%s] lower (from data), upper, both, none: Stan's "
+       "transforms (err %.2g)", be, err);
+    kiln_model_log_density(m, 1, u, &lp1, g, &e);
+    kiln_model_log_density(m, 0, u, &lp0, NULL, &e);
+    double sum = 0;
+    for (int k = 0; k < 7; k++)
+        sum += want[k];
+    is_close(lp0, sum, 1e-14, "[%s] jacobian=0: the density alone", be);
+    is_close(lp1 - lp0, jsum, 1e-13, "[%s] jacobian=1 adds the "
+             "log-Jacobians", be);
+    /* d/du of x + logJ for the lower bound: exp(u) + 1 */
+    is_close(g[0], exp(0.1) + 1, 1e-14, "[%s] gradient through lower", be);
+    double s3 = 1 / (1 + exp(2.0));
+    is_close(g[3], 3 * s3 * (1 - s3) + (1 - 2 * s3), 1e-13,
+             "[%s] gradient through both bounds", be);
+    double back[7];
+    kiln_model_unconstrain(m, x, back, &e);
+    err = 0;
+    for (int k = 0; k < 7; k++)
+        err = fmax(err, fabs(back[k] - u[k]));
+    ok(err < 1e-12, "[%s] round trip through every transform (err %.2g)",
+       be, err);
+    x[4] = 2.5;
+    int rc = kiln_model_unconstrain(m, x, back, &e);
+    ok(rc && strcmp(e.message, "unconstrain: parameter 'c.2' is 2.5, above "
+                               "its upper bound 2") == 0,
+       "[%s] above the upper bound: error names c.2", be);
+    if (!rc || !strstr(e.message, "c.2"))
+        diag("%s", rc ? e.message : "no error");
+    kiln_model_free(m);
+}
+
+static void test_errors(void)
+{
+    kiln_err e;
+    kiln_model *m = make(ES_KG, "{\"J\": 8, \"y\": [1,2,3,4,5,6,7,8]}",
+                         "interp", &e);
+    ok(!m && e.code == KILN_ERR_NAME &&
+           strstr(e.message, "no variable 'sigma'") &&
+           strstr(e.message, "f64[J]"),
+       "a missing data variable is named, with its declared type");
+    diag("%s", e.message);
+    m = make(ES_KG, "{\"J\": 8, \"y\": [1,2,3,4,5,6,7,8], \"sigma\": [1,2]}",
+             "interp", &e);
+    ok(!m && e.code == KILN_ERR_SHAPE && strstr(e.message, "sigma"),
+       "a wrong shape is an error naming the variable");
+    diag("%s", e.message);
+    m = make(ES_KG, "{\"J\": 9, \"y\": [1,2,3,4,5,6,7,8], "
+             "\"sigma\": [1,2,3,4,5,6,7,8]}", "interp", &e);
+    ok(!m && e.code == KILN_ERR_SHAPE && strstr(e.message, "'J'"),
+       "J disagreeing with the arrays it sizes is an error");
+    diag("%s", e.message);
+    m = make(ES_KG, "{\"J\": 8, \"y\": [1,2,3,4,5,6,7,8", "interp", &e);
+    ok(!m && e.code == KILN_ERR_PARSE, "bad JSON is a parse error");
+    diag("%s", e.message);
+    m = make(ES_KG, NULL, "interp", &e);
+    ok(!m && e.code == KILN_ERR_NAME && strstr(e.message, "no data"),
+       "no data for a model that needs some");
+    diag("%s", e.message);
+    m = make("kiln 1\ngraph n\n  input k: f64[n]\n  output logp = sum(k)\n"
+             "end\n", NULL, "interp", &e);
+    ok(!m && e.code == KILN_ERR_SHAPE &&
+           strstr(e.message, "symbol 'n' of parameter 'k'"),
+       "a parameter whose size no data gives");
+    diag("%s", e.message);
+    kiln_graph *g = kiln_parse_string(ES_KG, "m.kg", NULL, &e);
+    m = kiln_model_new(g, "nope", ES_DATA, NULL, NULL, &e);
+    ok(!m && e.code == KILN_ERR_NAME &&
+           strcmp(e.message, "model: no output named 'nope'") == 0,
+       "an unknown log-density output");
+    m = kiln_model_new(g, "theta", ES_DATA, NULL, NULL, &e);
+    ok(!m && e.code == KILN_ERR_TYPE && strstr(e.message, "float scalar"),
+       "a log density that is not a scalar");
+    diag("%s", e.message);
+    kiln_graph_free(g);
+    ok(kiln_model_new(NULL, NULL, NULL, NULL, NULL, &e) == NULL &&
+           e.code == KILN_ERR_ARG, "NULL graph");
+    kiln_model_free(NULL);
+}
+
+/* 4 threads on one model agree with serial calls */
+typedef struct job {
+    kiln_model *m;
+    double lp[64], g[64][10];
+    int rc;
+} job;
+
+static void *worker(void *arg)
+{
+    job *j = arg;
+    kiln_err e;
+    for (int r = 0; r < 200; r++)
+        for (int k = 0; k < 64; k++) {
+            double u[10];
+            for (int i = 0; i < 10; i++)
+                u[i] = 0.01 * k - 0.1 * i;
+            j->rc |= kiln_model_log_density(j->m, 1, u, &j->lp[k], j->g[k],
+                                            &e);
+        }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    kiln_err e;
+    kiln_model *m = make(ES_KG, ES_DATA, NULL, &e);
+    if (!ok(m != NULL, "threads: model made"))
+        return;
+    job serial = {m, {0}, {{0}}, 0}, par[4];
+    for (int k = 0; k < 64; k++) {
+        double u[10];
+        for (int i = 0; i < 10; i++)
+            u[i] = 0.01 * k - 0.1 * i;
+        kiln_model_log_density(m, 1, u, &serial.lp[k], serial.g[k], &e);
+    }
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        memset(&par[i], 0, sizeof par[i]);
+        par[i].m = m;
+        pthread_create(&t[i], NULL, worker, &par[i]);
+    }
+    int same = 1;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        same &= par[i].rc == 0 &&
+                memcmp(par[i].lp, serial.lp, sizeof serial.lp) == 0 &&
+                memcmp(par[i].g, serial.g, sizeof serial.g) == 0;
+    }
+    ok(same, "4 threads calling one model agree with serial calls bit for "
+       "bit");
+    kiln_model_free(m);
+}
+
+int main(void)
+{
+    const char *bk[3];
+    int nb = found_backends(bk);
+    double lp_interp = 0;
+    for (int b = 0; b < nb; b++) {
+        test_eight_schools(bk[b], &lp_interp);
+        test_bounds(bk[b]);
+    }
+    test_errors();
+    test_threads();
+    return done_testing();
+}
