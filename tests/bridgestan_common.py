@@ -50,8 +50,9 @@ class Tap:
         except Exception as e:  # noqa: BLE001 -- any exception is the point
             text = str(e)
             good = all(s in text for s in needles)
-            if not self.ok(good, what):
-                self.diag("message: %s" % text)
+            self.ok(good, what)
+            self.diag("message: %s" % text)
+            if not good:
                 self.diag("wanted: %r" % (needles,))
             return text
         self.ok(False, what + " (nothing raised)")

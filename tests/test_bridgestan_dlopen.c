@@ -111,8 +111,12 @@ static int one_model(const bs_api *bs, const model_case *mc)
        "%s: bs_model_info holds kiln_model_info", mc->name);
 
     /* nutpie's loop: one gradient per leapfrog step */
+    /* th holds the constrained values with tp and gq */
+    int n_all = bs->param_num(m, true, true);
+    ok(n_all == kiln_model_n_params(km, 1, 1) && n_all >= n,
+       "%s: bs_param_num with tp and gq: %d", mc->name, n_all);
     double *x = calloc((size_t)n, sizeof *x), *gr = calloc((size_t)n, 8),
-           *gk = calloc((size_t)n, 8), *th = calloc((size_t)n, 8);
+           *gk = calloc((size_t)n, 8), *th = calloc((size_t)n_all, 8);
     uint64_t s = 42;
     int calls = 5000, bad_rc = 0, bad_err = 0;
     double worst = 0;
