@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/bridgestan.sh — per-call bs_log_density_gradient of kiln's
 # BridgeStan libraries from C (bench/bench_bridgestan.c, through dlopen)
-# and from the BridgeStan Python client (bench/bridgestan.py), against
+# and from the BridgeStan Python client (bench/bridgestan_client.py), against
 # kiln_model_log_density and kiln's own logp callback on the hand-written
 # models, for eight schools and radon (make bench-bridgestan;
 # docs/performance.md, "BridgeStan").  Prints a Markdown table.
@@ -49,7 +49,7 @@ for m in eight radon; do
     get() { echo "$line" | sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
     py_ns=- ov_py=- ct_ns=-
     if [ $have_py = yes ]; then
-      pl=$(KILN_BACKEND=$b PYTHONPATH="$clients" "$py" "$src/bench/bridgestan.py" \
+      pl=$(KILN_BACKEND=$b PYTHONPATH="$clients" "$py" "$src/bench/bridgestan_client.py" \
              "$tmp/$m.so" "$data" $((calls / 10)))
       py_ns=$(echo "$pl" | sed -n 's/.*py_ns=\([^ ]*\).*/\1/p')
       ct_ns=$(echo "$pl" | sed -n 's/.*ctypes_ns=\([^ ]*\).*/\1/p')

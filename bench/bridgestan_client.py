@@ -1,8 +1,9 @@
-"""bench/bridgestan.py — the per-call cost of bs_log_density_gradient from
+"""bench/bridgestan_client.py — (not bridgestan.py: that name would shadow
+the client package) the per-call cost of bs_log_density_gradient from
 the BridgeStan Python client (make bench-bridgestan, bench/bridgestan.sh;
 docs/performance.md, "BridgeStan").
 
-usage: PYTHONPATH=../shared/clients python3 bench/bridgestan.py LIB DATA [CALLS]
+usage: PYTHONPATH=../shared/clients python3 bench/bridgestan_client.py LIB DATA [CALLS]
 Prints one line: py_ns=... (StanModel.log_density_gradient(x, out=g): the
 client's checks, ctypes and the library) ctypes_ns=... (the same C
 function through the client's ctypes binding alone), medians of 7 rounds
