@@ -268,6 +268,12 @@ int main(void)
         bs.free_error_msg(err);
         ok(!bs.model_construct("{\"J\": 8", 1, NULL),
            "bad JSON with error_msg NULL: NULL");
+        none = bs.model_construct(NULL, 1, &err);
+        ok(!none && err && strstr(err, "bs_model_construct: ") &&
+               strstr(err, "no variable"),
+           "no data (NULL) for a model that needs some: '%s'",
+           err ? err : "");
+        bs.free_error_msg(err);
         one_model(&bs, &cases[c]);
         dlclose(h);
         unlink(lib);
