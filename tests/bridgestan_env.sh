@@ -29,18 +29,3 @@ export PYTHONPATH
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln_bs.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-# Until core/model.c and the `param` statement land (issue 16), the
-# template says "model: not implemented yet" and the parser does not know
-# `param`: skip then, on exactly those two messages.
-printf 'kiln 1\ngraph probe\n  param x: f64\n  output logp = mul(-0.5, square(x))\nend\n' \
-  >"$tmp/probe.kg"
-if ! "$kiln" bridgestan "$tmp/probe.kg" -o "$tmp/probe.so" >"$tmp/probe.out" 2>&1; then
-  grep -q "expected '=' after the name, found 'x'" "$tmp/probe.out" &&
-    skip_all "this kiln does not parse 'param' yet (issue 16)"
-  cat "$tmp/probe.out" | sed 's/^/# /'
-fi
-if "$python" -c 'import sys, bridgestan; bridgestan.StanModel(sys.argv[1])' \
-     "$tmp/probe.so" >"$tmp/probe.out" 2>&1; then :; else
-  grep -q "model: not implemented yet" "$tmp/probe.out" &&
-    skip_all "kiln_model is not implemented yet (core/model_stub.c, issue 16)"
-fi
