@@ -1,5 +1,6 @@
 /*
- * kiln.c — the command-line tool: `kiln run`, `kiln check`.
+ * kiln.c — the command-line tool: `kiln run`, `kiln check`, and the
+ * commands of kiln_cli.h (explain, policy, cache, bridgestan).
  * See docs/kiln.1 (man kiln) for the manual.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -49,6 +50,7 @@ static const char *usage_text =
     "       kiln explain FILE.kg [--policy POLICY.yaml] [--json] [--passes]\n"
     "       kiln policy check [POLICY.yaml]\n"
     "       kiln check FILE.kg\n"
+    "       kiln bridgestan FILE.kg -o LIB.so [--logp NAME]\n"
     "       kiln emit-c FILE.kg [--passes LIST] [--policy POLICY.yaml]\n"
     "       kiln emit-llvm FILE.kg [--opt 1|2|3] [--fast-math]\n"
     "                [--passes LIST] [--policy POLICY.yaml]\n"
@@ -1221,6 +1223,8 @@ static int dispatch(int argc, char **argv)
         return kiln_cli_cache(argc - 2, argv + 2);
     if (strcmp(cmd, "policy") == 0)
         return kiln_cli_policy(argc - 2, argv + 2);
+    if (strcmp(cmd, "bridgestan") == 0)
+        return kiln_cli_bridgestan(argc - 2, argv + 2);
     fprintf(stderr, "kiln: unknown command '%s'\n%s", cmd, usage_text);
     return 2;
 }

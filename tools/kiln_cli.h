@@ -12,6 +12,10 @@ int kiln_cli_explain(int argc, char **argv);
 /* kiln policy check [FILE] (tools/kiln_policy.c) */
 int kiln_cli_policy(int argc, char **argv);
 
+/* kiln bridgestan MODEL.kg -o LIB.so [--logp NAME]
+ * (tools/kiln_bridgestan.c, docs/bridgestan.md) */
+int kiln_cli_bridgestan(int argc, char **argv);
+
 /* kiln cache stats|list|verify|prune|clear (tools/kiln_cache.c) */
 int kiln_cli_cache(int argc, char **argv);
 

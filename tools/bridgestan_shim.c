@@ -1,0 +1,482 @@
+/*
+ * bridgestan_shim.c — kiln's BridgeStan template library: the whole
+ * BridgeStan 2.x C API (tools/bridgestan_api.h) over <kiln/model.h>.
+ *
+ * Built once as $(pkglibdir)/bridgestan.so (the *template*).  `kiln
+ * bridgestan MODEL.kg -o LIB.so` (tools/kiln_bridgestan.c) copies it and
+ * appends a trailer holding the model's text (tools/bs_trailer.h); at
+ * bs_model_construct this code finds the file it was loaded from, reads
+ * the trailer, parses the model and makes a kiln_model with the data.
+ * docs/bridgestan.md describes it all.
+ *
+ * Compiled with -fvisibility=hidden: only the bs_ symbols are exported
+ * (and Makefile.am's -export-symbols-regex '^bs_' says so to the linker).
+ */
+#define _GNU_SOURCE   /* dladdr */
+#include "bridgestan_api.h"
+#include "bs_trailer.h"
+
+#include <kiln/graph.h>
+#include <kiln/kiln.h>
+#include <kiln/model.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The BridgeStan release whose API this is: the 2.7.0 Python client
+ * compares these with its own version and warns on a mismatch. */
+const int bs_major_version = 2;
+const int bs_minor_version = 7;
+const int bs_patch_version = 0;
+
+struct bs_model {
+    kiln_model *km;
+    char *info;          /* kiln_model_info + what the library is */
+};
+
+/* xoshiro256** state seeded by splitmix64.  kiln models have no random
+ * ops yet, so nothing draws from it; it exists because BridgeStan's
+ * callers make one for bs_param_constrain(include_gq = true). */
+struct bs_rng {
+    uint64_t s[4];
+};
+
+/* bs_set_print_callback's function: kept for when kiln models print;
+ * nothing prints through it yet. */
+static _Atomic(STREAM_CALLBACK) print_callback;
+
+/* ---- errors --------------------------------------------------------- */
+
+/* Give the caller "FN: message" in a malloc'd *error_msg (nothing when
+ * error_msg is NULL, or when out of memory); returns -1. */
+static int fail(char **error_msg, const char *fn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char **error_msg, const char *fn, const char *fmt, ...)
+{
+    if (!error_msg)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    size_t pre = strlen(fn) + 2;
+    char *s = n >= 0 ? malloc(pre + (size_t)n + 1) : NULL;
+    if (s) {
+        memcpy(s, fn, pre - 2);
+        memcpy(s + pre - 2, ": ", 2);
+        va_start(ap, fmt);
+        vsnprintf(s + pre, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    *error_msg = s;
+    return -1;
+}
+
+/* A failed kiln call: its message, and -1. */
+static int fail_kiln(char **error_msg, const char *fn, const kiln_err *err)
+{
+    return fail(error_msg, fn, "%s",
+                err->message[0] ? err->message : "unknown kiln error");
+}
+
+/* What a bs_ function returns for a kiln call's return code rc.  The
+ * callers' kiln_err is not zeroed (1 KiB per call): only message[0] is
+ * set, and err is read only after a failure, which fills it. */
+static int result(int rc, char **error_msg, const char *fn,
+                  const kiln_err *err)
+{
+    return rc ? fail_kiln(error_msg, fn, err) : 0;
+}
+
+/* ---- this library's file and its trailer ------------------------------ */
+
+/* The absolute path of the file this library was loaded from, taken when
+ * it was loaded (a relative dlopen path would go stale with a chdir). */
+static char self_path[PATH_MAX];
+static int self_errno;
+
+__attribute__((constructor)) static void find_self(void)
+{
+    Dl_info info;
+    void (*self)(void) = find_self;
+    void *addr;
+    memcpy(&addr, &self, sizeof addr);   /* function -> object pointer */
+    if (!dladdr(addr, &info) || !info.dli_fname || !info.dli_fname[0]) {
+        self_errno = ENOENT;
+        return;
+    }
+    if (!realpath(info.dli_fname, self_path)) {
+        self_errno = errno ? errno : ENOENT;
+        self_path[0] = '\0';
+    }
+}
+
+static const char template_msg[] =
+    "this is kiln's BridgeStan template; make a model library with "
+    "kiln bridgestan MODEL.kg -o LIB.so";
+
+/* What the trailer holds: the model's text (NUL-terminated) and the
+ * metadata strings (pointers into meta). */
+typedef struct embedded {
+    char *text;
+    char *meta;
+    const char *field[BST_NFIELDS];
+} embedded;
+
+static void embedded_free(embedded *e)
+{
+    free(e->text);
+    free(e->meta);
+}
+
+static int read_at(int fd, void *buf, uint64_t len, uint64_t off)
+{
+    unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t got = pread(fd, p, len > (1u << 30) ? (1u << 30) : len,
+                            (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return -1;
+        p += got;
+        off += (uint64_t)got;
+        len -= (uint64_t)got;
+    }
+    return 0;
+}
+
+/* Read and check the trailer of this library's file into *e.  0, or -1
+ * with a message. */
+static int read_trailer(embedded *e, char **error_msg)
+{
+    static const char fn[] = "bs_model_construct";
+    memset(e, 0, sizeof *e);
+    if (!self_path[0])
+        return fail(error_msg, fn, "cannot find the file of this library "
+                    "(dladdr/realpath: %s)", strerror(self_errno));
+    int fd = open(self_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(error_msg, fn, "cannot open this library's file %s: %s",
+                    self_path, strerror(errno));
+    struct stat st;
+    unsigned char foot[BST_FOOTER];
+    bst_footer f;
+    int rc = -1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        fail(error_msg, fn, "%s is not a regular file", self_path);
+        goto out;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    if (size < BST_FOOTER || read_at(fd, foot, BST_FOOTER,
+                                     size - BST_FOOTER) != 0 ||
+        !bst_footer_decode(foot, &f)) {
+        fail(error_msg, fn, "%s: %s", self_path, template_msg);
+        goto out;
+    }
+    if (f.version != BST_VERSION) {
+        fail(error_msg, fn, "%s: model trailer version %u, this library "
+             "reads version %u; make the library again with this kiln",
+             self_path, (unsigned)f.version, BST_VERSION);
+        goto out;
+    }
+    /* the text and the metadata lie between the template and the footer:
+     * each length and their sum must fit there (no overflow: both are
+     * capped far below 2^63 first) */
+    uint64_t room = size - BST_FOOTER;
+    if (f.text_len > BST_TEXT_MAX || f.meta_len > BST_META_MAX ||
+        f.text_len + f.meta_len > room) {
+        fail(error_msg, fn, "%s: corrupt model trailer (text %llu bytes, "
+             "metadata %llu bytes, file %llu bytes)", self_path,
+             (unsigned long long)f.text_len, (unsigned long long)f.meta_len,
+             (unsigned long long)size);
+        goto out;
+    }
+    e->text = malloc(f.text_len + 1);
+    e->meta = malloc(f.meta_len + 1);
+    if (!e->text || !e->meta) {
+        fail(error_msg, fn, "out of memory reading the model (%llu bytes)",
+             (unsigned long long)f.text_len);
+        goto out;
+    }
+    uint64_t at = room - f.meta_len - f.text_len;
+    if (read_at(fd, e->text, f.text_len, at) != 0 ||
+        read_at(fd, e->meta, f.meta_len, at + f.text_len) != 0) {
+        fail(error_msg, fn, "%s: cannot read the model trailer", self_path);
+        goto out;
+    }
+    uint64_t sum = bst_fnv1a(BST_FNV_INIT, e->text, f.text_len);
+    sum = bst_fnv1a(sum, e->meta, f.meta_len);
+    if (sum != f.checksum || memchr(e->text, 0, f.text_len) ||
+        bst_meta_split(e->meta, f.meta_len, e->field) != 0) {
+        fail(error_msg, fn, "%s: corrupt model trailer (checksum or "
+             "metadata)", self_path);
+        goto out;
+    }
+    e->text[f.text_len] = '\0';
+    e->meta[f.meta_len] = '\0';
+    rc = 0;
+out:
+    close(fd);
+    if (rc)
+        embedded_free(e);
+    return rc;
+}
+
+/* ---- construct, destruct ----------------------------------------------- */
+
+bs_model *bs_model_construct(const char *data, unsigned int seed,
+                             char **error_msg)
+{
+    static const char fn[] = "bs_model_construct";
+    (void)seed;   /* no random ops in kiln models: nothing to seed */
+    embedded e;
+    if (read_trailer(&e, error_msg) != 0)
+        return NULL;
+    const char *base_dir = e.field[BST_BASE_DIR];
+    size_t nf = strlen(base_dir) + strlen(e.field[BST_FILE]) + 2;
+    char *filename = malloc(nf);
+    bs_model *m = calloc(1, sizeof *m);
+    kiln_err err = {0, ""};
+    kiln_graph *g = NULL;
+    if (!filename || !m) {
+        fail(error_msg, fn, "out of memory");
+        goto bad;
+    }
+    snprintf(filename, nf, "%s/%s", base_dir, e.field[BST_FILE]);
+    g = kiln_parse_string(e.text, filename, base_dir, &err);
+    if (!g) {
+        fail_kiln(error_msg, fn, &err);
+        goto bad;
+    }
+    const char *logp = e.field[BST_LOGP][0] ? e.field[BST_LOGP] : NULL;
+    m->km = kiln_model_new(g, logp, data, NULL, NULL, &err);
+    kiln_graph_free(g);
+    if (!m->km) {
+        fail_kiln(error_msg, fn, &err);
+        goto bad;
+    }
+    const char *ki = kiln_model_info(m->km);
+    const char *fmt = "%s\nBridgeStan C API %d.%d.%d by kiln %s: library "
+                      "%s, model %s";
+    int n = snprintf(NULL, 0, fmt, ki, bs_major_version, bs_minor_version,
+                     bs_patch_version, KILN_VERSION_STRING, self_path,
+                     filename);
+    m->info = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!m->info) {
+        fail(error_msg, fn, "out of memory");
+        goto bad;
+    }
+    snprintf(m->info, (size_t)n + 1, fmt, ki, bs_major_version,
+             bs_minor_version, bs_patch_version, KILN_VERSION_STRING,
+             self_path, filename);
+    free(filename);
+    embedded_free(&e);
+    return m;
+bad:
+    free(filename);
+    embedded_free(&e);
+    bs_model_destruct(m);
+    return NULL;
+}
+
+void bs_model_destruct(bs_model *m)
+{
+    if (!m)
+        return;
+    kiln_model_free(m->km);
+    free(m->info);
+    free(m);
+}
+
+void bs_free_error_msg(char *error_msg)
+{
+    free(error_msg);
+}
+
+/* ---- names and sizes ---------------------------------------------------- */
+
+const char *bs_name(const bs_model *m)
+{
+    return m ? kiln_model_name(m->km) : "";
+}
+
+const char *bs_model_info(const bs_model *m)
+{
+    return m ? m->info : "";
+}
+
+const char *bs_param_names(const bs_model *m, bool include_tp,
+                           bool include_gq)
+{
+    return m ? kiln_model_param_names(m->km, include_tp, include_gq) : "";
+}
+
+const char *bs_param_unc_names(const bs_model *m)
+{
+    return m ? kiln_model_param_unc_names(m->km) : "";
+}
+
+int bs_param_num(const bs_model *m, bool include_tp, bool include_gq)
+{
+    return m ? kiln_model_n_params(m->km, include_tp, include_gq) : -1;
+}
+
+int bs_param_unc_num(const bs_model *m)
+{
+    return m ? kiln_model_n_unc(m->km) : -1;
+}
+
+/* ---- transforms ---------------------------------------------------------- */
+
+/* The start of every call on a model: -1 with a message for NULL. */
+#define CHECK_MODEL(m, fn)                                                 \
+    do {                                                                   \
+        if (!(m))                                                          \
+            return fail(error_msg, fn, "the model is NULL");              \
+    } while (0)
+
+int bs_param_constrain(const bs_model *m, bool include_tp, bool include_gq,
+                       const double *theta_unc, double *theta, bs_rng *rng,
+                       char **error_msg)
+{
+    static const char fn[] = "bs_param_constrain";
+    CHECK_MODEL(m, fn);
+    /* BridgeStan's rule and words: generated quantities may draw */
+    if (include_gq && !rng)
+        return fail(error_msg, fn, "include_gq=true but rng=nullptr (make "
+                    "one with bs_rng_construct)");
+    kiln_err err;
+    err.message[0] = '\0';
+    return result(kiln_model_constrain(m->km, include_tp, include_gq,
+                                       theta_unc, theta, &err),
+                  error_msg, fn, &err);
+}
+
+int bs_param_unconstrain(const bs_model *m, const double *theta,
+                         double *theta_unc, char **error_msg)
+{
+    static const char fn[] = "bs_param_unconstrain";
+    CHECK_MODEL(m, fn);
+    kiln_err err;
+    err.message[0] = '\0';
+    return result(kiln_model_unconstrain(m->km, theta, theta_unc, &err),
+                  error_msg, fn, &err);
+}
+
+int bs_param_unconstrain_json(const bs_model *m, const char *json,
+                              double *theta_unc, char **error_msg)
+{
+    static const char fn[] = "bs_param_unconstrain_json";
+    CHECK_MODEL(m, fn);
+    kiln_err err;
+    err.message[0] = '\0';
+    return result(kiln_model_unconstrain_json(m->km, json, theta_unc, &err),
+                  error_msg, fn, &err);
+}
+
+/* ---- densities (propto is accepted and ignored: kiln keeps every
+ * constant, which BridgeStan's contract allows) --------------------------- */
+
+int bs_log_density(const bs_model *m, bool propto, bool jacobian,
+                   const double *theta_unc, double *lp, char **error_msg)
+{
+    static const char fn[] = "bs_log_density";
+    (void)propto;
+    CHECK_MODEL(m, fn);
+    kiln_err err;
+    err.message[0] = '\0';
+    return result(kiln_model_log_density(m->km, jacobian, theta_unc, lp, NULL,
+                                         &err),
+                  error_msg, fn, &err);
+}
+
+int bs_log_density_gradient(const bs_model *m, bool propto, bool jacobian,
+                            const double *theta_unc, double *val,
+                            double *grad, char **error_msg)
+{
+    static const char fn[] = "bs_log_density_gradient";
+    (void)propto;
+    CHECK_MODEL(m, fn);
+    kiln_err err;
+    err.message[0] = '\0';
+    return result(kiln_model_log_density(m->km, jacobian, theta_unc, val, grad,
+                                         &err),
+                  error_msg, fn, &err);
+}
+
+int bs_log_density_hessian(const bs_model *m, bool propto, bool jacobian,
+                           const double *theta_unc, double *val,
+                           double *grad, double *hessian, char **error_msg)
+{
+    static const char fn[] = "bs_log_density_hessian";
+    (void)propto;
+    CHECK_MODEL(m, fn);
+    kiln_err err;
+    err.message[0] = '\0';
+    return result(kiln_model_log_density_hessian(m->km, jacobian, theta_unc, val,
+                                                 grad, hessian, &err),
+                  error_msg, fn, &err);
+}
+
+int bs_log_density_hessian_vector_product(const bs_model *m, bool propto,
+                                          bool jacobian,
+                                          const double *theta_unc,
+                                          const double *vector, double *val,
+                                          double *hvp, char **error_msg)
+{
+    static const char fn[] = "bs_log_density_hessian_vector_product";
+    (void)propto;
+    CHECK_MODEL(m, fn);
+    kiln_err err;
+    err.message[0] = '\0';
+    return result(kiln_model_log_density_hvp(m->km, jacobian, theta_unc, vector,
+                                             val, hvp, &err),
+                  error_msg, fn, &err);
+}
+
+/* ---- RNG, printing -------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+bs_rng *bs_rng_construct(unsigned int seed, char **error_msg)
+{
+    bs_rng *r = malloc(sizeof *r);
+    if (!r) {
+        fail(error_msg, "bs_rng_construct", "out of memory");
+        return NULL;
+    }
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&x);
+    return r;
+}
+
+void bs_rng_destruct(bs_rng *rng)
+{
+    free(rng);
+}
+
+int bs_set_print_callback(STREAM_CALLBACK callback, char **error_msg)
+{
+    (void)error_msg;
+    atomic_store(&print_callback, callback);
+    return 0;
+}

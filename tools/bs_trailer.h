@@ -1,0 +1,115 @@
+/*
+ * bs_trailer.h — the trailer that `kiln bridgestan` (tools/kiln_bridgestan.c)
+ * appends to a copy of the BridgeStan template library and that the
+ * template (tools/bridgestan_shim.c) reads back at bs_model_construct.
+ * docs/bridgestan.md, "The trailer", is the specification:
+ *
+ *   [template library, unchanged][model text][metadata][footer, 40 bytes]
+ *
+ *   model text  the .kg file's bytes as parsed (no NUL byte)
+ *   metadata    BST_NFIELDS NUL-terminated strings, in this order:
+ *               the logp output's name ("" = kiln_model_new's default),
+ *               the graph's name, the absolute directory of the model
+ *               file (base_dir of its data files), the model file's name
+ *   footer      little-endian u64 text_len, u64 meta_len,
+ *               u64 checksum (FNV-1a 64 over the text, then the metadata),
+ *               u32 version (BST_VERSION), u32 0, 8 bytes BST_MAGIC
+ *
+ * ELF loaders map only what the program headers name, so the bytes after
+ * the template are never loaded as code.  Header-only (static inline) so
+ * that the writer and the reader share one definition.
+ */
+#ifndef KILN_TOOLS_BS_TRAILER_H
+#define KILN_TOOLS_BS_TRAILER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define BST_MAGIC "KILN-BS\x01"      /* 8 bytes, the last of the file */
+#define BST_MAGIC_LEN 8
+#define BST_VERSION 1u
+#define BST_FOOTER 40                /* bytes */
+#define BST_NFIELDS 4
+/* Sizes the reader accepts: a model's text is at most 1 GiB (the default
+ * data size limit of <kiln/io.h>), its metadata at most 64 KiB. */
+#define BST_TEXT_MAX ((uint64_t)1 << 30)
+#define BST_META_MAX ((uint64_t)1 << 16)
+
+enum { BST_LOGP = 0, BST_GRAPH = 1, BST_BASE_DIR = 2, BST_FILE = 3 };
+
+typedef struct bst_footer {
+    uint64_t text_len, meta_len, checksum;
+    uint32_t version;
+} bst_footer;
+
+static inline uint64_t bst_fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+#define BST_FNV_INIT 0xcbf29ce484222325ull
+
+static inline void bst_put(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint64_t bst_get(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static inline void bst_footer_encode(unsigned char out[BST_FOOTER],
+                                     const bst_footer *f)
+{
+    bst_put(out, f->text_len, 8);
+    bst_put(out + 8, f->meta_len, 8);
+    bst_put(out + 16, f->checksum, 8);
+    bst_put(out + 24, f->version, 4);
+    bst_put(out + 28, 0, 4);
+    memcpy(out + 32, BST_MAGIC, BST_MAGIC_LEN);
+}
+
+/* 1 when the last BST_FOOTER bytes of a file end with the magic (the file
+ * carries a trailer; the fields are in *f, not yet checked), else 0. */
+static inline int bst_footer_decode(const unsigned char in[BST_FOOTER],
+                                    bst_footer *f)
+{
+    if (memcmp(in + 32, BST_MAGIC, BST_MAGIC_LEN) != 0)
+        return 0;
+    f->text_len = bst_get(in, 8);
+    f->meta_len = bst_get(in + 8, 8);
+    f->checksum = bst_get(in + 16, 8);
+    f->version = (uint32_t)bst_get(in + 24, 4);
+    return 1;
+}
+
+/* Split metadata of `len` bytes into its BST_NFIELDS strings (pointers
+ * into meta).  0, or -1 when it is not exactly BST_NFIELDS NUL-terminated
+ * strings. */
+static inline int bst_meta_split(const char *meta, uint64_t len,
+                                 const char *field[BST_NFIELDS])
+{
+    uint64_t at = 0;
+    for (int i = 0; i < BST_NFIELDS; i++) {
+        const char *nul = at < len ? memchr(meta + at, 0, (size_t)(len - at))
+                                   : NULL;
+        if (!nul)
+            return -1;
+        field[i] = meta + at;
+        at = (uint64_t)(nul - meta) + 1;
+    }
+    return at == len ? 0 : -1;
+}
+
+#endif

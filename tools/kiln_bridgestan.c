@@ -1,0 +1,330 @@
+/*
+ * kiln_bridgestan.c — `kiln bridgestan MODEL.kg -o LIB.so [--logp NAME]`:
+ * write a shared library exporting BridgeStan's C API for a model
+ * (docs/bridgestan.md).  The library is a copy of kiln's template
+ * (tools/bridgestan_shim.c, installed as $(pkglibdir)/bridgestan.so) with
+ * the model's text appended in a trailer (tools/bs_trailer.h).
+ */
+#define _XOPEN_SOURCE 700   /* realpath */
+#include "kiln_cli.h"
+
+#include "bs_trailer.h"
+#include "install_dirs.h"   /* KILN_PKGLIB_DIR */
+#include "ir.h"             /* the graph's outputs, for --logp */
+#include "loader.h"         /* kiln_loader_build_top */
+
+#include <kiln/graph.h>
+#include <kiln/kiln.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char bs_usage[] =
+    "usage: kiln bridgestan MODEL.kg -o LIB.so [--logp NAME]\n"
+    "Writes LIB.so, a library exporting BridgeStan's C API for the model\n"
+    "(a copy of kiln's template with the model appended; "
+    "$KILN_BRIDGESTAN_TEMPLATE\n"
+    "names another template).  See docs/bridgestan.md.\n";
+
+/* The whole regular file at path, NUL-terminated, at most `max` bytes.
+ * NULL with a message in why. */
+static char *slurp(const char *path, uint64_t max, size_t *len, char *why,
+                   size_t why_size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    char *buf = NULL;
+    if (fd < 0) {
+        snprintf(why, why_size, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, why_size, "%s: not a regular file", path);
+        goto out;
+    }
+    if ((uint64_t)st.st_size > max) {
+        snprintf(why, why_size, "%s: %lld bytes is over the limit of %llu",
+                 path, (long long)st.st_size, (unsigned long long)max);
+        goto out;
+    }
+    buf = malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        snprintf(why, why_size, "out of memory reading %s", path);
+        goto out;
+    }
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            snprintf(why, why_size, "cannot read %s: %s", path,
+                     r < 0 ? strerror(errno) : "file shrank");
+            free(buf);
+            buf = NULL;
+            goto out;
+        }
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    *len = got;
+out:
+    close(fd);
+    return buf;
+}
+
+/* The template library: $KILN_BRIDGESTAN_TEMPLATE (the caller's
+ * environment may name code; a model may not), else the one built beside
+ * this libkiln when it runs from its build tree, else the installed one. */
+static const char *find_template(char *buf, size_t size)
+{
+    const char *env = getenv("KILN_BRIDGESTAN_TEMPLATE");
+    if (env && *env)
+        return env;
+    char top[3000];
+    struct stat st;
+    if (kiln_loader_build_top(top, sizeof top) == 0) {
+        snprintf(buf, size, "%s/tools/.libs/bridgestan.so", top);
+        if (stat(buf, &st) == 0)
+            return buf;
+    }
+    snprintf(buf, size, "%s", KILN_PKGLIB_DIR "/bridgestan.so");
+    return buf;
+}
+
+/* 1 when a and b name the same existing file. */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* The output's directory ("." for a bare name) into buf. */
+static void dir_of(const char *path, char *buf, size_t size)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(buf, size, ".");
+    else if (slash == path)
+        snprintf(buf, size, "/");
+    else
+        snprintf(buf, size, "%.*s", (int)(slash - path), path);
+}
+
+/* Write template + text + meta + footer to a temporary file beside `out`
+ * and rename it into place: an existing `out` is replaced whole or not at
+ * all.  0, or 1 with a message on stderr. */
+static int write_library(const char *out, size_t tmpl_len,
+                         const char *tmpl_bytes, const char *text,
+                         size_t text_len, const char *meta, size_t meta_len)
+{
+    char dir[PATH_MAX], tmp[PATH_MAX + 32];
+    dir_of(out, dir, sizeof dir);
+    const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s/.%s.XXXXXX", dir, base) >=
+        sizeof tmp) {
+        fprintf(stderr, "kiln: bridgestan: output path too long: %s\n", out);
+        return 1;
+    }
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "kiln: bridgestan: cannot create a file in %s: %s\n",
+                dir, strerror(errno));
+        return 1;
+    }
+    bst_footer f = {text_len, meta_len, 0, BST_VERSION};
+    f.checksum = bst_fnv1a(bst_fnv1a(BST_FNV_INIT, text, text_len), meta,
+                           meta_len);
+    unsigned char foot[BST_FOOTER];
+    bst_footer_encode(foot, &f);
+    mode_t mask = umask(0);
+    umask(mask);
+    FILE *fp = fdopen(fd, "wb");
+    if (!fp || fwrite(tmpl_bytes, 1, tmpl_len, fp) != tmpl_len ||
+        fwrite(text, 1, text_len, fp) != text_len ||
+        fwrite(meta, 1, meta_len, fp) != meta_len ||
+        fwrite(foot, 1, sizeof foot, fp) != sizeof foot ||
+        fflush(fp) != 0 || fchmod(fd, 0755 & ~mask) != 0 || fsync(fd) != 0) {
+        fprintf(stderr, "kiln: bridgestan: cannot write %s: %s\n", tmp,
+                strerror(errno));
+        if (fp)
+            fclose(fp);
+        else
+            close(fd);
+        unlink(tmp);
+        return 1;
+    }
+    if (fclose(fp) != 0 || rename(tmp, out) != 0) {
+        fprintf(stderr, "kiln: bridgestan: cannot write %s: %s\n", out,
+                strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    return 0;
+}
+
+/* The metadata block (bs_trailer.h): BST_NFIELDS NUL-terminated strings.
+ * malloc'd; NULL when out of memory. */
+static char *make_meta(const char *field[BST_NFIELDS], size_t *len)
+{
+    size_t n = 0;
+    for (int i = 0; i < BST_NFIELDS; i++)
+        n += strlen(field[i]) + 1;
+    char *m = malloc(n), *p = m;
+    if (!m)
+        return NULL;
+    for (int i = 0; i < BST_NFIELDS; i++) {
+        size_t k = strlen(field[i]) + 1;
+        memcpy(p, field[i], k);
+        p += k;
+    }
+    *len = n;
+    return m;
+}
+
+/* --logp NAME must be one of g's outputs: 0, or 1 with a message. */
+static int check_logp(const kiln_graph *g, const char *logp)
+{
+    for (int i = 0; i < g->n_outputs; i++)
+        if (strcmp(g->outputs[i].name, logp) == 0)
+            return 0;
+    fprintf(stderr, "kiln: bridgestan: --logp '%s': the model has no output "
+            "of that name (outputs:", logp);
+    for (int i = 0; i < g->n_outputs; i++)
+        fprintf(stderr, "%s %s", i ? "," : "", g->outputs[i].name);
+    fprintf(stderr, "%s)\n", g->n_outputs ? "" : " none");
+    return 1;
+}
+
+int kiln_cli_bridgestan(int argc, char **argv)
+{
+    const char *model = NULL, *out = NULL, *logp = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) &&
+            i + 1 < argc)
+            out = argv[++i];
+        else if (strcmp(a, "--logp") == 0 && i + 1 < argc)
+            logp = argv[++i];
+        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(bs_usage, stdout);
+            return 0;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "kiln: unknown or incomplete option '%s'\n%s", a,
+                    bs_usage);
+            return 2;
+        } else if (!model)
+            model = a;
+        else {
+            fprintf(stderr, "kiln: more than one model file ('%s', '%s')\n",
+                    model, a);
+            return 2;
+        }
+    }
+    if (!model || !out || !*out) {
+        fputs(bs_usage, stderr);
+        return 2;
+    }
+    if (logp && !*logp) {
+        fputs("kiln: bridgestan: --logp needs a name\n", stderr);
+        return 2;
+    }
+
+    /* the model: read once, parsed from the same bytes that are embedded
+     * (errors as kiln check's; nothing is written) */
+    char why[PATH_MAX + 200], abs[PATH_MAX], base_dir[PATH_MAX];
+    size_t text_len = 0, tmpl_len = 0, meta_len = 0;
+    char *text = slurp(model, BST_TEXT_MAX, &text_len, why, sizeof why);
+    char *tmpl_bytes = NULL, *meta = NULL;
+    kiln_graph *g = NULL;
+    int rc = 1;
+    if (!text) {
+        fprintf(stderr, "kiln: %s\n", why);
+        return 1;
+    }
+    if (memchr(text, 0, text_len)) {
+        fprintf(stderr, "kiln: %s: the model holds a NUL byte\n", model);
+        goto out;
+    }
+    if (!realpath(model, abs)) {
+        fprintf(stderr, "kiln: %s: %s\n", model, strerror(errno));
+        goto out;
+    }
+    dir_of(abs, base_dir, sizeof base_dir);
+    kiln_err err = {0, ""};
+    g = kiln_parse_string(text, model, base_dir, &err);
+    if (!g) {
+        fprintf(stderr, "kiln: %s\n", err.message);
+        goto out;
+    }
+    if (logp && check_logp(g, logp))
+        goto out;
+
+    /* the output may not be the model itself, nor the template */
+    char tbuf[PATH_MAX + 64];
+    const char *tmpl = find_template(tbuf, sizeof tbuf);
+    if (same_file(out, model)) {
+        fprintf(stderr, "kiln: bridgestan: -o %s is the model file itself\n",
+                out);
+        goto out;
+    }
+    if (same_file(out, tmpl)) {
+        fprintf(stderr, "kiln: bridgestan: -o %s is the template library "
+                "itself\n", out);
+        goto out;
+    }
+    struct stat st;
+    if (stat(out, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "kiln: bridgestan: -o %s is a directory\n", out);
+        goto out;
+    }
+
+    /* the template: a shared library without a trailer */
+    tmpl_bytes = slurp(tmpl, (uint64_t)1 << 30, &tmpl_len, why, sizeof why);
+    if (!tmpl_bytes) {
+        fprintf(stderr, "kiln: bridgestan: no template library: %s (set "
+                "KILN_BRIDGESTAN_TEMPLATE to kiln's bridgestan.so)\n", why);
+        goto out;
+    }
+    bst_footer f;
+    if (tmpl_len < 64 || memcmp(tmpl_bytes, "\177ELF", 4) != 0 ||
+        bst_footer_decode((const unsigned char *)tmpl_bytes + tmpl_len -
+                              BST_FOOTER, &f)) {
+        fprintf(stderr, "kiln: bridgestan: %s is not kiln's BridgeStan "
+                "template (%s)\n", tmpl,
+                tmpl_len >= 64 && memcmp(tmpl_bytes, "\177ELF", 4) == 0
+                    ? "it already holds a model" : "not an ELF file");
+        goto out;
+    }
+
+    const char *slash = strrchr(abs, '/');
+    const char *field[BST_NFIELDS];
+    field[BST_LOGP] = logp ? logp : "";
+    field[BST_GRAPH] = kiln_graph_name(g);
+    field[BST_BASE_DIR] = base_dir;
+    field[BST_FILE] = slash ? slash + 1 : abs;
+    meta = make_meta(field, &meta_len);
+    if (!meta) {
+        fputs("kiln: out of memory\n", stderr);
+        goto out;
+    }
+    if (write_library(out, tmpl_len, tmpl_bytes, text, text_len, meta,
+                      meta_len))
+        goto out;
+    printf("%s: BridgeStan library of graph '%s' (%s)\n", out,
+           kiln_graph_name(g), abs);
+    rc = 0;
+out:
+    kiln_graph_free(g);
+    free(text);
+    free(tmpl_bytes);
+    free(meta);
+    return rc;
+}
