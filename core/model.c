@@ -158,8 +158,15 @@ static int bind_data(kiln_graph *g, const kiln_json_data *d, int64_t *symsz,
         }
         kiln_tensor t;
         if (kiln_json_data_get(d, n->name, n->type.dtype, n->type.rank, dims,
-                               &t, err))
-            return err ? err->code : KILN_ERR_ARG;
+                               &t, err)) {
+            /* the reader sees sizes only: say which shared value, with
+             * its symbols' names, the data was for */
+            char msg[sizeof err->message];
+            snprintf(msg, sizeof msg, "%s", err->message);
+            return kiln_seterr(err, err->code,
+                               "model: shared value '%s' (declared %s): %s",
+                               n->name, tb, msg);
+        }
         snprintf(what, sizeof what, "data '%s'", n->name);
         for (int k = 0; k < n->type.rank; k++)
             if (sym_set(g, symsz, n->type.dims[k], t.shape[k], what, err)) {

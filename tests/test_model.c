@@ -295,8 +295,11 @@ static void test_errors(void)
     diag("%s", e.message);
     m = make(ES_KG, "{\"J\": 8, \"y\": [1,2,3,4,5,6,7,8], \"sigma\": [1,2]}",
              "interp", &e);
-    ok(!m && e.code == KILN_ERR_SHAPE && strstr(e.message, "sigma"),
-       "a wrong shape is an error naming the variable");
+    ok(!m && e.code == KILN_ERR_SHAPE &&
+           strstr(e.message, "shared value 'sigma' (declared f64[J])") &&
+           strstr(e.message, "shape (2)"),
+       "a wrong shape is an error naming the variable, its declared type "
+       "and what the data holds");
     diag("%s", e.message);
     m = make(ES_KG, "{\"J\": 9, \"y\": [1,2,3,4,5,6,7,8], "
              "\"sigma\": [1,2,3,4,5,6,7,8]}", "interp", &e);
