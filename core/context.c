@@ -106,8 +106,9 @@ static int check_inputs(kiln_context *ctx, const kiln_tensor *in,
         const kiln_node *n = &g->nodes[f->shared[i]];
         if (!n->data)
             return kiln_seterr(err, KILN_ERR_ARG,
-                               "shared value '%s' has no value; bind one with "
-                               "kiln_function_bind_shared", n->name);
+                               "shared value '%s' has no value; give it as "
+                               "data (kiln run --data FILE.json) or bind it "
+                               "with kiln_function_bind_shared", n->name);
     }
     return 0;
 }

@@ -144,12 +144,24 @@ static int bind_data(kiln_graph *g, const kiln_json_data *d, int64_t *symsz,
         if (n->op != KILN_OP_SHARED || n->data || n->promoted)
             continue;
         kiln_ir_type_str(g, &n->type, tb, sizeof tb);
-        if (!d || !kiln_json_data_has(d, n->name))
+        if (!d || !kiln_json_data_has(d, n->name)) {
+            char has[256] = "";
+            size_t k = 0;
+            for (int j = 0; d && j < kiln_json_data_count(d) &&
+                            k < sizeof has - 8; j++)
+                k += (size_t)snprintf(has + k, sizeof has - k, "%s%s",
+                                      j ? ", " : " (it has: ",
+                                      kiln_json_data_key(d, j));
+            if (k >= sizeof has - 8)
+                snprintf(has + sizeof has - 8, 8, ", ...");
+            if (k)
+                strcat(has, ")");
             return kiln_seterr(err, KILN_ERR_NAME,
                                "model: %s no variable '%s' for shared value "
-                               "'%s' (declared %s)",
+                               "'%s' (declared %s)%s",
                                d ? "the data has" : "no data given, so",
-                               n->name, n->name, tb);
+                               n->name, n->name, tb, has);
+        }
         int64_t dims[KILN_MAX_RANK];
         for (int k = 0; k < n->type.rank; k++) {
             int64_t dd = n->type.dims[k];
@@ -803,12 +815,14 @@ static int find_logp(const kiln_graph *g, const char *name, kiln_value *out,
     if (k < 0 && name)
         return kiln_seterr(err, KILN_ERR_NAME, "model: no output named '%s'",
                            name);
-    if (k < 0 && g->n_outputs == 0)
-        return kiln_seterr(err, KILN_ERR_ARG,
-                           "model: the graph has no output to use as the "
-                           "log density");
+    for (int j = 0; k < 0 && j < g->n_outputs; j++)
+        if (g->outputs[j].kind == KILN_OUTPUT_PLAIN)
+            k = j;
     if (k < 0)
-        k = 0;
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "model: no output to use as the log density: "
+                           "name one 'logp' or choose one (--logp NAME); "
+                           "tp and gq outputs are not candidates");
     const kiln_node *n = &g->nodes[g->outputs[k].value];
     if (n->type.rank != 0 ||
         (n->type.dtype != KILN_F64 && n->type.dtype != KILN_F32)) {
@@ -819,6 +833,30 @@ static int find_logp(const kiln_graph *g, const char *name, kiln_value *out,
                            kiln_ir_type_str(g, &n->type, tb, sizeof tb));
     }
     *out = g->outputs[k].value;
+    return 0;
+}
+
+int kiln_model_check_graph(const kiln_graph *g, const char *logp_output,
+                           const char **chosen, kiln_err *err)
+{
+    kiln_value lp;
+    if (!g)
+        return kiln_seterr(err, KILN_ERR_ARG, "model: NULL graph");
+    if (find_logp(g, logp_output, &lp, err))
+        return err ? err->code : KILN_ERR_ARG;
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        n += g->nodes[i].op == KILN_OP_INPUT;
+    if (n == 0)
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "model: the graph has no parameter (declare them "
+                           "with param NAME: TYPE)");
+    for (int j = 0; chosen && j < g->n_outputs; j++)
+        if (g->outputs[j].value == lp &&
+            (!logp_output || !strcmp(g->outputs[j].name, logp_output))) {
+            *chosen = g->outputs[j].name;
+            break;
+        }
     return 0;
 }
 

@@ -1291,6 +1291,16 @@ int kiln_function_input_type(const kiln_function *f, int i, kiln_dtype *dtype,
     return 0;
 }
 
+int64_t kiln_function_symbol_size(const kiln_function *f, const char *symbol)
+{
+    if (!f || !symbol)
+        return -1;
+    for (int s = 0; s < f->g->n_symbols; s++)
+        if (f->g->symbols[s] && strcmp(f->g->symbols[s], symbol) == 0)
+            return f->symvals_fixed[s] >= 0 ? f->symvals_fixed[s] : -1;
+    return -1;
+}
+
 int kiln_function_bind_shared(kiln_function *f, const char *name,
                               const kiln_tensor *value, kiln_err *err)
 {

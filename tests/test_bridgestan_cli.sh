@@ -114,5 +114,21 @@ KILN_BRIDGESTAN_TEMPLATE="$tmp/t.so" "$kiln" bridgestan "$model" -o "$tmp/y.so" 
   --logp logp >/dev/null 2>&1 && cmp -s "$tmp/y.so" "$tmp/lib.so"
 ok $? "\$KILN_BRIDGESTAN_TEMPLATE names the template"
 
+# the log density is checked before anything is written: a float scalar,
+# chosen as kiln_model_new chooses (logp, else the first output not
+# marked tp or gq)
+printf 'kiln 1\ngraph v\n  param a: f64[2]\n  output tp b = mul(a, 2)\n  output s = sum(a)\nend\n' >"$tmp/v.kg"
+"$kiln" bridgestan "$tmp/v.kg" -o "$tmp/v.so" >"$tmp/out" 2>&1
+[ $? = 0 ] && grep -q "log density 's'" "$tmp/out"
+ok $? "without logp, the first output not marked tp or gq is the log density"
+printf 'kiln 1\ngraph v\n  param a: f64[2]\n  output tp b = mul(a, 2)\nend\n' >"$tmp/v2.kg"
+"$kiln" bridgestan "$tmp/v2.kg" -o "$tmp/v2.so" >/dev/null 2>"$tmp/err"; st=$?
+[ $st = 1 ] && [ ! -e "$tmp/v2.so" ] && grep -q 'no output to use as the log density' "$tmp/err"
+ok $? "only tp outputs: refused before writing"
+"$kiln" bridgestan "$tmp/v.kg" -o "$tmp/v3.so" --logp b >/dev/null 2>"$tmp/err"; st=$?
+[ $st = 1 ] && [ ! -e "$tmp/v3.so" ] &&
+  grep -q "the log density 'b' must be a float scalar, got f64\[2\]" "$tmp/err"
+ok $? "a vector log density: refused before writing"
+
 echo "1..$n"
 [ $fails = 0 ]

@@ -435,8 +435,9 @@ static void test_call_error(void)
     double x = 2, grad = 0, lp = 0;
     ok(fn(1, &x, &grad, &lp, ud) == KILN_LOGP_ERROR &&
        strcmp(kiln_logp_callback_message(ud),
-              "shared value 's' has no value; bind one with "
-              "kiln_function_bind_shared") == 0,
+              "shared value 's' has no value; give it as data (kiln run "
+              "--data FILE.json) or bind it with kiln_function_bind_shared")
+           == 0,
        "failing call -> KILN_LOGP_ERROR: %s", kiln_logp_callback_message(ud));
     double s = 3;
     kiln_tensor st = {KILN_F64, 0, {0}, &s};

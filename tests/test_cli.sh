@@ -146,10 +146,13 @@ printf '{"mu": [1], "log_tau": 0}' >"$tmp/p.json"
 esj --inputs "$tmp/p.json" >"$tmp/out" 2>&1
 [ $? = 1 ] && grep -qx "kiln: --inputs: $tmp/p.json: variable 'mu': expected f64, found an array of shape (1)" "$tmp/out"
 ok $? "--inputs with a wrong shape: $(cat "$tmp/out")"
+esj --data "$esd/eight_schools.json" --random-inputs 3 >"$tmp/out" 2>&1
+[ $? = 0 ] && grep -q '^logp = -' "$tmp/out"
+ok $? "--random-inputs keeps the sizes --data fixes (theta_t: J = 8): $(head -1 "$tmp/out")"
 # --data: what the file lacks stays unbound; bad data is named
 printf '{"y": [28, 8, -3, 7, -1, 1, 18, 12]}' >"$tmp/d.json"
 esj --data "$tmp/d.json" --inputs "$esd/eight_schools_point.json" >"$tmp/out" 2>&1
-[ $? = 1 ] && grep -qx "kiln: shared value 'sigma' has no value; bind one with kiln_function_bind_shared" "$tmp/out"
+[ $? = 1 ] && grep -qx "kiln: shared value 'sigma' has no value; give it as data (kiln run --data FILE.json) or bind it with kiln_function_bind_shared" "$tmp/out"
 ok $? "--data without sigma: $(cat "$tmp/out")"
 printf '{"y": [28, 8, -3, 7, -1, 1, 18, 12],\n "sigma": [15, 10, 16, 11, 9, 11, 10]}' >"$tmp/d.json"
 esj --data "$tmp/d.json" >"$tmp/out" 2>&1

@@ -290,8 +290,10 @@ static void test_errors(void)
                          "interp", &e);
     ok(!m && e.code == KILN_ERR_NAME &&
            strstr(e.message, "no variable 'sigma'") &&
-           strstr(e.message, "f64[J]"),
-       "a missing data variable is named, with its declared type");
+           strstr(e.message, "f64[J]") &&
+           strstr(e.message, "(it has: J, y)"),
+       "a missing data variable is named, with its declared type and what "
+       "the data has");
     diag("%s", e.message);
     m = make(ES_KG, "{\"J\": 8, \"y\": [1,2,3,4,5,6,7,8], \"sigma\": [1,2]}",
              "interp", &e);

@@ -465,11 +465,15 @@ static int random_value(const kiln_function *f, int idx, kiln_tensor *t)
     kiln_dtype dt;
     int rank;
     int64_t dims[KILN_MAX_RANK];
-    kiln_function_input_type(f, idx, &dt, &rank, dims, NULL);
+    const char *syms[KILN_MAX_RANK];
+    kiln_function_input_type(f, idx, &dt, &rank, dims, syms);
     t->dtype = dt;
     t->rank = rank;
-    for (int k = 0; k < rank; k++)
-        t->shape[k] = dims[k] >= 0 ? dims[k] : 4;
+    for (int k = 0; k < rank; k++) {
+        /* a symbol the data sizes keeps that size, else 4 */
+        int64_t fixed = kiln_function_symbol_size(f, syms[k]);
+        t->shape[k] = dims[k] >= 0 ? dims[k] : fixed >= 0 ? fixed : 4;
+    }
     t->data = alloc_input(kiln_function_input_name(f, idx), t);
     if (!t->data)
         return -1;

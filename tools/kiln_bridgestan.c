@@ -10,6 +10,8 @@
 
 #include "bs_trailer.h"
 #include "install_dirs.h"   /* KILN_PKGLIB_DIR */
+#include <kiln/model.h>
+
 #include "ir.h"             /* the graph's outputs, for --logp */
 #include "loader.h"         /* kiln_loader_build_top */
 
@@ -266,6 +268,13 @@ int kiln_cli_bridgestan(int argc, char **argv)
     }
     if (logp && check_logp(g, logp))
         goto out;
+    /* what can be checked before any data: a float scalar log density,
+     * at least one parameter */
+    const char *chosen = NULL;
+    if (kiln_model_check_graph(g, logp, &chosen, &err)) {
+        fprintf(stderr, "kiln: bridgestan: %s: %s\n", model, err.message);
+        goto out;
+    }
 
     /* the output may not be the model itself, nor the template */
     char tbuf[PATH_MAX + 64];
@@ -318,8 +327,8 @@ int kiln_cli_bridgestan(int argc, char **argv)
     if (write_library(out, tmpl_len, tmpl_bytes, text, text_len, meta,
                       meta_len))
         goto out;
-    printf("%s: BridgeStan library of graph '%s' (%s)\n", out,
-           kiln_graph_name(g), abs);
+    printf("%s: BridgeStan library of graph '%s' (%s), log density '%s'\n",
+           out, kiln_graph_name(g), abs, chosen);
     rc = 0;
 out:
     kiln_graph_free(g);

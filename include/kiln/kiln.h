@@ -321,6 +321,11 @@ int kiln_function_input_type(const kiln_function *f, int i, kiln_dtype *dtype,
                              int *rank, int64_t dims[KILN_MAX_RANK],
                              const char *symbols[KILN_MAX_RANK]);
 
+/* The size a bound shared value fixes for symbol `symbol` (a dim name of
+ * the graph), or -1 when no shared value fixes it (or f, symbol NULL,
+ * no such symbol).  Thread-safe. */
+int64_t kiln_function_symbol_size(const kiln_function *f, const char *symbol);
+
 /* Replace the value of shared value `name` with a copy of `value`, which
  * must have the same dtype and shape as the current value (no recompile).
  * Errors: KILN_ERR_NAME (no shared value of that name), KILN_ERR_TYPE,

@@ -54,7 +54,8 @@ typedef struct kiln_model kiln_model;
 
 /* Make a model from `g` (only read; may be freed after).
  * `logp_output`: the name of the log-density output (a float scalar);
- * NULL means the output named "logp", else the graph's first output.
+ * NULL means the output named "logp", else the graph's first output that
+ * is not marked tp or gq.
  * `data`: NULL or "" for none; a path ending in ".json" (read with
  * kiln_json_data_read under `ropt`); otherwise JSON text.  Each shared
  * value of g that has no value yet is bound from the data variable of the
@@ -73,6 +74,13 @@ typedef struct kiln_model kiln_model;
 kiln_model *kiln_model_new(const kiln_graph *g, const char *logp_output,
                            const char *data, const kiln_options *opt,
                            const kiln_read_options *ropt, kiln_err *err);
+
+/* What kiln_model_new can check without data: that the log density
+ * (chosen as there) is an output and a float scalar, and that g has a
+ * parameter.  *chosen (when not NULL) is set to the log density's output
+ * name (owned by g).  Errors: as kiln_model_new's for these. */
+int kiln_model_check_graph(const kiln_graph *g, const char *logp_output,
+                           const char **chosen, kiln_err *err);
 
 /* Free a model.  NULL is allowed. */
 void kiln_model_free(kiln_model *m);
