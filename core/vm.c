@@ -34,8 +34,27 @@ const char *kiln_vm_node_label(const kiln_graph *g, int v, char *buf,
 {
     const kiln_node *n = &g->nodes[v];
     const char *op = kiln_ir_op_info(n->op)->name;
-    if (n->name)
+    if (n->name) {
         snprintf(buf, size, "node '%s' (%s)", n->name, op);
+        return buf;
+    }
+    /* unnamed: name the first named value computed from it, which is
+     * what the user wrote (`y_hat = add(a[county], ...)`) */
+    const char *user = NULL;
+    unsigned char *mark = calloc((size_t)g->n_nodes, 1);
+    if (mark) {
+        mark[v] = 1;
+        for (int i = v + 1; i < g->n_nodes && !user; i++)
+            for (int k = 0; k < g->nodes[i].n_in; k++)
+                if (mark[g->nodes[i].in[k]]) {
+                    mark[i] = 1;
+                    user = g->nodes[i].name;
+                    break;
+                }
+        free(mark);
+    }
+    if (user)
+        snprintf(buf, size, "node %d (%s, in computing '%s')", v, op, user);
     else
         snprintf(buf, size, "node %d (%s)", v, op);
     return buf;

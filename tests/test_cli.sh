@@ -149,6 +149,12 @@ ok $? "--inputs with a wrong shape: $(cat "$tmp/out")"
 esj --data "$esd/eight_schools.json" --random-inputs 3 >"$tmp/out" 2>&1
 [ $? = 0 ] && grep -q '^logp = -' "$tmp/out"
 ok $? "--random-inputs keeps the sizes --data fixes (theta_t: J = 8): $(head -1 "$tmp/out")"
+# a run-time error in an unnamed node names the value the user wrote
+printf 'kiln 1\ngraph t\n  input a: f64[5]\n  shared g: i64[n]\n  y_hat = mul(a[g], 2)\n  output s = sum(y_hat)\nend\n' >"$tmp/idx.kg"
+printf '{"g": [0, 5]}' >"$tmp/idx.json"
+"$kiln" run "$tmp/idx.kg" --data "$tmp/idx.json" --random-inputs 1 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "(take, in computing 'y_hat'): index 5 is out of bounds for axis 0 with size 5" "$tmp/out"
+ok $? "an index out of bounds names the value it was computing: $(cat "$tmp/out")"
 # --data: what the file lacks stays unbound; bad data is named
 printf '{"y": [28, 8, -3, 7, -1, 1, 18, 12]}' >"$tmp/d.json"
 esj --data "$tmp/d.json" --inputs "$esd/eight_schools_point.json" >"$tmp/out" 2>&1
