@@ -224,6 +224,13 @@ static int bound_value(const kiln_graph *g, const char *pname, kiln_value ref,
                            "model: bound '%s' of parameter '%s' has no value",
                            n->name, pname);
     *out = read_scalar(n->type.dtype, n->data, 0);
+    /* the transform (L + exp(u), ...) is in the graph already: a
+     * non-finite L would make every value NaN or infinite */
+    if (!isfinite(*out))
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "model: bound '%s' of parameter '%s' is %g; a "
+                           "bound given by name must be finite (write no "
+                           "bound for none)", n->name, pname, *out);
     return 0;
 }
 

@@ -331,6 +331,41 @@ static void test_errors(void)
     kiln_model_free(NULL);
 }
 
+/* A bound named from the data must be a finite number: lower=L with
+ * L = NaN or -inf made every constrained value NaN or -inf (the transform
+ * L + exp(u) was built before the value was known). */
+static void test_data_bounds(void)
+{
+    static const char *kg = "kiln 1\ngraph b\n  shared L: f64\n"
+                            "  param x: f64 lower=L\n"
+                            "  output logp = mul(-0.5, square(x))\nend\n";
+    static const char *kgu = "kiln 1\ngraph b\n  shared U: f64\n"
+                             "  param x: f64 upper=U\n"
+                             "  output logp = mul(-0.5, square(x))\nend\n";
+    static const char *bad[] = {"NaN", "\"-Inf\"", "\"Inf\""};
+    kiln_err e;
+    for (int k = 0; k < 3; k++) {
+        char data[64];
+        snprintf(data, sizeof data, "{\"L\": %s}", bad[k]);
+        kiln_model *m = make(kg, data, "interp", &e);
+        ok(!m && e.code == KILN_ERR_ARG && strstr(e.message, "'x'") &&
+               strstr(e.message, "'L'") && strstr(e.message, "finite"),
+           "lower bound L = %s from the data is refused, naming it", bad[k]);
+        diag("%s", m ? "(made)" : e.message);
+        kiln_model_free(m);
+        snprintf(data, sizeof data, "{\"U\": %s}", bad[k]);
+        m = make(kgu, data, "interp", &e);
+        ok(!m && e.code == KILN_ERR_ARG && strstr(e.message, "'U'"),
+           "upper bound U = %s from the data is refused", bad[k]);
+        kiln_model_free(m);
+    }
+    kiln_model *m = make(kg, "{\"L\": 1.5}", "interp", &e);
+    double u = 0, x = 0;
+    ok(m && kiln_model_constrain(m, 0, 0, &u, &x, &e) == 0 && x == 2.5,
+       "a finite bound from the data still works (L + exp(0))");
+    kiln_model_free(m);
+}
+
 /* 4 threads on one model agree with serial calls */
 typedef struct job {
     kiln_model *m;
@@ -394,6 +429,7 @@ int main(void)
         test_bounds(bk[b]);
     }
     test_errors();
+    test_data_bounds();
     test_threads();
     return done_testing();
 }
