@@ -276,6 +276,11 @@ static int layout_params(kiln_model *m, const kiln_graph *g,
                                    sn ? sn : "", sn ? "'" : "", p->name);
             }
             p->shape[k] = d;
+            /* checked before multiplying: N * N * N may overflow int64 */
+            if (d > 0 && p->numel > (INT32_MAX / 2) / d)
+                return kiln_seterr(err, KILN_ERR_SHAPE,
+                                   "model: too many parameter values "
+                                   "(parameter '%s')", p->name);
             p->numel *= d;
         }
         p->off = m->n_unc;

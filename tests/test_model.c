@@ -366,6 +366,30 @@ static void test_data_bounds(void)
     kiln_model_free(m);
 }
 
+/* A parameter whose size overflows int64: f64[N, N, N] with N = 2^21 has
+ * 2^63 values; the product wrapped to a negative count and the model was
+ * made with a negative (or zero) number of unconstrained values. */
+static void test_huge_param(void)
+{
+    static const char *kg = "kiln 1\ngraph h\n  param x: f64[N, N, N]\n"
+                            "  output logp = sum(mul(-0.5, square(x)))\n"
+                            "end\n";
+    static const char *ns[] = {"2097152", "1000000000", "3037000500"};
+    kiln_err e;
+    for (int k = 0; k < 3; k++) {
+        char data[64];
+        snprintf(data, sizeof data, "{\"N\": %s}", ns[k]);
+        kiln_model *m = make(kg, data, "interp", &e);
+        ok(!m && e.code == KILN_ERR_SHAPE &&
+               strstr(e.message, "too many parameter values"),
+           "f64[N, N, N] with N = %s is refused as too large", ns[k]);
+        diag("%s", m ? "(made)" : e.message);
+        if (m)
+            diag("n_unc %d", kiln_model_n_unc(m));
+        kiln_model_free(m);
+    }
+}
+
 /* 4 threads on one model agree with serial calls */
 typedef struct job {
     kiln_model *m;
@@ -430,6 +454,7 @@ int main(void)
     }
     test_errors();
     test_data_bounds();
+    test_huge_param();
     test_threads();
     return done_testing();
 }
