@@ -812,8 +812,19 @@ static int find_logp(const kiln_graph *g, const char *name, kiln_value *out,
         return kiln_seterr(err, KILN_ERR_ARG,
                            "model: the graph has no output to use as the "
                            "log density");
+    /* else the first output that is not a tp / gq nor a gradient */
+    for (int j = 0; k < 0 && j < g->n_outputs; j++) {
+        int is_grad = 0;
+        for (int r = 0; r < g->n_grads; r++)
+            is_grad |= g->grads[r].result == g->outputs[j].value;
+        if (!is_grad && g->outputs[j].kind == KILN_OUTPUT_PLAIN)
+            k = j;
+    }
     if (k < 0)
-        k = 0;
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "model: no output to use as the log density: "
+                           "every output is a gradient, a tp or a gq (name "
+                           "one, or name the log density 'logp')");
     const kiln_node *n = &g->nodes[g->outputs[k].value];
     if (n->type.rank != 0 ||
         (n->type.dtype != KILN_F64 && n->type.dtype != KILN_F32)) {

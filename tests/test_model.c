@@ -390,6 +390,32 @@ static void test_huge_param(void)
     }
 }
 
+/* The default log density (no "logp" output) is the first output that is
+ * neither a gradient nor a tp / gq: a graph whose outputs are `grad`
+ * results only used d logp / dx as the log density. */
+static void test_default_logp(void)
+{
+    kiln_err e;
+    kiln_model *m = make("kiln 1\ngraph d\n  param x: f64\n"
+                         "  lp = mul(-0.5, square(x))\n"
+                         "  d = grad(lp, x)\n  output d\nend\n", NULL,
+                         "interp", &e);
+    ok(!m && e.code == KILN_ERR_ARG && strstr(e.message, "gradient"),
+       "a graph whose only output is a gradient has no log density");
+    diag("%s", m ? "(made)" : e.message);
+    kiln_model_free(m);
+    m = make("kiln 1\ngraph d\n  param x: f64\n"
+             "  lp = mul(-0.5, square(x))\n  d = grad(lp, x)\n"
+             "  output tp x2 = square(x)\n  output d\n  output lp\nend\n",
+             NULL, "interp", &e);
+    double u = 0.7, lp = 0, g = 0;
+    ok(m && kiln_model_log_density(m, 1, &u, &lp, &g, &e) == 0 &&
+           fabs(lp - -0.245) < 1e-15 && fabs(g - -0.7) < 1e-15,
+       "the first output that is not a tp, gq or gradient is the density");
+    diag("lp %g grad %g", lp, g);
+    kiln_model_free(m);
+}
+
 /* 4 threads on one model agree with serial calls */
 typedef struct job {
     kiln_model *m;
@@ -455,6 +481,7 @@ int main(void)
     test_errors();
     test_data_bounds();
     test_huge_param();
+    test_default_logp();
     test_threads();
     return done_testing();
 }
