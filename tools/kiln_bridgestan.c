@@ -285,6 +285,13 @@ int kiln_cli_bridgestan(int argc, char **argv)
         fprintf(stderr, "kiln: bridgestan: -o %s is a directory\n", out);
         goto out;
     }
+    /* the library is renamed into place: that would replace a FIFO or a
+     * device (-o /dev/null as root) with a regular file */
+    if (stat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "kiln: bridgestan: -o %s exists and is not a regular "
+                "file\n", out);
+        goto out;
+    }
 
     /* the template: a shared library without a trailer */
     tmpl_bytes = slurp(tmpl, (uint64_t)1 << 30, &tmpl_len, why, sizeof why);
