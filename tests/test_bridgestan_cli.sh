@@ -124,5 +124,17 @@ KILN_BRIDGESTAN_TEMPLATE="$tmp/t.so" "$kiln" bridgestan "$model" -o "$tmp/y.so" 
   --logp logp >/dev/null 2>&1 && cmp -s "$tmp/y.so" "$tmp/lib.so"
 ok $? "\$KILN_BRIDGESTAN_TEMPLATE names the template"
 
+# metadata over the reader's 64 KiB (an output name of 70000 bytes as
+# --logp): the library was written and then refused at every construct as
+# a "corrupt model trailer"; the writer now refuses it, writing nothing
+long=$(awk 'BEGIN { while (i++ < 70000) printf "a" }')
+printf 'kiln 1\ngraph g\n  param x: f64\n  output %s = neg(square(x))\nend\n' \
+  "$long" >"$tmp/long.kg"
+"$kiln" bridgestan "$tmp/long.kg" -o "$tmp/long.so" --logp "$long" \
+  >/dev/null 2>"$tmp/err"; st=$?
+[ $st = 1 ] && [ ! -e "$tmp/long.so" ] && grep -q 'metadata' "$tmp/err"
+ok $? "metadata over 64 KiB (a 70000-byte --logp): refused, nothing written"
+cut -c1-200 "$tmp/err" | sed 's/^/# /'
+
 echo "1..$n"
 [ $fails = 0 ]

@@ -322,6 +322,13 @@ int kiln_cli_bridgestan(int argc, char **argv)
         fputs("kiln: out of memory\n", stderr);
         goto out;
     }
+    if (meta_len > BST_META_MAX) {   /* the library could not read it */
+        fprintf(stderr, "kiln: bridgestan: the metadata (the --logp name, "
+                "the graph's name, the model's directory and file name) is "
+                "%zu bytes, over the limit of %llu\n", meta_len,
+                (unsigned long long)BST_META_MAX);
+        goto out;
+    }
     if (write_library(out, tmpl_len, tmpl_bytes, text, text_len, meta,
                       meta_len))
         goto out;
