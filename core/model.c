@@ -871,6 +871,17 @@ kiln_model *kiln_model_new(const kiln_graph *g, const char *logp_output,
     if (find_logp(g, logp_output, &lp, err))
         goto fail;
     if (data && *data) {
+        const char *t = data;
+        while (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r')
+            t++;
+        if (!is_json_path(data) && *t && *t != '{') {
+            /* a path, most likely: say what was expected */
+            kiln_seterr(err, KILN_ERR_PARSE,
+                        "model: data '%.60s%s' is neither JSON text (an "
+                        "object, {...}) nor the path of a file ending in "
+                        ".json", data, strlen(data) > 60 ? "..." : "");
+            goto fail;
+        }
         d = is_json_path(data) ? kiln_json_data_read(data, ropt, err)
                                : kiln_json_data_parse(data, strlen(data),
                                                       "<data>", err);

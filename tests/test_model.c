@@ -416,6 +416,25 @@ static void test_default_logp(void)
     kiln_model_free(m);
 }
 
+/* Data that is neither JSON text nor a path ending in .json (a path to a
+ * .txt file, /dev/null, "d.JSON") was parsed as JSON text: "<data>:1:1:
+ * unexpected character (at '/tmp/d.txt')" never said it was taken for
+ * JSON, nor that only .json paths are read. */
+static void test_data_not_json(void)
+{
+    static const char *bad[] = {"/tmp/data.txt", "/dev/null", "d.JSON",
+                                "  data.csv"};
+    kiln_err e;
+    for (int k = 0; k < 4; k++) {
+        kiln_model *m = make(ES_KG, bad[k], "interp", &e);
+        ok(!m && strstr(e.message, "neither JSON text") &&
+               strstr(e.message, ".json"),
+           "data '%s': the message says what data may be", bad[k]);
+        diag("%s", m ? "(made)" : e.message);
+        kiln_model_free(m);
+    }
+}
+
 /* 4 threads on one model agree with serial calls */
 typedef struct job {
     kiln_model *m;
@@ -482,6 +501,7 @@ int main(void)
     test_data_bounds();
     test_huge_param();
     test_default_logp();
+    test_data_not_json();
     test_threads();
     return done_testing();
 }

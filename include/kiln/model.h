@@ -57,7 +57,9 @@ typedef struct kiln_model kiln_model;
  * NULL means the output named "logp", else the graph's first output
  * that is neither `output tp` / `output gq` nor a gradient (`grad`).
  * `data`: NULL or "" for none; a path ending in ".json" (read with
- * kiln_json_data_read under `ropt`); otherwise JSON text.  Each shared
+ * kiln_json_data_read under `ropt`); otherwise JSON text, which must be
+ * an object (other text is refused as "neither JSON text nor the path of
+ * a file ending in .json").  Each shared
  * value of g that has no value yet is bound from the data variable of the
  * same name (kiln_json_data_get with its declared type); a symbolic dim
  * takes its size from the data that binds it, or else from an integer
