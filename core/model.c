@@ -658,7 +658,8 @@ int kiln_model_log_density_hvp(const kiln_model *m, int jacobian,
         vn = fmax(vn, fabs(v[i]));
     }
     if (!rc && vn == 0) {
-        memset(hvp, 0, sizeof(double) * (size_t)n);
+        if (n)   /* hvp may be NULL when there are no values */
+            memset(hvp, 0, sizeof(double) * (size_t)n);
     } else if (!rc) {
         double h = FD_STEP * fmax(1.0, un) / vn;
         for (int64_t i = 0; i < n; i++)

@@ -435,6 +435,29 @@ static void test_data_not_json(void)
     }
 }
 
+/* A model whose only parameter has no values (f64[0]): every call takes
+ * NULL vectors.  The Hessian-vector product wrote memset(NULL, 0, 0)
+ * (undefined behaviour; UBSan stops the sanitizer build there). */
+static void test_zero_size(void)
+{
+    kiln_err e;
+    kiln_model *m = make("kiln 1\ngraph z\n  param x: f64[0] lower=0\n"
+                         "  output tp t = sum(x)\n"
+                         "  output logp = sum(x)\nend\n", NULL, "interp", &e);
+    if (!ok(m != NULL && kiln_model_n_unc(m) == 0, "f64[0]: model made"))
+        return;
+    double lp = 1, grad = 0, hess = 0, t = -1;
+    ok(kiln_model_log_density(m, 1, NULL, &lp, &grad, &e) == 0 && lp == 0,
+       "f64[0]: log density of no values is 0");
+    ok(kiln_model_log_density_hessian(m, 1, NULL, &lp, NULL, &hess, &e) == 0,
+       "f64[0]: Hessian");
+    ok(kiln_model_log_density_hvp(m, 1, NULL, NULL, &lp, NULL, &e) == 0 &&
+           lp == 0, "f64[0]: Hessian-vector product with NULL vectors");
+    ok(kiln_model_constrain(m, 1, 0, NULL, &t, &e) == 0 && t == 0,
+       "f64[0]: constrain gives the tp (a sum of nothing)");
+    kiln_model_free(m);
+}
+
 /* 4 threads on one model agree with serial calls */
 typedef struct job {
     kiln_model *m;
@@ -502,6 +525,7 @@ int main(void)
     test_huge_param();
     test_default_logp();
     test_data_not_json();
+    test_zero_size();
     test_threads();
     return done_testing();
 }
