@@ -237,7 +237,8 @@ static int bound_value(const kiln_graph *g, const char *pname, kiln_value ref,
 /* The parameters: every input of g in node order (a plain input is a
  * parameter without bounds), with concrete shapes. */
 static int layout_params(kiln_model *m, const kiln_graph *g,
-                         const int64_t *symsz, kiln_err *err)
+                         const int64_t *symsz, const kiln_json_data *data,
+                         kiln_err *err)
 {
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++)
@@ -269,6 +270,12 @@ static int layout_params(kiln_model *m, const kiln_graph *g,
                 d = symsz[KILN_SYM_INDEX(d)];
             if (d < 0) {
                 const char *sn = g->symbols[KILN_SYM_INDEX(nd->type.dims[k])];
+                if (sn && data && kiln_json_data_has(data, sn))
+                    return kiln_seterr(err, KILN_ERR_SHAPE,
+                                       "model: the size of symbol '%s' of "
+                                       "parameter '%s' is not known: data "
+                                       "'%s' is not an integer scalar", sn,
+                                       p->name, sn);
                 return kiln_seterr(err, KILN_ERR_SHAPE,
                                    "model: the size of %s%s%s of parameter "
                                    "'%s' is not known: no data binds it",
@@ -898,7 +905,7 @@ kiln_model *kiln_model_new(const kiln_graph *g, const char *logp_output,
     }
     for (int s = 0; s < w->n_symbols; s++)
         symsz[s] = -1;
-    if (bind_data(w, d, symsz, err) || layout_params(m, w, symsz, err))
+    if (bind_data(w, d, symsz, err) || layout_params(m, w, symsz, d, err))
         goto fail;
     if (!(m->fd = build_density(m, w, lp, opt, err)) ||
         !(m->fc = build_constrain(m, w, opt, err)))

@@ -458,6 +458,25 @@ static void test_zero_size(void)
     kiln_model_free(m);
 }
 
+/* A symbol named in the data by a value that is not an integer scalar
+ * ("N": 3.5, "N": [2]) was reported as "no data binds it", as if the data
+ * had no N at all. */
+static void test_symbol_not_int(void)
+{
+    static const char *kg = "kiln 1\ngraph s\n  param x: f64[N]\n"
+                            "  output logp = sum(x)\nend\n";
+    static const char *data[] = {"{\"N\": 3.5}", "{\"N\": [2]}"};
+    kiln_err e;
+    for (int k = 0; k < 2; k++) {
+        kiln_model *m = make(kg, data[k], "interp", &e);
+        ok(!m && e.code == KILN_ERR_SHAPE &&
+               strstr(e.message, "'N' is not an integer scalar"),
+           "data %s: the message says N is not an integer scalar", data[k]);
+        diag("%s", m ? "(made)" : e.message);
+        kiln_model_free(m);
+    }
+}
+
 /* 4 threads on one model agree with serial calls */
 typedef struct job {
     kiln_model *m;
@@ -526,6 +545,7 @@ int main(void)
     test_default_logp();
     test_data_not_json();
     test_zero_size();
+    test_symbol_not_int();
     test_threads();
     return done_testing();
 }
