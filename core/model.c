@@ -243,13 +243,21 @@ static int bound_value(const kiln_graph *g, const char *pname, kiln_value ref,
                            "model: bound '%s' of parameter '%s' has no value",
                            n->name, pname);
     *out = read_scalar(n->type.dtype, n->data, 0);
+    /* the transform (L + exp(u), ...) is in the graph already: a
+     * non-finite L would make every value NaN or infinite */
+    if (!isfinite(*out))
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "model: bound '%s' of parameter '%s' is %g; a "
+                           "bound given by name must be finite (write no "
+                           "bound for none)", n->name, pname, *out);
     return 0;
 }
 
 /* The parameters: every input of g in node order (a plain input is a
  * parameter without bounds), with concrete shapes. */
 static int layout_params(kiln_model *m, const kiln_graph *g,
-                         const int64_t *symsz, kiln_err *err)
+                         const int64_t *symsz, const kiln_json_data *data,
+                         kiln_err *err)
 {
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++)
@@ -281,6 +289,12 @@ static int layout_params(kiln_model *m, const kiln_graph *g,
                 d = symsz[KILN_SYM_INDEX(d)];
             if (d < 0) {
                 const char *sn = g->symbols[KILN_SYM_INDEX(nd->type.dims[k])];
+                if (sn && data && kiln_json_data_has(data, sn))
+                    return kiln_seterr(err, KILN_ERR_SHAPE,
+                                       "model: the size of symbol '%s' of "
+                                       "parameter '%s' is not known: data "
+                                       "'%s' is not an integer scalar", sn,
+                                       p->name, sn);
                 return kiln_seterr(err, KILN_ERR_SHAPE,
                                    "model: the size of %s%s%s of parameter "
                                    "'%s' is not known: no data binds it",
@@ -288,6 +302,11 @@ static int layout_params(kiln_model *m, const kiln_graph *g,
                                    sn ? sn : "", sn ? "'" : "", p->name);
             }
             p->shape[k] = d;
+            /* checked before multiplying: N * N * N may overflow int64 */
+            if (d > 0 && p->numel > (INT32_MAX / 2) / d)
+                return kiln_seterr(err, KILN_ERR_SHAPE,
+                                   "model: too many parameter values "
+                                   "(parameter '%s')", p->name);
             p->numel *= d;
         }
         p->off = m->n_unc;
@@ -665,7 +684,8 @@ int kiln_model_log_density_hvp(const kiln_model *m, int jacobian,
         vn = fmax(vn, fabs(v[i]));
     }
     if (!rc && vn == 0) {
-        memset(hvp, 0, sizeof(double) * (size_t)n);
+        if (n)   /* hvp may be NULL when there are no values */
+            memset(hvp, 0, sizeof(double) * (size_t)n);
     } else if (!rc) {
         double h = FD_STEP * fmax(1.0, un) / vn;
         for (int64_t i = 0; i < n; i++)
@@ -815,14 +835,23 @@ static int find_logp(const kiln_graph *g, const char *name, kiln_value *out,
     if (k < 0 && name)
         return kiln_seterr(err, KILN_ERR_NAME, "model: no output named '%s'",
                            name);
-    for (int j = 0; k < 0 && j < g->n_outputs; j++)
-        if (g->outputs[j].kind == KILN_OUTPUT_PLAIN)
+    if (k < 0 && g->n_outputs == 0)
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "model: the graph has no output to use as the "
+                           "log density");
+    /* else the first output that is not a tp / gq nor a gradient */
+    for (int j = 0; k < 0 && j < g->n_outputs; j++) {
+        int is_grad = 0;
+        for (int r = 0; r < g->n_grads; r++)
+            is_grad |= g->grads[r].result == g->outputs[j].value;
+        if (!is_grad && g->outputs[j].kind == KILN_OUTPUT_PLAIN)
             k = j;
+    }
     if (k < 0)
         return kiln_seterr(err, KILN_ERR_ARG,
                            "model: no output to use as the log density: "
-                           "name one 'logp' or choose one (--logp NAME); "
-                           "tp and gq outputs are not candidates");
+                           "every output is a gradient, a tp or a gq (name "
+                           "one, or name the log density 'logp')");
     const kiln_node *n = &g->nodes[g->outputs[k].value];
     if (n->type.rank != 0 ||
         (n->type.dtype != KILN_F64 && n->type.dtype != KILN_F32)) {
@@ -893,6 +922,17 @@ kiln_model *kiln_model_new(const kiln_graph *g, const char *logp_output,
     if (find_logp(g, logp_output, &lp, err))
         goto fail;
     if (data && *data) {
+        const char *t = data;
+        while (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r')
+            t++;
+        if (!is_json_path(data) && *t && *t != '{') {
+            /* a path, most likely: say what was expected */
+            kiln_seterr(err, KILN_ERR_PARSE,
+                        "model: data '%.60s%s' is neither JSON text (an "
+                        "object, {...}) nor the path of a file ending in "
+                        ".json", data, strlen(data) > 60 ? "..." : "");
+            goto fail;
+        }
         d = is_json_path(data) ? kiln_json_data_read(data, ropt, err)
                                : kiln_json_data_parse(data, strlen(data),
                                                       "<data>", err);
@@ -908,7 +948,7 @@ kiln_model *kiln_model_new(const kiln_graph *g, const char *logp_output,
     }
     for (int s = 0; s < w->n_symbols; s++)
         symsz[s] = -1;
-    if (bind_data(w, d, symsz, err) || layout_params(m, w, symsz, err))
+    if (bind_data(w, d, symsz, err) || layout_params(m, w, symsz, d, err))
         goto fail;
     if (!(m->fd = build_density(m, w, lp, opt, err)) ||
         !(m->fc = build_constrain(m, w, opt, err)))

@@ -473,7 +473,9 @@ static void put_bound(printer *pr, const char *kw, kiln_value ref, double v)
         put_name(pr, ref);
         return;
     }
-    if (v == floor(v) && fabs(v) <= 9007199254740992.0)
+    /* -0.0 as a float: "-0" would parse back as the integer 0 */
+    if (v == floor(v) && fabs(v) <= 9007199254740992.0 &&
+        !(v == 0 && signbit(v)))
         sb_printf(&pr->b, "%.0f", v);
     else
         put_float(&pr->b, v);

@@ -57,6 +57,16 @@ mkdir "$tmp/dir"
 "$kiln" bridgestan "$model" -o "$tmp/dir" >/dev/null 2>"$tmp/err"; st=$?
 [ $st = 1 ] && grep -q 'is a directory' "$tmp/err"
 ok $? "-o a directory is refused"
+# -o a FIFO (or a device: kiln bridgestan m.kg -o /dev/null as root) was
+# renamed over, leaving a regular file where the special file was
+if mkfifo "$tmp/fifo" 2>/dev/null; then
+  "$kiln" bridgestan "$model" -o "$tmp/fifo" >/dev/null 2>"$tmp/err"; st=$?
+  [ $st = 1 ] && [ -p "$tmp/fifo" ] && grep -q 'not a regular file' "$tmp/err"
+  ok $? "-o a FIFO is refused and the FIFO stays (exit $st)"
+  sed 's/^/# /' "$tmp/err"
+else
+  ok 0 "# SKIP no mkfifo"
+fi
 "$kiln" bridgestan "$model" -o "$tmp/nodir/x.so" >/dev/null 2>"$tmp/err"; st=$?
 [ $st = 1 ] && grep -q 'cannot create a file in' "$tmp/err"
 ok $? "-o into a missing directory: a message, exit 1"
@@ -129,6 +139,17 @@ ok $? "only tp outputs: refused before writing"
 [ $st = 1 ] && [ ! -e "$tmp/v3.so" ] &&
   grep -q "the log density 'b' must be a float scalar, got f64\[2\]" "$tmp/err"
 ok $? "a vector log density: refused before writing"
+# metadata over the reader's 64 KiB (an output name of 70000 bytes as
+# --logp): the library was written and then refused at every construct as
+# a "corrupt model trailer"; the writer now refuses it, writing nothing
+long=$(awk 'BEGIN { while (i++ < 70000) printf "a" }')
+printf 'kiln 1\ngraph g\n  param x: f64\n  output %s = neg(square(x))\nend\n' \
+  "$long" >"$tmp/long.kg"
+"$kiln" bridgestan "$tmp/long.kg" -o "$tmp/long.so" --logp "$long" \
+  >/dev/null 2>"$tmp/err"; st=$?
+[ $st = 1 ] && [ ! -e "$tmp/long.so" ] && grep -q 'metadata' "$tmp/err"
+ok $? "metadata over 64 KiB (a 70000-byte --logp): refused, nothing written"
+cut -c1-200 "$tmp/err" | sed 's/^/# /'
 
 echo "1..$n"
 [ $fails = 0 ]

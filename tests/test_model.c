@@ -336,6 +336,152 @@ static void test_errors(void)
     kiln_model_free(NULL);
 }
 
+/* A bound named from the data must be a finite number: lower=L with
+ * L = NaN or -inf made every constrained value NaN or -inf (the transform
+ * L + exp(u) was built before the value was known). */
+static void test_data_bounds(void)
+{
+    static const char *kg = "kiln 1\ngraph b\n  shared L: f64\n"
+                            "  param x: f64 lower=L\n"
+                            "  output logp = mul(-0.5, square(x))\nend\n";
+    static const char *kgu = "kiln 1\ngraph b\n  shared U: f64\n"
+                             "  param x: f64 upper=U\n"
+                             "  output logp = mul(-0.5, square(x))\nend\n";
+    static const char *bad[] = {"NaN", "\"-Inf\"", "\"Inf\""};
+    kiln_err e;
+    for (int k = 0; k < 3; k++) {
+        char data[64];
+        snprintf(data, sizeof data, "{\"L\": %s}", bad[k]);
+        kiln_model *m = make(kg, data, "interp", &e);
+        ok(!m && e.code == KILN_ERR_ARG && strstr(e.message, "'x'") &&
+               strstr(e.message, "'L'") && strstr(e.message, "finite"),
+           "lower bound L = %s from the data is refused, naming it", bad[k]);
+        diag("%s", m ? "(made)" : e.message);
+        kiln_model_free(m);
+        snprintf(data, sizeof data, "{\"U\": %s}", bad[k]);
+        m = make(kgu, data, "interp", &e);
+        ok(!m && e.code == KILN_ERR_ARG && strstr(e.message, "'U'"),
+           "upper bound U = %s from the data is refused", bad[k]);
+        kiln_model_free(m);
+    }
+    kiln_model *m = make(kg, "{\"L\": 1.5}", "interp", &e);
+    double u = 0, x = 0;
+    ok(m && kiln_model_constrain(m, 0, 0, &u, &x, &e) == 0 && x == 2.5,
+       "a finite bound from the data still works (L + exp(0))");
+    kiln_model_free(m);
+}
+
+/* A parameter whose size overflows int64: f64[N, N, N] with N = 2^21 has
+ * 2^63 values; the product wrapped to a negative count and the model was
+ * made with a negative (or zero) number of unconstrained values. */
+static void test_huge_param(void)
+{
+    static const char *kg = "kiln 1\ngraph h\n  param x: f64[N, N, N]\n"
+                            "  output logp = sum(mul(-0.5, square(x)))\n"
+                            "end\n";
+    static const char *ns[] = {"2097152", "1000000000", "3037000500"};
+    kiln_err e;
+    for (int k = 0; k < 3; k++) {
+        char data[64];
+        snprintf(data, sizeof data, "{\"N\": %s}", ns[k]);
+        kiln_model *m = make(kg, data, "interp", &e);
+        ok(!m && e.code == KILN_ERR_SHAPE &&
+               strstr(e.message, "too many parameter values"),
+           "f64[N, N, N] with N = %s is refused as too large", ns[k]);
+        diag("%s", m ? "(made)" : e.message);
+        if (m)
+            diag("n_unc %d", kiln_model_n_unc(m));
+        kiln_model_free(m);
+    }
+}
+
+/* The default log density (no "logp" output) is the first output that is
+ * neither a gradient nor a tp / gq: a graph whose outputs are `grad`
+ * results only used d logp / dx as the log density. */
+static void test_default_logp(void)
+{
+    kiln_err e;
+    kiln_model *m = make("kiln 1\ngraph d\n  param x: f64\n"
+                         "  lp = mul(-0.5, square(x))\n"
+                         "  d = grad(lp, x)\n  output d\nend\n", NULL,
+                         "interp", &e);
+    ok(!m && e.code == KILN_ERR_ARG && strstr(e.message, "gradient"),
+       "a graph whose only output is a gradient has no log density");
+    diag("%s", m ? "(made)" : e.message);
+    kiln_model_free(m);
+    m = make("kiln 1\ngraph d\n  param x: f64\n"
+             "  lp = mul(-0.5, square(x))\n  d = grad(lp, x)\n"
+             "  output tp x2 = square(x)\n  output d\n  output lp\nend\n",
+             NULL, "interp", &e);
+    double u = 0.7, lp = 0, g = 0;
+    ok(m && kiln_model_log_density(m, 1, &u, &lp, &g, &e) == 0 &&
+           fabs(lp - -0.245) < 1e-15 && fabs(g - -0.7) < 1e-15,
+       "the first output that is not a tp, gq or gradient is the density");
+    diag("lp %g grad %g", lp, g);
+    kiln_model_free(m);
+}
+
+/* Data that is neither JSON text nor a path ending in .json (a path to a
+ * .txt file, /dev/null, "d.JSON") was parsed as JSON text: "<data>:1:1:
+ * unexpected character (at '/tmp/d.txt')" never said it was taken for
+ * JSON, nor that only .json paths are read. */
+static void test_data_not_json(void)
+{
+    static const char *bad[] = {"/tmp/data.txt", "/dev/null", "d.JSON",
+                                "  data.csv"};
+    kiln_err e;
+    for (int k = 0; k < 4; k++) {
+        kiln_model *m = make(ES_KG, bad[k], "interp", &e);
+        ok(!m && strstr(e.message, "neither JSON text") &&
+               strstr(e.message, ".json"),
+           "data '%s': the message says what data may be", bad[k]);
+        diag("%s", m ? "(made)" : e.message);
+        kiln_model_free(m);
+    }
+}
+
+/* A model whose only parameter has no values (f64[0]): every call takes
+ * NULL vectors.  The Hessian-vector product wrote memset(NULL, 0, 0)
+ * (undefined behaviour; UBSan stops the sanitizer build there). */
+static void test_zero_size(void)
+{
+    kiln_err e;
+    kiln_model *m = make("kiln 1\ngraph z\n  param x: f64[0] lower=0\n"
+                         "  output tp t = sum(x)\n"
+                         "  output logp = sum(x)\nend\n", NULL, "interp", &e);
+    if (!ok(m != NULL && kiln_model_n_unc(m) == 0, "f64[0]: model made"))
+        return;
+    double lp = 1, grad = 0, hess = 0, t = -1;
+    ok(kiln_model_log_density(m, 1, NULL, &lp, &grad, &e) == 0 && lp == 0,
+       "f64[0]: log density of no values is 0");
+    ok(kiln_model_log_density_hessian(m, 1, NULL, &lp, NULL, &hess, &e) == 0,
+       "f64[0]: Hessian");
+    ok(kiln_model_log_density_hvp(m, 1, NULL, NULL, &lp, NULL, &e) == 0 &&
+           lp == 0, "f64[0]: Hessian-vector product with NULL vectors");
+    ok(kiln_model_constrain(m, 1, 0, NULL, &t, &e) == 0 && t == 0,
+       "f64[0]: constrain gives the tp (a sum of nothing)");
+    kiln_model_free(m);
+}
+
+/* A symbol named in the data by a value that is not an integer scalar
+ * ("N": 3.5, "N": [2]) was reported as "no data binds it", as if the data
+ * had no N at all. */
+static void test_symbol_not_int(void)
+{
+    static const char *kg = "kiln 1\ngraph s\n  param x: f64[N]\n"
+                            "  output logp = sum(x)\nend\n";
+    static const char *data[] = {"{\"N\": 3.5}", "{\"N\": [2]}"};
+    kiln_err e;
+    for (int k = 0; k < 2; k++) {
+        kiln_model *m = make(kg, data[k], "interp", &e);
+        ok(!m && e.code == KILN_ERR_SHAPE &&
+               strstr(e.message, "'N' is not an integer scalar"),
+           "data %s: the message says N is not an integer scalar", data[k]);
+        diag("%s", m ? "(made)" : e.message);
+        kiln_model_free(m);
+    }
+}
+
 /* 4 threads on one model agree with serial calls */
 typedef struct job {
     kiln_model *m;
@@ -399,6 +545,12 @@ int main(void)
         test_bounds(bk[b]);
     }
     test_errors();
+    test_data_bounds();
+    test_huge_param();
+    test_default_logp();
+    test_data_not_json();
+    test_zero_size();
+    test_symbol_not_int();
     test_threads();
     return done_testing();
 }

@@ -1714,6 +1714,18 @@ static void test_params(void)
     kiln_graph_free(g5);
     free(t);
 
+    /* upper=-0.0 printed as "upper=-0", which parses as the integer 0 and
+     * prints "upper=0": printing was not stable */
+    const char *lines6[] = {
+        "kiln 1", "graph m",
+        "  param t: f64 upper=-0.0",
+        "  param v: f64 lower=-0",
+        "  output lp = mul(t, v)",
+        "end", NULL};
+    t = cat_lines(lines6);
+    round_trip(t, "bounds -0.0 and -0");
+    free(t);
+
     ERR(KILN_ERR_TYPE, "m.kg:3:9: param 'k': dtype i64: a parameter is f64 "
         "or f32", "integer parameter", "kiln 1", "graph m",
         "  param k: i64", "end");

@@ -294,6 +294,13 @@ int kiln_cli_bridgestan(int argc, char **argv)
         fprintf(stderr, "kiln: bridgestan: -o %s is a directory\n", out);
         goto out;
     }
+    /* the library is renamed into place: that would replace a FIFO or a
+     * device (-o /dev/null as root) with a regular file */
+    if (stat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "kiln: bridgestan: -o %s exists and is not a regular "
+                "file\n", out);
+        goto out;
+    }
 
     /* the template: a shared library without a trailer */
     tmpl_bytes = slurp(tmpl, (uint64_t)1 << 30, &tmpl_len, why, sizeof why);
@@ -322,6 +329,13 @@ int kiln_cli_bridgestan(int argc, char **argv)
     meta = make_meta(field, &meta_len);
     if (!meta) {
         fputs("kiln: out of memory\n", stderr);
+        goto out;
+    }
+    if (meta_len > BST_META_MAX) {   /* the library could not read it */
+        fprintf(stderr, "kiln: bridgestan: the metadata (the --logp name, "
+                "the graph's name, the model's directory and file name) is "
+                "%zu bytes, over the limit of %llu\n", meta_len,
+                (unsigned long long)BST_META_MAX);
         goto out;
     }
     if (write_library(out, tmpl_len, tmpl_bytes, text, text_len, meta,

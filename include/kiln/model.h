@@ -54,18 +54,21 @@ typedef struct kiln_model kiln_model;
 
 /* Make a model from `g` (only read; may be freed after).
  * `logp_output`: the name of the log-density output (a float scalar);
- * NULL means the output named "logp", else the graph's first output that
- * is not marked tp or gq.
+ * NULL means the output named "logp", else the graph's first output
+ * that is neither `output tp` / `output gq` nor a gradient (`grad`).
  * `data`: NULL or "" for none; a path ending in ".json" (read with
- * kiln_json_data_read under `ropt`); otherwise JSON text.  Each shared
+ * kiln_json_data_read under `ropt`); otherwise JSON text, which must be
+ * an object (other text is refused as "neither JSON text nor the path of
+ * a file ending in .json").  Each shared
  * value of g that has no value yet is bound from the data variable of the
  * same name (kiln_json_data_get with its declared type); a symbolic dim
  * takes its size from the data that binds it, or else from an integer
  * scalar data variable of the symbol's name (Stan's `int<lower=0> N`).
  * Data variables that no shared value uses are ignored.
- * Errors: KILN_ERR_ARG (g NULL; no parameter; the graph has `grad`
- * outputs only), KILN_ERR_NAME ("model: no output named 'lp'"; "model:
- * data has no variable 'y' for shared value 'y' (declared f64[J])"),
+ * Errors: KILN_ERR_ARG (g NULL; no parameter; no logp_output and every
+ * output is a gradient, a tp or a gq), KILN_ERR_NAME ("model: no output
+ * named 'lp'"; "model: data has no variable 'y' for shared value 'y'
+ * (declared f64[J])"),
  * KILN_ERR_SHAPE / KILN_ERR_TYPE (data does not fit: the message names the
  * variable, the declared type and what the data holds; "model: the size
  * of symbol 'J' of parameter 'theta' is not known: no data binds it"),
