@@ -162,6 +162,13 @@ static int one_model(const bs_api *bs, const model_case *mc)
        mc->name);
     rc = bs->log_density(m, false, true, x, &lp, NULL);
     ok(rc == 0, "%s: bs_log_density with error_msg NULL", mc->name);
+    rc = bs->log_density_gradient(m, false, true, x, &lp, NULL, &err);
+    ok(rc == -1 && err && strstr(err, "bs_log_density_gradient: grad is NULL"),
+       "%s: bs_log_density_gradient with grad NULL is an error", mc->name);
+    if (err) {
+        bs->free_error_msg(err);
+        err = NULL;
+    }
 
     bs_rng *rng = bs->rng_construct(7, &err);
     rc = rng ? bs->param_constrain(m, true, true, x, th, rng, &err) : -1;

@@ -124,7 +124,8 @@ __attribute__((constructor)) static void find_self(void)
 
 static const char template_msg[] =
     "this is kiln's BridgeStan template; make a model library with "
-    "kiln bridgestan MODEL.kg -o LIB.so";
+    "kiln bridgestan MODEL.kg -o LIB.so (a model library whose end was cut, "
+    "as strip does, looks the same: make it again)";
 
 /* What the trailer holds: the model's text (NUL-terminated) and the
  * metadata strings (pointers into meta). */
@@ -409,6 +410,9 @@ int bs_log_density_gradient(const bs_model *m, bool propto, bool jacobian,
     static const char fn[] = "bs_log_density_gradient";
     (void)propto;
     CHECK_MODEL(m, fn);
+    if (!grad)
+        return fail(error_msg, fn, "grad is NULL (bs_log_density gives the "
+                                   "density alone)");
     kiln_err err;
     err.message[0] = '\0';
     return result(kiln_model_log_density(m->km, jacobian, theta_unc, val, grad,
