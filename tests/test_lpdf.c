@@ -394,6 +394,21 @@ static void error_tests(void)
        strstr(err.message, "(3) and (2)"), "shape: %s", err.message);
     ok(g->n_nodes == before, "failed expansions leave no node (%d, %d)",
        g->n_nodes, before);
+    /* result types: a scalar of the arguments' float dtype */
+    kiln_value y32 = kiln_graph_input(g, "y32", KILN_F32, 1, &d3, &err);
+    kiln_value one = kiln_graph_literal(g, 1, KILN_LIT_INT, &err);
+    kiln_value fin[3] = { y32, one, one };
+    v = kiln_graph_op(g, "normal_lpdf", 3, fin, NULL, 0, &err);
+    ok(v >= 0 && g->nodes[v].type.dtype == KILN_F32 &&
+       g->nodes[v].type.rank == 0, "normal_lpdf of f32 is an f32 scalar");
+    kiln_value pin[2] = { k, mu };
+    v = kiln_graph_op(g, "poisson_lpmf", 2, pin, NULL, 0, &err);
+    ok(v >= 0 && g->nodes[v].type.dtype == KILN_F64 &&
+       g->nodes[v].type.rank == 0, "poisson_lpmf of i64 counts is an f64 "
+       "scalar");
+    v = kiln_graph_op(g, "log1p_exp", 1, &y, NULL, 0, &err);
+    ok(v >= 0 && g->nodes[v].type.rank == 1 &&
+       g->nodes[v].type.dims[0] == 3, "helpers are elementwise");
     kiln_value bad[3] = { y, mu, 999 };
     v = kiln_graph_op(g, "normal_lpdf", 3, bad, NULL, 0, &err);
     ok(v < 0 && err.code == KILN_ERR_ARG, "bad id: %s", err.message);
