@@ -19,6 +19,7 @@
  * (docs/ir.md, "Names").
  */
 #include "ir.h"
+#include "composite.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -411,6 +412,12 @@ static kiln_value push_node(kiln_graph *g, kiln_node *nd, kiln_err *err)
     if (nd->name)
         map_put(g->map, g->map_cap, g, id);
     return id;
+}
+
+void kiln_ir_truncate(kiln_graph *g, int n)
+{
+    while (g->n_nodes > n && !g->nodes[g->n_nodes - 1].name)
+        node_release(&g->nodes[--g->n_nodes]);
 }
 
 kiln_value kiln_ir_append(kiln_graph *g, const kiln_node *proto, kiln_err *err)
@@ -1051,6 +1058,9 @@ kiln_value kiln_graph_op(kiln_graph *g, const char *op, int n_in,
         return kiln_seterr(err, KILN_ERR_ARG, "kiln_graph_op: NULL "
                            "argument"), -1;
     int o = kiln_ir_op_lookup(op);
+    if (o < 0 && kiln_composite_lookup(op) >= 0)
+        return kiln_composite_build(g, kiln_composite_lookup(op), n_in, in,
+                                    n_attrs, err);
     if (o < 0)
         return kiln_seterr(err, KILN_ERR_TYPE, "unknown op '%.200s'", op), -1;
     if (o == KILN_OP_SUBTENSOR || o == KILN_OP_SET_SUBTENSOR ||

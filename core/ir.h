@@ -259,6 +259,10 @@ int64_t kiln_ir_fresh_symbol(kiln_graph *g);
  * source and attrs; proto->attrs NULL means none).  Returns its id or -1
  * (KILN_ERR_NOMEM; KILN_ERR_ARG for a bad op or input; KILN_ERR_NAME for
  * a duplicate name). */
+/* Drop the unnamed nodes at the end of g down to n nodes (undoing a
+ * composite op's partial expansion; composite.c). */
+void kiln_ir_truncate(kiln_graph *g, int n);
+
 kiln_value kiln_ir_append(kiln_graph *g, const kiln_node *proto,
                           kiln_err *err);
 

@@ -20,6 +20,7 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 #include "ir.h"
+#include "composite.h"
 #include <kiln/io.h>
 
 #include <errno.h>
@@ -1009,7 +1010,11 @@ static int parse_call(parser *p, operand *o)
         opname[name.n] = '\0';
         op = kiln_ir_op_lookup(opname);
     }
-    if (op < 0)
+    /* a composite (normal_lpdf, ...; core/composite.c) expands in
+     * kiln_graph_op and takes no attributes */
+    int composite = op < 0 && name.n < sizeof opname &&
+                    kiln_composite_lookup(opname) >= 0;
+    if (op < 0 && !composite)
         return fail_at(p, name.line, name.col, KILN_ERR_TYPE,
                        "unknown op '%.*s'", name.n > 60 ? 60 : (int)name.n,
                        name.s);
@@ -1025,6 +1030,11 @@ static int parse_call(parser *p, operand *o)
         if (p->t.kind == T_IDENT && !(nx = peek(p)))
             goto done;
         if (nx && nx->kind == T_EQ) {
+            if (composite) {
+                fail_at(p, p->t.line, p->t.col, KILN_ERR_TYPE,
+                        "%s: takes no attributes", opname);
+                goto done;
+            }
             if (nattrs == cattrs) {
                 size_t nc = cattrs ? 2 * cattrs : 4;
                 attr_item *q = realloc(attrs, nc * sizeof *q);
