@@ -31,7 +31,8 @@
  *
  * The reference files are read with kiln_json_data_parse, which takes an
  * object of numeric variables: each point object is cut out of the
- * "points" array and its "constrained" object parsed on its own.
+ * "points" array, its "constrained" object parsed on its own, and its
+ * other members that are not numbers (strings, objects, bools) ignored.
  */
 #include "tap.h"
 #include "found_backends.h"
@@ -134,6 +135,39 @@ static size_t after_colon(const char *s, size_t b, size_t k)
     return i;
 }
 
+/* In the object text pt[0..len), replace each member value that is an
+ * object, a string, true, false or null by 0, so that
+ * kiln_json_data_parse takes the rest; returns the new length. */
+static size_t zero_non_numeric(char *pt, size_t len)
+{
+    size_t i = 1;
+    while (i < len) {
+        while (i < len && pt[i] != '"' && pt[i] != '}')
+            i++;
+        if (i >= len || pt[i] == '}')
+            break;
+        size_t v = after_colon(pt, len, i), ve = v;
+        if (pt[v] == '{' || pt[v] == '[')
+            ve = value_end(pt, len, v);
+        else if (pt[v] == '"')
+            ve = string_end(pt, len, v) + 1;
+        else
+            while (ve < len && pt[ve] != ',' && pt[ve] != '}')
+                ve++;
+        if (!ve || ve > len)
+            break;
+        if (pt[v] == '{' || pt[v] == '"' || pt[v] == 't' || pt[v] == 'f' ||
+            pt[v] == 'n') {
+            pt[v] = '0';
+            memmove(pt + v + 1, pt + ve, len - ve + 1);
+            len -= ve - v - 1;
+            ve = v + 1;
+        }
+        i = ve;
+    }
+    return len;
+}
+
 static int ref_read(const char *path, reference *r, char *why, size_t wsz)
 {
     size_t n;
@@ -161,7 +195,8 @@ static int ref_read(const char *path, reference *r, char *why, size_t wsz)
         size_t oe = value_end(s, end, i);
         if (!oe)
             break;
-        /* the point's text with its "constrained" object replaced by 0 */
+        /* the point's text with every member that is not a number or
+         * an array (the "constrained" object, a string, a bool) made 0 */
         size_t len = oe - i;
         char *pt = malloc(len + 2);
         memcpy(pt, s + i, len);
@@ -176,11 +211,9 @@ static int ref_read(const char *path, reference *r, char *why, size_t wsz)
                 if (!r->con[r->n])
                     diag("%s: constrained of point %d: %s", path, r->n,
                          e.message);
-                pt[cv] = '0';
-                memmove(pt + cv + 1, pt + ce, len - ce + 1);
-                len -= ce - cv - 1;
             }
         }
+        len = zero_non_numeric(pt, len);
         r->pt[r->n] = kiln_json_data_parse(pt, len, path, &e);
         free(pt);
         if (!r->pt[r->n]) {
