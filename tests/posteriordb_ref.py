@@ -8,7 +8,7 @@ command line this writes DIR/NAME.json in the form of Stan's references
 (examples/posteriordb/references/, made with rstan):
 
   {"points": [{"unc": [...], "lp": x, "grad": [...],
-               "constrained": {"name": value, ...}}, ...],
+               "constrained": {"sigma": x, "alpha[1]": x, ...}}, ...],
    "propto": 0, "source": "tests/posteriordb_ref.py"}
 
 at three points; lp includes the log-Jacobian and every constant
@@ -360,7 +360,12 @@ def main():
             for name_, _, _ in params + [(t, None, None)
                                           for t in TPS.get(model, [])]:
                 v = np.asarray(p[name_]).real
-                con[name_] = v.tolist() if v.ndim else float(v)
+                if not v.ndim:
+                    con[name_] = float(v)
+                    continue
+                for ix in np.ndindex(v.shape):   # "alpha[3]", "z[2,1]"
+                    con["%s[%s]" % (name_, ",".join(str(q + 1) for q in ix))] \
+                        = float(v[ix])
             points.append({"unc": u.tolist(), "lp": float(np.real(lp)),
                            "grad": g.tolist(), "constrained": con})
         with open(os.path.join(out, name + ".json"), "w") as fh:

@@ -9,16 +9,17 @@
  * coordinates, and every backend agrees with the interpreter.
  *
  * Against Stan, when examples/posteriordb/references/NAME.json exists
- * (written with rstan: {"points": [{"unc": [...], "lp": x, "grad": [...],
- * "constrained": {"name": v, ...}}, ...], ...}): at each point the
- * gradient (Jacobian on) agrees to 1e-8 relative, elementwise against
- * max(1, |g|); the log density's differences between points agree to
- * 1e-9 of the scale max(1, |lp|) (Stan's log_prob drops the constants of
- * `~` statements, so only differences compare); the constrained values
- * kiln computes (parameters and transformed parameters) agree with
- * Stan's to 1e-10 relative.  A reference with "propto": 0 at its top
- * level keeps every constant, and its lp is compared as it is (1e-11).  Without a reference file the comparison is
- * a SKIP line saying so.
+ * (tools/stan-references.R, rstan: {"points": [{"unc": [...], "lp": x, "grad":
+ * [...], "constrained": {"sigma": x, "alpha[1]": x, ...}}, ...], ...}):
+ * at each point the gradient (Jacobian on) agrees to 1e-8 relative,
+ * elementwise against max(1, |g|); the log density's differences between
+ * points agree to 1e-9 of the scale max(1, |lp|) (Stan's log_prob drops
+ * the constants of `~` statements, so only differences compare); the
+ * constrained values kiln computes (parameters and transformed
+ * parameters, named as posteriordb's draws) agree with Stan's to 1e-10
+ * relative.  A reference with "propto": 0 at its top level keeps every
+ * constant, and its lp is compared as it is (1e-11).  Without a
+ * reference file the comparison is a SKIP line saying so.
  *
  * $KILN_POSTERIORDB_REFDIR, when set, names another directory of files
  * in that form (tests/test_posteriordb_py.sh: tests/posteriordb_ref.py's
@@ -278,8 +279,10 @@ static kiln_model *make(const char *kg, const char *data, const char *be,
 }
 
 /* Compare kiln's constrained values (parameters and tps) at unc with the
- * reference's "constrained" object; returns the largest relative error
- * and counts the values compared in *nc. */
+ * reference's "constrained" object, whose members are single values
+ * named as posteriordb's draws: "sigma", "alpha[3]", "z[2,1]" (kiln's
+ * "alpha.3", "z.2.1"); returns the largest relative error and counts the
+ * values compared in *nc (names the reference lacks are not compared). */
 static double check_constrained(const kiln_model *m, const double *unc,
                                 const kiln_json_data *con, int *nc)
 {
@@ -293,53 +296,31 @@ static double check_constrained(const kiln_model *m, const double *unc,
         free(th);
         return INFINITY;
     }
-    const char *names = kiln_model_param_names(m, 1, 0);
-    const char *p = names;
-    for (int i = 0; i < np && p && *p;) {
-        /* one variable: the run of names with the same base */
-        size_t bl = strcspn(p, ".,");
-        char base[256];
-        if (bl >= sizeof base)
-            bl = sizeof base - 1;
-        memcpy(base, p, bl);
-        base[bl] = '\0';
-        int cnt = 0;
-        const char *q = p;
-        while (*q && strncmp(q, base, bl) == 0 &&
-               (q[bl] == '.' || q[bl] == ',' || q[bl] == '\0')) {
-            cnt++;
-            q += strcspn(q, ",");
-            if (*q == ',')
-                q++;
-        }
-        if (kiln_json_data_has(con, base)) {
-            int rank;
-            int64_t shape[KILN_MAX_RANK];
-            kiln_tensor t;
-            kiln_json_data_shape(con, base, &rank, shape, NULL);
-            if (kiln_json_data_get(con, base, KILN_F64, rank, shape, &t,
-                                   &e) == 0) {
-                int64_t tot = 1;
-                for (int k = 0; k < rank; k++)
-                    tot *= shape[k];
-                if (tot != cnt) {
-                    diag("constrained '%s': %lld values, kiln has %d", base,
-                         (long long)tot, cnt);
-                    worst = INFINITY;
-                } else {
-                    for (int k = 0; k < cnt; k++) {
-                        double s = ((double *)t.data)[k];
-                        double d = fabs(th[i + k] - s) / fmax(1, fabs(s));
-                        if (!(d <= worst))
-                            worst = d;
-                        (*nc)++;
-                    }
-                }
-                free(t.data);
+    const char *p = kiln_model_param_names(m, 1, 0);
+    for (int i = 0; i < np && p && *p; i++) {
+        size_t len = strcspn(p, ","), k = 0;
+        char key[256];
+        int open = 0;
+        for (size_t j = 0; j < len && k + 2 < sizeof key; j++) {
+            if (p[j] == '.') {
+                key[k++] = open ? ',' : '[';
+                open = 1;
+            } else {
+                key[k++] = p[j];
             }
         }
-        i += cnt;
-        p = q;
+        if (open)
+            key[k++] = ']';
+        key[k] = '\0';
+        double s;
+        if (kiln_json_data_has(con, key) &&
+            get_scalar(con, key, &s, &e) == 0) {
+            double d = fabs(th[i] - s) / fmax(1, fabs(s));
+            if (!(d <= worst))
+                worst = d;
+            (*nc)++;
+        }
+        p += len + (p[len] == ',');
     }
     free(th);
     return worst;
