@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "slurp.h"
 
 static const double LOG_SQRT_2PI = 0.91893853320467274178;
 
@@ -114,36 +115,6 @@ static int wait_gen(pid_t pid)
 static int run_gen(const char *const *args)
 {
     return wait_gen(start_gen(args, 0));
-}
-
-/* the whole of a file (NUL-terminated), or NULL */
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *p = malloc(cap);
-    size_t r;
-    while (p && (r = fread(p + n, 1, cap - n - 1, f)) > 0) {
-        n += r;
-        if (cap - n - 1 == 0) {
-            char *q = realloc(p, cap * 2);
-            if (!q) {
-                free(p);
-                p = NULL;
-                break;
-            }
-            p = q;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (p)
-        p[n] = 0;
-    if (len)
-        *len = n;
-    return p;
 }
 
 static int file_contains(const char *path, const char *needle)
