@@ -1045,3 +1045,26 @@ const char *kiln_model_param_unc_names(const kiln_model *m)
 {
     return m ? m->unc_names : NULL;
 }
+
+int kiln_model_tier_wait(const kiln_model *m, double timeout_seconds)
+{
+    if (!m)
+        return KILN_ERR_ARG;
+    return kiln_function_tier_wait(m->fd, timeout_seconds);
+}
+
+void kiln_model_tier_count(const kiln_model *m, int *tiered, int *kernels)
+{
+    int t = 0, n = m ? kiln_function_n_kernels(m->fd) : 0;
+    for (int i = 0; i < n; i++) {
+        kiln_tier_info info;
+        memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        if (kiln_function_tier_info(m->fd, i, &info) == 0 && info.tier == 1)
+            t++;
+    }
+    if (tiered)
+        *tiered = t;
+    if (kernels)
+        *kernels = n;
+}

@@ -154,6 +154,15 @@ int kiln_model_log_density_hvp(const kiln_model *m, int jacobian,
                                const double *unc, const double *v,
                                double *lp, double *hvp, kiln_err *err);
 
+/* Tiers (docs/policy.md, "Tiers") of the model's compiled density:
+ * wait until no tier-1 compile is queued or running for it, at most
+ * `timeout_seconds` (kiln_function_tier_wait: 0 when none is left, 1 on
+ * timeout, KILN_ERR_ARG for m NULL); and count its kernels and those
+ * running tier-1 code now (*tiered, *kernels; either may be NULL).
+ * Thread-safe. */
+int kiln_model_tier_wait(const kiln_model *m, double timeout_seconds);
+void kiln_model_tier_count(const kiln_model *m, int *tiered, int *kernels);
+
 #ifdef __cplusplus
 }
 #endif
