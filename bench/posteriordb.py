@@ -45,7 +45,11 @@ def stan_times():
     if not os.path.exists(p):
         return {}, None
     d = json.load(open(p))
-    return d.get("posteriors", d), d.get("method")
+    by = {}
+    for r in d.get("posteriors", []):
+        by[r["posterior"]] = {"ns_per_grad": r.get("stan_ns_per_grad"),
+                              "compile_s": r.get("cold_compile_s")}
+    return by, d.get("method")
 
 
 def main():
