@@ -139,7 +139,7 @@ static void run_case(const lcase *c, const char *bk, const char *passes)
     kiln_value in[MAXA];
     kiln_tensor t[MAXA];
     for (int k = 0; k < c->nargs; k++) {
-        char nm[8];
+        char nm[16];
         snprintf(nm, sizeof nm, "a%d", k);
         in[k] = kiln_graph_input(g, nm, c->dt[k], c->rank[k], &c->n[k],
                                  &err);
