@@ -218,6 +218,46 @@ static void test_eight_schools(const char *be, double *lp_interp)
     }
     ok(rc == 0 && lp3 == lp && hverr < 1e-6,
        "[%s] Hessian-vector product = H v (err %.2g)", be, hverr);
+    /* issue 24: directions of any magnitude (1e-320 is subnormal; the
+     * step used to overflow to inf), each compared with scale * (H v) */
+    static const double scales[] = { 1e-320, 5e-324, 1e-300, 1e300 };
+    for (int k = 0; k < 4; k++) {
+        double vs[10], hs[10], lps, err_s = 0;
+        for (int j = 0; j < 10; j++)
+            vs[j] = v[j] * scales[k];
+        rc = kiln_model_log_density_hvp(m, 1, u, vs, &lps, hs, &e);
+        for (int i = 0; i < 10; i++) {
+            /* H (vs / scale), times scale: vs / scale is v as rounded */
+            double s = 0;
+            for (int j = 0; j < 10; j++)
+                s += H[i * 10 + j] * (vs[j] / scales[k]);
+            double want = s * scales[k];
+            /* relative 1e-6 of |H| |v|, at least 8 subnormal ulps */
+            double tol = fmax(1e-6 * fabs(want) + 1e-6 * scales[k],
+                              8 * 4.9406564584124654e-324);
+            double r = fabs(want - hs[i]) / tol;
+            err_s = r <= err_s ? err_s : r; /* a NaN sticks */
+        }
+        ok(rc == 0 && err_s <= 1, "[%s] H v for v = %g * v0: = %g * (H v0)"
+           " (err %.2g)", be, scales[k], scales[k], err_s);
+    }
+    double vn[10], hn[10], lpn;
+    for (int j = 0; j < 10; j++)
+        vn[j] = NAN;
+    rc = kiln_model_log_density_hvp(m, 1, u, vn, &lpn, hn, &e);
+    int allnan = 1;
+    for (int i = 0; i < 10; i++)
+        allnan &= isnan(hn[i]);
+    ok(rc == 0 && allnan && lpn == lp,
+       "[%s] H v for an all-NaN v: every entry NaN", be);
+    memcpy(vn, v, sizeof vn);
+    vn[3] = INFINITY;
+    rc = kiln_model_log_density_hvp(m, 1, u, vn, &lpn, hn, &e);
+    allnan = 1;
+    for (int i = 0; i < 10; i++)
+        allnan &= isnan(hn[i]);
+    ok(rc == 0 && allnan, "[%s] H v for a v with an inf: every entry NaN",
+       be);
     kiln_model_free(m);
 }
 
