@@ -325,6 +325,12 @@ static int layout_params(kiln_model *m, const kiln_graph *g,
                                    "model: parameter '%s': lower bound %g is "
                                    "not below the upper bound %g", p->name,
                                    p->lo, p->hi);
+            if (p->has_lo && p->has_hi && !isfinite(p->hi - p->lo))
+                return kiln_seterr(err, KILN_ERR_ARG,
+                                   "model: parameter '%s': upper bound %g "
+                                   "minus lower bound %g overflows (the "
+                                   "width must be finite)", p->name, p->hi,
+                                   p->lo);
         }
     }
     return 0;

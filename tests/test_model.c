@@ -348,6 +348,21 @@ static void test_errors(void)
     ok(!m && e.code == KILN_ERR_SHAPE && strstr(e.message, "'J'"),
        "J disagreeing with the arrays it sizes is an error");
     diag("%s", e.message);
+    /* issue 24: bounds from the data whose width overflows */
+    static const char *wide =
+        "kiln 1\ngraph w\n  shared L: f64\n  shared U: f64\n"
+        "  param x: f64 lower=L upper=U\n  output logp = mul(x, 0)\nend\n";
+    m = make(wide, "{\"L\": -1e308, \"U\": 1e308}", "interp", &e);
+    ok(!m && e.code == KILN_ERR_ARG &&
+           strcmp(e.message, "model: parameter 'x': upper bound 1e+308 "
+                             "minus lower bound -1e+308 overflows (the "
+                             "width must be finite)") == 0,
+       "data bounds -1e308, 1e308 (width overflows): refused, naming x");
+    diag("%s", m ? "made" : e.message);
+    kiln_model_free(m);
+    m = make(wide, "{\"L\": -1e307, \"U\": 1e308}", "interp", &e);
+    ok(m != NULL, "data bounds -1e307, 1e308 (finite width): accepted");
+    kiln_model_free(m);
     m = make(ES_KG, "{\"J\": 8, \"y\": [1,2,3,4,5,6,7,8", "interp", &e);
     ok(!m && e.code == KILN_ERR_PARSE, "bad JSON is a parse error");
     diag("%s", e.message);

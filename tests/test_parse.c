@@ -1715,6 +1715,10 @@ static void test_params(void)
     ERR(KILN_ERR_ARG, "m.kg:3:9: param 'k': lower bound 2 is not below the "
         "upper bound 1", "lower >= upper", "kiln 1", "graph m",
         "  param k: f64 lower=2 upper=1", "end");
+    ERR(KILN_ERR_ARG, "m.kg:3:9: param 'k': upper bound 1e+308 minus lower "
+        "bound -1e+308 overflows (the width must be finite)",
+        "bounds whose width overflows", "kiln 1", "graph m",
+        "  param k: f64 lower=-1e308 upper=1e308", "end");
     ERR(KILN_ERR_PARSE, "m.kg:3:16: expected lower=BOUND, upper=BOUND or "
         "end of line, found 'low'", "unknown keyword", "kiln 1", "graph m",
         "  param k: f64 low=1", "end");
