@@ -22,6 +22,7 @@
 #endif
 #include "ir.h"
 #include "composite.h"
+#include "datafile.h"
 #include <kiln/io.h>
 
 #include <errno.h>
@@ -1879,7 +1880,9 @@ static int stmt_shared(parser *p)
             strcpy(full, path);
         /* access(), not open(): opening a FIFO would block, or release
          * and then break the writer the caller allowed */
-        if (access(full, R_OK) != 0) {
+        int only;
+        if (!data_memfile(full, p->data, &only) && !only &&
+            access(full, R_OK) != 0) {
             fail_at(p, ptok.line, ptok.col, KILN_ERR_IO,
                     "cannot read data file '%s': %s", path, strerror(errno));
             goto out;
