@@ -422,7 +422,7 @@ static void test_errors(void)
     {
         char want[1024];
         snprintf(want, sizeof want,
-                 "m.kg:3:22: %s/data.csv: no column 'c' (columns: a, b)",
+                 "m.kg:3:22: %s/data.csv: no column 'c' (did you mean 'a'?)",
                  tmpdir);
         ERR(KILN_ERR_NAME, want, "csv column missing", "kiln 1", "graph m",
             "  shared d: f64[n] = csv(\"data.csv\", \"c\")", "end");
