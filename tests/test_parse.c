@@ -1531,6 +1531,51 @@ static void test_data_trust(void)
         kiln_graph_free(g);
     }
     {
+        /* kiln_read_options.memfiles: data files served from memory (how a
+         * BridgeStan library reads the data bound into it) */
+        static const char csvb[] = "a,b\n1.5,x\n-2,y\n";
+        kiln_memfile mf = { "/nowhere/v.csv", csvb, sizeof csvb - 1 };
+        kiln_read_options o;
+        memset(&o, 0, sizeof o);
+        o.struct_size = sizeof o;
+        o.memfiles = &mf;
+        o.n_memfiles = 1;
+        o.memfiles_only = 1;
+        static const char m[] =
+            "kiln 1\ngraph m\n  shared d: f64[n] = csv(\"v.csv\", \"a\")\n"
+            "end\n";
+        memset(&e, 0, sizeof e);
+        kiln_graph *g = kiln_parse_string_opts(m, "m.kg", "/nowhere", &o, &e);
+        const kiln_node *nd = g ? &g->nodes[0] : NULL;
+        ok(nd && nd->data && nd->vshape[0] == 2 &&
+               ((const double *)nd->data)[0] == 1.5 &&
+               ((const double *)nd->data)[1] == -2,
+           "memfiles: csv() of a path that does not exist is read from "
+           "memory: [1.5, -2]");
+        if (!g)
+            diag("%s", e.message);
+        kiln_graph_free(g);
+        /* memfiles_only: a path not among them is refused, not read */
+        write_file("real.csv", "a\n1\n", 4);
+        static const char m2[] =
+            "kiln 1\ngraph m\n  shared d: f64[n] = csv(\"real.csv\", "
+            "\"a\")\nend\n";
+        g = kiln_parse_string_opts(m2, "m.kg", tmpdir, &o, &e);
+        char want[900];
+        snprintf(want, sizeof want, "m.kg:3:22: %s/real.csv: not a data "
+                 "file bound into the model", tmpdir);
+        ok(!g && e.code == KILN_ERR_IO && strcmp(e.message, want) == 0,
+           "memfiles_only: a file on disk that is not bound is refused");
+        if (g || strcmp(e.message, want))
+            diag("%s", g ? "parsed" : e.message);
+        kiln_graph_free(g);
+        o.memfiles_only = 0;
+        g = kiln_parse_string_opts(m2, "m.kg", tmpdir, &o, &e);
+        ok(g != NULL, "without memfiles_only, other files are read from "
+           "disk");
+        kiln_graph_free(g);
+    }
+    {
         /* the caller's size limit, reported at the data call */
         kiln_read_options o;
         memset(&o, 0, sizeof o);
