@@ -153,7 +153,7 @@ static int write_library(const char *out, size_t tmpl_len,
     FILE *fp = fdopen(fd, "wb");
     if (!fp || fwrite(tmpl_bytes, 1, tmpl_len, fp) != tmpl_len ||
         fwrite(text, 1, text_len, fp) != text_len ||
-        fwrite(data, 1, data_len, fp) != data_len ||
+        (data_len && fwrite(data, 1, data_len, fp) != data_len) ||
         fwrite(meta, 1, meta_len, fp) != meta_len ||
         fwrite(foot, 1, sizeof foot, fp) != sizeof foot ||
         fflush(fp) != 0 || fchmod(fd, 0755 & ~mask) != 0 || fsync(fd) != 0) {
