@@ -281,25 +281,11 @@ bs_model *bs_model_construct(const char *data, unsigned int seed,
     memset(&ro, 0, sizeof ro);
     ro.struct_size = sizeof ro;
     ro.memfiles_only = 1;
-    for (uint64_t at = 0;;) {
-        const char *path;
-        const unsigned char *bytes;
-        uint64_t size;
-        int r = bst_data_next(e.data, e.data_len, &at, &path, &bytes, &size);
-        if (r == 0)
-            break;
-        kiln_memfile *q = r < 0 ? NULL
-                                : realloc(mf, (ro.n_memfiles + 1) * sizeof *q);
-        if (!q) {
-            fail(error_msg, fn, r < 0 ? "%s: corrupt data in the model "
-                 "trailer" : "%s: out of memory", self_path);
-            goto bad;
-        }
-        mf = q;
-        mf[ro.n_memfiles].path = path;
-        mf[ro.n_memfiles].data = bytes;
-        mf[ro.n_memfiles].size = (size_t)size;
-        ro.n_memfiles++;
+    int r = bst_data_memfiles(e.data, e.data_len, &mf, &ro.n_memfiles);
+    if (r != 0) {
+        fail(error_msg, fn, r == -1 ? "%s: corrupt data in the model trailer"
+             : "%s: out of memory", self_path);
+        goto bad;
     }
     ro.memfiles = mf;
     g = kiln_parse_string_opts(e.text, filename, base_dir, &ro, &err);

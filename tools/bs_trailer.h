@@ -27,8 +27,11 @@
 #ifndef KILN_TOOLS_BS_TRAILER_H
 #define KILN_TOOLS_BS_TRAILER_H
 
+#include <kiln/io.h>   /* kiln_memfile */
+
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define BST_MAGIC "KILN-BS\x01"      /* 8 bytes, the last of the file */
@@ -125,6 +128,44 @@ static inline int bst_data_next(const unsigned char *d, uint64_t len,
     *size = n;
     *at = p + 8 + n;
     return 1;
+}
+
+/* The data region d[0..len) as kiln_memfile entries (pointing into d):
+ * *out (malloc'd, NULL when empty; free it) and *n.  0, -1 when the region
+ * is corrupt, -2 when out of memory. */
+static inline int bst_data_memfiles(const unsigned char *d, uint64_t len,
+                                    kiln_memfile **out, size_t *n)
+{
+    kiln_memfile *mf = NULL;
+    size_t k = 0;
+    for (uint64_t at = 0;;) {
+        const char *path;
+        const unsigned char *bytes;
+        uint64_t size;
+        int r = bst_data_next(d, len, &at, &path, &bytes, &size);
+        if (r <= 0) {
+            if (r < 0) {
+                free(mf);
+                mf = NULL;
+                k = 0;
+            }
+            *out = mf;
+            *n = k;
+            return r;
+        }
+        kiln_memfile *q = realloc(mf, (k + 1) * sizeof *q);
+        if (!q) {
+            free(mf);
+            *out = NULL;
+            *n = 0;
+            return -2;
+        }
+        mf = q;
+        mf[k].path = path;
+        mf[k].data = bytes;
+        mf[k].size = (size_t)size;
+        k++;
+    }
 }
 
 /* 1 when the metadata's base_dir is an absolute path (the data files of a

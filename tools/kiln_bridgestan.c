@@ -257,6 +257,35 @@ out:
     return rc;
 }
 
+/* Parse the model again from the bound data only, as the library will
+ * (memfiles_only): every file it reads must be among them.  0, or 1 with
+ * a message on stderr. */
+static int check_bound(const char *text, const char *model,
+                       const char *base_dir, const unsigned char *data,
+                       size_t data_len)
+{
+    kiln_memfile *mf = NULL;
+    kiln_read_options ro;
+    memset(&ro, 0, sizeof ro);
+    ro.struct_size = sizeof ro;
+    ro.memfiles_only = 1;
+    if (bst_data_memfiles(data, data_len, &mf, &ro.n_memfiles) != 0) {
+        fputs("kiln: out of memory\n", stderr);
+        return 1;
+    }
+    ro.memfiles = mf;
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string_opts(text, model, base_dir, &ro, &err);
+    free(mf);
+    if (!g) {
+        fprintf(stderr, "kiln: bridgestan: the data bound into the library "
+                "do not reproduce the model: %s\n", err.message);
+        return 1;
+    }
+    kiln_graph_free(g);
+    return 0;
+}
+
 /* The metadata block (bs_trailer.h): BST_NFIELDS NUL-terminated strings.
  * malloc'd; NULL when out of memory. */
 static char *make_meta(const char *field[BST_NFIELDS], size_t *len)
@@ -432,6 +461,8 @@ int kiln_cli_bridgestan(int argc, char **argv)
     }
     int nfiles = 0;
     if (bind_data(g, base_dir, &data, &data_len, &nfiles))
+        goto out;
+    if (nfiles && check_bound(text, model, base_dir, data, data_len))
         goto out;
     if (write_library(out, tmpl_len, tmpl_bytes, text, text_len, data,
                       data_len, meta, meta_len))
