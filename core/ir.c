@@ -1062,7 +1062,8 @@ kiln_value kiln_graph_op(kiln_graph *g, const char *op, int n_in,
         return kiln_composite_build(g, kiln_composite_lookup(op), n_in, in,
                                     n_attrs, err);
     if (o < 0)
-        return kiln_seterr(err, KILN_ERR_TYPE, "unknown op '%.200s'", op), -1;
+        return kiln_seterr(err, KILN_ERR_TYPE, "unknown op '%.200s'%s", op,
+                           kiln_ir_op_hint(op, strlen(op))), -1;
     if (o == KILN_OP_SUBTENSOR || o == KILN_OP_SET_SUBTENSOR ||
         o == KILN_OP_INC_SUBTENSOR)
         return kiln_seterr(err, KILN_ERR_TYPE,

@@ -212,6 +212,13 @@ const kiln_op_info *kiln_ir_op_info(int op);
 /* The op named `name`, or -1. */
 int kiln_ir_op_lookup(const char *name);
 
+/* "; did you mean 'exp'?" naming the op or composite (normal_lpdf, ...)
+ * closest to the unknown op `name` (len bytes; core/suggest.h), or ""
+ * when none is close.  The text is in thread-local storage, valid until
+ * the thread's next call.  For the unknown-op errors of the parser and
+ * kiln_graph_op. */
+const char *kiln_ir_op_hint(const char *name, size_t len);
+
 /* Validate the key/value attributes of op `op` into *out (unset fields
  * take their defaults: dtype -1, no axes, keepdims 0).  Errors:
  * KILN_ERR_TYPE ("sum: unknown attribute 'axs'", "cast: attribute 'dtype'

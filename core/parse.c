@@ -1016,8 +1016,8 @@ static int parse_call(parser *p, operand *o)
                     kiln_composite_lookup(opname) >= 0;
     if (op < 0 && !composite)
         return fail_at(p, name.line, name.col, KILN_ERR_TYPE,
-                       "unknown op '%.*s'", name.n > 60 ? 60 : (int)name.n,
-                       name.s);
+                       "unknown op '%.*s'%s", name.n > 60 ? 60 : (int)name.n,
+                       name.s, kiln_ir_op_hint(name.s, name.n));
 
     operand *args = NULL;
     attr_item *attrs = NULL;
