@@ -478,6 +478,13 @@ int kiln_ir_reindex(kiln_graph *g, kiln_err *err)
     return map_reserve(g, 0, 0, err);
 }
 
+void kiln_ir_stamp_lines(kiln_graph *g, int from, int line)
+{
+    for (int i = from < 0 ? 0 : from; g && i < g->n_nodes; i++)
+        if (!g->nodes[i].line)
+            g->nodes[i].line = line;
+}
+
 kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
 {
     if (!g) {

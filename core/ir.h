@@ -108,6 +108,10 @@ typedef struct kiln_node {
                                      declaration made this node (its
                                      input, transform and log-Jacobian:
                                      printed as one `param` line), else 0 */
+    int line;                     /* the .kg line of the statement that
+                                     made it (set by the parser), 0 for
+                                     nodes made otherwise (the builder
+                                     API, rewrites, gradients) */
 } kiln_node;
 
 typedef struct kiln_output {
@@ -182,6 +186,10 @@ void kiln_ir_node_drop_attrs(kiln_node *n);
  * KILN_ERR_NOMEM.  (kiln run --data, core/json.c) */
 int kiln_ir_bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
                         kiln_err *err);
+
+/* Set the source line of nodes from..n_nodes-1 that have none (the
+ * parser, after each statement). */
+void kiln_ir_stamp_lines(kiln_graph *g, int from, int line);
 
 /* The tN numbering kiln_graph_print gives g's unnamed nodes: a new array
  * of n_nodes entries, N or -1 (named, or a literal printed inline);

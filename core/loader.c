@@ -18,6 +18,7 @@
 #include "install_dirs.h"
 #include "ir.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -366,4 +367,115 @@ const kiln_backend *kiln_loader_get(const char *name, const char *extra_path,
                     "backend '%s' not found (searched %s%s)", name, searched,
                     strlen(searched) + 1 >= sizeof searched ? " ..." : "");
     return b;
+}
+
+/* ---- the names of the installed backends (kiln_loader_names) ---------- */
+
+/* 1 when the file at `path` mentions the backend entry symbol (its
+ * dynamic symbol table names it): a backend plugin, not a helper module
+ * such as llvm_codegen.so.  Read, never loaded. */
+static int mentions_entry(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    static const char sym[] = KILN_BACKEND_ENTRY;
+    const size_t n = sizeof sym - 1;
+    char buf[65536 + sizeof sym];
+    size_t keep = 0;
+    int found = 0;
+    for (;;) {
+        ssize_t got = read(fd, buf + keep, sizeof buf - keep);
+        if (got <= 0)
+            break;
+        size_t len = keep + (size_t)got;
+        if (len >= n && memmem(buf, len, sym, n)) {
+            found = 1;
+            break;
+        }
+        keep = len < n - 1 ? len : n - 1;   /* a match across reads */
+        memmove(buf, buf + len - keep, keep);
+    }
+    close(fd);
+    return found;
+}
+
+/* Add `name` to the comma-separated list unless it is there. */
+static void add_name(char *list, size_t size, const char *name)
+{
+    size_t nl = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == nl && strncmp(p, name, nl) == 0)
+            return;
+        p = e ? e + 1 : p + l;
+    }
+    size_t used = strlen(list);
+    if (used + nl + 2 <= size)
+        snprintf(list + used, size - used, "%s%s", used ? "," : "", name);
+}
+
+/* The backends NAME.so in directory dir (len bytes) into list. */
+static void names_in(const char *dir, size_t len, const char *sub,
+                     char *list, size_t size)
+{
+    char d[3500];
+    if (len == 0 || len >= sizeof d - 64 || dir[0] != '/')
+        return;
+    snprintf(d, sizeof d, "%.*s", (int)len, dir);
+    DIR *h = opendir(d);
+    if (!h)
+        return;
+    struct dirent *e;
+    while ((e = readdir(h)) != NULL) {
+        char name[80], path[4096];
+        size_t l = strlen(e->d_name);
+        if (sub) {
+            /* build tree: DIR/NAME/.libs/NAME.so */
+            if (l >= 64 || e->d_name[0] == '.')
+                continue;
+            snprintf(name, sizeof name, "%s", e->d_name);
+            snprintf(path, sizeof path, "%s/%s/%s/%s.so", d, name, sub, name);
+        } else {
+            if (l < 4 || l >= 64 || strcmp(e->d_name + l - 3, ".so") != 0)
+                continue;
+            snprintf(name, sizeof name, "%.*s", (int)(l - 3), e->d_name);
+            snprintf(path, sizeof path, "%s/%s", d, e->d_name);
+        }
+        if (valid_name(name) && mentions_entry(path))
+            add_name(list, size, name);
+    }
+    closedir(h);
+}
+
+static void names_in_path(const char *dirs, char *list, size_t size)
+{
+    for (const char *p = dirs; p && *p;) {
+        const char *e = strchr(p, ':');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        names_in(p, len, NULL, list, size);
+        if (!e)
+            break;
+        p = e + 1;
+    }
+}
+
+const char *kiln_loader_names(const char *extra_path, char *buf, size_t size)
+{
+    if (!buf || size == 0)
+        return buf;
+    buf[0] = '\0';
+    add_name(buf, size, "interp");
+    names_in_path(extra_path, buf, size);
+    names_in_path(getenv("KILN_PLUGIN_PATH"), buf, size);
+    names_in_path(KILN_PLUGIN_DIR, buf, size);
+    char top[3000], dir[3100];
+    if (kiln_loader_build_top(top, sizeof top) == 0) {
+        snprintf(dir, sizeof dir, "%s/backends", top);
+        names_in(dir, strlen(dir), ".libs", buf, size);
+        snprintf(dir, sizeof dir, "%s/plugins", top);
+        names_in(dir, strlen(dir), ".libs", buf, size);
+    }
+    return buf;
 }

@@ -2145,7 +2145,7 @@ static int parse_graph(parser *p)
         const tok *nx = peek(p);
         if (!nx)
             return -1;
-        int rc;
+        int rc, n0 = kiln_graph_n_nodes(p->g), line = p->t.line;
         if (is_word(&p->t, "end") && (nx->kind == T_NL || nx->kind == T_EOF))
             break;
         if (nx->kind == T_IDENT && is_word(&p->t, "input"))
@@ -2179,6 +2179,7 @@ static int parse_graph(parser *p)
         }
         if (rc)
             return -1;
+        kiln_ir_stamp_lines(p->g, n0, line); /* kiln run --trace-nonfinite */
     }
     if (advance(p) || end_of_statement(p) || skip_blank_lines(p))
         return -1;
