@@ -411,8 +411,8 @@ for i, k in enumerate(t):
     assert (k["swapped_call"] is None) == (k["state"] != "swapped"), k' "$tmp/t_j" "$nk"
 ok $? "--json: tiers has a well-formed object for each of the $nk kernels"
 # --quiet: no diagnostics (a missing backend's fallback line), same results
-"$kiln" run "$tmp/m.kg" -i "x=[1, 2]" -i k=1 --backend nosuch >"$tmp/q1" 2>"$tmp/q1.err"
-"$kiln" run "$tmp/m.kg" -i "x=[1, 2]" -i k=1 --backend nosuch --quiet >"$tmp/q2" 2>"$tmp/q2.err"
+KILN_BACKEND=nosuch "$kiln" run "$tmp/m.kg" -i "x=[1, 2]" -i k=1 >"$tmp/q1" 2>"$tmp/q1.err"
+KILN_BACKEND=nosuch "$kiln" run "$tmp/m.kg" -i "x=[1, 2]" -i k=1 --quiet >"$tmp/q2" 2>"$tmp/q2.err"
 st=$?
 grep -q "backend 'nosuch' not found" "$tmp/q1.err" && [ $st = 0 ] && [ ! -s "$tmp/q2.err" ] &&
   [ "$(head -2 "$tmp/q1")" = "$(head -2 "$tmp/q2")" ]

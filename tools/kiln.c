@@ -681,6 +681,12 @@ static kiln_json_data *bind_data(kiln_graph *g, const char *path,
         kiln_json_data_free(d);
         return NULL;
     }
+    /* a shared value still without a value: the file lacks it (say what
+     * the file has, and the closest name) */
+    if (kiln_cli_data_missing(g, d)) {
+        kiln_json_data_free(d);
+        return NULL;
+    }
     return d;
 }
 

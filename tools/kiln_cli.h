@@ -83,6 +83,11 @@ int kiln_cli_require_backend(const char *name);
  * a non-negative integer scalar). */
 int64_t kiln_cli_data_symbol(const kiln_json_data *d, const char *symbol);
 
+/* 1 after one line on stderr when a shared value of g has no value and
+ * the data d has no variable for it (naming the closest variable and
+ * what d has), else 0. */
+int kiln_cli_data_missing(const kiln_graph *g, const kiln_json_data *d);
+
 /* The message for -i NAME (len bytes) that is no input of f: for a
  * bounded parameter of g (may be NULL), that its input is NAME_unc and
  * the transform; else the closest input name and the inputs. */

@@ -93,6 +93,27 @@ int64_t kiln_cli_data_symbol(const kiln_json_data *d, const char *symbol)
     return v >= 0 ? v : -1;
 }
 
+int kiln_cli_data_missing(const kiln_graph *g, const kiln_json_data *d)
+{
+    for (int i = 0; g && i < g->n_nodes; i++) {
+        const kiln_node *nd = &g->nodes[i];
+        if (nd->op != KILN_OP_SHARED || nd->data || nd->promoted ||
+            !nd->name)
+            continue;
+        kiln_tensor t = {0};
+        kiln_err err = {0, ""};
+        if (kiln_json_data_get(d, nd->name, nd->type.dtype, nd->type.rank,
+                               nd->type.dims, &t, &err) == 0) {
+            free(t.data);   /* there after all: bound or refused before */
+            continue;
+        }
+        fprintf(stderr, "kiln: --data: shared value '%s': %s\n", nd->name,
+                err.message);
+        return 1;
+    }
+    return 0;
+}
+
 /* The transform of bounded parameter p, "sigma = 0 + exp(sigma_unc)". */
 static void transform_text(const kiln_graph *g, const kiln_param_rec *p,
                            char *buf, size_t size)
