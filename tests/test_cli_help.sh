@@ -151,6 +151,10 @@ lp0=$(sed -n 's/^log density: \([^ ]*\) (without.*/\1/p' "$tmp/out")
 g0=$(awk '$1 == "tau" { print $3 }' "$tmp/out")
 close "$lp0" "$2" 1e-12 && close "$g0" "$(awk -v g="$4" 'BEGIN { printf "%.17g", g - 1 }')" 1e-10
 ok $? "-i tau_unc=log 2 --no-jacobian: $lp0 = $2, gradient $g0 (one less)"
+printf '{"theta_trans": [%s], "mu": 1.5, "tau_unc": 0.69314718055994531}' "$(echo $tt | tr ' ' ,)" >"$tmp/point.json"
+"$kiln" model "$es" --data "$esd" --inputs "$tmp/point.json" >"$tmp/out" 2>"$tmp/err"
+lpi=$(sed -n 's/^log density: \([^ ]*\) (with the log-Jacobian.*/\1/p' "$tmp/out")
+close "$lpi" "$1" 1e-12; ok $? "--inputs with constrained and _unc names: $lpi $(cat "$tmp/err")"
 "$kiln" model "$es" --data "$esd" --random-inputs 5 --json >"$tmp/j" 2>"$tmp/err"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["jacobian"] is True and len(d["parameters"]) == 10 and isinstance(d["log_density"], float), d' "$tmp/j"
 ok $? "kiln model --json: 10 parameters"
@@ -195,6 +199,10 @@ grep -q "^trace-nonfinite: .*logzero.kg:4: input 's' holds nan" "$tmp/out"
 ok $? "a NaN input is named as such"
 "$kiln" run "$tmp/logzero.kg" -i x=[1,3,2] -i s=1 --trace-nonfinite >"$tmp/out" 2>&1
 grep -q "^trace-nonfinite: every value is finite$" "$tmp/out"; ok $? "all finite: one line"
+"$kiln" run "$tmp/logzero.kg" -i x=[1,0,2] -i s=1 --trace-nonfinite --json >"$tmp/out" 2>"$tmp/err"
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/out" &&
+  grep -q "^trace-nonfinite: .*logzero.kg:7: 'b' = log(a)" "$tmp/err"
+ok $? "--json: stdout stays JSON, the report goes to stderr"
 cat >"$tmp/sqrtneg.kg" <<'EOF'
 kiln 1
 graph sqrtneg

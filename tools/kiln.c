@@ -1167,8 +1167,9 @@ static int run_with(int argc, char **argv, const char **assign)
     if (trace) {
         int found = 0;
         fflush(stdout);
-        if (kiln_trace_nonfinite(g, file, in, NULL, 0, stdout, &found,
-                                 &err)) {
+        /* with --json the report goes to stderr: stdout stays JSON */
+        if (kiln_trace_nonfinite(g, file, in, NULL, 0,
+                                 json ? stderr : stdout, &found, &err)) {
             fprintf(stderr, "kiln: --trace-nonfinite: %s\n", err.message);
             goto done;
         }

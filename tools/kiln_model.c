@@ -341,10 +341,11 @@ static int model_give(mparam *p, int constrained, const char *shown,
 }
 
 /* --trace-nonfinite for kiln model: g (data bound from data_json) at the
- * unconstrained point, the log-Jacobians included when jacobian. */
+ * unconstrained point, the log-Jacobians included when jacobian; the
+ * report to out. */
 static int model_trace(kiln_graph *g, const char *file, const char *data_json,
                        const kiln_read_options *ropt, const mparam *ps,
-                       int np, const double *unc, int jacobian)
+                       int np, const double *unc, int jacobian, FILE *out)
 {
     kiln_err err = {0, ""};
     int rc = 1, found = 0, n_in = 0, n_roots = 0;
@@ -389,7 +390,7 @@ static int model_trace(kiln_graph *g, const char *file, const char *data_json,
     for (int i = 0; jacobian && i < np; i++)
         if (ps[i].rec->logjac >= 0)
             roots[n_roots++] = ps[i].rec->logjac;
-    if (kiln_trace_nonfinite(g, file, in, roots, n_roots, stdout, &found,
+    if (kiln_trace_nonfinite(g, file, in, roots, n_roots, out, &found,
                              &err)) {
         fprintf(stderr, "kiln: --trace-nonfinite: %s\n", err.message);
         goto done;
@@ -698,7 +699,7 @@ int kiln_cli_model(int argc, char **argv)
                    "numeric %.17g)\n", worst, names[w_at], w_an, w_num);
     }
     if (trace && model_trace(g, file, data_json, &ropt, ps, np, unc,
-                             jacobian))
+                             jacobian, json ? stderr : stdout))
         goto done;
     if (bad) {
         fprintf(stderr, "kiln: check-grad: the gradient differs from finite "
