@@ -51,6 +51,20 @@ ok $? "--backend intrep: did you mean 'interp' ($(cat "$tmp/err"))"
   --backend lvm >"$tmp/out" 2>"$tmp/err"
 [ $? = 1 ] && grep -q "^kiln: --backend lvm: " "$tmp/err"
 ok $? "kiln model --backend lvm: exit 1"
+# a file refused on the way is still reported when the backend is found
+# later on the path (here: the build tree's example plugin)
+ex="$build/plugins/example/.libs/example.so"
+if [ -f "$ex" ]; then
+  mkdir "$tmp/gw"; chmod 755 "$tmp/gw"; cp "$ex" "$tmp/gw/example.so"; chmod 775 "$tmp/gw/example.so"
+  KILN_PLUGIN_PATH="$tmp/gw" "$kiln" run "$tmp/ok.kg" -i x=1 --backend example >"$tmp/out" 2>"$tmp/err"
+  [ $? = 0 ] && grep -q "refusing plugin $tmp/gw/example.so" "$tmp/err"
+  ok $? "--backend example: the refused copy is named, the next one is used"
+  KILN_PLUGIN_PATH="$tmp/gw" "$kiln" run "$tmp/ok.kg" -i x=1 --backend example --quiet >"$tmp/out" 2>"$tmp/err"
+  [ $? = 0 ] && [ ! -s "$tmp/err" ]; ok $? "... and --quiet silences that line"
+else
+  echo "ok $((n = n + 1)) - # SKIP the example plugin is not built"
+  echo "ok $((n = n + 1)) - # SKIP the example plugin is not built"
+fi
 # a policy, or $KILN_BACKEND, still falls back (with a line; exit 0)
 KILN_BACKEND=lvm "$kiln" run "$tmp/ok.kg" -i x=1 >"$tmp/out" 2>"$tmp/err"
 [ $? = 0 ] && grep -q '^y = 2.71828' "$tmp/out" && grep -q "backend 'lvm' not found" "$tmp/err"

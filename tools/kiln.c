@@ -944,7 +944,7 @@ static int run_with(int argc, char **argv, const char **assign)
         return 1;
     }
     /* a backend named with --backend must be there: no fallback */
-    if (backend && kiln_cli_require_backend(backend)) {
+    if (backend && kiln_cli_require_backend(backend, quiet)) {
         kiln_graph_free(g);
         kiln_json_data_free(bound);
         return 1;

@@ -71,12 +71,13 @@ int kiln_cli_tier_json(const kiln_function *f, FILE *out);
  * and gradient over the unconstrained parameters (docs/kiln.1). */
 int kiln_cli_model(int argc, char **argv);
 
-/* 0 when the backend `name` can be loaded; else 1 after one line on
- * stderr: why (not found, with the directories searched, or why a file
- * that is there was refused), the closest installed name and the
- * installed names.  For a backend the user named (--backend): never a
- * fallback. */
-int kiln_cli_require_backend(const char *name);
+/* 0 when the backend `name` can be loaded (the loader's lines about
+ * files refused on the way on stderr unless quiet); else 1 after one
+ * line on stderr, quiet or not: why (not found, with the directories
+ * searched, or why a file that is there was refused), the closest
+ * installed name and the installed names.  For a backend the user named
+ * (--backend): never a fallback. */
+int kiln_cli_require_backend(const char *name, int quiet);
 
 /* The size an integer scalar data variable named `symbol` gives that
  * symbol (Stan's `int<lower=0> J`), or -1 (d NULL, no such variable, not

@@ -29,7 +29,7 @@
 
 /* ---- helpers shared with kiln run --------------------------------------- */
 
-int kiln_cli_require_backend(const char *name)
+int kiln_cli_require_backend(const char *name, int quiet)
 {
     kiln_err err = {0, ""};
     char *diag = NULL;
@@ -39,6 +39,10 @@ int kiln_cli_require_backend(const char *name)
     if (d)
         fclose(d);
     if (b) {
+        /* found after refusing a file elsewhere: say so, as a compile
+         * would have */
+        if (diag && diag[0] && !quiet)
+            fputs(diag, stderr);
         free(diag);
         return 0;
     }
@@ -486,7 +490,7 @@ int kiln_cli_model(int argc, char **argv)
         fprintf(stderr, "kiln: %s\n", err.message);
         goto done;
     }
-    if (backend && kiln_cli_require_backend(backend))
+    if (backend && kiln_cli_require_backend(backend, quiet))
         goto done;
     kiln_options opt;
     memset(&opt, 0, sizeof opt);
