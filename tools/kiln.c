@@ -25,6 +25,7 @@
 #include "excerpt.h"   /* short escaped quotes of -i values (core/) */
 #include "jsondata.h"  /* kiln run --data (libkiln, internal header) */
 #include "trace.h"     /* kiln run --trace-nonfinite (libkiln, internal) */
+#include "suggest.h"   /* did you mean (libkiln, internal) */
 
 /* --check-grad fails (exit status 1) when a gradient's max error is
  * above this (docs/kiln.1). */
@@ -707,6 +708,7 @@ static int load_inputs_json(const kiln_function *f, const char *path,
     char unknown[512] = "", inputs[512] = "";
     size_t ul = 0, il = 0;
     int n_unknown = 0;
+    const char *first_unknown = "";
     for (int i = 0; i < kiln_json_data_count(d); i++) {
         const char *key = kiln_json_data_key(d, i);
         int found = 0;
@@ -718,16 +720,24 @@ static int load_inputs_json(const kiln_function *f, const char *path,
             ul += (size_t)snprintf(unknown + ul, sizeof unknown - ul,
                                    "%s'%s'", n_unknown ? ", " : "",
                                    SHOW(key));
-        n_unknown++;
+        if (!n_unknown++)
+            first_unknown = key;
     }
     if (n_unknown) {
-        for (int k = 0; k < ni && il < sizeof inputs - 64; k++)
+        kiln_suggestion sg;
+        char hint[96];
+        kiln_suggest_init(&sg, first_unknown, strlen(first_unknown));
+        for (int k = 0; k < ni && il < sizeof inputs - 64; k++) {
             il += (size_t)snprintf(inputs + il, sizeof inputs - il, "%s%s",
                                    k ? ", " : "",
                                    kiln_function_input_name(f, k));
+            kiln_suggest_offer(&sg, kiln_function_input_name(f, k));
+        }
         fprintf(stderr, "kiln: --inputs: %s: the model has no input%s "
-                "named %s (its inputs: %s)\n", path,
-                n_unknown > 1 ? "s" : "", unknown, ni ? inputs : "none");
+                "named %s%s (its inputs: %s)\n", path,
+                n_unknown > 1 ? "s" : "", unknown,
+                kiln_suggest_text(&sg, hint, sizeof hint),
+                ni ? inputs : "none");
         goto done;
     }
     for (int k = 0; k < ni; k++) {
