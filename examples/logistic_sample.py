@@ -1,6 +1,6 @@
-"""Sample examples/logistic.kg from Python (docs/tutorial.md, step 7).
+"""Sample examples/logistic.kg from Python (docs/tutorial.md, section 9).
 
-    python3 examples/logistic.py logistic.so examples/data/radon.csv
+    python3 examples/logistic_sample.py logistic.so examples/data/radon.csv
 
 LIB is the BridgeStan library made by `kiln bridgestan examples/logistic.kg
 -o logistic.so`; CSV is the data the model reads.  Needs numpy, emcee and
