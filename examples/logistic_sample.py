@@ -59,7 +59,8 @@ L = np.linalg.cholesky(1.5 * cov)             # a wider proposal
 z = rng.standard_normal((40000, 3))
 draws = theta + z @ L.T
 log_q = -0.5 * np.sum(z ** 2, axis=1)          # up to a constant
-w = np.exp(log_post(draws) - log_q - np.max(log_post(draws) - log_q))
+log_w = log_post(draws) - log_q
+w = np.exp(log_w - np.max(log_w))
 w /= w.sum()
 is_mean = w @ draws
 is_se = np.sqrt(w ** 2 @ (draws - is_mean) ** 2)
@@ -74,9 +75,9 @@ def log_prob(u):
     return model.log_density(u, jacobian=True)
 
 
-walkers, steps, burn = 16, 3000, 500
+walkers, steps, burn = 16, 1200, 200
 start = theta + 0.1 * rng.standard_normal((walkers, 3))
-sampler = emcee.EnsembleSampler(walkers, 3, log_prob)
+sampler = emcee.EnsembleSampler(walkers, 3, log_prob, moves=emcee.moves.DEMove())
 sampler.random_state = np.random.RandomState(SEED).get_state()
 sampler.run_mcmc(start, steps, progress=False)
 chain = sampler.get_chain(discard=burn)
