@@ -154,6 +154,9 @@ for b in "$tmp"/blocks/*; do
       fi
       (cd "$work" && PATH="$tmp/bin:$PATH" sh -c "$line") >"$tmp/out.$name" 2>"$tmp/err.$name" </dev/null
       st=$?
+      # a trace that found a non-finite value may say so by its status
+      # too; tests below check what it reports
+      case "$line" in *--trace-nonfinite*) [ $st = 1 ] && st=0 ;; esac
       ok $st "tutorial: $line"
       [ $st = 0 ] || { diag "$tmp/err.$name"; tail -5 "$tmp/out.$name" | diag; }
       last=$tmp/out.$name
