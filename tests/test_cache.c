@@ -1282,8 +1282,28 @@ static void swap_root(const char *what, const char *path)
         hook_calls++;
 }
 
+static int opens_of_root;
+
+static void count_opens(const char *what, const char *path)
+{
+    opens_of_root += !strcmp(what, "cache") && !strcmp(path, hook_from);
+}
+
 static void test_ancestors(void)
 {
+    /* the root and its ancestors are checked once per session, not per
+     * kernel: a model of many kernels opens the root once */
+    clear_cache();
+    snprintf(hook_from, sizeof hook_from, "%s", cache_dir);
+    kiln_trust_test_hook = count_opens;
+    kiln_function *many = build(M1, disk_backend, KILN_CACHE_MODE_ON,
+                                cache_dir, NULL);
+    kiln_trust_test_hook = NULL;
+    int nk = many ? kiln_function_n_kernels(many) : 0;
+    kiln_function_free(many);
+    ok(nk > 5 && opens_of_root == 1, "the cache root is opened and checked "
+       "once for a compile of %d kernels (%d)", nk, opens_of_root);
+
     char forged[600], sinc[600], par[600], root[700], cmd[8000];
     char epath[1300], spath[1300];
     snprintf(forged, sizeof forged, "%s-forged", cache_dir);
