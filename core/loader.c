@@ -139,8 +139,10 @@ static const kiln_backend *try_file(const char *dir, const char *path,
         close(fd);
         return NULL;
     }
-    /* from here on fd stays open: glibc has the object under its name,
-     * and a later dlopen of the same name must not find it again */
+    /* from here on fd stays open, even for a plugin skipped below: the
+     * dynamic loader may keep the object under this name, and a later
+     * dlopen of the same name (a reused descriptor number) must not find
+     * it again */
     void *sym = dlsym(h, KILN_BACKEND_ENTRY);
     if (!sym) {
         diagf(diag, quiet, "kiln: skipping plugin %s: %s\n", path,
@@ -176,10 +178,10 @@ static const kiln_backend *try_file(const char *dir, const char *path,
 }
 
 /* The id of a backend's build: XXH3-64 of its build_id string, then of
- * the bytes of the file it was loaded from (the descriptor `fd` it was
- * loaded by, -1 for code built into libkiln).  A rebuilt plugin gets a new id even when nobody
- * changed its build_id, so the disk cache never feeds it artifacts of an
- * older code generator. */
+ * the bytes of the file it was loaded from (read from the descriptor `fd`
+ * it was loaded by; -1 for code built into libkiln).  A rebuilt plugin
+ * gets a new id even when nobody changed its build_id, so the disk cache
+ * never feeds it artifacts of an older code generator. */
 static uint64_t build_hash_of(const kiln_backend *b, int fd)
 {
     XXH3_state_t *st = XXH3_createState();
