@@ -116,15 +116,19 @@ static void dir_of(const char *path, char *buf, size_t size);
  * message in why. */
 static int open_template(const char *tmpl, char *why, size_t size)
 {
-    char abs[2 * PATH_MAX + 2], dir[2 * PATH_MAX + 2], w[8400], cwd[PATH_MAX];
-    if (tmpl[0] == '/')
-        snprintf(abs, sizeof abs, "%s", tmpl);
-    else if (getcwd(cwd, sizeof cwd) && strlen(cwd) + strlen(tmpl) < PATH_MAX)
-        snprintf(abs, sizeof abs, "%s/%s", cwd, tmpl);
-    else {
-        snprintf(why, size, "cannot resolve %s", tmpl);
+    char abs[PATH_MAX + 2], dir[PATH_MAX + 2], w[8400], cwd[PATH_MAX];
+    size_t tl = strlen(tmpl), cl = 0;
+    if (tmpl[0] != '/' && getcwd(cwd, sizeof cwd))
+        cl = strlen(cwd) + 1;
+    if ((tmpl[0] != '/' && !cl) || cl + tl >= PATH_MAX) {
+        snprintf(why, size, "cannot resolve %.200s", tmpl);
         return -1;
     }
+    if (cl) {                   /* CWD/TEMPLATE */
+        memcpy(abs, cwd, cl - 1);
+        abs[cl - 1] = '/';
+    }
+    memcpy(abs + cl, tmpl, tl + 1);
     dir_of(abs, dir, sizeof dir);
     const char *base = strrchr(abs, '/') + 1;
     int dfd = kiln_trust_open_dir(-1, NULL, dir, 1, w, sizeof w);
@@ -132,10 +136,14 @@ static int open_template(const char *tmpl, char *why, size_t size)
                                                   sizeof w);
     if (dfd >= 0)
         close(dfd);
+    /* (a message cut at `size` is still one clear line) */
+    int n = 0;
     if (fd == -1)
-        snprintf(why, size, "cannot open %s: %s", tmpl, strerror(ENOENT));
+        n = snprintf(why, size, "cannot open %.1500s: %s", tmpl,
+                     strerror(ENOENT));
     else if (fd < 0)
-        snprintf(why, size, "refusing %s: %.4000s", tmpl, w);
+        n = snprintf(why, size, "refusing %.1500s: %.2000s", tmpl, w);
+    (void)n;
     return fd;
 }
 
