@@ -9,12 +9,14 @@
  * Trust (docs/plugin-abi.md §13): only the caller names plugin
  * directories (kiln_options.plugin_path, $KILN_PLUGIN_PATH), then the
  * install directory; a build tree only when libkiln itself was loaded
- * from it.  No build-tree path is compiled in.  Every file and its
- * directory pass the cache's owner and mode check before dlopen.
+ * from it.  No build-tree path is compiled in.  Every plugin directory is
+ * opened and checked with all its ancestors, the file opened in it and
+ * checked on its descriptor, and dlopen loads that descriptor (trust.h):
+ * nothing is looked up by path between the check and the load.
  */
 #define _GNU_SOURCE     /* dladdr */
 #include "loader.h"
-#include "trust.h"      /* kiln_trust_stat: the cache's trust check */
+#include "trust.h"      /* the directory and file checks, load by fd */
 #include "install_dirs.h"
 #include "ir.h"
 
@@ -92,61 +94,56 @@ static void diagf(FILE *diag, int quiet, const char *fmt, const char *a,
     fprintf(diag ? diag : stderr, fmt, a, b);
 }
 
-/* The owner and mode check of a plugin file (following symlinks) and of
- * its directory, and when the file is a symlink of the directory it
- * points into: NULL, or a reason naming what failed in why[]. */
-static const char *untrusted(const char *dir, const char *path, char *why,
-                             size_t size)
-{
-    struct stat st;
-    const char *bad = NULL;
-    if (stat(dir, &st) != 0 || (bad = kiln_trust_stat(&st, 1, 1))) {
-        snprintf(why, size, "directory %s: %s", dir,
-                 bad ? bad : strerror(errno));
-        return why;
-    }
-    if (stat(path, &st) != 0 || (bad = kiln_trust_stat(&st, 0, 1))) {
-        snprintf(why, size, "%s", bad ? bad : strerror(errno));
-        return why;
-    }
-    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
-        char real[PATH_MAX];
-        if (!realpath(path, real)) {
-            snprintf(why, size, "symlink: %s", strerror(errno));
-            return why;
-        }
-        char *slash = strrchr(real, '/');
-        if (slash && slash != real)
-            *slash = '\0';
-        if (stat(real, &st) != 0 || (bad = kiln_trust_stat(&st, 1, 1))) {
-            snprintf(why, size, "symlink into directory %s: %s", real,
-                     bad ? bad : strerror(errno));
-            return why;
-        }
-    }
-    return NULL;
-}
-
-/* Try NAME.so in `dir`; returns the descriptor or NULL (diagnostic printed
- * when the file exists but is refused or unusable). */
+/* Try NAME.so in `dir`: the directory is opened and checked with every
+ * ancestor, the file opened in it by descriptor and checked, and the
+ * descriptor is what dlopen loads ("/proc/self/fd/N"; trust.h).  Returns
+ * the descriptor or NULL (diagnostic printed when the file exists but is
+ * refused or unusable); *kept is the file's descriptor, left open for as
+ * long as the process lives (the plugin is never unloaded, and the
+ * dynamic loader knows it by that name). */
 static const kiln_backend *try_file(const char *dir, const char *path,
-                                    const char *name, FILE *diag, int quiet)
+                                    const char *name, FILE *diag, int quiet,
+                                    int *kept)
 {
+    char why[PATH_MAX + 4096], file[80];
     struct stat st;
-    if (stat(path, &st) != 0 && errno == ENOENT && lstat(path, &st) != 0)
-        return NULL;    /* nothing there (a dangling symlink is refused) */
-    char why[PATH_MAX + 4096];
-    if (untrusted(dir, path, why, sizeof why)) {
+    snprintf(file, sizeof file, "%s.so", name);
+    int dfd = kiln_trust_open_dir(-1, NULL, dir, 1, why, sizeof why);
+    if (dfd == -1)
+        return NULL;    /* no such directory */
+    if (dfd < 0) {
+        /* say so only when there is something to refuse */
+        if (lstat(path, &st) == 0)
+            diagf(diag, quiet, "kiln: refusing plugin %s: %s\n", path, why);
+        return NULL;
+    }
+    int fd = kiln_trust_open_file(dfd, dir, file, 1, 1, why, sizeof why);
+    close(dfd);
+    if (fd == -1) {
+        if (fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            return NULL;    /* nothing there (a dangling symlink is refused) */
+        snprintf(why, sizeof why, "symlink to a missing file");
+    }
+    if (fd < 0) {
         diagf(diag, quiet, "kiln: refusing plugin %s: %s\n", path, why);
         return NULL;
     }
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (kiln_trust_test_hook)
+        kiln_trust_test_hook("plugin", path);
+    char self[64];
+    kiln_trust_fd_path(fd, self, sizeof self);
+    void *h = dlopen(self, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
         diagf(diag, quiet, "kiln: skipping plugin %s: %s\n", path,
               e ? e : "dlopen failed");
+        close(fd);
         return NULL;
     }
+    /* from here on fd stays open, even for a plugin skipped below: the
+     * dynamic loader may keep the object under this name, and a later
+     * dlopen of the same name (a reused descriptor number) must not find
+     * it again */
     void *sym = dlsym(h, KILN_BACKEND_ENTRY);
     if (!sym) {
         diagf(diag, quiet, "kiln: skipping plugin %s: %s\n", path,
@@ -156,7 +153,7 @@ static const kiln_backend *try_file(const char *dir, const char *path,
     }
     kiln_backend_entry_fn entry;
     memcpy(&entry, &sym, sizeof entry);  /* object -> function pointer */
-    char buf[512] = "";
+    char buf[4600] = "";
     const kiln_backend *b = entry(KILN_ABI_MAJOR, KILN_ABI_MINOR, buf,
                                   sizeof buf);
     if (!b) {
@@ -177,15 +174,16 @@ static const kiln_backend *try_file(const char *dir, const char *path,
         dlclose(h);
         return NULL;
     }
+    *kept = fd;
     return b;
 }
 
 /* The id of a backend's build: XXH3-64 of its build_id string, then of
- * the bytes of the file it was loaded from (`path`, may be NULL for code
- * built into libkiln).  A rebuilt plugin gets a new id even when nobody
- * changed its build_id, so the disk cache never feeds it artifacts of an
- * older code generator. */
-static uint64_t build_hash_of(const kiln_backend *b, const char *path)
+ * the bytes of the file it was loaded from (read from the descriptor `fd`
+ * it was loaded by; -1 for code built into libkiln).  A rebuilt plugin
+ * gets a new id even when nobody changed its build_id, so the disk cache
+ * never feeds it artifacts of an older code generator. */
+static uint64_t build_hash_of(const kiln_backend *b, int fd)
 {
     XXH3_state_t *st = XXH3_createState();
     if (!st)
@@ -194,13 +192,14 @@ static uint64_t build_hash_of(const kiln_backend *b, const char *path)
     XXH3_64bits_update(st, b->name, strlen(b->name) + 1);
     if (b->build_id)
         XXH3_64bits_update(st, b->build_id, strlen(b->build_id) + 1);
-    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     if (fd >= 0) {
         char buf[65536];
         ssize_t n;
-        while ((n = read(fd, buf, sizeof buf)) > 0)
+        off_t off = 0;
+        while ((n = pread(fd, buf, sizeof buf, off)) > 0) {
             XXH3_64bits_update(st, buf, (size_t)n);
-        close(fd);
+            off += n;
+        }
     }
     uint64_t h = XXH3_64bits_digest(st);
     XXH3_freeState(st);
@@ -220,7 +219,7 @@ uint64_t kiln_loader_build_hash(const kiln_backend *be)
         }
     }
     pthread_mutex_unlock(&registry_lock);
-    return build_hash_of(be, NULL);
+    return build_hash_of(be, -1);
 }
 
 /* Append `dir` (len bytes) to the list of searched directories. */
@@ -236,7 +235,7 @@ static void note_dir(char *list, size_t size, const char *dir, size_t len)
 static const kiln_backend *search_dirs(const char *dirs, const char *name,
                                        FILE *diag, int quiet, char *found,
                                        size_t found_size, char *searched,
-                                       size_t searched_size)
+                                       size_t searched_size, int *kept)
 {
     if (!dirs || !*dirs)
         return NULL;
@@ -256,7 +255,8 @@ static const kiln_backend *search_dirs(const char *dirs, const char *name,
             snprintf(dir, sizeof dir, "%.*s", (int)len, p);
             snprintf(path, sizeof path, "%s/%s.so", dir, name);
             note_dir(searched, searched_size, p, len);
-            const kiln_backend *b = try_file(dir, path, name, diag, quiet);
+            const kiln_backend *b = try_file(dir, path, name, diag, quiet,
+                                             kept);
             if (b) {
                 snprintf(found, found_size, "%s", path);
                 return b;
@@ -335,22 +335,23 @@ const kiln_backend *kiln_loader_get(const char *name, const char *extra_path,
         }
     }
     char found[4096] = "", searched[768] = "";
+    int fd = -1;
     const kiln_backend *b = search_dirs(extra_path, name, diag, quiet, found,
                                         sizeof found, searched,
-                                        sizeof searched);
+                                        sizeof searched, &fd);
     if (!b)
         b = search_dirs(getenv("KILN_PLUGIN_PATH"), name, diag, quiet, found,
-                        sizeof found, searched, sizeof searched);
+                        sizeof found, searched, sizeof searched, &fd);
     if (!b)
         b = search_dirs(KILN_PLUGIN_DIR, name, diag, quiet, found,
-                        sizeof found, searched, sizeof searched);
+                        sizeof found, searched, sizeof searched, &fd);
     char top[3000];
     if (!b && kiln_loader_build_top(top, sizeof top) == 0) {
         char dir[8192];
         snprintf(dir, sizeof dir, "%s/backends/%s/.libs:%s/plugins/%s/.libs",
                  top, name, top, name);
         b = search_dirs(dir, name, diag, quiet, found, sizeof found,
-                        searched, sizeof searched);
+                        searched, sizeof searched, &fd);
     }
     if (!b && strcmp(name, "interp") == 0)
         b = kiln_loader_builtin_interp();
@@ -358,8 +359,7 @@ const kiln_backend *kiln_loader_get(const char *name, const char *extra_path,
         snprintf(registry[n_registry].name, sizeof registry[0].name, "%s",
                  name);
         registry[n_registry].backend = b;
-        registry[n_registry++].build_hash = build_hash_of(b, found[0] ? found
-                                                                   : NULL);
+        registry[n_registry++].build_hash = build_hash_of(b, fd);
     }
     pthread_mutex_unlock(&registry_lock);
     if (!b)
