@@ -23,6 +23,7 @@
 #include "excerpt.h"
 #include "ir.h"
 #include "jsondata.h"
+#include "suggest.h"
 
 #include <json-c/json.h>
 
@@ -861,8 +862,14 @@ static int no_variable(const kiln_json_data *d, const char *name,
     if (d->n == 0)
         return kiln_seterr(err, KILN_ERR_NAME, "no variable '%s' in %s (it "
                            "has no variables)", name, d->file);
-    return kiln_seterr(err, KILN_ERR_NAME, "no variable '%s' in %s (it has: "
-                       "%s)", name, d->file, list);
+    kiln_suggestion sg;
+    char hint[96];
+    kiln_suggest_init(&sg, name, strlen(name));
+    for (int i = 0; i < d->n; i++)
+        kiln_suggest_offer(&sg, d->vars[i].name);
+    return kiln_seterr(err, KILN_ERR_NAME, "no variable '%s' in %s%s (it "
+                       "has: %s)", name, d->file,
+                       kiln_suggest_text(&sg, hint, sizeof hint), list);
 }
 
 int kiln_json_data_shape(const kiln_json_data *d, const char *name,

@@ -21,6 +21,7 @@
  * central differences of the gradient (model.h states the accuracy).
  */
 #include "ir.h"
+#include "suggest.h"
 
 #include <kiln/cache.h>
 #include <kiln/model.h>
@@ -156,11 +157,17 @@ static int bind_data(kiln_graph *g, const kiln_json_data *d, int64_t *symsz,
                 snprintf(has + sizeof has - 8, 8, ", ...");
             if (k)
                 strcat(has, ")");
+            kiln_suggestion sg;
+            char hint[96];
+            kiln_suggest_init(&sg, n->name, strlen(n->name));
+            for (int j = 0; d && j < kiln_json_data_count(d); j++)
+                kiln_suggest_offer(&sg, kiln_json_data_key(d, j));
             return kiln_seterr(err, KILN_ERR_NAME,
                                "model: %s no variable '%s' for shared value "
-                               "'%s' (declared %s)%s",
+                               "'%s' (declared %s)%s%s",
                                d ? "the data has" : "no data given, so",
-                               n->name, n->name, tb, has);
+                               n->name, n->name, tb,
+                               kiln_suggest_text(&sg, hint, sizeof hint), has);
         }
         int64_t dims[KILN_MAX_RANK];
         for (int k = 0; k < n->type.rank; k++) {

@@ -1031,8 +1031,8 @@ static int lookup_op(parser *p, const tok *name, char opname[32], int *op,
     }
     if (*op < 0 && !*composite)
         return fail_at(p, name->line, name->col, KILN_ERR_TYPE,
-                       "unknown op '%.*s'", name->n > 60 ? 60 : (int)name->n,
-                       name->s);
+                       "unknown op '%.*s'%s", name->n > 60 ? 60 : (int)name->n,
+                       name->s, kiln_ir_op_hint(name->s, name->n));
     return 0;
 }
 
@@ -2388,7 +2388,7 @@ static int parse_graph(parser *p)
         const tok *nx = peek(p);
         if (!nx)
             return -1;
-        int rc;
+        int rc, n0 = kiln_graph_n_nodes(p->g), line = p->t.line;
         if (is_word(&p->t, "end") && (nx->kind == T_NL || nx->kind == T_EOF))
             break;
         if (nx->kind == T_IDENT && is_word(&p->t, "input"))
@@ -2422,6 +2422,7 @@ static int parse_graph(parser *p)
         }
         if (rc)
             return -1;
+        kiln_ir_stamp_lines(p->g, n0, line); /* kiln run --trace-nonfinite */
     }
     if (advance(p) || end_of_statement(p) || skip_blank_lines(p))
         return -1;

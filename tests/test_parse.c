@@ -378,7 +378,8 @@ static void test_eight_schools(void)
 static void test_errors(void)
 {
     const int P = KILN_ERR_PARSE;
-    ERR(KILN_ERR_TYPE, "m.kg:4:12: unknown op 'ad'", "unknown op",
+    ERR(KILN_ERR_TYPE, "m.kg:4:12: unknown op 'ad'; did you mean 'add'?",
+        "unknown op",
         "kiln 1", "graph m", "  input x: f64[3]", "  yy = add(ad(x), 1)",
         "end");
     ERR(P, "m.kg:3:9: expected ':' after input name, found '='",

@@ -102,10 +102,49 @@ static int result(int rc, char **error_msg, const char *fn,
 
 /* ---- this library's file and its trailer ------------------------------ */
 
-/* The absolute path of the file this library was loaded from, taken when
- * it was loaded (a relative dlopen path would go stale with a chdir). */
+/* The absolute path of the file this library was loaded from, and that
+ * file opened, both taken when it was loaded (a relative dlopen path would
+ * go stale with a chdir; a path looked up again later could name another
+ * file: the model is read from self_fd only).  self_fd is checked to be
+ * the file that is mapped (device and inode in /proc/self/maps), so the
+ * model text read is the one that came with this code. */
 static char self_path[PATH_MAX];
 static int self_errno;
+static int self_fd = -1;
+
+/* 0 when fd is the file mapped at addr, or that cannot be told (no
+ * /proc); -1 when it is another file. */
+static int is_mapped(int fd, const void *addr)
+{
+    struct stat st;
+    FILE *m = fopen("/proc/self/maps", "re");
+    if (!m || fstat(fd, &st) != 0) {
+        if (m)
+            fclose(m);
+        return 0;
+    }
+    char line[PATH_MAX + 256];
+    uintptr_t a = (uintptr_t)addr;
+    int rc = 0;
+    while (fgets(line, sizeof line, m)) {
+        unsigned long lo, hi, ino;
+        unsigned maj, min;
+        if (sscanf(line, "%lx-%lx %*s %*s %x:%x %lu", &lo, &hi, &maj, &min,
+                   &ino) == 5 && a >= lo && a < hi) {
+            /* the inode decides (stacked file systems may show another
+             * device for the mapping) */
+            rc = ino == (unsigned long)st.st_ino ? 0 : -1;
+            (void)maj;
+            (void)min;
+            break;
+        }
+        if (!strchr(line, '\n'))    /* a longer line: skip its rest */
+            while (fgets(line, sizeof line, m) && !strchr(line, '\n'))
+                ;
+    }
+    fclose(m);
+    return rc;
+}
 
 __attribute__((constructor)) static void find_self(void)
 {
@@ -120,7 +159,23 @@ __attribute__((constructor)) static void find_self(void)
     if (!realpath(info.dli_fname, self_path)) {
         self_errno = errno ? errno : ENOENT;
         self_path[0] = '\0';
+        return;
     }
+    self_fd = open(self_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (self_fd < 0) {
+        self_errno = errno;
+    } else if (is_mapped(self_fd, addr) != 0) {
+        close(self_fd);
+        self_fd = -1;
+        self_errno = ESTALE;     /* replaced since it was loaded */
+    }
+}
+
+__attribute__((destructor)) static void forget_self(void)
+{
+    if (self_fd >= 0)
+        close(self_fd);
+    self_fd = -1;
 }
 
 static const char template_msg[] =
@@ -171,10 +226,14 @@ static int read_trailer(embedded *e, char **error_msg)
     if (!self_path[0])
         return fail(error_msg, fn, "cannot find the file of this library "
                     "(dladdr/realpath: %s)", strerror(self_errno));
-    int fd = open(self_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (self_fd < 0 && self_errno == ESTALE)
+        return fail(error_msg, fn, "%s is no longer the file this library "
+                    "was loaded from (replaced since): refusing its model",
+                    self_path);
+    if (self_fd < 0)
         return fail(error_msg, fn, "cannot open this library's file %s: %s",
-                    self_path, strerror(errno));
+                    self_path, strerror(self_errno));
+    int fd = self_fd;
     struct stat st;
     unsigned char foot[BST_FOOTER];
     bst_footer f;
@@ -239,7 +298,6 @@ static int read_trailer(embedded *e, char **error_msg)
     e->meta[f.meta_len] = '\0';
     rc = 0;
 out:
-    close(fd);
     if (rc)
         embedded_free(e);
     return rc;

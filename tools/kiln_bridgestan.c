@@ -14,6 +14,7 @@
 
 #include "ir.h"             /* the graph's outputs, for --logp */
 #include "loader.h"         /* kiln_loader_build_top */
+#include "trust.h"          /* the template is opened as code is */
 
 #include <kiln/graph.h>
 #include <kiln/kiln.h>
@@ -36,16 +37,11 @@ static const char bs_usage[] =
 
 /* The whole regular file at path, NUL-terminated, at most `max` bytes.
  * NULL with a message in why. */
-static char *slurp(const char *path, uint64_t max, size_t *len, char *why,
-                   size_t why_size)
+static char *slurp_fd(int fd, const char *path, uint64_t max, size_t *len,
+                      char *why, size_t why_size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     char *buf = NULL;
-    if (fd < 0) {
-        snprintf(why, why_size, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(why, why_size, "%s: not a regular file", path);
         goto out;
@@ -81,6 +77,17 @@ out:
     return buf;
 }
 
+static char *slurp(const char *path, uint64_t max, size_t *len, char *why,
+                   size_t why_size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        snprintf(why, why_size, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    return slurp_fd(fd, path, max, len, why, why_size);   /* closes fd */
+}
+
 /* The template library: $KILN_BRIDGESTAN_TEMPLATE (the caller's
  * environment may name code; a model may not), else the one built beside
  * this libkiln when it runs from its build tree, else the installed one. */
@@ -98,6 +105,46 @@ static const char *find_template(char *buf, size_t size)
     }
     snprintf(buf, size, "%s", KILN_PKGLIB_DIR "/bridgestan.so");
     return buf;
+}
+
+/* The output's directory ("." for a bare name) into buf. */
+static void dir_of(const char *path, char *buf, size_t size);
+
+/* Open the template under core/trust.h's rule -- every model library made
+ * from it runs its code: its directory with every ancestor checked, then
+ * the file by descriptor, which is what is read.  The fd, or -1 with a
+ * message in why. */
+static int open_template(const char *tmpl, char *why, size_t size)
+{
+    char abs[PATH_MAX + 2], dir[PATH_MAX + 2], w[8400], cwd[PATH_MAX];
+    size_t tl = strlen(tmpl), cl = 0;
+    if (tmpl[0] != '/' && getcwd(cwd, sizeof cwd))
+        cl = strlen(cwd) + 1;
+    if ((tmpl[0] != '/' && !cl) || cl + tl >= PATH_MAX) {
+        snprintf(why, size, "cannot resolve %.200s", tmpl);
+        return -1;
+    }
+    if (cl) {                   /* CWD/TEMPLATE */
+        memcpy(abs, cwd, cl - 1);
+        abs[cl - 1] = '/';
+    }
+    memcpy(abs + cl, tmpl, tl + 1);
+    dir_of(abs, dir, sizeof dir);
+    const char *base = strrchr(abs, '/') + 1;
+    int dfd = kiln_trust_open_dir(-1, NULL, dir, 1, w, sizeof w);
+    int fd = dfd < 0 ? dfd : kiln_trust_open_file(dfd, dir, base, 1, 1, w,
+                                                  sizeof w);
+    if (dfd >= 0)
+        close(dfd);
+    /* (a message cut at `size` is still one clear line) */
+    int n = 0;
+    if (fd == -1)
+        n = snprintf(why, size, "cannot open %.1500s: %s", tmpl,
+                     strerror(ENOENT));
+    else if (fd < 0)
+        n = snprintf(why, size, "refusing %.1500s: %.2000s", tmpl, w);
+    (void)n;
+    return fd;
 }
 
 /* 1 when a and b name the same existing file. */
@@ -419,7 +466,9 @@ int kiln_cli_bridgestan(int argc, char **argv)
     }
 
     /* the template: a shared library without a trailer */
-    tmpl_bytes = slurp(tmpl, (uint64_t)1 << 30, &tmpl_len, why, sizeof why);
+    int tfd = open_template(tmpl, why, sizeof why);
+    tmpl_bytes = tfd < 0 ? NULL : slurp_fd(tfd, tmpl, (uint64_t)1 << 30,
+                                           &tmpl_len, why, sizeof why);
     if (!tmpl_bytes) {
         fprintf(stderr, "kiln: bridgestan: no template library: %s (set "
                 "KILN_BRIDGESTAN_TEMPLATE to kiln's bridgestan.so)\n", why);
