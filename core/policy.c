@@ -253,11 +253,29 @@ static int valid_backend_name(const char *s)
 }
 
 /* kiln's own backends.  Another name may be a third-party plugin's, but
- * a name within a typo of one of these (`lvm`, `tcc2`, `intrp`) is a
- * misspelling: silently falling back from it would measure the wrong
- * backend. */
+ * a name within a typo of one of these (`lvm`, `tcc2`, `intrp`) that no
+ * installed plugin has is a misspelling: silently falling back from it
+ * would measure the wrong backend. */
 static const char *const kiln_backend_names[] = {"interp", "tcc", "llvm",
                                                  NULL};
+
+/* 1 when a plugin of that name is installed where the loader looks (a
+ * third-party `cc` or `gcc` is one edit from `tcc` and is no typo).
+ * Reads the plugin directories, so only called for a near name. */
+static int backend_installed(const char *name)
+{
+    char buf[1024];
+    const char *list = kiln_loader_names(NULL, buf, sizeof buf);
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n))
+            return 1;
+        p = e ? e + 1 : p + len;
+    }
+    return 0;
+}
 
 /* An error at n when `name` is a misspelling of one of kiln's backends
  * ("did you mean 'llvm'?"), else 0. */
@@ -268,7 +286,8 @@ static int check_backend_typo(reader *r, yaml_node_t *n, const char *what,
         if (!strcmp(name, kiln_backend_names[i]))
             return 0;
     for (int i = 0; kiln_backend_names[i]; i++)
-        if (name_is_close(kiln_backend_names[i], name, strlen(name)))
+        if (name_is_close(kiln_backend_names[i], name, strlen(name)) &&
+            !backend_installed(name))
             return kiln_yaml_error(r, n,
                                    "%s: unknown backend '%s' (did you mean "
                                    "'%s'? kiln's backends are interp, tcc "
