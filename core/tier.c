@@ -35,6 +35,36 @@
  * returns at once; the job running, if any, finishes its compile, and
  * the last reference frees the function.
  *
+ * Exit.  A process may exit (return from main, exit() on any thread)
+ * while the pool compiles.  The tier-1 backend's compiler (libLLVM)
+ * registers its C++ static destructors with __cxa_atexit when it is
+ * loaded and when a compile first makes a function-local static; glibc
+ * runs those handlers last-registered-first, handlers registered during
+ * exit included, and libkiln's ELF destructor (pool_stop) only after all
+ * of them.  So, by construction:
+ *
+ *  1. kiln_tier_start loads the tier-1 backend on the thread that calls
+ *     kiln_compile, not on a pool thread, and has it set its compiler up
+ *     there (compiler_init, ABI 1.6: llvm loads libLLVM, initialises its
+ *     target and options and runs one warm-up compile) before any job of
+ *     it is queued.  Every exit handler the compiler registers is then
+ *     older than (2).
+ *  2. It then registers exit_gate with atexit, once per backend set up
+ *     (so it is younger than that backend's handlers): at exit it runs
+ *     before any of them.  It closes the gate — no compile starts after
+ *     it, queued jobs are dropped — and waits for the compiles in flight
+ *     (each at most one kernel's compile), so none runs when libLLVM's
+ *     destructors do.  If atexit fails (exit is already past its
+ *     handlers), the gate is closed at once: no tier-up.
+ *  3. A job checks the gate and counts itself in flight under pool.lock
+ *     (compile_job), and a pool thread never loads a backend: a job
+ *     whose backend did not set up (1) fails without compiling.
+ *
+ * Statics a compile makes that the warm-up did not are registered after
+ * the gate and so run before it; the llvm compiler module re-registers a
+ * gate of its own after its first compiles for those (kl_exit_wait in
+ * backends/llvm/llvm.c).  docs/backends.md, "Exit", says the same.
+ *
  * Locks: f->tier_lock (the steps' tier fields) may be held when taking
  * pool.lock (the queue, f->refs, f->tier_jobs), never the reverse.
  */
@@ -68,8 +98,10 @@ static struct {
     pthread_t th[POOL_MAX];
     tier_job running[POOL_MAX];   /* each worker's job, f NULL when idle */
     int shutdown;
+    int exiting;            /* the exit gate is closed: no compile starts */
+    int in_flight;          /* compiles running (pool and kiln_function_tier_up) */
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_COND_INITIALIZER, NULL, NULL, 0, {0}, {{0}}, 0};
+          PTHREAD_COND_INITIALIZER, NULL, NULL, 0, {0}, {{0}}, 0, 0, 0};
 
 static int state_of(const kiln_tier_step *t)
 {
@@ -145,11 +177,10 @@ static void *worker(void *arg)
 
 /* At exit: let the workers finish the job they run and join them, so that
  * nothing they hold is left behind. */
-__attribute__((destructor)) static void pool_stop(void)
+/* Drop every queued job (caller holds pool.lock): at exit, the jobs of
+ * functions never freed go with them. */
+static void drop_queue(void)
 {
-    pthread_mutex_lock(&pool.lock);
-    pool.shutdown = 1;
-    /* queued jobs of functions never freed are dropped with them */
     while (pool.head) {
         tier_job *j = pool.head;
         pool.head = j->next;
@@ -158,6 +189,28 @@ __attribute__((destructor)) static void pool_stop(void)
         free(j);
     }
     pool.tail = NULL;
+    pthread_cond_broadcast(&pool.done);
+}
+
+/* The exit gate (see "Exit" above): registered with atexit after a
+ * tier-1 backend set its compiler up, so it runs before that compiler's
+ * static destructors. */
+static void exit_gate(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    pool.exiting = 1;
+    drop_queue();
+    while (pool.in_flight > 0)
+        pthread_cond_wait(&pool.done, &pool.lock);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+__attribute__((destructor)) static void pool_stop(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    pool.shutdown = 1;
+    pool.exiting = 1;
+    drop_queue();
     int n = pool.n_threads;
     pool.n_threads = 0;
     pthread_cond_broadcast(&pool.work);
@@ -235,6 +288,73 @@ static void grow_pool(int want)
     pthread_attr_destroy(&attr);
 }
 
+/* ---- setting a tier-1 backend up (see "Exit") ------------------------- */
+
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+#define SET_UP_MAX 16
+static const kiln_backend *set_up[SET_UP_MAX];
+static int n_set_up;
+
+/* compiler_init of be on this thread, then the exit gate, once per
+ * backend (past SET_UP_MAX backends, once per call: still correct).
+ * 0, or -1 with the reason in why. */
+static int set_up_backend(const kiln_backend *be, char *why, size_t size)
+{
+    pthread_mutex_lock(&setup_lock);
+    for (int i = 0; i < n_set_up; i++)
+        if (set_up[i] == be) {
+            pthread_mutex_unlock(&setup_lock);
+            return 0;
+        }
+    int rc = 0;
+    if (be->struct_size >= offsetof(kiln_backend, compiler_init) +
+                               sizeof be->compiler_init &&
+        be->compiler_init) {
+        kiln_plugin_error *pe = NULL;
+        if (be->compiler_init(&pe)) {
+            snprintf(why, size, "%s", pe && pe->message ? pe->message
+                                                         : "compiler_init "
+                                                           "failed");
+            if (pe)
+                be->error_free(pe);
+            rc = -1;
+        }
+    }
+    if (rc == 0) {
+        if (atexit(exit_gate) != 0) {   /* exit is past its handlers */
+            pthread_mutex_lock(&pool.lock);
+            pool.exiting = 1;
+            pthread_mutex_unlock(&pool.lock);
+        }
+        if (n_set_up < SET_UP_MAX)
+            set_up[n_set_up++] = be;
+    }
+    pthread_mutex_unlock(&setup_lock);
+    return rc;
+}
+
+/* Load and set up the tier-1 backend of job `owner` on this thread (not
+ * a pool thread) unless done: 0, or -1 with the reason in f->tier_why
+ * (its jobs then fail without compiling).  Caller holds f->tier_lock. */
+static int ready_job(kiln_function *f, int owner)
+{
+    kiln_tier_step *t = &f->tiers[owner];
+    if (t->be1)
+        return 0;
+    kiln_err lerr = {0, ""};
+    const kiln_backend *be = kiln_loader_get(t->name1, f->plugin_path, NULL,
+                                             1, &lerr);
+    if (!be) {
+        snprintf(f->tier_why, sizeof f->tier_why, "%s", lerr.message);
+        return -1;
+    }
+    if (set_up_backend(be, f->tier_why, sizeof f->tier_why))
+        return -1;
+    for (int j = owner; j >= 0; j = f->tiers[j].next_twin)
+        f->tiers[j].be1 = be;
+    return 0;
+}
+
 /* Queue job `owner` of f (caller holds f->tier_lock).  0, or -1 when no
  * worker could be started or memory ran out (the job stays waiting). */
 static int enqueue(kiln_function *f, int owner)
@@ -244,8 +364,9 @@ static int enqueue(kiln_function *f, int owner)
         return -1;
     *j = (tier_job){f, owner, NULL};
     pthread_mutex_lock(&pool.lock);
-    grow_pool(f->n_threads);
-    if (pool.n_threads == 0) {
+    if (!pool.exiting)
+        grow_pool(f->n_threads);
+    if (pool.n_threads == 0 || pool.exiting) {
         pthread_mutex_unlock(&pool.lock);
         free(j);
         return -1;
@@ -326,16 +447,26 @@ static int compile_job(kiln_function *f, int owner, char *why, size_t size)
     kiln_tier_step *t = &f->tiers[owner];
     kiln_callable *c = NULL;
     double secs = 0, cpu = 0;
-    /* the tier-1 backend is loaded by its first job */
-    kiln_err lerr = {0, ""};
-    const kiln_backend *be = kiln_loader_get(t->name1, f->plugin_path, NULL,
-                                             1, &lerr);
+    /* the tier-1 backend was loaded and set up by kiln_tier_start */
+    const kiln_backend *be = t->be1;
     int rc = -1;
+    pthread_mutex_lock(&pool.lock);
+    int go = !pool.exiting && be;
+    pool.in_flight += go;
+    pthread_mutex_unlock(&pool.lock);
     if (!be)
-        snprintf(why, size, "%s", lerr.message);
-    else
+        snprintf(why, size, "%s", f->tier_why[0] ? f->tier_why
+                                                 : "backend not loaded");
+    else if (!go)
+        snprintf(why, size, "the process is exiting");
+    else {
         rc = kiln_vm_compile_into(f, &f->prog.steps[owner], be, t->co1, &c,
                                   &secs, &cpu, why, size);
+        pthread_mutex_lock(&pool.lock);
+        pool.in_flight--;
+        pthread_cond_broadcast(&pool.done);
+        pthread_mutex_unlock(&pool.lock);
+    }
     pthread_mutex_lock(&f->tier_lock);
     if (rc == 0 && !f->forbidden)
         publish(f, owner, be, c, secs, cpu);
@@ -429,6 +560,13 @@ int kiln_tier_start(kiln_function *f, kiln_err *err)
         t->pred_frac = c0 > 0 && c1 < c0 ? 1 - c1 / c0 : 0;
     }
     pthread_mutex_lock(&f->tier_lock);
+    /* every job that may be queued gets its backend set up here, on the
+     * thread of kiln_compile ("Exit" above) */
+    for (int i = 0; i < n; i++)
+        if (f->tiers[i].owner == i && f->tiers[i].name1 &&
+            state_of(&f->tiers[i]) == KILN_TIER_WAITING &&
+            ready_job(f, i))
+            set_job_state(f, i, KILN_TIER_FAILED);
     for (int i = 0; i < n; i++)
         if (f->tiers[i].owner == i && f->tiers[i].immediate &&
             state_of(&f->tiers[i]) == KILN_TIER_WAITING)
@@ -606,6 +744,7 @@ static int force_job(kiln_function *f, int owner, kiln_err *err)
         unqueue(f, owner);
         pthread_mutex_unlock(&pool.lock);
     }
+    (void)ready_job(f, owner);      /* on failure compile_job says why */
     set_job_state(f, owner, KILN_TIER_COMPILING);
     pthread_mutex_lock(&pool.lock);
     f->tier_jobs++;                 /* kiln_function_tier_wait sees it */
