@@ -14,6 +14,10 @@ echo "1..1"
 if [ ! -f "$b/backends/llvm/.libs/llvm_codegen.so" ]; then
   echo "ok 1 - # SKIP the llvm backend is not built"; exit 0
 fi
+# a process that exits mid-work leaves its function unfreed by design: no
+# leak report (AddressSanitizer builds still check every access)
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+export ASAN_OPTIONS
 KILN_PLUGIN_PATH="$b/backends/interp/.libs:$b/backends/tcc/.libs:$b/backends/llvm/.libs"
 export KILN_PLUGIN_PATH
 err=$(mktemp)
