@@ -234,11 +234,31 @@ int kiln_cli_tier_json(const kiln_function *f, FILE *o)
     return 0;
 }
 
+/* --tier-wait's thread: one per process (kiln run waits once); it
+ * outlives a timeout, compiling on, and then holds f */
+typedef struct tier_waiter {
+    kiln_function *f;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done, rc;
+    kiln_err err;
+} tier_waiter;
+
+static tier_waiter waiter = {NULL, PTHREAD_MUTEX_INITIALIZER,
+                             PTHREAD_COND_INITIALIZER, 0, 0, {0, ""}};
+
 void kiln_cli_function_free(kiln_function *f, int status)
 {
-    /* a tier-1 compile queued or running (timeout 0: do not wait) */
-    int busy = f && kiln_function_tier_wait(f, 0) == 1;
-    kiln_function_free(f);      /* drops queued compiles, returns at once */
+    /* a tier-1 compile queued or running (timeout 0: do not wait), or
+     * --tier-wait's thread still at work on f (freeing f under it would
+     * be a use after free) */
+    pthread_mutex_lock(&waiter.lock);
+    int busy = f && waiter.f == f && !waiter.done;
+    pthread_mutex_unlock(&waiter.lock);
+    if (!busy) {
+        busy = f && kiln_function_tier_wait(f, 0) == 1;
+        kiln_function_free(f);  /* drops queued compiles, returns at once */
+    }
     if (!busy)
         return;
     /* a normal exit would wait for the compile still running (the llvm
@@ -302,14 +322,6 @@ void kiln_cli_tier_summary(const kiln_function *f, FILE *o)
     fprintf(o, ")\n");
 }
 
-typedef struct tier_waiter {
-    kiln_function *f;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int done, rc;
-    kiln_err err;
-} tier_waiter;
-
 static void *tier_up_all(void *arg)
 {
     tier_waiter *w = arg;
@@ -326,13 +338,15 @@ static void *tier_up_all(void *arg)
 
 int kiln_cli_tier_wait(kiln_function *f, double seconds, int quiet)
 {
-    /* one per process (kiln run waits once); it outlives a timeout, when
-     * its thread goes on compiling */
-    static tier_waiter w = {NULL, PTHREAD_MUTEX_INITIALIZER,
-                            PTHREAD_COND_INITIALIZER, 0, 0, {0, ""}};
-    w.f = f;
+    pthread_mutex_lock(&waiter.lock);
+    waiter.f = f;
+    waiter.done = 0;
+    pthread_mutex_unlock(&waiter.lock);
     pthread_t th;
-    if (pthread_create(&th, NULL, tier_up_all, &w) != 0) {
+    if (pthread_create(&th, NULL, tier_up_all, &waiter) != 0) {
+        pthread_mutex_lock(&waiter.lock);
+        waiter.done = 1;
+        pthread_mutex_unlock(&waiter.lock);
         fprintf(stderr, "kiln: --tier-wait: cannot start a thread\n");
         return -1;
     }
@@ -344,13 +358,14 @@ int kiln_cli_tier_wait(kiln_function *f, double seconds, int quiet)
     until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
     if (until.tv_nsec < 0 || until.tv_nsec >= 1000000000L)
         until.tv_nsec = 0;
-    pthread_mutex_lock(&w.lock);
-    while (!w.done)
-        if (pthread_cond_timedwait(&w.cond, &w.lock, &until) == ETIMEDOUT)
+    pthread_mutex_lock(&waiter.lock);
+    while (!waiter.done)
+        if (pthread_cond_timedwait(&waiter.cond, &waiter.lock,
+                                   &until) == ETIMEDOUT)
             break;
-    int done = w.done, rc = w.rc;
-    kiln_err err = w.err;
-    pthread_mutex_unlock(&w.lock);
+    int done = waiter.done, rc = waiter.rc;
+    kiln_err err = waiter.err;
+    pthread_mutex_unlock(&waiter.lock);
     if (done) {
         /* the queued ones too (tier_up took them over or waited for them) */
         if (kiln_function_tier_wait(f, seconds) == 1)
