@@ -454,12 +454,14 @@ static int compile_job(kiln_function *f, int owner, char *why, size_t size)
     int go = !pool.exiting && be;
     pool.in_flight += go;
     pthread_mutex_unlock(&pool.lock);
-    if (!be)
+    if (!be) {
+        pthread_mutex_lock(&f->tier_lock);      /* ready_job writes it */
         snprintf(why, size, "%s", f->tier_why[0] ? f->tier_why
                                                  : "backend not loaded");
-    else if (!go)
+        pthread_mutex_unlock(&f->tier_lock);
+    } else if (!go) {
         snprintf(why, size, "the process is exiting");
-    else {
+    } else {
         rc = kiln_vm_compile_into(f, &f->prog.steps[owner], be, t->co1, &c,
                                   &secs, &cpu, why, size);
         pthread_mutex_lock(&pool.lock);
