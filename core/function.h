@@ -70,9 +70,8 @@ typedef struct kiln_tier_step {
     int tier;                   /* the tier the step runs on now */
     const char *name1;          /* the backend it tiers up to, or NULL
                                    (owned by the plan's policy) */
-    const kiln_backend *be1;    /* name1, loaded and set up (compiler_init)
-                                   on a caller's thread before any job of
-                                   the step runs; NULL before or on failure */
+    const kiln_backend *be1;    /* name1, once a job loaded and set it up
+                                   (core/tier.c, "Exit") */
     const kiln_compile_options *co1;
     int immediate;              /* the rules chose be1: compile at once */
     int owner;                  /* the step whose job compiles this key */
@@ -138,7 +137,6 @@ struct kiln_function {
     kiln_compile_options co1[4];/* compile options per tier backend */
     const char *co1_name[4];
     char *plugin_path;          /* kiln_options.plugin_path, for jobs */
-    char tier_why[300];         /* why a tier-1 backend could not be set up */
 };
 
 /* ---- core/vm.c -------------------------------------------------------- */

@@ -36,34 +36,34 @@
  * the last reference frees the function.
  *
  * Exit.  A process may exit (return from main, exit() on any thread)
- * while the pool compiles.  The tier-1 backend's compiler (libLLVM)
+ * while a tier-1 compile runs.  The tier-1 backend's compiler (libLLVM)
  * registers its C++ static destructors with __cxa_atexit when it is
- * loaded and when a compile first makes a function-local static; glibc
- * runs those handlers last-registered-first, handlers registered during
- * exit included, and libkiln's ELF destructor (pool_stop) only after all
- * of them.  So, by construction:
+ * loaded, and function-local statics when a compile first reaches them;
+ * glibc runs exit handlers last-registered-first, handlers registered
+ * while exit runs included (they run next), and libkiln's ELF destructor
+ * (pool_stop) only after all of them.  So, by construction:
  *
- *  1. kiln_tier_start loads the tier-1 backend on the thread that calls
- *     kiln_compile, not on a pool thread, and has it set its compiler up
- *     there (compiler_init, ABI 1.6: llvm loads libLLVM, initialises its
- *     target and options and runs one warm-up compile) before any job of
- *     it is queued.  Every exit handler the compiler registers is then
- *     older than (2).
- *  2. It then registers exit_gate with atexit, once per backend set up
- *     (so it is younger than that backend's handlers): at exit it runs
- *     before any of them.  It closes the gate — no compile starts after
- *     it, queued jobs are dropped — and waits for the compiles in flight
- *     (each at most one kernel's compile), so none runs when libLLVM's
- *     destructors do.  If atexit fails (exit is already past its
- *     handlers), the gate is closed at once: no tier-up.
- *  3. A job checks the gate and counts itself in flight under pool.lock
- *     (compile_job), and a pool thread never loads a backend: a job
- *     whose backend did not set up (1) fails without compiling.
+ *  1. A compile (and the loading that may come first) counts itself in
+ *     flight under pool.lock, and does not start once the exit gate is
+ *     closed (compile_job).
+ *  2. The first job of a backend loads it and has it set its compiler up
+ *     (compiler_init, ABI 1.6: llvm loads libLLVM, initialises its
+ *     target and options and runs one warm-up compile) on the job's
+ *     thread, between two registrations of exit_gate (set_up_backend).
+ *     The gate closes the pool (no compile starts after it, queued jobs
+ *     are dropped) and waits for the compiles in flight.  If exit began
+ *     before or during the set-up, the first registration runs before
+ *     any handler the set-up registers (they are younger), and waits for
+ *     the set-up and its compile to end; otherwise the second is younger
+ *     than all of them and runs first at exit.  If atexit fails (exit is
+ *     past its handlers), the gate is closed at once and nothing loads.
+ *  3. If exit reaches libkiln's destructor first, pool_stop joins the
+ *     workers, each after the job it runs.
  *
- * Statics a compile makes that the warm-up did not are registered after
- * the gate and so run before it; the llvm compiler module re-registers a
- * gate of its own after its first compiles for those (kl_exit_wait in
- * backends/llvm/llvm.c).  docs/backends.md, "Exit", says the same.
+ * Statics a later compile creates that the warm-up did not are
+ * registered after the gate; the llvm compiler module re-registers a gate
+ * of its own after its first compiles for those (kl_exit_wait in
+ * backends/llvm/llvm.c).  docs/backends.md, "Exit during tier-up".
  *
  * Locks: f->tier_lock (the steps' tier fields) may be held when taking
  * pool.lock (the queue, f->refs, f->tier_jobs), never the reverse.
@@ -295,9 +295,24 @@ static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
 static const kiln_backend *set_up[SET_UP_MAX];
 static int n_set_up;
 
-/* compiler_init of be on this thread, then the exit gate, once per
- * backend (past SET_UP_MAX backends, once per call: still correct).
- * 0, or -1 with the reason in why. */
+/* The gate, registered now: the newest exit handler.  0, or -1 when exit
+ * is already past its handlers (the gate is then closed at once). */
+static int register_gate(void)
+{
+    if (atexit(exit_gate) == 0)
+        return 0;
+    pthread_mutex_lock(&pool.lock);
+    pool.exiting = 1;
+    pthread_mutex_unlock(&pool.lock);
+    return -1;
+}
+
+/* compiler_init of be on this thread, once per backend (past SET_UP_MAX
+ * backends, once per call: still correct), between two registrations of
+ * the exit gate.  The caller counts itself in flight (compile_job), so a
+ * gate that runs — the first one, if exit began before or during the
+ * set-up; the second, if after — waits for the set-up to end before any
+ * handler it registered runs.  0, or -1 with the reason in why. */
 static int set_up_backend(const kiln_backend *be, char *why, size_t size)
 {
     pthread_mutex_lock(&setup_lock);
@@ -307,9 +322,12 @@ static int set_up_backend(const kiln_backend *be, char *why, size_t size)
             return 0;
         }
     int rc = 0;
-    if (be->struct_size >= offsetof(kiln_backend, compiler_init) +
-                               sizeof be->compiler_init &&
-        be->compiler_init) {
+    if (register_gate()) {
+        snprintf(why, size, "the process is exiting");
+        rc = -1;
+    } else if (be->struct_size >= offsetof(kiln_backend, compiler_init) +
+                                      sizeof be->compiler_init &&
+               be->compiler_init) {
         kiln_plugin_error *pe = NULL;
         if (be->compiler_init(&pe)) {
             snprintf(why, size, "%s", pe && pe->message ? pe->message
@@ -320,39 +338,42 @@ static int set_up_backend(const kiln_backend *be, char *why, size_t size)
             rc = -1;
         }
     }
-    if (rc == 0) {
-        if (atexit(exit_gate) != 0) {   /* exit is past its handlers */
-            pthread_mutex_lock(&pool.lock);
-            pool.exiting = 1;
-            pthread_mutex_unlock(&pool.lock);
-        }
-        if (n_set_up < SET_UP_MAX)
-            set_up[n_set_up++] = be;
+    if (rc == 0 && register_gate()) {
+        snprintf(why, size, "the process is exiting");
+        rc = -1;
     }
+    if (rc == 0 && n_set_up < SET_UP_MAX)
+        set_up[n_set_up++] = be;
     pthread_mutex_unlock(&setup_lock);
     return rc;
 }
 
-/* Load and set up the tier-1 backend of job `owner` on this thread (not
- * a pool thread) unless done: 0, or -1 with the reason in f->tier_why
- * (its jobs then fail without compiling).  Caller holds f->tier_lock. */
-static int ready_job(kiln_function *f, int owner)
+/* The tier-1 backend of job `owner`, loaded and set up on this thread
+ * (a pool thread or the caller of kiln_function_tier_up, counted in
+ * flight) unless done: the backend, or NULL with the reason in why (the
+ * job then fails without compiling).  Takes f->tier_lock to publish. */
+static const kiln_backend *ready_job(kiln_function *f, int owner, char *why,
+                                     size_t size)
 {
-    kiln_tier_step *t = &f->tiers[owner];
-    if (t->be1)
-        return 0;
+    pthread_mutex_lock(&f->tier_lock);
+    const kiln_backend *be = f->tiers[owner].be1;
+    pthread_mutex_unlock(&f->tier_lock);
+    if (be)
+        return be;
     kiln_err lerr = {0, ""};
-    const kiln_backend *be = kiln_loader_get(t->name1, f->plugin_path, NULL,
-                                             1, &lerr);
+    be = kiln_loader_get(f->tiers[owner].name1, f->plugin_path, NULL, 1,
+                         &lerr);
     if (!be) {
-        snprintf(f->tier_why, sizeof f->tier_why, "%s", lerr.message);
-        return -1;
+        snprintf(why, size, "%s", lerr.message);
+        return NULL;
     }
-    if (set_up_backend(be, f->tier_why, sizeof f->tier_why))
-        return -1;
+    if (set_up_backend(be, why, size))
+        return NULL;
+    pthread_mutex_lock(&f->tier_lock);
     for (int j = owner; j >= 0; j = f->tiers[j].next_twin)
         f->tiers[j].be1 = be;
-    return 0;
+    pthread_mutex_unlock(&f->tier_lock);
+    return be;
 }
 
 /* Queue job `owner` of f (caller holds f->tier_lock).  0, or -1 when no
@@ -446,24 +467,21 @@ static int compile_job(kiln_function *f, int owner, char *why, size_t size)
 {
     kiln_tier_step *t = &f->tiers[owner];
     kiln_callable *c = NULL;
+    const kiln_backend *be = NULL;
     double secs = 0, cpu = 0;
-    /* the tier-1 backend was loaded and set up by kiln_tier_start */
-    const kiln_backend *be = t->be1;
     int rc = -1;
+    /* in flight before anything is loaded or compiled ("Exit") */
     pthread_mutex_lock(&pool.lock);
-    int go = !pool.exiting && be;
+    int go = !pool.exiting;
     pool.in_flight += go;
     pthread_mutex_unlock(&pool.lock);
-    if (!be) {
-        pthread_mutex_lock(&f->tier_lock);      /* ready_job writes it */
-        snprintf(why, size, "%s", f->tier_why[0] ? f->tier_why
-                                                 : "backend not loaded");
-        pthread_mutex_unlock(&f->tier_lock);
-    } else if (!go) {
+    if (!go) {
         snprintf(why, size, "the process is exiting");
     } else {
-        rc = kiln_vm_compile_into(f, &f->prog.steps[owner], be, t->co1, &c,
-                                  &secs, &cpu, why, size);
+        be = ready_job(f, owner, why, size);
+        if (be)
+            rc = kiln_vm_compile_into(f, &f->prog.steps[owner], be, t->co1,
+                                      &c, &secs, &cpu, why, size);
         pthread_mutex_lock(&pool.lock);
         pool.in_flight--;
         pthread_cond_broadcast(&pool.done);
@@ -562,13 +580,6 @@ int kiln_tier_start(kiln_function *f, kiln_err *err)
         t->pred_frac = c0 > 0 && c1 < c0 ? 1 - c1 / c0 : 0;
     }
     pthread_mutex_lock(&f->tier_lock);
-    /* every job that may be queued gets its backend set up here, on the
-     * thread of kiln_compile ("Exit" above) */
-    for (int i = 0; i < n; i++)
-        if (f->tiers[i].owner == i && f->tiers[i].name1 &&
-            state_of(&f->tiers[i]) == KILN_TIER_WAITING &&
-            ready_job(f, i))
-            set_job_state(f, i, KILN_TIER_FAILED);
     for (int i = 0; i < n; i++)
         if (f->tiers[i].owner == i && f->tiers[i].immediate &&
             state_of(&f->tiers[i]) == KILN_TIER_WAITING)
@@ -746,7 +757,6 @@ static int force_job(kiln_function *f, int owner, kiln_err *err)
         unqueue(f, owner);
         pthread_mutex_unlock(&pool.lock);
     }
-    (void)ready_job(f, owner);      /* on failure compile_job says why */
     set_job_state(f, owner, KILN_TIER_COMPILING);
     pthread_mutex_lock(&pool.lock);
     f->tier_jobs++;                 /* kiln_function_tier_wait sees it */
