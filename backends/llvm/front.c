@@ -189,8 +189,9 @@ static void kl_text_free(char *text)
 }
 
 /* compiler_init (ABI 1.6): load the compiler module and libLLVM and set
- * LLVM up on the calling thread, never first on a tier pool thread
- * (docs/backends.md, "Exit"). */
+ * LLVM up on the calling thread, all at once, between the host's two
+ * registrations of its exit gate (docs/backends.md, "Exit during
+ * tier-up"). */
 static int kl_compiler_init(kiln_plugin_error **err)
 {
     if (kl_cg_get(err))

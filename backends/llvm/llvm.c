@@ -3910,9 +3910,9 @@ static int kl_emit_text_guarded(const kiln_kernel *k,
 
 /* Everything a compile sets up once — targets, command-line options,
  * the function-local statics of a whole compile and JIT (kl_warm_up) —
- * now, on this thread: the host calls it (compiler_init) before it
- * registers the exit gate that waits for compiles (core/tier.c), so the
- * destructors of all that run after the gate. */
+ * now, on this thread: the host calls it (compiler_init) between two
+ * registrations of its exit gate (core/tier.c, "Exit"), so that the
+ * destructors of all that run after a gate that waits for compiles. */
 static int kl_init_guarded(kiln_plugin_error **err)
 {
     if (kl_enter(err))

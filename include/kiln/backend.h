@@ -406,9 +406,10 @@ typedef struct kiln_backend {
      * module and libLLVM, initialise the target and LLVM's options, run
      * one warm-up compile), so that a later compile on any thread creates
      * no process-wide state with destructors that run at exit.  The host
-     * calls it before it queues background compiles for the backend and
-     * before it registers the exit gate that waits for them (core/tier.c;
-     * docs/backends.md, "Exit").  Idempotent and thread-safe; returns 0,
+     * calls it once, before the backend's first tier-1 compile, between
+     * two registrations of the exit gate that waits for compiles
+     * (core/tier.c; docs/backends.md, "Exit during tier-up").
+     * Idempotent and thread-safe; returns 0,
      * or a kiln_code with *err set (compiles would then fail too). */
     int (*compiler_init)(kiln_plugin_error **err);
 } kiln_backend;
