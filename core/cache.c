@@ -28,11 +28,15 @@
  *   120  u64 reserved (0)
  *
  * Everything is checked against the path and the caller's expectations
- * before a byte of the payload is handed to a backend.  Reads go through
- * openat() from the root with O_NOFOLLOW at every level, so a symlink
- * planted anywhere below the root is refused; every directory and file
- * must belong to the user (or root, for a site cache) and must not be
- * writable by group or others.
+ * before a byte of the payload is handed to a backend.  The root is opened
+ * once, when the cache is opened, with kiln_trust_open_dir (trust.h: it
+ * and every ancestor up to '/' checked, symlinks on the way included);
+ * everything below it -- reads, writes, the statistics file, walks,
+ * removals -- goes through openat() from that descriptor with O_NOFOLLOW
+ * at every level, so neither a symlink planted below the root nor the
+ * root's path renamed or swapped later changes what is read; every
+ * directory and file must belong to the user (or root, for a site cache)
+ * and must not be writable by group or others.
  *
  * Writes: a temporary file named .tmp.HOST.PID.RANDOM in the entry's own
  * directory, then link() to the final name (the first writer wins; EEXIST
@@ -76,6 +80,7 @@
 
 struct kiln_cache {
     char *dir;
+    int fd;                      /* the checked root, opened once */
     uint64_t max_bytes;
     int site;                    /* a read-only cache: never written to */
 };
@@ -90,7 +95,7 @@ typedef struct cause {
 
 struct kiln_cache_session {
     kiln_cache *user;            /* NULL: no writable user cache */
-    char **site;                 /* read-only caches */
+    kiln_cache **site;           /* read-only caches */
     int n_site;
     int mode;
     double min_seconds;          /* compiles cheaper than this: no entry */
@@ -264,25 +269,35 @@ static kiln_cache *open_cache(char *d, int create, int site,
         free(d);
         return NULL;
     }
-    struct stat st;
-    if (stat(d, &st) != 0) {
-        kiln_seterr(err, KILN_ERR_IO, "cache: %s: %s", d, strerror(errno));
+    char why[8400];
+    int fd = kiln_trust_open_dir(-1, NULL, d, site, why, sizeof why);
+    if (fd == -1) {
+        kiln_seterr(err, KILN_ERR_IO, "cache: %s: %s", d, strerror(ENOENT));
         free(d);
         return NULL;
     }
-    const char *why = kiln_trust_stat(&st, 1, site);
-    if (why) {
-        kiln_seterr(err, KILN_ERR_IO, "cache: refusing %s: %s", d, why);
+    if (fd < 0) {
+        /* "directory D: reason" about D itself says just the reason */
+        const char *w = why;
+        size_t dl = strlen(d);
+        if (!strncmp(w, "directory ", 10) && !strncmp(w + 10, d, dl) &&
+            !strncmp(w + 10 + dl, ": ", 2))
+            w += 12 + dl;
+        kiln_seterr(err, KILN_ERR_IO, "cache: refusing %s: %s", d, w);
         free(d);
         return NULL;
     }
     kiln_cache *c = calloc(1, sizeof *c);
     if (!c) {
+        close(fd);
         free(d);
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         return NULL;
     }
     c->dir = d;
+    c->fd = fd;
+    if (kiln_trust_test_hook)
+        kiln_trust_test_hook("cache", d);
     c->max_bytes = env_max_bytes();
     const char *e = getenv("KILN_CACHE_MAX_SIZE");
     if (!(e && *e) && cfg && cfg->cache_max_bytes >= 0)
@@ -397,6 +412,7 @@ void kiln_cache_close(kiln_cache *c)
 {
     if (!c)
         return;
+    close(c->fd);
     free(c->dir);
     free(c);
 }
@@ -544,13 +560,11 @@ static void expected_meta(const kiln_backend *be,
 
 /* ---- reading ------------------------------------------------------------ */
 
-/* Open a directory below `at` (or the absolute root when at < 0) without
- * following symlinks, and check it. */
+/* Open a directory below `at` without following symlinks, and check it. */
 static int open_dir(int at, const char *name, int site, const char **why)
 {
-    int fd = at < 0 ? open(name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                    : openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                           O_CLOEXEC);
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                  O_CLOEXEC);
     if (fd < 0) {
         *why = errno == ELOOP || errno == ENOTDIR ? "a symlink or not a "
                                                     "directory" : NULL;
@@ -574,17 +588,14 @@ typedef struct read_result {
     int64_t mtime;
 } read_result;
 
-/* Read ROOT/bdir/hex2/file completely, checking every level. */
-static void read_entry(const char *root, const char *bdir, const char *hex2,
+/* Read ROOT/bdir/hex2/file completely, checking every level below the
+ * root (open at rfd, checked when the cache was opened). */
+static void read_entry(int rfd, const char *bdir, const char *hex2,
                        const char *file, int site, int touch, read_result *r)
 {
     memset(r, 0, sizeof *r);
-    int rfd = open_dir(-1, root, site, &r->why);
-    if (rfd < 0)
-        return;
     r->level = 1;
     int bfd = open_dir(rfd, bdir, site, &r->why);
-    close(rfd);
     if (bfd < 0)
         return;
     r->level = 2;
@@ -646,13 +657,13 @@ static void read_entry(const char *root, const char *bdir, const char *hex2,
  * (regular, symlink, FIFO, socket) we own is unlinked, an empty directory
  * removed.  Returns 1 when it is gone, else 0 with the reason in *why
  * (static text or strerror). */
-static int remove_path(const char *path, const char **why)
+static int remove_at(int dfd, const char *name, const char **why)
 {
     struct stat st;
     const char *dummy;
     if (!why)
         why = &dummy;
-    if (lstat(path, &st) != 0) {
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
         *why = strerror(errno);
         return errno == ENOENT;      /* already gone */
     }
@@ -661,25 +672,62 @@ static int remove_path(const char *path, const char **why)
         return 0;
     }
     if (S_ISDIR(st.st_mode)) {
-        if (rmdir(path) == 0)
+        if (unlinkat(dfd, name, AT_REMOVEDIR) == 0)
             return 1;
         *why = errno == ENOTEMPTY || errno == EEXIST
                    ? "a directory that is not empty in place of an entry"
                    : strerror(errno);
         return 0;
     }
-    if (unlink(path) == 0)
+    if (unlinkat(dfd, name, 0) == 0)
         return 1;
     *why = strerror(errno);
     return 0;
 }
 
-static int remove_entry(const char *root, const char *bdir, const char *hex2,
+/* The directory ROOT/bdir/hex2 below the root open at rfd (no symlinks
+ * followed), or -1. */
+static int open_hex_dir(int rfd, const char *bdir, const char *hex2)
+{
+    int bfd = openat(rfd, bdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                    O_CLOEXEC);
+    if (bfd < 0)
+        return -1;
+    int hfd = openat(bfd, hex2, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                    O_CLOEXEC);
+    close(bfd);
+    return hfd;
+}
+
+static int remove_entry(int rfd, const char *bdir, const char *hex2,
                         const char *file, const char **why)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s/%s/%s", root, bdir, hex2, file);
-    return remove_path(path, why);
+    int hfd = open_hex_dir(rfd, bdir, hex2);
+    if (hfd < 0) {
+        if (why)
+            *why = strerror(errno);
+        return errno == ENOENT;
+    }
+    int gone = remove_at(hfd, file, why);
+    close(hfd);
+    return gone;
+}
+
+/* The same for a walk's "bdir/hex2/file". */
+static int remove_rel(int rfd, const char *rel, const char **why)
+{
+    char b[300], h[3];
+    const char *s1 = strchr(rel, '/');
+    const char *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+    if (!s1 || !s2 || (size_t)(s1 - rel) >= sizeof b || s2 - s1 != 3) {
+        if (why)
+            *why = "not an entry's path";
+        return 0;
+    }
+    snprintf(b, sizeof b, "%.*s", (int)(s1 - rel), rel);
+    memcpy(h, s1 + 1, 2);
+    h[2] = '\0';
+    return remove_entry(rfd, b, h, s2 + 1, why);
 }
 
 /* Record a diagnostic; every cause is said once, at the session's end,
@@ -770,12 +818,12 @@ int kiln_cache_fetch(kiln_cache_session *s, const kiln_backend *be,
     expected_meta(be, co, key, &exp);
     int bad = 0;
     for (int i = -1; i < s->n_site; i++) {
-        const char *root = i < 0 ? (s->user ? s->user->dir : NULL)
-                                 : s->site[i];
-        if (!root)
+        const kiln_cache *cc = i < 0 ? s->user : s->site[i];
+        if (!cc)
             continue;
+        const char *root = cc->dir;
         read_result r;
-        read_entry(root, bdir, hex2, file, i >= 0, i < 0, &r);
+        read_entry(cc->fd, bdir, hex2, file, i >= 0, i < 0, &r);
         if (!r.found && !r.why) {
             free(r.file);
             continue;
@@ -817,7 +865,8 @@ int kiln_cache_fetch(kiln_cache_session *s, const kiln_backend *be,
         snprintf(path, sizeof path, "%s/%s/%s/%s", root, bdir, hex2, file);
         int ours = i < 0 && s->mode != KILN_CACHE_MODE_READ_ONLY;
         const char *not_gone = NULL;
-        int gone = ours && remove_entry(root, bdir, hex2, file, &not_gone);
+        int gone = ours && remove_entry(cc->fd, bdir, hex2, file,
+                                        &not_gone);
         char how[600];
         if (gone)
             snprintf(how, sizeof how, "%s; removed, recompiling", why);
@@ -866,7 +915,7 @@ void kiln_cache_reject(kiln_cache_session *s, const kiln_backend *be,
         "kiln: cache: entry %s does not load: %s; recompiling", path,
         why ? why : "unknown error");
     if (s->mode != KILN_CACHE_MODE_READ_ONLY)
-        remove_entry(s->user->dir, bdir, hex2, file, NULL);
+        remove_entry(s->user->fd, bdir, hex2, file, NULL);
     pthread_mutex_lock(&s->lock);
     s->bad++;
     s->hits--;
@@ -877,19 +926,14 @@ void kiln_cache_reject(kiln_cache_session *s, const kiln_backend *be,
 /* ---- writing ------------------------------------------------------------ */
 
 /* Open (creating with 0700) ROOT/bdir/hex2 and return its descriptor. */
-static int open_entry_dir(const char *root, const char *bdir,
-                          const char *hex2, const char **why)
+static int open_entry_dir(int rfd, const char *bdir, const char *hex2,
+                          const char **why)
 {
-    int rfd = open_dir(-1, root, 0, why);
-    if (rfd < 0)
-        return -1;
     if (mkdirat(rfd, bdir, 0700) != 0 && errno != EEXIST) {
         *why = "cannot create a directory";
-        close(rfd);
         return -1;
     }
     int bfd = open_dir(rfd, bdir, 0, why);
-    close(rfd);
     if (bfd < 0)
         return -1;
     if (mkdirat(bfd, hex2, 0700) != 0 && errno != EEXIST) {
@@ -989,7 +1033,7 @@ int kiln_cache_store(kiln_cache_session *s, const kiln_backend *be,
 
     const char *why = NULL;
     int rc = -1;
-    int hfd = open_entry_dir(s->user->dir, bdir, hex2, &why);
+    int hfd = open_entry_dir(s->user->fd, bdir, hex2, &why);
     if (hfd >= 0) {
         char tmp[160];
         tmp_name(tmp, sizeof tmp);
@@ -1079,12 +1123,24 @@ int kiln_cache_store(kiln_cache_session *s, const kiln_backend *be,
     return rc;
 }
 
-/* 1 when directory `dir` has an entry "NAME-..." (or cannot be read). */
-static int dir_has_backend(const char *dir, const char *name)
+/* A DIR stream over the directory open at `at` (which stays open), or
+ * NULL. */
+static DIR *dir_stream(int at, const char *name)
 {
-    DIR *d = opendir(dir);
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                  O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0)
+        close(fd);
+    return d;
+}
+
+/* 1 when the cache root `c` has an entry "NAME-..." (or cannot be read). */
+static int dir_has_backend(const kiln_cache *c, const char *name)
+{
+    DIR *d = dir_stream(c->fd, ".");
     if (!d)
-        return errno != ENOENT;
+        return 1;
     size_t n = strlen(name);
     int found = 0;
     struct dirent *e;
@@ -1098,7 +1154,7 @@ int kiln_cache_may_have(kiln_cache_session *s, const char *name)
 {
     if (!s || !name)
         return 0;
-    if (s->user && dir_has_backend(s->user->dir, name))
+    if (s->user && dir_has_backend(s->user, name))
         return 1;
     for (int i = 0; i < s->n_site; i++)
         if (dir_has_backend(s->site[i], name))
@@ -1153,15 +1209,25 @@ static int parse_ms(const char *v, double *ms)
     return 0;
 }
 
-static int add_site(kiln_cache_session *s, const char *p, size_t n)
+/* Open the read-only cache `p` (its root and ancestors checked once,
+ * here) and add it; one line when it is refused, nothing when it does
+ * not exist. */
+static int add_site(kiln_cache_session *s, const char *p, FILE *out)
 {
-    char **ns = realloc(s->site, sizeof *ns * (size_t)(s->n_site + 1));
+    kiln_cache **ns = realloc(s->site, sizeof *ns * (size_t)(s->n_site + 1));
     if (!ns)
         return -1;
     s->site = ns;
-    s->site[s->n_site] = strndup(p, n);
-    if (s->site[s->n_site])
-        s->n_site++;
+    kiln_err err = {0, ""};
+    char *d = strdup(p);
+    if (!d)
+        return -1;
+    kiln_cache *c = open_cache(d, 0, 1, NULL, &err);
+    if (c)
+        s->site[s->n_site++] = c;
+    else if (!s->quiet && err.code != KILN_ERR_NOMEM &&
+             !strstr(err.message, strerror(ENOENT)))
+        fprintf(out, "kiln: %s; going on without it\n", err.message);
     return 0;
 }
 
@@ -1233,7 +1299,7 @@ kiln_cache_session *kiln_cache_session_begin(
                 err.message);
     char **ro = read_only_dirs(&cfg, out, quiet);
     for (int i = 0; ro && ro[i]; i++)
-        add_site(s, ro[i], strlen(ro[i]));
+        add_site(s, ro[i], out);
     kiln_cache_free_dirs(ro);
     kiln_config_free(&cfg);
     if (!s->user && s->n_site == 0) {
@@ -1253,12 +1319,10 @@ typedef struct counters {
 } counters;
 
 /* ROOT/stats, opened and locked (flock: released if the process dies). */
-static int stats_lock(const char *root)
+static int stats_lock(const kiln_cache *c)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/stats", root);
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
-                  0600);
+    int fd = openat(c->fd, "stats", O_RDWR | O_CREAT | O_NOFOLLOW |
+                                        O_CLOEXEC | O_NONBLOCK, 0600);
     if (fd < 0)
         return -1;
     struct stat st;
@@ -1421,22 +1485,19 @@ static const char *odd_kind(const struct stat *st)
  * entry's name there; things of other names are never listed, so clear,
  * prune and verify --remove cannot delete anything kiln did not make even
  * when pointed at the wrong directory. */
-static int walk(const char *root, walk_list *w, kiln_err *err)
+static int walk(const kiln_cache *c, walk_list *w, kiln_err *err)
 {
-    DIR *d = opendir(root);
+    /* every level through openat from the checked root, no symlinks */
+    DIR *d = dir_stream(c->fd, ".");
     if (!d)
-        return kiln_seterr(err, KILN_ERR_IO, "cache: %s: %s", root,
+        return kiln_seterr(err, KILN_ERR_IO, "cache: %s: %s", c->dir,
                            strerror(errno));
     struct dirent *e;
     while ((e = readdir(d))) {
         if (!kiln_bdir(e->d_name))
             continue;
-        char p1[4200];
-        snprintf(p1, sizeof p1, "%s/%s", root, e->d_name);
         struct stat st;
-        if (lstat(p1, &st) != 0 || !S_ISDIR(st.st_mode))
-            continue;
-        DIR *d1 = opendir(p1);
+        DIR *d1 = dir_stream(dirfd(d), e->d_name);
         if (!d1)
             continue;
         struct dirent *e1;
@@ -1445,11 +1506,7 @@ static int walk(const char *root, walk_list *w, kiln_err *err)
                                                         e1->d_name[0]) ||
                 !isxdigit((unsigned char)e1->d_name[1]))
                 continue;
-            char p2[4300];
-            snprintf(p2, sizeof p2, "%s/%s", p1, e1->d_name);
-            if (lstat(p2, &st) != 0 || !S_ISDIR(st.st_mode))
-                continue;
-            DIR *d2 = opendir(p2);
+            DIR *d2 = dir_stream(dirfd(d1), e1->d_name);
             if (!d2)
                 continue;
             struct dirent *e2;
@@ -1457,9 +1514,9 @@ static int walk(const char *root, walk_list *w, kiln_err *err)
                 int kind = kiln_file(e2->d_name);
                 if (!kind)
                     continue;
-                char p3[4600], rel[900];
-                snprintf(p3, sizeof p3, "%s/%s", p2, e2->d_name);
-                if (lstat(p3, &st) != 0)
+                char rel[900];
+                if (fstatat(dirfd(d2), e2->d_name, &st,
+                            AT_SYMLINK_NOFOLLOW) != 0)
                     continue;
                 const char *odd = odd_kind(&st);
                 if (odd && kind == 2)
@@ -1527,14 +1584,14 @@ static int not_done_error(const not_done *nd, const char *what,
 /* Evict down to `target` bytes (oldest first, never `used`); stale temp
  * files go too.  Returns the bytes left; *removed counts entries, *nd
  * (may be NULL) those that could not be removed. */
-static uint64_t evict(const char *root, uint64_t target, char **used,
+static uint64_t evict(const kiln_cache *c, uint64_t target, char **used,
                       int n_used, uint64_t *removed, not_done *nd,
                       kiln_err *err)
 {
     walk_list w = {0};
     if (removed)
         *removed = 0;
-    if (walk(root, &w, err)) {
+    if (walk(c, &w, err)) {
         walk_free(&w);
         return UINT64_MAX;
     }
@@ -1551,9 +1608,9 @@ static uint64_t evict(const char *root, uint64_t target, char **used,
                                        is_used(used, n_used, it->rel))))
             continue;
         char path[4200];
-        snprintf(path, sizeof path, "%s/%s", root, it->rel);
+        snprintf(path, sizeof path, "%s/%s", c->dir, it->rel);
         const char *why = NULL;
-        if (remove_path(path, &why)) {
+        if (remove_rel(c->fd, it->rel, &why)) {
             total -= it->bytes;
             if (removed && !it->tmp)
                 (*removed)++;
@@ -1570,7 +1627,7 @@ void kiln_cache_session_end(kiln_cache_session *s)
     if (!s)
         return;
     if (s->user && s->mode != KILN_CACHE_MODE_READ_ONLY) {
-        int fd = stats_lock(s->user->dir);
+        int fd = stats_lock(s->user);
         counters c;
         if (fd >= 0 && !stats_read(fd, &c)) {
             close(fd);          /* not our counter file: leave it alone */
@@ -1584,8 +1641,8 @@ void kiln_cache_session_end(kiln_cache_session *s)
                         "is not a kiln counter file; the cache is measured "
                         "instead and its counters are not kept\n",
                         s->user->dir);
-            evict(s->user->dir, s->user->max_bytes, s->used, s->n_used,
-                  NULL, NULL, NULL);
+            evict(s->user, s->user->max_bytes, s->used, s->n_used, NULL,
+                  NULL, NULL);
         }
         if (fd >= 0) {
             c.hits += s->hits;
@@ -1598,8 +1655,8 @@ void kiln_cache_session_end(kiln_cache_session *s)
                 /* unknown or over the cap: measure, evict to 90 % */
                 uint64_t cap = s->user->max_bytes;
                 uint64_t target = c.bytes_known ? cap - cap / 10 : cap;
-                uint64_t left = evict(s->user->dir, target, s->used,
-                                      s->n_used, NULL, NULL, NULL);
+                uint64_t left = evict(s->user, target, s->used, s->n_used,
+                                      NULL, NULL, NULL);
                 if (left != UINT64_MAX)
                     c.bytes = left;
                 c.bytes_known = left != UINT64_MAX;
@@ -1613,7 +1670,7 @@ void kiln_cache_session_end(kiln_cache_session *s)
         free(s->used[i]);
     free(s->used);
     for (int i = 0; i < s->n_site; i++)
-        free(s->site[i]);
+        kiln_cache_close(s->site[i]);
     free(s->site);
     kiln_cache_close(s->user);
     pthread_mutex_destroy(&s->lock);
@@ -1628,7 +1685,7 @@ int kiln_cache_get_stats(kiln_cache *c, kiln_cache_stats *st, kiln_err *err)
         return kiln_seterr(err, KILN_ERR_ARG, "kiln_cache_get_stats: NULL");
     memset(st, 0, sizeof *st);
     walk_list w = {0};
-    if (walk(c->dir, &w, err)) {
+    if (walk(c, &w, err)) {
         walk_free(&w);
         return err ? err->code : KILN_ERR_IO;
     }
@@ -1640,9 +1697,8 @@ int kiln_cache_get_stats(kiln_cache *c, kiln_cache_stats *st, kiln_err *err)
     }
     walk_free(&w);
     st->max_bytes = c->max_bytes;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/stats", c->dir);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    int fd = openat(c->fd, "stats", O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+                                        O_NONBLOCK);
     struct stat sst;
     if (fd >= 0 && (fstat(fd, &sst) != 0 || !S_ISREG(sst.st_mode))) {
         close(fd);
@@ -1705,7 +1761,7 @@ static int list_or_verify(kiln_cache *c, int full, int remove_bad,
     if (!c)
         return kiln_seterr(err, KILN_ERR_ARG, "cache: NULL");
     walk_list w = {0};
-    if (walk(c->dir, &w, err)) {
+    if (walk(c, &w, err)) {
         walk_free(&w);
         return err ? err->code : KILN_ERR_IO;
     }
@@ -1726,13 +1782,20 @@ static int list_or_verify(kiln_cache *c, int full, int remove_bad,
         if (w.v[i].odd) {
             r.why = w.v[i].odd;     /* never opened: a FIFO could block */
         } else if (full) {
-            read_entry(c->dir, bdir, hex2, file, c->site, 0, &r);
+            read_entry(c->fd, bdir, hex2, file, c->site, 0, &r);
             if (!r.found && !r.why)
                 r.why = "gone while verifying";
         } else {
             /* the header only */
-            int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
-                                    O_NONBLOCK);
+            int hfd = open_hex_dir(c->fd, bdir, hex2);
+            int fd = hfd < 0 ? -1 : openat(hfd, file, O_RDONLY | O_NOFOLLOW |
+                                                          O_CLOEXEC |
+                                                          O_NONBLOCK);
+            if (hfd >= 0) {
+                int en = errno;
+                close(hfd);
+                errno = en;
+            }
             struct stat st;
             if (fd < 0) {
                 r.why = errno == ELOOP ? "a symlink in place of an entry"
@@ -1770,7 +1833,7 @@ static int list_or_verify(kiln_cache *c, int full, int remove_bad,
             if (c->site)
                 e.not_removed = "a read-only cache: kiln never removes "
                                 "from it";
-            else if (remove_entry(c->dir, bdir, hex2, file, &e.not_removed))
+            else if (remove_entry(c->fd, bdir, hex2, file, &e.not_removed))
                 e.removed = 1;
         }
         if (fn)
@@ -1809,11 +1872,11 @@ int kiln_cache_prune(kiln_cache *c, uint64_t max_bytes, uint64_t *removed,
         return kiln_seterr(err, KILN_ERR_ARG, "cache: NULL");
     if (c->site)
         return refuse_site(c, "prune", err);
-    int fd = stats_lock(c->dir);
+    int fd = stats_lock(c);
     uint64_t n = 0;
     not_done nd = {0};
-    uint64_t left = evict(c->dir, max_bytes ? max_bytes : c->max_bytes, NULL,
-                          0, &n, &nd, err);
+    uint64_t left = evict(c, max_bytes ? max_bytes : c->max_bytes, NULL, 0,
+                          &n, &nd, err);
     if (removed)
         *removed = n;
     if (fd >= 0) {
@@ -1838,16 +1901,16 @@ int kiln_cache_clear(kiln_cache *c, uint64_t *removed, kiln_err *err)
         return kiln_seterr(err, KILN_ERR_ARG, "cache: NULL");
     if (c->site)
         return refuse_site(c, "clear", err);
-    int fd = stats_lock(c->dir);
+    int fd = stats_lock(c);
     walk_list w = {0};
     not_done nd = {0};
     uint64_t n = 0;
-    int rc = walk(c->dir, &w, err);
+    int rc = walk(c, &w, err);
     for (size_t i = 0; rc == 0 && i < w.n; i++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", c->dir, w.v[i].rel);
         const char *why = NULL;
-        if (remove_path(path, &why))
+        if (remove_rel(c->fd, w.v[i].rel, &why))
             n += !w.v[i].tmp;
         else
             not_done_add(&nd, path, why);

@@ -478,6 +478,13 @@ int kiln_ir_reindex(kiln_graph *g, kiln_err *err)
     return map_reserve(g, 0, 0, err);
 }
 
+void kiln_ir_stamp_lines(kiln_graph *g, int from, int line)
+{
+    for (int i = from < 0 ? 0 : from; g && i < g->n_nodes; i++)
+        if (!g->nodes[i].line)
+            g->nodes[i].line = line;
+}
+
 kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
 {
     if (!g) {
@@ -1062,7 +1069,8 @@ kiln_value kiln_graph_op(kiln_graph *g, const char *op, int n_in,
         return kiln_composite_build(g, kiln_composite_lookup(op), n_in, in,
                                     n_attrs, err);
     if (o < 0)
-        return kiln_seterr(err, KILN_ERR_TYPE, "unknown op '%.200s'", op), -1;
+        return kiln_seterr(err, KILN_ERR_TYPE, "unknown op '%.200s'%s", op,
+                           kiln_ir_op_hint(op, strlen(op))), -1;
     if (o == KILN_OP_SUBTENSOR || o == KILN_OP_SET_SUBTENSOR ||
         o == KILN_OP_INC_SUBTENSOR)
         return kiln_seterr(err, KILN_ERR_TYPE,

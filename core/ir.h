@@ -108,6 +108,10 @@ typedef struct kiln_node {
                                      declaration made this node (its
                                      input, transform and log-Jacobian:
                                      printed as one `param` line), else 0 */
+    int line;                     /* the .kg line of the statement that
+                                     made it (set by the parser), 0 for
+                                     nodes made otherwise (the builder
+                                     API, rewrites, gradients) */
 } kiln_node;
 
 typedef struct kiln_output {
@@ -183,6 +187,10 @@ void kiln_ir_node_drop_attrs(kiln_node *n);
 int kiln_ir_bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
                         kiln_err *err);
 
+/* Set the source line of nodes from..n_nodes-1 that have none (the
+ * parser, after each statement). */
+void kiln_ir_stamp_lines(kiln_graph *g, int from, int line);
+
 /* The tN numbering kiln_graph_print gives g's unnamed nodes: a new array
  * of n_nodes entries, N or -1 (named, or a literal printed inline);
  * NULL when out of memory.  The caller frees it (core/print.c). */
@@ -211,6 +219,13 @@ const kiln_op_info *kiln_ir_op_info(int op);
 
 /* The op named `name`, or -1. */
 int kiln_ir_op_lookup(const char *name);
+
+/* "; did you mean 'exp'?" naming the op or composite (normal_lpdf, ...)
+ * closest to the unknown op `name` (len bytes; core/suggest.h), or ""
+ * when none is close.  The text is in thread-local storage, valid until
+ * the thread's next call.  For the unknown-op errors of the parser and
+ * kiln_graph_op. */
+const char *kiln_ir_op_hint(const char *name, size_t len);
 
 /* Validate the key/value attributes of op `op` into *out (unset fields
  * take their defaults: dtype -1, no axes, keepdims 0).  Errors:

@@ -23,6 +23,7 @@
 #include "excerpt.h"
 #include "ir.h"
 #include "jsondata.h"
+#include "suggest.h"
 
 #include <json-c/json.h>
 
@@ -425,15 +426,14 @@ static int leaf_number(json_object *o, jnum *v, unsigned char *kind)
     }
 }
 
-/* What a leaf that is not a number is: "a string ('abc')", "null", ... */
+/* What a leaf that is not a number is: "a string of 3 bytes", "null", ... */
 static const char *not_number_desc(json_object *o, char *buf, size_t size)
 {
-    char shown[EXCERPT_SIZE(EXCERPT_MAX)];
     switch (json_object_get_type(o)) {
     case json_type_string:
-        snprintf(buf, size, "a string ('%s')",
-                 SHOW(shown, json_object_get_string(o),
-                      (size_t)json_object_get_string_len(o)));
+        /* its content is not shown (a value of the file) */
+        snprintf(buf, size, "a string of %zu bytes",
+                 (size_t)json_object_get_string_len(o));
         break;
     case json_type_boolean:
         snprintf(buf, size, "a boolean (%s)",
@@ -607,7 +607,6 @@ static int json_c_error(const char *text, size_t len, size_t at,
                         const char *reason, const char *file, kiln_err *err)
 {
     int line, col;
-    char shown[EXCERPT_SIZE(12)];
     if (at > len)
         at = len;
     line_col(text, at, &line, &col);
@@ -617,9 +616,10 @@ static int json_c_error(const char *text, size_t len, size_t at,
     if (at >= len)
         return kiln_seterr(err, KILN_ERR_PARSE, "%s:%d:%d: %s", file, line,
                            col, reason);
-    return kiln_seterr(err, KILN_ERR_PARSE, "%s:%d:%d: %s (at '%s')", file,
-                       line, col, reason,
-                       excerpt(shown, sizeof shown, text + at, len - at, 12));
+    /* the text is not quoted: the file may be no JSON at all (a model
+     * may name any file) and its content stays out of messages */
+    return kiln_seterr(err, KILN_ERR_PARSE, "%s:%d:%d: %s", file, line, col,
+                       reason);
 }
 
 /* Parse into d (its file set); returns 0 or an error code. */
@@ -862,8 +862,14 @@ static int no_variable(const kiln_json_data *d, const char *name,
     if (d->n == 0)
         return kiln_seterr(err, KILN_ERR_NAME, "no variable '%s' in %s (it "
                            "has no variables)", name, d->file);
-    return kiln_seterr(err, KILN_ERR_NAME, "no variable '%s' in %s (it has: "
-                       "%s)", name, d->file, list);
+    kiln_suggestion sg;
+    char hint[96];
+    kiln_suggest_init(&sg, name, strlen(name));
+    for (int i = 0; i < d->n; i++)
+        kiln_suggest_offer(&sg, d->vars[i].name);
+    return kiln_seterr(err, KILN_ERR_NAME, "no variable '%s' in %s%s (it "
+                       "has: %s)", name, d->file,
+                       kiln_suggest_text(&sg, hint, sizeof hint), list);
 }
 
 int kiln_json_data_shape(const kiln_json_data *d, const char *name,

@@ -33,6 +33,16 @@ const kiln_backend *kiln_loader_get(const char *name, const char *extra_path,
  * small.  Nothing about the build tree is compiled in.  Thread-safe. */
 int kiln_loader_build_top(char *buf, size_t size);
 
+/* The names of the backends installed where kiln_loader_get looks
+ * (`extra_path`, $KILN_PLUGIN_PATH, the install directory, the build
+ * tree), comma-separated without spaces, "interp" first, into buf
+ * (size bytes; names that do not fit are left out).  A plugin file
+ * counts when its name is a valid backend name and its bytes mention the
+ * entry symbol: files are read, never loaded, so a name listed may still
+ * be refused by kiln_loader_get (ownership, ABI).  For "did you mean"
+ * and "available: ..." in messages.  Returns buf.  Thread-safe. */
+const char *kiln_loader_names(const char *extra_path, char *buf, size_t size);
+
 /* The built-in interpreter's descriptor (never NULL). */
 const kiln_backend *kiln_loader_builtin_interp(void);
 

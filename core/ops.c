@@ -13,6 +13,8 @@
  * weak scalars (literals) take the category of the strong side.
  */
 #include "ir.h"
+#include "composite.h"
+#include "suggest.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +111,18 @@ int kiln_ir_op_lookup(const char *name)
             strcmp(op_table[i].name, name) == 0)
             return i;
     return -1;
+}
+
+const char *kiln_ir_op_hint(const char *name, size_t len)
+{
+    static _Thread_local char text[96];
+    kiln_suggestion sg;
+    kiln_suggest_init(&sg, name, name ? len : 0);
+    for (int i = KILN_OP_LITERAL + 1; i < KILN_OP_COUNT; i++)
+        kiln_suggest_offer(&sg, op_table[i].name);
+    for (int i = 0; i < kiln_composite_count(); i++)
+        kiln_suggest_offer(&sg, kiln_composite_name(i));
+    return kiln_suggest_text(&sg, text, sizeof text);
 }
 
 /* ---- dtypes --------------------------------------------------------- */

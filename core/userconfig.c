@@ -153,39 +153,29 @@ static void dir_of(const char *path, char *buf, size_t n)
     buf[len] = '\0';
 }
 
-/* Open `path` for reading after the owner and mode checks of the file and
- * its directory.  Returns the fd, -1 when the file does not exist, -2
- * (with *why set) when it is refused. */
+/* Open `path` for reading after the checks of core/trust.h: its directory
+ * and every ancestor, then the file by descriptor (one symlink followed,
+ * its target checked the same way; a configuration names the caches
+ * kiln loads code from).  Returns the fd, -1 when the file does not
+ * exist, -2 (with *why set) when it is refused. */
 static int open_checked(const char *path, int root_ok, char *why, size_t n)
 {
-    char dir[4096];
+    char dir[4096], w[8400];
     struct stat st;
-    /* O_NONBLOCK: a FIFO in the file's place must not block the open */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR)
-            return -1;
-        snprintf(why, n, "%s", strerror(errno));
+    dir_of(path, dir, sizeof dir);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    int dfd = kiln_trust_open_dir(-1, NULL, dir, 1, w, sizeof w);
+    if (dfd == -1 || (dfd < 0 && lstat(path, &st) != 0))
+        return -1;          /* nothing there: nothing to refuse */
+    if (dfd < 0) {
+        snprintf(why, n, "%.4000s", w);
         return -2;
     }
-    const char *bad = fstat(fd, &st) != 0 ? strerror(errno)
-                                          : kiln_trust_stat(&st, 0, root_ok);
-    if (!bad) {
-        dir_of(path, dir, sizeof dir);
-        if (stat(dir, &st) != 0)
-            bad = strerror(errno);
-        else if ((bad = kiln_trust_stat(&st, 1, 1)) != NULL)
-            snprintf(why, n, "its directory %s is %s", dir, bad);
-    } else {
-        snprintf(why, n, "%s", bad);
-    }
-    if (bad) {
-        close(fd);
-        return -2;
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0)
-        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    int fd = kiln_trust_open_file(dfd, dir, base, root_ok, 1, w, sizeof w);
+    close(dfd);
+    if (fd == -2)
+        snprintf(why, n, "%.4000s", w);
     return fd;
 }
 

@@ -123,6 +123,18 @@ cp "$template" "$tmp/t.so"
 KILN_BRIDGESTAN_TEMPLATE="$tmp/t.so" "$kiln" bridgestan "$model" -o "$tmp/y.so" \
   --logp logp >/dev/null 2>&1 && cmp -s "$tmp/y.so" "$tmp/lib.so"
 ok $? "\$KILN_BRIDGESTAN_TEMPLATE names the template"
+# the template is code every library made from it runs: it is read from a
+# descriptor opened under the trust rule (docs/plugin-abi.md section 13)
+mkdir -p "$tmp/ww/t"; cp "$template" "$tmp/ww/t/t.so"; chmod 755 "$tmp/ww/t"; chmod 777 "$tmp/ww"
+KILN_BRIDGESTAN_TEMPLATE="$tmp/ww/t/t.so" "$kiln" bridgestan "$model" -o "$tmp/y2.so" \
+  --logp logp >/dev/null 2>"$tmp/err"; st=$?
+[ $st = 1 ] && [ ! -e "$tmp/y2.so" ] && grep -q "refusing $tmp/ww/t/t.so: ancestor $tmp/ww is writable by group or others" "$tmp/err"
+ok $? "a template below a world-writable directory is refused, naming it"
+chmod 755 "$tmp/ww"; chmod 666 "$tmp/ww/t/t.so"
+KILN_BRIDGESTAN_TEMPLATE="$tmp/ww/t/t.so" "$kiln" bridgestan "$model" -o "$tmp/y2.so" \
+  --logp logp >/dev/null 2>"$tmp/err"; st=$?
+[ $st = 1 ] && grep -q "refusing $tmp/ww/t/t.so: writable by group or others" "$tmp/err"
+ok $? "a world-writable template is refused"
 
 # the log density is checked before anything is written: a float scalar,
 # chosen as kiln_model_new chooses (logp, else the first output not

@@ -1203,6 +1203,262 @@ static void test_attack(void)
     kiln_policy_free(pol);
 }
 
+/* ---- directories someone else controls (issue 24) ----------------------- */
+
+/* The test hook of core/trust.h (exported by libkiln, not in a public
+ * header): called between the check of a cache root and its use. */
+extern void (*kiln_trust_test_hook)(const char *what, const char *path);
+
+static const char *EXP1 =
+    "kiln 1\ngraph t\n  input x: f64[4]\n  output y = exp(x)\nend\n";
+static const char *SIN1 =
+    "kiln 1\ngraph t\n  input x: f64[4]\n  output y = sin(x)\nend\n";
+
+/* The path of the one entry below `dir` (a fresh cache) into buf. */
+static int only_entry(const char *dir, char *buf, size_t size)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "find '%s' -mindepth 3 -type f -name '*-O*' "
+             "! -name '.tmp*'", dir);
+    FILE *p = popen(cmd, "r");
+    int n = 0;
+    char line[1200];
+    while (p && fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\n")] = '\0';
+        snprintf(buf, size, "%s", line);
+        n++;
+    }
+    if (p)
+        pclose(p);
+    return n == 1 ? 0 : -1;
+}
+
+static uint8_t *slurp_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    uint8_t *b = malloc(1 << 20);
+    *len = b ? fread(b, 1, 1 << 20, f) : 0;
+    fclose(f);
+    return b;
+}
+
+/* Which function EXP1 computed, compiled with the cache at `dir` (its
+ * diagnostics into *msg): 'e' for exp, 's' for sin, '?' otherwise; *hits
+ * its cache hits. */
+static int exp_or_sin(const char *dir, char **msg, int *hits)
+{
+    size_t len = 0;
+    FILE *d = open_memstream(msg, &len);
+    kiln_function *f = build(EXP1, disk_backend, KILN_CACHE_MODE_READ_ONLY,
+                             dir, d);
+    fclose(d);
+    double out[8];
+    int n = f ? run(f, out, 8) : -1;
+    *hits = f ? count_cache(f, KILN_CACHE_HIT) : -1;
+    kiln_function_free(f);
+    int e = n == 4, si = n == 4;
+    for (int j = 0; j < 4 && n == 4; j++) {
+        double x = 0.25 - 0.3 + 0.125 * j;     /* run()'s inputs */
+        e = e && fabs(out[j] - exp(x)) <= 1e-12 * exp(x);
+        si = si && fabs(out[j] - sin(x)) <= 1e-12;
+    }
+    return e ? 'e' : si ? 's' : '?';
+}
+
+static char hook_from[900], hook_to[900];
+static int hook_calls;
+
+/* Between the check of the cache root and its use: move the root away
+ * and put a symlink to the forged cache in its place. */
+static void swap_root(const char *what, const char *path)
+{
+    if (strcmp(what, "cache") || strcmp(path, hook_from))
+        return;
+    char moved[1000];
+    snprintf(moved, sizeof moved, "%s.moved", hook_from);
+    if (rename(hook_from, moved) == 0 && symlink(hook_to, hook_from) == 0)
+        hook_calls++;
+}
+
+static int opens_of_root;
+
+static void count_opens(const char *what, const char *path)
+{
+    opens_of_root += !strcmp(what, "cache") && !strcmp(path, hook_from);
+}
+
+static void test_ancestors(void)
+{
+    /* the root and its ancestors are checked once per session, not per
+     * kernel: a model of many kernels opens the root once */
+    clear_cache();
+    snprintf(hook_from, sizeof hook_from, "%s", cache_dir);
+    kiln_trust_test_hook = count_opens;
+    kiln_function *many = build(M1, disk_backend, KILN_CACHE_MODE_ON,
+                                cache_dir, NULL);
+    kiln_trust_test_hook = NULL;
+    int nk = many ? kiln_function_n_kernels(many) : 0;
+    kiln_function_free(many);
+    ok(nk > 5 && opens_of_root == 1, "the cache root is opened and checked "
+       "once for a compile of %d kernels (%d)", nk, opens_of_root);
+
+    char forged[600], sinc[600], par[600], root[700], cmd[8000];
+    char epath[1300], spath[1300];
+    snprintf(forged, sizeof forged, "%s-forged", cache_dir);
+    snprintf(sinc, sizeof sinc, "%s-sin", cache_dir);
+    snprintf(par, sizeof par, "%s-par", cache_dir);
+    snprintf(root, sizeof root, "%s/kc", par);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s'", forged, sinc, par);
+    if (system(cmd) != 0)
+        diag("could not clean up");
+
+    /* the forgery: exp's entry holding sin's code, key and checksum
+     * rewritten (XXH3 is no MAC), in a directory the victim owns -- the
+     * entries of a model bundle after `tar x` */
+    kiln_function_free(build(EXP1, disk_backend, KILN_CACHE_MODE_ON, forged,
+                             NULL));
+    kiln_function_free(build(SIN1, disk_backend, KILN_CACHE_MODE_ON, sinc,
+                             NULL));
+    size_t el = 0, sl = 0;
+    uint8_t *eb = NULL, *sb = NULL;
+    int forged_ok = only_entry(forged, epath, sizeof epath) == 0 &&
+                    only_entry(sinc, spath, sizeof spath) == 0 &&
+                    (eb = slurp_file(epath, &el)) && el > 128 &&
+                    (sb = slurp_file(spath, &sl)) && sl > 128;
+    if (forged_ok) {
+        memcpy(sb + 16, eb + 16, 17);          /* exp's key */
+        memset(sb + 104, 0, 16);
+        XXH128_canonical_t c;
+        XXH128_canonicalFromHash(&c, XXH3_128bits(sb, sl));
+        memcpy(sb + 104, c.digest, 16);
+        FILE *w = fopen(epath, "wb");
+        forged_ok = w && fwrite(sb, 1, sl, w) == sl;
+        if (w)
+            fclose(w);
+    }
+    free(eb);
+    free(sb);
+    char *msg = NULL;
+    int hits = 0;
+    int got = exp_or_sin(forged, &msg, &hits);
+    ok(forged_ok && got == 's' && hits == 1, "setup: the forged entry, "
+       "read from a trusted root, passes every entry check and runs sin "
+       "(got %c)", got);
+    free(msg);
+    if (!forged_ok)
+        return;
+
+    /* a root whose parent anyone may write, and a symlink there to the
+     * victim's own forged directory: the symlink's directory is checked */
+    mkdir(par, 0700);
+    chmod(par, 0777);
+    if (symlink(forged, root) != 0)
+        diag("symlink: %s", strerror(errno));
+    got = exp_or_sin(root, &msg, &hits);
+    ok(got == 'e' && hits == 0 && msg && strstr(msg, "refusing") &&
+       strstr(msg, par) && strstr(msg, "mode 0777, not sticky"),
+       "a symlink to a forged cache in a world-writable parent is refused, "
+       "naming the parent; exp(x) is exp's: %s", msg ? msg : "");
+    int lines = 0;
+    for (const char *q = msg; q && *q; q++)
+        lines += *q == '\n';
+    ok(lines == 1, "... in one line (%d)", lines);
+    free(msg);
+
+    /* the same parent with the real (genuine) cache in it */
+    unlink(root);
+    snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", sinc, root);
+    if (system(cmd) != 0)
+        diag("cp failed");
+    got = exp_or_sin(root, &msg, &hits);
+    ok(got == 'e' && msg && strstr(msg, "ancestor") && strstr(msg, par),
+       "a cache root whose parent is writable by others is refused: %s",
+       msg ? msg : "");
+    free(msg);
+
+    if (geteuid() == 0) {
+        chmod(par, 0755);
+        int rc = chown(par, 65534, 65534);
+        got = exp_or_sin(root, &msg, &hits);
+        ok(rc == 0 && got == 'e' && msg && strstr(msg, "owned by another "
+           "user") && strstr(msg, par), "a cache root whose parent belongs "
+           "to another user (chown nobody) is refused: %s", msg ? msg : "");
+        free(msg);
+        if (chown(par, 0, 0) != 0)
+            diag("chown back failed");
+    } else {
+        ok(1, "# SKIP parent of another user: needs root for chown");
+    }
+
+    /* sticky and root's (like /tmp): accepted; a symlink in it is taken
+     * only from root or the user */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -a '%s' '%s'", root, forged,
+             root);
+    if (system(cmd) != 0)
+        diag("cp failed");
+    int mine = geteuid() == 0;      /* a sticky dir of root's needs root */
+    if (mine) {
+        chmod(par, 01777);
+        got = exp_or_sin(root, &msg, &hits);
+        ok(got == 's' && hits == 1 && msg && !strstr(msg, "refusing"),
+           "a sticky root-owned parent (like /tmp) is accepted: the cache "
+           "there is used (its entry, forged here, is run)");
+        free(msg);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && ln -s '%s' '%s' && "
+                 "chown -h 65534 '%s'", root, forged, root, root);
+        int rc = system(cmd);
+        got = exp_or_sin(root, &msg, &hits);
+        ok(rc == 0 && got == 'e' && msg && strstr(msg, "symlink") &&
+           strstr(msg, "owned by another user"), "in a sticky parent, "
+           "another user's symlink is refused: %s", msg ? msg : "");
+        free(msg);
+    } else {
+        ok(1, "# SKIP sticky root-owned parent: needs root");
+        ok(1, "# SKIP another user's symlink: needs root");
+    }
+
+    /* the rename race: the root is swapped for a symlink to the forged
+     * cache after it was checked (the hook); the session reads through
+     * the descriptor it checked, so it gets the genuine entry */
+    chmod(par, 0700);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.moved'; cp -a '%s' '%s' && "
+             "cp -a '%s/.' '%s/'", root, root, sinc, root, forged, root);
+    int rc = system(cmd);
+    /* root now holds sin's genuine entry plus exp's forged one: use a
+     * genuine exp cache instead */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    rc |= system(cmd);
+    kiln_function_free(build(EXP1, disk_backend, KILN_CACHE_MODE_ON, root,
+                             NULL));
+    snprintf(hook_from, sizeof hook_from, "%s", root);
+    snprintf(hook_to, sizeof hook_to, "%s", forged);
+    hook_calls = 0;
+    kiln_trust_test_hook = swap_root;
+    got = exp_or_sin(root, &msg, &hits);
+    kiln_trust_test_hook = NULL;
+    struct stat lst;
+    ok(rc == 0 && hook_calls == 1 && lstat(root, &lst) == 0 &&
+       S_ISLNK(lst.st_mode) && got == 'e' && hits == 1,
+       "the root swapped for a symlink to a forged cache after its check: "
+       "the genuine entry is read through the checked descriptor (exp, %d "
+       "hit)", hits);
+    free(msg);
+    /* and with the symlink in place from the start, the parent being
+     * ours, it is the user's own link: followed (the forged entry runs:
+     * the victim pointed there) -- this shows the race test swapped to a
+     * cache that would have been used */
+    got = exp_or_sin(root, &msg, &hits);
+    ok(got == 's', "(control: the symlink itself, made by the user, leads "
+       "to the forged cache)");
+    free(msg);
+
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s'", forged, sinc, par);
+    if (system(cmd) != 0)
+        diag("could not remove %s", par);
+}
+
 int main(void)
 {
     const char *b = getenv("KILN_BUILDDIR");
@@ -1236,6 +1492,7 @@ int main(void)
     test_stats();
     test_policy_knobs();
     test_attack();
+    test_ancestors();
     clear_cache();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);

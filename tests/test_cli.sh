@@ -86,7 +86,7 @@ ok $? "missing inputs are listed by name: $(cat "$tmp/out")"
 "$kiln" run "$tmp/m.kg" -i x=1 -i k=1 >"$tmp/out" 2>&1
 grep -q "^kiln: input 'x' has a symbolic shape" "$tmp/out"; ok $? "a number for a symbolic shape: $(cat "$tmp/out")"
 "$kiln" run "$tmp/m.kg" -i nope=1 >"$tmp/out" 2>&1
-grep -q "^kiln: -i nope: the model has no input of that name$" "$tmp/out"; ok $? "unknown input name"
+grep -q "^kiln: -i nope: the model has no input of that name (its inputs: x, k)$" "$tmp/out"; ok $? "unknown input name"
 "$kiln" run "$tmp/m.kg" -i "x=[1, 2" -i k=1 >"$tmp/out" 2>&1
 [ $? = 1 ] && grep -q "^kiln: input 'x': " "$tmp/out"; ok $? "bad list: $(cat "$tmp/out")"
 "$kiln" run "$tmp/m.kg" -i "x=@$tmp/d.csv:y" -i k=1 >"$tmp/out" 2>&1
@@ -155,10 +155,11 @@ printf '{"g": [0, 5]}' >"$tmp/idx.json"
 "$kiln" run "$tmp/idx.kg" --data "$tmp/idx.json" --random-inputs 1 >"$tmp/out" 2>&1
 [ $? = 1 ] && grep -q "(take, in computing 'y_hat'): index 5 is out of bounds for axis 0 with size 5" "$tmp/out"
 ok $? "an index out of bounds names the value it was computing: $(cat "$tmp/out")"
-# --data: what the file lacks stays unbound; bad data is named
+# --data: a shared value the file lacks is named, with what the file has;
+# bad data is named
 printf '{"y": [28, 8, -3, 7, -1, 1, 18, 12]}' >"$tmp/d.json"
 esj --data "$tmp/d.json" --inputs "$esd/eight_schools_point.json" >"$tmp/out" 2>&1
-[ $? = 1 ] && grep -qx "kiln: shared value 'sigma' has no value; give it as data (kiln run --data FILE.json) or bind it with kiln_function_bind_shared" "$tmp/out"
+[ $? = 1 ] && grep -qx "kiln: --data: shared value 'sigma': no variable 'sigma' in $tmp/d.json (it has: y)" "$tmp/out"
 ok $? "--data without sigma: $(cat "$tmp/out")"
 printf '{"y": [28, 8, -3, 7, -1, 1, 18, 12],\n "sigma": [15, 10, 16, 11, 9, 11, 10]}' >"$tmp/d.json"
 esj --data "$tmp/d.json" >"$tmp/out" 2>&1
@@ -166,7 +167,7 @@ esj --data "$tmp/d.json" >"$tmp/out" 2>&1
 ok $? "--data with two sizes for J: $(cat "$tmp/out")"
 printf '{"y": [28, 8, -3, 7, -1, 1, 18, 12],\n "sigma": [15, 10, 16, 11, 9, 11, 10, 18,]}' >"$tmp/d.json"
 esj --data "$tmp/d.json" >"$tmp/out" 2>&1
-[ $? = 1 ] && grep -qx "kiln: --data: $tmp/d.json:2:42: unexpected character (at ']}')" "$tmp/out"
+[ $? = 1 ] && grep -qx "kiln: --data: $tmp/d.json:2:42: unexpected character" "$tmp/out"
 ok $? "--data with bad JSON: file:line:col: $(cat "$tmp/out")"
 printf '{"x": 1}' >"$tmp/d.json"
 esj --data "$tmp/d.json" --data-max-size 4 >"$tmp/out" 2>&1
@@ -411,8 +412,8 @@ for i, k in enumerate(t):
     assert (k["swapped_call"] is None) == (k["state"] != "swapped"), k' "$tmp/t_j" "$nk"
 ok $? "--json: tiers has a well-formed object for each of the $nk kernels"
 # --quiet: no diagnostics (a missing backend's fallback line), same results
-"$kiln" run "$tmp/m.kg" -i "x=[1, 2]" -i k=1 --backend nosuch >"$tmp/q1" 2>"$tmp/q1.err"
-"$kiln" run "$tmp/m.kg" -i "x=[1, 2]" -i k=1 --backend nosuch --quiet >"$tmp/q2" 2>"$tmp/q2.err"
+KILN_BACKEND=nosuch "$kiln" run "$tmp/m.kg" -i "x=[1, 2]" -i k=1 >"$tmp/q1" 2>"$tmp/q1.err"
+KILN_BACKEND=nosuch "$kiln" run "$tmp/m.kg" -i "x=[1, 2]" -i k=1 --quiet >"$tmp/q2" 2>"$tmp/q2.err"
 st=$?
 grep -q "backend 'nosuch' not found" "$tmp/q1.err" && [ $st = 0 ] && [ ! -s "$tmp/q2.err" ] &&
   [ "$(head -2 "$tmp/q1")" = "$(head -2 "$tmp/q2")" ]

@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tap.h"
 
@@ -91,6 +94,77 @@ static void test_skipped(const char *name, const char *why)
     kiln_function_free(f);
 }
 
+/* core/trust.h's test hook (exported by libkiln, not in a public header):
+ * called after a plugin's directory and file were checked and opened,
+ * before dlopen. */
+extern void (*kiln_trust_test_hook)(const char *what, const char *path);
+
+static char race_dir[900], race_evil[900];
+static int race_swapped;
+
+/* The rename race, made deterministic: once kiln has checked
+ * race_dir/example.so, move race_dir away and put a symlink to a
+ * directory holding something else named example.so in its place. */
+static void swap_plugin_dir(const char *what, const char *path)
+{
+    char moved[1100];
+    if (strcmp(what, "plugin") || strncmp(path, race_dir, strlen(race_dir)))
+        return;
+    snprintf(moved, sizeof moved, "%s.moved", race_dir);
+    if (rename(race_dir, moved) == 0 && symlink(race_evil, race_dir) == 0)
+        race_swapped = 1;
+}
+
+/* In a child (a fresh registry): the example plugin from race_dir, with
+ * the directory swapped between the check and the load.  Loading goes
+ * through the checked descriptor, so the checked file is what runs. */
+static void test_race(const char *build)
+{
+    char cmd[8192];
+    if (strlen(build) > 800)
+        build = ".";
+    snprintf(race_dir, sizeof race_dir, "%s/tests/loader-race.%ld/plug",
+             build, (long)getpid());
+    snprintf(race_evil, sizeof race_evil, "%s/tests/loader-race.%ld/evil",
+             build, (long)getpid());
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' '%s' && cp '%s/plugins/example/"
+             ".libs/example.so' '%s/' && echo 'not a plugin' > "
+             "'%s/example.so' && chmod -R go-w '%s/..'", race_dir, race_evil,
+             build, race_dir, race_evil, race_dir);
+    int setup = system(cmd);
+    pid_t pid = fork();
+    if (pid == 0) {
+        snprintf(plugin_dirs, sizeof plugin_dirs, "%s", race_dir);
+        kiln_trust_test_hook = swap_plugin_dir;
+        char d[4096];
+        kiln_err err = {0, ""};
+        kiln_function *f = compile_with("example", d, sizeof d, &err);
+        int on_example = 0;
+        for (int i = 0; f && i < kiln_function_n_kernels(f); i++)
+            on_example += !strcmp(kiln_function_kernel_backend(f, i),
+                                  "example");
+        kiln_function_free(f);
+        struct stat st;
+        int is_link = lstat(race_dir, &st) == 0 && S_ISLNK(st.st_mode);
+        /* the evil file would say "skipping plugin ...: invalid ELF
+         * header" (and the build tree's example.so would be used) */
+        _exit(!race_swapped ? 3 : !is_link ? 4 : on_example != 3 ? 5
+              : strstr(d, "plugin") ? 6 : 0);
+    }
+    int status = -1;
+    if (pid > 0)
+        waitpid(pid, &status, 0);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    ok(setup == 0 && code == 0, "a plugin directory swapped for a symlink "
+       "to another example.so between check and load: the checked file is "
+       "loaded, through its descriptor (child status %d)", code);
+    char *slash = strrchr(race_dir, '/');
+    *slash = '\0';
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", race_dir);
+    if (system(cmd) != 0)
+        diag("could not remove %s", race_dir);
+}
+
 int main(void)
 {
     const char *b = getenv("KILN_BUILDDIR");
@@ -101,6 +175,7 @@ int main(void)
     snprintf(plugin_dirs, sizeof plugin_dirs,
              "%s/tests/plugins/.libs:%s/plugins/example/.libs", b, b);
 
+    test_race(b);
     test_skipped("badabi", "plugin ABI 2.0, this kiln speaks 1.x");
     test_skipped("noentry", "no symbol kiln_backend_entry");
     test_skipped("failinit", "failinit: no device found");

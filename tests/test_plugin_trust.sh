@@ -6,7 +6,9 @@
 # planted in a deleted build tree is never loaded; a libkiln loaded from a
 # build tree (the tests, ./tools/kiln) does search it; plugin files and
 # directories writable by group or others, or symlinks into such places,
-# are refused with a message naming them; "not found" names every
+# are refused with a message naming them, and so is a plugin directory
+# with an ancestor someone else may change (issue 24) and the llvm
+# plugin's compiler module under the same rule; "not found" names every
 # directory searched.  The planted plugin is plugins/example (built by make
 # check): it serves the backend "example".
 top=${KILN_SRCDIR:-.}
@@ -39,17 +41,19 @@ graph t
 end
 EOF
 
-# run KILN LIBDIR [ENV=VALUE...]: kiln run t.kg --backend example with
-# libkiln taken from LIBDIR (none: the build's own, through the wrapper);
-# stdout to $tmp/out, stderr to $tmp/err
+# run KILN LIBDIR [ENV=VALUE...]: kiln run t.kg with KILN_BACKEND=example
+# (which falls back to the interpreter when the plugin is not loaded;
+# --backend example would be an error then) and libkiln taken from LIBDIR
+# (none: the build's own, through the wrapper); stdout to $tmp/out, stderr
+# to $tmp/err
 run() {
   libdir=$1; shift
   if [ -n "$libdir" ]; then
-    env LD_LIBRARY_PATH="$libdir" "$@" "$bin" run "$tmp/t.kg" -i x=[1,2,3] \
-      --backend example --cache-report >"$tmp/out" 2>"$tmp/err"
+    env LD_LIBRARY_PATH="$libdir" KILN_BACKEND=example "$@" "$bin" run \
+      "$tmp/t.kg" -i x=[1,2,3] --cache-report >"$tmp/out" 2>"$tmp/err"
   else
-    env "$@" "$build/tools/kiln" run "$tmp/t.kg" -i x=[1,2,3] \
-      --backend example --cache-report >"$tmp/out" 2>"$tmp/err"
+    env KILN_BACKEND=example "$@" "$build/tools/kiln" run "$tmp/t.kg" \
+      -i x=[1,2,3] --cache-report >"$tmp/out" 2>"$tmp/err"
   fi
 }
 # (--cache-report's table, on stderr, names each kernel's backend)
@@ -122,6 +126,71 @@ ok $? "a symlink into a world-writable directory is refused, naming it"
 run "$tmp/lib" KILN_PLUGIN_PATH="$tmp/gw:$tmp/good"
 loaded && grep -qF "refusing plugin $tmp/gw/example.so" "$tmp/err"
 ok $? "after a refused plugin the search goes on to the next directory"
+
+# a plugin directory whose parent others may write (not sticky): they
+# could rename it away and put their own in its place
+mkdir -p "$tmp/open/plug"
+cp "$plugin" "$tmp/open/plug/example.so"; chmod 755 "$tmp/open/plug" "$tmp/open/plug/example.so"
+chmod 777 "$tmp/open"
+run "$tmp/lib" KILN_PLUGIN_PATH="$tmp/open/plug"
+refused "refusing plugin $tmp/open/plug/example.so: ancestor $tmp/open is writable by group or others (mode 0777, not sticky)"
+ok $? "a plugin whose directory's parent is world-writable (not sticky) is refused, naming that ancestor"
+chmod 1777 "$tmp/open"
+run "$tmp/lib" KILN_PLUGIN_PATH="$tmp/open/plug"
+loaded && ! grep -q refusing "$tmp/err"
+ok $? "with that parent sticky (like /tmp) the plugin loads"
+chmod 755 "$tmp/open"
+# the path given goes through a symlink: the directories it passes are
+# checked (the symlink's own directory too), not only the target's
+mkdir -p "$tmp/open2"; chmod 777 "$tmp/open2"
+ln -s "$tmp/good" "$tmp/open2/plug"
+run "$tmp/lib" KILN_PLUGIN_PATH="$tmp/open2/plug"
+refused "ancestor $tmp/open2 is writable by group or others"
+ok $? "a symlink to a good plugin directory, planted in a world-writable directory, is refused"
+
+# the llvm plugin's compiler module llvm_codegen.so is code too: a copy of
+# the plugin's directory with a world-writable module, or one owned by
+# another user, makes the llvm backend unavailable (one line), and the
+# kernel runs on the fallback
+llvm_dir="$build/backends/llvm/.libs"
+if [ -f "$llvm_dir/llvm.so" ] && [ -f "$llvm_dir/llvm_codegen.so" ]; then
+  # runllvm DIR: kiln run t.kg --backend llvm with the installed libkiln
+  runllvm() {
+    env LD_LIBRARY_PATH="$tmp/lib" KILN_PLUGIN_PATH="$1" "$bin" run "$tmp/t.kg" \
+      -i x=[1,2,3] --backend llvm --cache-report >"$tmp/out" 2>"$tmp/err"
+  }
+  on_llvm() { grep -qE '^ +0 .* llvm ' "$tmp/err"; }
+  mkdir -p "$tmp/llvm"; chmod 755 "$tmp/llvm"
+  cp "$llvm_dir/llvm.so" "$llvm_dir/llvm_codegen.so" "$tmp/llvm/"
+  chmod 755 "$tmp/llvm/llvm.so" "$tmp/llvm/llvm_codegen.so"
+  runllvm "$tmp/llvm"
+  grep -q '= \[2, 4, 6\]' "$tmp/out" && on_llvm && ! grep -q refusing "$tmp/err"
+  ok $? "a copy of the llvm plugin's directory, as installed, loads and compiles"
+  chmod 777 "$tmp/llvm/llvm_codegen.so"
+  runllvm "$tmp/llvm"
+  grep -q '= \[2, 4, 6\]' "$tmp/out" && ! on_llvm &&
+    [ "$(grep -c '^kiln:' "$tmp/err")" -ge 1 ] &&
+    grep -q "^kiln: skipping plugin $tmp/llvm/llvm.so: llvm: refusing the compiler module $tmp/llvm/llvm_codegen.so: writable by group or others\$" "$tmp/err"
+  ok $? "a world-writable llvm_codegen.so is refused in one line; the kernel runs on the fallback"
+  chmod 755 "$tmp/llvm/llvm_codegen.so"
+  if [ "$(id -u)" = 0 ]; then
+    chown nobody "$tmp/llvm/llvm_codegen.so"
+    runllvm "$tmp/llvm"
+    grep -q '= \[2, 4, 6\]' "$tmp/out" && ! on_llvm &&
+      grep -q "refusing the compiler module $tmp/llvm/llvm_codegen.so: owned by another user" "$tmp/err"
+    ok $? "an llvm_codegen.so owned by another user (chown nobody) is refused"
+    chown 0 "$tmp/llvm/llvm_codegen.so"
+  else
+    ok 0 "# SKIP llvm_codegen.so of another user: needs root for chown"
+  fi
+  chmod 777 "$tmp/llvm"; chmod 755 "$tmp/llvm/llvm.so"
+  runllvm "$tmp/llvm"
+  grep -q '= \[2, 4, 6\]' "$tmp/out" && ! on_llvm && grep -q "refusing plugin $tmp/llvm/llvm.so: directory $tmp/llvm: writable by group or others" "$tmp/err"
+  ok $? "the llvm plugin in a world-writable directory is refused before anything of it runs"
+  chmod 755 "$tmp/llvm"
+else
+  ok 0 "# SKIP the llvm plugin is not built"
+fi
 
 # the not-found message lists every directory searched, in order
 env KILN_PLUGIN_PATH="$tmp/none1:$tmp/none2" "$build/tools/kiln" run "$tmp/t.kg" \

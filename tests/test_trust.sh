@@ -93,6 +93,17 @@ KILN_CACHE_DIR="$tmp/user" "$kiln" run "$tmp/model/es.kg" $ins \
 t "a world-writable configuration is refused, naming it" \
     grep -q "config: refusing $tmp/xdg/kiln/config.yaml: writable by group or others" "$tmp/err"
 t "... and its caches are not searched" sh -c "! grep -q ' hit ' '$tmp/err'"
+# the configuration names code directories: its own directory's ancestors
+# are checked like a cache's (one someone else may write could swap it)
+chmod 600 "$tmp/xdg/kiln/config.yaml"
+chmod 777 "$tmp/xdg"
+rm -rf "$tmp/user"
+KILN_CACHE_DIR="$tmp/user" "$kiln" run "$tmp/model/es.kg" $ins \
+    --backend tcc --cache-report >"$tmp/out" 2>"$tmp/err"
+t "a configuration below a world-writable (not sticky) directory is refused, naming that ancestor" \
+    grep -q "config: refusing $tmp/xdg/kiln/config.yaml: ancestor $tmp/xdg is writable by group or others (mode 0777, not sticky)" "$tmp/err"
+t "... and its caches are not searched" sh -c "! grep -q ' hit ' '$tmp/err'"
+chmod 755 "$tmp/xdg"
 # the site configuration: the same schema, root or the user may own it
 chmod 600 "$tmp/xdg/kiln/config.yaml"
 mv "$tmp/xdg/kiln/config.yaml" "$tmp/site.yaml"

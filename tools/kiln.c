@@ -24,6 +24,8 @@
 #include "kiln_cli.h"  /* kiln explain, kiln policy (kiln_policy.c) */
 #include "excerpt.h"   /* short escaped quotes of -i values (core/) */
 #include "jsondata.h"  /* kiln run --data (libkiln, internal header) */
+#include "trace.h"     /* kiln run --trace-nonfinite (libkiln, internal) */
+#include "suggest.h"   /* did you mean (libkiln, internal) */
 
 /* --check-grad fails (exit status 1) when a gradient's max error is
  * above this (docs/kiln.1). */
@@ -45,6 +47,11 @@ static const char *usage_text =
     "                [--passes all|none|-fuse,...]\n"
     "                [--tiers policy|off|baseline] [--tier-threads N]\n"
     "                [--tier-wait SECONDS] [--tier-report] [--quiet]\n"
+    "                [--trace-nonfinite]\n"
+    "       kiln model FILE.kg [--data DATA.json] [-i NAME=VALUE]...\n"
+    "                [--inputs POINT.json] [--random-inputs SEED]\n"
+    "                [--no-jacobian] [--check-grad] [--trace-nonfinite]\n"
+    "                [--backend NAME] [--policy POLICY.yaml] [--json]\n"
     "       kiln compile FILE.kg [--data DATA.json] [--policy POLICY.yaml]\n"
     "                [--quiet]\n"
     "       kiln cache stats | list | verify [--remove] |\n"
@@ -361,17 +368,17 @@ static int parse_list(list_parse *lp, int depth)
     return 0;
 }
 
-/* Parse VALUE for input `name` of the declared type into *t (data
- * malloc'd).  Returns 0 or -1 with a message printed. */
-static int load_value(const kiln_function *f, int idx, const char *value,
-                      const kiln_read_options *data, kiln_tensor *t)
+int kiln_cli_parse_value(const char *name, kiln_dtype dt, int rank,
+                         const int64_t *dims, const char *value,
+                         const kiln_read_options *data, kiln_tensor *t)
 {
-    const char *name = kiln_function_input_name(f, idx);
-    kiln_dtype dt;
-    int rank;
-    int64_t dims[KILN_MAX_RANK];
-    kiln_function_input_type(f, idx, &dt, &rank, dims, NULL);
     kiln_err err = {0, ""};
+    if (!value[0]) {
+        fprintf(stderr, "kiln: input '%s': the value is empty (give a "
+                "number, a list [..], @file.npy or @file.csv:column)\n",
+                name);
+        return -1;
+    }
     if (value[0] == '@') {
         const char *path = value + 1;
         const char *colon = strrchr(path, ':');
@@ -450,19 +457,29 @@ static int load_value(const kiln_function *f, int idx, const char *value,
     return 0;
 }
 
+/* Parse VALUE for input idx of f (kiln_cli_parse_value with its declared
+ * type).  Returns 0 or -1 with a message printed. */
+static int load_value(const kiln_function *f, int idx, const char *value,
+                      const kiln_read_options *data, kiln_tensor *t)
+{
+    kiln_dtype dt;
+    int rank;
+    int64_t dims[KILN_MAX_RANK];
+    kiln_function_input_type(f, idx, &dt, &rank, dims, NULL);
+    return kiln_cli_parse_value(kiln_function_input_name(f, idx), dt, rank,
+                                dims, value, data, t);
+}
+
 /* splitmix64 → a uniform double in [0, 1): a tiny seeded generator so
  * that --random-inputs gives the same values on every machine. */
 static uint64_t rng_state;
 static double rng_uniform(void)
 {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (double)(z >> 11) / 9007199254740992.0;
+    return kiln_cli_uniform(&rng_state);
 }
 
-static int random_value(const kiln_function *f, int idx, kiln_tensor *t)
+static int random_value(const kiln_function *f, int idx,
+                        const kiln_json_data *d, kiln_tensor *t)
 {
     kiln_dtype dt;
     int rank;
@@ -472,8 +489,12 @@ static int random_value(const kiln_function *f, int idx, kiln_tensor *t)
     t->dtype = dt;
     t->rank = rank;
     for (int k = 0; k < rank; k++) {
-        /* a symbol the data sizes keeps that size, else 4 */
+        /* a symbol the data sizes keeps that size (a shared value the
+         * data bound, or an integer scalar of the symbol's name, as
+         * kiln_model_new reads it), else 4 */
         int64_t fixed = kiln_function_symbol_size(f, syms[k]);
+        if (fixed < 0 && dims[k] < 0)
+            fixed = kiln_cli_data_symbol(d, syms[k]);
         t->shape[k] = dims[k] >= 0 ? dims[k] : fixed >= 0 ? fixed : 4;
     }
     t->data = alloc_input(kiln_function_input_name(f, idx), t);
@@ -650,17 +671,25 @@ static int cmd_check(int argc, char **argv)
 }
 
 /* --data FILE.json: every shared value of g without a value that the file
- * has is bound from it (core/json.c).  0, or 1 with a message. */
-static int bind_data(kiln_graph *g, const char *path,
-                     const kiln_read_options *opt)
+ * has is bound from it (core/json.c).  The data (kept for the sizes of
+ * --random-inputs; the caller frees it), or NULL with a message. */
+static kiln_json_data *bind_data(kiln_graph *g, const char *path,
+                                 const kiln_read_options *opt)
 {
     kiln_err err = {0, ""};
     kiln_json_data *d = kiln_json_data_read(path, opt, &err);
-    int rc = !d || kiln_json_data_bind_graph(g, d, NULL, &err);
-    if (rc)
+    if (!d || kiln_json_data_bind_graph(g, d, NULL, &err)) {
         fprintf(stderr, "kiln: --data: %s\n", err.message);
-    kiln_json_data_free(d);
-    return rc;
+        kiln_json_data_free(d);
+        return NULL;
+    }
+    /* a shared value still without a value: the file lacks it (say what
+     * the file has, and the closest name) */
+    if (kiln_cli_data_missing(g, d)) {
+        kiln_json_data_free(d);
+        return NULL;
+    }
+    return d;
 }
 
 /* --inputs POINT.json: the inputs the file names, by name, into in[]
@@ -680,6 +709,7 @@ static int load_inputs_json(const kiln_function *f, const char *path,
     char unknown[512] = "", inputs[512] = "";
     size_t ul = 0, il = 0;
     int n_unknown = 0;
+    const char *first_unknown = "";
     for (int i = 0; i < kiln_json_data_count(d); i++) {
         const char *key = kiln_json_data_key(d, i);
         int found = 0;
@@ -691,16 +721,24 @@ static int load_inputs_json(const kiln_function *f, const char *path,
             ul += (size_t)snprintf(unknown + ul, sizeof unknown - ul,
                                    "%s'%s'", n_unknown ? ", " : "",
                                    SHOW(key));
-        n_unknown++;
+        if (!n_unknown++)
+            first_unknown = key;
     }
     if (n_unknown) {
-        for (int k = 0; k < ni && il < sizeof inputs - 64; k++)
+        kiln_suggestion sg;
+        char hint[96];
+        kiln_suggest_init(&sg, first_unknown, strlen(first_unknown));
+        for (int k = 0; k < ni && il < sizeof inputs - 64; k++) {
             il += (size_t)snprintf(inputs + il, sizeof inputs - il, "%s%s",
                                    k ? ", " : "",
                                    kiln_function_input_name(f, k));
+            kiln_suggest_offer(&sg, kiln_function_input_name(f, k));
+        }
         fprintf(stderr, "kiln: --inputs: %s: the model has no input%s "
-                "named %s (its inputs: %s)\n", path,
-                n_unknown > 1 ? "s" : "", unknown, ni ? inputs : "none");
+                "named %s%s (its inputs: %s)\n", path,
+                n_unknown > 1 ? "s" : "", unknown,
+                kiln_suggest_text(&sg, hint, sizeof hint),
+                ni ? inputs : "none");
         goto done;
     }
     for (int k = 0; k < ni; k++) {
@@ -753,7 +791,7 @@ static int run_with(int argc, char **argv, const char **assign)
     int cache_report = 0, generic_target = 0;
     /* tiers (docs/policy.md, "Tiers"); tier_wait < 0: no --tier-wait */
     int tiers = KILN_TIERS_POLICY, tier_threads = 0, tier_report = 0;
-    int quiet = 0;
+    int quiet = 0, trace = 0;
     double tier_wait = -1;
     unsigned long long seed = 0;
     /* limits on the data files the model and -i @FILE name: the caller's
@@ -885,6 +923,8 @@ static int run_with(int argc, char **argv, const char **assign)
             json = 1;
         } else if (strcmp(a, "--check-grad") == 0) {
             check_grad = 1;
+        } else if (strcmp(a, "--trace-nonfinite") == 0) {
+            trace = 1;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "kiln: unknown or incomplete option '%s'\n%s", a,
                     usage_text);
@@ -909,8 +949,15 @@ static int run_with(int argc, char **argv, const char **assign)
         fprintf(stderr, "kiln: %s\n", err.message);
         return 1;
     }
-    if (data_json && bind_data(g, data_json, &data)) {
+    kiln_json_data *bound = NULL;
+    if (data_json && !(bound = bind_data(g, data_json, &data))) {
         kiln_graph_free(g);
+        return 1;
+    }
+    /* a backend named with --backend must be there: no fallback */
+    if (backend && kiln_cli_require_backend(backend, quiet)) {
+        kiln_graph_free(g);
+        kiln_json_data_free(bound);
         return 1;
     }
     kiln_options opt;
@@ -932,9 +979,10 @@ static int run_with(int argc, char **argv, const char **assign)
     double t0 = now_ms();
     kiln_function *f = kiln_compile(g, &opt, &err);
     double compile_ms = now_ms() - t0;
-    kiln_graph_free(g);
     if (!f) {
         fprintf(stderr, "kiln: %s\n", err.message);
+        kiln_graph_free(g);
+        kiln_json_data_free(bound);
         return 1;
     }
     if (cache_report)
@@ -965,8 +1013,7 @@ static int run_with(int argc, char **argv, const char **assign)
                 idx = k;
         }
         if (idx < 0) {
-            fprintf(stderr, "kiln: -i %s: the model has no input of that "
-                    "name\n", SHOWN(assign[a], (size_t)(eq - assign[a])));
+            kiln_cli_no_input(f, g, assign[a], (size_t)(eq - assign[a]));
             goto done;
         }
         if (in[idx].data) {
@@ -989,7 +1036,7 @@ static int run_with(int argc, char **argv, const char **assign)
             if (in[k].data)
                 continue;
             if (random) {
-                if (random_value(f, k, &in[k]))
+                if (random_value(f, k, bound, &in[k]))
                     goto done;
                 continue;
             }
@@ -1126,6 +1173,17 @@ static int run_with(int argc, char **argv, const char **assign)
             goto done;
         }
     }
+    /* --trace-nonfinite: g evaluated node by node on the interpreter */
+    if (trace) {
+        int found = 0;
+        fflush(stdout);
+        /* with --json the report goes to stderr: stdout stays JSON */
+        if (kiln_trace_nonfinite(g, file, in, NULL, 0,
+                                 json ? stderr : stdout, &found, &err)) {
+            fprintf(stderr, "kiln: --trace-nonfinite: %s\n", err.message);
+            goto done;
+        }
+    }
     if (n_bad) {
         fprintf(stderr, "kiln: check-grad: %d gradient%s differ%s from "
                 "finite differences by more than %g\n", n_bad,
@@ -1140,6 +1198,8 @@ done:
     free(out);
     free(times);
     free(rows);
+    kiln_graph_free(g);
+    kiln_json_data_free(bound);
     kiln_cli_function_free(f, status);
     return status;
 }
@@ -1232,6 +1292,8 @@ static int dispatch(int argc, char **argv)
         return kiln_cli_policy(argc - 2, argv + 2);
     if (strcmp(cmd, "bridgestan") == 0)
         return kiln_cli_bridgestan(argc - 2, argv + 2);
+    if (strcmp(cmd, "model") == 0)
+        return kiln_cli_model(argc - 2, argv + 2);
     fprintf(stderr, "kiln: unknown command '%s'\n%s", cmd, usage_text);
     return 2;
 }

@@ -14,6 +14,7 @@
 
 #include "ir.h"             /* the graph's outputs, for --logp */
 #include "loader.h"         /* kiln_loader_build_top */
+#include "trust.h"          /* the template is opened as code is */
 
 #include <kiln/graph.h>
 #include <kiln/kiln.h>
@@ -36,16 +37,11 @@ static const char bs_usage[] =
 
 /* The whole regular file at path, NUL-terminated, at most `max` bytes.
  * NULL with a message in why. */
-static char *slurp(const char *path, uint64_t max, size_t *len, char *why,
-                   size_t why_size)
+static char *slurp_fd(int fd, const char *path, uint64_t max, size_t *len,
+                      char *why, size_t why_size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     char *buf = NULL;
-    if (fd < 0) {
-        snprintf(why, why_size, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(why, why_size, "%s: not a regular file", path);
         goto out;
@@ -81,6 +77,17 @@ out:
     return buf;
 }
 
+static char *slurp(const char *path, uint64_t max, size_t *len, char *why,
+                   size_t why_size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        snprintf(why, why_size, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    return slurp_fd(fd, path, max, len, why, why_size);   /* closes fd */
+}
+
 /* The template library: $KILN_BRIDGESTAN_TEMPLATE (the caller's
  * environment may name code; a model may not), else the one built beside
  * this libkiln when it runs from its build tree, else the installed one. */
@@ -98,6 +105,46 @@ static const char *find_template(char *buf, size_t size)
     }
     snprintf(buf, size, "%s", KILN_PKGLIB_DIR "/bridgestan.so");
     return buf;
+}
+
+/* The output's directory ("." for a bare name) into buf. */
+static void dir_of(const char *path, char *buf, size_t size);
+
+/* Open the template under core/trust.h's rule -- every model library made
+ * from it runs its code: its directory with every ancestor checked, then
+ * the file by descriptor, which is what is read.  The fd, or -1 with a
+ * message in why. */
+static int open_template(const char *tmpl, char *why, size_t size)
+{
+    char abs[PATH_MAX + 2], dir[PATH_MAX + 2], w[8400], cwd[PATH_MAX];
+    size_t tl = strlen(tmpl), cl = 0;
+    if (tmpl[0] != '/' && getcwd(cwd, sizeof cwd))
+        cl = strlen(cwd) + 1;
+    if ((tmpl[0] != '/' && !cl) || cl + tl >= PATH_MAX) {
+        snprintf(why, size, "cannot resolve %.200s", tmpl);
+        return -1;
+    }
+    if (cl) {                   /* CWD/TEMPLATE */
+        memcpy(abs, cwd, cl - 1);
+        abs[cl - 1] = '/';
+    }
+    memcpy(abs + cl, tmpl, tl + 1);
+    dir_of(abs, dir, sizeof dir);
+    const char *base = strrchr(abs, '/') + 1;
+    int dfd = kiln_trust_open_dir(-1, NULL, dir, 1, w, sizeof w);
+    int fd = dfd < 0 ? dfd : kiln_trust_open_file(dfd, dir, base, 1, 1, w,
+                                                  sizeof w);
+    if (dfd >= 0)
+        close(dfd);
+    /* (a message cut at `size` is still one clear line) */
+    int n = 0;
+    if (fd == -1)
+        n = snprintf(why, size, "cannot open %.1500s: %s", tmpl,
+                     strerror(ENOENT));
+    else if (fd < 0)
+        n = snprintf(why, size, "refusing %.1500s: %.2000s", tmpl, w);
+    (void)n;
+    return fd;
 }
 
 /* 1 when a and b name the same existing file. */
@@ -125,7 +172,8 @@ static void dir_of(const char *path, char *buf, size_t size)
  * all.  0, or 1 with a message on stderr. */
 static int write_library(const char *out, size_t tmpl_len,
                          const char *tmpl_bytes, const char *text,
-                         size_t text_len, const char *meta, size_t meta_len)
+                         size_t text_len, const unsigned char *data,
+                         size_t data_len, const char *meta, size_t meta_len)
 {
     char dir[PATH_MAX], tmp[PATH_MAX + 32];
     dir_of(out, dir, sizeof dir);
@@ -141,9 +189,10 @@ static int write_library(const char *out, size_t tmpl_len,
                 dir, strerror(errno));
         return 1;
     }
-    bst_footer f = {text_len, meta_len, 0, BST_VERSION};
-    f.checksum = bst_fnv1a(bst_fnv1a(BST_FNV_INIT, text, text_len), meta,
-                           meta_len);
+    bst_footer f = {text_len, meta_len, 0, BST_VERSION, (uint32_t)data_len};
+    f.checksum = bst_fnv1a(bst_fnv1a(bst_fnv1a(BST_FNV_INIT, text, text_len),
+                                     data, data_len),
+                           meta, meta_len);
     unsigned char foot[BST_FOOTER];
     bst_footer_encode(foot, &f);
     mode_t mask = umask(0);
@@ -151,6 +200,7 @@ static int write_library(const char *out, size_t tmpl_len,
     FILE *fp = fdopen(fd, "wb");
     if (!fp || fwrite(tmpl_bytes, 1, tmpl_len, fp) != tmpl_len ||
         fwrite(text, 1, text_len, fp) != text_len ||
+        (data_len && fwrite(data, 1, data_len, fp) != data_len) ||
         fwrite(meta, 1, meta_len, fp) != meta_len ||
         fwrite(foot, 1, sizeof foot, fp) != sizeof foot ||
         fflush(fp) != 0 || fchmod(fd, 0755 & ~mask) != 0 || fsync(fd) != 0) {
@@ -169,6 +219,117 @@ static int write_library(const char *out, size_t tmpl_len,
         unlink(tmp);
         return 1;
     }
+    return 0;
+}
+
+/* The data region (bs_trailer.h): every data file the model's shared
+ * values read (npy(), csv(), json(); a file named twice is bound once),
+ * by the path the parser resolves against base_dir, with its bytes.
+ * *nfiles counts them.  0, or 1 with a message on stderr. */
+static int bind_data(const kiln_graph *g, const char *base_dir,
+                     unsigned char **data, size_t *len, int *nfiles)
+{
+    unsigned char *d = NULL;
+    size_t n = 0;
+    int rc = 1;
+    *nfiles = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const char *src = g->nodes[i].source;
+        const char *q = src ? strchr(src, '"') : NULL;
+        if (!q)
+            continue;
+        /* the file name: the first string of `kind("path"[, "col"])`,
+         * escaped with backslashes (core/parse.c, put_escaped) */
+        char name[PATH_MAX], full[2 * PATH_MAX + 2], why[PATH_MAX + 200];
+        size_t k = 0;
+        for (q++; *q && *q != '"' && k + 1 < sizeof name; q++) {
+            if (*q == '\\' && q[1])
+                q++;
+            name[k++] = *q;
+        }
+        name[k] = '\0';
+        if (name[0] == '/')
+            snprintf(full, sizeof full, "%s", name);
+        else
+            snprintf(full, sizeof full, "%s/%s", base_dir, name);
+        int seen = 0;
+        for (uint64_t at = 0; at < n && !seen;) {
+            const char *path;
+            const unsigned char *bytes;
+            uint64_t size;
+            if (bst_data_next(d, n, &at, &path, &bytes, &size) != 1)
+                break;
+            seen = strcmp(path, full) == 0;
+        }
+        if (seen)
+            continue;
+        size_t flen = 0;
+        char *bytes = slurp(full, BST_DATA_MAX, &flen, why, sizeof why);
+        if (!bytes) {
+            fprintf(stderr, "kiln: bridgestan: binding data file: %s\n", why);
+            goto out;
+        }
+        size_t add = strlen(full) + 1 + 8 + flen;
+        if (n + add > BST_DATA_MAX) {
+            fprintf(stderr, "kiln: bridgestan: the model's data files are "
+                    "over %llu bytes in all; a library binds at most that "
+                    "much\n", (unsigned long long)BST_DATA_MAX);
+            free(bytes);
+            goto out;
+        }
+        unsigned char *nd = realloc(d, n + add);
+        if (!nd) {
+            fputs("kiln: out of memory\n", stderr);
+            free(bytes);
+            goto out;
+        }
+        d = nd;
+        memcpy(d + n, full, strlen(full) + 1);
+        n += strlen(full) + 1;
+        bst_put(d + n, flen, 8);
+        memcpy(d + n + 8, bytes, flen);
+        n += 8 + flen;
+        free(bytes);
+        (*nfiles)++;
+    }
+    rc = 0;
+out:
+    if (rc) {
+        free(d);
+        d = NULL;
+        n = 0;
+    }
+    *data = d;
+    *len = n;
+    return rc;
+}
+
+/* Parse the model again from the bound data only, as the library will
+ * (memfiles_only): every file it reads must be among them.  0, or 1 with
+ * a message on stderr. */
+static int check_bound(const char *text, const char *model,
+                       const char *base_dir, const unsigned char *data,
+                       size_t data_len)
+{
+    kiln_memfile *mf = NULL;
+    kiln_read_options ro;
+    memset(&ro, 0, sizeof ro);
+    ro.struct_size = sizeof ro;
+    ro.memfiles_only = 1;
+    if (bst_data_memfiles(data, data_len, &mf, &ro.n_memfiles) != 0) {
+        fputs("kiln: out of memory\n", stderr);
+        return 1;
+    }
+    ro.memfiles = mf;
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string_opts(text, model, base_dir, &ro, &err);
+    free(mf);
+    if (!g) {
+        fprintf(stderr, "kiln: bridgestan: the data bound into the library "
+                "do not reproduce the model: %s\n", err.message);
+        return 1;
+    }
+    kiln_graph_free(g);
     return 0;
 }
 
@@ -245,6 +406,8 @@ int kiln_cli_bridgestan(int argc, char **argv)
     size_t text_len = 0, tmpl_len = 0, meta_len = 0;
     char *text = slurp(model, BST_TEXT_MAX, &text_len, why, sizeof why);
     char *tmpl_bytes = NULL, *meta = NULL;
+    unsigned char *data = NULL;
+    size_t data_len = 0;
     kiln_graph *g = NULL;
     int rc = 1;
     if (!text) {
@@ -303,7 +466,9 @@ int kiln_cli_bridgestan(int argc, char **argv)
     }
 
     /* the template: a shared library without a trailer */
-    tmpl_bytes = slurp(tmpl, (uint64_t)1 << 30, &tmpl_len, why, sizeof why);
+    int tfd = open_template(tmpl, why, sizeof why);
+    tmpl_bytes = tfd < 0 ? NULL : slurp_fd(tfd, tmpl, (uint64_t)1 << 30,
+                                           &tmpl_len, why, sizeof why);
     if (!tmpl_bytes) {
         fprintf(stderr, "kiln: bridgestan: no template library: %s (set "
                 "KILN_BRIDGESTAN_TEMPLATE to kiln's bridgestan.so)\n", why);
@@ -338,16 +503,31 @@ int kiln_cli_bridgestan(int argc, char **argv)
                 (unsigned long long)BST_META_MAX);
         goto out;
     }
-    if (write_library(out, tmpl_len, tmpl_bytes, text, text_len, meta,
-                      meta_len))
+    if (!bst_base_dir_ok(base_dir)) { /* realpath gives absolute paths */
+        fprintf(stderr, "kiln: bridgestan: %s: the model's directory is "
+                "not absolute\n", base_dir);
         goto out;
-    printf("%s: BridgeStan library of graph '%s' (%s), log density '%s'\n",
+    }
+    int nfiles = 0;
+    if (bind_data(g, base_dir, &data, &data_len, &nfiles))
+        goto out;
+    if (nfiles && check_bound(text, model, base_dir, data, data_len))
+        goto out;
+    if (write_library(out, tmpl_len, tmpl_bytes, text, text_len, data,
+                      data_len, meta, meta_len))
+        goto out;
+    printf("%s: BridgeStan library of graph '%s' (%s), log density '%s'",
            out, kiln_graph_name(g), abs, chosen);
+    if (nfiles)
+        printf("; %d data file%s bound into it (%zu bytes)", nfiles,
+               nfiles > 1 ? "s" : "", data_len);
+    putchar('\n');
     rc = 0;
 out:
     kiln_graph_free(g);
     free(text);
     free(tmpl_bytes);
     free(meta);
+    free(data);
     return rc;
 }

@@ -80,4 +80,50 @@ int kiln_cli_compile(int argc, char **argv);
 /* kiln run --json: the "tiers" array, one object per kernel.  0, or -1. */
 int kiln_cli_tier_json(const kiln_function *f, FILE *out);
 
+/* ---- kiln model and helpers for names (tools/kiln_model.c) ------------ */
+
+#include <kiln/graph.h>
+#include <kiln/io.h>
+
+/* kiln model FILE.kg [--data D.json] [-i NAME=V]... ...: the log density
+ * and gradient over the unconstrained parameters (docs/kiln.1). */
+int kiln_cli_model(int argc, char **argv);
+
+/* 0 when the backend `name` can be loaded (the loader's lines about
+ * files refused on the way on stderr unless quiet); else 1 after one
+ * line on stderr, quiet or not: why (not found, with the directories
+ * searched, or why a file that is there was refused), the closest
+ * installed name and the installed names.  For a backend the user named
+ * (--backend): never a fallback. */
+int kiln_cli_require_backend(const char *name, int quiet);
+
+/* The size an integer scalar data variable named `symbol` gives that
+ * symbol (Stan's `int<lower=0> J`), or -1 (d NULL, no such variable, not
+ * a non-negative integer scalar). */
+int64_t kiln_cli_data_symbol(const kiln_json_data *d, const char *symbol);
+
+/* 1 after one line on stderr when a shared value of g has no value and
+ * the data d has no variable for it (naming the closest variable and
+ * what d has), else 0. */
+int kiln_cli_data_missing(const kiln_graph *g, const kiln_json_data *d);
+
+/* The message for -i NAME (len bytes) that is no input of f: for a
+ * bounded parameter of g (may be NULL), that its input is NAME_unc and
+ * the transform; else the closest input name and the inputs. */
+void kiln_cli_no_input(const kiln_function *f, const kiln_graph *g,
+                       const char *name, size_t len);
+
+/* splitmix64: the next uniform double in [0, 1) of the generator whose
+ * state is *state (--random-inputs SEED: the same values on every
+ * machine). */
+double kiln_cli_uniform(uint64_t *state);
+
+/* Parse a -i VALUE (a number, a list [..], @file.npy, @file.csv:column)
+ * for input `name` of dtype dt, rank and dims (-1 or a symbol id for a
+ * symbolic dim) into *t (data malloc'd; the caller frees it).  Files are
+ * read under `data`.  0, or -1 with one line on stderr (tools/kiln.c). */
+int kiln_cli_parse_value(const char *name, kiln_dtype dt, int rank,
+                         const int64_t *dims, const char *value,
+                         const kiln_read_options *data, kiln_tensor *t);
+
 #endif

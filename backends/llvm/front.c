@@ -10,6 +10,16 @@
  * from the disk cache therefore pays neither libLLVM's ~29 ms of loading
  * nor its ~49 MB.
  *
+ * The compiler module is code like a plugin, and is trusted the same way
+ * (core/trust.h, linked into this plugin as its own copy of libkiln's
+ * code): this plugin's directory (the real path of the file it was loaded
+ * from) is opened and checked with every ancestor, llvm_codegen.so is
+ * opened in it by descriptor and checked, and that one descriptor is both
+ * hashed for build_id and, later, dlopen'ed ("/proc/self/fd/N").  When
+ * the module is there but refused, the entry fails with one line saying
+ * which file and why, and the host falls back as for any plugin that
+ * cannot be used.
+ *
  * build_id: "llvm-N/cg-HASH" where HASH is XXH3-64 of the compiler
  * module's file, so that a rebuilt code generator gets a new cache
  * directory even though this file did not change (the host hashes this
@@ -17,7 +27,12 @@
  */
 #include "codegen.h"
 #include "objload.h"
+#include "trust.h"
 #include "target.c"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -32,44 +47,73 @@ const kiln_backend *kiln_backend_entry(uint32_t host_abi_major,
 static pthread_once_t kl_cg_once = PTHREAD_ONCE_INIT;
 static pthread_once_t kl_id_once = PTHREAD_ONCE_INIT;
 static const kl_codegen_table *kl_cg;
-static char kl_cg_why[4400];
-static char kl_cg_path[4096];
+static char kl_cg_why[PATH_MAX + 8600];
+static char kl_cg_path[PATH_MAX + 32];
 static char kl_build_id[64];
+static int kl_cg_fd = -1;       /* the checked module; open for good */
+static int kl_cg_refused;       /* there, but refused: the entry fails */
 
-/* llvm_codegen.so in the directory this plugin was loaded from. */
+/* Open llvm_codegen.so in the directory this plugin's file lies in (the
+ * real path: the host loads plugins through /proc/self/fd/N) under
+ * trust.h's rule, into kl_cg_fd; or say why not in kl_cg_why. */
 static void kl_cg_locate(void)
 {
     Dl_info info;
     void *self;
+    char real[PATH_MAX], why[8400];
     kiln_backend_entry_fn e = kiln_backend_entry;
     memcpy(&self, &e, sizeof self);
-    if (!dladdr(self, &info) || !info.dli_fname) {
+    if (!dladdr(self, &info) || !info.dli_fname ||
+        !realpath(info.dli_fname, real) || !strrchr(real, '/')) {
         kl_cg_path[0] = '\0';
+        snprintf(kl_cg_why, sizeof kl_cg_why, "llvm: cannot locate the "
+                 "compiler module llvm_codegen.so");
         return;
     }
-    const char *slash = strrchr(info.dli_fname, '/');
-    int dir = slash ? (int)(slash - info.dli_fname) : 1;
-    snprintf(kl_cg_path, sizeof kl_cg_path, "%.*s/llvm_codegen.so", dir,
-             slash ? info.dli_fname : ".");
+    char *slash = strrchr(real, '/');
+    if (slash == real)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    snprintf(kl_cg_path, sizeof kl_cg_path, "%s/llvm_codegen.so",
+             slash == real ? "" : real);
+    int dfd = kiln_trust_open_dir(-1, NULL, real, 1, why, sizeof why);
+    int fd = dfd < 0 ? dfd : kiln_trust_open_file(dfd, real,
+                                                  "llvm_codegen.so", 1, 1,
+                                                  why, sizeof why);
+    if (dfd >= 0)
+        close(dfd);
+    if (fd >= 0) {
+        kl_cg_fd = fd;
+        return;
+    }
+    /* a missing module is no refusal: kernels may all come from caches */
+    kl_cg_refused = fd == -2 || (dfd == -2 && access(kl_cg_path, F_OK) == 0);
+    if (kl_cg_refused)
+        snprintf(kl_cg_why, sizeof kl_cg_why, "llvm: refusing the compiler "
+                 "module %s: %s", kl_cg_path, why);
+    else
+        snprintf(kl_cg_why, sizeof kl_cg_why, "llvm: cannot load the "
+                 "compiler module %s: %s", kl_cg_path, strerror(ENOENT));
 }
 
 static void kl_id_init(void)
 {
     kl_cg_locate();
     uint64_t h = 0;
-    int fd = kl_cg_path[0] ? open(kl_cg_path, O_RDONLY | O_CLOEXEC) : -1;
-    XXH3_state_t *st = fd >= 0 ? XXH3_createState() : NULL;
+    XXH3_state_t *st = kl_cg_fd >= 0 ? XXH3_createState() : NULL;
     if (st) {
         XXH3_64bits_reset(st);
         char buf[65536];
         ssize_t n;
-        while ((n = read(fd, buf, sizeof buf)) > 0)
+        off_t off = 0;
+        while ((n = pread(kl_cg_fd, buf, sizeof buf, off)) > 0) {
             XXH3_64bits_update(st, buf, (size_t)n);
+            off += n;
+        }
         h = XXH3_64bits_digest(st);
         XXH3_freeState(st);
     }
-    if (fd >= 0)
-        close(fd);
     if (h)
         snprintf(kl_build_id, sizeof kl_build_id, "%s/cg-%016llx",
                  KL_BUILD_ID, (unsigned long long)h);
@@ -92,12 +136,13 @@ static void kl_id_once_init(void)
 static void kl_cg_open(void)
 {
     pthread_once(&kl_id_once, kl_id_once_init);
-    if (!kl_cg_path[0]) {
-        snprintf(kl_cg_why, sizeof kl_cg_why, "llvm: cannot locate the "
-                 "compiler module llvm_codegen.so");
-        return;
-    }
-    void *h = dlopen(kl_cg_path, RTLD_NOW | RTLD_LOCAL);
+    if (kl_cg_fd < 0)
+        return;             /* kl_cg_why says why */
+    /* the descriptor that was checked and hashed is what is loaded; it
+     * stays open (the dynamic loader knows the module by its name) */
+    char self[64];
+    kiln_trust_fd_path(kl_cg_fd, self, sizeof self);
+    void *h = dlopen(self, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
         snprintf(kl_cg_why, sizeof kl_cg_why, "llvm: cannot load the "
@@ -244,5 +289,10 @@ const kiln_backend *kiln_backend_entry(uint32_t host_abi_major,
         return NULL;
     }
     pthread_once(&kl_id_once, kl_id_once_init);
+    if (kl_cg_refused) {
+        if (errbuf && errbuf_size)
+            snprintf(errbuf, errbuf_size, "%s", kl_cg_why);
+        return NULL;
+    }
     return &kl_backend;
 }

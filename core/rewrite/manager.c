@@ -10,6 +10,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "rewrite/rewrite.h"
+#include "suggest.h"
 
 #include <kiln/policy.h>
 #include <stddef.h>
@@ -89,13 +90,22 @@ int kiln_rw_parse_passes(const char *spec, unsigned *mask, kiln_err *err)
             continue;
         }
         int i = lookup(s, len);
-        if (i < 0)
+        if (i < 0) {
+            kiln_suggestion sg;
+            char hint[96];
+            kiln_suggest_init(&sg, s, len);
+            for (int k = 0; k < KILN_PASS_COUNT; k++)
+                kiln_suggest_offer(&sg, names[k]);
+            kiln_suggest_offer(&sg, "all");
+            kiln_suggest_offer(&sg, "none");
             return kiln_seterr(err, KILN_ERR_ARG,
-                               "unknown pass '%.*s%s' (expected all, none, "
+                               "unknown pass '%.*s%s'%s (expected all, none, "
                                "or names, each optionally with - or +: "
                                "canonicalize, fold, cse, promote, "
                                "join_slices, pairwise, fuse)",
-                               shown, s, more);
+                               shown, s, more,
+                               kiln_suggest_text(&sg, hint, sizeof hint));
+        }
         if (sign < 0)
             m &= ~(1u << i);
         else

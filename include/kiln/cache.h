@@ -122,15 +122,24 @@ typedef struct kiln_cache kiln_cache;
 
 /* Open the user cache at `dir` (NULL: $KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln
  * or ~/.cache/kiln), creating it with mode 0700 when `create` is 1.  The
- * directory must be owned by the user and not writable by group or others.
+ * directory must be owned by the user and not writable by group or others,
+ * and every directory above it (and any symlink's directory on the way)
+ * owned by root or the user and not writable by group or others unless
+ * sticky (docs/cache.md, "Who is trusted for what").  The directory is
+ * opened once, here; the handle keeps its descriptor and every later
+ * operation works below it, whatever happens to the path.
  * Errors: KILN_ERR_IO (cannot create, no home directory, not a directory),
- * wrong owner or permissions (KILN_ERR_IO too; the message names the path),
- * KILN_ERR_NOMEM.  Free with kiln_cache_close. */
+ * wrong owner or permissions of it or of an ancestor (KILN_ERR_IO too; the
+ * message names the path and the directory at fault), KILN_ERR_NOMEM.
+ * Holds one file descriptor until kiln_cache_close.  Free with
+ * kiln_cache_close. */
 kiln_cache *kiln_cache_open(const char *dir, int create, kiln_err *err);
 
 /* Open a read-only (site) cache at `dir`, an absolute path, which must
  * exist, be a directory owned by the user or root and not writable by
- * group or others.  Entries are checked with the same rules (user or root).
+ * group or others, below directories that pass the same ancestor check as
+ * kiln_cache_open's.  Entries are checked with the same rules (user or
+ * root).
  * kiln_cache_list and kiln_cache_verify work on it (verify never removes
  * anything from it); kiln_cache_prune and kiln_cache_clear refuse it with
  * KILN_ERR_IO.  Errors: KILN_ERR_ARG (dir NULL or ""), KILN_ERR_IO (a
