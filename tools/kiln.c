@@ -52,6 +52,7 @@ static const char *usage_text =
     "                [--inputs POINT.json] [--random-inputs SEED]\n"
     "                [--no-jacobian] [--check-grad] [--trace-nonfinite]\n"
     "                [--backend NAME] [--policy POLICY.yaml] [--json]\n"
+    "       kiln compile FILE.kg [--data DATA.json] [--policy POLICY.yaml]\n"
     "                [--quiet]\n"
     "       kiln cache stats | list | verify [--remove] |\n"
     "                  prune [--max-size SIZE] | clear\n"
@@ -1052,16 +1053,13 @@ static int run_with(int argc, char **argv, const char **assign)
             goto done;
         }
     }
-    /* --tier-wait: the tier-1 compiles queued so far (kernels the rules
-     * sent to a tier-1 backend) finish before the timed calls */
+    /* --tier-wait: every kernel with a tier-1 backend is compiled (into
+     * the disk cache) before the timed calls, or the time is up */
     double tier_wait_ms = 0;
     if (tier_wait >= 0) {
         double w0 = now_ms();
-        int late = kiln_function_tier_wait(f, tier_wait) == 1;
+        (void)kiln_cli_tier_wait(f, tier_wait, quiet);
         tier_wait_ms = now_ms() - w0;
-        if (late && !quiet)
-            fprintf(stderr, "kiln: --tier-wait: tier-1 compiles still running "
-                    "after %g s; the calls are timed anyway\n", tier_wait);
     }
     for (int r = 0; r < repeat; r++) {
         double s = now_ms();
@@ -1167,8 +1165,10 @@ static int run_with(int argc, char **argv, const char **assign)
                "(%d call%s, %d kernel%s)\n", compile_ms, first, median, repeat,
                repeat == 1 ? "" : "s", kiln_function_n_kernels(f),
                kiln_function_n_kernels(f) == 1 ? "" : "s");
-        if (kiln_cli_tier_report(f, stdout, tier_report,
-                                 tiers == KILN_TIERS_BASELINE)) {
+        if (!tier_report && !quiet)     /* one line; --tier-report: each */
+            kiln_cli_tier_summary(f, stderr);
+        if (tier_report && kiln_cli_tier_report(f, stdout, 1,
+                                                tiers == KILN_TIERS_BASELINE)) {
             fprintf(stderr, "kiln: no tier information for the kernels\n");
             goto done;
         }
@@ -1286,6 +1286,8 @@ static int dispatch(int argc, char **argv)
         return kiln_cli_explain(argc - 2, argv + 2);
     if (strcmp(cmd, "cache") == 0)
         return kiln_cli_cache(argc - 2, argv + 2);
+    if (strcmp(cmd, "compile") == 0)
+        return kiln_cli_compile(argc - 2, argv + 2);
     if (strcmp(cmd, "policy") == 0)
         return kiln_cli_policy(argc - 2, argv + 2);
     if (strcmp(cmd, "bridgestan") == 0)
