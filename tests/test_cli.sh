@@ -153,8 +153,12 @@ ok $? "--random-inputs keeps the sizes --data fixes (theta_t: J = 8): $(head -1 
 printf 'kiln 1\ngraph t\n  input a: f64[5]\n  shared g: i64[n]\n  y_hat = mul(a[g], 2)\n  output s = sum(y_hat)\nend\n' >"$tmp/idx.kg"
 printf '{"g": [0, 5]}' >"$tmp/idx.json"
 "$kiln" run "$tmp/idx.kg" --data "$tmp/idx.json" --random-inputs 1 >"$tmp/out" 2>&1
-[ $? = 1 ] && grep -q "(take, in computing 'y_hat'): index 5 is out of bounds for axis 0 with size 5" "$tmp/out"
-ok $? "an index out of bounds names the value it was computing: $(cat "$tmp/out")"
+[ $? = 1 ] && grep -q "(take, in computing 'y_hat', .kg line 5): index 5 is out of bounds for axis 0 with size 5 (kiln's indices are 0-based, 0 to size-1: for 1-based data, index with sub(i, 1))" "$tmp/out"
+ok $? "an index out of bounds names the value it was computing, its line, and (one past the end) that indices are 0-based: $(cat "$tmp/out")"
+printf '{"g": [0, 7]}' >"$tmp/idx.json"
+"$kiln" run "$tmp/idx.kg" --data "$tmp/idx.json" --random-inputs 1 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "with size 5\$" "$tmp/out"
+ok $? "an index further out gets no 0-based hint: $(cat "$tmp/out")"
 # --data: a shared value the file lacks is named, with what the file has;
 # bad data is named
 printf '{"y": [28, 8, -3, 7, -1, 1, 18, 12]}' >"$tmp/d.json"
@@ -305,7 +309,7 @@ printf '\357\273\277kiln 1\ngraph g\n input x: f64\n output o = exp(x)\nend\n' >
 printf 'kiln 1\ngraph g\n output o = zeros(shape=[100000, 100000, 100000])\nend\n' >"$tmp/huge.kg"
 # (under AddressSanitizer, which aborts on such a size unless told not to)
 ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1" "$kiln" run "$tmp/huge.kg" >"$tmp/out" 2>&1
-[ $? = 1 ] && grep -qx "kiln: node 'o' (zeros): out of memory (8000000000000000 bytes)" "$tmp/out"
+[ $? = 1 ] && grep -qx "kiln: node 'o' (zeros, .kg line 3): out of memory (8000000000000000 bytes)" "$tmp/out"
 ok $? "a failed allocation names the node: $(cat "$tmp/out")"
 
 # --- trust: what a model's data and a -i value can make kiln do (issue 13) ---

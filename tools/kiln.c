@@ -670,6 +670,18 @@ static int cmd_check(int argc, char **argv)
     return 0;
 }
 
+void kiln_cli_data_error(const char *path, const char *message)
+{
+    size_t n = path ? strlen(path) : 0;
+    const char *ext = n > 4 ? path + n - 4 : "";
+    int file = strcmp(ext, ".csv") == 0 || strcmp(ext, ".CSV") == 0 ||
+               strcmp(ext, ".npy") == 0;
+    fprintf(stderr, "kiln: --data: %s%s\n", message,
+            file ? " (--data takes CmdStan JSON; a CSV column or .npy "
+                   "file is read in the model: shared y: f64[N] = "
+                   "csv(\"FILE.csv\", \"y\"), npy(\"FILE.npy\"))" : "");
+}
+
 /* --data FILE.json: every shared value of g without a value that the file
  * has is bound from it (core/json.c).  The data (kept for the sizes of
  * --random-inputs; the caller frees it), or NULL with a message. */
@@ -679,7 +691,7 @@ static kiln_json_data *bind_data(kiln_graph *g, const char *path,
     kiln_err err = {0, ""};
     kiln_json_data *d = kiln_json_data_read(path, opt, &err);
     if (!d || kiln_json_data_bind_graph(g, d, NULL, &err)) {
-        fprintf(stderr, "kiln: --data: %s\n", err.message);
+        kiln_cli_data_error(path, err.message);
         kiln_json_data_free(d);
         return NULL;
     }
@@ -1274,6 +1286,12 @@ static int dispatch(int argc, char **argv)
         fputs(usage_text, stdout);
         return 0;
     }
+    /* `kiln run --help` and the like: the manual's summary, not an error */
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 2, argv + 2);
     if (strcmp(cmd, "emit-c") == 0)
@@ -1294,6 +1312,17 @@ static int dispatch(int argc, char **argv)
         return kiln_cli_bridgestan(argc - 2, argv + 2);
     if (strcmp(cmd, "model") == 0)
         return kiln_cli_model(argc - 2, argv + 2);
-    fprintf(stderr, "kiln: unknown command '%s'\n%s", cmd, usage_text);
+    static const char *const commands[] = {
+        "run", "model", "compile", "check", "explain", "cache", "policy",
+        "bridgestan", "emit-c", "emit-llvm", "help", "version"};
+    const char *near = kiln_suggest(cmd, commands,
+                                    (int)(sizeof commands / sizeof *commands));
+    char quoted[EXCERPT_SIZE(EXCERPT_MAX)];
+    excerpt(quoted, sizeof quoted, cmd, strlen(cmd), EXCERPT_MAX);
+    if (near)
+        fprintf(stderr, "kiln: unknown command '%s'; did you mean '%s'?\n%s",
+                quoted, near, usage_text);
+    else
+        fprintf(stderr, "kiln: unknown command '%s'\n%s", quoted, usage_text);
     return 2;
 }

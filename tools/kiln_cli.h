@@ -126,4 +126,9 @@ int kiln_cli_parse_value(const char *name, kiln_dtype dt, int rank,
                          const int64_t *dims, const char *value,
                          const kiln_read_options *data, kiln_tensor *t);
 
+/* Print "kiln: --data: MESSAGE" for a --data PATH that could not be read
+ * or bound, with a hint when PATH names a CSV or .npy file (--data takes
+ * CmdStan JSON; such files are read by the model's csv()/npy()). */
+void kiln_cli_data_error(const char *path, const char *message);
+
 #endif

@@ -160,7 +160,7 @@ int kiln_cli_compile(int argc, char **argv)
         int bad = !d || kiln_json_data_bind_graph(g, d, NULL, &err);
         kiln_json_data_free(d);
         if (bad) {
-            fprintf(stderr, "kiln: --data: %s\n", err.message);
+            kiln_cli_data_error(data_json, err.message);
             goto out;
         }
     }
