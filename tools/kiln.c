@@ -66,7 +66,8 @@ static const char *usage_text =
     "       kiln --version | --help\n"
     "\n"
     "VALUE is a number, a list [..] (nested for rank > 1), @file.npy or\n"
-    "@file.csv:column.  A number fills an input of static shape.\n"
+    "@file.csv:column.  A number fills an input of static shape (or one\n"
+    "whose dims --data sizes).\n"
     "See man kiln.\n";
 
 /* A short, escaped excerpt of a command-line value for a message: a -i
@@ -460,14 +461,45 @@ int kiln_cli_parse_value(const char *name, kiln_dtype dt, int rank,
 /* Parse VALUE for input idx of f (kiln_cli_parse_value with its declared
  * type).  Returns 0 or -1 with a message printed. */
 static int load_value(const kiln_function *f, int idx, const char *value,
-                      const kiln_read_options *data, kiln_tensor *t)
+                      const kiln_read_options *data, const kiln_json_data *d,
+                      kiln_tensor *t)
 {
     kiln_dtype dt;
     int rank;
     int64_t dims[KILN_MAX_RANK];
-    kiln_function_input_type(f, idx, &dt, &rank, dims, NULL);
-    return kiln_cli_parse_value(kiln_function_input_name(f, idx), dt, rank,
-                                dims, value, data, t);
+    const char *syms[KILN_MAX_RANK];
+    const char *from[KILN_MAX_RANK];
+    kiln_function_input_type(f, idx, &dt, &rank, dims, syms);
+    /* a symbol the data sizes (a bound shared value, or an integer scalar
+     * of the symbol's name in --data, as kiln model reads it) is that
+     * size: a number fills it, and a list must have it */
+    for (int k = 0; k < rank; k++) {
+        from[k] = NULL;
+        if (dims[k] >= 0 || !syms[k])
+            continue;
+        int64_t size = kiln_function_symbol_size(f, syms[k]);
+        from[k] = "a shared value";
+        if (size < 0) {
+            size = kiln_cli_data_symbol(d, syms[k]);
+            from[k] = "--data's integer of that name";
+        }
+        if (size >= 0)
+            dims[k] = size;
+        else
+            from[k] = NULL;
+    }
+    const char *name = kiln_function_input_name(f, idx);
+    if (kiln_cli_parse_value(name, dt, rank, dims, value, data, t))
+        return -1;
+    for (int k = 0; k < rank && k < t->rank; k++)
+        if (from[k] && t->rank == rank && t->shape[k] != dims[k]) {
+            fprintf(stderr, "kiln: input '%s': got %lld values along dim "
+                    "%d, but dim %d is '%s', which is %lld from %s\n", name,
+                    (long long)t->shape[k], k, k, syms[k],
+                    (long long)dims[k], from[k]);
+            return -1;
+        }
+    return 0;
 }
 
 /* splitmix64 → a uniform double in [0, 1): a tiny seeded generator so
@@ -1033,7 +1065,7 @@ static int run_with(int argc, char **argv, const char **assign)
                     kiln_function_input_name(f, idx));
             goto done;
         }
-        if (load_value(f, idx, eq + 1, &data, &in[idx]))
+        if (load_value(f, idx, eq + 1, &data, bound, &in[idx]))
             goto done;
     }
     /* --inputs POINT.json */
