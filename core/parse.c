@@ -2023,6 +2023,16 @@ static int stmt_output(parser *p)
     }
     if (end_of_statement(p))
         goto out;
+    /* a model's names (BridgeStan's param_names) must not repeat: a tp
+     * or gq output may not take a parameter's name */
+    for (int k = 0; kind != KILN_OUTPUT_PLAIN && k < p->g->n_params; k++)
+        if (strcmp(p->g->params[k].name, s) == 0) {
+            fail_at(p, name.line, name.col, KILN_ERR_NAME,
+                    "output %s '%s': a parameter has that name (a model's "
+                    "names must differ; name the output otherwise)",
+                    kind == KILN_OUTPUT_TP ? "tp" : "gq", s);
+            goto out;
+        }
     int was_named = p->g->nodes[v].name != NULL;
     if (kiln_graph_output(p->g, s, v, &p->e)) {
         /* output names are their own namespace; a duplicate is found by

@@ -591,6 +591,10 @@ static void test_errors(void)
         "  shared d: f64[3] = npy(\"a\\q\")", "end");
     ERR(P, "m.kg:4:14: unexpected character '@'", "unexpected character",
         "kiln 1", "graph m", "  input x: f64", "  y = add(x, @)", "end");
+    ERR(KILN_ERR_NAME, "m.kg:4:13: output tp 'mu': a parameter has that "
+        "name (a model's names must differ; name the output otherwise)",
+        "a tp output named like a parameter", "kiln 1", "graph m",
+        "  param mu: f64", "  output tp mu = exp(mu)", "end");
     /* Stan and NumPy habits: the hint says what kiln writes instead */
     ERR(P, "m.kg:4:10: unexpected character '+' (kiln has no operators: "
         "write add(a, b), sub, mul, div, pow; docs/stan-cheatsheet.md)",
