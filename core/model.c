@@ -22,6 +22,7 @@
  */
 #include "ir.h"
 #include "suggest.h"
+#include "excerpt.h"
 
 #include <kiln/cache.h>
 #include <kiln/model.h>
@@ -150,9 +151,14 @@ static int bind_data(kiln_graph *g, const kiln_json_data *d, int64_t *symsz,
             size_t k = 0;
             for (int j = 0; d && j < kiln_json_data_count(d) &&
                             k < sizeof has - 8; j++)
+            {
+                /* keys come from the data file: escaped (excerpt.h) */
+                const char *key = kiln_json_data_key(d, j);
+                char shown[EXCERPT_SIZE(EXCERPT_MAX)];
+                excerpt(shown, sizeof shown, key, strlen(key), EXCERPT_MAX);
                 k += (size_t)snprintf(has + k, sizeof has - k, "%s%s",
-                                      j ? ", " : " (it has: ",
-                                      kiln_json_data_key(d, j));
+                                      j ? ", " : " (it has: ", shown);
+            }
             if (k >= sizeof has - 8)
                 snprintf(has + sizeof has - 8, 8, ", ...");
             if (k)
