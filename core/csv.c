@@ -466,30 +466,25 @@ static int csv_parse_value(kiln_dtype dt, const char *s, size_t n, void *dst)
 
 /* ---- the column reader -------------------------------------------------- */
 
+/* The column is not in the header.  The header is the file's content
+ * (the file may be no CSV at all: csv("/etc/passwd", ...)), so it is not
+ * quoted: the message says how many fields it has and names one only when
+ * it is nearly the column asked for (a typo). */
 static int csv_no_column(csv_reader *r, const char *column,
                          const csv_record *hdr)
 {
-    /* the names joined with ", ", of which a short excerpt is shown */
-    char joined[CSV_HEADER_EXCERPT + 1], list[EXCERPT_SIZE(CSV_HEADER_EXCERPT)];
-    char name[EXCERPT_SIZE(EXCERPT_MAX)];
-    size_t used = 0;
-
-    for (size_t i = 0; i < hdr->nfields && used < sizeof joined; i++) {
-        size_t n = hdr->flen[i];
-        if (i) {
-            size_t k = sizeof joined - used < 2 ? sizeof joined - used : 2;
-            memcpy(joined + used, ", ", k);
-            used += k;
-        }
-        if (n > sizeof joined - used)
-            n = sizeof joined - used;
-        memcpy(joined + used, hdr->text + hdr->off[i], n);
-        used += n;
-    }
-    /* `joined` holds one byte more than is shown when there is more */
-    excerpt(list, sizeof list, joined, used, CSV_HEADER_EXCERPT);
-    return csv_err(r->err, KILN_ERR_NAME, "%s: no column '%s' (columns: %s)",
-                   r->path, CSV_SHOW(name, column, strlen(column)), list);
+    char name[EXCERPT_SIZE(EXCERPT_MAX)], near[EXCERPT_SIZE(EXCERPT_MAX)];
+    for (size_t i = 0; i < hdr->nfields; i++)
+        if (name_is_close(column, hdr->text + hdr->off[i], hdr->flen[i]))
+            return csv_err(r->err, KILN_ERR_NAME, "%s: no column '%s' "
+                           "(did you mean '%s'?)", r->path,
+                           CSV_SHOW(name, column, strlen(column)),
+                           CSV_SHOW(near, hdr->text + hdr->off[i],
+                                    hdr->flen[i]));
+    return csv_err(r->err, KILN_ERR_NAME, "%s: no column '%s' among the %zu "
+                   "field%s of its first line", r->path,
+                   CSV_SHOW(name, column, strlen(column)), hdr->nfields,
+                   hdr->nfields == 1 ? "" : "s");
 }
 
 static int csv_read(csv_reader *r, const char *column, kiln_dtype dtype,

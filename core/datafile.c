@@ -86,6 +86,41 @@ static const char *file_kind(mode_t m)
     return "not a regular file";
 }
 
+const kiln_memfile *data_memfile(const char *path,
+                                 const kiln_read_options *opt, int *only)
+{
+    *only = OPT_HAS(opt, memfiles_only) && opt->memfiles_only;
+    if (!OPT_HAS(opt, n_memfiles) || !opt->memfiles)
+        return NULL;
+    for (size_t i = 0; i < opt->n_memfiles; i++)
+        if (opt->memfiles[i].path && strcmp(opt->memfiles[i].path, path) == 0)
+            return &opt->memfiles[i];
+    return NULL;
+}
+
+/* Open a kiln_memfile as a stream (fmemopen wants at least one byte). */
+static int memfile_open(const char *path, const kiln_memfile *mf,
+                        uint64_t max, data_file *df, kiln_err *err)
+{
+    static const char empty[1] = { 0 };
+    if ((uint64_t)mf->size > max) {
+        char what[40];
+        snprintf(what, sizeof what, "%" PRIu64 " bytes", (uint64_t)mf->size);
+        return data_too_large(path, what, max, err);
+    }
+    df->f = mf->size ? fmemopen((void *)mf->data, mf->size, "rb")
+                     : fmemopen((void *)empty, 1, "rb");
+    if (!df->f)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "%s: cannot open: %s", path,
+                           strerror(errno));
+    if (!mf->size)
+        (void)fgetc(df->f); /* at the end: an empty file */
+    df->regular = 1;
+    df->size = (uint64_t)mf->size;
+    df->max = max;
+    return 0;
+}
+
 int data_open(const char *path, const kiln_read_options *opt, data_file *df,
               kiln_err *err)
 {
@@ -96,6 +131,13 @@ int data_open(const char *path, const kiln_read_options *opt, data_file *df,
 
     if ((rc = data_max_size(opt, &max, err)) != 0)
         return rc;
+    int only;
+    const kiln_memfile *mf = data_memfile(path, opt, &only);
+    if (mf)
+        return memfile_open(path, mf, max, df, err);
+    if (only)
+        return kiln_seterr(err, KILN_ERR_IO, "%s: not a data file bound into "
+                           "the model", path);
     /* Without allow_special, O_NONBLOCK: opening a FIFO with no writer
      * returns at once (and the FIFO is then refused) instead of waiting. */
     fd = open(path, O_RDONLY | O_CLOEXEC | (special ? 0 : O_NONBLOCK));

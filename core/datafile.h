@@ -29,12 +29,18 @@ int data_max_size(const kiln_read_options *opt, uint64_t *max,
  * blocking; without it the file is opened non-blocking, so that a FIFO
  * never blocks before it is refused.  A regular file larger than the
  * limit is refused before any byte is read.  Returns 0 with *df filled
- * (close df->f with fclose), or an error code with err set:
+ * (close df->f with fclose; a path among opt->memfiles is read from
+ * memory, see <kiln/io.h>), or an error code with err set:
  * KILN_ERR_IO ("<path>: cannot open: ...", "<path>: not a regular file
  * ...", "<path>: is a directory"), KILN_ERR_ARG (bad KILN_DATA_MAX_SIZE),
  * KILN_ERR_PARSE (over the size limit). */
 int data_open(const char *path, const kiln_read_options *opt, data_file *df,
               kiln_err *err);
+
+/* The entry of opt->memfiles for `path` (NULL: none); *only is set when
+ * opt->memfiles_only forbids reading other paths from disk. */
+const kiln_memfile *data_memfile(const char *path,
+                                 const kiln_read_options *opt, int *only);
 
 /* The error for a file over the limit: `what` says how much was found
  * ("2147483648 bytes", "more than 1024 bytes").  Returns KILN_ERR_PARSE. */

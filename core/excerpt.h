@@ -27,4 +27,11 @@
 const char *excerpt(char *buf, size_t size, const void *s, size_t n,
                     size_t max);
 
+/* 1 when `name` (n bytes) is close to `want` (a typo of it): an edit
+ * distance (insertions, deletions, substitutions, adjacent swaps) of at
+ * most 1 for names up to 4 bytes, 2 up to 8, else 3; names over 64 bytes
+ * are never close.  For "did you mean" hints that show a name only when
+ * it is nearly what the user wrote.  Thread-safe. */
+int name_is_close(const char *want, const char *name, size_t n);
+
 #endif

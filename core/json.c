@@ -426,15 +426,14 @@ static int leaf_number(json_object *o, jnum *v, unsigned char *kind)
     }
 }
 
-/* What a leaf that is not a number is: "a string ('abc')", "null", ... */
+/* What a leaf that is not a number is: "a string of 3 bytes", "null", ... */
 static const char *not_number_desc(json_object *o, char *buf, size_t size)
 {
-    char shown[EXCERPT_SIZE(EXCERPT_MAX)];
     switch (json_object_get_type(o)) {
     case json_type_string:
-        snprintf(buf, size, "a string ('%s')",
-                 SHOW(shown, json_object_get_string(o),
-                      (size_t)json_object_get_string_len(o)));
+        /* its content is not shown (a value of the file) */
+        snprintf(buf, size, "a string of %zu bytes",
+                 (size_t)json_object_get_string_len(o));
         break;
     case json_type_boolean:
         snprintf(buf, size, "a boolean (%s)",
@@ -608,7 +607,6 @@ static int json_c_error(const char *text, size_t len, size_t at,
                         const char *reason, const char *file, kiln_err *err)
 {
     int line, col;
-    char shown[EXCERPT_SIZE(12)];
     if (at > len)
         at = len;
     line_col(text, at, &line, &col);
@@ -618,9 +616,10 @@ static int json_c_error(const char *text, size_t len, size_t at,
     if (at >= len)
         return kiln_seterr(err, KILN_ERR_PARSE, "%s:%d:%d: %s", file, line,
                            col, reason);
-    return kiln_seterr(err, KILN_ERR_PARSE, "%s:%d:%d: %s (at '%s')", file,
-                       line, col, reason,
-                       excerpt(shown, sizeof shown, text + at, len - at, 12));
+    /* the text is not quoted: the file may be no JSON at all (a model
+     * may name any file) and its content stays out of messages */
+    return kiln_seterr(err, KILN_ERR_PARSE, "%s:%d:%d: %s", file, line, col,
+                       reason);
 }
 
 /* Parse into d (its file set); returns 0 or an error code. */

@@ -355,6 +355,12 @@ static int layout_params_at(kiln_model *m, const kiln_graph *g,
                                    "model: parameter '%s': lower bound %g is "
                                    "not below the upper bound %g", p->name,
                                    p->lo, p->hi);
+            if (p->has_lo && p->has_hi && !isfinite(p->hi - p->lo))
+                return kiln_seterr(err, KILN_ERR_ARG,
+                                   "model: parameter '%s': upper bound %g "
+                                   "minus lower bound %g overflows (the "
+                                   "width must be finite)", p->name, p->hi,
+                                   p->lo);
         }
     }
     return 0;
@@ -722,25 +728,32 @@ int kiln_model_log_density_hvp(const kiln_model *m, int jacobian,
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
     double *u = buf, *gp = buf + n, *gm = buf + 2 * n, dummy;
     int rc = kiln_model_log_density(m, jacobian, unc, lp, NULL, err);
+    /* H v is linear in v: differentiate along w = v / max|v| (max|w| = 1,
+     * so the step is well-defined however small or large v is) and scale
+     * back.  A NaN or infinite entry of v makes every entry NaN (fmax
+     * would skip a NaN). */
     double un = 0, vn = 0;
+    int bad_v = 0;
     for (int64_t i = 0; i < n; i++) {
         un = fmax(un, fabs(unc[i]));
+        if (!isfinite(v[i]))
+            bad_v = 1;
         vn = fmax(vn, fabs(v[i]));
     }
-    if (!rc && vn == 0) {
-        if (n)   /* hvp may be NULL when there are no values */
-            memset(hvp, 0, sizeof(double) * (size_t)n);
+    if (!rc && (vn == 0 || bad_v)) {
+        for (int64_t i = 0; i < n; i++) /* hvp may be NULL when n = 0 */
+            hvp[i] = bad_v ? NAN : 0.0;
     } else if (!rc) {
-        double h = FD_STEP * fmax(1.0, un) / vn;
+        double h = FD_STEP * fmax(1.0, un);
         for (int64_t i = 0; i < n; i++)
-            u[i] = unc[i] + h * v[i];
+            u[i] = unc[i] + h * (v[i] / vn);
         rc = kiln_model_log_density(m, jacobian, u, &dummy, gp, err);
         for (int64_t i = 0; i < n; i++)
-            u[i] = unc[i] - h * v[i];
+            u[i] = unc[i] - h * (v[i] / vn);
         if (!rc)
             rc = kiln_model_log_density(m, jacobian, u, &dummy, gm, err);
         for (int64_t i = 0; !rc && i < n; i++)
-            hvp[i] = (gp[i] - gm[i]) / (2 * h);
+            hvp[i] = (gp[i] - gm[i]) / (2 * h) * vn;
     }
     free(buf);
     return rc;

@@ -125,6 +125,16 @@ kiln_value kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype dt,
                     "bound %g", name, lower, upper);
         return -1;
     }
+    /* the transform divides by (and the Jacobian logs) upper - lower:
+     * a width that overflows gives inf and NaN */
+    if (lower_ref < 0 && upper_ref < 0 && has_lo && has_hi &&
+        !isfinite(upper - lower)) {
+        kiln_seterr(err, KILN_ERR_ARG,
+                    "param '%s': upper bound %g minus lower bound %g "
+                    "overflows (the width must be finite)", name, upper,
+                    lower);
+        return -1;
+    }
     kiln_param_rec r = {(char *)name, -1, -1, -1, has_lo ? lower_ref : -1,
                         has_hi ? upper_ref : -1, has_lo ? lower : -INFINITY,
                         has_hi ? upper : INFINITY};

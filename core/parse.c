@@ -1,6 +1,7 @@
 /*
  * parse.c — the `.kg` text format (docs/ir.md): a hand-written lexer and a
- * recursive-descent parser that drives the builder API of <kiln/graph.h>.
+ * recursive-descent parser (expressions: an explicit stack) that drives
+ * the builder API of <kiln/graph.h>.
  *
  * Every error is reported as "FILE:LINE:COL: message" (columns count
  * bytes from 1).  Syntax errors have code KILN_ERR_PARSE; errors found by
@@ -13,14 +14,15 @@
  * Costs: the text is scanned once; a call with n arguments costs O(n)
  * (argument lists are growable arrays, names are looked up in the graph's
  * hash map), so a join of thousands of values parses in linear time.
- * Expressions nest at most KG_MAX_DEPTH levels; deeper input is an error,
- * not a stack overflow.
+ * Expressions nest without recursion (an explicit stack of frames, see
+ * "the expression machine"): depth is bounded only by the text's size.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
 #include "ir.h"
 #include "composite.h"
+#include "datafile.h"
 #include <kiln/io.h>
 
 #include <errno.h>
@@ -33,7 +35,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define KG_MAX_DEPTH 1000
 #define KG_LIT_INT_MAX ((int64_t)1 << 53) /* exact in a literal's double */
 
 enum {
@@ -65,7 +66,6 @@ typedef struct parser {
     const kiln_read_options *data; /* the caller's limits on data files */
     kiln_graph *g;
     kiln_err e;
-    int depth;           /* expression nesting */
     int *def_line;       /* line where node i was named (0: unknown) */
     size_t def_cap;
     int *out_line;       /* line of output k */
@@ -687,29 +687,53 @@ typedef struct index_spec {
     int tensor_at;          /* -1: basic indexing */
     kiln_value tensor;
     int line, col;          /* the '[' */
+    int others_full;        /* every entry so far is ':' */
 } index_spec;
-
-static int parse_expr(parser *p, operand *o);
-static int parse_primary(parser *p, operand *o);
-static int enter(parser *p);
 
 static int starts_int(const parser *p)
 {
     return p->t.kind == T_INT || p->t.kind == T_MINUS;
 }
 
-static int parse_index(parser *p, index_spec *ix)
+/* Indexing `[...]` is parsed in steps, because a tensor entry is an
+ * expression, which the expression machine below parses (no recursion):
+ * idx_begin at the '[', then idx_entries, which stops at a tensor entry
+ * (IDX_EXPR: the caller parses it and hands it to idx_tensor) or after
+ * the ']' (IDX_DONE). */
+enum { IDX_DONE = 0, IDX_EXPR = 1, IDX_MORE = 2 };
+
+static int idx_begin(parser *p, index_spec *ix)
 {
     memset(ix, 0, sizeof *ix);
     ix->tensor_at = -1;
+    ix->others_full = 1;
     ix->line = p->t.line;
     ix->col = p->t.col;
-    int others_full = 1;
     if (advance(p))
         return -1;
     if (p->t.kind == T_RBRACK)
         return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                        "empty index '[]'");
+    return 0;
+}
+
+/* After an entry: ',' (IDX_MORE) or ']' (IDX_DONE, stepped over). */
+static int idx_next(parser *p, index_spec *ix)
+{
+    ix->n++;
+    if (p->t.kind == T_COMMA)
+        return advance(p) ? -1 : IDX_MORE;
+    if (p->t.kind != T_RBRACK)
+        return expected(p, "',' or ']' in the index");
+    if (ix->tensor_at >= 0 && !ix->others_full)
+        return fail_at(p, ix->line, ix->col, KILN_ERR_PARSE,
+                       "with a tensor index every other entry must be ':' "
+                       "(a full slice)");
+    return advance(p) ? -1 : IDX_DONE;
+}
+
+static int idx_entries(parser *p, index_spec *ix)
+{
     for (;;) {
         if (ix->n == KILN_MAX_RANK)
             return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
@@ -745,43 +769,39 @@ static int parse_index(parser *p, index_spec *ix)
                     }
                 }
                 if (e->has_start || e->has_stop || e->has_step)
-                    others_full = 0;
+                    ix->others_full = 0;
             } else {
                 e->kind = KILN_INDEX_INT;
                 e->start = a;
                 e->has_start = 1;
-                others_full = 0;
+                ix->others_full = 0;
             }
         } else if (p->t.kind == T_IDENT && !is_literal_word(&p->t)) {
             if (ix->tensor_at >= 0)
                 return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                                "at most one tensor index is allowed in "
                                "x[...]");
-            operand o;
-            if (parse_expr(p, &o) || materialize(p, &o))
-                return -1;
-            ix->tensor_at = ix->n;
-            ix->tensor = o.v;
-            e->kind = KILN_INDEX_SLICE; /* placeholder */
+            return IDX_EXPR;
         } else {
             return expected(p, "an index (an integer, a slice like 1:3 or an "
                                "integer tensor)");
         }
-        ix->n++;
-        if (p->t.kind == T_COMMA) {
-            if (advance(p))
-                return -1;
-            continue;
-        }
-        if (p->t.kind == T_RBRACK)
-            break;
-        return expected(p, "',' or ']' in the index");
+        int rc = idx_next(p, ix);
+        if (rc != IDX_MORE)
+            return rc;
     }
-    if (ix->tensor_at >= 0 && !others_full)
-        return fail_at(p, ix->line, ix->col, KILN_ERR_PARSE,
-                       "with a tensor index every other entry must be ':' "
-                       "(a full slice)");
-    return advance(p);
+}
+
+/* The tensor entry o, parsed after idx_entries returned IDX_EXPR. */
+static int idx_tensor(parser *p, index_spec *ix, operand *o)
+{
+    if (materialize(p, o))
+        return -1;
+    ix->tensor_at = ix->n;
+    ix->tensor = o->v;
+    ix->e[ix->n].kind = KILN_INDEX_SLICE; /* placeholder */
+    int rc = idx_next(p, ix);
+    return rc == IDX_MORE ? idx_entries(p, ix) : rc;
 }
 
 static int apply_index(parser *p, kiln_value base, const index_spec *ix,
@@ -915,69 +935,496 @@ static int parse_attr_value(parser *p, attr_item *it, int op)
                    tok_desc(&p->t, b, sizeof b));
 }
 
-/* set_subtensor(x[...], v) / inc_subtensor(x[...], v); the current token
- * is the first argument. */
-static int parse_set(parser *p, const tok *name, int inc, operand *o)
+/* ---- the expression machine ------------------------------------------
+ *
+ * Expressions nest without recursion on the C stack: each open call,
+ * set_subtensor/inc_subtensor or indexing `x[...]` is a frame on a
+ * growable stack (one frame per nesting level), so the depth of nesting
+ * is bounded only by the size of the text and memory, and parsing stays
+ * linear in the text.  A frame asks for a sub-expression by returning
+ * R_EXPR (an expression with its indexing) or R_PRIMARY (a literal, name
+ * or call without indexing: the first argument of set_subtensor); the
+ * machine parses it and hands it back to the frame.  A frame that is
+ * complete returns R_DONE with its value, after popping itself. */
+
+enum { F_CALL, F_SET, F_POSTFIX };
+enum {
+    S_ARGS,   /* CALL: at the next argument or ')' */
+    S_ARG,    /* CALL: waiting for a positional argument */
+    S_BASE,   /* SET: waiting for its first argument */
+    S_TENSOR, /* SET/POSTFIX: waiting for a tensor index entry */
+    S_VALUE   /* SET: waiting for the new value */
+};
+enum { R_EXPR = 0, R_PRIMARY = 1, R_DONE = 2 };
+
+typedef struct frame {
+    int kind, state;
+    int primary_only;   /* CALL/SET: no indexing after it (a set's base) */
+    int inc;            /* SET: inc_subtensor */
+    tok name;           /* CALL/SET: the op name */
+    int aline, acol;    /* SET: its first argument */
+    char opname[32];    /* CALL */
+    int op, composite;  /* CALL */
+    operand o;          /* SET: the base; POSTFIX: the value being indexed */
+    index_spec *ix;     /* SET/POSTFIX */
+    operand *args;      /* CALL: positional arguments */
+    size_t nargs, cargs;
+    attr_item *attrs;   /* CALL: key=value attributes */
+    size_t nattrs, cattrs;
+} frame;
+
+typedef struct xstack {
+    frame *f;
+    size_t n, cap;
+} xstack;
+
+static void frame_clear(frame *f)
 {
-    const char *opn = inc ? "inc_subtensor" : "set_subtensor";
-    operand base;
-    int aline = p->t.line, acol = p->t.col;
-    if (enter(p) || parse_primary(p, &base))
-        return -1;
-    p->depth--;
-    if (p->t.kind != T_LBRACK)
-        return fail_at(p, aline, acol, KILN_ERR_PARSE,
-                       "%s: the first argument must be indexed, like "
-                       "x[0:2]", opn);
-    index_spec *ix = malloc(sizeof *ix);
-    if (!ix)
-        return nomem(p);
-    for (;;) {
-        if (materialize(p, &base) || parse_index(p, ix))
-            goto fail;
-        if (p->t.kind != T_LBRACK)
-            break;
-        if (apply_index(p, base.v, ix, &base.v))
-            goto fail;
+    for (size_t k = 0; k < f->nattrs; k++) {
+        free(f->attrs[k].key);
+        free(f->attrs[k].ints);
     }
-    if (p->t.kind != T_COMMA) {
-        expected(p, "',' and the new value");
-        goto fail;
-    }
-    operand val;
-    if (advance(p) || parse_expr(p, &val) || materialize(p, &val))
-        goto fail;
-    if (p->t.kind != T_RPAREN) {
-        char b[64];
-        fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
-                "%s takes two arguments, x[...] and a value; found %s", opn,
-                tok_desc(&p->t, b, sizeof b));
-        goto fail;
-    }
-    kiln_value v;
-    if (ix->tensor_at >= 0)
-        v = kiln_graph_advanced_set_subtensor(p->g, base.v, ix->tensor,
-                                              ix->tensor_at, val.v, inc,
-                                              &p->e);
-    else
-        v = kiln_graph_set_subtensor(p->g, base.v, ix->n, ix->e, val.v, inc,
-                                     &p->e);
-    if (v < 0) {
-        builder_fail(p, name->line, name->col);
-        goto fail;
-    }
-    free(ix);
-    o->is_lit = 0;
-    o->v = v;
-    return advance(p);
-fail:
-    free(ix);
-    return -1;
+    free(f->attrs);
+    free(f->args);
+    free(f->ix);
+    f->attrs = NULL;
+    f->args = NULL;
+    f->ix = NULL;
+    f->nattrs = f->cattrs = f->nargs = f->cargs = 0;
 }
 
-/* op(arg, ..., key=value, ...); the current token is the op name. */
-/* Parse one positional argument into a growing array (arguments of a
- * call or of grad): linear in the number of arguments. */
+static frame *push_frame(parser *p, xstack *st, int kind)
+{
+    if (st->n == st->cap) {
+        size_t nc = st->cap ? 2 * st->cap : 16;
+        frame *q = nc > SIZE_MAX / sizeof *q ? NULL
+                                              : realloc(st->f, nc * sizeof *q);
+        if (!q) {
+            nomem(p);
+            return NULL;
+        }
+        st->f = q;
+        st->cap = nc;
+    }
+    frame *f = &st->f[st->n++];
+    memset(f, 0, sizeof *f);
+    f->kind = kind;
+    return f;
+}
+
+static int pop_frame(xstack *st)
+{
+    frame_clear(&st->f[--st->n]);
+    return R_DONE;
+}
+
+/* Look up the op a call names (its name token): the op's id in *op, or
+ * -1 with *composite set for a composite density (core/composite.c); an
+ * unknown name is an error at the name. */
+static int lookup_op(parser *p, const tok *name, char opname[32], int *op,
+                     int *composite)
+{
+    *op = -1;
+    *composite = 0;
+    if (name->n < 32) {
+        memcpy(opname, name->s, name->n);
+        opname[name->n] = '\0';
+        *op = kiln_ir_op_lookup(opname);
+        /* a composite (normal_lpdf, ...) expands in kiln_graph_op and
+         * takes no attributes */
+        *composite = *op < 0 && kiln_composite_lookup(opname) >= 0;
+    } else {
+        opname[0] = '\0';
+    }
+    if (*op < 0 && !*composite)
+        return fail_at(p, name->line, name->col, KILN_ERR_TYPE,
+                       "unknown op '%.*s'%s", name->n > 60 ? 60 : (int)name->n,
+                       name->s, kiln_ir_op_hint(name->s, name->n));
+    return 0;
+}
+
+/* The current token is the name of a call (a '(' follows): push its
+ * frame.  Returns the frame's first request. */
+static int call_begin(parser *p, xstack *st, int primary_only)
+{
+    tok name = p->t;
+    if (advance(p) || advance(p)) /* name, '(' */
+        return -1;
+    int inc = is_word(&name, "inc_subtensor");
+    if (inc || is_word(&name, "set_subtensor")) {
+        frame *f = push_frame(p, st, F_SET);
+        if (!f)
+            return -1;
+        f->name = name;
+        f->inc = inc;
+        f->primary_only = primary_only;
+        f->aline = p->t.line;
+        f->acol = p->t.col;
+        f->state = S_BASE;
+        return R_PRIMARY;
+    }
+    if (is_word(&name, "subtensor"))
+        return fail_at(p, name.line, name.col, KILN_ERR_PARSE,
+                       "subtensor is written as indexing: x[1:3, 0]");
+    if (is_word(&name, "grad"))
+        return fail_at(p, name.line, name.col, KILN_ERR_PARSE,
+                       "grad can only be used as a statement: NAMES = "
+                       "grad(...)");
+    char opname[32];
+    int op, composite;
+    if (lookup_op(p, &name, opname, &op, &composite))
+        return -1;
+    frame *f = push_frame(p, st, F_CALL);
+    if (!f)
+        return -1;
+    f->name = name;
+    memcpy(f->opname, opname, sizeof opname);
+    f->op = op;
+    f->composite = composite;
+    f->primary_only = primary_only;
+    f->state = S_ARGS;
+    return -2; /* the frame starts scanning (see parse_expr) */
+}
+
+/* Start indexing the value of frame f (the current token is '['). */
+static int index_start(parser *p, frame *f)
+{
+    if (materialize(p, &f->o) || idx_begin(p, f->ix))
+        return -1;
+    return idx_entries(p, f->ix);
+}
+
+/* Start indexing value o in a POSTFIX frame (the current token is '['):
+ * `f` is the frame of the call that produced o (it becomes the POSTFIX
+ * frame) or NULL (o is a literal or a name). */
+static int postfix_step(parser *p, xstack *st, const operand *in,
+                        operand *res);
+
+static int postfix_begin(parser *p, xstack *st, frame *f, const operand *o,
+                         operand *res)
+{
+    if (f) {
+        frame_clear(f);
+    } else if (!(f = push_frame(p, st, F_POSTFIX))) {
+        return -1;
+    }
+    f->kind = F_POSTFIX;
+    f->o = *o;
+    if (!(f->ix = malloc(sizeof *f->ix)))
+        return nomem(p);
+    return postfix_step(p, st, NULL, res);
+}
+
+/* A call or set frame produced value v: index it if a '[' follows and
+ * the frame may be indexed, else pop the frame. */
+static int value_done(parser *p, xstack *st, kiln_value v, operand *res)
+{
+    frame *f = &st->f[st->n - 1];
+    memset(res, 0, sizeof *res);
+    res->v = v;
+    res->line = f->name.line;
+    res->col = f->name.col;
+    if (!f->primary_only && p->t.kind == T_LBRACK) {
+        operand o = *res;
+        return postfix_begin(p, st, f, &o, res);
+    }
+    return pop_frame(st);
+}
+
+static int postfix_step(parser *p, xstack *st, const operand *in,
+                        operand *res)
+{
+    frame *f = &st->f[st->n - 1];
+    int rc;
+    if (in) { /* the tensor entry */
+        operand t = *in;
+        rc = idx_tensor(p, f->ix, &t);
+    } else {
+        rc = index_start(p, f);
+    }
+    for (;;) {
+        if (rc < 0)
+            return -1;
+        if (rc == IDX_EXPR) {
+            f->state = S_TENSOR;
+            return R_EXPR;
+        }
+        if (apply_index(p, f->o.v, f->ix, &f->o.v))
+            return -1;
+        if (p->t.kind != T_LBRACK)
+            break;
+        rc = idx_begin(p, f->ix) ? -1 : idx_entries(p, f->ix);
+    }
+    *res = f->o;
+    return pop_frame(st);
+}
+
+static int set_step(parser *p, xstack *st, const operand *in, operand *res)
+{
+    frame *f = &st->f[st->n - 1];
+    const char *opn = f->inc ? "inc_subtensor" : "set_subtensor";
+    int rc;
+    switch (f->state) {
+    case S_BASE:
+        f->o = *in;
+        if (p->t.kind != T_LBRACK)
+            return fail_at(p, f->aline, f->acol, KILN_ERR_PARSE,
+                           "%s: the first argument must be indexed, like "
+                           "x[0:2]", opn);
+        if (!(f->ix = malloc(sizeof *f->ix)))
+            return nomem(p);
+        rc = index_start(p, f);
+        break;
+    case S_TENSOR: {
+        operand t = *in;
+        rc = idx_tensor(p, f->ix, &t);
+        break;
+    }
+    default: { /* S_VALUE */
+        operand val = *in;
+        if (materialize(p, &val))
+            return -1;
+        if (p->t.kind != T_RPAREN) {
+            char b[64];
+            return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                           "%s takes two arguments, x[...] and a value; "
+                           "found %s", opn, tok_desc(&p->t, b, sizeof b));
+        }
+        const index_spec *ix = f->ix;
+        kiln_value v;
+        if (ix->tensor_at >= 0)
+            v = kiln_graph_advanced_set_subtensor(p->g, f->o.v, ix->tensor,
+                                                  ix->tensor_at, val.v,
+                                                  f->inc, &p->e);
+        else
+            v = kiln_graph_set_subtensor(p->g, f->o.v, ix->n, ix->e, val.v,
+                                         f->inc, &p->e);
+        if (v < 0)
+            return builder_fail(p, f->name.line, f->name.col);
+        if (advance(p))
+            return -1;
+        return value_done(p, st, v, res);
+    }
+    }
+    /* the indices of the base: all but the last are applied to it */
+    for (;;) {
+        if (rc < 0)
+            return -1;
+        if (rc == IDX_EXPR) {
+            f->state = S_TENSOR;
+            return R_EXPR;
+        }
+        if (p->t.kind != T_LBRACK)
+            break;
+        if (apply_index(p, f->o.v, f->ix, &f->o.v))
+            return -1;
+        rc = idx_begin(p, f->ix) ? -1 : idx_entries(p, f->ix);
+    }
+    if (p->t.kind != T_COMMA)
+        return expected(p, "',' and the new value");
+    if (advance(p))
+        return -1;
+    f->state = S_VALUE;
+    return R_EXPR;
+}
+
+/* Add op `f` to the graph with its arguments (the current token is ')'). */
+static int call_finish(parser *p, xstack *st, operand *res)
+{
+    frame *f = &st->f[st->n - 1];
+    operand *args = f->args;
+    attr_item *attrs = f->attrs;
+    size_t nargs = f->nargs, nattrs = f->nattrs;
+    /* join(AXIS, x1, ...): a leading integer literal is the axis */
+    size_t first = 0;
+    int64_t join_axis = 0;
+    int has_join_axis = 0;
+    if (f->op == KILN_OP_JOIN && nargs > 0 && args[0].is_lit &&
+        args[0].lit.kind == KILN_LIT_INT) {
+        for (size_t k = 0; k < nattrs; k++)
+            if (strcmp(attrs[k].key, "axis") == 0)
+                return fail_at(p, args[0].line, args[0].col, KILN_ERR_PARSE,
+                               "join: axis given twice (first argument and "
+                               "axis=)");
+        join_axis = args[0].lit.i;
+        has_join_axis = 1;
+        first = 1;
+    }
+    for (size_t k = first; k < nargs; k++)
+        if (materialize(p, &args[k]))
+            return -1;
+    size_t nin = nargs - first;
+    size_t nka = nattrs + (size_t)has_join_axis;
+    kiln_value *in = malloc((nin ? nin : 1) * sizeof *in);
+    kiln_attr *ka = malloc((nka ? nka : 1) * sizeof *ka);
+    if (!in || !ka) {
+        free(in);
+        free(ka);
+        return nomem(p);
+    }
+    for (size_t k = 0; k < nin; k++)
+        in[k] = args[first + k].v;
+    for (size_t k = 0; k < nattrs; k++)
+        ka[k] = attrs[k].a;
+    if (has_join_axis) {
+        memset(&ka[nattrs], 0, sizeof ka[nattrs]);
+        ka[nattrs].key = "axis";
+        ka[nattrs].kind = KILN_ATTR_INT;
+        ka[nattrs].i = join_axis;
+    }
+    kiln_value v = kiln_graph_op(p->g, f->opname, (int)nin, in, ka, (int)nka,
+                                 &p->e);
+    free(in);
+    free(ka);
+    if (v < 0)
+        return builder_fail(p, f->name.line, f->name.col);
+    if (advance(p)) /* ')' */
+        return -1;
+    return value_done(p, st, v, res);
+}
+
+/* After an argument of a call: ',' and another, or ')'. */
+static int after_arg(parser *p, const char *opname)
+{
+    if (p->t.kind == T_COMMA) {
+        if (advance(p))
+            return -1;
+        if (p->t.kind == T_RPAREN)
+            return expected(p, "an argument after ','");
+        return 0;
+    }
+    if (p->t.kind != T_RPAREN) {
+        char what[80];
+        snprintf(what, sizeof what, "',' or ')' in the arguments of %s",
+                 opname);
+        return expected(p, what);
+    }
+    return 0;
+}
+
+/* op(arg, ..., key=value, ...): scan attributes up to the next
+ * positional argument (R_EXPR) or the ')' (the call is complete). */
+static int call_step(parser *p, xstack *st, const operand *in, operand *res)
+{
+    frame *f = &st->f[st->n - 1];
+    if (f->state == S_ARG) {
+        if (f->nargs == f->cargs) {
+            size_t nc = f->cargs ? 2 * f->cargs : 8;
+            operand *q = nc > (size_t)INT32_MAX / 2
+                             ? NULL
+                             : realloc(f->args, nc * sizeof *q);
+            if (!q)
+                return nomem(p);
+            f->args = q;
+            f->cargs = nc;
+        }
+        f->args[f->nargs++] = *in;
+        f->state = S_ARGS;
+        if (after_arg(p, f->opname))
+            return -1;
+    }
+    while (p->t.kind != T_RPAREN) {
+        const tok *nx = NULL;
+        if (p->t.kind == T_IDENT && !(nx = peek(p)))
+            return -1;
+        if (!nx || nx->kind != T_EQ) {
+            if (f->nattrs > 0)
+                return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                               "%s: positional argument after keyword "
+                               "argument", f->opname);
+            f->state = S_ARG;
+            return R_EXPR;
+        }
+        if (f->composite)
+            return fail_at(p, p->t.line, p->t.col, KILN_ERR_TYPE,
+                           "%s: takes no attributes", f->opname);
+        if (f->nattrs == f->cattrs) {
+            size_t nc = f->cattrs ? 2 * f->cattrs : 4;
+            attr_item *q = realloc(f->attrs, nc * sizeof *q);
+            if (!q)
+                return nomem(p);
+            f->attrs = q;
+            f->cattrs = nc;
+        }
+        attr_item *it = &f->attrs[f->nattrs++];
+        memset(it, 0, sizeof *it);
+        if (!(it->key = tok_str(&p->t)))
+            return nomem(p);
+        it->a.key = it->key;
+        if (advance(p) || advance(p) || parse_attr_value(p, it, f->op) ||
+            after_arg(p, f->opname))
+            return -1;
+    }
+    return call_finish(p, st, res);
+}
+
+/* Hand value `in` (NULL: none, the frame was just pushed) to the top
+ * frame; returns its next request or R_DONE with *res. */
+static int frame_step(parser *p, xstack *st, const operand *in, operand *res)
+{
+    switch (st->f[st->n - 1].kind) {
+    case F_CALL: return call_step(p, st, in, res);
+    case F_SET: return set_step(p, st, in, res);
+    default: return postfix_step(p, st, in, res);
+    }
+}
+
+/* Start an expression at the current token (primary_only: no indexing
+ * after it).  A literal or a name is complete at once (R_DONE, *res); a
+ * call pushes a frame and returns that frame's first request. */
+static int start_expr(parser *p, xstack *st, int primary_only, operand *res)
+{
+    memset(res, 0, sizeof *res);
+    res->line = p->t.line;
+    res->col = p->t.col;
+    if (starts_scalar(p)) {
+        res->is_lit = 1;
+        if (parse_scalar(p, &res->lit))
+            return -1;
+    } else if (p->t.kind == T_IDENT) {
+        const tok *nx = peek(p);
+        if (!nx)
+            return -1;
+        if (nx->kind == T_LPAREN) {
+            int rc = call_begin(p, st, primary_only);
+            return rc == -2 ? frame_step(p, st, NULL, res) : rc;
+        }
+        if (lookup_name(p, &p->t, &res->v) || advance(p))
+            return -1;
+    } else {
+        return expected(p, "an expression");
+    }
+    if (!primary_only && p->t.kind == T_LBRACK) {
+        operand o = *res;
+        return postfix_begin(p, st, NULL, &o, res);
+    }
+    return R_DONE;
+}
+
+/* An expression at the current token into *o. */
+static int parse_expr(parser *p, operand *o)
+{
+    xstack st = { NULL, 0, 0 };
+    operand res;
+    int rc = start_expr(p, &st, 0, &res);
+    for (;;) {
+        while (rc == R_DONE && st.n > 0)
+            rc = frame_step(p, &st, &res, &res);
+        if (rc < 0 || st.n == 0)
+            break;
+        rc = start_expr(p, &st, rc == R_PRIMARY, &res);
+    }
+    while (st.n > 0)
+        pop_frame(&st);
+    free(st.f);
+    if (rc < 0)
+        return -1;
+    *o = res;
+    return 0;
+}
+
+/* Parse one positional argument into a growing array (arguments of
+ * grad): linear in the number of arguments. */
 static int parse_arg(parser *p, operand **args, size_t *nargs, size_t *cargs)
 {
     if (*nargs == *cargs) {
@@ -994,212 +1441,6 @@ static int parse_arg(parser *p, operand **args, size_t *nargs, size_t *cargs)
         return -1;
     (*nargs)++;
     return 0;
-}
-
-static int parse_call(parser *p, operand *o)
-{
-    tok name = p->t;
-    char opname[32];
-    if (advance(p) || advance(p)) /* name, '(' */
-        return -1;
-    if (is_word(&name, "set_subtensor") || is_word(&name, "inc_subtensor"))
-        return parse_set(p, &name, is_word(&name, "inc_subtensor"), o);
-    if (is_word(&name, "subtensor"))
-        return fail_at(p, name.line, name.col, KILN_ERR_PARSE,
-                       "subtensor is written as indexing: x[1:3, 0]");
-    if (is_word(&name, "grad"))
-        return fail_at(p, name.line, name.col, KILN_ERR_PARSE,
-                       "grad can only be used as a statement: NAMES = "
-                       "grad(...)");
-    int op = -1;
-    if (name.n < sizeof opname) {
-        memcpy(opname, name.s, name.n);
-        opname[name.n] = '\0';
-        op = kiln_ir_op_lookup(opname);
-    }
-    /* a composite (normal_lpdf, ...; core/composite.c) expands in
-     * kiln_graph_op and takes no attributes */
-    int composite = op < 0 && name.n < sizeof opname &&
-                    kiln_composite_lookup(opname) >= 0;
-    if (op < 0 && !composite)
-        return fail_at(p, name.line, name.col, KILN_ERR_TYPE,
-                       "unknown op '%.*s'%s", name.n > 60 ? 60 : (int)name.n,
-                       name.s, kiln_ir_op_hint(name.s, name.n));
-
-    operand *args = NULL;
-    attr_item *attrs = NULL;
-    kiln_attr *ka = NULL;
-    kiln_value *in = NULL;
-    size_t nargs = 0, cargs = 0, nattrs = 0, cattrs = 0;
-    int rc = -1;
-    while (p->t.kind != T_RPAREN) {
-        const tok *nx = NULL;
-        if (p->t.kind == T_IDENT && !(nx = peek(p)))
-            goto done;
-        if (nx && nx->kind == T_EQ) {
-            if (composite) {
-                fail_at(p, p->t.line, p->t.col, KILN_ERR_TYPE,
-                        "%s: takes no attributes", opname);
-                goto done;
-            }
-            if (nattrs == cattrs) {
-                size_t nc = cattrs ? 2 * cattrs : 4;
-                attr_item *q = realloc(attrs, nc * sizeof *q);
-                if (!q) {
-                    nomem(p);
-                    goto done;
-                }
-                attrs = q;
-                cattrs = nc;
-            }
-            attr_item *it = &attrs[nattrs++];
-            memset(it, 0, sizeof *it);
-            if (!(it->key = tok_str(&p->t))) {
-                nomem(p);
-                goto done;
-            }
-            it->a.key = it->key;
-            if (advance(p) || advance(p) || parse_attr_value(p, it, op))
-                goto done;
-        } else {
-            if (nattrs > 0) {
-                fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
-                        "%s: positional argument after keyword argument",
-                        opname);
-                goto done;
-            }
-            if (parse_arg(p, &args, &nargs, &cargs))
-                goto done;
-        }
-        if (p->t.kind == T_COMMA) {
-            if (advance(p))
-                goto done;
-            if (p->t.kind == T_RPAREN) {
-                expected(p, "an argument after ','");
-                goto done;
-            }
-            continue;
-        }
-        if (p->t.kind != T_RPAREN) {
-            char what[80];
-            snprintf(what, sizeof what, "',' or ')' in the arguments of %s",
-                     opname);
-            expected(p, what);
-            goto done;
-        }
-    }
-    /* join(AXIS, x1, ...): a leading integer literal is the axis */
-    size_t first = 0;
-    int64_t join_axis = 0;
-    int has_join_axis = 0;
-    if (op == KILN_OP_JOIN && nargs > 0 && args[0].is_lit &&
-        args[0].lit.kind == KILN_LIT_INT) {
-        for (size_t k = 0; k < nattrs; k++)
-            if (strcmp(attrs[k].key, "axis") == 0) {
-                fail_at(p, args[0].line, args[0].col, KILN_ERR_PARSE,
-                        "join: axis given twice (first argument and "
-                        "axis=)");
-                goto done;
-            }
-        join_axis = args[0].lit.i;
-        has_join_axis = 1;
-        first = 1;
-    }
-    for (size_t k = first; k < nargs; k++)
-        if (materialize(p, &args[k]))
-            goto done;
-    size_t nin = nargs - first;
-    size_t nka = nattrs + (size_t)has_join_axis;
-    in = malloc((nin ? nin : 1) * sizeof *in);
-    ka = malloc((nka ? nka : 1) * sizeof *ka);
-    if (!in || !ka) {
-        nomem(p);
-        goto done;
-    }
-    for (size_t k = 0; k < nin; k++)
-        in[k] = args[first + k].v;
-    for (size_t k = 0; k < nattrs; k++)
-        ka[k] = attrs[k].a;
-    if (has_join_axis) {
-        memset(&ka[nattrs], 0, sizeof ka[nattrs]);
-        ka[nattrs].key = "axis";
-        ka[nattrs].kind = KILN_ATTR_INT;
-        ka[nattrs].i = join_axis;
-    }
-    kiln_value v = kiln_graph_op(p->g, opname, (int)nin, in, ka, (int)nka,
-                                 &p->e);
-    if (v < 0) {
-        builder_fail(p, name.line, name.col);
-        goto done;
-    }
-    o->is_lit = 0;
-    o->v = v;
-    rc = advance(p); /* ')' */
-done:
-    for (size_t k = 0; k < nattrs; k++) {
-        free(attrs[k].key);
-        free(attrs[k].ints);
-    }
-    free(attrs);
-    free(args);
-    free(in);
-    free(ka);
-    return rc;
-}
-
-/* Every recursion of the expression parser passes through parse_expr
- * (call arguments, index entries) or parse_set (its first argument), which
- * count the nesting depth here. */
-static int enter(parser *p)
-{
-    if (++p->depth > KG_MAX_DEPTH)
-        return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
-                       "expression nested too deeply (more than %d levels)",
-                       KG_MAX_DEPTH);
-    return 0;
-}
-
-static int parse_primary(parser *p, operand *o)
-{
-    int rc;
-    memset(o, 0, sizeof *o);
-    o->line = p->t.line;
-    o->col = p->t.col;
-    if (starts_scalar(p)) {
-        o->is_lit = 1;
-        rc = parse_scalar(p, &o->lit);
-    } else if (p->t.kind == T_IDENT) {
-        const tok *nx = peek(p);
-        if (!nx)
-            rc = -1;
-        else if (nx->kind == T_LPAREN)
-            rc = parse_call(p, o);
-        else if ((rc = lookup_name(p, &p->t, &o->v)) == 0)
-            rc = advance(p);
-    } else {
-        rc = expected(p, "an expression");
-    }
-    return rc;
-}
-
-static int parse_expr(parser *p, operand *o)
-{
-    if (enter(p) || parse_primary(p, o))
-        return -1;
-    int rc = 0;
-    if (p->t.kind == T_LBRACK) {
-        index_spec *ix = malloc(sizeof *ix);
-        if (!ix)
-            return nomem(p);
-        while (rc == 0 && p->t.kind == T_LBRACK)
-            rc = materialize(p, o) || parse_index(p, ix) ||
-                         apply_index(p, o->v, ix, &o->v)
-                     ? -1
-                     : 0;
-        free(ix);
-    }
-    p->depth--;
-    return rc;
 }
 
 /* ---- declarations --------------------------------------------------- */
@@ -1646,7 +1887,9 @@ static int stmt_shared(parser *p)
             strcpy(full, path);
         /* access(), not open(): opening a FIFO would block, or release
          * and then break the writer the caller allowed */
-        if (access(full, R_OK) != 0) {
+        int only;
+        if (!data_memfile(full, p->data, &only) && !only &&
+            access(full, R_OK) != 0) {
             fail_at(p, ptok.line, ptok.col, KILN_ERR_IO,
                     "cannot read data file '%s': %s", path, strerror(errno));
             goto out;

@@ -15,6 +15,7 @@
 #include "ir.h"
 #include "vm.h"
 #include "yaml_read.h"
+#include "excerpt.h"        /* name_is_close */
 #include "loader.h"         /* kiln_loader_build_top */
 #include "install_dirs.h"   /* KILN_DATA_DIR */
 
@@ -251,8 +252,52 @@ static int valid_backend_name(const char *s)
     return 1;
 }
 
+/* kiln's own backends.  Another name may be a third-party plugin's, but
+ * a name within a typo of one of these (`lvm`, `tcc2`, `intrp`) that no
+ * installed plugin has is a misspelling: silently falling back from it
+ * would measure the wrong backend. */
+static const char *const kiln_backend_names[] = {"interp", "tcc", "llvm",
+                                                 NULL};
+
+/* 1 when a plugin of that name is installed where the loader looks (a
+ * third-party `cc` or `gcc` is one edit from `tcc` and is no typo).
+ * Reads the plugin directories, so only called for a near name. */
+static int backend_installed(const char *name)
+{
+    char buf[1024];
+    const char *list = kiln_loader_names(NULL, buf, sizeof buf);
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n))
+            return 1;
+        p = e ? e + 1 : p + len;
+    }
+    return 0;
+}
+
+/* An error at n when `name` is a misspelling of one of kiln's backends
+ * ("did you mean 'llvm'?"), else 0. */
+static int check_backend_typo(reader *r, yaml_node_t *n, const char *what,
+                              const char *name)
+{
+    for (int i = 0; kiln_backend_names[i]; i++)
+        if (!strcmp(name, kiln_backend_names[i]))
+            return 0;
+    for (int i = 0; kiln_backend_names[i]; i++)
+        if (name_is_close(kiln_backend_names[i], name, strlen(name)) &&
+            !backend_installed(name))
+            return kiln_yaml_error(r, n,
+                                   "%s: unknown backend '%s' (did you mean "
+                                   "'%s'? kiln's backends are interp, tcc "
+                                   "and llvm)", what, name,
+                                   kiln_backend_names[i]);
+    return 0;
+}
+
 /* A backend name given in the file (backends:, tiers:): a string of
- * [a-z0-9_], shorter than 64 bytes. */
+ * [a-z0-9_], shorter than 64 bytes, and no misspelling of kiln's own. */
 static int get_backend_name(reader *r, yaml_node_t *n, const char *what,
                             const char **out)
 {
@@ -263,7 +308,7 @@ static int get_backend_name(reader *r, yaml_node_t *n, const char *what,
                                "%s: bad backend name '%s' (expected "
                                "[a-z0-9_]+, shorter than 64 bytes)",
                                what, *out);
-    return 0;
+    return check_backend_typo(r, n, what, *out);
 }
 
 static int chain_index(const kiln_policy *p, const char *name)
@@ -640,6 +685,8 @@ static int models_pair(reader *r, const char *key, yaml_node_t *k,
     if (!valid_backend_name(key))
         return kiln_yaml_error(
             r, k, "cost_model: backends: bad backend name '%s'", key);
+    if (check_backend_typo(r, k, "cost_model: backends", key))
+        return -1;
     int m = model_index(p, key);
     if (m < 0) {
         backend_model *nm = realloc(p->models,

@@ -27,6 +27,9 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "bs_trailer.h"
+#include <kiln/io.h>
+#include <sys/stat.h>
 
 static char src[2048], build[2048], tmp[4096];
 
@@ -188,6 +191,176 @@ static int one_model(const bs_api *bs, const model_case *mc)
     return 0;
 }
 
+
+/* The whole file at path (malloc'd), its size in *n; NULL on failure. */
+static unsigned char *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = sz > 0 ? malloc((size_t)sz) : NULL;
+    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    *n = b ? (size_t)sz : 0;
+    return b;
+}
+
+static int write_all(const char *path, const void *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    int rc = fwrite(b, 1, n, f) == n ? 0 : -1;
+    return fclose(f) == 0 ? rc : -1;
+}
+
+/* Construct the model of library `lib` (no data) and its log density at
+ * u with the Jacobian into *lp; the construct error (or "") into why. */
+static int lib_log_density(const char *lib, const double *u, double *lp,
+                           char *why, size_t why_size)
+{
+    snprintf(why, why_size, "%s", "");
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    bs_api bs;
+    if (!h || bs_api_load(h, &bs, why, why_size) != 0) {
+        if (!h)
+            snprintf(why, why_size, "%s", dlerror());
+        if (h)
+            dlclose(h);
+        return -1;
+    }
+    char *err = NULL;
+    bs_model *m = bs.model_construct("", 1, &err);
+    int rc = -1;
+    if (m)
+        rc = bs.log_density(m, false, true, u, lp, &err);
+    if (err) {
+        snprintf(why, why_size, "%s", err);
+        bs.free_error_msg(err);
+    }
+    bs.model_destruct(m);
+    dlclose(h);
+    return rc;
+}
+
+/* issue 24: a library made from a model that reads csv() and npy() data
+ * holds that data: moved elsewhere with the data files deleted, it gives
+ * the same log density; a trailer with a relative base_dir is refused. */
+static void bound_data(void)
+{
+    char dir[4200], path[4400], lib[4400], moved[4400], out[4096];
+    snprintf(dir, sizeof dir, "%s/bound", tmp);
+    mkdir(dir, 0700);
+    snprintf(path, sizeof path, "%s/d.csv", dir);
+    static const char csv[] = "x,y\n1,2.5\n2,-1\n3,0.25\n";
+    write_all(path, csv, sizeof csv - 1);
+    double sv[2] = { 0.5, 2.0 };
+    kiln_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = KILN_F64;
+    t.rank = 1;
+    t.shape[0] = 2;
+    t.data = sv;
+    snprintf(path, sizeof path, "%s/s.npy", dir);
+    kiln_err e;
+    kiln_npy_write(path, &t, &e);
+    snprintf(path, sizeof path, "%s/m.kg", dir);
+    static const char kg[] =
+        "kiln 1\ngraph bound\n"
+        "  shared y: f64[N] = csv(\"d.csv\", \"y\")\n"
+        "  shared s: f64[2] = npy(\"s.npy\")\n"
+        "  param mu: f64\n"
+        "  param sigma: f64 lower=0\n"
+        "  output logp = sub(mul(neg(sum(square(sub(y, mu)))), s[0]), "
+        "mul(s[1], square(sigma)))\n"
+        "end\n";
+    write_all(path, kg, sizeof kg - 1);
+    snprintf(lib, sizeof lib, "%s/m.so", dir);
+    int rc = make_library(path, lib, out, sizeof out);
+    if (!ok(rc == 0 && strstr(out, "2 data files bound into it"),
+            "kiln bridgestan of a csv()/npy() model binds its 2 data files")) {
+        diag("%s", out);
+        return;
+    }
+    /* the value, computed here: mu = u0, sigma = exp(u1), log|J| = u1 */
+    double u[2] = { 0.3, -0.2 }, y[3] = { 2.5, -1, 0.25 }, ss = 0;
+    for (int i = 0; i < 3; i++)
+        ss += (y[i] - u[0]) * (y[i] - u[0]);
+    double want = -ss * sv[0] - sv[1] * exp(2 * u[1]) + u[1];
+    double lp0 = NAN, lp1 = NAN;
+    char why[1024];
+    rc = lib_log_density(lib, u, &lp0, why, sizeof why);
+    ok(rc == 0 && fabs(lp0 - want) <= 1e-14 * fabs(want),
+       "its log density: %.17g (want %.17g) %s", lp0, want, why);
+    /* move it away (a new file elsewhere) and delete the model and data */
+    size_t n = 0;
+    unsigned char *bytes = read_all(lib, &n);
+    snprintf(moved, sizeof moved, "%s/moved.so", tmp);
+    ok(bytes && write_all(moved, bytes, n) == 0 && chmod(moved, 0700) == 0,
+       "library copied to another directory");
+    unlink(lib);
+    snprintf(path, sizeof path, "%s/d.csv", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/s.npy", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/m.kg", dir);
+    unlink(path);
+    rmdir(dir);
+    rc = lib_log_density(moved, u, &lp1, why, sizeof why);
+    ok(rc == 0 && lp1 == lp0, "moved, data and model deleted: the same log "
+       "density %.17g %s", lp1, why);
+
+    /* the same library with base_dir made relative: refused */
+    bst_footer f;
+    const char *field[BST_NFIELDS];
+    if (bytes && n > BST_FOOTER &&
+        bst_footer_decode(bytes + n - BST_FOOTER, &f) &&
+        f.meta_len <= n - BST_FOOTER &&
+        bst_meta_split((const char *)bytes + n - BST_FOOTER - f.meta_len,
+                       f.meta_len, field) == 0) {
+        size_t head = n - BST_FOOTER - f.meta_len; /* up to the metadata */
+        char meta[8192];
+        size_t ml = 0;
+        const char *nf[BST_NFIELDS];
+        memcpy(nf, field, sizeof nf);
+        nf[BST_BASE_DIR] = "bound";
+        for (int i = 0; i < BST_NFIELDS; i++) {
+            size_t k = strlen(nf[i]) + 1;
+            memcpy(meta + ml, nf[i], k);
+            ml += k;
+        }
+        unsigned char *lib2 = malloc(head + ml + BST_FOOTER);
+        memcpy(lib2, bytes, head);
+        memcpy(lib2 + head, meta, ml);
+        size_t body = head - f.text_len - f.data_len; /* the template */
+        f.meta_len = ml;
+        f.checksum = bst_fnv1a(BST_FNV_INIT, lib2 + body,
+                               f.text_len + f.data_len);
+        f.checksum = bst_fnv1a(f.checksum, meta, ml);
+        bst_footer_encode(lib2 + head + ml, &f);
+        snprintf(path, sizeof path, "%s/relative.so", tmp);
+        write_all(path, lib2, head + ml + BST_FOOTER);
+        chmod(path, 0700);
+        free(lib2);
+        rc = lib_log_density(path, u, &lp1, why, sizeof why);
+        ok(rc != 0 && strstr(why, "bs_model_construct: ") &&
+               strstr(why, "directory 'bound' is not absolute"),
+           "a trailer whose base_dir is relative is refused: %s", why);
+        unlink(path);
+    } else {
+        ok(0, "a trailer whose base_dir is relative is refused: cannot "
+           "read the library's trailer");
+    }
+    free(bytes);
+    unlink(moved);
+}
+
 int main(void)
 {
     snprintf(src, sizeof src, "%s",
@@ -300,6 +473,7 @@ int main(void)
         if (h)
             dlclose(h);
     }
+    bound_data();
     rmdir(tmp);
     return done_testing();
 }

@@ -520,11 +520,10 @@ static void test_parse_errors(void)
        "no filename: <json>");
 
     PARSE_ERR("{\"x\": 1,\n  \"y\": [1, 2,]\n}", KILN_ERR_PARSE,
-              "t.json:2:14: unexpected character (at ']\\n}')",
+              "t.json:2:14: unexpected character",
               "trailing comma: line and column");
     PARSE_ERR("{\"a\": 1,\r\n\"b\" 2}", KILN_ERR_PARSE,
-              "t.json:2:5: object property name separator ':' expected (at "
-              "'2}')", "missing colon, CRLF lines");
+              "t.json:2:5: object property name separator ':' expected", "missing colon, CRLF lines");
     PARSE_ERR("{\"x\": [1, 2]", KILN_ERR_PARSE,
               "t.json:1:13: unexpected end of the text (an object, array or "
               "string is not closed)", "unclosed object");
@@ -532,14 +531,14 @@ static void test_parse_errors(void)
               "t.json:1:11: unexpected end of the text (an object, array or "
               "string is not closed)", "unclosed string");
     PARSE_ERR("{\"x\": 1} {}", KILN_ERR_PARSE,
-              "t.json:1:10: unexpected character (at '{}')",
+              "t.json:1:10: unexpected character",
               "trailing text after the object");
     PARSE_ERR("{\"x\": 1}\n\0", KILN_ERR_PARSE,
               "t.json:2:1: NUL byte in the text", "a NUL after the object");
     PARSE_ERR("{\"x\": 1\0}", KILN_ERR_PARSE,
               "t.json:1:8: NUL byte in the text", "a NUL inside the object");
     PARSE_ERR("{\"x\": 1} // note", KILN_ERR_PARSE,
-              "t.json:1:10: unexpected character (at '// note')",
+              "t.json:1:10: unexpected character",
               "comments are refused");
     PARSE_ERR("{'x': 1}", KILN_ERR_PARSE,
               "t.json:1:2: a key in single quotes (JSON strings are in double "
@@ -548,16 +547,16 @@ static void test_parse_errors(void)
               "t.json:1:16: a key in single quotes (JSON strings are in double "
               "quotes)", "a nested key in single quotes is refused");
     PARSE_ERR("{\"x\": 'a'}", KILN_ERR_PARSE,
-              "t.json:1:7: unexpected character (at '\\'a\\'}')",
+              "t.json:1:7: unexpected character",
               "a value in single quotes is refused");
     PARSE_ERR("{\"x\": nan}", KILN_ERR_PARSE,
-              "t.json:1:8: null expected (at 'an}')",
+              "t.json:1:8: null expected",
               "lower-case bare nan is refused (CmdStan writes NaN)");
     PARSE_ERR("{\"x\": 01}", KILN_ERR_PARSE,
-              "t.json:1:9: number expected (at '}')",
+              "t.json:1:9: number expected",
               "a leading zero is refused");
     PARSE_ERR("{\"x\": \"\xff\"}", KILN_ERR_PARSE,
-              "t.json:1:8: invalid utf-8 string (at '\\xff\"}')",
+              "t.json:1:8: invalid utf-8 string",
               "invalid UTF-8 is refused");
     PARSE_ERR("", KILN_ERR_PARSE, "t.json: no JSON value (the text is empty)",
               "empty text");
@@ -593,10 +592,10 @@ static void test_parse_errors(void)
               "t.json: variable 'x': ragged array: element 1 of axis 0 has 1 "
               "entries, element 0 has 0", "an empty array among others");
     PARSE_ERR("{\"x\": [[1, 2], [3, \"abc\"]]}", KILN_ERR_PARSE,
-              "t.json: variable 'x': element [1][1] is a string ('abc'), not "
-              "a number", "a string leaf");
+              "t.json: variable 'x': element [1][1] is a string of 3 bytes, "
+              "not a number", "a string leaf");
     PARSE_ERR("{\"x\": \"1.5\"}", KILN_ERR_PARSE,
-              "t.json: variable 'x': the value is a string ('1.5'), not a "
+              "t.json: variable 'x': the value is a string of 3 bytes, not a "
               "number", "a number in a string is a string");
     PARSE_ERR("{\"x\": [true]}", KILN_ERR_PARSE,
               "t.json: variable 'x': element [0] is a boolean (true), not a "
@@ -608,11 +607,11 @@ static void test_parse_errors(void)
               "t.json: variable 'x': the value is an object, not a number",
               "an object as a value");
     PARSE_ERR("{\"x\": [[1], [\"\\u0001\\\\'quote'\"]]}", KILN_ERR_PARSE,
-              "t.json: variable 'x': element [1][0] is a string "
-              "('\\x01\\\\\\'quote\\''), not a number",
-              "a string is quoted escaped");
+              "t.json: variable 'x': element [1][0] is a string of 9 bytes, "
+              "not a number",
+              "a string's content is not shown (issue 24)");
     PARSE_ERR("{\"x\": [[1], \"abc\"]}", KILN_ERR_PARSE,
-              "t.json: variable 'x': element [1] is a string ('abc'), not a "
+              "t.json: variable 'x': element [1] is a string of 3 bytes, not a "
               "number", "a string where an array belongs");
     PARSE_ERR("{\"x\": [[[[[[[[[1]]]]]]]]]}", KILN_ERR_PARSE,
               "t.json: variable 'x': rank 9 exceeds KILN_MAX_RANK (8)",
@@ -646,8 +645,7 @@ static void test_parse_errors(void)
             memset(deep + 6, '[', n);
             d = kiln_json_data_parse(deep, n + 6, "t.json", &err);
             ok(!d && err.code == KILN_ERR_PARSE &&
-                   strcmp(err.message, "t.json:1:70: nesting too deep (at "
-                          "'[[[[[[[[[[[[...')") == 0,
+                   strcmp(err.message, "t.json:1:70: nesting too deep") == 0,
                "200000 nested '[': an error, no crash");
             diag("%s", err.message);
             memset(deep + 6, '{', n);
@@ -666,7 +664,7 @@ static void test_bom(void)
     ok(d && kiln_json_data_has(d, "x"), "a UTF-8 byte order mark is skipped");
     kiln_json_data_free(d);
     PARSE_ERR("\xEF\xBB\xBF{\"x\": [1,]}", KILN_ERR_PARSE,
-              "t.json:1:13: unexpected character (at ']}')",
+              "t.json:1:13: unexpected character",
               "after a byte order mark, columns count its 3 bytes");
     PARSE_ERR("\xEF\xBB\xBF{\"x\": 1, \"x\": 2}", KILN_ERR_PARSE,
               "t.json:1:13: duplicate key 'x' (first at line 1)",
@@ -733,8 +731,8 @@ static void test_files(void)
 
     p = PUT("bad.json", "{\"N\": 2,\n \"y\": [0.5 1.5]}\n");
     d = kiln_json_data_read(p, NULL, &err);
-    snprintf(want, sizeof want, "%s:2:12: array value separator ',' expected "
-             "(at '1.5]}\\n')", p);
+    snprintf(want, sizeof want, "%s:2:12: array value separator ',' expected",
+             p);
     ok(!d && err.code == KILN_ERR_PARSE && strcmp(err.message, want) == 0,
        "a file's parse error is PATH:LINE:COL");
     diag("%s", err.message);
@@ -939,7 +937,7 @@ static void test_kg_source(void)
     kg_err("kiln 1\ngraph m\n  shared yy: i64[3] = json(\"d.json\", \"y\")\nend\n",
            KILN_ERR_TYPE, want, "reals into i64");
     snprintf(want, sizeof want, "m.kg:3:22: %s/bad.json:2:4: unexpected "
-             "character (at ']}')", tmpdir);
+             "character", tmpdir);
     kg_err("kiln 1\ngraph m\n  shared y: f64[2] = json(\"bad.json\", \"y\")\nend\n",
            KILN_ERR_PARSE, want, "bad JSON: both positions");
     kg_err("kiln 1\ngraph m\n  shared y: f64[2] = json(\"missing.json\", \"y\")\n"

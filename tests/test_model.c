@@ -218,6 +218,46 @@ static void test_eight_schools(const char *be, double *lp_interp)
     }
     ok(rc == 0 && lp3 == lp && hverr < 1e-6,
        "[%s] Hessian-vector product = H v (err %.2g)", be, hverr);
+    /* issue 24: directions of any magnitude (1e-320 is subnormal; the
+     * step used to overflow to inf), each compared with scale * (H v) */
+    static const double scales[] = { 1e-320, 5e-324, 1e-300, 1e300 };
+    for (int k = 0; k < 4; k++) {
+        double vs[10], hs[10], lps, err_s = 0;
+        for (int j = 0; j < 10; j++)
+            vs[j] = v[j] * scales[k];
+        rc = kiln_model_log_density_hvp(m, 1, u, vs, &lps, hs, &e);
+        for (int i = 0; i < 10; i++) {
+            /* H (vs / scale), times scale: vs / scale is v as rounded */
+            double s = 0;
+            for (int j = 0; j < 10; j++)
+                s += H[i * 10 + j] * (vs[j] / scales[k]);
+            double want = s * scales[k];
+            /* relative 1e-6 of |H| |v|, at least 8 subnormal ulps */
+            double tol = fmax(1e-6 * fabs(want) + 1e-6 * scales[k],
+                              8 * 4.9406564584124654e-324);
+            double r = fabs(want - hs[i]) / tol;
+            err_s = r <= err_s ? err_s : r; /* a NaN sticks */
+        }
+        ok(rc == 0 && err_s <= 1, "[%s] H v for v = %g * v0: = %g * (H v0)"
+           " (err %.2g)", be, scales[k], scales[k], err_s);
+    }
+    double vn[10], hn[10], lpn;
+    for (int j = 0; j < 10; j++)
+        vn[j] = NAN;
+    rc = kiln_model_log_density_hvp(m, 1, u, vn, &lpn, hn, &e);
+    int allnan = 1;
+    for (int i = 0; i < 10; i++)
+        allnan &= isnan(hn[i]);
+    ok(rc == 0 && allnan && lpn == lp,
+       "[%s] H v for an all-NaN v: every entry NaN", be);
+    memcpy(vn, v, sizeof vn);
+    vn[3] = INFINITY;
+    rc = kiln_model_log_density_hvp(m, 1, u, vn, &lpn, hn, &e);
+    allnan = 1;
+    for (int i = 0; i < 10; i++)
+        allnan &= isnan(hn[i]);
+    ok(rc == 0 && allnan, "[%s] H v for a v with an inf: every entry NaN",
+       be);
     kiln_model_free(m);
 }
 
@@ -308,6 +348,21 @@ static void test_errors(void)
     ok(!m && e.code == KILN_ERR_SHAPE && strstr(e.message, "'J'"),
        "J disagreeing with the arrays it sizes is an error");
     diag("%s", e.message);
+    /* issue 24: bounds from the data whose width overflows */
+    static const char *wide =
+        "kiln 1\ngraph w\n  shared L: f64\n  shared U: f64\n"
+        "  param x: f64 lower=L upper=U\n  output logp = mul(x, 0)\nend\n";
+    m = make(wide, "{\"L\": -1e308, \"U\": 1e308}", "interp", &e);
+    ok(!m && e.code == KILN_ERR_ARG &&
+           strcmp(e.message, "model: parameter 'x': upper bound 1e+308 "
+                             "minus lower bound -1e+308 overflows (the "
+                             "width must be finite)") == 0,
+       "data bounds -1e308, 1e308 (width overflows): refused, naming x");
+    diag("%s", m ? "made" : e.message);
+    kiln_model_free(m);
+    m = make(wide, "{\"L\": -1e307, \"U\": 1e308}", "interp", &e);
+    ok(m != NULL, "data bounds -1e307, 1e308 (finite width): accepted");
+    kiln_model_free(m);
     m = make(ES_KG, "{\"J\": 8, \"y\": [1,2,3,4,5,6,7,8", "interp", &e);
     ok(!m && e.code == KILN_ERR_PARSE, "bad JSON is a parse error");
     diag("%s", e.message);

@@ -527,6 +527,19 @@ static void test_errors(void)
          "t.yaml:3:10: tier1: expected a string, got a list"},
         {"kiln_policy: 1\ntiers:\n  tier1: LLVM\n",
          "t.yaml:3:10: tier1: bad backend name 'LLVM'"},
+        /* issue 24: a misspelled backend was silent */
+        {"kiln_policy: 1\ntiers:\n  tier1: lvm\n",
+         "t.yaml:3:10: tier1: unknown backend 'lvm' (did you mean 'llvm'? "
+         "kiln's backends are interp, tcc and llvm)"},
+        {"kiln_policy: 1\ntiers:\n  tier0: [interp, tccc]\n",
+         "t.yaml:3:19: tier0: unknown backend 'tccc' (did you mean 'tcc'?"},
+        {"kiln_policy: 1\nbackends: [llvm, intepr]\n",
+         "t.yaml:2:18: backends: unknown backend 'intepr' (did you mean "
+         "'interp'?"},
+        {"kiln_policy: 1\nbackends: [llvm]\ncost_model:\n  backends:\n"
+         "    lllvm: {call_ns: 1}\n",
+         "t.yaml:5:5: cost_model: backends: unknown backend 'lllvm' (did you "
+         "mean 'llvm'?"},
         {"kiln_policy: 1\ntiers:\n  threads: 65\n",
          "t.yaml:3:12: threads: expected an integer from 0 to 64, got '65'"},
         {"kiln_policy: 1\ntiers:\n  threads: -1\n",

@@ -17,6 +17,7 @@
 #include "bs_trailer.h"
 
 #include <kiln/graph.h>
+#include <kiln/io.h>
 #include <kiln/kiln.h>
 #include <kiln/model.h>
 
@@ -188,12 +189,15 @@ typedef struct embedded {
     char *text;
     char *meta;
     const char *field[BST_NFIELDS];
+    unsigned char *data;       /* the data region: bound data files */
+    uint64_t data_len;
 } embedded;
 
 static void embedded_free(embedded *e)
 {
     free(e->text);
     free(e->meta);
+    free(e->data);
 }
 
 static int read_at(int fd, void *buf, uint64_t len, uint64_t off)
@@ -256,7 +260,8 @@ static int read_trailer(embedded *e, char **error_msg)
      * capped far below 2^63 first) */
     uint64_t room = size - BST_FOOTER;
     if (f.text_len > BST_TEXT_MAX || f.meta_len > BST_META_MAX ||
-        f.text_len + f.meta_len > room) {
+        f.data_len > BST_DATA_MAX ||
+        f.text_len + f.meta_len + f.data_len > room) {
         fail(error_msg, fn, "%s: corrupt model trailer (text %llu bytes, "
              "metadata %llu bytes, file %llu bytes)", self_path,
              (unsigned long long)f.text_len, (unsigned long long)f.meta_len,
@@ -265,18 +270,23 @@ static int read_trailer(embedded *e, char **error_msg)
     }
     e->text = malloc(f.text_len + 1);
     e->meta = malloc(f.meta_len + 1);
-    if (!e->text || !e->meta) {
+    e->data = malloc(f.data_len + 1);
+    e->data_len = f.data_len;
+    if (!e->text || !e->meta || !e->data) {
         fail(error_msg, fn, "out of memory reading the model (%llu bytes)",
              (unsigned long long)f.text_len);
         goto out;
     }
-    uint64_t at = room - f.meta_len - f.text_len;
+    uint64_t at = room - f.meta_len - f.data_len - f.text_len;
     if (read_at(fd, e->text, f.text_len, at) != 0 ||
-        read_at(fd, e->meta, f.meta_len, at + f.text_len) != 0) {
+        read_at(fd, e->data, f.data_len, at + f.text_len) != 0 ||
+        read_at(fd, e->meta, f.meta_len, at + f.text_len + f.data_len) !=
+            0) {
         fail(error_msg, fn, "%s: cannot read the model trailer", self_path);
         goto out;
     }
     uint64_t sum = bst_fnv1a(BST_FNV_INIT, e->text, f.text_len);
+    sum = bst_fnv1a(sum, e->data, f.data_len);
     sum = bst_fnv1a(sum, e->meta, f.meta_len);
     if (sum != f.checksum || memchr(e->text, 0, f.text_len) ||
         bst_meta_split(e->meta, f.meta_len, e->field) != 0) {
@@ -304,17 +314,41 @@ bs_model *bs_model_construct(const char *data, unsigned int seed,
     if (read_trailer(&e, error_msg) != 0)
         return NULL;
     const char *base_dir = e.field[BST_BASE_DIR];
+    if (!bst_base_dir_ok(base_dir)) {
+        fail(error_msg, fn, "%s: the model trailer's directory '%.200s' is "
+             "not absolute (data would resolve against the caller's "
+             "working directory); make the library again with kiln "
+             "bridgestan", self_path, base_dir);
+        embedded_free(&e);
+        return NULL;
+    }
     size_t nf = strlen(base_dir) + strlen(e.field[BST_FILE]) + 2;
     char *filename = malloc(nf);
     bs_model *m = calloc(1, sizeof *m);
     kiln_err err = {0, ""};
     kiln_graph *g = NULL;
+    kiln_memfile *mf = NULL;
     if (!filename || !m) {
         fail(error_msg, fn, "out of memory");
         goto bad;
     }
     snprintf(filename, nf, "%s/%s", base_dir, e.field[BST_FILE]);
-    g = kiln_parse_string(e.text, filename, base_dir, &err);
+    /* the data files bound at build time: read from the trailer, never
+     * from disk (the library is self-contained) */
+    kiln_read_options ro;
+    memset(&ro, 0, sizeof ro);
+    ro.struct_size = sizeof ro;
+    ro.memfiles_only = 1;
+    int r = bst_data_memfiles(e.data, e.data_len, &mf, &ro.n_memfiles);
+    if (r != 0) {
+        fail(error_msg, fn, r == -1 ? "%s: corrupt data in the model trailer"
+             : "%s: out of memory", self_path);
+        goto bad;
+    }
+    ro.memfiles = mf;
+    g = kiln_parse_string_opts(e.text, filename, base_dir, &ro, &err);
+    free(mf);
+    mf = NULL;
     if (!g) {
         fail_kiln(error_msg, fn, &err);
         goto bad;
@@ -344,6 +378,7 @@ bs_model *bs_model_construct(const char *data, unsigned int seed,
     embedded_free(&e);
     return m;
 bad:
+    free(mf);
     free(filename);
     embedded_free(&e);
     bs_model_destruct(m);

@@ -172,7 +172,8 @@ static void dir_of(const char *path, char *buf, size_t size)
  * all.  0, or 1 with a message on stderr. */
 static int write_library(const char *out, size_t tmpl_len,
                          const char *tmpl_bytes, const char *text,
-                         size_t text_len, const char *meta, size_t meta_len)
+                         size_t text_len, const unsigned char *data,
+                         size_t data_len, const char *meta, size_t meta_len)
 {
     char dir[PATH_MAX], tmp[PATH_MAX + 32];
     dir_of(out, dir, sizeof dir);
@@ -188,9 +189,10 @@ static int write_library(const char *out, size_t tmpl_len,
                 dir, strerror(errno));
         return 1;
     }
-    bst_footer f = {text_len, meta_len, 0, BST_VERSION};
-    f.checksum = bst_fnv1a(bst_fnv1a(BST_FNV_INIT, text, text_len), meta,
-                           meta_len);
+    bst_footer f = {text_len, meta_len, 0, BST_VERSION, (uint32_t)data_len};
+    f.checksum = bst_fnv1a(bst_fnv1a(bst_fnv1a(BST_FNV_INIT, text, text_len),
+                                     data, data_len),
+                           meta, meta_len);
     unsigned char foot[BST_FOOTER];
     bst_footer_encode(foot, &f);
     mode_t mask = umask(0);
@@ -198,6 +200,7 @@ static int write_library(const char *out, size_t tmpl_len,
     FILE *fp = fdopen(fd, "wb");
     if (!fp || fwrite(tmpl_bytes, 1, tmpl_len, fp) != tmpl_len ||
         fwrite(text, 1, text_len, fp) != text_len ||
+        (data_len && fwrite(data, 1, data_len, fp) != data_len) ||
         fwrite(meta, 1, meta_len, fp) != meta_len ||
         fwrite(foot, 1, sizeof foot, fp) != sizeof foot ||
         fflush(fp) != 0 || fchmod(fd, 0755 & ~mask) != 0 || fsync(fd) != 0) {
@@ -216,6 +219,117 @@ static int write_library(const char *out, size_t tmpl_len,
         unlink(tmp);
         return 1;
     }
+    return 0;
+}
+
+/* The data region (bs_trailer.h): every data file the model's shared
+ * values read (npy(), csv(), json(); a file named twice is bound once),
+ * by the path the parser resolves against base_dir, with its bytes.
+ * *nfiles counts them.  0, or 1 with a message on stderr. */
+static int bind_data(const kiln_graph *g, const char *base_dir,
+                     unsigned char **data, size_t *len, int *nfiles)
+{
+    unsigned char *d = NULL;
+    size_t n = 0;
+    int rc = 1;
+    *nfiles = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const char *src = g->nodes[i].source;
+        const char *q = src ? strchr(src, '"') : NULL;
+        if (!q)
+            continue;
+        /* the file name: the first string of `kind("path"[, "col"])`,
+         * escaped with backslashes (core/parse.c, put_escaped) */
+        char name[PATH_MAX], full[2 * PATH_MAX + 2], why[PATH_MAX + 200];
+        size_t k = 0;
+        for (q++; *q && *q != '"' && k + 1 < sizeof name; q++) {
+            if (*q == '\\' && q[1])
+                q++;
+            name[k++] = *q;
+        }
+        name[k] = '\0';
+        if (name[0] == '/')
+            snprintf(full, sizeof full, "%s", name);
+        else
+            snprintf(full, sizeof full, "%s/%s", base_dir, name);
+        int seen = 0;
+        for (uint64_t at = 0; at < n && !seen;) {
+            const char *path;
+            const unsigned char *bytes;
+            uint64_t size;
+            if (bst_data_next(d, n, &at, &path, &bytes, &size) != 1)
+                break;
+            seen = strcmp(path, full) == 0;
+        }
+        if (seen)
+            continue;
+        size_t flen = 0;
+        char *bytes = slurp(full, BST_DATA_MAX, &flen, why, sizeof why);
+        if (!bytes) {
+            fprintf(stderr, "kiln: bridgestan: binding data file: %s\n", why);
+            goto out;
+        }
+        size_t add = strlen(full) + 1 + 8 + flen;
+        if (n + add > BST_DATA_MAX) {
+            fprintf(stderr, "kiln: bridgestan: the model's data files are "
+                    "over %llu bytes in all; a library binds at most that "
+                    "much\n", (unsigned long long)BST_DATA_MAX);
+            free(bytes);
+            goto out;
+        }
+        unsigned char *nd = realloc(d, n + add);
+        if (!nd) {
+            fputs("kiln: out of memory\n", stderr);
+            free(bytes);
+            goto out;
+        }
+        d = nd;
+        memcpy(d + n, full, strlen(full) + 1);
+        n += strlen(full) + 1;
+        bst_put(d + n, flen, 8);
+        memcpy(d + n + 8, bytes, flen);
+        n += 8 + flen;
+        free(bytes);
+        (*nfiles)++;
+    }
+    rc = 0;
+out:
+    if (rc) {
+        free(d);
+        d = NULL;
+        n = 0;
+    }
+    *data = d;
+    *len = n;
+    return rc;
+}
+
+/* Parse the model again from the bound data only, as the library will
+ * (memfiles_only): every file it reads must be among them.  0, or 1 with
+ * a message on stderr. */
+static int check_bound(const char *text, const char *model,
+                       const char *base_dir, const unsigned char *data,
+                       size_t data_len)
+{
+    kiln_memfile *mf = NULL;
+    kiln_read_options ro;
+    memset(&ro, 0, sizeof ro);
+    ro.struct_size = sizeof ro;
+    ro.memfiles_only = 1;
+    if (bst_data_memfiles(data, data_len, &mf, &ro.n_memfiles) != 0) {
+        fputs("kiln: out of memory\n", stderr);
+        return 1;
+    }
+    ro.memfiles = mf;
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string_opts(text, model, base_dir, &ro, &err);
+    free(mf);
+    if (!g) {
+        fprintf(stderr, "kiln: bridgestan: the data bound into the library "
+                "do not reproduce the model: %s\n", err.message);
+        return 1;
+    }
+    kiln_graph_free(g);
     return 0;
 }
 
@@ -292,6 +406,8 @@ int kiln_cli_bridgestan(int argc, char **argv)
     size_t text_len = 0, tmpl_len = 0, meta_len = 0;
     char *text = slurp(model, BST_TEXT_MAX, &text_len, why, sizeof why);
     char *tmpl_bytes = NULL, *meta = NULL;
+    unsigned char *data = NULL;
+    size_t data_len = 0;
     kiln_graph *g = NULL;
     int rc = 1;
     if (!text) {
@@ -387,16 +503,31 @@ int kiln_cli_bridgestan(int argc, char **argv)
                 (unsigned long long)BST_META_MAX);
         goto out;
     }
-    if (write_library(out, tmpl_len, tmpl_bytes, text, text_len, meta,
-                      meta_len))
+    if (!bst_base_dir_ok(base_dir)) { /* realpath gives absolute paths */
+        fprintf(stderr, "kiln: bridgestan: %s: the model's directory is "
+                "not absolute\n", base_dir);
         goto out;
-    printf("%s: BridgeStan library of graph '%s' (%s), log density '%s'\n",
+    }
+    int nfiles = 0;
+    if (bind_data(g, base_dir, &data, &data_len, &nfiles))
+        goto out;
+    if (nfiles && check_bound(text, model, base_dir, data, data_len))
+        goto out;
+    if (write_library(out, tmpl_len, tmpl_bytes, text, text_len, data,
+                      data_len, meta, meta_len))
+        goto out;
+    printf("%s: BridgeStan library of graph '%s' (%s), log density '%s'",
            out, kiln_graph_name(g), abs, chosen);
+    if (nfiles)
+        printf("; %d data file%s bound into it (%zu bytes)", nfiles,
+               nfiles > 1 ? "s" : "", data_len);
+    putchar('\n');
     rc = 0;
 out:
     kiln_graph_free(g);
     free(text);
     free(tmpl_bytes);
     free(meta);
+    free(data);
     return rc;
 }

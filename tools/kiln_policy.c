@@ -296,6 +296,19 @@ int kiln_cli_policy(int argc, char **argv)
             printf("note: backend '%s' is not installed here; its kernels "
                    "will fall back down the chain\n", b);
     }
+    /* the tiers' backends need not be in the chain: say so for them too */
+    kiln_policy_knobs kn;
+    memset(&kn, 0, sizeof kn);
+    kn.struct_size = sizeof kn;
+    if (kiln_policy_get_knobs(p, &kn) == 0 && kn.tiers_enabled) {
+        for (int i = 0; kn.tier0 && kn.tier0[i]; i++)
+            if (!kiln_loader_get(kn.tier0[i], NULL, NULL, 1, NULL))
+                printf("note: tier-0 backend '%s' is not installed here\n",
+                       kn.tier0[i]);
+        if (kn.tier1 && !kiln_loader_get(kn.tier1, NULL, NULL, 1, NULL))
+            printf("note: tier-1 backend '%s' is not installed here; "
+                   "kernels will not tier up\n", kn.tier1);
+    }
     kiln_policy_free(p);
     return 0;
 }

@@ -27,6 +27,15 @@ extern "C" {
  * $KILN_DATA_MAX_SIZE sets one: 1 GiB. */
 #define KILN_DATA_MAX_SIZE_DEFAULT ((uint64_t)1 << 30)
 
+/* A data file held in memory (kiln_read_options.memfiles). */
+typedef struct kiln_memfile {
+    const char *path;   /* the path a reader is asked for, as the .kg
+                         * parser resolves it (base_dir "/" the name, or
+                         * the absolute name as written) */
+    const void *data;   /* its bytes (not copied: valid while reading) */
+    size_t size;
+} kiln_memfile;
+
 /* What the caller allows the readers below to read.  A model names its
  * data files and is untrusted, so these are the caller's choices, never
  * the model's.  Zero-initialise, then set struct_size to
@@ -45,6 +54,17 @@ typedef struct kiln_read_options {
      * 0: they are refused before anything is read, without blocking
      * (the file is opened O_NONBLOCK).  Directories are always refused. */
     int allow_special;
+    /* Added in kiln 0.4 (check struct_size): data files served from
+     * memory.  A reader (and the .kg parser's npy(), csv(), json()) asked
+     * for a path equal to one entry's `path` reads that entry's bytes
+     * instead of the file system; the size limit still applies.  With
+     * memfiles_only non-zero every other path is refused ("<path>: not a
+     * data file bound into the model", KILN_ERR_IO) and nothing is read
+     * from disk: how a BridgeStan library reads the data bound into it
+     * (docs/bridgestan.md). */
+    const kiln_memfile *memfiles;
+    size_t n_memfiles;
+    int memfiles_only;
 } kiln_read_options;
 
 /* Read the NumPy array file `path` into `*out`.

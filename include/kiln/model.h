@@ -147,9 +147,11 @@ int kiln_model_log_density_hessian(const kiln_model *m, int jacobian,
                                    kiln_err *err);
 
 /* The log density and the Hessian-vector product H v at `unc`: central
- * differences of the gradient along v, (g(u + h v) - g(u - h v)) / 2h with
- * h = 6.06e-6 * max(1, |u|_inf) / max(|v|_inf, tiny); two gradient
- * evaluations (one more for lp).  v = 0 gives 0. */
+ * differences of the gradient along w = v / |v|_inf, |v|_inf (g(u + h w) -
+ * g(u - h w)) / 2h with h = 6.06e-6 * max(1, |u|_inf), so a direction of
+ * any magnitude (subnormal included) is fine; two gradient evaluations
+ * (one more for lp).  v = 0 gives 0; a NaN or infinite entry of v gives
+ * NaN in every entry of hvp (not an error). */
 int kiln_model_log_density_hvp(const kiln_model *m, int jacobian,
                                const double *unc, const double *v,
                                double *lp, double *hvp, kiln_err *err);
