@@ -1,5 +1,6 @@
 #!/bin/sh
-# test_untrusted_text.sh — bytes from a model or its data never reach the
+# test_untrusted_text.sh — hostile data and model text at the CLI: bytes
+# from a model or its data never reach the
 # terminal raw: a JSON key or a .kg string holding an escape sequence
 # (ESC ] 0 ; ... BEL retitles a terminal, ESC [ 2 J clears it) is either
 # refused or shown escaped ("\x1b") in every message that names it.
@@ -57,5 +58,34 @@ elif grep -q "[$esc$(printf '\007')]" "$tmp/e6" ||
     sed 's/^/# /' "$tmp/e6" | od -c | head -3 | sed 's/^/# /'
 else
     echo "ok $n - a .kg string with control bytes is refused, named by line"
+fi
+# wrong data, not a smaller model: J = 8 with arrays of 3 is refused by
+# kiln run --data as kiln model refuses it (kiln run took J from the
+# arrays and ran a model of 3 schools; found by the same attack)
+printf '{"J":8,"y":[1,2,3],"sigma":[1,1,1]}' >"$tmp/mis.json"
+n=$((n + 1))
+if "$kiln" run "$tmp/m.kg" --data "$tmp/mis.json" --random-inputs 1 \
+       >/dev/null 2>"$tmp/e7"; then
+    echo "not ok $n - kiln run --data: J = 8 with arrays of 3 is refused"
+elif grep -q "mis.json: data 'J' is 8 but shared 'y' has 3 elements" "$tmp/e7"
+then
+    echo "ok $n - kiln run --data: J = 8 with arrays of 3 is refused"
+else
+    echo "not ok $n - kiln run --data: J = 8 with arrays of 3: the message"
+    sed 's/^/# /' "$tmp/e7"
+fi
+"$kiln" model "$tmp/m.kg" --data "$tmp/mis.json" --random-inputs 1 \
+    >/dev/null 2>&1
+rc=$?
+n=$((n + 1))
+if [ $rc -ne 0 ]; then echo "ok $n - kiln model refuses it too"
+else echo "not ok $n - kiln model refuses it too"; fi
+printf '{"J":8,"y":[1,2,3,4,5,6,7,8],"sigma":[1,1,1,1,1,1,1,1]}' >"$tmp/ok.json"
+n=$((n + 1))
+if "$kiln" run "$tmp/m.kg" --data "$tmp/ok.json" --random-inputs 1 \
+       >/dev/null 2>&1; then
+    echo "ok $n - kiln run --data: J = 8 with arrays of 8 runs"
+else
+    echo "not ok $n - kiln run --data: J = 8 with arrays of 8 runs"
 fi
 echo "1..$n"
