@@ -335,10 +335,20 @@ static int run_step(kiln_context *ctx, kiln_step *s, kiln_err *err)
     if (s->plan ? s->callable->run(s->plan, &call)
                 : s->callable->fn(s->callable->state, &call)) {
         char lbl[160];
-        return kiln_seterr(err, KILN_ERR_RUNTIME, "%s: %s",
+        /* an index one past the end is what 1-based indices (Stan's,
+         * R's) give: say that kiln's are 0-based */
+        long long idx, len;
+        int axis;
+        const char *hint = "";
+        if (sscanf(ctx->errbuf, "index %lld is out of bounds for axis %d "
+                   "with size %lld", &idx, &axis, &len) == 3 && idx == len)
+            hint = " (kiln's indices are 0-based, 0 to size-1: for 1-based "
+                   "data, index with sub(i, 1))";
+        return kiln_seterr(err, KILN_ERR_RUNTIME, "%s: %s%s",
                            kiln_vm_node_label(ctx->f->g, s->node, lbl,
                                               sizeof lbl),
-                           ctx->errbuf[0] ? ctx->errbuf : "kernel failed");
+                           ctx->errbuf[0] ? ctx->errbuf : "kernel failed",
+                           hint);
     }
     return 0;
 }

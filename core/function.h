@@ -70,7 +70,8 @@ typedef struct kiln_tier_step {
     int tier;                   /* the tier the step runs on now */
     const char *name1;          /* the backend it tiers up to, or NULL
                                    (owned by the plan's policy) */
-    const kiln_backend *be1;    /* name1 once loaded (a job loads it) */
+    const kiln_backend *be1;    /* name1, once a job loaded and set it up
+                                   (core/tier.c, "Exit") */
     const kiln_compile_options *co1;
     int immediate;              /* the rules chose be1: compile at once */
     int owner;                  /* the step whose job compiles this key */

@@ -21,6 +21,7 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 #include "ir.h"
+#include "suggest.h"   /* did you mean */
 #include "composite.h"
 #include "datafile.h"
 #include <kiln/io.h>
@@ -89,6 +90,29 @@ static int fail_at(parser *p, int line, int col, int code, const char *fmt,
     va_end(ap);
     kiln_seterr(&p->e, code, "%s:%d:%d: %s", p->file, line, col, msg);
     return -1;
+}
+
+/* What a character that is no token means where it comes from (Stan,
+ * NumPy): the hint after "unexpected character". */
+static const char *char_hint(int c)
+{
+    switch (c) {
+    case '+': case '*': case '/': case '^':
+        return " (kiln has no operators: write add(a, b), sub, mul, div, "
+               "pow; docs/stan-cheatsheet.md)";
+    case '~':
+        return " (kiln has no '~': add the density's term to the log "
+               "density, e.g. logp = add(normal_lpdf(y, mu, sigma), ...))";
+    case '<': case '>':
+        return " (constraints follow the type: param sigma: f64 lower=0)";
+    case ';':
+        return " (a statement ends at the end of its line)";
+    case '{': case '}':
+        return " (kiln has no blocks: declare with param, shared, const, "
+               "output)";
+    default:
+        return "";
+    }
 }
 
 /* Prefix a builder error with a position. */
@@ -352,7 +376,8 @@ static int lex(parser *p, tok *t)
         default:
             if (c >= 0x21 && c < 0x7f)
                 return fail_at(p, t->line, t->col, KILN_ERR_PARSE,
-                               "unexpected character '%c'", c);
+                               "unexpected character '%c'%s", c,
+                               char_hint(c));
             return fail_at(p, t->line, t->col, KILN_ERR_PARSE,
                            "unexpected byte 0x%02x", c);
         }
@@ -625,9 +650,16 @@ static int lookup_name(parser *p, const tok *t, kiln_value *out)
                                "undefined name '%s' (it names an output "
                                "only; the value is '%s')", o->name, vn);
         }
+        /* the closest named value (a parameter, data, an earlier line) */
+        kiln_suggestion sg;
+        kiln_suggest_init(&sg, t->s, t->n);
+        for (int k = 0; k < p->g->n_nodes; k++)
+            if (p->g->nodes[k].name)
+                kiln_suggest_offer(&sg, p->g->nodes[k].name);
+        char hint[160];
         return fail_at(p, t->line, t->col, KILN_ERR_NAME,
-                       "undefined name '%.*s'", t->n > 200 ? 200 : (int)t->n,
-                       t->s);
+                       "undefined name '%.*s'%s", t->n > 200 ? 200 : (int)t->n,
+                       t->s, kiln_suggest_text(&sg, hint, sizeof hint));
     }
     *out = v;
     return 0;

@@ -35,6 +35,36 @@
  * returns at once; the job running, if any, finishes its compile, and
  * the last reference frees the function.
  *
+ * Exit.  A process may exit (return from main, exit() on any thread)
+ * while a tier-1 compile runs.  The tier-1 backend's compiler (libLLVM)
+ * registers its C++ static destructors with __cxa_atexit when it is
+ * loaded, and function-local statics when a compile first reaches them;
+ * glibc runs exit handlers last-registered-first, handlers registered
+ * while exit runs included (they run next), and libkiln's ELF destructor
+ * (pool_stop) only after all of them.  So, by construction:
+ *
+ *  1. A compile (and the loading that may come first) counts itself in
+ *     flight under pool.lock, and does not start once the exit gate is
+ *     closed (compile_job).
+ *  2. The first job of a backend loads it and has it set its compiler up
+ *     (compiler_init, ABI 1.6: llvm loads libLLVM, initialises its
+ *     target and options and runs one warm-up compile) on the job's
+ *     thread, between two registrations of exit_gate (set_up_backend).
+ *     The gate closes the pool (no compile starts after it, queued jobs
+ *     are dropped) and waits for the compiles in flight.  If exit began
+ *     before or during the set-up, the first registration runs before
+ *     any handler the set-up registers (they are younger), and waits for
+ *     the set-up and its compile to end; otherwise the second is younger
+ *     than all of them and runs first at exit.  If atexit fails (exit is
+ *     past its handlers), the gate is closed at once and nothing loads.
+ *  3. If exit reaches libkiln's destructor first, pool_stop joins the
+ *     workers, each after the job it runs.
+ *
+ * Statics a later compile creates that the warm-up did not are
+ * registered after the gate; the llvm compiler module re-registers a gate
+ * of its own after its first compiles for those (kl_exit_wait in
+ * backends/llvm/llvm.c).  docs/backends.md, "Exit during tier-up".
+ *
  * Locks: f->tier_lock (the steps' tier fields) may be held when taking
  * pool.lock (the queue, f->refs, f->tier_jobs), never the reverse.
  */
@@ -68,8 +98,10 @@ static struct {
     pthread_t th[POOL_MAX];
     tier_job running[POOL_MAX];   /* each worker's job, f NULL when idle */
     int shutdown;
+    int exiting;            /* the exit gate is closed: no compile starts */
+    int in_flight;          /* compiles running (pool and kiln_function_tier_up) */
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_COND_INITIALIZER, NULL, NULL, 0, {0}, {{0}}, 0};
+          PTHREAD_COND_INITIALIZER, NULL, NULL, 0, {0}, {{0}}, 0, 0, 0};
 
 static int state_of(const kiln_tier_step *t)
 {
@@ -145,11 +177,10 @@ static void *worker(void *arg)
 
 /* At exit: let the workers finish the job they run and join them, so that
  * nothing they hold is left behind. */
-__attribute__((destructor)) static void pool_stop(void)
+/* Drop every queued job (caller holds pool.lock): at exit, the jobs of
+ * functions never freed go with them. */
+static void drop_queue(void)
 {
-    pthread_mutex_lock(&pool.lock);
-    pool.shutdown = 1;
-    /* queued jobs of functions never freed are dropped with them */
     while (pool.head) {
         tier_job *j = pool.head;
         pool.head = j->next;
@@ -158,6 +189,28 @@ __attribute__((destructor)) static void pool_stop(void)
         free(j);
     }
     pool.tail = NULL;
+    pthread_cond_broadcast(&pool.done);
+}
+
+/* The exit gate (see "Exit" above): registered with atexit after a
+ * tier-1 backend set its compiler up, so it runs before that compiler's
+ * static destructors. */
+static void exit_gate(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    pool.exiting = 1;
+    drop_queue();
+    while (pool.in_flight > 0)
+        pthread_cond_wait(&pool.done, &pool.lock);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+__attribute__((destructor)) static void pool_stop(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    pool.shutdown = 1;
+    pool.exiting = 1;
+    drop_queue();
     int n = pool.n_threads;
     pool.n_threads = 0;
     pthread_cond_broadcast(&pool.work);
@@ -235,6 +288,94 @@ static void grow_pool(int want)
     pthread_attr_destroy(&attr);
 }
 
+/* ---- setting a tier-1 backend up (see "Exit") ------------------------- */
+
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+#define SET_UP_MAX 16
+static const kiln_backend *set_up[SET_UP_MAX];
+static int n_set_up;
+
+/* The gate, registered now: the newest exit handler.  0, or -1 when exit
+ * is already past its handlers (the gate is then closed at once). */
+static int register_gate(void)
+{
+    if (atexit(exit_gate) == 0)
+        return 0;
+    pthread_mutex_lock(&pool.lock);
+    pool.exiting = 1;
+    pthread_mutex_unlock(&pool.lock);
+    return -1;
+}
+
+/* compiler_init of be on this thread, once per backend (past SET_UP_MAX
+ * backends, once per call: still correct), between two registrations of
+ * the exit gate.  The caller counts itself in flight (compile_job), so a
+ * gate that runs — the first one, if exit began before or during the
+ * set-up; the second, if after — waits for the set-up to end before any
+ * handler it registered runs.  0, or -1 with the reason in why. */
+static int set_up_backend(const kiln_backend *be, char *why, size_t size)
+{
+    pthread_mutex_lock(&setup_lock);
+    for (int i = 0; i < n_set_up; i++)
+        if (set_up[i] == be) {
+            pthread_mutex_unlock(&setup_lock);
+            return 0;
+        }
+    int rc = 0;
+    if (register_gate()) {
+        snprintf(why, size, "the process is exiting");
+        rc = -1;
+    } else if (be->struct_size >= offsetof(kiln_backend, compiler_init) +
+                                      sizeof be->compiler_init &&
+               be->compiler_init) {
+        kiln_plugin_error *pe = NULL;
+        if (be->compiler_init(&pe)) {
+            snprintf(why, size, "%s", pe && pe->message ? pe->message
+                                                         : "compiler_init "
+                                                           "failed");
+            if (pe)
+                be->error_free(pe);
+            rc = -1;
+        }
+    }
+    if (rc == 0 && register_gate()) {
+        snprintf(why, size, "the process is exiting");
+        rc = -1;
+    }
+    if (rc == 0 && n_set_up < SET_UP_MAX)
+        set_up[n_set_up++] = be;
+    pthread_mutex_unlock(&setup_lock);
+    return rc;
+}
+
+/* The tier-1 backend of job `owner`, loaded and set up on this thread
+ * (a pool thread or the caller of kiln_function_tier_up, counted in
+ * flight) unless done: the backend, or NULL with the reason in why (the
+ * job then fails without compiling).  Takes f->tier_lock to publish. */
+static const kiln_backend *ready_job(kiln_function *f, int owner, char *why,
+                                     size_t size)
+{
+    pthread_mutex_lock(&f->tier_lock);
+    const kiln_backend *be = f->tiers[owner].be1;
+    pthread_mutex_unlock(&f->tier_lock);
+    if (be)
+        return be;
+    kiln_err lerr = {0, ""};
+    be = kiln_loader_get(f->tiers[owner].name1, f->plugin_path, NULL, 1,
+                         &lerr);
+    if (!be) {
+        snprintf(why, size, "%s", lerr.message);
+        return NULL;
+    }
+    if (set_up_backend(be, why, size))
+        return NULL;
+    pthread_mutex_lock(&f->tier_lock);
+    for (int j = owner; j >= 0; j = f->tiers[j].next_twin)
+        f->tiers[j].be1 = be;
+    pthread_mutex_unlock(&f->tier_lock);
+    return be;
+}
+
 /* Queue job `owner` of f (caller holds f->tier_lock).  0, or -1 when no
  * worker could be started or memory ran out (the job stays waiting). */
 static int enqueue(kiln_function *f, int owner)
@@ -244,8 +385,9 @@ static int enqueue(kiln_function *f, int owner)
         return -1;
     *j = (tier_job){f, owner, NULL};
     pthread_mutex_lock(&pool.lock);
-    grow_pool(f->n_threads);
-    if (pool.n_threads == 0) {
+    if (!pool.exiting)
+        grow_pool(f->n_threads);
+    if (pool.n_threads == 0 || pool.exiting) {
         pthread_mutex_unlock(&pool.lock);
         free(j);
         return -1;
@@ -325,17 +467,26 @@ static int compile_job(kiln_function *f, int owner, char *why, size_t size)
 {
     kiln_tier_step *t = &f->tiers[owner];
     kiln_callable *c = NULL;
+    const kiln_backend *be = NULL;
     double secs = 0, cpu = 0;
-    /* the tier-1 backend is loaded by its first job */
-    kiln_err lerr = {0, ""};
-    const kiln_backend *be = kiln_loader_get(t->name1, f->plugin_path, NULL,
-                                             1, &lerr);
     int rc = -1;
-    if (!be)
-        snprintf(why, size, "%s", lerr.message);
-    else
-        rc = kiln_vm_compile_into(f, &f->prog.steps[owner], be, t->co1, &c,
-                                  &secs, &cpu, why, size);
+    /* in flight before anything is loaded or compiled ("Exit") */
+    pthread_mutex_lock(&pool.lock);
+    int go = !pool.exiting;
+    pool.in_flight += go;
+    pthread_mutex_unlock(&pool.lock);
+    if (!go) {
+        snprintf(why, size, "the process is exiting");
+    } else {
+        be = ready_job(f, owner, why, size);
+        if (be)
+            rc = kiln_vm_compile_into(f, &f->prog.steps[owner], be, t->co1,
+                                      &c, &secs, &cpu, why, size);
+        pthread_mutex_lock(&pool.lock);
+        pool.in_flight--;
+        pthread_cond_broadcast(&pool.done);
+        pthread_mutex_unlock(&pool.lock);
+    }
     pthread_mutex_lock(&f->tier_lock);
     if (rc == 0 && !f->forbidden)
         publish(f, owner, be, c, secs, cpu);

@@ -34,13 +34,17 @@ const char *kiln_vm_node_label(const kiln_graph *g, int v, char *buf,
 {
     const kiln_node *n = &g->nodes[v];
     const char *op = kiln_ir_op_info(n->op)->name;
+    char at[32] = "";
+    if (n->line > 0)    /* the .kg statement that made it (the parser's) */
+        snprintf(at, sizeof at, ", .kg line %d", n->line);
     if (n->name) {
-        snprintf(buf, size, "node '%s' (%s)", n->name, op);
+        snprintf(buf, size, "node '%s' (%s%s)", n->name, op, at);
         return buf;
     }
     /* unnamed: name the first named value computed from it, which is
      * what the user wrote (`y_hat = add(a[county], ...)`) */
     const char *user = NULL;
+    int user_line = 0;
     unsigned char *mark = calloc((size_t)g->n_nodes, 1);
     if (mark) {
         mark[v] = 1;
@@ -49,14 +53,18 @@ const char *kiln_vm_node_label(const kiln_graph *g, int v, char *buf,
                 if (mark[g->nodes[i].in[k]]) {
                     mark[i] = 1;
                     user = g->nodes[i].name;
+                    user_line = g->nodes[i].line;
                     break;
                 }
         free(mark);
     }
+    if (!at[0] && user_line > 0)
+        snprintf(at, sizeof at, ", .kg line %d", user_line);
     if (user)
-        snprintf(buf, size, "node %d (%s, in computing '%s')", v, op, user);
+        snprintf(buf, size, "node %d (%s, in computing '%s'%s)", v, op, user,
+                 at);
     else
-        snprintf(buf, size, "node %d (%s)", v, op);
+        snprintf(buf, size, "node %d (%s%s)", v, op, at);
     return buf;
 }
 

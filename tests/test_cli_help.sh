@@ -238,5 +238,36 @@ EOF
   grep -q "^trace-nonfinite:   operand 1 'd': f64\[\] = -2$" "$tmp/out"
 ok $? "kiln model, sqrt(-1 - 1): the node and line ($(grep trace "$tmp/out" | head -1))"
 
+# --- 7. what a new user tries (the trial of issue 24) ----------------------
+"$kiln" run --help >"$tmp/out" 2>"$tmp/err"
+[ $? = 0 ] && grep -q '^usage: kiln run' "$tmp/out" && [ ! -s "$tmp/err" ]
+ok $? "kiln run --help: the usage on stdout, exit 0"
+"$kiln" compiel "$tmp/ok.kg" >"$tmp/out" 2>"$tmp/err"
+[ $? = 2 ] && grep -q "^kiln: unknown command 'compiel'; did you mean 'compile'?" "$tmp/err"
+ok $? "an unknown command: did you mean ($(head -1 "$tmp/err"))"
+"$kiln" explain "$tmp/ok.kg" --data x.json >"$tmp/out" 2>"$tmp/err"
+[ $? = 2 ] && grep -q "^kiln: explain: unknown or incomplete option '--data'" "$tmp/err"
+ok $? "kiln explain names the option it does not take ($(head -1 "$tmp/err"))"
+printf 'kiln 1\ngraph sh\n  input mu: f64\n  shared y: f64[N]\n  output logp = normal_lpdf(y, mu, 1)\nend\n' >"$tmp/sh.kg"
+printf 'y\n1\n2\n' >"$tmp/y.csv"
+"$kiln" run "$tmp/sh.kg" -i mu=0 --data "$tmp/y.csv" >"$tmp/out" 2>"$tmp/err"
+[ $? = 1 ] && grep -q "^kiln: --data: .*(--data takes CmdStan JSON; a CSV column or .npy file is read in the model" "$tmp/err"
+ok $? "--data FILE.csv says --data takes JSON and how CSV is read ($(head -c 160 "$tmp/err"))"
+printf '{"y": [1, 2]}' >"$tmp/y.json"
+"$kiln" run "$tmp/sh.kg" -i mu=0 -i y=3 --data "$tmp/y.json" >"$tmp/out" 2>"$tmp/err"
+[ $? != 0 ] && grep -q "^kiln: -i y: 'y' is shared data, not an input: give it with --data" "$tmp/err"
+ok $? "-i for shared data says it is data ($(head -1 "$tmp/err"))"
+
+# --- 8. sizes from --data's integers for -i (a number fills; a list must fit)
+printf 'kiln 1\ngraph h\n  param theta: f64[J]\n  shared g: i64[N]\n  shared y: f64[N]\n  output logp = normal_lpdf(y, theta[g], 1)\nend\n' >"$tmp/h.kg"
+printf '{"J": 3, "N": 4, "g": [0, 1, 2, 2], "y": [1, 2, 3, 4]}' >"$tmp/h.json"
+"$kiln" run "$tmp/h.kg" --data "$tmp/h.json" -i theta=2 >"$tmp/out" 2>"$tmp/err"
+want=$(awk 'BEGIN { s = 0; split("1 2 3 4", y, " "); for (i = 1; i <= 4; i++) s += -0.5 * log(2 * 3.141592653589793) - 0.5 * (y[i] - 2) ^ 2; printf "%.12g", s }')
+got=$(sed -n 's/^logp = //p' "$tmp/out")
+close "$got" "$want" 1e-12; ok $? "-i theta=2 fills theta: f64[J] with J = 3 from --data ($got vs $want) $(cat "$tmp/err")"
+"$kiln" run "$tmp/h.kg" --data "$tmp/h.json" -i 'theta=[1,2,3,4,5,6,7]' >"$tmp/out" 2>"$tmp/err"
+[ $? = 1 ] && grep -q "^kiln: input 'theta': got 7 values along dim 0, but dim 0 is 'J', which is 3 from --data's integer of that name" "$tmp/err"
+ok $? "-i theta of 7 values where --data's J is 3 is an error ($(head -1 "$tmp/err"))"
+
 echo "1..$n"
 [ "$failed" = 0 ]

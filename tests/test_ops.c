@@ -1130,7 +1130,7 @@ static void test_broadcast(void)
                       "f64[n=1] + f64[3] values");
         in[0].shape[0] = 4;
         rc = kiln_function_call(f, in, out, &err);
-        const char *want = "node 'z' (add): add: cannot broadcast shapes (4) "
+        const char *want = "node 'z' (add, .kg line 5): add: cannot broadcast shapes (4) "
                            "and (3)";
         ok(rc == KILN_ERR_SHAPE && !strcmp(err.message, want),
            "n=4 against 3 is a run-time shape error naming the node");
@@ -2154,7 +2154,7 @@ static void test_basic_index(void)
         kiln_tensor x = {KILN_F64, 2, {1, 3}, one};
         kiln_tensor out[4];
         int rc = kiln_function_call(f, &x, out, &err);
-        const char *want = "node 'c' (subtensor): subtensor: index 0 is out "
+        const char *want = "node 'c' (subtensor, .kg line 6): subtensor: index 0 is out "
                            "of bounds for axis 0 with size 0";
         ok(rc == KILN_ERR_SHAPE && !strcmp(err.message, want),
            "x[1:][0] with n=1: run-time error naming the node");
@@ -2257,10 +2257,11 @@ static void test_take(void)
                          &err);
         ok(f != NULL, "take compiles %s", f ? "" : err.message);
         static const struct { int64_t bad; const char *msg; } B[] = {
-            {4, "node 'z' (take): index 4 is out of bounds for axis 0 with "
-                "size 4"},
-            {-5, "node 'z' (take): index -5 is out of bounds for axis 0 with "
-                 "size 4"},
+            {4, "node 'z' (take, .kg line 5): index 4 is out of bounds for "
+                "axis 0 with size 4 (kiln's indices are 0-based, 0 to size-1: "
+                "for 1-based data, index with sub(i, 1))"},
+            {-5, "node 'z' (take, .kg line 5): index -5 is out of bounds "
+                 "for axis 0 with size 4"},
         };
         for (int k = 0; f && k < NELEM(B); k++) {
             int64_t iv[3] = {0, B[k].bad, 1};
@@ -2445,7 +2446,7 @@ static void test_set_subtensor(void)
                                 TI(KILN_I64, 1, SHAPE(2),
                                    (const int64_t[]){1, 7})};
             int rc = kiln_function_call(f, a, out, &err);
-            const char *want = "node 'z' (advanced_inc_subtensor): index 7 "
+            const char *want = "node 'z' (advanced_inc_subtensor, .kg line 5): index 7 "
                                "is out of bounds for axis 0 with size 4";
             ok(rc == KILN_ERR_RUNTIME && !strcmp(err.message, want),
                "inc_subtensor with index 7 of 4: run-time error naming the "
@@ -2593,7 +2594,7 @@ static void test_dot(void)
                "dot (2, k=4) . (m=4)");
             in[0].shape[1] = 3;
             rc = kiln_function_call(f, in, out, &err);
-            const char *want = "node 'z' (dot): dot: shapes (2, 3) and (4) "
+            const char *want = "node 'z' (dot, .kg line 5): dot: shapes (2, 3) and (4) "
                                "are not aligned (3 != 4)";
             ok(rc == KILN_ERR_SHAPE && !strcmp(err.message, want),
                "dot (2, 3) . (4): run-time shape error naming the node");

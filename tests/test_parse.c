@@ -384,7 +384,8 @@ static void test_errors(void)
         "end");
     ERR(P, "m.kg:3:9: expected ':' after input name, found '='",
         "missing ':'", "kiln 1", "graph m", "input x = f64", "end");
-    ERR(KILN_ERR_NAME, "m.kg:7:3: undefined name 'thta'", "undefined name",
+    ERR(KILN_ERR_NAME, "m.kg:7:3: undefined name 'thta'; did you mean "
+        "'theta'?", "undefined name, with the closest named value",
         "kiln 1", "graph m", "  input theta: f64[3]", "  input mu: f64",
         "  a = exp(mu)", "  b = add(a,", "  thta)", "end");
     ERR(KILN_ERR_NAME, "m.kg:6:18: undefined name 'y' (it names an output "
@@ -590,6 +591,19 @@ static void test_errors(void)
         "  shared d: f64[3] = npy(\"a\\q\")", "end");
     ERR(P, "m.kg:4:14: unexpected character '@'", "unexpected character",
         "kiln 1", "graph m", "  input x: f64", "  y = add(x, @)", "end");
+    /* Stan and NumPy habits: the hint says what kiln writes instead */
+    ERR(P, "m.kg:4:10: unexpected character '+' (kiln has no operators: "
+        "write add(a, b), sub, mul, div, pow; docs/stan-cheatsheet.md)",
+        "an operator", "kiln 1", "graph m", "  input mu: f64",
+        "  y = mu + 1", "  output y", "end");
+    ERR(P, "m.kg:4:6: unexpected character '~' (kiln has no '~': add the "
+        "density's term to the log density, e.g. logp = "
+        "add(normal_lpdf(y, mu, sigma), ...))", "a sampling statement",
+        "kiln 1", "graph m", "  input mu: f64", "  mu ~ normal(0, 1)",
+        "end");
+    ERR(P, "m.kg:3:19: unexpected character '<' (constraints follow the "
+        "type: param sigma: f64 lower=0)", "a Stan constraint",
+        "kiln 1", "graph m", "  param sigma: f64<lower=0>", "end");
     ERR(P, "m.kg:4:15: expected a number after '-', found 'x'",
         "minus before a name", "kiln 1", "graph m", "  input x: f64",
         "  y = add(x, -x)", "end");

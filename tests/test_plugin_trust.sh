@@ -154,10 +154,11 @@ ok $? "a symlink to a good plugin directory, planted in a world-writable directo
 # kernel runs on the fallback
 llvm_dir="$build/backends/llvm/.libs"
 if [ -f "$llvm_dir/llvm.so" ] && [ -f "$llvm_dir/llvm_codegen.so" ]; then
-  # runllvm DIR: kiln run t.kg --backend llvm with the installed libkiln
+  # runllvm DIR: kiln run t.kg on llvm ($KILN_BACKEND: falls back when it
+  # cannot load, where --backend is an error) with the installed libkiln
   runllvm() {
-    env LD_LIBRARY_PATH="$tmp/lib" KILN_PLUGIN_PATH="$1" "$bin" run "$tmp/t.kg" \
-      -i x=[1,2,3] --backend llvm --cache-report >"$tmp/out" 2>"$tmp/err"
+    env LD_LIBRARY_PATH="$tmp/lib" KILN_PLUGIN_PATH="$1" KILN_BACKEND=llvm "$bin" run "$tmp/t.kg" \
+      -i x=[1,2,3] --cache-report >"$tmp/out" 2>"$tmp/err"
   }
   on_llvm() { grep -qE '^ +0 .* llvm ' "$tmp/err"; }
   mkdir -p "$tmp/llvm"; chmod 755 "$tmp/llvm"

@@ -99,8 +99,8 @@ static void test_runtime_broadcast_error(void)
     kiln_tensor out[1];
     int rc = kiln_function_call(f, in, out, &err);
     ok(rc == KILN_ERR_SHAPE &&
-       strcmp(err.message, "node 'y' (add): add: cannot broadcast shapes (4) "
-                           "and (3)") == 0,
+       strcmp(err.message, "node 'y' (add, .kg line 5): add: cannot "
+                           "broadcast shapes (4) and (3)") == 0,
        "run-time broadcast error names the node and shapes: %s", err.message);
     in[0].shape[0] = 1;
     ok(kiln_function_call(f, in, out, &err) == 0 && out[0].shape[0] == 3 &&
@@ -352,7 +352,7 @@ static void test_hostile_calls(void)
         memcpy(bad, in, sizeof bad);
         bad[1].shape[0] = (int64_t)1 << i;
         char want[160];
-        snprintf(want, sizeof want, "node 'z' (zeros): shape (%lld, %lld) "
+        snprintf(want, sizeof want, "node 'z' (zeros, .kg line 7): shape (%lld, %lld) "
                  "is too large", (long long)bad[1].shape[0],
                  (long long)bad[1].shape[0]);
         ok(kiln_function_call(f, bad, out, &err) == KILN_ERR_SHAPE &&

@@ -52,6 +52,7 @@ static const char *usage_text =
     "                [--inputs POINT.json] [--random-inputs SEED]\n"
     "                [--no-jacobian] [--check-grad] [--trace-nonfinite]\n"
     "                [--backend NAME] [--policy POLICY.yaml] [--json]\n"
+    "       kiln compile FILE.kg [--data DATA.json] [--policy POLICY.yaml]\n"
     "                [--quiet]\n"
     "       kiln cache stats | list | verify [--remove] |\n"
     "                  prune [--max-size SIZE] | clear\n"
@@ -65,7 +66,8 @@ static const char *usage_text =
     "       kiln --version | --help\n"
     "\n"
     "VALUE is a number, a list [..] (nested for rank > 1), @file.npy or\n"
-    "@file.csv:column.  A number fills an input of static shape.\n"
+    "@file.csv:column.  A number fills an input of static shape (or one\n"
+    "whose dims --data sizes).\n"
     "See man kiln.\n";
 
 /* A short, escaped excerpt of a command-line value for a message: a -i
@@ -459,14 +461,45 @@ int kiln_cli_parse_value(const char *name, kiln_dtype dt, int rank,
 /* Parse VALUE for input idx of f (kiln_cli_parse_value with its declared
  * type).  Returns 0 or -1 with a message printed. */
 static int load_value(const kiln_function *f, int idx, const char *value,
-                      const kiln_read_options *data, kiln_tensor *t)
+                      const kiln_read_options *data, const kiln_json_data *d,
+                      kiln_tensor *t)
 {
     kiln_dtype dt;
     int rank;
     int64_t dims[KILN_MAX_RANK];
-    kiln_function_input_type(f, idx, &dt, &rank, dims, NULL);
-    return kiln_cli_parse_value(kiln_function_input_name(f, idx), dt, rank,
-                                dims, value, data, t);
+    const char *syms[KILN_MAX_RANK];
+    const char *from[KILN_MAX_RANK];
+    kiln_function_input_type(f, idx, &dt, &rank, dims, syms);
+    /* a symbol the data sizes (a bound shared value, or an integer scalar
+     * of the symbol's name in --data, as kiln model reads it) is that
+     * size: a number fills it, and a list must have it */
+    for (int k = 0; k < rank; k++) {
+        from[k] = NULL;
+        if (dims[k] >= 0 || !syms[k])
+            continue;
+        int64_t size = kiln_function_symbol_size(f, syms[k]);
+        from[k] = "a shared value";
+        if (size < 0) {
+            size = kiln_cli_data_symbol(d, syms[k]);
+            from[k] = "--data's integer of that name";
+        }
+        if (size >= 0)
+            dims[k] = size;
+        else
+            from[k] = NULL;
+    }
+    const char *name = kiln_function_input_name(f, idx);
+    if (kiln_cli_parse_value(name, dt, rank, dims, value, data, t))
+        return -1;
+    for (int k = 0; k < rank && k < t->rank; k++)
+        if (from[k] && t->rank == rank && t->shape[k] != dims[k]) {
+            fprintf(stderr, "kiln: input '%s': got %lld values along dim "
+                    "%d, but dim %d is '%s', which is %lld from %s\n", name,
+                    (long long)t->shape[k], k, k, syms[k],
+                    (long long)dims[k], from[k]);
+            return -1;
+        }
+    return 0;
 }
 
 /* splitmix64 → a uniform double in [0, 1): a tiny seeded generator so
@@ -669,6 +702,18 @@ static int cmd_check(int argc, char **argv)
     return 0;
 }
 
+void kiln_cli_data_error(const char *path, const char *message)
+{
+    size_t n = path ? strlen(path) : 0;
+    const char *ext = n > 4 ? path + n - 4 : "";
+    int file = strcmp(ext, ".csv") == 0 || strcmp(ext, ".CSV") == 0 ||
+               strcmp(ext, ".npy") == 0;
+    fprintf(stderr, "kiln: --data: %s%s\n", message,
+            file ? " (--data takes CmdStan JSON; a CSV column or .npy "
+                   "file is read in the model: shared y: f64[N] = "
+                   "csv(\"FILE.csv\", \"y\"), npy(\"FILE.npy\"))" : "");
+}
+
 /* --data FILE.json: every shared value of g without a value that the file
  * has is bound from it (core/json.c).  The data (kept for the sizes of
  * --random-inputs; the caller frees it), or NULL with a message. */
@@ -678,7 +723,7 @@ static kiln_json_data *bind_data(kiln_graph *g, const char *path,
     kiln_err err = {0, ""};
     kiln_json_data *d = kiln_json_data_read(path, opt, &err);
     if (!d || kiln_json_data_bind_graph(g, d, NULL, &err)) {
-        fprintf(stderr, "kiln: --data: %s\n", err.message);
+        kiln_cli_data_error(path, err.message);
         kiln_json_data_free(d);
         return NULL;
     }
@@ -1020,7 +1065,7 @@ static int run_with(int argc, char **argv, const char **assign)
                     kiln_function_input_name(f, idx));
             goto done;
         }
-        if (load_value(f, idx, eq + 1, &data, &in[idx]))
+        if (load_value(f, idx, eq + 1, &data, bound, &in[idx]))
             goto done;
     }
     /* --inputs POINT.json */
@@ -1052,16 +1097,13 @@ static int run_with(int argc, char **argv, const char **assign)
             goto done;
         }
     }
-    /* --tier-wait: the tier-1 compiles queued so far (kernels the rules
-     * sent to a tier-1 backend) finish before the timed calls */
+    /* --tier-wait: every kernel with a tier-1 backend is compiled (into
+     * the disk cache) before the timed calls, or the time is up */
     double tier_wait_ms = 0;
     if (tier_wait >= 0) {
         double w0 = now_ms();
-        int late = kiln_function_tier_wait(f, tier_wait) == 1;
+        (void)kiln_cli_tier_wait(f, tier_wait, quiet);
         tier_wait_ms = now_ms() - w0;
-        if (late && !quiet)
-            fprintf(stderr, "kiln: --tier-wait: tier-1 compiles still running "
-                    "after %g s; the calls are timed anyway\n", tier_wait);
     }
     for (int r = 0; r < repeat; r++) {
         double s = now_ms();
@@ -1167,8 +1209,10 @@ static int run_with(int argc, char **argv, const char **assign)
                "(%d call%s, %d kernel%s)\n", compile_ms, first, median, repeat,
                repeat == 1 ? "" : "s", kiln_function_n_kernels(f),
                kiln_function_n_kernels(f) == 1 ? "" : "s");
-        if (kiln_cli_tier_report(f, stdout, tier_report,
-                                 tiers == KILN_TIERS_BASELINE)) {
+        if (!tier_report && !quiet)     /* one line; --tier-report: each */
+            kiln_cli_tier_summary(f, stderr);
+        if (tier_report && kiln_cli_tier_report(f, stdout, 1,
+                                                tiers == KILN_TIERS_BASELINE)) {
             fprintf(stderr, "kiln: no tier information for the kernels\n");
             goto done;
         }
@@ -1274,6 +1318,12 @@ static int dispatch(int argc, char **argv)
         fputs(usage_text, stdout);
         return 0;
     }
+    /* `kiln run --help` and the like: the manual's summary, not an error */
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 2, argv + 2);
     if (strcmp(cmd, "emit-c") == 0)
@@ -1286,12 +1336,25 @@ static int dispatch(int argc, char **argv)
         return kiln_cli_explain(argc - 2, argv + 2);
     if (strcmp(cmd, "cache") == 0)
         return kiln_cli_cache(argc - 2, argv + 2);
+    if (strcmp(cmd, "compile") == 0)
+        return kiln_cli_compile(argc - 2, argv + 2);
     if (strcmp(cmd, "policy") == 0)
         return kiln_cli_policy(argc - 2, argv + 2);
     if (strcmp(cmd, "bridgestan") == 0)
         return kiln_cli_bridgestan(argc - 2, argv + 2);
     if (strcmp(cmd, "model") == 0)
         return kiln_cli_model(argc - 2, argv + 2);
-    fprintf(stderr, "kiln: unknown command '%s'\n%s", cmd, usage_text);
+    static const char *const commands[] = {
+        "run", "model", "compile", "check", "explain", "cache", "policy",
+        "bridgestan", "emit-c", "emit-llvm", "help", "version"};
+    const char *near = kiln_suggest(cmd, commands,
+                                    (int)(sizeof commands / sizeof *commands));
+    char quoted[EXCERPT_SIZE(EXCERPT_MAX)];
+    excerpt(quoted, sizeof quoted, cmd, strlen(cmd), EXCERPT_MAX);
+    if (near)
+        fprintf(stderr, "kiln: unknown command '%s'; did you mean '%s'?\n%s",
+                quoted, near, usage_text);
+    else
+        fprintf(stderr, "kiln: unknown command '%s'\n%s", quoted, usage_text);
     return 2;
 }

@@ -59,6 +59,24 @@ int kiln_cli_tier_report(const kiln_function *f, FILE *out, int all,
  * of returning: see tools/kiln_tiers.c. */
 void kiln_cli_function_free(kiln_function *f, int status);
 
+/* The default tier line of kiln run, on `out`: "kiln: tier-up: 12
+ * kernels to llvm in 0.4 s (3 from cache)", with what is still on tier 0
+ * or failed; nothing when no kernel has a tier above 0. */
+void kiln_cli_tier_summary(const kiln_function *f, FILE *out);
+
+/* kiln run --tier-wait SECONDS: every kernel with a tier-1 backend is
+ * compiled (kiln_function_tier_up on a thread of its own, which writes
+ * the disk cache) and waited for, up to `seconds`.  0 when all are done
+ * (a failed compile is reported unless quiet), 1 when time ran out (the
+ * kernels still pending are listed unless quiet; compiling goes on),
+ * -1 when no thread could be started. */
+int kiln_cli_tier_wait(kiln_function *f, double seconds, int quiet);
+
+/* kiln compile MODEL.kg [--data D.json] [--policy P.yaml] [--quiet]
+ * (tools/kiln_compile.c): every kernel the policy sends to a compiling
+ * backend compiled into the disk cache. */
+int kiln_cli_compile(int argc, char **argv);
+
 /* kiln run --json: the "tiers" array, one object per kernel.  0, or -1. */
 int kiln_cli_tier_json(const kiln_function *f, FILE *out);
 
@@ -107,5 +125,10 @@ double kiln_cli_uniform(uint64_t *state);
 int kiln_cli_parse_value(const char *name, kiln_dtype dt, int rank,
                          const int64_t *dims, const char *value,
                          const kiln_read_options *data, kiln_tensor *t);
+
+/* Print "kiln: --data: MESSAGE" for a --data PATH that could not be read
+ * or bound, with a hint when PATH names a CSV or .npy file (--data takes
+ * CmdStan JSON; such files are read by the model's csv()/npy()). */
+void kiln_cli_data_error(const char *path, const char *message);
 
 #endif

@@ -169,6 +169,17 @@ void kiln_cli_no_input(const kiln_function *f, const kiln_graph *g,
                 (int)len, name, p->name, p->name, tr, p->name);
         return;
     }
+    for (int i = 0; g && i < g->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        if (n->op == KILN_OP_SHARED && n->name && strlen(n->name) == len &&
+            strncmp(n->name, name, len) == 0) {
+            fprintf(stderr, "kiln: -i %.*s: '%s' is shared data, not an "
+                    "input: give it with --data DATA.json (CmdStan JSON) "
+                    "or bind it in the model (csv(), npy(), json())\n",
+                    (int)len, name, n->name);
+            return;
+        }
+    }
     kiln_suggestion sg;
     char hint[96];
     kiln_suggest_init(&sg, name, len);
@@ -361,7 +372,7 @@ static int model_trace(kiln_graph *g, const char *file, const char *data_json,
     if (data_json && *data_json) {
         d = kiln_json_data_read(data_json, ropt, &err);
         if (!d || kiln_json_data_bind_graph(g, d, NULL, &err)) {
-            fprintf(stderr, "kiln: --data: %s\n", err.message);
+            kiln_cli_data_error(data_json, err.message);
             kiln_json_data_free(d);
             return 1;
         }

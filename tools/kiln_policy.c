@@ -68,7 +68,10 @@ int kiln_cli_explain(int argc, char **argv)
         else if (argv[i][0] != '-' && !file)
             file = argv[i];
         else {
-            fputs(explain_usage, stderr);
+            fprintf(stderr, "kiln: explain: %s '%s'\n%s",
+                    argv[i][0] == '-' ? "unknown or incomplete option"
+                                      : "more than one model file",
+                    argv[i], explain_usage);
             return 2;
         }
     }

@@ -9,9 +9,12 @@
 #include <kiln/policy.h>
 #include <kiln/cache.h>
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kiln_cli.h"
@@ -231,11 +234,31 @@ int kiln_cli_tier_json(const kiln_function *f, FILE *o)
     return 0;
 }
 
+/* --tier-wait's thread: one per process (kiln run waits once); it
+ * outlives a timeout, compiling on, and then holds f */
+typedef struct tier_waiter {
+    kiln_function *f;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done, rc;
+    kiln_err err;
+} tier_waiter;
+
+static tier_waiter waiter = {NULL, PTHREAD_MUTEX_INITIALIZER,
+                             PTHREAD_COND_INITIALIZER, 0, 0, {0, ""}};
+
 void kiln_cli_function_free(kiln_function *f, int status)
 {
-    /* a tier-1 compile queued or running (timeout 0: do not wait) */
-    int busy = f && kiln_function_tier_wait(f, 0) == 1;
-    kiln_function_free(f);      /* drops queued compiles, returns at once */
+    /* a tier-1 compile queued or running (timeout 0: do not wait), or
+     * --tier-wait's thread still at work on f (freeing f under it would
+     * be a use after free) */
+    pthread_mutex_lock(&waiter.lock);
+    int busy = f && waiter.f == f && !waiter.done;
+    pthread_mutex_unlock(&waiter.lock);
+    if (!busy) {
+        busy = f && kiln_function_tier_wait(f, 0) == 1;
+        kiln_function_free(f);  /* drops queued compiles, returns at once */
+    }
     if (!busy)
         return;
     /* a normal exit would wait for the compile still running (the llvm
@@ -245,4 +268,137 @@ void kiln_cli_function_free(kiln_function *f, int status)
      * never sees a half-written entry */
     fflush(NULL);
     _exit(status);
+}
+
+/* ---- the one summary line, and --tier-wait ------------------------------ */
+
+void kiln_cli_tier_summary(const kiln_function *f, FILE *o)
+{
+    int n = kiln_function_n_kernels(f), listed = 0, swapped = 0, cached = 0;
+    int pending = 0, failed = 0;
+    double secs = 0;
+    const char *to = NULL;
+    int mixed = 0;
+    for (int i = 0; i < n; i++) {
+        kiln_cli_tier t;
+        if (kiln_cli_kernel_tier(f, i, &t) || !t.listed)
+            continue;
+        listed++;
+        const kiln_tier_info *ti = &t.info;
+        const char *b = ti->tier1 ? ti->tier1 : ti->backend;
+        if (b && to && strcmp(b, to))
+            mixed = 1;
+        if (b && !to)
+            to = b;
+        switch (ti->state) {
+        case KILN_TIER_SWAPPED:
+            swapped++;
+            secs += ti->compile_seconds;
+            break;
+        case KILN_TIER_FIXED:
+            cached += ti->tier > 0;
+            break;
+        case KILN_TIER_WAITING: case KILN_TIER_QUEUED:
+        case KILN_TIER_COMPILING:
+            pending++;
+            break;
+        case KILN_TIER_FAILED:
+            failed++;
+            break;
+        default:
+            break;
+        }
+    }
+    if (!listed)
+        return;
+    fprintf(o, "kiln: tier-up: %d kernel%s to %s in %.2g s (%d from cache",
+            swapped + cached, swapped + cached == 1 ? "" : "s",
+            mixed || !to ? "tier 1" : to, secs, cached);
+    if (pending)
+        fprintf(o, ", %d still on tier 0: `kiln compile` or --tier-wait "
+                "puts them in the cache", pending);
+    if (failed)
+        fprintf(o, ", %d failed to compile", failed);
+    fprintf(o, ")\n");
+}
+
+static void *tier_up_all(void *arg)
+{
+    tier_waiter *w = arg;
+    kiln_err err = {0, ""};
+    int rc = kiln_function_tier_up(w->f, -1, &err);
+    pthread_mutex_lock(&w->lock);
+    w->rc = rc;
+    w->err = err;
+    w->done = 1;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+int kiln_cli_tier_wait(kiln_function *f, double seconds, int quiet)
+{
+    pthread_mutex_lock(&waiter.lock);
+    waiter.f = f;
+    waiter.done = 0;
+    pthread_mutex_unlock(&waiter.lock);
+    pthread_t th;
+    if (pthread_create(&th, NULL, tier_up_all, &waiter) != 0) {
+        pthread_mutex_lock(&waiter.lock);
+        waiter.done = 1;
+        pthread_mutex_unlock(&waiter.lock);
+        fprintf(stderr, "kiln: --tier-wait: cannot start a thread\n");
+        return -1;
+    }
+    pthread_detach(th);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double s = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec + seconds;
+    until.tv_sec = (time_t)s;
+    until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
+    if (until.tv_nsec < 0 || until.tv_nsec >= 1000000000L)
+        until.tv_nsec = 0;
+    pthread_mutex_lock(&waiter.lock);
+    while (!waiter.done)
+        if (pthread_cond_timedwait(&waiter.cond, &waiter.lock,
+                                   &until) == ETIMEDOUT)
+            break;
+    int done = waiter.done, rc = waiter.rc;
+    kiln_err err = waiter.err;
+    pthread_mutex_unlock(&waiter.lock);
+    if (done) {
+        /* the queued ones too (tier_up took them over or waited for them) */
+        if (kiln_function_tier_wait(f, seconds) == 1)
+            done = 0;
+    }
+    if (done && rc && !quiet)
+        fprintf(stderr, "kiln: --tier-wait: %s\n", err.message);
+    if (done)
+        return 0;
+    if (!quiet) {
+        int n = kiln_function_n_kernels(f), pending = 0;
+        char list[400] = "";
+        size_t len = 0;
+        for (int i = 0; i < n; i++) {
+            kiln_tier_info ti;
+            memset(&ti, 0, sizeof ti);
+            ti.struct_size = sizeof ti;
+            if (kiln_function_tier_info(f, i, &ti) || !ti.tier1 ||
+                (ti.state != KILN_TIER_WAITING &&
+                 ti.state != KILN_TIER_QUEUED &&
+                 ti.state != KILN_TIER_COMPILING))
+                continue;
+            if (len < sizeof list - 32)
+                len += (size_t)snprintf(list + len, sizeof list - len,
+                                        "%s%d", pending ? ", " : "", i);
+            else if (len < sizeof list - 4)
+                len += (size_t)snprintf(list + len, sizeof list - len, ", ...");
+            pending++;
+        }
+        fprintf(stderr, "kiln: --tier-wait: %d kernel%s still waiting for "
+                "tier 1 after %g s (kernel%s %s); the calls are timed "
+                "anyway\n", pending, pending == 1 ? "" : "s", seconds,
+                pending == 1 ? "" : "s", list);
+    }
+    return 1;
 }

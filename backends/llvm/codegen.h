@@ -28,6 +28,9 @@ typedef struct kl_codegen_table {
                      char **text, kiln_plugin_error **err);
     void (*text_free)(char *text);
     void (*error_free)(kiln_plugin_error *e);
+    /* libLLVM's one-time set-up (targets, options, a warm-up compile) on
+     * the calling thread: the backend's compiler_init (ABI 1.6) */
+    int (*init)(kiln_plugin_error **err);
 } kl_codegen_table;
 
 typedef const kl_codegen_table *(*kl_codegen_entry_fn)(void);

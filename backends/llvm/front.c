@@ -233,6 +233,19 @@ static void kl_text_free(char *text)
         kl_cg->text_free(text);
 }
 
+/* compiler_init (ABI 1.6): load the compiler module and libLLVM and set
+ * LLVM up on the calling thread, all at once, between the host's two
+ * registrations of its exit gate (docs/backends.md, "Exit during
+ * tier-up"). */
+static int kl_compiler_init(kiln_plugin_error **err)
+{
+    if (kl_cg_get(err))
+        return KILN_ERR_BACKEND;
+    kiln_plugin_error *ce = NULL;
+    int rc = kl_cg->init(&ce);
+    return rc ? kl_cg_error(err, rc, ce) : KILN_OK;
+}
+
 static int kl_target(const kiln_compile_options *opt, char *buf, size_t size)
 {
     int generic = opt && opt->struct_size >=
@@ -260,6 +273,7 @@ static kiln_backend kl_backend = {
     .emit_text = kl_emit_text,
     .text_free = kl_text_free,
     .target = kl_target,
+    .compiler_init = kl_compiler_init,
 };
 
 const kiln_backend *kiln_backend_entry(uint32_t host_abi_major,

@@ -3908,6 +3908,20 @@ static int kl_emit_text_guarded(const kiln_kernel *k,
     return rc;
 }
 
+/* Everything a compile sets up once — targets, command-line options,
+ * the function-local statics of a whole compile and JIT (kl_warm_up) —
+ * now, on this thread: the host calls it (compiler_init) between two
+ * registrations of its exit gate (core/tier.c, "Exit"), so that the
+ * destructors of all that run after a gate that waits for compiles. */
+static int kl_init_guarded(kiln_plugin_error **err)
+{
+    if (kl_enter(err))
+        return KILN_ERR_BACKEND;
+    int rc = kl_ready(err);
+    kl_leave();
+    return rc;
+}
+
 static const kl_codegen_table kl_table = {
     .struct_size = sizeof(kl_codegen_table),
     .compile = kl_compile_guarded,
@@ -3916,6 +3930,7 @@ static const kl_codegen_table kl_table = {
     .emit_text = kl_emit_text_guarded,
     .text_free = kl_text_free,
     .error_free = kiln_interp_error_free,
+    .init = kl_init_guarded,
 };
 
 __attribute__((visibility("default")))

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1
-#define KILN_ABI_MINOR 5
+#define KILN_ABI_MINOR 6
 
 /* The one frozen bootstrap symbol every plugin exports. */
 #define KILN_BACKEND_ENTRY "kiln_backend_entry"
@@ -400,6 +400,18 @@ typedef struct kiln_backend {
      * When NULL the host uses the architecture name (uname -m), right for
      * backends whose code does not depend on the CPU model. */
     int (*target)(const kiln_compile_options *opt, char *buf, size_t size);
+
+    /* ABI 1.6, optional.  Set up, on the calling thread, everything
+     * compile needs once per process (the llvm backend: load its compiler
+     * module and libLLVM, initialise the target and LLVM's options, run
+     * one warm-up compile), so that a later compile on any thread creates
+     * no process-wide state with destructors that run at exit.  The host
+     * calls it once, before the backend's first tier-1 compile, between
+     * two registrations of the exit gate that waits for compiles
+     * (core/tier.c; docs/backends.md, "Exit during tier-up").
+     * Idempotent and thread-safe; returns 0,
+     * or a kiln_code with *err set (compiles would then fail too). */
+    int (*compiler_init)(kiln_plugin_error **err);
 } kiln_backend;
 
 /* The bootstrap symbol's type.  Returns the descriptor, or NULL after

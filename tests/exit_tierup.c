@@ -1,0 +1,133 @@
+/*
+ * exit_tierup.c — a program that exits at a random moment of tier-up
+ * (issue 24, section 2; run by tests/test_exit_tierup.sh).
+ *
+ *   exit_tierup MODEL.kg SEED MODE
+ *
+ * compiles MODEL with the default tiered policy (the cache off, so every
+ * tier-up compiles), starts eight threads calling it in a loop, waits a
+ * delay of 10 to 100 ms drawn from SEED (in microseconds), then exits while
+ * the tier pool runs (the callers stop at that moment too, as a program
+ * whose work is done): MODE "return" returns from main,
+ * "thread" calls exit(0) from another thread.  The exit status must be
+ * 0: an abort ("pure virtual method called"), a signal or a status from
+ * a failed call is a failure of the test.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <kiln/kiln.h>
+#include <kiln/cache.h>
+#include <kiln/graph.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define N_CALLERS 8
+#define MAX_IO 16
+
+static kiln_function *fn;
+static atomic_int failed;
+static long delay_us;
+static struct timespec deadline;
+
+static int past_deadline(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec > deadline.tv_sec ||
+           (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec);
+}
+
+
+static void *caller(void *arg)
+{
+    int k = (int)(intptr_t)arg;
+    kiln_tensor in[MAX_IO], out[MAX_IO];
+    static _Thread_local double data[MAX_IO][64];
+    int n = kiln_function_n_inputs(fn);
+    for (int i = 0; i < n && i < MAX_IO; i++) {
+        int64_t dims[KILN_MAX_RANK];
+        kiln_function_input_type(fn, i, &in[i].dtype, &in[i].rank, dims,
+                                 NULL);
+        for (int d = 0; d < in[i].rank; d++)
+            in[i].shape[d] = dims[d];
+        for (int j = 0; j < 64; j++)
+            data[i][j] = 0.1 * (double)((k + i + j) % 7) - 0.3;
+        in[i].data = data[i];
+    }
+    while (!past_deadline()) {
+        kiln_err err;
+        if (kiln_function_call(fn, in, out, &err)) {
+            fprintf(stderr, "exit_tierup: call: %s\n", err.message);
+            atomic_store(&failed, 1);
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static void *exiter(void *arg)
+{
+    (void)arg;
+    sleep_us(delay_us);
+    exit(atomic_load(&failed) ? 3 : 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: exit_tierup MODEL.kg SEED return|thread\n");
+        return 2;
+    }
+    unsigned long seed = strtoul(argv[2], NULL, 10);
+    /* an LCG step or two: seeds 1, 2, 3 ... spread over the range */
+    seed = seed * 6364136223846793005UL + 1442695040888963407UL;
+    seed ^= seed >> 29;
+    delay_us = 10000 + (long)(seed % 90000);
+    int by_thread = !strcmp(argv[3], "thread");
+    kiln_err err;
+    kiln_graph *g = kiln_parse_file(argv[1], &err);
+    if (!g) {
+        fprintf(stderr, "exit_tierup: %s\n", err.message);
+        return 2;
+    }
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.quiet = 1;
+    o.cache_mode = KILN_CACHE_MODE_OFF;
+    fn = kiln_compile(g, &o, &err);
+    if (!fn) {
+        fprintf(stderr, "exit_tierup: %s\n", err.message);
+        return 2;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += delay_us / 1000000;
+    deadline.tv_nsec += (delay_us % 1000000) * 1000;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_t th;
+    for (int i = 0; i < N_CALLERS; i++)
+        if (pthread_create(&th, NULL, caller, (void *)(intptr_t)i) == 0)
+            pthread_detach(th);
+    if (by_thread) {
+        if (pthread_create(&th, NULL, exiter, NULL) == 0)
+            pthread_detach(th);
+        for (;;)
+            sleep_us(1000000);
+    }
+    sleep_us(delay_us);
+    return atomic_load(&failed) ? 3 : 0;
+}
