@@ -226,27 +226,6 @@ static char *default_dir(const char *dir, const kiln_config *cfg,
     return d;
 }
 
-/* mkdir -p of the parents, then the directory itself with mode 0700. */
-static int make_dirs(const char *path)
-{
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf)
-        return -1;
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i < n; i++) {
-        if (buf[i] != '/')
-            continue;
-        buf[i] = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return -1;
-        buf[i] = '/';
-    }
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 static uint64_t env_max_bytes(void)
 {
     uint64_t v;
@@ -263,14 +242,16 @@ static kiln_cache *open_cache(char *d, int create, int site,
 {
     if (!d)
         return NULL;
-    if (create && make_dirs(d) != 0) {
-        kiln_seterr(err, KILN_ERR_IO, "cache: cannot create %s: %s", d,
-                    strerror(errno));
+    char why[8400];
+    /* made under the trust rule: a mkdir -p by path would follow a
+     * symlink planted in an ancestor someone else can write */
+    int fd = create ? kiln_trust_make_dir(d, why, sizeof why)
+                    : kiln_trust_open_dir(-1, NULL, d, site, why, sizeof why);
+    if (fd == -1 && create) {
+        kiln_seterr(err, KILN_ERR_IO, "cache: cannot create %s: %s", d, why);
         free(d);
         return NULL;
     }
-    char why[8400];
-    int fd = kiln_trust_open_dir(-1, NULL, d, site, why, sizeof why);
     if (fd == -1) {
         kiln_seterr(err, KILN_ERR_IO, "cache: %s: %s", d, strerror(ENOENT));
         free(d);

@@ -1014,6 +1014,42 @@ int kiln_json_data_get(const kiln_json_data *d, const char *name,
 
 /* ---- binding a graph (jsondata.h) --------------------------------------- */
 
+/* An integer scalar of the data named like a symbol (J in f64[J]) must
+ * be the size the bound arrays give that symbol: a file with J = 8 and
+ * arrays of 3 is wrong data, not a model of 3 (kiln_model_new says the
+ * same).  0, or an error naming both. */
+static int check_symbol_sizes(const kiln_graph *g, const kiln_json_data *d,
+                              kiln_err *err)
+{
+    for (int s = 0; s < g->n_symbols; s++) {
+        const char *sn = g->symbols[s];
+        const jvar *v = sn ? find_var(d, sn) : NULL;
+        if (!v || v->rank != 0 || !v->is_int)
+            continue;
+        kiln_tensor t;
+        if (kiln_json_data_get(d, sn, KILN_I64, 0, NULL, &t, err))
+            return err ? err->code : KILN_ERR_TYPE;
+        int64_t want = *(const int64_t *)t.data;
+        free(t.data);
+        for (int i = 0; i < g->n_nodes; i++) {
+            const kiln_node *n = &g->nodes[i];
+            if (n->op != KILN_OP_SHARED || !n->data)
+                continue;
+            for (int k = 0; k < n->type.rank; k++)
+                if (KILN_DIM_IS_SYM(n->type.dims[k]) &&
+                    KILN_SYM_INDEX(n->type.dims[k]) == s &&
+                    n->vshape[k] != want)
+                    return kiln_seterr(err, KILN_ERR_SHAPE,
+                                       "%s: data '%s' is %lld but shared "
+                                       "'%s' has %lld elements along it",
+                                       d->file, sn, (long long)want,
+                                       n->name ? n->name : "?",
+                                       (long long)n->vshape[k]);
+        }
+    }
+    return 0;
+}
+
 int kiln_json_data_bind_graph(kiln_graph *g, const kiln_json_data *d,
                               int *n_bound, kiln_err *err)
 {
@@ -1040,6 +1076,8 @@ int kiln_json_data_bind_graph(kiln_graph *g, const kiln_json_data *d,
         else
             bound++;
     }
+    if (!rc)
+        rc = check_symbol_sizes(g, d, err);
     if (n_bound)
         *n_bound = bound;
     return rc;

@@ -22,6 +22,7 @@
  */
 #include "ir.h"
 #include "suggest.h"
+#include "excerpt.h"
 
 #include <kiln/cache.h>
 #include <kiln/model.h>
@@ -150,9 +151,14 @@ static int bind_data(kiln_graph *g, const kiln_json_data *d, int64_t *symsz,
             size_t k = 0;
             for (int j = 0; d && j < kiln_json_data_count(d) &&
                             k < sizeof has - 8; j++)
+            {
+                /* keys come from the data file: escaped (excerpt.h) */
+                const char *key = kiln_json_data_key(d, j);
+                char shown[EXCERPT_SIZE(EXCERPT_MAX)];
+                excerpt(shown, sizeof shown, key, strlen(key), EXCERPT_MAX);
                 k += (size_t)snprintf(has + k, sizeof has - k, "%s%s",
-                                      j ? ", " : " (it has: ",
-                                      kiln_json_data_key(d, j));
+                                      j ? ", " : " (it has: ", shown);
+            }
             if (k >= sizeof has - 8)
                 snprintf(has + sizeof has - 8, 8, ", ...");
             if (k)
@@ -229,12 +235,29 @@ static int bind_data(kiln_graph *g, const kiln_json_data *d, int64_t *symsz,
 
 /* ---- parameters ------------------------------------------------------ */
 
-static const kiln_param_rec *param_of(const kiln_graph *g, kiln_value v)
+/* For each node of g, the index of the parameter record whose
+ * unconstrained input it is (the first such record), or -1: one pass, so
+ * that a model of 100k parameters is not quadratic to lay out.  malloc'd;
+ * NULL (err set) when out of memory. */
+static int *param_index(const kiln_graph *g, kiln_err *err)
 {
-    for (int k = 0; k < g->n_params; k++)
-        if (g->params[k].unc == v)
-            return &g->params[k];
-    return NULL;
+    int *ix = malloc(sizeof *ix * (size_t)(g->n_nodes > 0 ? g->n_nodes : 1));
+    if (!ix) {
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        ix[i] = -1;
+    for (int k = g->n_params - 1; k >= 0; k--)
+        if (g->params[k].unc >= 0 && g->params[k].unc < g->n_nodes)
+            ix[g->params[k].unc] = k;
+    return ix;
+}
+
+static const kiln_param_rec *param_of(const kiln_graph *g, const int *ix,
+                                      kiln_value v)
+{
+    return ix[v] >= 0 ? &g->params[ix[v]] : NULL;
 }
 
 static int bound_value(const kiln_graph *g, const char *pname, kiln_value ref,
@@ -262,9 +285,9 @@ static int bound_value(const kiln_graph *g, const char *pname, kiln_value ref,
 
 /* The parameters: every input of g in node order (a plain input is a
  * parameter without bounds), with concrete shapes. */
-static int layout_params(kiln_model *m, const kiln_graph *g,
+static int layout_params_at(kiln_model *m, const kiln_graph *g,
                          const int64_t *symsz, const kiln_json_data *data,
-                         kiln_err *err)
+                         const int *ix, kiln_err *err)
 {
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++)
@@ -279,7 +302,7 @@ static int layout_params(kiln_model *m, const kiln_graph *g,
         const kiln_node *nd = &g->nodes[i];
         if (nd->op != KILN_OP_INPUT)
             continue;
-        const kiln_param_rec *r = param_of(g, i);
+        const kiln_param_rec *r = param_of(g, ix, i);
         mparam *p = &m->par[m->n_par++];
         if (!(p->name = dupstr(r ? r->name : nd->name)))
             return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
@@ -341,6 +364,18 @@ static int layout_params(kiln_model *m, const kiln_graph *g,
         }
     }
     return 0;
+}
+
+static int layout_params(kiln_model *m, const kiln_graph *g,
+                         const int64_t *symsz, const kiln_json_data *data,
+                         kiln_err *err)
+{
+    int *ix = param_index(g, err);
+    if (!ix)
+        return err ? err->code : KILN_ERR_NOMEM;
+    int rc = layout_params_at(m, g, symsz, data, ix, err);
+    free(ix);
+    return rc;
 }
 
 /* ---- the two graphs -------------------------------------------------- */
@@ -411,13 +446,14 @@ static kiln_function *build_constrain(kiln_model *m, const kiln_graph *w,
 {
     kiln_function *f = NULL;
     kiln_graph *c = kiln_ir_clone(w, err);
-    if (!c || drop_outputs(c, err))
+    int *ix = NULL;
+    if (!c || drop_outputs(c, err) || !(ix = param_index(c, err)))
         goto out;
     int k = 0;
     for (int i = 0; i < c->n_nodes; i++) {
         if (c->nodes[i].op != KILN_OP_INPUT)
             continue;
-        const kiln_param_rec *r = param_of(c, i);
+        const kiln_param_rec *r = param_of(c, ix, i);
         char on[32];
         snprintf(on, sizeof on, "param%d__", k++);
         if (kiln_graph_output(c, on, r ? r->value : i, err))
@@ -437,6 +473,7 @@ static kiln_function *build_constrain(kiln_model *m, const kiln_graph *w,
         }
     f = kiln_compile(c, opt, err);
 out:
+    free(ix);
     kiln_graph_free(c);
     return f;
 }

@@ -334,6 +334,13 @@ static int lex(parser *p, tok *t)
                 return fail_at(p, t->line,
                                (int)(p->pos + i - p->line_start) + 1,
                                KILN_ERR_PARSE, "NUL byte in string");
+            /* a control byte (an escape sequence) would reach the
+             * terminal in every message that names the string */
+            if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+                return fail_at(p, t->line,
+                               (int)(p->pos + i - p->line_start) + 1,
+                               KILN_ERR_PARSE, "control byte 0x%02x in "
+                               "string", (unsigned)(unsigned char)s[i]);
             if (s[i] == '\\') {
                 if (p->pos + i + 1 >= p->len ||
                     (s[i + 1] != '\\' && s[i + 1] != '"'))

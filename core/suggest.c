@@ -2,6 +2,7 @@
  * suggest.c — "did you mean": the closest of a set of names (suggest.h).
  */
 #include "suggest.h"
+#include "excerpt.h"
 
 #include <ctype.h>
 #include <limits.h>
@@ -87,7 +88,12 @@ const char *kiln_suggest_text(const kiln_suggestion *s, char *buf,
     if (size == 0)
         return buf;
     buf[0] = '\0';
-    if (s->best)
-        snprintf(buf, size, "; did you mean '%.64s'?", s->best);
+    if (s->best) {
+        /* a candidate may come from a data file (a JSON key, a CSV
+         * header): escaped, so that control bytes never reach a terminal */
+        char shown[EXCERPT_SIZE(64)];
+        excerpt(shown, sizeof shown, s->best, strlen(s->best), 64);
+        snprintf(buf, size, "; did you mean '%s'?", shown);
+    }
     return buf;
 }

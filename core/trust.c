@@ -78,8 +78,11 @@ static int open_root(char *why, size_t size)
     return fd;
 }
 
-int kiln_trust_open_dir(int at, const char *at_path, const char *path,
-                        int root_ok, char *why, size_t size)
+/* kiln_trust_open_dir, and kiln_trust_make_dir when `create`: a missing
+ * component is made (mode 0700) in the directory reached so far, which
+ * has passed the ancestor check. */
+static int walk(int at, const char *at_path, const char *path, int root_ok,
+                int create, char *why, size_t size)
 {
     char rest[2 * PATHBUF], shown[PATHBUF], comp[PATHBUF];
     if (!path || strlen(path) >= PATHBUF) {
@@ -133,6 +136,13 @@ int kiln_trust_open_dir(int at, const char *at_path, const char *path,
         if (!strcmp(comp, "."))
             continue;
         struct stat lst;
+        /* cur passed the ancestor check: making a directory in it makes
+         * nothing where someone else decides (EEXIST: made meanwhile;
+         * any other failure is reported by fstatat below) */
+        if (create && strcmp(comp, "..") != 0 &&
+            fstatat(cur, comp, &lst, AT_SYMLINK_NOFOLLOW) != 0 &&
+            errno == ENOENT)
+            (void)mkdirat(cur, comp, 0700);
         if (fstatat(cur, comp, &lst, AT_SYMLINK_NOFOLLOW) != 0) {
             int en = errno;
             shown_step(shown, sizeof shown, comp);
@@ -223,6 +233,17 @@ int kiln_trust_open_dir(int at, const char *at_path, const char *path,
         }
     }
     return cur;
+}
+
+int kiln_trust_open_dir(int at, const char *at_path, const char *path,
+                        int root_ok, char *why, size_t size)
+{
+    return walk(at, at_path, path, root_ok, 0, why, size);
+}
+
+int kiln_trust_make_dir(const char *path, char *why, size_t size)
+{
+    return walk(-1, NULL, path, 0, 1, why, size);
 }
 
 int kiln_trust_open_file(int dirfd, const char *dir, const char *name,

@@ -55,6 +55,14 @@ int kiln_trust_absolute(const char *path);
 int kiln_trust_open_dir(int at, const char *at_path, const char *path,
                         int root_ok, char *why, size_t size);
 
+/* kiln_trust_open_dir(-1, NULL, path, 0, ...) that first makes each
+ * missing directory (mode 0700, like mkdir -p) -- made only inside a
+ * directory that has passed the ancestor check, never by path, so a
+ * symlink planted in a directory someone else can write makes nothing
+ * where it points.  Returns what kiln_trust_open_dir returns (-1: a
+ * component could not be made; why[] says where). */
+int kiln_trust_make_dir(const char *path, char *why, size_t size);
+
 /* Open `name` (no '/') in the directory `dirfd` (from kiln_trust_open_dir,
  * named `dir` in messages) with O_NOFOLLOW and check the descriptor: a
  * regular file, owned by the user or root (root_ok), not writable by

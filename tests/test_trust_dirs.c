@@ -179,6 +179,40 @@ int main(void)
     }
     if (tfd >= 0)
         close(tfd);
+
+    /* kiln_trust_make_dir (a cache directory made on first use): T/w is
+     * anyone's (0777) and holds a symlink "x" to T/v, a directory of
+     * ours.  Making T/w/x/new must make nothing in T/v: a mkdir -p by
+     * path made T/v/new before the check refused the path (found by an
+     * attack on issue 24) */
+    snprintf(p, sizeof p, "mkdir -p '%s/w' '%s/v' && chmod 777 '%s/w' && "
+             "chmod 700 '%s/v' && ln -s '%s/v' '%s/w/x'", t, t, t, t, t, t);
+    ok(system(p) == 0, "setup T/w (0777) with x -> T/v");
+    snprintf(p, sizeof p, "%s/w/x/new", t);
+    snprintf(want, sizeof want, "ancestor %s/w is writable by group or "
+             "others (mode 0777, not sticky)", t);
+    int mfd = kiln_trust_make_dir(p, why, sizeof why);
+    ok(mfd == -2 && !strcmp(why, want), "making T/w/x/new is refused: %s",
+       why);
+    snprintf(p, sizeof p, "%s/v/new", t);
+    ok(access(p, F_OK) != 0, "... and T/v/new was not made");
+    snprintf(p, sizeof p, "%s/m/n/o", t);
+    why[0] = '\0';
+    mfd = kiln_trust_make_dir(p, why, sizeof why);
+    ok(mfd >= 0 && stat(p, &st) == 0 && S_ISDIR(st.st_mode) &&
+       (st.st_mode & 077) == 0, "T/m/n/o is made, mode 0700 %s", why);
+    if (mfd >= 0)
+        close(mfd);
+    mfd = kiln_trust_make_dir(p, why, sizeof why);
+    ok(mfd >= 0, "making it again opens it %s", why);
+    if (mfd >= 0)
+        close(mfd);
+    snprintf(p, sizeof p, "%s/m/f", t);
+    fclose(fopen(p, "w"));
+    snprintf(p, sizeof p, "%s/m/f/sub", t);
+    ok(kiln_trust_make_dir(p, why, sizeof why) == -2 &&
+       strstr(why, "not a directory"), "a file on the way: refused: %s", why);
+
     snprintf(p, sizeof p, "rm -rf '%s'", t);
     if (system(p) != 0)
         diag("could not remove %s", t);

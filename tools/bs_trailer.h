@@ -137,7 +137,7 @@ static inline int bst_data_memfiles(const unsigned char *d, uint64_t len,
                                     kiln_memfile **out, size_t *n)
 {
     kiln_memfile *mf = NULL;
-    size_t k = 0;
+    size_t k = 0, cap = 0;
     for (uint64_t at = 0;;) {
         const char *path;
         const unsigned char *bytes;
@@ -153,14 +153,19 @@ static inline int bst_data_memfiles(const unsigned char *d, uint64_t len,
             *n = k;
             return r;
         }
-        kiln_memfile *q = realloc(mf, (k + 1) * sizeof *q);
-        if (!q) {
-            free(mf);
-            *out = NULL;
-            *n = 0;
-            return -2;
+        if (k == cap) {
+            /* doubling: 200k tiny entries (a crafted trailer) were
+             * quadratic where realloc moves, as under ASan */
+            cap = cap ? 2 * cap : 8;
+            kiln_memfile *q = realloc(mf, cap * sizeof *q);
+            if (!q) {
+                free(mf);
+                *out = NULL;
+                *n = 0;
+                return -2;
+            }
+            mf = q;
         }
-        mf = q;
         mf[k].path = path;
         mf[k].data = bytes;
         mf[k].size = (size_t)size;

@@ -21,6 +21,7 @@
 #include "ir.h"        /* a parameter's bounds (kiln_param_rec) */
 #include "loader.h"    /* kiln_loader_get, kiln_loader_names */
 #include "suggest.h"   /* did you mean */
+#include "excerpt.h"   /* names from data files, escaped */
 #include "trace.h"     /* --trace-nonfinite */
 #include "jsondata.h"  /* kiln_json_data_bind_graph */
 
@@ -314,9 +315,12 @@ static mparam *model_find(mparam *ps, int np, const char *name, size_t len,
     for (int i = 0; i < np && used < sizeof list - 64; i++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
                                  i ? ", " : "", ps[i].name);
-    fprintf(stderr, "kiln: %s %.*s: the model has no parameter of that "
-            "name%s (its parameters: %s)\n", where, len > 64 ? 64 : (int)len,
-            name, kiln_suggest_text(&sg, hint, sizeof hint), list);
+    /* the name may be a key of an --inputs file: escaped (excerpt.h) */
+    char shown[EXCERPT_SIZE(EXCERPT_MAX)];
+    excerpt(shown, sizeof shown, name, len, EXCERPT_MAX);
+    fprintf(stderr, "kiln: %s %s: the model has no parameter of that "
+            "name%s (its parameters: %s)\n", where, shown,
+            kiln_suggest_text(&sg, hint, sizeof hint), list);
     return NULL;
 }
 
@@ -579,7 +583,9 @@ int kiln_cli_model(int argc, char **argv)
                 goto done;
             kiln_tensor t = {0};
             char shown[96];
-            snprintf(shown, sizeof shown, "--inputs %.64s", key);
+            char kshown[EXCERPT_SIZE(EXCERPT_MAX)];
+            snprintf(shown, sizeof shown, "--inputs %s",
+                     excerpt(kshown, sizeof kshown, key, strlen(key), 40));
             if (kiln_json_data_get(point, key, KILN_F64, p->rank, p->shape,
                                    &t, &err)) {
                 fprintf(stderr, "kiln: --inputs: %s\n", err.message);
