@@ -210,8 +210,24 @@ static int bind_data(kiln_graph *g, const kiln_json_data *d, int64_t *symsz,
         int64_t shape[KILN_MAX_RANK];
         if (!g->symbols[s] || !kiln_json_data_has(d, g->symbols[s]) ||
             kiln_json_data_shape(d, g->symbols[s], &rank, shape, &is_int) ||
-            rank != 0 || !is_int)
+            rank != 0)
             continue;
+        if (!is_int) {
+            /* a number that is no integer cannot be a size: ignoring it
+             * sized the symbol from the arrays alone (J = 8.5 ran as 1) */
+            kiln_tensor t;
+            if (kiln_json_data_get(d, g->symbols[s], KILN_F64, 0, NULL, &t,
+                                   err))
+                return err ? err->code : KILN_ERR_ARG;
+            double x = *(double *)t.data;
+            free(t.data);
+            return kiln_seterr(err, KILN_ERR_SHAPE,
+                               "model: data '%s' is %.17g, but '%s' is not "
+                               "an integer scalar: it names a size (symbol "
+                               "'%s'), so write a whole number (8, not 8.0 "
+                               "or 8.5)", g->symbols[s], x, g->symbols[s],
+                               g->symbols[s]);
+        }
         kiln_tensor t;
         if (kiln_json_data_get(d, g->symbols[s], KILN_I64, 0, NULL, &t, err))
             return err ? err->code : KILN_ERR_ARG;

@@ -523,11 +523,18 @@ static void test_zero_size(void)
  * had no N at all. */
 static void test_symbol_not_int(void)
 {
-    static const char *kg = "kiln 1\ngraph s\n  param x: f64[N]\n"
-                            "  output logp = sum(x)\nend\n";
-    static const char *data[] = {"{\"N\": 3.5}", "{\"N\": [2]}"};
+    const char *kg = "kiln 1\ngraph s\n  param x: f64[N]\n"
+                     "  output logp = sum(x)\nend\n";
+    /* the third: N = 8.5 and an array of 1 that N sizes ran with N = 1 */
+    static const char *kg2 = "kiln 1\ngraph s\n  param x: f64[N]\n"
+                             "  shared y: f64[N]\n"
+                             "  output logp = sum(mul(x, y))\nend\n";
+    static const char *data[] = {"{\"N\": 3.5}", "{\"N\": [2]}",
+                                 "{\"N\": 8.5, \"y\": [1]}"};
     kiln_err e;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
+        if (k == 2)
+            kg = kg2;
         kiln_model *m = make(kg, data[k], "interp", &e);
         ok(!m && e.code == KILN_ERR_SHAPE &&
                strstr(e.message, "'N' is not an integer scalar"),
