@@ -51,12 +51,24 @@
  *     target and options and runs one warm-up compile) on the job's
  *     thread, between two registrations of exit_gate (set_up_backend).
  *     The gate closes the pool (no compile starts after it, queued jobs
- *     are dropped) and waits for the compiles in flight.  If exit began
- *     before or during the set-up, the first registration runs before
- *     any handler the set-up registers (they are younger), and waits for
- *     the set-up and its compile to end; otherwise the second is younger
- *     than all of them and runs first at exit.  If atexit fails (exit is
- *     past its handlers), the gate is closed at once and nothing loads.
+ *     are dropped) and waits for the compiles in flight.  If exit begins
+ *     after the set-up, the second registration is younger than every
+ *     handler the set-up registered and runs first.  If exit began just
+ *     before, the first registration is younger than the handler exit is
+ *     running and runs next: the pool closes before anything loads.  If
+ *     exit begins during the set-up, what guards it is the compiler
+ *     module's own gate: libLLVM's load-time destructors are registered
+ *     inside the dlopen of llvm_codegen.so, whose constructor registers
+ *     kl_exit_wait right after them (a library's dependencies are
+ *     constructed first), so that gate is younger and runs before them;
+ *     it refuses new work (the set-up then fails, touching nothing) or
+ *     waits for the set-up in flight (kl_init_guarded counts itself busy).
+ *     One window is left: exit's running handler returning in the
+ *     microseconds between libLLVM's constructors and llvm_codegen.so's
+ *     inside that dlopen.  Closing it would mean loading libLLVM on the
+ *     calling thread, +100-140 ms on a cold kiln_compile (measured);
+ *     declined.  If atexit fails (exit is past its handlers), the gate is
+ *     closed at once and nothing loads.
  *  3. If exit reaches libkiln's destructor first, pool_stop joins the
  *     workers, each after the job it runs.
  *
