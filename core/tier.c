@@ -80,7 +80,7 @@
  * Locks: f->tier_lock (the steps' tier fields) may be held when taking
  * pool.lock (the queue, f->refs, f->tier_jobs), never the reverse.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE     /* syscall(SYS_gettid) */
 #include "function.h"
 #include "loader.h"
 #include "vm.h"
@@ -90,6 +90,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -215,6 +216,38 @@ static void exit_gate(void)
     while (pool.in_flight > 0)
         pthread_cond_wait(&pool.done, &pool.lock);
     pthread_mutex_unlock(&pool.lock);
+}
+
+/* The main thread's gate.  glibc's exit() runs the exiting thread's
+ * thread_local destructors (those registered with
+ * __cxa_thread_atexit_impl) before any atexit handler, so a gate
+ * registered that way on the main thread runs first when the process
+ * ends by returning from main or by exit() on the main thread — the way
+ * nearly every program, Python included, ends — whatever the compiles
+ * in flight registered since: no handler of libLLVM runs before it, with
+ * no window.  It is registered by the main thread's first enqueue.  If
+ * the main thread ends by pthread_exit instead, the pool closes and
+ * kernels stay on tier 0 for the rest of the process (correct, slower).
+ * exit() on another thread is covered by the atexit gates alone. */
+extern int __cxa_thread_atexit_impl(void (*fn)(void *), void *obj,
+                                    void *dso) __attribute__((weak));
+extern void *__dso_handle;
+
+static void main_thread_gate(void *unused)
+{
+    (void)unused;
+    exit_gate();
+}
+
+static void register_main_gate(void)
+{
+    static atomic_int done;
+    if (atomic_load_explicit(&done, memory_order_relaxed) ||
+        !__cxa_thread_atexit_impl ||
+        (pid_t)syscall(SYS_gettid) != getpid() ||
+        atomic_exchange(&done, 1))
+        return;
+    (void)__cxa_thread_atexit_impl(main_thread_gate, NULL, &__dso_handle);
 }
 
 __attribute__((destructor)) static void pool_stop(void)
@@ -396,6 +429,7 @@ static int enqueue(kiln_function *f, int owner)
     if (!j)
         return -1;
     *j = (tier_job){f, owner, NULL};
+    register_main_gate();
     pthread_mutex_lock(&pool.lock);
     if (!pool.exiting)
         grow_pool(f->n_threads);
