@@ -138,11 +138,18 @@ static int walk(int at, const char *at_path, const char *path, int root_ok,
         struct stat lst;
         /* cur passed the ancestor check: making a directory in it makes
          * nothing where someone else decides (EEXIST: made meanwhile;
-         * any other failure is reported by fstatat below) */
+         * any other failure is the reason: fstatat below would say only
+         * ENOENT, hiding EACCES, EROFS or ENOSPC) */
         if (create && strcmp(comp, "..") != 0 &&
             fstatat(cur, comp, &lst, AT_SYMLINK_NOFOLLOW) != 0 &&
-            errno == ENOENT)
-            (void)mkdirat(cur, comp, 0700);
+            errno == ENOENT && mkdirat(cur, comp, 0700) != 0 &&
+            errno != EEXIST) {
+            int en = errno;
+            shown_step(shown, sizeof shown, comp);
+            snprintf(why, size, "%s: %s", shown, strerror(en));
+            close(cur);
+            return -1;
+        }
         if (fstatat(cur, comp, &lst, AT_SYMLINK_NOFOLLOW) != 0) {
             int en = errno;
             shown_step(shown, sizeof shown, comp);

@@ -289,5 +289,19 @@ if KILN_CACHE=off run --backend llvm --cache-report 2>&1 >/dev/null | grep -q " 
   ok $? "--cache-report says why a kernel was not stored"
 fi
 
+# a cache directory that cannot be made gives mkdir's reason, not the
+# ENOENT of the stat that followed it: sysfs refuses mkdir to everyone
+# (EPERM for root, EACCES otherwise)
+if [ -d /sys/kernel ] && [ ! -e /sys/kiln-no-such-dir ]; then
+  KILN_CACHE_DIR=/sys/kiln-no-such-dir/c "$kiln" compile "$model" --quiet \
+    >/dev/null 2>"$tmp/mk.err"
+  rc=$?
+  [ $rc = 1 ] && grep -q 'cannot create /sys/kiln-no-such-dir/c: /sys/kiln-no-such-dir: ' "$tmp/mk.err" &&
+    ! grep -q 'No such file or directory' "$tmp/mk.err"
+  ok $? "an uncreatable cache directory names mkdir's reason ($(cat "$tmp/mk.err"))"
+else
+  echo "ok $((n = n + 1)) - # SKIP no sysfs"
+fi
+
 echo "1..$n"
 [ $failed = 0 ]
