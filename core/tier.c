@@ -112,9 +112,10 @@ static struct {
     tier_job running[POOL_MAX];   /* each worker's job, f NULL when idle */
     int shutdown;
     int exiting;            /* the exit gate is closed: no compile starts */
+    int forking;            /* fork_prepare waits for the compiles in flight */
     int in_flight;          /* compiles running (pool and kiln_function_tier_up) */
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_COND_INITIALIZER, NULL, NULL, 0, {0}, {{0}}, 0, 0, 0};
+          PTHREAD_COND_INITIALIZER, NULL, NULL, 0, {0}, {{0}}, 0, 0, 0, 0};
 
 static int state_of(const kiln_tier_step *t)
 {
@@ -270,14 +271,42 @@ __attribute__((destructor)) static void pool_stop(void)
  * the next enqueue or kiln_function_tier_wait starts workers again.  A
  * function whose tier lock a worker held at the fork is left locked in
  * the child (docs/policy.md, "Tiers": fork). */
-static void fork_prepare(void) { pthread_mutex_lock(&pool.lock); }
-static void fork_parent(void) { pthread_mutex_unlock(&pool.lock); }
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* fork() waits for the compiles in flight (a set-up included) and holds
+ * new ones back, so that no compile runs across it: the child never
+ * holds half of a set-up or a compiler lock of a thread it does not
+ * have.  A child forked during tier-up hung at exit so, on the count of
+ * compiles in flight (its exit gate waited for them) or on libLLVM's
+ * locks.  The fork may so take up to one compile longer. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&setup_lock);
+    pthread_mutex_lock(&pool.lock);
+    /* no compile runs across the fork: a compile holds the backend's own
+     * locks (libLLVM's), which the child would find held by a thread it
+     * does not have, and hang on at exit; new ones wait (compile_job) */
+    pool.forking = 1;
+    while (pool.in_flight > 0)
+        pthread_cond_wait(&pool.done, &pool.lock);
+}
+
+static void fork_parent(void)
+{
+    pool.forking = 0;
+    pthread_cond_broadcast(&pool.done);
+    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&setup_lock);
+}
 
 static void fork_child(void)
 {
+    pthread_mutex_init(&setup_lock, NULL);
     pthread_mutex_init(&pool.lock, NULL);
     pthread_cond_init(&pool.work, NULL);
     pthread_cond_init(&pool.done, NULL);
+    pool.in_flight = 0;
+    pool.forking = 0;
     for (int i = 0; i < pool.n_threads; i++) {
         tier_job *r = &pool.running[i];
         if (r->f && state_of(&r->f->tiers[r->step]) != KILN_TIER_COMPILING) {
@@ -335,7 +364,6 @@ static void grow_pool(int want)
 
 /* ---- setting a tier-1 backend up (see "Exit") ------------------------- */
 
-static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
 #define SET_UP_MAX 16
 static const kiln_backend *set_up[SET_UP_MAX];
 static int n_set_up;
@@ -518,6 +546,8 @@ static int compile_job(kiln_function *f, int owner, char *why, size_t size)
     int rc = -1;
     /* in flight before anything is loaded or compiled ("Exit") */
     pthread_mutex_lock(&pool.lock);
+    while (pool.forking && !pool.exiting)
+        pthread_cond_wait(&pool.done, &pool.lock);
     int go = !pool.exiting;
     pool.in_flight += go;
     pthread_mutex_unlock(&pool.lock);

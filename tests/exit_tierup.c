@@ -8,7 +8,8 @@
  * tier-up compiles), starts eight threads calling it in a loop, waits a
  * delay of 10 to 600 ms drawn from SEED (in microseconds), then exits while
  * the tier pool runs (the callers stop at that moment too, as a program
- * whose work is done): MODE "main" calls on the main thread alone and
+ * whose work is done): MODE "fork" forks then and the child exits (it
+ * must, within 30 s), "main" calls on the main thread alone and
  * returns from main, "return" returns from main,
  * "thread" calls exit(0) from another thread.  The exit status must be
  * 0: an abort ("pure virtual method called"), a signal or a status from
@@ -24,7 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define N_CALLERS 8
 #define MAX_IO 16
@@ -94,7 +99,7 @@ static void *exiter(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: exit_tierup MODEL.kg SEED return|thread|main\n");
+        fprintf(stderr, "usage: exit_tierup MODEL.kg SEED return|thread|main|fork\n");
         return 2;
     }
     unsigned long seed = strtoul(argv[2], NULL, 10);
@@ -139,6 +144,29 @@ int main(int argc, char **argv)
     for (int i = 0; i < N_CALLERS; i++)
         if (pthread_create(&th, NULL, caller, (void *)(intptr_t)i) == 0)
             pthread_detach(th);
+    if (!strcmp(argv[3], "fork")) {
+        /* fork during tier-up, the child exits at once: it must not wait
+         * for the parent's compiles in flight, which it does not have
+         * (it hung so, 15 of 40 runs, before the atfork handlers) */
+        sleep_us(delay_us);
+        pid_t pid = fork();
+        if (pid == 0)
+            exit(0);
+        if (pid < 0)
+            return 3;
+        int st = 0;
+        for (int ms = 0; ms < 30000; ms += 10) {
+            pid_t w = waitpid(pid, &st, WNOHANG);
+            if (w == pid)
+                return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 5;
+            sleep_us(10000);
+        }
+        kill(pid, SIGKILL);
+        (void)waitpid(pid, &st, 0);
+        fprintf(stderr, "exit_tierup: the child forked during tier-up did "
+                "not exit within 30 s\n");
+        return 4;
+    }
     if (by_thread) {
         if (pthread_create(&th, NULL, exiter, NULL) == 0)
             pthread_detach(th);

@@ -3,7 +3,8 @@
 # tests/exit_tierup compiles eight schools or radon with the default
 # tiered policy, calls it on eight threads (or on the main thread alone)
 # and exits after a delay drawn from the run's seed, by returning from
-# main or by exit() on another thread.  Every run
+# main, by exit() on another thread, or by fork() with the child
+# exiting at once (it must not hang).  Every run
 # must exit with status 0: an abort ("pure virtual method called"), any
 # other signal or a non-zero status counts as a failure.
 # KILN_EXIT_RUNS runs (default 100; `make check-exit` runs 300).
@@ -27,7 +28,7 @@ base=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
 i=1
 while [ "$i" -le "$runs" ]; do
   seed=$((base * 1000 + i))
-  case $((i % 3)) in 0) mode=thread ;; 1) mode=return ;; *) mode=main ;; esac
+  case $((i % 4)) in 0) mode=thread ;; 1) mode=return ;; 2) mode=main ;; *) mode=fork ;; esac
   # two models: radon's kernels reach LLVM code (and its function-local
   # statics) that eight schools' warm-up does not
   model=eight_schools

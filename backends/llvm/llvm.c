@@ -3858,9 +3858,21 @@ static void kl_exit_wait(void)
     pthread_mutex_unlock(&kl_busy_lock);
 }
 
+/* fork(): the compiles in flight are the parent's; the child's count
+ * starts at 0, or its kl_exit_wait would wait for them forever. */
+static void kl_fork_prepare(void) { pthread_mutex_lock(&kl_busy_lock); }
+static void kl_fork_parent(void) { pthread_mutex_unlock(&kl_busy_lock); }
+static void kl_fork_child(void)
+{
+    pthread_mutex_init(&kl_busy_lock, NULL);
+    pthread_cond_init(&kl_busy_cond, NULL);
+    kl_busy = 0;
+}
+
 __attribute__((constructor)) static void kl_register_exit_wait(void)
 {
     atexit(kl_exit_wait);
+    (void)pthread_atfork(kl_fork_prepare, kl_fork_parent, kl_fork_child);
 }
 
 static int kl_enter(kiln_plugin_error **err)
