@@ -107,7 +107,7 @@ if [ -f "$prefix/lib/kiln/backends/tcc.so" ]; then
   ok $? "the installed tcc backend loads with the build tree gone"
 fi
 "$bin" run "$model" -i mu=0 -i log_tau=0 -i theta_t=0 --backend nosuch >/dev/null 2>"$work/run.err"
-grep -qF "backend 'nosuch' not found (searched $prefix/lib/kiln/backends);" "$work/run.err" &&
+grep -qF "backend 'nosuch' not found (searched $prefix/lib/kiln/backends)" "$work/run.err" &&
   ! grep -qF "$tree" "$work/run.err"
 ok $? "a plugin planted in the deleted build tree is not loaded (searched only $prefix/lib/kiln/backends)" ||
   sed 's/^/#   /' "$work/run.err"
