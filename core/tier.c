@@ -281,7 +281,11 @@ static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
  * locks.  The fork may so take up to one compile longer. */
 static void fork_prepare(void)
 {
-    pthread_mutex_lock(&setup_lock);
+    /* setup_lock is not taken: a set-up runs only in flight (its thread
+     * takes setup_lock, then pool.lock), so once none is in flight and
+     * new ones wait, nobody holds it.  Taking it here, before waiting,
+     * deadlocked with a set-up in flight (a tier-up's first fork under
+     * ASan, every time: CI timed out on it) */
     pthread_mutex_lock(&pool.lock);
     /* no compile runs across the fork: a compile holds the backend's own
      * locks (libLLVM's), which the child would find held by a thread it
@@ -296,7 +300,6 @@ static void fork_parent(void)
     pool.forking = 0;
     pthread_cond_broadcast(&pool.done);
     pthread_mutex_unlock(&pool.lock);
-    pthread_mutex_unlock(&setup_lock);
 }
 
 static void fork_child(void)

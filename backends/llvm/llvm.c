@@ -3859,9 +3859,14 @@ static void kl_exit_wait(void)
 }
 
 /* fork(): the compiles in flight are the parent's; the child's count
- * starts at 0, or its kl_exit_wait would wait for them forever. */
-static void kl_fork_prepare(void) { pthread_mutex_lock(&kl_busy_lock); }
-static void kl_fork_parent(void) { pthread_mutex_unlock(&kl_busy_lock); }
+ * starts at 0, or its kl_exit_wait would wait for them forever.  There
+ * is no prepare handler that takes kl_busy_lock: this module is loaded
+ * after libkiln's tier pool registered its own handlers, so ours would
+ * run first, and the pool's, waiting for its compiles in flight, would
+ * then wait for a kl_leave blocked on the lock (a deadlock).  The pool
+ * waits for its compiles before a fork (core/tier.c); a compile on some
+ * other thread of the caller's across fork() is the caller's to avoid,
+ * as LLVM's own rule is. */
 static void kl_fork_child(void)
 {
     pthread_mutex_init(&kl_busy_lock, NULL);
@@ -3872,7 +3877,7 @@ static void kl_fork_child(void)
 __attribute__((constructor)) static void kl_register_exit_wait(void)
 {
     atexit(kl_exit_wait);
-    (void)pthread_atfork(kl_fork_prepare, kl_fork_parent, kl_fork_child);
+    (void)pthread_atfork(NULL, NULL, kl_fork_child);
 }
 
 static int kl_enter(kiln_plugin_error **err)
