@@ -518,7 +518,10 @@ def _dimshuffle(em, node, ins):
     ndim = op.input_ndim
     drop = [d for d in range(ndim) if d not in kept]
     if drop:
-        x = em.let(f"squeeze({x}, axis=[{', '.join(map(str, drop))}])", em.kdt[x])
+        # index 0 rather than squeeze: PyTensor knows these dims are 1, kiln
+        # may only know a symbol (a slice of a symbolic dim)
+        ix = ", ".join("0" if d in drop else ":" for d in range(ndim))
+        x = em.let(f"{x}[{ix}]", em.kdt[x])
     srt = sorted(kept)
     perm = [srt.index(d) for d in kept]
     if perm != list(range(len(perm))):
@@ -641,7 +644,7 @@ def _subtensor(em, node, ins):
 @kg_convert(ptst.IncSubtensor)
 def _incsubtensor(em, node, ins):
     op = node.op
-    idx = ptst.get_idx_list(node.inputs, op.idx_list)
+    idx = ptst.get_idx_list(node.inputs[1:], op.idx_list)
     x = ins[0]
     v = em.cast(ins[1], em.kdt[x])
     f = "set_subtensor" if op.set_instead_of_inc else "inc_subtensor"
@@ -1046,6 +1049,9 @@ class KilnLinker(VMLinker):
             swap = dict(zip(outs, new))
             self.no_recycling = [swap.get(v, v) for v in self.no_recycling]
             replaced += 1
+        if replaced:
+            # views of values now computed inside kiln are gone from the graph
+            self.no_recycling = [v for v in self.no_recycling if v in fgraph.variables]
         left = [(n, r) for n, r in reason.items() if not isinstance(n.op, KilnOp)
                 and n in fgraph.apply_nodes]
         if left:
