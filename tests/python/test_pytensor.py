@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kiln.pytensor against PyTensor's Python reference (TAP).
+"""kiln.pytensor against PyTensor's Python reference (pytest).
 
 Every graph is compiled in the KILN mode and in Mode(linker="py",
 optimizer=None); results must agree to 1e-9 relative, with equal dtypes and
@@ -15,12 +15,12 @@ import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from pt_common import (  # noqa: E402
-    setup_or_skip, Tap, backends_available)
+from kiln_pt_common import setup_or_skip, backends_available  # noqa: E402
 
 setup_or_skip()
 
 import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 import pytensor  # noqa: E402
 import pytensor.tensor as pt  # noqa: E402
 from pytensor.compile.mode import Mode  # noqa: E402
@@ -181,41 +181,24 @@ def check_outputs(got, want):
     return None
 
 
-def run_case(tap, backend, name, ins, outs, args, expect_fallback):
-    title = f"{backend}: {name}"
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            f = pytensor.function(ins, outs, mode=kp.mode(backend=backend),
-                                  on_unused_input="ignore")
-        fell = [w for w in caught if issubclass(w.category, kp.KilnFallbackWarning)]
-        got = f(*args)
-        want = pytensor.function(ins, outs, mode=REF, on_unused_input="ignore")(*args)
-    except Exception as e:  # noqa: BLE001
-        tap.ok(False, title, f"{type(e).__name__}: {' '.join(str(e).split())[:400]}")
-        return
+BACKENDS = backends_available()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name,ins,outs,args,expect_fallback", CASES,
+                         ids=[c[0].replace(" ", "_") for c in CASES])
+def test_graph(backend, name, ins, outs, args, expect_fallback):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f = pytensor.function(ins, outs, mode=kp.mode(backend=backend),
+                              on_unused_input="ignore")
+    fell = [w for w in caught if issubclass(w.category, kp.KilnFallbackWarning)]
+    got = f(*args)
+    want = pytensor.function(ins, outs, mode=REF, on_unused_input="ignore")(*args)
     err = check_outputs(got, want)
-    if err is None and expect_fallback and not fell:
-        err = "expected a KilnFallbackWarning"
-    if err is None and fell and len(fell) != 1:
-        err = f"{len(fell)} fallback warnings, expected one line"
-    if err is None and fell and "\n" in str(fell[0].message):
-        err = "the fallback warning is not one line"
-    if err is None and not expect_fallback and fell:
-        # kiln ops still being added (cumsum, gammainc...) may fall back; say so
-        tap.ok(True, title, "# fell back: " + str(fell[0].message)[:200])
-        return
-    tap.ok(err is None, title, err)
-
-
-def main():
-    tap = Tap()
-    backends = backends_available()
-    for be in backends:
-        for c in CASES:
-            run_case(tap, be, *c)
-    tap.done()
-
-
-if __name__ == "__main__":
-    main()
+    assert err is None, err
+    if expect_fallback:
+        assert fell, "expected a KilnFallbackWarning"
+    if fell:
+        assert len(fell) == 1, f"{len(fell)} fallback warnings, expected one"
+        assert "\n" not in str(fell[0].message), "the warning is not one line"

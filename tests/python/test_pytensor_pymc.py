@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyMC logp and dlogp through mode="KILN" against PyTensor's Python mode (TAP).
+"""PyMC logp and dlogp through mode="KILN" against PyTensor's Python mode (pytest).
 
 Eight schools (centred and non-centred) and radon (hierarchical intercepts
 and slopes, 919 observations from ../shared/data/radon.csv): model.compile_logp
@@ -13,11 +13,12 @@ import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from pt_common import Tap, backends_available, setup_or_skip, shared_dir, skip_all  # noqa: E402
+from kiln_pt_common import backends_available, setup_or_skip, shared_dir, skip_all  # noqa: E402
 
 setup_or_skip()
 
 import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 try:
     import pymc as pm
@@ -88,37 +89,34 @@ def close(a, b):
     return None
 
 
-def main():
-    tap = Tap()
+MODELS = ["eight_schools", "eight_schools_noncentered", "radon"]
+_built = {}
+
+
+def model(name):
+    if name not in _built:
+        _built[name] = {"eight_schools": lambda: eight_schools(True),
+                        "eight_schools_noncentered": lambda: eight_schools(False),
+                        "radon": radon}[name]()
+    return _built[name]
+
+
+@pytest.mark.parametrize("backend", backends_available())
+@pytest.mark.parametrize("name", MODELS)
+def test_logp_dlogp(backend, name):
+    m = model(name)
+    if m is None:
+        pytest.skip("no ../shared/data/radon.csv")
+    mode = kp.mode(backend=backend)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f = m.compile_logp(mode=mode)
+        df = m.compile_dlogp(mode=mode)
+    fell = [str(w.message) for w in caught if issubclass(w.category, kp.KilnFallbackWarning)]
+    assert not fell, fell
+    fr = m.compile_logp(mode=REF)
+    dfr = m.compile_dlogp(mode=REF)
     rng = np.random.default_rng(7)
-    models = [("eight schools", eight_schools(True)),
-              ("eight schools noncentered", eight_schools(False))]
-    r = radon()
-    if r is None:
-        tap.skip("radon", "no ../shared/data/radon.csv")
-    else:
-        models.append(("radon", r))
-    for be in backends_available():
-        mode = kp.mode(backend=be)
-        for name, m in models:
-            title = f"{be}: {name} logp and dlogp"
-            try:
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    f = m.compile_logp(mode=mode)
-                    df = m.compile_dlogp(mode=mode)
-                fell = [str(w.message) for w in caught
-                        if issubclass(w.category, kp.KilnFallbackWarning)]
-                fr = m.compile_logp(mode=REF)
-                dfr = m.compile_dlogp(mode=REF)
-                err = "; ".join(fell) or None
-                for p in points(m, 4, rng):
-                    err = err or close(f(p), fr(p)) or close(df(p), dfr(p))
-            except Exception as e:  # noqa: BLE001
-                err = f"{type(e).__name__}: {' '.join(str(e).split())[:400]}"
-            tap.ok(err is None, title, err)
-    tap.done()
-
-
-if __name__ == "__main__":
-    main()
+    for p in points(m, 4, rng):
+        err = close(f(p), fr(p)) or close(df(p), dfr(p))
+        assert err is None, err

@@ -1,4 +1,5 @@
-"""Shared set-up of the kiln.pytensor tests: find PyTensor, TAP output."""
+"""Shared set-up of the kiln.pytensor tests (not a test module): find the
+shared PyTensor/PyMC, choose backends."""
 import os
 import sys
 import tempfile
@@ -17,6 +18,10 @@ def shared_dir():
 
 
 def skip_all(why):
+    """Skip the whole test module (pytest) or the script (TAP)."""
+    if "pytest" in sys.modules:
+        import pytest
+        pytest.skip(why, allow_module_level=True)
     print(f"1..0 # SKIP {why}")
     sys.exit(0)
 
@@ -62,30 +67,3 @@ def backends_available():
         except Exception:  # noqa: BLE001
             print(f"# backend {be} not available: skipped")
     return out
-
-
-class Tap:
-    """TAP 13 lines, plan at the end."""
-
-    def __init__(self):
-        self.n = 0
-        self.failed = 0
-
-    def ok(self, cond, name, diag=None):
-        self.n += 1
-        if not cond:
-            self.failed += 1
-        print(f"{'ok' if cond else 'not ok'} {self.n} - {name}"
-              + (f" {diag}" if cond and diag and diag.startswith("#") else ""))
-        if diag and not cond:
-            for line in str(diag).splitlines():
-                print(f"# {line}")
-        sys.stdout.flush()
-
-    def skip(self, name, why):
-        self.n += 1
-        print(f"ok {self.n} - {name} # SKIP {why}")
-
-    def done(self):
-        print(f"1..{self.n}")
-        sys.exit(1 if self.failed else 0)
