@@ -202,3 +202,129 @@ def test_graph(backend, name, ins, outs, args, expect_fallback):
     if fell:
         assert len(fell) == 1, f"{len(fell)} fallback warnings, expected one"
         assert "\n" not in str(fell[0].message), "the warning is not one line"
+
+
+# ---- checks, errors, API -------------------------------------------------
+
+def test_assert_raises_assertionerror():
+    from pytensor.raise_op import Assert
+    v = pt.dvector("v")
+    out = Assert("v must be positive")(pt.exp(v), pt.all(v > 0))
+    f = pytensor.function([v], out, mode="KILN")
+    np.testing.assert_allclose(f(np.array([1.0, 2.0])), np.exp([1.0, 2.0]), rtol=1e-12)
+    with pytest.raises(AssertionError, match="v must be positive"):
+        f(np.array([1.0, -2.0]))
+
+
+def test_check_parameter_value_raises_parametervalueerror():
+    try:
+        from pymc.logprob.utils import CheckParameterValue, ParameterValueError
+    except Exception:  # noqa: BLE001
+        pytest.skip("no PyMC")
+    s = pt.dvector("s")
+    out = CheckParameterValue("sigma > 0")(pt.log(s).sum(), pt.all(s > 0))
+    f = pytensor.function([s], out, mode="KILN")
+    assert abs(f(np.array([1.0, 2.0])) - np.log(2.0)) < 1e-15
+    with pytest.raises(ParameterValueError, match="sigma > 0"):
+        f(np.array([1.0, -2.0]))
+
+
+def test_runtime_error_is_an_exception():
+    v = pt.dvector("v")
+    i = pt.lscalar("i")
+    f = pytensor.function([v, i], v[pt.stack([i])] * 2, mode="KILN")
+    with pytest.raises(Exception):
+        f(np.array([1.0, 2.0]), 5)
+
+
+def test_import_kiln_does_not_import_pytensor():
+    import subprocess
+    code = "import sys, kiln; assert 'pytensor' not in sys.modules, 'pytensor imported'"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_mode_and_linker_registered():
+    from pytensor.compile.mode import get_mode, predefined_linkers
+    assert isinstance(get_mode("KILN").linker, kp.KilnLinker)
+    assert isinstance(predefined_linkers["kiln"], kp.KilnLinker)
+    v = pt.dvector("v")
+    f = pytensor.function([v], pt.exp(v), mode=pytensor.compile.mode.Mode(linker="kiln"))
+    np.testing.assert_allclose(f(np.array([0.5])), np.exp([0.5]), rtol=1e-15)
+
+
+def test_to_kg_text_and_names():
+    a = pt.dvector("alpha")
+    bb = pt.dscalar("beta")
+    kg = kp.to_kg([a, bb], [pt.exp(a) * bb, (a ** 2).sum()])
+    assert kg.text.startswith("kiln 1\n")
+    assert len(kg.input_names) == 2 and "alpha" in kg.input_names[0] and "beta" in kg.input_names[1]
+    assert kg.output_names == ["out0", "out1"]
+    fn = kiln.compile(kiln.Graph.parse(kg.text))
+    r = fn(np.array([0.0, 1.0]), np.array(2.0))
+    np.testing.assert_allclose(r[0], 2 * np.exp([0.0, 1.0]), rtol=1e-15)
+    np.testing.assert_allclose(r[1], 1.0, rtol=1e-15)
+
+
+def test_unsupported_whole_graph_raises_in_to_kg():
+    v = pt.dvector("v")
+    with pytest.raises(kp.Unsupported, match="Tan|tan"):
+        kp.to_kg([v], [pt.tan(v)])
+
+
+def test_kiln_function_memoised_in_process():
+    v = pt.dvector("memo_v")
+    out = pt.sinh(v) if False else pt.exp(v) * 3.25 + 1.0
+    pytensor.function([v], out, mode="KILN")
+    n = len(kp._fn_cache)
+    f2 = pytensor.function([v], out, mode="KILN")
+    assert len(kp._fn_cache) == n
+    np.testing.assert_allclose(f2(np.array([1.0])), np.exp([1.0]) * 3.25 + 1, rtol=1e-15)
+
+
+def _kiln_cli():
+    lib = os.environ.get("KILN_LIBRARY", "")
+    cli = os.path.join(os.path.dirname(os.path.dirname(lib)), "tools", "kiln") if lib else ""
+    return cli if cli and os.access(cli, os.X_OK) else None
+
+
+def _cache_counts(cli, d):
+    import subprocess
+    out = subprocess.run([cli, "cache", "stats"], env=dict(os.environ, KILN_CACHE_DIR=d),
+                         capture_output=True, text=True).stdout
+    get = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0] in ("hits", "misses"):
+            get[parts[0]] = int(parts[1])
+    return get.get("hits", 0), get.get("misses", 0)
+
+
+def test_second_process_compiles_nothing(tmp_path):
+    """A fresh process compiling the same graph loads every kernel from
+    kiln's disk cache: the cache's miss count does not move."""
+    import subprocess
+    cli = _kiln_cli()
+    if cli is None:
+        pytest.skip("no kiln CLI beside $KILN_LIBRARY")
+    be = "llvm" if "llvm" in BACKENDS else ("tcc" if "tcc" in BACKENDS else None)
+    if be is None:
+        pytest.skip("no caching backend built")
+    code = (
+        "import numpy as np, pytensor, pytensor.tensor as pt, kiln.pytensor as kp\n"
+        "x = pt.dvector('x'); s = pt.dscalar('s')\n"
+        "lp = (-0.5 * ((x - s) / 2.0) ** 2).sum() + pt.log1p(pt.exp(s))\n"
+        f"f = pytensor.function([x, s], [lp, pytensor.grad(lp, s)], mode=kp.mode(backend='{be}'))\n"
+        "print(f(np.arange(5.0), 0.5)[0])\n")
+    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path), KILN_CACHE_MIN_COMPILE_MS="0",
+               PYTHONPATH=os.pathsep.join(sys.path))
+    r1 = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r1.returncode == 0, r1.stderr
+    h1, m1 = _cache_counts(cli, str(tmp_path))
+    assert m1 > 0, "the first process compiled nothing"
+    r2 = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r2.returncode == 0, r2.stderr
+    h2, m2 = _cache_counts(cli, str(tmp_path))
+    assert r1.stdout == r2.stdout
+    assert m2 == m1, f"the second process compiled {m2 - m1} kernel(s)"
+    assert h2 - h1 >= m1
