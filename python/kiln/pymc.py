@@ -226,14 +226,15 @@ def model_to_kg(model=None, name=None, deterministics=True):
     gname = _IDENT.sub("_", name or model.name or "pymc_model") or "pymc_model"
     try:
         kg = kpt.to_kg(new_inputs, allouts, name=gname)
-    except kpt.Unsupported:
+    except kpt.Unsupported as e:
+        first = e
         if len(allouts) == 1 or not any(s[1] == "deterministic" for s in tp_src):
             raise
         keep = [i for i, s in enumerate(tp_src) if s[1] == "free"]
         dropped = [s[0] for s in tp_src if s[1] == "deterministic"]
-        warnings.warn("kiln.pymc: deterministics %s left out (kiln cannot "
-                      "convert them); the log density is unaffected"
-                      % ", ".join(dropped), stacklevel=2)
+        warnings.warn("kiln.pymc: deterministics %s left out (%s); the log "
+                      "density is unaffected" % (", ".join(dropped), first),
+                      stacklevel=2)
         tp_src = [tp_src[i] for i in keep]
         allouts = [allouts[0]] + [allouts[1 + i] for i in keep]
         kg = kpt.to_kg(new_inputs, allouts, name=gname)
@@ -392,10 +393,8 @@ def _shape_from_names(names, pre):
     return tuple(max(i[d] for i in idx) for d in range(len(idx[0])))
 
 
-LOGP_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64,
-                           ctypes.POINTER(ctypes.c_double),
-                           ctypes.POINTER(ctypes.c_double),
-                           ctypes.POINTER(ctypes.c_double), ctypes.c_void_p)
+# int fn(uint64_t dim, const double *x, double *grad, double *logp, void *ud)
+LOGP_FN = _kiln._lib.LOGP_FN
 _cb_lib = None
 
 
