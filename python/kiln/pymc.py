@@ -432,11 +432,6 @@ def kiln_executable():
     if env:
         return env
     cands = []
-    try:
-        from kiln import _config
-        cands.append(os.path.join(_config.BINDIR, "kiln"))
-    except (ImportError, AttributeError):
-        pass
     libpath = getattr(_kiln._lib.lib, "_name", None)
     if libpath and os.path.isabs(libpath):
         d = os.path.dirname(os.path.realpath(libpath))
