@@ -167,6 +167,7 @@ def close(a, b, rtol=RTOL):
 def test_logp_dlogp(name, backend):
     m, layout, f = converted(name)
     km = kp.PymcModel(layout, backend=backend)
+    assert "kernels: %s x" % backend in km.info, km.info
     assert km.n_unc == sum(np.size(v) for v in m.initial_point().values())
     assert km.value_names == [v.name for v in m.value_vars]
     for x in points(m):
