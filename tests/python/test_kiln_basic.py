@@ -156,6 +156,8 @@ def test_input_paths_copy_and_no_copy(es_graph):
     # the right dtype and C-contiguous: the array itself is handed over
     a = np.ascontiguousarray(tt[::2])
     assert kiln._as_input(a, kiln._lib.F64, "theta_t") is a
+    f(0.25, 0.2, a)
+    assert f._local.ctx.ins[2].data == a.ctypes.data   # a's own memory
     # non-contiguous, f32, int and list inputs are converted once
     assert kiln._as_input(tt[::2], kiln._lib.F64, "t") is not tt
     for v in (tt[::2], tt[::2].astype(np.float32), list(tt[::2])):
@@ -278,3 +280,23 @@ def test_compile_options(es_graph, tmp_path):
     pol.write_text("nonsense: [\n")
     with pytest.raises(kiln.KilnError):
         kiln.compile(es_graph, policy=str(pol))
+
+
+def test_symbolic_output_shapes_change_between_calls():
+    g = kiln.Graph("sym")
+    x = g.input("x", "f64", ("n",))
+    y = g.input("y", "f64", ("m",))
+    g.output("outer", g.op("mul", g.op("reshape", x, shape=["n", 1]), y))
+    g.output("sx", g.op("sum", x))
+    f = kiln.compile(g, backend="interp")
+    for n, m in [(5, 3), (2, 3), (2, 7), (5, 3), (0, 4), (3, 1)]:
+        xv = RNG.normal(size=n)
+        yv = RNG.normal(size=m)
+        o, sx = f(xv, yv)
+        assert o.shape == (n, m)
+        np.testing.assert_array_equal(o, np.outer(xv, yv))
+        assert sx == pytest.approx(xv.sum(), abs=1e-15)
+    with pytest.raises(kiln.KilnError):
+        f(np.zeros((2, 2)), np.zeros(3))
+    o, _ = f(np.ones(2), np.ones(3))
+    np.testing.assert_array_equal(o, np.ones((2, 3)))
