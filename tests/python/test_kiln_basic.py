@@ -260,6 +260,26 @@ def test_logp_callback_through_ctypes(es_graph):
     out = f(x[0], x[1], x[2:])
     np.testing.assert_allclose(grad, np.concatenate([[out[1], out[2]],
                                                       out[3]]), rtol=1e-14)
+    # several threads through the one pointer, as a sampler's chains
+    xs = [RNG.normal(size=10) for _ in range(6)]
+    want = [eight_schools_logp(v[0], v[1], v[2:]) for v in xs]
+    bad = []
+
+    def chain(k):
+        g = np.zeros(10)
+        out = ctypes.c_double()
+        for i in range(200):
+            j = (i + k) % len(xs)
+            r = raw(10, xs[j].ctypes.data_as(dp), g.ctypes.data_as(dp),
+                    ctypes.byref(out), ud)
+            if r != 0 or abs(out.value - want[j]) > 1e-9 * abs(want[j]):
+                bad.append((k, i, r))
+    ts = [threading.Thread(target=chain, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert bad == []
     rc = raw(9, x.ctypes.data_as(dp), None, ctypes.byref(lp), ud)
     assert rc == -1
     assert "9" in kiln.Function.logp_callback_message(ud)
