@@ -857,7 +857,7 @@ def _convert_node(em, node):
         raise Unsupported("already a kiln function")
     fn = _converter_for(node.op)
     if fn is None:
-        raise Unsupported("no kiln conversion")
+        raise Unsupported("no kiln conversion for this op; kiln.pytensor.kg_convert adds one")
     _check_types(node)
     reads = _reads(node)
     for v in reads:
