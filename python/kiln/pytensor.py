@@ -987,13 +987,26 @@ class KilnOp(Op):
 
     __props__ = ()
 
-    def __init__(self, kg, fn):
+    def __init__(self, kg, fn, options=None):
         self.kg = kg
         self.fn = fn
+        self.options = dict(options or {})
         self._in_np = [_NP_OF_KDT[_kdt(d)] for d in kg.in_dtypes]
         self._out_np = [np.dtype(d) for d in kg.out_dtypes]
         self._copy = [n in kg.input_names for n in kg.output_names]
         self._scalar = [isinstance(o.type, ps.ScalarType) for o in kg.outputs]
+
+    def __getstate__(self):
+        # the compiled function is a handle into libkiln: pickle the text and
+        # options, recompile (from the disk cache) on load -- PyMC pickles
+        # compiled functions for multiprocess sampling
+        state = dict(self.__dict__)
+        state.pop("fn", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.fn = _compile(self.kg.text, self.options)
 
     def __eq__(self, other):
         return self is other
@@ -1116,7 +1129,7 @@ class KilnLinker(VMLinker):
                 for n in nodes:
                     reason[n] = f"the kiln graph failed: {msg}"
                 continue
-            op = KilnOp(kg, fn)
+            op = KilnOp(kg, fn, self.kiln_options)
             new = op(*ins, return_list=True)
             fgraph.replace_all(list(zip(outs, new)), reason="kiln", import_missing=True)
             swap = dict(zip(outs, new))

@@ -352,3 +352,15 @@ def test_second_process_compiles_nothing(tmp_path):
     assert r1.stdout == r2.stdout
     assert m2 == m1, f"the second process compiled {m2 - m1} kernel(s)"
     assert h2 - h1 >= m1
+
+
+def test_compiled_function_pickles():
+    """PyMC pickles compiled functions for multiprocess sampling: the kiln
+    function is recompiled from its text on load."""
+    import pickle
+    v = pt.dvector("pk")
+    f = pytensor.function([v], [pt.exp(v).sum(), pt.tan(v)], mode="KILN")
+    g = pickle.loads(pickle.dumps(f))
+    a = np.array([0.1, 0.2])
+    for r, w in zip(g(a), f(a)):
+        np.testing.assert_allclose(r, w, rtol=1e-15)
