@@ -64,6 +64,31 @@ __all__ = ["UnsupportedModel", "PymcModel", "compile_model", "model_to_kg",
            "to_bridgestan", "kiln_executable"]
 
 
+def _register_softmax():
+    """Softmax and LogSoftmax (PyMC's simplex transform becomes them after
+    the rewrites) for kiln.pytensor, unless it converts them already:
+    log_softmax(x) = x - logsumexp(x, axis, keepdims), softmax its exp."""
+    import kiln.pytensor as kpt
+    from pytensor.tensor.special import LogSoftmax, Softmax
+
+    def conv(em, node, ins):
+        x, = ins
+        ndim = node.inputs[0].type.ndim
+        axis = node.op.axis
+        axes = range(ndim) if axis is None else [axis % ndim]
+        kd = em.kdt[x]
+        if kd not in ("f64", "f32"):
+            raise kpt.Unsupported(f"{type(node.op).__name__} of {kd}")
+        lse = em.let(f"logsumexp({x}, axis=[{', '.join(map(str, axes))}], "
+                     "keepdims=true)", kd)
+        d = em.let(f"sub({x}, {lse})", kd)
+        return [d if isinstance(node.op, LogSoftmax) else em.let(f"exp({d})", kd)]
+
+    for c in (Softmax, LogSoftmax):
+        if c not in kpt.KG_CONVERTERS:
+            kpt.kg_convert(c)(conv)
+
+
 class UnsupportedModel(_kiln.KilnError):
     """The PyMC model cannot become a kiln model (the message says why)."""
 
@@ -153,7 +178,8 @@ class _Names:
     """Unique kiln identifiers for user-visible names."""
 
     def __init__(self, taken_text):
-        self.tokens = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", taken_text))
+        code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', taken_text)   # not in strings
+        self.tokens = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code))
         self.used = set()
 
     def make(self, name, unc_too=False):
@@ -188,6 +214,7 @@ def model_to_kg(model=None, name=None, deterministics=True):
     and kiln.pytensor.Unsupported (an op kiln cannot take, named)."""
     import kiln.pytensor as kpt
 
+    _register_softmax()
     model = pm.modelcontext(model)
     if not model.free_RVs:
         raise UnsupportedModel("pymc: the model has no free random variables: "

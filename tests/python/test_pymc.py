@@ -85,7 +85,7 @@ def radon():
 def simplex():
     with pm.Model() as m:
         p = pm.Dirichlet("p", a=np.array([1., 2., 3.]))
-        pm.Categorical("k", p=p, observed=np.array([0, 2, 2, 1, 2]))
+        pm.Multinomial("k", n=5, p=p, observed=np.array([1, 1, 3]))
         s = pm.Gamma("s", 2.0, 1.0)
         pm.Deterministic("ps", p * s)
     return m
