@@ -2,7 +2,6 @@
 the builder API, errors, input conversion, threads, the logp callback."""
 
 import ctypes
-import math
 import threading
 import time
 
