@@ -197,3 +197,19 @@ def test_builder_model_with_param_and_shared():
     assert f(np.ones(3))[0] == 1.5
     with pytest.raises(kiln.KilnError, match="w"):
         f.bind_shared("w", np.zeros(4))
+
+
+def test_check_error_message_parsing():
+    # the message form of KILN_ERR_CHECK (kiln.h): "check failed: MSG (NODE)"
+    e = kiln.CheckError("check failed: sigma > 0 (and finite) "
+                        "(node 'lp' (check, .kg line 7))")
+    assert e.check_message == "sigma > 0 (and finite)"
+    assert e.code == kiln._lib.ERR_CHECK and isinstance(e, kiln.KilnError)
+    assert kiln.CheckError("check failed (node 'lp' (check, .kg line 7))"
+                           ).check_message == ""
+    err = kiln._lib.kiln_err()
+    err.code = kiln._lib.ERR_CHECK
+    err.message = b"check failed: m (node 'y' (check, .kg line 2))"
+    assert type(kiln._error(err)) is kiln.CheckError
+    err.code = kiln._lib.ERR_RUNTIME
+    assert type(kiln._error(err)) is kiln.KilnError
