@@ -1187,15 +1187,15 @@ def kiln_constant_folding(fgraph, node):
 
 
 def _register_rewrites():
-    from pytensor.tensor.rewriting.basic import (register_canonicalize,
-                                                 register_specialize,
-                                                 register_stabilize,
-                                                 register_uncanonicalize)
+    # registered straight into the equilibrium databases with the tag
+    # kiln_only alone: PyTensor's register_canonicalize & co. would add
+    # fast_run and so run it in every other mode too
+    from pytensor.compile import optdb
     rw = in2out(kiln_constant_folding, ignore_newtrees=True,
                 name="kiln_constant_folding")
-    for reg in (register_canonicalize, register_uncanonicalize, register_stabilize,
-                register_specialize):
-        reg(rw, "kiln_only", final_rewriter=True, use_db_name_as_tag=False)
+    for db in ("canonicalize", "uncanonicalize", "stabilize", "specialize"):
+        optdb[db].register("kiln_constant_folding", rw, "kiln_only",
+                           final_rewriter=True)
 
 
 # The rewrites: PyTensor's fast_run (canonicalize, stabilize, specialize) as

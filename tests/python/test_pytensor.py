@@ -364,3 +364,40 @@ def test_compiled_function_pickles():
     a = np.array([0.1, 0.2])
     for r, w in zip(g(a), f(a)):
         np.testing.assert_allclose(r, w, rtol=1e-15)
+
+
+def test_other_modes_untouched():
+    """Importing kiln.pytensor adds its constant folding to KILN only."""
+    from pytensor.compile import optdb
+    from pytensor.graph.rewriting.db import RewriteDatabaseQuery
+    fast_run = optdb["canonicalize"].query(RewriteDatabaseQuery(include=["fast_run"]))
+    names = [str(r) for r in getattr(fast_run, "final_rewriters", [])]
+    assert "kiln_constant_folding" not in names and "topo_constant_folding" in names
+    kiln_q = optdb["canonicalize"].query(RewriteDatabaseQuery(include=list(kp.KILN_INCLUDE),
+                                                              exclude=list(kp.KILN_EXCLUDE)))
+    names = [str(r) for r in getattr(kiln_q, "final_rewriters", [])]
+    assert names == ["kiln_constant_folding"], names
+
+
+def test_no_pytensor_c_compilation(tmp_path):
+    """With a C++ compiler configured, compiling in KILN compiles no C code
+    (PyTensor's constant folding would): its compile dir gets no module."""
+    import glob
+    import shutil
+    import subprocess
+    if not shutil.which("g++"):
+        pytest.skip("no g++: PyTensor could not compile C anyway")
+    code = (
+        "import numpy as np, pytensor, pytensor.tensor as pt, kiln.pytensor as kp\n"
+        "assert pytensor.config.cxx\n"
+        "x = pt.dvector('x'); c = pt.constant(np.arange(3.0))\n"
+        "out = x * (pt.constant(2.0) * pt.exp(pt.constant(1.0))) + c[None, :].sum()"
+        " + pt.log1p(pt.exp(x)).sum()\n"
+        "f = pytensor.function([x], [out, pytensor.grad(out.sum(), x)], mode='KILN')\n"
+        "print(f(np.arange(3.0))[0])\n")
+    env = dict(os.environ, PYTENSOR_FLAGS=f"base_compiledir={tmp_path}",
+               PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    mods = glob.glob(os.path.join(str(tmp_path), "*", "tmp*", "mod.cpp"))
+    assert not mods, f"PyTensor compiled C: {mods}"
