@@ -1143,12 +1143,17 @@ class KilnLinker(VMLinker):
         if left:
             by = {}
             for n, r in left:
-                by.setdefault((str(n.op), r), 0)
-                by[(str(n.op), r)] += 1
-            items = "; ".join(f"{op}{' x%d' % c if c > 1 else ''} ({r})"
-                              for (op, r), c in by.items())
+                names = by.setdefault((str(n.op), r), [])
+                names.append(next((o.name for o in n.outputs if o.name), None))
+            items = []
+            for (op, r), names in by.items():
+                named = [f"'{x}'" for x in names if x][:2]
+                what = op + (f" x{len(names)}" if len(names) > 1 else "")
+                what += (" -> " + ", ".join(named)) if named else ""
+                items.append(f"{what} ({r})")
             warnings.warn(f"kiln: {len(left)} node(s) run in PyTensor's Python VM, "
-                          f"not kiln: {items}", KilnFallbackWarning, stacklevel=2)
+                          f"not kiln: {'; '.join(items)}", KilnFallbackWarning,
+                          stacklevel=2)
 
     def make_all(self, input_storage=None, output_storage=None, storage_map=None):
         self._kilnify()
