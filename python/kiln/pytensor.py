@@ -337,6 +337,26 @@ def _exp2(em, sop, args, idt, odt):
     return em.let(f"pow({two}, {em.cast(args[0], k)})", k)
 
 
+@_scalar(ps.Sinh, ps.Cosh, ps.Tan, ps.ArcTanh)
+def _hyperbolic(em, sop, args, idt, odt):
+    """Formulas without cancellation: sinh = (expm1(x) - expm1(-x))/2 (the
+    two terms have opposite signs), cosh = (exp(x) + exp(-x))/2, tan =
+    sin/cos, arctanh = (log1p(x) - log1p(-x))/2."""
+    k = _kdt(odt)
+    if k not in ("f64", "f32"):
+        raise Unsupported(f"{type(sop).__name__} to {odt}")
+    x = em.cast(args[0], k)
+    half = em.const(np.array(0.5), k)
+    if isinstance(sop, ps.Tan):
+        return em.let(f"true_div(sin({x}), cos({x}))", k)
+    nx = em.let(f"neg({x})", k)
+    if isinstance(sop, ps.Sinh):
+        return em.let(f"mul({half}, sub(expm1({x}), expm1({nx})))", k)
+    if isinstance(sop, ps.Cosh):
+        return em.let(f"mul({half}, add(exp({x}), exp({nx})))", k)
+    return em.let(f"mul({half}, sub(log1p({x}), log1p({nx})))", k)
+
+
 _CMP = {ps.LT: "lt", ps.GT: "gt", ps.LE: "le", ps.GE: "ge", ps.EQ: "eq", ps.NEQ: "ne"}
 
 
