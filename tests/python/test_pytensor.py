@@ -388,6 +388,8 @@ def test_no_pytensor_c_compilation(tmp_path):
     import glob
     import shutil
     import subprocess
+    if not os.environ.get("KILN_TEST_LONG"):
+        pytest.skip("long (PyTensor compiles its C helpers first): make check-pytensor")
     if not shutil.which("g++"):
         pytest.skip("no g++: PyTensor could not compile C anyway")
     code = (
