@@ -1045,14 +1045,16 @@ class KilnOp(Op):
         try:
             res = self.fn(*args)
         except _kiln.CheckError as e:
-            found = None
-            for written, (exc_type, msg) in self.kg.checks.items():
-                if written in str(e):
-                    found = exc_type(msg)
-                    break
-            if found is None:
+            checks = self.kg.checks
+            key = getattr(e, "check_message", None)
+            if key not in checks:
+                # the longest message the error contains
+                hits = [w for w in checks if w in str(e)]
+                key = max(hits, key=len) if hits else None
+            if key is None:
                 raise
-            raise found from e
+            exc_type, msg = checks[key]
+            raise exc_type(msg) from e
         for i, (st, r) in enumerate(zip(output_storage, res)):
             d = self._out_np[i]
             r = np.asarray(r)
