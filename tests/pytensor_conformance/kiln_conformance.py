@@ -43,6 +43,7 @@ _cur = {"compiles": 0, "groups": 0, "lacks": {}, "fallback": []}
 _records = []
 _known = {}
 _tap = {"fd": None, "n": 0}
+_out = {"file": None}
 
 
 def _reset():
@@ -174,6 +175,10 @@ def pytest_sessionstart(session):
                 if line and not line.startswith("#"):
                     nodeid, _, why = line.partition(" ")
                     _known[nodeid] = why.strip() or "known kiln failure"
+    path = session.config.getoption("--kiln-conformance-json")
+    if path:
+        # one record a line as each test ends: a run cut short keeps its results
+        _out["file"] = open(path, "w")
     fd = os.environ.get("KILN_TAP_FD")
     if fd:
         _tap["fd"] = int(fd)
@@ -201,6 +206,13 @@ def classify(outcome, compiles, lacks):
     return outcome
 
 
+def _record(rec):
+    _records.append(rec)
+    if _out["file"] is not None:
+        _out["file"].write(json.dumps(rec) + "\n")
+        _out["file"].flush()
+
+
 def pytest_runtest_logreport(report):
     if not (report.when == "call" or (report.when == "setup" and not report.passed)
             or (report.when == "teardown" and report.failed)):
@@ -223,7 +235,7 @@ def pytest_runtest_logreport(report):
            "outcome": outcome, "class": cls, "compiles": _cur["compiles"],
            "kiln_functions": _cur["groups"], "lacks": dict(_cur["lacks"]),
            "fallback": list(dict.fromkeys(_cur["fallback"])), "detail": detail}
-    _records.append(rec)
+    _record(rec)
     name = report.nodeid.replace("#", "\\#")
     _tap["n"] += 1
     n = _tap["n"]
@@ -248,7 +260,7 @@ def pytest_runtest_logreport(report):
 
 def pytest_collectreport(report):
     if report.failed:
-        _records.append({"nodeid": report.nodeid, "module": report.nodeid.rsplit("/", 1)[-1],
+        _record({"nodeid": report.nodeid, "module": report.nodeid.rsplit("/", 1)[-1],
                          "outcome": "fail", "class": "fail", "compiles": 0,
                          "kiln_functions": 0, "lacks": {}, "fallback": [],
                          "detail": "collection failed: " + (report.longreprtext or "").strip()
@@ -258,11 +270,9 @@ def pytest_collectreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    path = session.config.getoption("--kiln-conformance-json")
-    if path:
-        with open(path, "w") as f:
-            for r in _records:
-                f.write(json.dumps(r) + "\n")
+    if _out["file"] is not None:
+        _out["file"].close()
+        _out["file"] = None
     if _tap["fd"] is not None:
         _tap_line(f"1..{_tap['n']}" if _tap["n"] else "1..0 # SKIP no tests collected")
 
