@@ -43,7 +43,8 @@ import warnings
 import pytest
 
 # per-test record of what the KILN linker did
-_cur = {"compiles": 0, "groups": 0, "lacks": {}, "fallback": []}
+_cur = {"compiles": 0, "groups": 0, "lacks": {}, "fallback": [], "cmp_ok": 0,
+        "cmp_fail": 0}
 _records = []
 _known = {}
 _tap = {"fd": None, "n": 0}
@@ -55,6 +56,8 @@ def _reset():
     _cur["groups"] = 0
     _cur["lacks"] = {}
     _cur["fallback"] = []
+    _cur["cmp_ok"] = 0
+    _cur["cmp_fail"] = 0
 
 
 def _op_name(op):
@@ -144,15 +147,20 @@ def _patch_helper():
         py_fn = function(fn_inputs, fn_outputs, mode=ref_mode, accept_inplace=True,
                          updates=updates)
         py_res = py_fn(*args())
-        kiln_fn = function(fn_inputs, fn_outputs, mode=mode, accept_inplace=True,
-                           updates=updates)
-        kiln_res = kiln_fn(*args())
-        if len(fn_outputs) > 1:
-            assert len(kiln_res) == len(py_res)
-            for k, p in zip(kiln_res, py_res):
-                assert_fn(k, p)
-        else:
-            assert_fn(kiln_res[0], py_res[0])
+        try:
+            kiln_fn = function(fn_inputs, fn_outputs, mode=mode, accept_inplace=True,
+                               updates=updates)
+            kiln_res = kiln_fn(*args())
+            if len(fn_outputs) > 1:
+                assert len(kiln_res) == len(py_res)
+                for k, p in zip(kiln_res, py_res):
+                    assert_fn(k, p)
+            else:
+                assert_fn(kiln_res[0], py_res[0])
+        except BaseException:
+            _cur["cmp_fail"] += 1
+            raise
+        _cur["cmp_ok"] += 1
         return kiln_fn, kiln_res
 
     tb.compare_numba_and_py = compare_kiln_and_py
@@ -219,7 +227,7 @@ def pytest_runtest_protocol(item, nextitem):
     yield
 
 
-def classify(outcome, compiles, lacks):
+def classify(outcome, compiles, lacks, cmp_ok=0, cmp_fail=0):
     """The class of one test from pytest's outcome and what KILN did."""
     if outcome in ("skip", "xfail"):
         return outcome
@@ -227,6 +235,8 @@ def classify(outcome, compiles, lacks):
         return "na"
     if compiles == 0:
         return "na"
+    if outcome == "fail" and cmp_ok and not cmp_fail:
+        return "na"  # results equal; a later check of numba's own behaviour failed
     if lacks:
         return "lacks" if outcome == "pass" else "lacks-fail"
     return outcome
@@ -251,12 +261,20 @@ def pytest_runtest_logreport(report):
         outcome = "fail" if hasattr(report, "wasxfail") else "pass"  # xpass is strict
     else:
         outcome = "fail"
-    cls = classify(outcome, _cur["compiles"], _cur["lacks"])
+    cls = classify(outcome, _cur["compiles"], _cur["lacks"], _cur["cmp_ok"],
+                   _cur["cmp_fail"])
     if cls in ("fail", "lacks-fail") and _known.get(report.nodeid, "").startswith("numba-specific"):
         cls = "na"  # expects numba's own behaviour (known-failures.txt says which)
     detail = ""
     if outcome == "fail":
         detail = report.longreprtext.strip().splitlines()[-1] if report.longreprtext else ""
+        errs = [ln[2:].strip() for ln in (report.longreprtext or "").splitlines()
+                if ln.startswith("E ")]
+        if errs:
+            detail = errs[0][:300] + " (" + detail + ")"
+        if cls == "na":
+            detail = "results equal the reference; the test then checks numba's own " \
+                     "behaviour: " + detail
     elif outcome in ("skip", "na"):
         detail = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         if detail.startswith("Skipped: "):
@@ -266,6 +284,7 @@ def pytest_runtest_logreport(report):
     rec = {"nodeid": report.nodeid, "module": report.nodeid.split("::")[0].rsplit("/", 1)[-1],
            "outcome": outcome, "class": cls, "compiles": _cur["compiles"],
            "kiln_functions": _cur["groups"], "lacks": dict(_cur["lacks"]),
+           "compared": _cur["cmp_ok"], "compare_failed": _cur["cmp_fail"],
            "fallback": list(dict.fromkeys(_cur["fallback"])), "detail": detail}
     _record(rec)
     name = report.nodeid.replace("#", "\\#")
@@ -283,7 +302,7 @@ def pytest_runtest_logreport(report):
     elif cls == "lacks":
         _tap_line(f"ok {n} - {name} # SKIP kiln lacks {', '.join(sorted(rec['lacks']))}")
     elif cls == "na":
-        why = _known.get(report.nodeid) or (detail if outcome == "na" else
+        why = _known.get(report.nodeid) or (detail if outcome in ("na", "fail") else
                                             "numba-specific (nothing compiled with KILN)")
         _tap_line(f"ok {n} - {name} # SKIP {why}")
     elif cls == "xfail":
