@@ -32,6 +32,7 @@ missing() {
 
 src=$(cd "$src" && pwd)
 build=$(cd "$build" && pwd)
+shared=$(cd "$shared" && pwd)
 case $out in /*) ;; *) out=$(pwd)/$out ;; esac
 root=$shared/pytensor-2.27.1
 KILN_LIBRARY=$build/.libs/libkiln.so
