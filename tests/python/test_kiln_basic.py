@@ -2,7 +2,6 @@
 the builder API, errors, input conversion, threads, the logp callback."""
 
 import ctypes
-import math
 import threading
 import time
 
@@ -156,6 +155,8 @@ def test_input_paths_copy_and_no_copy(es_graph):
     # the right dtype and C-contiguous: the array itself is handed over
     a = np.ascontiguousarray(tt[::2])
     assert kiln._as_input(a, kiln._lib.F64, "theta_t") is a
+    f(0.25, 0.2, a)
+    assert f._local.ctx.ins[2].data == a.ctypes.data   # a's own memory
     # non-contiguous, f32, int and list inputs are converted once
     assert kiln._as_input(tt[::2], kiln._lib.F64, "t") is not tt
     for v in (tt[::2], tt[::2].astype(np.float32), list(tt[::2])):
@@ -258,6 +259,26 @@ def test_logp_callback_through_ctypes(es_graph):
     out = f(x[0], x[1], x[2:])
     np.testing.assert_allclose(grad, np.concatenate([[out[1], out[2]],
                                                       out[3]]), rtol=1e-14)
+    # several threads through the one pointer, as a sampler's chains
+    xs = [RNG.normal(size=10) for _ in range(6)]
+    want = [eight_schools_logp(v[0], v[1], v[2:]) for v in xs]
+    bad = []
+
+    def chain(k):
+        g = np.zeros(10)
+        out = ctypes.c_double()
+        for i in range(200):
+            j = (i + k) % len(xs)
+            r = raw(10, xs[j].ctypes.data_as(dp), g.ctypes.data_as(dp),
+                    ctypes.byref(out), ud)
+            if r != 0 or abs(out.value - want[j]) > 1e-9 * abs(want[j]):
+                bad.append((k, i, r))
+    ts = [threading.Thread(target=chain, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert bad == []
     rc = raw(9, x.ctypes.data_as(dp), None, ctypes.byref(lp), ud)
     assert rc == -1
     assert "9" in kiln.Function.logp_callback_message(ud)
@@ -276,5 +297,34 @@ def test_compile_options(es_graph, tmp_path):
         eight_schools_logp(0.0, 0.0, np.zeros(8)), rel=1e-12)
     pol = tmp_path / "p.yaml"
     pol.write_text("nonsense: [\n")
-    with pytest.raises(kiln.KilnError):
+    with pytest.raises(kiln.KilnError, match="p.yaml"):
         kiln.compile(es_graph, policy=str(pol))
+    # the policy names the backend (the default policy's choice differs)
+    b = backends()[-1]
+    yaml = "kiln_policy: 1\nbackends: [%s, interp]\ndefault: %s\n" % (b, b)
+    pol.write_text(yaml)
+    for p in (str(pol), yaml):        # a file, then YAML text
+        f = kiln.compile(es_graph, policy=p, tiers=False)
+        assert set(f.kernel_backends) == {b}
+    with pytest.raises(kiln.KilnError, match="<policy>"):
+        kiln.compile(es_graph, policy="kiln_policy: 1\nbackends: [\n")
+
+
+def test_symbolic_output_shapes_change_between_calls():
+    g = kiln.Graph("sym")
+    x = g.input("x", "f64", ("n",))
+    y = g.input("y", "f64", ("m",))
+    g.output("outer", g.op("mul", g.op("reshape", x, shape=["n", 1]), y))
+    g.output("sx", g.op("sum", x))
+    f = kiln.compile(g, backend="interp")
+    for n, m in [(5, 3), (2, 3), (2, 7), (5, 3), (0, 4), (3, 1)]:
+        xv = RNG.normal(size=n)
+        yv = RNG.normal(size=m)
+        o, sx = f(xv, yv)
+        assert o.shape == (n, m)
+        np.testing.assert_array_equal(o, np.outer(xv, yv))
+        assert sx == pytest.approx(xv.sum(), abs=1e-15)
+    with pytest.raises(kiln.KilnError):
+        f(np.zeros((2, 2)), np.zeros(3))
+    o, _ = f(np.ones(2), np.ones(3))
+    np.testing.assert_array_equal(o, np.ones((2, 3)))
