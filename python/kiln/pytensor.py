@@ -1179,7 +1179,7 @@ class KilnLinker(VMLinker):
 
     def make_all(self, input_storage=None, output_storage=None, storage_map=None):
         self._kilnify()
-        return super().make_all(input_storage, output_storage, storage_map)
+        return super().make_all(input_storage=input_storage, output_storage=output_storage, storage_map=storage_map)
 
 
 # --------------------------------------------------------------------------
