@@ -51,8 +51,14 @@ typedef enum kiln_code {
     KILN_ERR_BACKEND, /* no backend could compile or load a kernel */
     KILN_ERR_ARG,     /* a bad argument to an API function */
     KILN_ERR_RUNTIME, /* an error while running (e.g. index out of bounds) */
-    KILN_ERR_POLICY   /* a bad backend policy (kiln/policy.h): message
+    KILN_ERR_POLICY,  /* a bad backend policy (kiln/policy.h): message
                          starts "file:line:col: " */
+    KILN_ERR_CHECK    /* a run-time check (the op `check`, docs/ops.md)
+                         found a false condition while running: message
+                         "check failed: MSG (NODE)", MSG the check's msg
+                         attribute ("check failed (NODE)" when it has
+                         none), NODE as in KILN_ERR_RUNTIME messages,
+                         e.g. "node 'lp' (check, .kg line 7)" */
 } kiln_code;
 
 /* Caller-owned error record; see the conventions above. */
