@@ -167,6 +167,11 @@ static void test_scan(void)
         kiln_function_free(f);
         return;
     }
+    /* no silent fallback: every kernel ran on the backend asked for */
+    int same = 1;
+    for (int i = 0; i < kiln_function_n_kernels(f); i++)
+        same &= strcmp(kiln_function_kernel_backend(f, i), backend) == 0;
+    ok(same, "every scan kernel runs on %s [passes %s]", backend, passes);
     expect("cumsum axis 1", out, 0, KILN_F64, 6,
            (double[]){1, 3, 6, 4, 9, 15});
     expect("cumprod axis 0", out, 1, KILN_F64, 6,
