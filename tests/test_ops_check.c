@@ -16,6 +16,7 @@
  */
 #include <kiln/kiln.h>
 #include <kiln/graph.h>
+#include <kiln/model.h>
 
 #include <math.h>
 #include <stdint.h>
@@ -339,6 +340,41 @@ static void test_print(void)
     kiln_graph_free(h);
 }
 
+/* the model API: log density and gradient through a check, and the
+ * check's error code when it fails */
+static void test_model(void)
+{
+    static const char text[] =
+        "kiln 1\ngraph m\n  param mu: f64\n"
+        "  z = check(sub(2.0, mu), lt(mu, 1.0), msg=\"mu < 1\")\n"
+        "  output lp = neg(square(z))\nend\n";
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string(text, "m.kg", NULL, &err);
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.backend = backend;
+    o.passes = passes;
+    o.quiet = 1;
+    kiln_model *m = g ? kiln_model_new(g, "lp", NULL, &o, NULL, &err) : NULL;
+    kiln_graph_free(g);
+    if (!m) {
+        ok(0, "model with a check [%s]: %s", backend, err.message);
+        return;
+    }
+    double unc = 0.5, lp = 0, grad = 0;
+    int rc = kiln_model_log_density(m, 1, &unc, &lp, &grad, &err);
+    ok(rc == 0 && tap_close(lp, -2.25, 1e-12) && tap_close(grad, 3, 1e-12),
+       "model log density and gradient through a check [%s, passes %s]",
+       backend, passes);
+    unc = 1.5;
+    rc = kiln_model_log_density(m, 1, &unc, &lp, &grad, &err);
+    ok(rc == KILN_ERR_CHECK && strstr(err.message, "check failed: mu < 1"),
+       "kiln_model_log_density fails with KILN_ERR_CHECK [%s, passes %s]",
+       backend, passes);
+    kiln_model_free(m);
+}
+
 int main(void)
 {
     const char *bk[3];
@@ -353,6 +389,7 @@ int main(void)
             test_scan();
             test_grads();
             test_check();
+            test_model();
         }
     return done_testing();
 }
