@@ -222,7 +222,8 @@ void kiln_function_free(kiln_function *f);
  * message names the input and both dtypes), KILN_ERR_SHAPE (a rank or dim
  * differs, or shapes cannot broadcast; message names the input or node and
  * both shapes), KILN_ERR_RUNTIME (e.g. an index out of bounds),
- * KILN_ERR_NOMEM.  On error the outputs are unspecified. */
+ * KILN_ERR_CHECK (a `check` op found a false condition: "check failed:
+ * MSG (NODE)"), KILN_ERR_NOMEM.  On error the outputs are unspecified. */
 int kiln_function_call(kiln_function *f, const kiln_tensor *inputs,
                        kiln_tensor *outputs, kiln_err *err);
 
