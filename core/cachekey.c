@@ -19,6 +19,7 @@
  *     u8 reduce_op, u32 reduce_axes
  *   JOIN, GATHER: i32 axis
  *   SCATTER: i32 axis, u8 scatter_mode
+ *   SCAN (ABI 1.7): i32 axis, u8 reduce_op
  *
  * Nothing else enters: not the label, not the struct_size, not fields a
  * kind does not use (so a stale `axis` left in an elementwise kernel does
@@ -127,7 +128,7 @@ size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
 {
     if (!k || k->struct_size < offsetof(kiln_kernel, label))
         return 0;
-    if (k->kind < KILN_KERNEL_ELEMWISE || k->kind > KILN_KERNEL_LOOP)
+    if (k->kind < KILN_KERNEL_ELEMWISE || k->kind > KILN_KERNEL_SCAN)
         return 0;
     if (k->kind == KILN_KERNEL_LOOP &&
         (k->struct_size < offsetof(kiln_kernel, out_index) +
@@ -180,6 +181,10 @@ size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
     case KILN_KERNEL_SCATTER:
         put_u32(&b, (uint32_t)k->axis);
         put_u8(&b, k->scatter_mode);
+        break;
+    case KILN_KERNEL_SCAN:
+        put_u32(&b, (uint32_t)k->axis);
+        put_u8(&b, k->reduce_op);
         break;
     case KILN_KERNEL_LOOP:
         for (uint32_t i = 0; i < k->n_inputs; i++)

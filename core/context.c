@@ -350,6 +350,18 @@ static int run_step(kiln_context *ctx, kiln_step *s, kiln_err *err)
                            ctx->errbuf[0] ? ctx->errbuf : "kernel failed",
                            hint);
     }
+    /* issue 25: a check's condition reduced to one bool (lower.c,
+     * lower_check): false fails the call */
+    if (s->check && !*(const unsigned char *)s->vout[0].data) {
+        char lbl[160];
+        const kiln_graph *g = ctx->f->g;
+        const char *msg = g->nodes[s->check - 1].attrs->msg;
+        kiln_vm_node_label(g, s->check - 1, lbl, sizeof lbl);
+        if (msg && msg[0])
+            return kiln_seterr(err, KILN_ERR_CHECK, "check failed: %s (%s)",
+                               msg, lbl);
+        return kiln_seterr(err, KILN_ERR_CHECK, "check failed (%s)", lbl);
+    }
     return 0;
 }
 

@@ -514,6 +514,17 @@ static int check_full(const kiln_kernel *k, char *why, size_t n)
     }
     case KILN_KERNEL_LOOP:
         return check_loop(k, why, n);
+    case KILN_KERNEL_SCAN:   /* ABI 1.7, issue 25 */
+        if (k->n_inputs != 1 || k->n_outputs != 1)
+            return why_f(why, n, "scan needs 1 input and 1 output");
+        if (o->rank < 1 || k->axis < 0 || (unsigned)k->axis >= o->rank)
+            return why_f(why, n, "scan axis %d out of range", (int)k->axis);
+        if (k->inputs[0].dtype != o->dtype || o->dtype == KILN_BOOL)
+            return why_f(why, n, "scan dtypes");
+        if (k->reduce_op != KILN_REDUCE_SUM &&
+            k->reduce_op != KILN_REDUCE_PROD)
+            return why_f(why, n, "scan reduce_op %u", k->reduce_op);
+        return check_ranks(k, o->rank, why, n);
     case KILN_KERNEL_DOT: {
         if (k->n_inputs != 2 || k->n_outputs != 1)
             return why_f(why, n, "dot needs 2 inputs and 1 output");
@@ -1282,6 +1293,56 @@ static void emit_join(emitter *e)
     emit_tail(e);
 }
 
+/* ---- SCAN (ABI 1.7, issue 25) ------------------------------------------ */
+
+/* cumsum/cumprod along the axis: every line (the other indices in
+ * odometer order), accumulated in order from index 0 in the dtype
+ * itself; integers wrap (unsigned arithmetic, as bin_int). */
+static void emit_scan(emitter *e)
+{
+    const kiln_kernel *k = e->k;
+    sbuf *b = &e->body;
+    unsigned dt = k->outputs[0].dtype;
+    int ax = k->axis, r = (int)k->outputs[0].rank;
+    int prod = k->reduce_op == KILN_REDUCE_PROD;
+    const char *T = ctype[dt];
+    emit_head(e, "  int none;\n");
+    sb_put(b, "  int d;\n");
+    emit_checks(e, NULL);
+    sb_printf(b, "  for (d = 0; d < %d; d++)\n"
+              "    if (I[0].shape[d] != O[0].shape[d]) return kl_fail(call, "
+              "%d, \"%s: input and output shapes differ\");\n"
+              "  return 0;\n}\n\n", r, KILN_ERR_SHAPE, e->label);
+    emit_run_head(e);
+    sb_printf(b, "  i64 idx[8], ox, oy, i, len, sx, sy;\n  int d;\n"
+              "  %s acc;\n  const %s *xs;\n  %s *ys;\n", T, T, T);
+    emit_run_body(e);
+    sb_printf(b, "  for (d = 0; d < %d; d++) {\n    idx[d] = 0;\n"
+              "    if (O[0].shape[d] == 0) return 0;\n  }\n"
+              "  len = O[0].shape[%d]; sx = I[0].strides[%d]; "
+              "sy = O[0].strides[%d];\n"
+              "  for (;;) {\n    ox = 0; oy = 0;\n"
+              "    for (d = 0; d < %d; d++) {\n"
+              "      ox += idx[d] * I[0].strides[d];\n"
+              "      oy += idx[d] * O[0].strides[d];\n    }\n"
+              "    xs = (const %s *)I[0].data + ox;\n"
+              "    ys = (%s *)O[0].data + oy;\n"
+              "    acc = %s;\n"
+              "    for (i = 0; i < len; i++) {\n      acc = ",
+              r, ax, ax, ax, r, T, T, prod ? "1" : "0");
+    if (is_float(dt))
+        sb_printf(b, "acc %s xs[i * sx]", prod ? "*" : "+");
+    else
+        bin_int(b, dt, prod ? "*" : "+", "acc", "xs[i * sx]");
+    sb_printf(b, ";\n      ys[i * sy] = acc;\n    }\n"
+              "    for (d = %d; d >= 0; d--) {\n"
+              "      if (d == %d) continue;\n"
+              "      if (++idx[d] < O[0].shape[d]) break;\n"
+              "      idx[d] = 0;\n    }\n"
+              "    if (d < 0) return 0;\n  }\n}\n", r - 1, ax);
+    emit_tail(e);
+}
+
 /* ---- GATHER / SCATTER ------------------------------------------------- */
 
 /* The plan: the shape of x[:axis] + idx + x[axis+1:] (want) and the
@@ -1924,6 +1985,7 @@ static const char *kind_name(uint32_t kind)
     case KILN_KERNEL_GATHER: return "gather";
     case KILN_KERNEL_SCATTER: return "scatter";
     case KILN_KERNEL_LOOP: return "loop";
+    case KILN_KERNEL_SCAN: return "scan";
     default: return "dot";
     }
 }
@@ -1971,6 +2033,7 @@ int kiln_emit_c(const kiln_kernel *k0, char **src, size_t *len, char *why,
         case KILN_KERNEL_GATHER:
         case KILN_KERNEL_SCATTER: emit_take(&e); break;
         case KILN_KERNEL_LOOP: emit_loop(&e); break;
+        case KILN_KERNEL_SCAN: emit_scan(&e); break;
         default: emit_dot(&e); break;
         }
     }

@@ -54,7 +54,8 @@ static int nomem(kiln_err *err)
 static int fusable_reduce(int op)
 {
     return op == KILN_OP_SUM || op == KILN_OP_PROD || op == KILN_OP_MAX ||
-           op == KILN_OP_MIN || op == KILN_OP_MEAN;
+           op == KILN_OP_MIN || op == KILN_OP_MEAN ||
+           op == KILN_OP_ALL || op == KILN_OP_ANY;   /* issue 25 */
 }
 
 static int is_elemwise(const kiln_node *n)

@@ -748,6 +748,42 @@ static int grad_elemwise(gctx *c, kiln_value v, kiln_value gv)
     }
 }
 
+/* ---- issue 25: scans and checks ------------------------------------ */
+
+/* x reversed along `axis` (x[:, ..., ::-1]). */
+static kiln_value reverse_axis(gctx *c, kiln_value x, int axis)
+{
+    TRY(x);
+    kiln_index ix[KILN_MAX_RANK];
+    memset(ix, 0, sizeof ix);
+    for (int i = 0; i <= axis; i++)
+        ix[i].kind = KILN_INDEX_SLICE;
+    ix[axis].has_step = 1;
+    ix[axis].step = -1;
+    return kiln_graph_subtensor(c->g, x, axis + 1, ix, c->err);
+}
+
+/* cumsum: the reverse cumsum of the adjoint along the axis; cumprod:
+ * PyTensor's CumOp rule, cumsum((out * g) reversed) reversed / x, which
+ * is inf or NaN where x is 0 (as PyTensor's). */
+static int grad_scan(gctx *c, kiln_value v, kiln_value gv)
+{
+    const kiln_node *n = NODE(c, v);
+    kiln_value x = n->in[0];
+    int rank = n->type.rank;
+    int axis = (int)(n->attrs->axes[0] < 0 ? n->attrs->axes[0] + rank
+                                           : n->attrs->axes[0]);
+    int cumprod = n->op == KILN_OP_CUMPROD;
+    kiln_attr at = {.key = "axis", .kind = KILN_ATTR_INT, .i = axis};
+    kiln_value t = cumprod ? op2(c, "mul", v, gv) : gv;
+    t = reverse_axis(c, t, axis);
+    TRY(t);
+    t = reverse_axis(c, opn(c, "cumsum", 1, &t, &at, 1), axis);
+    if (cumprod)
+        t = op2(c, "true_div", t, x);
+    return contribute(c, x, t);
+}
+
 static int grad_node(gctx *c, kiln_value v)
 {
     kiln_value gv = c->adj[v];
@@ -757,6 +793,10 @@ static int grad_node(gctx *c, kiln_value v)
     case KILN_CAT_SHAPE: return grad_shape(c, v, gv);
     case KILN_CAT_INDEX: return grad_index(c, v, gv);
     case KILN_CAT_DOT: return grad_dot(c, v, gv);
+    case KILN_CAT_SCAN: return grad_scan(c, v, gv);
+    /* check: the adjoint passes to x, the conditions get none (as
+     * PyTensor's CheckAndRaise) */
+    case KILN_CAT_CHECK: return contribute(c, NODE(c, v)->in[0], gv);
     default: return 0;
     }
 }

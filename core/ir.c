@@ -19,6 +19,8 @@
  * (docs/ir.md, "Names").
  */
 #include "ir.h"
+
+#include <pthread.h>
 #include "composite.h"
 
 #include <math.h>
@@ -289,7 +291,38 @@ const kiln_attrs kiln_ir_no_attrs = {.dtype = -1};
 int kiln_ir_attrs_empty(const kiln_attrs *a)
 {
     return !a->has_axes && a->naxes == 0 && !a->keepdims &&
-           a->nshape == 0 && a->dtype == -1 && a->nidx == 0;
+           a->nshape == 0 && a->dtype == -1 && a->nidx == 0 && !a->msg;
+}
+
+/* The interned strings: a linked list, searched linearly (a graph has a
+ * handful of distinct check messages), guarded by one lock. */
+typedef struct intern_rec {
+    struct intern_rec *next;
+    char s[];
+} intern_rec;
+
+static intern_rec *intern_head;
+static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const char *kiln_ir_intern(const char *s)
+{
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&intern_lock);
+    intern_rec *r = intern_head;
+    while (r && strcmp(r->s, s) != 0)
+        r = r->next;
+    if (!r) {
+        size_t n = strlen(s);
+        r = malloc(sizeof *r + n + 1);
+        if (r) {
+            memcpy(r->s, s, n + 1);
+            r->next = intern_head;
+            intern_head = r;
+        }
+    }
+    pthread_mutex_unlock(&intern_lock);
+    return r ? r->s : NULL;
 }
 
 int kiln_ir_node_set_attrs(kiln_node *n, const kiln_attrs *a)

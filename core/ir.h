@@ -42,6 +42,12 @@ typedef enum kiln_op {
     /* added with gradients: fill(model, value) broadcasts value to the
      * shape of model (PyTensor's fill/second); trigamma is psi' */
     KILN_OP_FILL, KILN_OP_TRIGAMMA,
+    /* issue 25, opscheck: bool reductions (NumPy all/any: nonzero is
+     * true), scans along one axis, and the run-time check
+     * check(x, c1, ..., msg="...") that returns x and fails the call
+     * when an element of a condition is false */
+    KILN_OP_ALL, KILN_OP_ANY, KILN_OP_CUMSUM, KILN_OP_CUMPROD,
+    KILN_OP_CHECK,
     KILN_OP_COUNT
 } kiln_op;
 
@@ -52,7 +58,9 @@ enum {
     KILN_CAT_REDUCE,
     KILN_CAT_SHAPE,
     KILN_CAT_INDEX,
-    KILN_CAT_DOT
+    KILN_CAT_DOT,
+    KILN_CAT_SCAN,       /* cumsum, cumprod (issue 25) */
+    KILN_CAT_CHECK       /* check: x, then its conditions (issue 25) */
 };
 
 typedef struct kiln_type {
@@ -76,6 +84,9 @@ typedef struct kiln_attrs {
     int dtype;                    /* cast, zeros, ones: kiln_dtype; -1 unset */
     int nidx;                     /* subtensor, set/inc_subtensor */
     kiln_index idx[KILN_MAX_RANK];
+    const char *msg;              /* check: its message, interned
+                                     (kiln_ir_intern: equal texts are one
+                                     pointer, never freed); NULL unset */
 } kiln_attrs;
 
 typedef struct kiln_node {
@@ -167,6 +178,12 @@ int kiln_ir_attrs_empty(const kiln_attrs *a);
 /* Give node n a copy of *a (NULL or empty: &kiln_ir_no_attrs), dropping
  * what it had.  Returns 0, or KILN_ERR_NOMEM with n unchanged. */
 int kiln_ir_node_set_attrs(kiln_node *n, const kiln_attrs *a);
+
+/* The one copy of text s (a NUL-terminated string) that lives until the
+ * process ends: equal texts give the same pointer, so attributes that
+ * hold one copy by value and compare by pointer.  Thread-safe; NULL when
+ * out of memory. */
+const char *kiln_ir_intern(const char *s);
 
 /* Free n's attributes when owned; n->attrs becomes &kiln_ir_no_attrs. */
 void kiln_ir_node_drop_attrs(kiln_node *n);

@@ -915,6 +915,10 @@ static int reduce_opcode(int op)
     case KILN_OP_MAX: return KILN_REDUCE_MAX;
     case KILN_OP_MIN: return KILN_REDUCE_MIN;
     case KILN_OP_MEAN: return KILN_REDUCE_MEAN;
+    /* issue 25: over the operand cast to bool (x != 0), whose MIN is
+     * "all" (identity true) and MAX "any" (identity false) */
+    case KILN_OP_ALL: return KILN_REDUCE_MIN;
+    case KILN_OP_ANY: return KILN_REDUCE_MAX;
     default: return -1;
     }
 }
@@ -1063,6 +1067,75 @@ static int lower_reduce(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     return attach_program(s, &pb, &out, err);
 }
 
+/* ---- issue 25: check, cumsum, cumprod ------------------------------- */
+
+/* check(x, c1, ..., msg=): x copied into the node's buffer, then per
+ * condition a REDUCE kernel (MIN over the condition cast to bool: all of
+ * it) into a bool scalar temporary, a step marked `check` that the VM
+ * tests right after it runs (core/context.c).  The check is no member of
+ * any fused kernel (fuse.c fuses elementwise ops and reductions only), so
+ * its conditions are stored and every one of them is tested whenever the
+ * check's value is needed; a check no output depends on is dead code and
+ * is not lowered (PyTensor's Assert acts through its output, too). */
+static int lower_check(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    int rc = lower_copy(p, g, v, n->in[0], KILN_VIEW_BCAST, p->node_buf[v],
+                        KILN_VIEW_FULL, NULL, "check", err);
+    kiln_type bt;
+    memset(&bt, 0, sizeof bt);
+    bt.dtype = KILN_BOOL;
+    for (int i = 1; !rc && i < n->n_in; i++) {
+        int cb = p->node_buf[n->in[i]];
+        int tb = add_temp(p, -1, &bt, KILN_OP_ALL, NULL, 1, &cb, err);
+        if (tb < 0)
+            return -tb;
+        rc = reduce_step(p, g, v, n->in[i], -1, KILN_REDUCE_MIN, tb,
+                         &kiln_ir_no_attrs, 0, KILN_BOOL, 0, err);
+        if (!rc) {
+            kiln_step *s = &p->steps[p->n_steps - 1];
+            s->check = v + 1;
+            snprintf(s->label, sizeof s->label, "check_all");
+        }
+    }
+    return rc;
+}
+
+/* cumsum/cumprod(x, axis): x cast to the result's dtype when it differs
+ * (an elementwise kernel into a temporary), then a SCAN kernel (ABI 1.7)
+ * from it into the node's buffer. */
+static int lower_scan(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    int xb = p->node_buf[n->in[0]];
+    int rank = n->type.rank;
+    if (g->nodes[n->in[0]].type.dtype != n->type.dtype) {
+        kiln_type ct = g->nodes[n->in[0]].type;
+        ct.dtype = n->type.dtype;
+        kiln_attrs cat = kiln_ir_no_attrs;
+        cat.dtype = (int)n->type.dtype;
+        int tb = add_temp(p, -1, &ct, KILN_OP_CAST, &cat, 1, &xb, err);
+        if (tb < 0)
+            return -tb;
+        int rc = lower_copy(p, g, v, n->in[0], KILN_VIEW_BCAST, tb,
+                            KILN_VIEW_FULL, NULL, "cast", err);
+        if (rc)
+            return rc;
+        xb = tb;
+    }
+    kiln_step *s = new_step(p, KILN_KERNEL_SCAN, v, 1, 1,
+                            kiln_ir_op_info(n->op)->name, err);
+    if (!s)
+        return err ? err->code : KILN_ERR_NOMEM;
+    set_arg(p, s, 0, 0, xb, KILN_VIEW_FULL, rank);
+    set_arg(p, s, 1, 0, p->node_buf[v], KILN_VIEW_FULL, rank);
+    int64_t ax = n->attrs->axes[0];
+    s->kernel.axis = (int32_t)(ax < 0 ? ax + rank : ax);
+    s->kernel.reduce_op = n->op == KILN_OP_CUMSUM ? KILN_REDUCE_SUM
+                                                  : KILN_REDUCE_PROD;
+    return 0;
+}
+
 /* ---- loops ---------------------------------------------------------- */
 
 static int lower_node(kiln_program *p, kiln_graph *g, int v, int k,
@@ -1081,7 +1154,8 @@ static int loop_reads_element(const kiln_graph *g, int m, int i)
 static int is_reduction(int op)
 {
     return op == KILN_OP_SUM || op == KILN_OP_PROD || op == KILN_OP_MAX ||
-           op == KILN_OP_MIN || op == KILN_OP_MEAN;
+           op == KILN_OP_MIN || op == KILN_OP_MEAN ||
+           op == KILN_OP_ALL || op == KILN_OP_ANY;   /* issue 25 */
 }
 
 /* What kind of output loop member m is: 0 none (computed in registers
@@ -1952,6 +2026,8 @@ static int lower_node(kiln_program *p, kiln_graph *g, int v, int k,
             return lower_shape(p, g, v, err);
         return lower_set_subtensor(p, g, v, err);
     case KILN_CAT_DOT: return lower_dot(p, g, v, err);
+    case KILN_CAT_SCAN: return lower_scan(p, g, v, err);
+    case KILN_CAT_CHECK: return lower_check(p, g, v, err);
     }
     return 0;
 }

@@ -136,6 +136,10 @@ typedef struct kiln_step {
      * the views are rebuilt */
     kiln_view *vin, *vout;
     void *plan;
+    /* issue 25: 1 + the check node whose condition this step reduces
+     * (its output 0 is a bool scalar: all of the condition); the VM
+     * fails the call with KILN_ERR_CHECK when it is false.  0: none */
+    int check;
 } kiln_step;
 
 typedef struct kiln_program {

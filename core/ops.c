@@ -90,6 +90,12 @@ static const kiln_op_info op_table[KILN_OP_COUNT] = {
     E(KILN_OP_MATMUL, "matmul", KILN_CAT_DOT, 2, 2, -1),
     E(KILN_OP_FILL, "fill", KILN_CAT_ELEMWISE, 2, 2, -1),
     E(KILN_OP_TRIGAMMA, "trigamma", KILN_CAT_ELEMWISE, 1, 1, KILN_I_TRIGAMMA),
+    /* issue 25, opscheck */
+    E(KILN_OP_ALL, "all", KILN_CAT_REDUCE, 1, 1, -1),
+    E(KILN_OP_ANY, "any", KILN_CAT_REDUCE, 1, 1, -1),
+    E(KILN_OP_CUMSUM, "cumsum", KILN_CAT_SCAN, 1, 1, -1),
+    E(KILN_OP_CUMPROD, "cumprod", KILN_CAT_SCAN, 1, 1, -1),
+    E(KILN_OP_CHECK, "check", KILN_CAT_CHECK, 1, -1, -1),
 };
 
 #undef E
@@ -209,7 +215,8 @@ kiln_dtype kiln_ir_compute_dtype(int op, kiln_dtype promoted)
 
 enum {
     A_AXIS = 1, A_AXES = 2, A_KEEPDIMS = 4, A_SHAPE = 8, A_DTYPE = 16,
-    A_AXIS_REQ = 32, A_SHAPE_REQ = 64, A_DTYPE_REQ = 128, A_AXIS_ONE = 256
+    A_AXIS_REQ = 32, A_SHAPE_REQ = 64, A_DTYPE_REQ = 128, A_AXIS_ONE = 256,
+    A_MSG = 512
 };
 
 static unsigned op_attrs(int op)
@@ -217,7 +224,11 @@ static unsigned op_attrs(int op)
     switch (op) {
     case KILN_OP_SUM: case KILN_OP_PROD: case KILN_OP_MAX: case KILN_OP_MIN:
     case KILN_OP_MEAN: case KILN_OP_LOGSUMEXP:
+    case KILN_OP_ALL: case KILN_OP_ANY:
         return A_AXIS | A_KEEPDIMS;
+    case KILN_OP_CUMSUM: case KILN_OP_CUMPROD:
+        return A_AXIS | A_AXIS_REQ | A_AXIS_ONE;
+    case KILN_OP_CHECK: return A_MSG;
     case KILN_OP_TRANSPOSE: return A_AXES;
     case KILN_OP_EXPAND_DIMS: return A_AXIS | A_AXIS_REQ;
     case KILN_OP_SQUEEZE: return A_AXIS;
@@ -314,6 +325,21 @@ int kiln_ir_parse_attrs(int op, const kiln_attr *attrs, int n_attrs,
                                    "%s: attribute 'dtype' must be one of f64, "
                                    "f32, i64, i32, bool", info->name);
             out->dtype = (int)a->i;
+        } else if (strcmp(k, "msg") == 0 && (allowed & A_MSG)) {
+            if (a->kind != KILN_ATTR_STRING || !a->s)
+                return kiln_seterr(err, KILN_ERR_TYPE,
+                                   "%s: attribute 'msg' must be a string",
+                                   info->name);
+            /* one line: the message ends up in a one-line error */
+            for (const char *q = a->s; *q; q++)
+                if ((unsigned char)*q < 0x20 || *q == 0x7f)
+                    return kiln_seterr(err, KILN_ERR_TYPE,
+                                       "%s: attribute 'msg' contains the "
+                                       "control byte 0x%02x",
+                                       info->name,
+                                       (unsigned)(unsigned char)*q);
+            if (!(out->msg = kiln_ir_intern(a->s)))
+                return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         } else {
             return kiln_seterr(err, KILN_ERR_TYPE,
                                "%s: unknown attribute '%s'", info->name, k);
@@ -585,6 +611,9 @@ static int infer_reduce(int op,
     case KILN_OP_SUM: case KILN_OP_PROD:
         if (!dt_is_float(d))
             d = KILN_I64;
+        break;
+    case KILN_OP_ALL: case KILN_OP_ANY:
+        d = KILN_BOOL;   /* NumPy: any dtype, nonzero is true */
         break;
     case KILN_OP_MAX: case KILN_OP_MIN:
         if (d == KILN_BOOL)
@@ -1069,6 +1098,28 @@ int kiln_ir_infer(const kiln_shape_ctx *ctx, int op, const kiln_attrs *attrs,
         break;
     case KILN_CAT_DOT:
         rc = infer_dot(ctx, op, in, in_weak, &t, err);
+        break;
+    case KILN_CAT_SCAN: {
+        /* cumsum, cumprod: x's shape; the dtype of sum/prod (NumPy:
+         * bool and ints accumulate in i64) */
+        int64_t ax = 0;
+        if (in[0].rank == 0)
+            return kiln_seterr(err, KILN_ERR_SHAPE, "%s: input must have "
+                               "rank >= 1 (reshape a scalar to (1) first)",
+                               info->name);
+        if ((rc = norm_axis(info->name, attrs->axes[0], in[0].rank, &ax,
+                            err)))
+            return rc;
+        t = in[0];
+        if (!dt_is_float(t.dtype))
+            t.dtype = KILN_I64;
+        break;
+    }
+    case KILN_CAT_CHECK:
+        /* check(x, c1, ...): x as it is; conditions of any shape and
+         * dtype (nonzero is true, as all() reads them) */
+        t = in[0];
+        weak = in_weak ? in_weak[0] : 0;
         break;
     }
     if (rc)

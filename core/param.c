@@ -183,7 +183,7 @@ kiln_value kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype dt,
             lj = u;
         }
         if (x >= 0 && g->nodes[x].type.dtype != dt) {
-            kiln_attr a = {"dtype", KILN_ATTR_DTYPE, dt, 0, 0, NULL};
+            kiln_attr a = {.key = "dtype", .kind = KILN_ATTR_DTYPE, .i = dt};
             x = kiln_graph_op(g, "cast", 1, &x, &a, 1, err);
         }
         if (lj >= 0 && rank > 0)

@@ -862,6 +862,7 @@ typedef struct attr_item {
     kiln_attr a;
     char *key;
     int64_t *ints;
+    char *str;          /* a string value (msg="..."), owned */
 } attr_item;
 
 /* `op` is the op being called (for the dims of `shape=`). */
@@ -936,6 +937,13 @@ static int parse_attr_value(parser *p, attr_item *it, int op)
         a->ints = it->ints;
         return advance(p);
     }
+    if (p->t.kind == T_STRING) {   /* check's msg="..." (issue 25) */
+        if (!(it->str = str_value(&p->t)))
+            return nomem(p);
+        a->kind = KILN_ATTR_STRING;
+        a->s = it->str;
+        return advance(p);
+    }
     if (starts_scalar(p)) {
         scalar sc;
         if (parse_scalar(p, &sc))
@@ -962,8 +970,8 @@ static int parse_attr_value(parser *p, attr_item *it, int op)
     }
     char b[64];
     return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
-                   "attribute '%s': expected a number, true, false, a dtype "
-                   "or a list, found %s", it->key,
+                   "attribute '%s': expected a number, true, false, a dtype, "
+                   "a list or a string, found %s", it->key,
                    tok_desc(&p->t, b, sizeof b));
 }
 
@@ -1015,6 +1023,7 @@ static void frame_clear(frame *f)
     for (size_t k = 0; k < f->nattrs; k++) {
         free(f->attrs[k].key);
         free(f->attrs[k].ints);
+        free(f->attrs[k].str);
     }
     free(f->attrs);
     free(f->args);

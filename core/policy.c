@@ -91,8 +91,8 @@ static const backend_model builtin_models[] = {
 
 static const char *const kind_names[] = {NULL, "elemwise", "reduce", "join",
                                          "gather", "scatter", "dot",
-                                         "loop"};
-#define N_KINDS 8
+                                         "loop", "scan"};
+#define N_KINDS 9
 
 /* The rewrite passes a `passes:` list may name (docs/policy.md), in the
  * order they run (core/rewrite/manager.c); "fusion" is also accepted for

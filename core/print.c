@@ -454,6 +454,26 @@ static void put_op(printer *pr, const kiln_node *nd)
         if (a->has_axes)
             sb_printf(b, ", axis=%lld", (long long)axis);
         break;
+    /* issue 25, opscheck */
+    case KILN_OP_ALL: case KILN_OP_ANY:
+        if (a->has_axes)
+            put_axis_attr(pr, "axis", a, 0);
+        if (a->keepdims)
+            sb_puts(b, ", keepdims=true");
+        break;
+    case KILN_OP_CUMSUM: case KILN_OP_CUMPROD:
+        sb_printf(b, ", axis=%lld", (long long)a->axes[0]);
+        break;
+    case KILN_OP_CHECK:
+        if (a->msg) {
+            /* the parser's escapes: only \\ and \" */
+            sb_puts(b, ", msg=\"");
+            for (const char *q = a->msg; *q; q++)
+                sb_printf(b, "%s%c", *q == '"' || *q == '\\' ? "\\" : "",
+                          *q);
+            sb_puts(b, "\"");
+        }
+        break;
     default:
         break;
     }

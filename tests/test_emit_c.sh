@@ -39,6 +39,18 @@ for p in all none; do
   [ $ok = 0 ] || head -20 "$tmp/cc.err"
 done
 
+# SCAN kernels (issue 25) compile on their own as well, every dtype
+f="$src/tests/graphs/scan_check.kg"
+rm -f "$tmp"/unit*.c
+"$kiln" emit-c "$f" --passes none | awk -v d="$tmp" '/^\/\* ==== kernel /{k++; next} {print > (d "/unit" k ".c")}'
+ok=0
+for u in "$tmp"/unit*.c; do
+  ${CC:-cc} -std=c11 -Wall -Werror -Wno-unused-function -fsyntax-only "$u" 2>>"$tmp/cc.err" || ok=1
+done
+grep -q '^/\* kiln scan kernel' "$tmp"/unit*.c || ok=1
+t $ok "scan_check: every generated unit, scans included ($(grep -l '^/\* kiln scan kernel' "$tmp"/unit*.c | wc -l)), compiles with ${CC:-cc}"
+[ $ok = 0 ] || head -20 "$tmp/cc.err"
+
 # the kernels are those kiln run compiles (after the passes and fusion)
 kernels() { grep -c '^/\* ==== kernel [0-9]* of [0-9]*: ' "$1"; }
 # "index label" of every kernel header, and of every `kiln explain --json` row

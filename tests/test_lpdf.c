@@ -381,7 +381,7 @@ static void error_tests(void)
     v = kiln_graph_op(g, "categorical_logit_lpmf", 2, cin2, NULL, 0, &err);
     ok(v < 0 && strstr(err.message, "argument 2 (beta) must be a vector"),
        "categorical_logit with scalar beta: %s", err.message);
-    kiln_attr at = { "axis", KILN_ATTR_INT, 0, 0, 0, NULL };
+    kiln_attr at = { "axis", KILN_ATTR_INT, 0, 0, 0, NULL, NULL};
     kiln_value nin[3] = { y, mu, mu };
     v = kiln_graph_op(g, "normal_lpdf", 3, nin, &at, 1, &err);
     ok(v < 0 && strstr(err.message, "normal_lpdf: takes no attributes"),

@@ -2715,7 +2715,7 @@ static void test_build_errors(void)
         {"input x: f64[3]\noutput z = zeros(shape=[2], dtype=f16)",
          KILN_ERR_PARSE,
          "t.kg:4:35: attribute 'dtype': expected a number, true, false, a "
-         "dtype or a list, found 'f16'"},
+         "dtype, a list or a string, found 'f16'"},
         {"input x: f64[3]\noutput z = add(x, y)", KILN_ERR_NAME,
          "t.kg:4:19: undefined name 'y'"},
     };

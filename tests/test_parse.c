@@ -542,7 +542,7 @@ static void test_errors(void)
         "unknown attribute", "kiln 1", "graph m", "  input x: f64[3]",
         "  y = sum(x, axs=0)", "end");
     ERR(P, "m.kg:4:19: attribute 'axis': expected a number, true, false, a "
-        "dtype or a list, found 'foo'", "bad attribute value", "kiln 1",
+        "dtype, a list or a string, found 'foo'", "bad attribute value", "kiln 1",
         "graph m", "  input x: f64[3]", "  y = sum(x, axis=foo)", "end");
     ERR(P, "m.kg:4:25: attribute 'shape': expected an integer or a dim name "
         "in the list, found '1.5'", "float in an attribute list", "kiln 1",
@@ -892,6 +892,13 @@ static const op_case op_cases[] = {
     {"fill(k, 1.5)", "f64[3]"}, {"fill(a, s)", "f32[3]"},
     {"trigamma(a)", "f64[3]"}, {"trigamma(k)", "f64[3]"},
     {"trigamma(s)", "f32[3]"},
+    /* issue 25, opscheck */
+    {"all(m)", "bool"}, {"any(k, axis=0)", "bool"},
+    {"all(p, keepdims=true)", "bool[1]"},
+    {"cumsum(m, axis=1)", "f64[2, 3]"}, {"cumprod(k, axis=-1)", "i64[3]"},
+    {"cumsum(p, axis=0)", "i64[3]"}, {"cumsum(s, axis=0)", "f32[3]"},
+    {"check(a, p, gt(m, 0.0), msg=\"a \\\"b\\\" c\")", "f64[3]"},
+    {"check(k)", "i32[3]"},
 };
 
 static void test_ops(void)

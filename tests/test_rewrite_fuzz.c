@@ -607,7 +607,7 @@ static kiln_value step_cast(gen *G)
         return -2;  /* a cast of NaN or inf to an integer is undefined */
     if (d == KILN_F32 && G->mag[a] > 100)
         a = tame(G, a);
-    kiln_attr at = {"dtype", KILN_ATTR_DTYPE, d, 0, 0, NULL};
+    kiln_attr at = {"dtype", KILN_ATTR_DTYPE, d, 0, 0, NULL, NULL};
     kiln_value v = op(G, "cast", 1, &a, &at, 1);
     if (v >= 0 && !is_float(d))
         G->rea[v] = 0;
@@ -684,17 +684,17 @@ static kiln_value step_reduce(gen *G)
         if (t->rank == 2 && chance(&G->r, 0.25)) {
             axes[0] = 0;
             axes[1] = -1;
-            at[na++] = (kiln_attr){"axis", KILN_ATTR_INTS, 0, 0, 2, axes};
+            at[na++] = (kiln_attr){"axis", KILN_ATTR_INTS, 0, 0, 2, axes, NULL};
         } else {
             int64_t ax = rint_(&G->r, t->rank);
             if (chance(&G->r, 0.3))
                 ax -= t->rank;
-            at[na++] = (kiln_attr){"axis", KILN_ATTR_INT, ax, 0, 0, NULL};
+            at[na++] = (kiln_attr){"axis", KILN_ATTR_INT, ax, 0, 0, NULL, NULL};
         }
     }
     int keep = chance(&G->r, 0.25);
     if (keep)
-        at[na++] = (kiln_attr){"keepdims", KILN_ATTR_BOOL, 1, 0, 0, NULL};
+        at[na++] = (kiln_attr){"keepdims", KILN_ATTR_BOOL, 1, 0, 0, NULL, NULL};
     kiln_value v = op(G, name, 1, &a, at, na);
     if (v >= 0) {
         if (name[1] == 'u')
@@ -710,7 +710,7 @@ static kiln_value step_reduce(gen *G)
          * sometimes has other uses */
         const kiln_type *vt = ty(G, v);
         int k = rint_(&G->r, 3);
-        kiln_attr sa = {"axis", KILN_ATTR_INT, 0, 0, 0, NULL};
+        kiln_attr sa = {"axis", KILN_ATTR_INT, 0, 0, 0, NULL, NULL};
         int nsa = 0;
         if (k == 0 && na == 2) {
             sa = at[0];
@@ -719,7 +719,7 @@ static kiln_value step_reduce(gen *G)
             int64_t ax = rint_(&G->r, vt->rank);
             while (vt->dims[ax] != 1)  /* a reduced axis is one */
                 ax = (ax + 1) % vt->rank;
-            sa = (kiln_attr){"axis", KILN_ATTR_INT, ax, 0, 0, NULL};
+            sa = (kiln_attr){"axis", KILN_ATTR_INT, ax, 0, 0, NULL, NULL};
             nsa = 1;
         }
         if (chance(&G->r, 0.3))
@@ -760,7 +760,7 @@ static kiln_value join_of(gen *G, kiln_value base, int ax, int k)
             in[j] = x;
         }
     }
-    kiln_attr at = {"axis", KILN_ATTR_INT, ax, 0, 0, NULL};
+    kiln_attr at = {"axis", KILN_ATTR_INT, ax, 0, 0, NULL, NULL};
     if (t->rank > 1 && chance(&G->r, 0.2))
         at.i = ax - t->rank;
     return op(G, "join", n, in, &at, 1);
@@ -992,7 +992,7 @@ static kiln_value step_gather(gen *G)
     G->mag[idx] = (double)len;
     G->fin[idx] = 1;
     G->rea[idx] = 0;
-    kiln_attr at = {"axis", KILN_ATTR_INT, 0, 0, 0, NULL};
+    kiln_attr at = {"axis", KILN_ATTR_INT, 0, 0, 0, NULL, NULL};
     if (chance(&G->r, 0.6) || ty(G, x)->dtype == KILN_BOOL) {
         kiln_value in[2] = {x, idx};
         return op(G, "take", 2, in, &at, 1);
@@ -1033,7 +1033,7 @@ static kiln_value step_shape(gen *G)
         if (t->rank >= 2)
             return -2;
         kiln_attr at = {"axis", KILN_ATTR_INT, rint_(&G->r, t->rank + 1), 0, 0,
-                        NULL};
+                        NULL, NULL};
         if (chance(&G->r, 0.3)) {
             /* fill(a, expand_dims(L)), the gradient seed (canonicalize) */
             kiln_value l = rand_lit(G);
@@ -1047,14 +1047,14 @@ static kiln_value step_shape(gen *G)
         if (t->rank > 1 || (t->rank == 1 && t->dims[0] != 3 && t->dims[0] != 1))
             return -2;
         int64_t sh[2] = {2, 3};
-        kiln_attr at = {"shape", KILN_ATTR_INTS, 0, 0, 2, sh};
+        kiln_attr at = {"shape", KILN_ATTR_INTS, 0, 0, 2, sh, NULL};
         return op(G, "broadcast_to", 1, &a, &at, 1);
     }
     default: {
         if (t->rank == 0)
             return -2;
         int64_t sh[1] = {-1};
-        kiln_attr at = {"shape", KILN_ATTR_INTS, 0, 0, 1, sh};
+        kiln_attr at = {"shape", KILN_ATTR_INTS, 0, 0, 1, sh, NULL};
         return op(G, "reshape", 1, &a, &at, 1);
     }
     }

@@ -79,6 +79,7 @@ static const char *kiln_interp_kind_name(uint32_t kind)
     case KILN_KERNEL_SCATTER: return "scatter";
     case KILN_KERNEL_DOT: return "dot";
     case KILN_KERNEL_LOOP: return "loop";
+    case KILN_KERNEL_SCAN: return "scan";
     default: return "?";
     }
 }
@@ -491,6 +492,26 @@ static int kiln_interp_check_join(const kiln_kernel *k, char *why, size_t n)
     return kiln_interp_check_ranks(k, out->rank, 1, why, n);
 }
 
+/* SCAN (ABI 1.7, issue 25): one input, one output of one dtype and
+ * rank >= 1, a SUM or PROD along an axis in range. */
+static int kiln_interp_check_scan(const kiln_kernel *k, char *why, size_t n)
+{
+    if (k->n_inputs != 1 || k->n_outputs != 1)
+        return kiln_interp_why(why, n, "scan needs 1 input and 1 output");
+    const kiln_arg_desc *out = &k->outputs[0];
+    if (out->rank < 1 || k->axis < 0 || (unsigned)k->axis >= out->rank)
+        return kiln_interp_why(why, n, "scan axis %d out of range for rank "
+                               "%u", (int)k->axis, out->rank);
+    if (k->inputs[0].dtype != out->dtype || out->dtype == KILN_BOOL)
+        return kiln_interp_why(why, n, "scan of %s into %s",
+                               kiln_interp_dtype_name(k->inputs[0].dtype),
+                               kiln_interp_dtype_name(out->dtype));
+    if (k->reduce_op != KILN_REDUCE_SUM && k->reduce_op != KILN_REDUCE_PROD)
+        return kiln_interp_why(why, n, "scan reduce_op %u (SUM or PROD "
+                               "only)", k->reduce_op);
+    return kiln_interp_check_ranks(k, out->rank, 1, why, n);
+}
+
 /* GATHER (x, idx) -> out and SCATTER (idx, values) into out: the index
  * tensor, the data rank and the rank of the indexed side. */
 static int kiln_interp_check_indexing(const kiln_kernel *k, char *why,
@@ -642,6 +663,8 @@ static int kiln_interp_check(const kiln_kernel *k, char *why, size_t n)
         return kiln_interp_check_dot(k, why, n);
     case KILN_KERNEL_LOOP:
         return kiln_interp_check_loop(k, why, n);
+    case KILN_KERNEL_SCAN:
+        return kiln_interp_check_scan(k, why, n);
     default:
         return kiln_interp_why(why, n, "unknown kernel kind %u", k->kind);
     }
@@ -2694,6 +2717,85 @@ static int kiln_interp_dot(const kiln_interp_run *r)
     return 0;
 }
 
+/* SCAN (issue 25): walk every line along the axis (all the other
+ * indices, odometer order) and accumulate in order from index 0, in the
+ * dtype itself (as NumPy's cumsum/cumprod of that dtype). */
+static int kiln_interp_scan(const kiln_interp_run *r)
+{
+    const kiln_view *x = &r->call->inputs[0], *y = &r->call->outputs[0];
+    int rank = y->rank, axis = r->k->axis;
+    for (int d = 0; d < rank; d++)
+        if (x->shape[d] != y->shape[d]) {
+            char b1[160], b2[160];
+            return kiln_interp_fail(r, KILN_ERR_SHAPE, "%s: input has shape "
+                                    "%s, output %s", r->label,
+                                    kiln_interp_shape_str(b1, sizeof b1,
+                                                          x->rank, x->shape),
+                                    kiln_interp_shape_str(b2, sizeof b2,
+                                                          y->rank, y->shape));
+        }
+    int64_t len = y->shape[axis], sx = x->strides[axis], sy = y->strides[axis];
+    int64_t idx[KILN_MAX_RANK] = {0};
+    for (int d = 0; d < rank; d++)
+        if (y->shape[d] == 0)
+            return 0;
+    int prod = r->k->reduce_op == KILN_REDUCE_PROD;
+    for (;;) {
+        int64_t ox = 0, oy = 0;
+        for (int d = 0; d < rank; d++) {
+            ox += idx[d] * x->strides[d];
+            oy += idx[d] * y->strides[d];
+        }
+#define KILN_INTERP_SCAN(T)                                                   \
+        do {                                                                  \
+            const T *xs = (const T *)x->data + ox;                            \
+            T *ys = (T *)y->data + oy;                                        \
+            T acc = prod ? (T)1 : (T)0;                                       \
+            for (int64_t i = 0; i < len; i++) {                               \
+                T v = xs[i * sx];                                             \
+                /* integers wrap as NumPy's do, without C's overflow UB */   \
+                if (prod)                                                     \
+                    acc = KILN_INTERP_SCAN_MUL(T, acc, v);                    \
+                else                                                          \
+                    acc = KILN_INTERP_SCAN_ADD(T, acc, v);                    \
+                ys[i * sy] = acc;                                             \
+            }                                                                 \
+        } while (0)
+#define KILN_INTERP_SCAN_ADD(T, a, b) ((T)(a) + (T)(b))
+#define KILN_INTERP_SCAN_MUL(T, a, b) ((T)(a) * (T)(b))
+        switch (y->dtype) {
+        case KILN_F64: KILN_INTERP_SCAN(double); break;
+        case KILN_F32: KILN_INTERP_SCAN(float); break;
+        default: break;
+        }
+#undef KILN_INTERP_SCAN_ADD
+#undef KILN_INTERP_SCAN_MUL
+#define KILN_INTERP_SCAN_ADD(T, a, b)                                         \
+    ((T)((uint64_t)(int64_t)(a) + (uint64_t)(int64_t)(b)))
+#define KILN_INTERP_SCAN_MUL(T, a, b)                                         \
+    ((T)((uint64_t)(int64_t)(a) * (uint64_t)(int64_t)(b)))
+        switch (y->dtype) {
+        case KILN_I64: KILN_INTERP_SCAN(int64_t); break;
+        case KILN_I32: KILN_INTERP_SCAN(int32_t); break;
+        default: break;
+        }
+#undef KILN_INTERP_SCAN_ADD
+#undef KILN_INTERP_SCAN_MUL
+#undef KILN_INTERP_SCAN
+        /* the next line: every index but the axis, last dim fastest */
+        int d = rank - 1;
+        for (; d >= 0; d--) {
+            if (d == axis)
+                continue;
+            if (++idx[d] < y->shape[d])
+                break;
+            idx[d] = 0;
+        }
+        if (d < 0)
+            return 0;
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /* The plugin interface                                                 */
 /* ------------------------------------------------------------------ */
@@ -2721,6 +2823,8 @@ static int kiln_interp_call(void *state, const kiln_call *call)
     case KILN_KERNEL_GATHER:
     case KILN_KERNEL_SCATTER:
         return kiln_interp_take(&r);
+    case KILN_KERNEL_SCAN:
+        return kiln_interp_scan(&r);
     default:
         return kiln_interp_dot(&r);
     }

@@ -3761,6 +3761,9 @@ static int kl_run(void *state, const kiln_call *call)
     case KILN_KERNEL_JOIN: return kl_join(&r, ls);
     case KILN_KERNEL_SCATTER: return kl_scatter(&r, ls);
     case KILN_KERNEL_DOT: return kl_dot(&r, ls);
+    /* issue 25: a scan has no code of its own yet (kl_native): the
+     * embedded interpreter runs it */
+    case KILN_KERNEL_SCAN: return ls->interp->fn(ls->interp->state, call);
     default: break;
     }
     if (k->kind == KILN_KERNEL_REDUCE && !ls->uc) {

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1
-#define KILN_ABI_MINOR 6
+#define KILN_ABI_MINOR 7
 
 /* The one frozen bootstrap symbol every plugin exports. */
 #define KILN_BACKEND_ENTRY "kiln_backend_entry"
@@ -149,7 +149,14 @@ typedef enum kiln_kernel_kind {
      * REDUCE output aliases nothing else.  An error (an index out of
      * range) may leave outputs partly written.  Older plugins refuse the
      * kind (an unknown kind), so the host falls back. */
-    KILN_KERNEL_LOOP = 7
+    KILN_KERNEL_LOOP = 7,
+    /* ABI 1.7: a scan (cumsum, cumprod).  outputs[0][..., i, ...] =
+     * inputs[0][..., 0, ...] OP ... OP inputs[0][..., i, ...] along
+     * `axis`, OP the reduce_op (SUM or PROD), in order from index 0; one
+     * input and one output view of one shape and one dtype (f64, f32,
+     * i64 or i32), no program.  The output aliases nothing.  Older
+     * plugins refuse the kind, so the host falls back. */
+    KILN_KERNEL_SCAN = 8
 } kiln_kernel_kind;
 
 /* The role of an argument of a LOOP kernel (ABI 1.5). */

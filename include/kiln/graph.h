@@ -88,7 +88,9 @@ typedef enum kiln_attr_kind {
     KILN_ATTR_BOOL,      /* i: 0 or 1 */
     KILN_ATTR_INTS,      /* n, ints: a list; in `shape=` a dim may be a
                             symbol id, and -1 in reshape means "infer" */
-    KILN_ATTR_DTYPE      /* i: a kiln_dtype */
+    KILN_ATTR_DTYPE,     /* i: a kiln_dtype */
+    KILN_ATTR_STRING     /* s: NUL-terminated text (check's msg=); the
+                            caller's, copied when the node is made */
 } kiln_attr_kind;
 
 typedef struct kiln_attr {
@@ -98,6 +100,9 @@ typedef struct kiln_attr {
     double f;
     int n;
     const int64_t *ints;
+    /* KILN_ATTR_STRING only (issue 25: the struct grew by this field, so
+     * callers built against the older header must be rebuilt) */
+    const char *s;
 } kiln_attr;
 
 /* Append op `op` (a name from docs/ir.md: "add", "sum", "join", ...) applied

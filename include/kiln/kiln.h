@@ -51,8 +51,14 @@ typedef enum kiln_code {
     KILN_ERR_BACKEND, /* no backend could compile or load a kernel */
     KILN_ERR_ARG,     /* a bad argument to an API function */
     KILN_ERR_RUNTIME, /* an error while running (e.g. index out of bounds) */
-    KILN_ERR_POLICY   /* a bad backend policy (kiln/policy.h): message
+    KILN_ERR_POLICY,  /* a bad backend policy (kiln/policy.h): message
                          starts "file:line:col: " */
+    KILN_ERR_CHECK    /* a run-time check (the op `check`, docs/ops.md)
+                         found a false condition while running: message
+                         "check failed: MSG (NODE)", MSG the check's msg
+                         attribute ("check failed (NODE)" when it has
+                         none), NODE as in KILN_ERR_RUNTIME messages,
+                         e.g. "node 'lp' (check, .kg line 7)" */
 } kiln_code;
 
 /* Caller-owned error record; see the conventions above. */
@@ -216,7 +222,8 @@ void kiln_function_free(kiln_function *f);
  * message names the input and both dtypes), KILN_ERR_SHAPE (a rank or dim
  * differs, or shapes cannot broadcast; message names the input or node and
  * both shapes), KILN_ERR_RUNTIME (e.g. an index out of bounds),
- * KILN_ERR_NOMEM.  On error the outputs are unspecified. */
+ * KILN_ERR_CHECK (a `check` op found a false condition: "check failed:
+ * MSG (NODE)"), KILN_ERR_NOMEM.  On error the outputs are unspecified. */
 int kiln_function_call(kiln_function *f, const kiln_tensor *inputs,
                        kiln_tensor *outputs, kiln_err *err);
 

@@ -131,7 +131,9 @@ int kiln_model_unconstrain_json(const kiln_model *m, const char *json,
  * gradient with respect to the unconstrained values into grad
  * (kiln_model_n_unc values).  `jacobian` non-zero adds the
  * log-Jacobians.  A non-finite density is not an error (*lp holds it).
- * Errors: KILN_ERR_ARG (NULL unc or lp) and kiln_function_call's. */
+ * Errors: KILN_ERR_ARG (NULL unc or lp) and kiln_function_call's
+ * (KILN_ERR_CHECK when a `check` of the model fails: PyMC's
+ * ParameterValueError). */
 int kiln_model_log_density(const kiln_model *m, int jacobian,
                            const double *unc, double *lp, double *grad,
                            kiln_err *err);
