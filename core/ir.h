@@ -42,6 +42,14 @@ typedef enum kiln_op {
     /* added with gradients: fill(model, value) broadcasts value to the
      * shape of model (PyTensor's fill/second); trigamma is psi' */
     KILN_OP_FILL, KILN_OP_TRIGAMMA,
+    /* issue 25, elementwise (NumPy / PyTensor / SciPy names; docs/ir.md).
+     * isnan, isinf, sign and clip lower to existing opcodes; `round` is
+     * round_half_to_even, PyTensor's default. */
+    KILN_OP_LOG1MEXP, KILN_OP_ISNAN, KILN_OP_ISINF, KILN_OP_FLOOR,
+    KILN_OP_CEIL, KILN_OP_TRUNC, KILN_OP_ROUND_HALF_TO_EVEN,
+    KILN_OP_ROUND_HALF_AWAY_FROM_ZERO, KILN_OP_ROUND, KILN_OP_SIGN,
+    KILN_OP_MOD, KILN_OP_CLIP, KILN_OP_ERFCX, KILN_OP_ERFINV,
+    KILN_OP_ERFCINV, KILN_OP_GAMMAINC, KILN_OP_GAMMAINCC, KILN_OP_BETAINC,
     KILN_OP_COUNT
 } kiln_op;
 
