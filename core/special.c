@@ -253,6 +253,8 @@ double kiln_erfcx(double x)
 {
     if (isnan(x))
         return x;
+    if (x < -26.7)
+        return INFINITY;   /* exp(x^2) overflows (x^2 > 712.9) */
     if (x < 0)
         return 2.0 * kiln_expx2(x) - kiln_erfcx(-x);
     if (x < 10.0)
