@@ -470,12 +470,37 @@ double kiln_gammainc(double a, double x)
     return which == 0 ? v : 1.0 - v;
 }
 
+/* Q(a, x) for a < 1, x <= 1, where 1 - P would cancel: with
+ * u = a log x - lgamma(1 + a),
+ *   Q = -expm1(u) - e^u a sum_{n>=1} (-x)^n / (n! (a + n))
+ * (the series of P = x^a/Gamma(a+1) [1 + a sum ...], A&S 6.5.29, moved
+ * to Q's side; both terms are positive).  lgamma(1 + a) is taken at the
+ * rounded b = 1 + a and corrected by its derivative times the rounding
+ * error, since glibc's lgamma is accurate relative to its small value
+ * near 1 but a is not representable in 1 + a. */
+static double kiln_gammaincc_small_a(double a, double x)
+{
+    double b = 1.0 + a, da = a - (b - 1.0);
+    double u = a * log(x) - (kiln_gammaln(b) + da * kiln_digamma(b));
+    double s = 0, t = 1;
+    for (int n = 1; n < 100; n++) {
+        t *= -x / n;
+        double term = t / (a + n);
+        s += term;
+        if (fabs(term) <= 1e-17 * fabs(s))
+            break;
+    }
+    return -expm1(u) - exp(u) * a * s;
+}
+
 double kiln_gammaincc(double a, double x)
 {
     double p;
     int which;
     if (kiln_gamma_edge(a, x, &p))
         return 1.0 - p;   /* NaN stays NaN */
+    if (a < 1 && x <= 1.0)
+        return kiln_gammaincc_small_a(a, x);
     double v = kiln_gamma_pq(a, x, &which);
     return which == 1 ? v : 1.0 - v;
 }

@@ -16,11 +16,10 @@ max(|ref|, scale)):
     exactly) does not make; measured against mpmath kiln is within 2e-16;
   - erfinv, erfcinv 1e-13 (measured 4e-16 for erfinv; erfcinv at q >=
     1e-300);
-  - gammainc, gammaincc 2e-11 over a in [1e-3, 1e4]: the smaller of
-    kiln's and SciPy's errors is ~1e-13, but SciPy's own is up to 1.1e-11
-    (Q at a ~ 7000, against mpmath) and kiln's up to 1e-12 (Q for a < 1,
-    x < 0.3, where Q = 1 - P cancels); values below 1e-280 are compared
-    absolutely (SciPy flushes some to 0);
+  - gammainc, gammaincc 2e-11 over a in [1e-3, 1e4]: kiln and SciPy
+    mostly agree to ~1e-13, but SciPy's own error is up to 1.1e-11 (Q at
+    a ~ 7000, against mpmath, where kiln's is 4e-14); values below 1e-280
+    are compared absolutely (SciPy flushes some to 0);
   - betainc 5e-11: kiln's prefactor exp(a log x + b log1p(-x) - lbeta)
     and its 1 - I_{1-x}(b, a) branch lose up to ~1.3e-11 for b ~ 0.01,
     a ~ 150, x near 1 (mpmath), elsewhere ~1e-13.
