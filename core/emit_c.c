@@ -198,6 +198,7 @@ static const opinfo ops[KILN_I_COUNT] = {
     [KILN_I_GAMMAINC] = {"gammainc", 2, C_FLOAT, "gammainc"},
     [KILN_I_GAMMAINCC] = {"gammaincc", 2, C_FLOAT, "gammaincc"},
     [KILN_I_BETAINC] = {"betainc", 3, C_FLOAT, "betainc"},
+    [KILN_I_GAMMAINC_DA] = {"gammainc_da", 2, C_FLOAT, "gammainc_da"},
 };
 
 static const char *const dt_name[KILN_NDTYPES] = {"f64", "f32", "i64",
@@ -821,6 +822,7 @@ static void emit_instr(emitter *e, uint32_t i)
         }
         /* fall through */
     case KILN_I_POW: case KILN_I_GAMMAINC: case KILN_I_GAMMAINCC:
+    case KILN_I_GAMMAINC_DA:
         if (f32)
             sb_printf(b, "(float)rt->%s((double)%s, (double)%s)", info->rt,
                       x, y);
@@ -978,7 +980,7 @@ static size_t rt_need_size(const char *name)
         return offsetof(kiln_runtime, trigamma) + sizeof(void (*)(void));
     for (unsigned op = KILN_I_FLOOR; op < KILN_I_COUNT; op++)
         if (ops[op].rt && strcmp(ops[op].rt, name) == 0)
-            return offsetof(kiln_runtime, betainc) + sizeof(void (*)(void));
+            return offsetof(kiln_runtime, gammainc_da) + sizeof(void (*)(void));
     return offsetof(kiln_runtime, softplus) + sizeof(void (*)(void));
 }
 
@@ -1803,6 +1805,7 @@ static const char preamble[] =
     "  double (*gammainc)(double, double);\n"
     "  double (*gammaincc)(double, double);\n"
     "  double (*betainc)(double, double, double);\n"
+    "  double (*gammainc_da)(double, double);\n"
     "} krt;\n"
     "typedef struct kcall { usize struct_size; u32 n_inputs, n_outputs;\n"
     "  const kv *inputs; const kv *outputs; const krt *rt;\n"

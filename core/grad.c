@@ -802,9 +802,16 @@ static int grad_elemwise(gctx *c, kiln_value v, kiln_value gv)
                                         op1(c, "exp", op1(c, "square", v)))));
     case KILN_OP_GAMMAINC:
     case KILN_OP_GAMMAINCC: {
-        /* d/dx P(a, x) = exp(-x + (a-1) log x - lgamma(a)) = -d/dx Q */
-        if (c->path[x])
-            return grad_no_rule(c, &n, "a");
+        /* d/dx P(a, x) = exp(-x + (a-1) log x - lgamma(a)) = -d/dx Q;
+         * d/da P = gammainc_da(a, x) = -d/da Q */
+        int q = n.op == KILN_OP_GAMMAINCC;
+        if (c->path[x]) {
+            kiln_value da = op2(c, "gammainc_da", x, y);
+            TRY(contribute(c, x, op2(c, "mul", gv, q ? op1(c, "neg", da)
+                                                     : da)));
+        }
+        if (!c->path[y])
+            return 0;
         kiln_value d = op1(c, "exp",
                            op2(c, "sub",
                                op2(c, "sub",
@@ -812,7 +819,7 @@ static int grad_elemwise(gctx *c, kiln_value v, kiln_value gv)
                                        op1(c, "log", y)),
                                    y),
                                op1(c, "gammaln", x)));
-        if (n.op == KILN_OP_GAMMAINCC)
+        if (q)
             d = op1(c, "neg", d);
         return contribute(c, y, op2(c, "mul", gv, d));
     }

@@ -70,6 +70,7 @@ static const struct {
     [KILN_I_GAMMAINC] = {"gammainc", 200},
     [KILN_I_GAMMAINCC] = {"gammaincc", 200},
     [KILN_I_BETAINC] = {"betainc", 300},
+    [KILN_I_GAMMAINC_DA] = {"gammainc_da", 300},
 };
 
 /* Weights that are not opcodes: per element of every kernel (the store

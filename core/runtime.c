@@ -164,6 +164,7 @@ static const kiln_runtime kiln_runtime_table = {
     .gammainc = kiln_gammainc,
     .gammaincc = kiln_gammaincc,
     .betainc = kiln_betainc,
+    .gammainc_da = kiln_gammainc_da,
 };
 
 const kiln_runtime *kiln_runtime_get(void)

@@ -66,4 +66,8 @@ double kiln_gammaincc(double a, double x);
  * a, b > 0, 0 <= x <= 1, NaN otherwise. */
 double kiln_betainc(double a, double b, double x);
 
+/* d/da P(a, x) (= -d/da Q(a, x)), for the gradient of gammainc and
+ * gammaincc with respect to a; NaN where P is, 0 at x = 0 and x = inf. */
+double kiln_gammainc_da(double a, double x);
+
 #endif

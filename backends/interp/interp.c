@@ -159,6 +159,7 @@ static const kiln_interp_opinfo kiln_interp_ops[KILN_I_COUNT] = {
     [KILN_I_GAMMAINC] = { "gammainc", 2, KILN_INTERP_C_FLOAT, 1 },
     [KILN_I_GAMMAINCC] = { "gammaincc", 2, KILN_INTERP_C_FLOAT, 1 },
     [KILN_I_BETAINC] = { "betainc", 3, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_GAMMAINC_DA] = { "gammainc_da", 2, KILN_INTERP_C_FLOAT, 1 },
 };
 
 /* The operands of an instruction that name earlier instructions (TAKE's
@@ -1197,6 +1198,7 @@ static kiln_interp_dd2d kiln_interp_rt_binary(const kiln_runtime *rt,
     case KILN_I_MOD: return KILN_INTERP_RT_GET(rt, mod);
     case KILN_I_GAMMAINC: return KILN_INTERP_RT_GET(rt, gammainc);
     case KILN_I_GAMMAINCC: return KILN_INTERP_RT_GET(rt, gammaincc);
+    case KILN_I_GAMMAINC_DA: return KILN_INTERP_RT_GET(rt, gammainc_da);
     default: return NULL;
     }
 }
@@ -1252,7 +1254,7 @@ static kiln_interp_d2d kiln_interp_rt_unary(const kiln_runtime *rt,
     case KILN_I_MINIMUM: KILN_INTERP_LOOP2(T, T, KILN_INTERP_FMIN(x, y));     \
         break;                                                                \
     case KILN_I_POW: case KILN_I_MOD: case KILN_I_GAMMAINC:                   \
-    case KILN_I_GAMMAINCC: {                                                  \
+    case KILN_I_GAMMAINCC: case KILN_I_GAMMAINC_DA: {                         \
         kiln_interp_dd2d f2 = kiln_interp_rt_binary(rt, op);                  \
         KILN_INTERP_LOOP2(T, T, (T)f2((double)x, (double)y));                 \
         break;                                                                \

@@ -486,6 +486,7 @@ static size_t kl_rt_offset(unsigned op)
     case KILN_I_GAMMAINC: return offsetof(kiln_runtime, gammainc);
     case KILN_I_GAMMAINCC: return offsetof(kiln_runtime, gammaincc);
     case KILN_I_BETAINC: return offsetof(kiln_runtime, betainc);
+    case KILN_I_GAMMAINC_DA: return offsetof(kiln_runtime, gammainc_da);
     default: return 0;
     }
 }
@@ -740,7 +741,7 @@ static LLVMValueRef kl_emit_instr(kl_cg *g, kl_loopctx *lc, uint32_t i)
             }
             /* fall through */
         case KILN_I_POW: case KILN_I_GAMMAINC: case KILN_I_GAMMAINCC:
-        case KILN_I_BETAINC: {
+        case KILN_I_GAMMAINC_DA: case KILN_I_BETAINC: {
             LLVMValueRef a3[3] = {x, y, z};
             unsigned na = in->op == KILN_I_BETAINC ? 3 : 2;
             for (unsigned q = 0; q < na && dt == KILN_F32; q++)

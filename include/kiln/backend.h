@@ -79,6 +79,7 @@ typedef enum kiln_opcode {
     KILN_I_GAMMAINC,   /* P(a, x), regularised lower incomplete gamma */
     KILN_I_GAMMAINCC,  /* Q(a, x) = 1 - P(a, x) */
     KILN_I_BETAINC,    /* I_x(a, b): operands a, b, c = a, b, x */
+    KILN_I_GAMMAINC_DA, /* d/da P(a, x) (operands a, x) */
     KILN_I_COUNT
 } kiln_opcode;
 
@@ -291,6 +292,7 @@ typedef struct kiln_runtime {
     double (*gammainc)(double a, double x);
     double (*gammaincc)(double a, double x);
     double (*betainc)(double a, double b, double x);
+    double (*gammainc_da)(double a, double x);   /* d/da P(a, x) */
 } kiln_runtime;
 
 /* Arguments of one kernel call (host-owned, valid during the call). */
