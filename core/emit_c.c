@@ -184,6 +184,21 @@ static const opinfo ops[KILN_I_COUNT] = {
     [KILN_I_TRIGAMMA] = {"trigamma", 1, C_FLOAT, "trigamma"},
     /* LOOP kernels: its one instruction operand is b (a is an input) */
     [KILN_I_TAKE] = {"take", 1, C_TAKE, NULL},
+    /* ABI 1.7: runtime table version 3 */
+    [KILN_I_FLOOR] = {"floor", 1, C_FLOAT, "floor"},
+    [KILN_I_CEIL] = {"ceil", 1, C_FLOAT, "ceil"},
+    [KILN_I_TRUNC] = {"trunc", 1, C_FLOAT, "trunc"},
+    [KILN_I_RINT] = {"rint", 1, C_FLOAT, "rint"},
+    [KILN_I_ROUND] = {"round", 1, C_FLOAT, "round"},
+    [KILN_I_LOG1MEXP] = {"log1mexp", 1, C_FLOAT, "log1mexp"},
+    [KILN_I_ERFCX] = {"erfcx", 1, C_FLOAT, "erfcx"},
+    [KILN_I_ERFINV] = {"erfinv", 1, C_FLOAT, "erfinv"},
+    [KILN_I_ERFCINV] = {"erfcinv", 1, C_FLOAT, "erfcinv"},
+    [KILN_I_MOD] = {"mod", 2, C_NUMERIC, "mod"},
+    [KILN_I_GAMMAINC] = {"gammainc", 2, C_FLOAT, "gammainc"},
+    [KILN_I_GAMMAINCC] = {"gammaincc", 2, C_FLOAT, "gammaincc"},
+    [KILN_I_BETAINC] = {"betainc", 3, C_FLOAT, "betainc"},
+    [KILN_I_GAMMAINC_DA] = {"gammainc_da", 2, C_FLOAT, "gammainc_da"},
 };
 
 static const char *const dt_name[KILN_NDTYPES] = {"f64", "f32", "i64",
@@ -809,11 +824,28 @@ static void emit_instr(emitter *e, uint32_t i)
         else
             bin_int(b, dt, "*", x, x);
         break;
-    case KILN_I_POW:
+    case KILN_I_MOD:
+        if (!is_float(dt)) {  /* NumPy: the sign of y; 0 for y = 0, -1 */
+            sb_printf(b, "%s == 0 || %s == -1 ? 0 : %s %% %s != 0 && "
+                      "(%s %% %s < 0) != (%s < 0) ? %s %% %s + %s : %s %% %s",
+                      y, y, x, y, x, y, y, x, y, y, x, y);
+            break;
+        }
+        /* fall through */
+    case KILN_I_POW: case KILN_I_GAMMAINC: case KILN_I_GAMMAINCC:
+    case KILN_I_GAMMAINC_DA:
         if (f32)
-            sb_printf(b, "(float)rt->pow((double)%s, (double)%s)", x, y);
+            sb_printf(b, "(float)rt->%s((double)%s, (double)%s)", info->rt,
+                      x, y);
         else
-            sb_printf(b, "rt->pow(%s, %s)", x, y);
+            sb_printf(b, "rt->%s(%s, %s)", info->rt, x, y);
+        break;
+    case KILN_I_BETAINC:
+        if (f32)
+            sb_printf(b, "(float)rt->betainc((double)%s, (double)%s, "
+                      "(double)%s)", x, y, z);
+        else
+            sb_printf(b, "rt->betainc(%s, %s, %s)", x, y, z);
         break;
     case KILN_I_MAXIMUM:
     case KILN_I_MINIMUM: {
@@ -952,6 +984,17 @@ static void emit_head(emitter *e, const char *fields)
               "  kplan *P = plan;\n  const kv *I, *O;\n  const krt *rt;\n");
 }
 
+/* The runtime table size that has entry `name` (versions 1, 2, 3). */
+static size_t rt_need_size(const char *name)
+{
+    if (strcmp(name, "trigamma") == 0)
+        return offsetof(kiln_runtime, trigamma) + sizeof(void (*)(void));
+    for (unsigned op = KILN_I_FLOOR; op < KILN_I_COUNT; op++)
+        if (ops[op].rt && strcmp(ops[op].rt, name) == 0)
+            return offsetof(kiln_runtime, gammainc_da) + sizeof(void (*)(void));
+    return offsetof(kiln_runtime, softplus) + sizeof(void (*)(void));
+}
+
 static void emit_checks(emitter *e, const char *rt_need)
 {
     const kiln_kernel *k = e->k;
@@ -964,10 +1007,9 @@ static void emit_checks(emitter *e, const char *rt_need)
               offsetof(kiln_call, errbuf_size) + sizeof(size_t), KILN_ERR_ARG,
               k->n_inputs, k->n_outputs, KILN_ERR_ARG, e->label);
     if (rt_need)
-        sb_printf(b, "  if (!rt || rt->struct_size < %s) return kl_fail(call, "
+        sb_printf(b, "  if (!rt || rt->struct_size < %zu) return kl_fail(call, "
                   "%d, \"%s: the runtime table has no %s\");\n",
-                  strcmp(rt_need, "trigamma") == 0 ? "160" : "136",
-                  KILN_ERR_ARG, e->label, rt_need);
+                  rt_need_size(rt_need), KILN_ERR_ARG, e->label, rt_need);
 }
 
 /* The head of kiln_kernel_run: the kind's declarations follow, then
@@ -1002,17 +1044,21 @@ static void emit_tail(emitter *e)
 }
 
 /* The runtime entry the program needs with the largest offset (trigamma
- * is version 2), for the struct_size check; NULL when none. */
+ * is version 2, the ABI 1.7 opcodes version 3), for the struct_size
+ * check; NULL when none. */
 static const char *program_rt_need(emitter *e)
 {
     const char *need = NULL;
+    int level = 0;
     for (uint32_t i = 0; i < e->k->n_instrs; i++) {
         const kiln_instr *in = &e->k->instrs[i];
         if (!e->live[i] || !ops[in->op].rt)
             continue;
-        if (in->op == KILN_I_TRIGAMMA)
-            return "trigamma";
-        need = ops[in->op].rt;
+        int l = in->op >= KILN_I_FLOOR ? 3 : in->op == KILN_I_TRIGAMMA ? 2 : 1;
+        if (l > level) {
+            level = l;
+            need = ops[in->op].rt;
+        }
     }
     return need;
 }
@@ -1812,6 +1858,15 @@ static const char preamble[] =
     "  void (*sgemm)(int, int, i64, i64, i64, float, const float *, i64,\n"
     "                const float *, i64, float, float *, i64);\n"
     "  double (*trigamma)(double);\n"
+    "  double (*floor)(double); double (*ceil)(double);\n"
+    "  double (*trunc)(double); double (*rint)(double);\n"
+    "  double (*round)(double); double (*log1mexp)(double);\n"
+    "  double (*erfcx)(double); double (*erfinv)(double);\n"
+    "  double (*erfcinv)(double); double (*mod)(double, double);\n"
+    "  double (*gammainc)(double, double);\n"
+    "  double (*gammaincc)(double, double);\n"
+    "  double (*betainc)(double, double, double);\n"
+    "  double (*gammainc_da)(double, double);\n"
     "} krt;\n"
     "typedef struct kcall { usize struct_size; u32 n_inputs, n_outputs;\n"
     "  const kv *inputs; const kv *outputs; const krt *rt;\n"

@@ -626,6 +626,16 @@ static int grad_mul_n(gctx *c, const kiln_node *n, kiln_value gv)
     return rc;
 }
 
+/* The gradient of an incomplete gamma / beta function with respect to a
+ * shape argument is not implemented (docs/ops.md). */
+static int grad_no_rule(gctx *c, const kiln_node *n, const char *arg)
+{
+    return kiln_seterr(c->err, KILN_ERR_TYPE,
+                       "grad: no gradient rule for '%s' with respect to %s "
+                       "(only with respect to x)",
+                       kiln_ir_op_info(n->op)->name, arg);
+}
+
 static int grad_elemwise(gctx *c, kiln_value v, kiln_value gv)
 {
     kiln_node n = *NODE(c, v);
@@ -741,6 +751,97 @@ static int grad_elemwise(gctx *c, kiln_value v, kiln_value gv)
         return contribute(c, x, gv);  /* contribute casts back */
     case KILN_OP_FILL:
         return contribute(c, y, gv);  /* the model gives only a shape */
+    /* ---- issue 25 (docs/ops.md gives each rule and its source) ---- */
+    case KILN_OP_FLOOR: case KILN_OP_CEIL: case KILN_OP_TRUNC:
+    case KILN_OP_ROUND_HALF_TO_EVEN: case KILN_OP_ROUND_HALF_AWAY_FROM_ZERO:
+    case KILN_OP_ROUND: case KILN_OP_SIGN:
+        return 0;   /* zero almost everywhere, as in PyTensor */
+    case KILN_OP_LOG1MEXP: /* -1/expm1(-x); -inf at x = 0 (PyTensor) */
+        return contribute(c, x, op2(c, "mul", gv,
+                                    op3(c, "where", op2(c, "eq", x, lit(c, 0.0)),
+                                        lit(c, -INFINITY),
+                                        op2(c, "true_div", lit(c, -1.0),
+                                            op1(c, "expm1", op1(c, "neg", x))))));
+    case KILN_OP_MOD: /* x - y floor(x/y) */
+        if (c->path[x])
+            TRY(contribute(c, x, gv));
+        return c->path[y]
+                   ? contribute(c, y, op1(c, "neg",
+                                          op2(c, "mul", gv,
+                                              op1(c, "floor",
+                                                  op2(c, "true_div", x, y)))))
+                   : 0;
+    case KILN_OP_CLIP: { /* PyTensor's Clip.L_op */
+        kiln_value lo = n.in[1], hi = n.in[2];
+        if (c->path[x])
+            TRY(contribute(c, x, op3(c, "where",
+                                     op2(c, "and", op2(c, "ge", x, lo),
+                                         op2(c, "le", x, hi)),
+                                     gv, lit(c, 0.0))));
+        if (c->path[lo])
+            TRY(contribute(c, lo, op3(c, "where", op2(c, "lt", x, lo), gv,
+                                      lit(c, 0.0))));
+        return c->path[hi] ? contribute(c, hi, op3(c, "where",
+                                                   op2(c, "gt", x, hi), gv,
+                                                   lit(c, 0.0)))
+                           : 0;
+    }
+    case KILN_OP_ERFCX: /* 2 x erfcx(x) - 2/sqrt(pi) */
+        return contribute(c, x, op2(c, "mul", gv,
+                                    op2(c, "sub",
+                                        op2(c, "mul", op2(c, "mul", lit(c, 2.0),
+                                                          x), v),
+                                        lit(c, TWO_OVER_SQRT_PI))));
+    case KILN_OP_ERFINV:   /* sqrt(pi)/2 exp(erfinv(x)^2) */
+    case KILN_OP_ERFCINV:  /* -sqrt(pi)/2 exp(erfcinv(x)^2) */
+        return contribute(c, x, op2(c, "mul", gv,
+                                    op2(c, "mul",
+                                        lit(c, n.op == KILN_OP_ERFINV
+                                                   ? 1 / TWO_OVER_SQRT_PI
+                                                   : -1 / TWO_OVER_SQRT_PI),
+                                        op1(c, "exp", op1(c, "square", v)))));
+    case KILN_OP_GAMMAINC:
+    case KILN_OP_GAMMAINCC: {
+        /* d/dx P(a, x) = exp(-x + (a-1) log x - lgamma(a)) = -d/dx Q;
+         * d/da P = gammainc_da(a, x) = -d/da Q */
+        int q = n.op == KILN_OP_GAMMAINCC;
+        if (c->path[x]) {
+            kiln_value da = op2(c, "gammainc_da", x, y);
+            TRY(contribute(c, x, op2(c, "mul", gv, q ? op1(c, "neg", da)
+                                                     : da)));
+        }
+        if (!c->path[y])
+            return 0;
+        kiln_value d = op1(c, "exp",
+                           op2(c, "sub",
+                               op2(c, "sub",
+                                   op2(c, "mul", op2(c, "sub", x, lit(c, 1.0)),
+                                       op1(c, "log", y)),
+                                   y),
+                               op1(c, "gammaln", x)));
+        if (q)
+            d = op1(c, "neg", d);
+        return contribute(c, y, op2(c, "mul", gv, d));
+    }
+    case KILN_OP_BETAINC: {
+        /* d/dx I_x(a, b) = x^(a-1) (1-x)^(b-1) / B(a, b) */
+        kiln_value z = n.in[2];
+        if (c->path[x] || c->path[y])
+            return grad_no_rule(c, &n, c->path[x] ? "a" : "b");
+        kiln_value lb = op2(c, "sub",
+                            op2(c, "add", op1(c, "gammaln", x),
+                                op1(c, "gammaln", y)),
+                            op1(c, "gammaln", op2(c, "add", x, y)));
+        kiln_value d = op1(c, "exp",
+                           op2(c, "sub",
+                               op2(c, "add",
+                                   op2(c, "mul", op2(c, "sub", x, lit(c, 1.0)),
+                                       op1(c, "log", z)),
+                                   op2(c, "mul", op2(c, "sub", y, lit(c, 1.0)),
+                                       op1(c, "log1p", op1(c, "neg", z)))),
+                               lb));
+        return contribute(c, z, op2(c, "mul", gv, d));
+    }
     default:
         return kiln_seterr(c->err, KILN_ERR_TYPE,
                            "grad: no gradient rule for '%s'",

@@ -48,6 +48,15 @@ typedef enum kiln_op {
      * when an element of a condition is false */
     KILN_OP_ALL, KILN_OP_ANY, KILN_OP_CUMSUM, KILN_OP_CUMPROD,
     KILN_OP_CHECK,
+    /* issue 25, elementwise (NumPy / PyTensor / SciPy names; docs/ir.md).
+     * isnan, isinf, sign and clip lower to existing opcodes; `round` is
+     * round_half_to_even, PyTensor's default. */
+    KILN_OP_LOG1MEXP, KILN_OP_ISNAN, KILN_OP_ISINF, KILN_OP_FLOOR,
+    KILN_OP_CEIL, KILN_OP_TRUNC, KILN_OP_ROUND_HALF_TO_EVEN,
+    KILN_OP_ROUND_HALF_AWAY_FROM_ZERO, KILN_OP_ROUND, KILN_OP_SIGN,
+    KILN_OP_MOD, KILN_OP_CLIP, KILN_OP_ERFCX, KILN_OP_ERFINV,
+    KILN_OP_ERFCINV, KILN_OP_GAMMAINC, KILN_OP_GAMMAINCC, KILN_OP_BETAINC,
+    KILN_OP_GAMMAINC_DA,
     KILN_OP_COUNT
 } kiln_op;
 

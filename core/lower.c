@@ -523,6 +523,9 @@ static int emit_table_take(ew_ctx *c, int v, kiln_err *err)
 
 /* The instructions of elementwise node v (its operands through
  * ew_operand); returns the result instruction or -1. */
+static int emit_lowered(prog_builder *pb, int op, kiln_dtype cd,
+                        const int *ops);
+
 static int emit_node(ew_ctx *c, int v, kiln_err *err)
 {
     kiln_graph *g = c->g;
@@ -572,7 +575,11 @@ static int emit_node(ew_ctx *c, int v, kiln_err *err)
             ops[i] = ew_operand(c, n->in[i], cd, err);
             ok = ops[i] >= 0;
         }
-        if (ok && n->n_in > 2)   /* n-ary add/mul (core/rewrite) */
+        if (ok && info->opcode < 0)   /* lowered to other opcodes */
+            r = emit_lowered(&c->pb, n->op, cd, ops);
+        else if (ok && n->n_in > 2 &&
+                 (n->op == KILN_OP_ADD || n->op == KILN_OP_MUL))
+            /* n-ary add/mul (core/rewrite) */
             r = emit_pairwise(&c->pb, info->opcode, od, ops, 0, n->n_in);
         else if (ok)
             r = emit(&c->pb, info->opcode, od, ops[0], ops[1], ops[2], 0);
@@ -582,6 +589,52 @@ static int emit_node(ew_ctx *c, int v, kiln_err *err)
     if (r < 0 && !(err && err->code))
         nomem(err);
     return r;
+}
+
+/* issue 25's ops without an opcode, from operands ops[] of dtype cd:
+ *   isnan(x)  = x != x                       (false for ints, bool)
+ *   isinf(x)  = |x| == inf                   (false for ints, bool)
+ *   sign(x)   = x > 0 ? 1 : x < 0 ? -1 : x   (NaN and +-0 stay)
+ *   clip(x, lo, hi) = x < lo ? lo : x > hi ? hi : x   (PyTensor's Clip)
+ */
+static int emit_lowered(prog_builder *pb, int op, kiln_dtype cd,
+                        const int *ops)
+{
+    int fl = cd == KILN_F64 || cd == KILN_F32;
+    switch (op) {
+    case KILN_OP_ISNAN:
+        return fl ? emit(pb, KILN_I_NE, KILN_BOOL, ops[0], ops[0], -1, 0)
+                  : emit(pb, KILN_I_CONST, KILN_BOOL, -1, -1, -1, 0);
+    case KILN_OP_ISINF: {
+        if (!fl)
+            return emit(pb, KILN_I_CONST, KILN_BOOL, -1, -1, -1, 0);
+        int a = emit(pb, KILN_I_ABS, cd, ops[0], -1, -1, 0);
+        int inf = a >= 0 ? emit(pb, KILN_I_CONST, cd, -1, -1, -1, INFINITY)
+                         : -1;
+        return inf >= 0 ? emit(pb, KILN_I_EQ, KILN_BOOL, a, inf, -1, 0) : -1;
+    }
+    case KILN_OP_SIGN: {
+        int zero = emit(pb, KILN_I_CONST, cd, -1, -1, -1, 0);
+        int one = zero >= 0 ? emit(pb, KILN_I_CONST, cd, -1, -1, -1, 1) : -1;
+        int m1 = one >= 0 ? emit(pb, KILN_I_CONST, cd, -1, -1, -1, -1) : -1;
+        int gt = m1 >= 0 ? emit(pb, KILN_I_GT, KILN_BOOL, ops[0], zero, -1, 0)
+                         : -1;
+        int lt = gt >= 0 ? emit(pb, KILN_I_LT, KILN_BOOL, ops[0], zero, -1, 0)
+                         : -1;
+        int w = lt >= 0 ? emit(pb, KILN_I_WHERE, cd, lt, m1, ops[0], 0) : -1;
+        return w >= 0 ? emit(pb, KILN_I_WHERE, cd, gt, one, w, 0) : -1;
+    }
+    case KILN_OP_CLIP: {
+        int lt = emit(pb, KILN_I_LT, KILN_BOOL, ops[0], ops[1], -1, 0);
+        int gt = lt >= 0 ? emit(pb, KILN_I_GT, KILN_BOOL, ops[0], ops[2], -1, 0)
+                         : -1;
+        int w = gt >= 0 ? emit(pb, KILN_I_WHERE, cd, gt, ops[2], ops[0], 0)
+                        : -1;
+        return w >= 0 ? emit(pb, KILN_I_WHERE, cd, lt, ops[1], w, 0) : -1;
+    }
+    default:
+        return -1;
+    }
 }
 
 /* Emit member `top` of the group being built after the members it reads

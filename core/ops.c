@@ -96,6 +96,30 @@ static const kiln_op_info op_table[KILN_OP_COUNT] = {
     E(KILN_OP_CUMSUM, "cumsum", KILN_CAT_SCAN, 1, 1, -1),
     E(KILN_OP_CUMPROD, "cumprod", KILN_CAT_SCAN, 1, 1, -1),
     E(KILN_OP_CHECK, "check", KILN_CAT_CHECK, 1, -1, -1),
+    /* issue 25, elementwise: -1 = lowered to other opcodes (core/lower.c) */
+    E(KILN_OP_LOG1MEXP, "log1mexp", KILN_CAT_ELEMWISE, 1, 1, KILN_I_LOG1MEXP),
+    E(KILN_OP_ISNAN, "isnan", KILN_CAT_ELEMWISE, 1, 1, -1),
+    E(KILN_OP_ISINF, "isinf", KILN_CAT_ELEMWISE, 1, 1, -1),
+    E(KILN_OP_FLOOR, "floor", KILN_CAT_ELEMWISE, 1, 1, KILN_I_FLOOR),
+    E(KILN_OP_CEIL, "ceil", KILN_CAT_ELEMWISE, 1, 1, KILN_I_CEIL),
+    E(KILN_OP_TRUNC, "trunc", KILN_CAT_ELEMWISE, 1, 1, KILN_I_TRUNC),
+    E(KILN_OP_ROUND_HALF_TO_EVEN, "round_half_to_even", KILN_CAT_ELEMWISE,
+      1, 1, KILN_I_RINT),
+    E(KILN_OP_ROUND_HALF_AWAY_FROM_ZERO, "round_half_away_from_zero",
+      KILN_CAT_ELEMWISE, 1, 1, KILN_I_ROUND),
+    E(KILN_OP_ROUND, "round", KILN_CAT_ELEMWISE, 1, 1, KILN_I_RINT),
+    E(KILN_OP_SIGN, "sign", KILN_CAT_ELEMWISE, 1, 1, -1),
+    E(KILN_OP_MOD, "mod", KILN_CAT_ELEMWISE, 2, 2, KILN_I_MOD),
+    E(KILN_OP_CLIP, "clip", KILN_CAT_ELEMWISE, 3, 3, -1),
+    E(KILN_OP_ERFCX, "erfcx", KILN_CAT_ELEMWISE, 1, 1, KILN_I_ERFCX),
+    E(KILN_OP_ERFINV, "erfinv", KILN_CAT_ELEMWISE, 1, 1, KILN_I_ERFINV),
+    E(KILN_OP_ERFCINV, "erfcinv", KILN_CAT_ELEMWISE, 1, 1, KILN_I_ERFCINV),
+    E(KILN_OP_GAMMAINC, "gammainc", KILN_CAT_ELEMWISE, 2, 2, KILN_I_GAMMAINC),
+    E(KILN_OP_GAMMAINCC, "gammaincc", KILN_CAT_ELEMWISE, 2, 2,
+      KILN_I_GAMMAINCC),
+    E(KILN_OP_BETAINC, "betainc", KILN_CAT_ELEMWISE, 3, 3, KILN_I_BETAINC),
+    E(KILN_OP_GAMMAINC_DA, "gammainc_da", KILN_CAT_ELEMWISE, 2, 2,
+      KILN_I_GAMMAINC_DA),
 };
 
 #undef E
@@ -180,6 +204,14 @@ static int op_is_float_only(int op)
     case KILN_OP_TANH: case KILN_OP_SIN: case KILN_OP_COS:
     case KILN_OP_ERF: case KILN_OP_ERFC: case KILN_OP_GAMMALN:
     case KILN_OP_DIGAMMA: case KILN_OP_TRIGAMMA:
+        return 1;
+    /* issue 25 (ints, bool -> f64 as PyTensor's upgrade_to_float) */
+    case KILN_OP_LOG1MEXP: case KILN_OP_FLOOR: case KILN_OP_CEIL:
+    case KILN_OP_TRUNC: case KILN_OP_ROUND_HALF_TO_EVEN:
+    case KILN_OP_ROUND_HALF_AWAY_FROM_ZERO: case KILN_OP_ROUND:
+    case KILN_OP_ERFCX: case KILN_OP_ERFINV: case KILN_OP_ERFCINV:
+    case KILN_OP_GAMMAINC: case KILN_OP_GAMMAINCC: case KILN_OP_BETAINC:
+    case KILN_OP_GAMMAINC_DA:
         return 1;
     default:
         return 0;
@@ -1081,7 +1113,8 @@ int kiln_ir_infer(const kiln_shape_ctx *ctx, int op, const kiln_attrs *attrs,
         }
         if (op == KILN_OP_WHERE)
             t.dtype = d;
-        else if (op_is_compare(op) || op_is_logic(op))
+        else if (op_is_compare(op) || op_is_logic(op) ||
+                 op == KILN_OP_ISNAN || op == KILN_OP_ISINF)
             t.dtype = KILN_BOOL;
         else
             t.dtype = kiln_ir_compute_dtype(op, d);

@@ -60,6 +60,17 @@ static const struct {
     [KILN_I_NOT] = {"not", 1},
     [KILN_I_TRIGAMMA] = {"trigamma", 40},
     [KILN_I_TAKE] = {"take", 2},
+    /* ABI 1.7 (issue 25): runtime calls; the incomplete gamma and beta
+     * functions iterate (tens to thousands of terms) */
+    [KILN_I_FLOOR] = {"floor", 4}, [KILN_I_CEIL] = {"ceil", 4},
+    [KILN_I_TRUNC] = {"trunc", 4}, [KILN_I_RINT] = {"rint", 4},
+    [KILN_I_ROUND] = {"round", 4}, [KILN_I_LOG1MEXP] = {"log1mexp", 15},
+    [KILN_I_ERFCX] = {"erfcx", 20}, [KILN_I_ERFINV] = {"erfinv", 60},
+    [KILN_I_ERFCINV] = {"erfcinv", 60}, [KILN_I_MOD] = {"mod", 8},
+    [KILN_I_GAMMAINC] = {"gammainc", 200},
+    [KILN_I_GAMMAINCC] = {"gammaincc", 200},
+    [KILN_I_BETAINC] = {"betainc", 300},
+    [KILN_I_GAMMAINC_DA] = {"gammainc_da", 300},
 };
 
 /* Weights that are not opcodes: per element of every kernel (the store

@@ -131,7 +131,7 @@ static void kiln_runtime_sgemm(int transa, int transb, int64_t m, int64_t n,
 
 static const kiln_runtime kiln_runtime_table = {
     .struct_size = sizeof(kiln_runtime),
-    .version = 2,
+    .version = 3,
     .exp = exp,
     .expm1 = expm1,
     .log = log,
@@ -150,6 +150,21 @@ static const kiln_runtime kiln_runtime_table = {
     .dgemm = kiln_runtime_dgemm,
     .sgemm = kiln_runtime_sgemm,
     .trigamma = kiln_trigamma,
+    /* version 3 */
+    .floor = floor,
+    .ceil = ceil,
+    .trunc = trunc,
+    .rint = kiln_round_half_even,
+    .round = round,
+    .log1mexp = kiln_log1mexp,
+    .erfcx = kiln_erfcx,
+    .erfinv = kiln_erfinv,
+    .erfcinv = kiln_erfcinv,
+    .mod = kiln_mod,
+    .gammainc = kiln_gammainc,
+    .gammaincc = kiln_gammaincc,
+    .betainc = kiln_betainc,
+    .gammainc_da = kiln_gammainc_da,
 };
 
 const kiln_runtime *kiln_runtime_get(void)

@@ -1696,10 +1696,10 @@ static void test_trigamma(void)
     old.struct_size = offsetof(kiln_runtime, sgemm) + sizeof old.sgemm;
     old.version = 1;
     old.trigamma = NULL;
-    ok(kiln_runtime_get()->version == 2 && kiln_runtime_get()->trigamma
+    ok(kiln_runtime_get()->version >= 2 && kiln_runtime_get()->trigamma
        && kiln_runtime_get()->struct_size >= offsetof(kiln_runtime, trigamma)
                                              + sizeof(void (*)(void)),
-       "the host's runtime table is version 2 and has trigamma");
+       "the host's runtime table is version 2 or later and has trigamma");
     old.trigamma = kiln_trigamma; /* beyond struct_size: must be ignored */
     RT = &old;
     o[0] = 0;
@@ -1715,6 +1715,33 @@ static void test_trigamma(void)
     rc = run(&k, vi, vo);
     RT = NULL;
     ok(rc == 0 && o[0] == exp(1.0), "exp with a version-1 table still runs");
+
+    /* version 3 (ABI 1.7, issue 25): a version-2 table lacks betainc and
+     * erfcx; the call refuses them by name */
+    old = *kiln_runtime_get();
+    old.struct_size = offsetof(kiln_runtime, trigamma) + sizeof old.trigamma;
+    old.version = 2;
+    ok(kiln_runtime_get()->version == 3 && kiln_runtime_get()->betainc,
+       "the host's runtime table is version 3 and has betainc");
+    static const unsigned v3ops[2] = { KILN_I_ERFCX, KILN_I_BETAINC };
+    for (int t = 0; t < 2; t++) {
+        prog q3 = { .n = 0 };
+        int32_t l = LOAD(&q3, 0, KILN_F64);
+        int32_t r3[1] = { t == 0 ? OP1(&q3, v3ops[t], KILN_F64, l)
+                                 : emit(&q3, v3ops[t], KILN_F64, l, l, l, 0) };
+        with_prog(&k, &q3, r3);
+        RT = &old;
+        o[0] = 0;
+        rc = run(&k, vi, vo);
+        RT = NULL;
+        ok(rc == KILN_ERR_ARG && strstr(errbuf, t ? "betainc" : "erfcx")
+           && o[0] == 0, "a version-3 opcode with a version-2 table fails "
+           "cleanly: %s", errbuf);
+        rc = run(&k, vi, vo);
+        ok(rc == 0 && o[0] == (t ? kiln_betainc(1.0, 1.0, 1.0)
+                                 : kiln_erfcx(1.0)),
+           "and runs with the host's table (rc %d)", rc);
+    }
 }
 
 /* ------------------------------------------------------------------ */

@@ -899,6 +899,21 @@ static const op_case op_cases[] = {
     {"cumsum(p, axis=0)", "i64[3]"}, {"cumsum(s, axis=0)", "f32[3]"},
     {"check(a, p, gt(m, 0.0), msg=\"a \\\"b\\\" c\")", "f64[3]"},
     {"check(k)", "i32[3]"},
+    /* issue 25, elementwise */
+    {"log1mexp(a)", "f64[3]"}, {"log1mexp(s)", "f32[3]"},
+    {"log1mexp(k)", "f64[3]"}, {"isnan(a)", "bool[3]"},
+    {"isinf(k)", "bool[3]"}, {"floor(s)", "f32[3]"}, {"floor(k)", "f64[3]"},
+    {"ceil(a)", "f64[3]"}, {"trunc(p)", "f64[3]"}, {"round(s)", "f32[3]"},
+    {"round_half_to_even(a)", "f64[3]"},
+    {"round_half_away_from_zero(k)", "f64[3]"}, {"sign(k)", "i32[3]"},
+    {"sign(p)", "i64[3]"}, {"sign(s)", "f32[3]"}, {"mod(k, 3)", "i32[3]"},
+    {"mod(a, k)", "f64[3]"}, {"mod(s, 2.5)", "f32[3]"},
+    {"clip(m, 0, 1)", "f64[2, 3]"}, {"clip(k, 0, 2)", "i32[3]"},
+    {"clip(s, a, 1)", "f64[3]"}, {"erfcx(a)", "f64[3]"},
+    {"erfinv(s)", "f32[3]"}, {"erfcinv(k)", "f64[3]"},
+    {"gammainc(a, m)", "f64[2, 3]"}, {"gammaincc(s, 2)", "f32[3]"},
+    {"betainc(1, 2, s)", "f32[3]"}, {"betainc(a, k, 0.5)", "f64[3]"},
+    {"gammainc_da(s, 1)", "f32[3]"},
 };
 
 static void test_ops(void)

@@ -146,6 +146,21 @@ static const kiln_interp_opinfo kiln_interp_ops[KILN_I_COUNT] = {
     [KILN_I_TRIGAMMA] = { "trigamma", 1, KILN_INTERP_C_FLOAT, 1 },
     /* arity 1: its one instruction operand is b (a names an input) */
     [KILN_I_TAKE] = { "take", 1, KILN_INTERP_C_TAKE, 0 },
+    /* ABI 1.7: runtime table version 3 */
+    [KILN_I_FLOOR] = { "floor", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_CEIL] = { "ceil", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_TRUNC] = { "trunc", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_RINT] = { "rint", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_ROUND] = { "round", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_LOG1MEXP] = { "log1mexp", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_ERFCX] = { "erfcx", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_ERFINV] = { "erfinv", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_ERFCINV] = { "erfcinv", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_MOD] = { "mod", 2, KILN_INTERP_C_NUMERIC, 1 },
+    [KILN_I_GAMMAINC] = { "gammainc", 2, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_GAMMAINCC] = { "gammaincc", 2, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_BETAINC] = { "betainc", 3, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_GAMMAINC_DA] = { "gammainc_da", 2, KILN_INTERP_C_FLOAT, 1 },
 };
 
 /* The operands of an instruction that name earlier instructions (TAKE's
@@ -1188,6 +1203,28 @@ static int32_t kiln_interp_f2i32(double x)
     } while (0)
 
 typedef double (*kiln_interp_d2d)(double);
+typedef double (*kiln_interp_dd2d)(double, double);
+typedef double (*kiln_interp_ddd2d)(double, double, double);
+
+/* Whether runtime table rt has field F (later versions are longer). */
+#define KILN_INTERP_RT_HAS(rt, F)                                             \
+    ((rt)->struct_size >= offsetof(kiln_runtime, F) + sizeof((rt)->F))
+#define KILN_INTERP_RT_GET(rt, F) (KILN_INTERP_RT_HAS(rt, F) ? (rt)->F : NULL)
+
+/* The runtime function behind a binary float opcode (pow, and ABI 1.7's
+ * mod, gammainc, gammaincc), NULL when the table lacks it. */
+static kiln_interp_dd2d kiln_interp_rt_binary(const kiln_runtime *rt,
+                                              unsigned op)
+{
+    switch (op) {
+    case KILN_I_POW: return rt->pow;
+    case KILN_I_MOD: return KILN_INTERP_RT_GET(rt, mod);
+    case KILN_I_GAMMAINC: return KILN_INTERP_RT_GET(rt, gammainc);
+    case KILN_I_GAMMAINCC: return KILN_INTERP_RT_GET(rt, gammaincc);
+    case KILN_I_GAMMAINC_DA: return KILN_INTERP_RT_GET(rt, gammainc_da);
+    default: return NULL;
+    }
+}
 
 /* The runtime function behind a unary transcendental opcode. */
 static kiln_interp_d2d kiln_interp_rt_unary(const kiln_runtime *rt,
@@ -1212,6 +1249,16 @@ static kiln_interp_d2d kiln_interp_rt_unary(const kiln_runtime *rt,
         return rt->struct_size >= offsetof(kiln_runtime, trigamma)
                                        + sizeof(rt->trigamma)
                    ? rt->trigamma : NULL;
+    /* runtime version 3 */
+    case KILN_I_FLOOR: return KILN_INTERP_RT_GET(rt, floor);
+    case KILN_I_CEIL: return KILN_INTERP_RT_GET(rt, ceil);
+    case KILN_I_TRUNC: return KILN_INTERP_RT_GET(rt, trunc);
+    case KILN_I_RINT: return KILN_INTERP_RT_GET(rt, rint);
+    case KILN_I_ROUND: return KILN_INTERP_RT_GET(rt, round);
+    case KILN_I_LOG1MEXP: return KILN_INTERP_RT_GET(rt, log1mexp);
+    case KILN_I_ERFCX: return KILN_INTERP_RT_GET(rt, erfcx);
+    case KILN_I_ERFINV: return KILN_INTERP_RT_GET(rt, erfinv);
+    case KILN_I_ERFCINV: return KILN_INTERP_RT_GET(rt, erfcinv);
     default: return NULL;
     }
 }
@@ -1229,9 +1276,20 @@ static kiln_interp_d2d kiln_interp_rt_unary(const kiln_runtime *rt,
         break;                                                                \
     case KILN_I_MINIMUM: KILN_INTERP_LOOP2(T, T, KILN_INTERP_FMIN(x, y));     \
         break;                                                                \
-    case KILN_I_POW:                                                          \
-        KILN_INTERP_LOOP2(T, T, (T)rt->pow((double)x, (double)y));            \
+    case KILN_I_POW: case KILN_I_MOD: case KILN_I_GAMMAINC:                   \
+    case KILN_I_GAMMAINCC: case KILN_I_GAMMAINC_DA: {                         \
+        kiln_interp_dd2d f2 = kiln_interp_rt_binary(rt, op);                  \
+        KILN_INTERP_LOOP2(T, T, (T)f2((double)x, (double)y));                 \
         break;                                                                \
+    }                                                                         \
+    case KILN_I_BETAINC: {                                                    \
+        kiln_interp_ddd2d f3 = KILN_INTERP_RT_GET(rt, betainc);               \
+        T *d_ = d;                                                            \
+        const T *a_ = a, *b_ = b, *c_ = c;                                    \
+        for (size_t j = 0; j < n; j++)                                        \
+            d_[j] = (T)f3((double)a_[j], (double)b_[j], (double)c_[j]);       \
+        break;                                                                \
+    }                                                                         \
     case KILN_I_NEG: KILN_INTERP_LOOP1(T, T, -x); break;                      \
     case KILN_I_ABS: KILN_INTERP_LOOP1(T, T, FABS(x)); break;                 \
     case KILN_I_SQUARE: KILN_INTERP_LOOP1(T, T, x * x); break;                \
@@ -1255,13 +1313,21 @@ static kiln_interp_d2d kiln_interp_rt_unary(const kiln_runtime *rt,
     case KILN_I_NEG: KILN_INTERP_LOOP1(T, T, SUB(0, x)); break;               \
     case KILN_I_ABS: KILN_INTERP_LOOP1(T, T, x < 0 ? SUB(0, x) : x); break;   \
     case KILN_I_SQUARE: KILN_INTERP_LOOP1(T, T, MUL(x, x)); break;            \
+    case KILN_I_MOD: KILN_INTERP_LOOP2(T, T, KILN_INTERP_IMOD(T, x, y)); break; \
     default: break;                                                           \
     }
+
+/* NumPy's integer remainder: the sign of y; 0 for y = 0 (NumPy warns
+ * and gives 0) and for y = -1 (no INT_MIN % -1 overflow). */
+#define KILN_INTERP_IMOD(T, x, y)                                             \
+    ((y) == 0 || (y) == -1 ? (T)0                                             \
+     : ((x) % (y) != 0 && (((x) % (y) < 0) != ((y) < 0)))                     \
+         ? (T)((x) % (y) + (y)) : (T)((x) % (y)))
 
 /* Arithmetic, maximum/minimum and the transcendental functions. */
 static void kiln_interp_arith(const kiln_runtime *rt, unsigned op,
                               unsigned dt, void *d, const void *a,
-                              const void *b, size_t n)
+                              const void *b, const void *c, size_t n)
 {
     switch (dt) {
     case KILN_F64: KILN_INTERP_FLOAT_OPS(double, fabs) break;
@@ -1410,7 +1476,7 @@ static void kiln_interp_exec(const kiln_runtime *rt, const kiln_instr *in,
         kiln_interp_logic(in->op, d, a, b, n);
         break;
     default:
-        kiln_interp_arith(rt, in->op, in->dtype, d, a, b, n);
+        kiln_interp_arith(rt, in->op, in->dtype, d, a, b, c, n);
         break;
     }
 }
@@ -1853,8 +1919,11 @@ static int kiln_interp_check_runtime(const kiln_interp_run *r)
         unsigned op = r->k->instrs[prog->exec[e]].op;
         if (!kiln_interp_ops[op].runtime)
             continue;
-        int have = op == KILN_I_POW ? rt->pow != NULL
-                                    : kiln_interp_rt_unary(rt, op) != NULL;
+        int have = kiln_interp_ops[op].arity == 1
+                       ? kiln_interp_rt_unary(rt, op) != NULL
+                   : op == KILN_I_BETAINC ? KILN_INTERP_RT_HAS(rt, betainc)
+                                                && rt->betainc
+                   : kiln_interp_rt_binary(rt, op) != NULL;
         if (!have)
             return kiln_interp_fail(r, KILN_ERR_ARG, "%s: the runtime table "
                                     "has no %s", r->label,

@@ -392,7 +392,7 @@ typedef struct kl_cg {
     uint32_t *seg_stamp, *seg_vmark;
     int fast_math;
     LLVMTypeRef t_i1, t_i8, t_i32, t_i64, t_f32, t_f64, t_void, t_p8,
-        t_pp8, t_p64, t_fn, t_d2d, t_dd2d;
+        t_pp8, t_p64, t_fn, t_d2d, t_dd2d, t_ddd2d;
     unsigned md_scope, md_noalias;
     LLVMValueRef l_in, l_outs, *l_out_scope, *l_out_noalias, l_in_only;
 } kl_cg;
@@ -472,8 +472,51 @@ static size_t kl_rt_offset(unsigned op)
     case KILN_I_GAMMALN: return offsetof(kiln_runtime, gammaln);
     case KILN_I_DIGAMMA: return offsetof(kiln_runtime, digamma);
     case KILN_I_TRIGAMMA: return offsetof(kiln_runtime, trigamma);
+    /* runtime version 3 (ABI 1.7) */
+    case KILN_I_FLOOR: return offsetof(kiln_runtime, floor);
+    case KILN_I_CEIL: return offsetof(kiln_runtime, ceil);
+    case KILN_I_TRUNC: return offsetof(kiln_runtime, trunc);
+    case KILN_I_RINT: return offsetof(kiln_runtime, rint);
+    case KILN_I_ROUND: return offsetof(kiln_runtime, round);
+    case KILN_I_LOG1MEXP: return offsetof(kiln_runtime, log1mexp);
+    case KILN_I_ERFCX: return offsetof(kiln_runtime, erfcx);
+    case KILN_I_ERFINV: return offsetof(kiln_runtime, erfinv);
+    case KILN_I_ERFCINV: return offsetof(kiln_runtime, erfcinv);
+    case KILN_I_MOD: return offsetof(kiln_runtime, mod);
+    case KILN_I_GAMMAINC: return offsetof(kiln_runtime, gammainc);
+    case KILN_I_GAMMAINCC: return offsetof(kiln_runtime, gammaincc);
+    case KILN_I_BETAINC: return offsetof(kiln_runtime, betainc);
+    case KILN_I_GAMMAINC_DA: return offsetof(kiln_runtime, gammainc_da);
     default: return 0;
     }
+}
+
+/* The type of the runtime function behind `op` (its float arity). */
+static LLVMTypeRef kl_rt_type(kl_cg *g, unsigned op)
+{
+    unsigned n = kiln_interp_ops[op].arity;
+    return n == 3 ? g->t_ddd2d : n == 2 ? g->t_dd2d : g->t_d2d;
+}
+
+/* NumPy's integer remainder (the interpreter's KILN_INTERP_IMOD): the
+ * sign of y; 0 for y = 0 and y = -1 (no srem trap or overflow). */
+static LLVMValueRef kl_imod(kl_cg *g, unsigned dt, LLVMValueRef x,
+                            LLVMValueRef y)
+{
+    LLVMBuilderRef b = g->b;
+    LLVMTypeRef t = kl_type(g, dt);
+    LLVMValueRef zero = LLVMConstNull(t), one = LLVMConstInt(t, 1, 0);
+    LLVMValueRef m1 = LLVMConstAllOnes(t);
+    LLVMValueRef bad = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntEQ, y, zero, ""),
+                                   LLVMBuildICmp(b, LLVMIntEQ, y, m1, ""), "");
+    LLVMValueRef ys = LLVMBuildSelect(b, bad, one, y, "");
+    LLVMValueRef r = LLVMBuildSRem(b, x, ys, "");
+    LLVMValueRef fix = LLVMBuildAnd(
+        b, LLVMBuildICmp(b, LLVMIntNE, r, zero, ""),
+        LLVMBuildICmp(b, LLVMIntNE, LLVMBuildICmp(b, LLVMIntSLT, r, zero, ""),
+                      LLVMBuildICmp(b, LLVMIntSLT, ys, zero, ""), ""), "");
+    r = LLVMBuildSelect(b, fix, LLVMBuildAdd(b, r, ys, ""), r, "");
+    return LLVMBuildSelect(b, bad, zero, r, "");
 }
 
 static void kl_md(kl_cg *g, LLVMValueRef inst, LLVMValueRef scope,
@@ -691,13 +734,20 @@ static LLVMValueRef kl_emit_instr(kl_cg *g, kl_loopctx *lc, uint32_t i)
              * (float)sqrt((double)x) == sqrtf(x) */
             r = kl_intrinsic(g, "llvm.sqrt", kl_type(g, dt), x);
             break;
-        case KILN_I_POW: {
-            LLVMValueRef a2[2] = {x, y};
-            if (dt == KILN_F32) {
-                a2[0] = LLVMBuildFPExt(b, x, g->t_f64, "");
-                a2[1] = LLVMBuildFPExt(b, y, g->t_f64, "");
+        case KILN_I_MOD:
+            if (!f) {
+                r = kl_imod(g, dt, x, y);
+                break;
             }
-            r = LLVMBuildCall2(b, g->t_dd2d, lc->rtfn[in->op], a2, 2, "");
+            /* fall through */
+        case KILN_I_POW: case KILN_I_GAMMAINC: case KILN_I_GAMMAINCC:
+        case KILN_I_GAMMAINC_DA: case KILN_I_BETAINC: {
+            LLVMValueRef a3[3] = {x, y, z};
+            unsigned na = in->op == KILN_I_BETAINC ? 3 : 2;
+            for (unsigned q = 0; q < na && dt == KILN_F32; q++)
+                a3[q] = LLVMBuildFPExt(b, a3[q], g->t_f64, "");
+            r = LLVMBuildCall2(b, na == 3 ? g->t_ddd2d : g->t_dd2d,
+                               lc->rtfn[in->op], a3, na, "");
             if (dt == KILN_F32)
                 r = LLVMBuildFPTrunc(b, r, g->t_f32, "");
             break;
@@ -1125,8 +1175,7 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
             continue;
         size_t off = kl_rt_offset(in->op);
         if (off && !rtfn[in->op])
-            rtfn[in->op] = kl_rt_fn(g, rt, off, in->op == KILN_I_POW ? g->t_dd2d
-                                                                      : g->t_d2d);
+            rtfn[in->op] = kl_rt_fn(g, rt, off, kl_rt_type(g, in->op));
     }
     kl_need_views(g, mode, need);
     for (uint32_t v = 0; v < nv; v++)
@@ -1539,8 +1588,7 @@ static LLVMValueRef kl_emit_seg(kl_cg *g, const char *name, uint32_t q,
             continue;
         size_t off = kl_rt_offset(in->op);
         if (off && !rtfn[in->op])
-            rtfn[in->op] = kl_rt_fn(g, rt, off, in->op == KILN_I_POW ? g->t_dd2d
-                                                                      : g->t_d2d);
+            rtfn[in->op] = kl_rt_fn(g, rt, off, kl_rt_type(g, in->op));
     }
     kl_seg_views(g, q, from, vmark, last_seg);
     for (uint32_t v = 0; v < nv; v++) {
@@ -2197,9 +2245,10 @@ static int kl_build(kl_cg *g, char *why, size_t why_n)
     LLVMTypeRef sparams[7] = {g->t_i64, g->t_pp8, g->t_p64, g->t_p8, g->t_p8,
                               g->t_i64, g->t_p8};
     g->t_seg = LLVMFunctionType(g->t_void, sparams, 7, 0);
-    LLVMTypeRef d1[2] = {g->t_f64, g->t_f64};
+    LLVMTypeRef d1[3] = {g->t_f64, g->t_f64, g->t_f64};
     g->t_d2d = LLVMFunctionType(g->t_f64, d1, 1, 0);
     g->t_dd2d = LLVMFunctionType(g->t_f64, d1, 2, 0);
+    g->t_ddd2d = LLVMFunctionType(g->t_f64, d1, 3, 0);
     g->md_scope = LLVMGetMDKindIDInContext(c, "alias.scope", 11);
     g->md_noalias = LLVMGetMDKindIDInContext(c, "noalias", 7);
 

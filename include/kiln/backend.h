@@ -68,6 +68,18 @@ typedef enum kiln_opcode {
      * range is an error (KILN_ERR_RUNTIME, "index I is out of range for
      * a table of N elements").  dtype is the table's. */
     KILN_I_TAKE,
+    /* ABI 1.7: float-only functions of the runtime table (version 3);
+     * docs/ir.md gives their semantics (NumPy / SciPy's) */
+    KILN_I_FLOOR, KILN_I_CEIL, KILN_I_TRUNC,
+    KILN_I_RINT,       /* round half to even (NumPy's round) */
+    KILN_I_ROUND,      /* round half away from zero (C's round) */
+    KILN_I_LOG1MEXP,   /* log(1 - exp(x)) */
+    KILN_I_ERFCX, KILN_I_ERFINV, KILN_I_ERFCINV,
+    KILN_I_MOD,        /* a mod b, the sign of b (NumPy); ints and floats */
+    KILN_I_GAMMAINC,   /* P(a, x), regularised lower incomplete gamma */
+    KILN_I_GAMMAINCC,  /* Q(a, x) = 1 - P(a, x) */
+    KILN_I_BETAINC,    /* I_x(a, b): operands a, b, c = a, b, x */
+    KILN_I_GAMMAINC_DA, /* d/da P(a, x) (operands a, x) */
     KILN_I_COUNT
 } kiln_opcode;
 
@@ -244,7 +256,7 @@ typedef struct kiln_view {
  * additions. */
 typedef struct kiln_runtime {
     size_t struct_size;
-    uint32_t version;              /* 2 (1: up to sgemm) */
+    uint32_t version;              /* 3 (1: up to sgemm, 2: trigamma) */
     double (*exp)(double);
     double (*expm1)(double);
     double (*log)(double);
@@ -272,6 +284,22 @@ typedef struct kiln_runtime {
                   int64_t ldb, float beta, float *c, int64_t ldc);
     /* version 2 (ABI 1.1); check struct_size before use */
     double (*trigamma)(double);    /* psi'(x); see core/special.c */
+    /* version 3 (ABI 1.7); check struct_size before use.  Semantics
+     * (NumPy / SciPy's, nan and edge cases included) in core/special.h */
+    double (*floor)(double);
+    double (*ceil)(double);
+    double (*trunc)(double);
+    double (*rint)(double);        /* round half to even */
+    double (*round)(double);       /* round half away from zero */
+    double (*log1mexp)(double);
+    double (*erfcx)(double);
+    double (*erfinv)(double);
+    double (*erfcinv)(double);
+    double (*mod)(double, double); /* NumPy's float remainder */
+    double (*gammainc)(double a, double x);
+    double (*gammaincc)(double a, double x);
+    double (*betainc)(double a, double b, double x);
+    double (*gammainc_da)(double a, double x);   /* d/da P(a, x) */
 } kiln_runtime;
 
 /* Arguments of one kernel call (host-owned, valid during the call). */
