@@ -49,7 +49,15 @@ typedef struct mout {           /* a tp or gq output */
     int64_t numel;
 } mout;
 
+/* The user_data of kiln_model_logp_callback: one per jacobian flag,
+ * inside the model (freed with it). */
+typedef struct model_cb {
+    const struct kiln_model *m;
+    int jacobian;
+} model_cb;
+
 struct kiln_model {
+    model_cb cb[2];             /* kiln_model_logp_callback's user_data */
     char *name;
     char *info;
     kiln_function *fd, *fc;
@@ -878,6 +886,64 @@ static char *make_info(const kiln_model *m)
     return b.s;
 }
 
+/* ---- the sampler callback -------------------------------------------- */
+
+/* The calling thread's last call of any model callback: its user_data and
+ * (when it failed) why. */
+static _Thread_local const model_cb *cb_last;
+static _Thread_local char cb_msg[sizeof ((kiln_err *)0)->message];
+
+static int model_logp(uint64_t dim, const double *x, double *grad,
+                      double *logp, void *user_data)
+{
+    const model_cb *c = user_data;
+    cb_last = c;
+    cb_msg[0] = '\0';
+    if (!c || !c->m)
+        return KILN_LOGP_ERROR;
+    const kiln_model *m = c->m;
+    if (dim != (uint64_t)m->n_unc || (!x && dim > 0) || !logp) {
+        snprintf(cb_msg, sizeof cb_msg,
+                 "model logp callback: called with dim %llu%s, but the "
+                 "model has %lld unconstrained values",
+                 (unsigned long long)dim,
+                 !logp ? " and logp NULL" : !x && dim ? " and x NULL" : "",
+                 (long long)m->n_unc);
+        return KILN_LOGP_BAD_DIM;
+    }
+    kiln_err e;
+    double unused = 0;
+    if (kiln_model_log_density(m, c->jacobian, x ? x : &unused, logp, grad,
+                               &e)) {
+        snprintf(cb_msg, sizeof cb_msg, "%s", e.message);
+        return KILN_LOGP_ERROR;
+    }
+    if (!isfinite(*logp)) {
+        snprintf(cb_msg, sizeof cb_msg, "model logp callback: logp is %s",
+                 isnan(*logp) ? "nan" : *logp > 0 ? "inf" : "-inf");
+        return KILN_LOGP_NONFINITE;
+    }
+    return KILN_LOGP_OK;
+}
+
+kiln_logp_fn kiln_model_logp_callback(kiln_model *m, int jacobian,
+                                      uint64_t *dim, void **user_data,
+                                      kiln_err *err)
+{
+    if (!m || !dim || !user_data) {
+        kiln_seterr(err, KILN_ERR_ARG, "model logp callback: NULL argument");
+        return NULL;
+    }
+    *dim = (uint64_t)m->n_unc;
+    *user_data = &m->cb[jacobian != 0];
+    return model_logp;
+}
+
+const char *kiln_model_logp_callback_message(const void *user_data)
+{
+    return user_data && cb_last == user_data ? cb_msg : "";
+}
+
 /* ---- make and free --------------------------------------------------- */
 
 void kiln_model_free(kiln_model *m)
@@ -987,6 +1053,10 @@ kiln_model *kiln_model_new(const kiln_graph *g, const char *logp_output,
     if (!m) {
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         return NULL;
+    }
+    for (int k = 0; k < 2; k++) {
+        m->cb[k].m = m;
+        m->cb[k].jacobian = k;
     }
     if (!(m->name = dupstr(g->name ? g->name : "model"))) {
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");

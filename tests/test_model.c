@@ -597,6 +597,56 @@ static void test_threads(void)
     kiln_model_free(m);
 }
 
+/* kiln_model_logp_callback: the density through the plain C pointer,
+ * against es_ref (jacobian on and off), a NULL grad, the wrong dim, a
+ * non-finite density, and the per-thread message. */
+static void test_callback(void)
+{
+    kiln_err e;
+    kiln_model *m = make(ES_KG, ES_DATA, NULL, &e);
+    if (!ok(m != NULL, "callback: model made"))
+        return;
+    uint64_t dim = 0, dim0 = 0;
+    void *ud = NULL, *ud0 = NULL;
+    kiln_logp_fn fn = kiln_model_logp_callback(m, 1, &dim, &ud, &e);
+    kiln_logp_fn fn0 = kiln_model_logp_callback(m, 0, &dim0, &ud0, &e);
+    ok(fn && fn0 && dim == 10 && dim0 == 10 && ud && ud0 && ud != ud0,
+       "callback: made for jacobian on and off, dim 10");
+    double u[10], g[10], g2[10], lp = 0, lp2 = 0;
+    for (int j = 0; j < 10; j++)
+        u[j] = 0.2 * cos(0.9 * j + 0.4);
+    int rc = fn(dim, u, g, &lp, ud);
+    ok(rc == KILN_LOGP_OK && *kiln_model_logp_callback_message(ud) == '\0',
+       "callback: returns 0 and no message");
+    is_close(lp, es_ref(u, 1), 1e-13, "callback: log density with the "
+             "Jacobian = hand-derived");
+    kiln_model_log_density(m, 1, u, &lp2, g2, &e);
+    ok(memcmp(g, g2, sizeof g) == 0, "callback: gradient = "
+       "kiln_model_log_density's, bit for bit");
+    rc = fn0(dim0, u, NULL, &lp, ud0);
+    ok(rc == 0, "callback: grad NULL allowed");
+    is_close(lp, es_ref(u, 0), 1e-13, "callback: jacobian off = "
+             "hand-derived");
+    lp = 7;
+    rc = fn(9, u, g, &lp, ud);
+    ok(rc == KILN_LOGP_BAD_DIM && lp == 7 &&
+           strstr(kiln_model_logp_callback_message(ud), "called with dim 9"),
+       "callback: wrong dim is -1, nothing written, a message (%s)",
+       kiln_model_logp_callback_message(ud));
+    ok(*kiln_model_logp_callback_message(ud0) == '\0',
+       "callback: the other callback's message is its own");
+    u[9] = 800;                 /* tau = exp(800) = inf */
+    rc = fn(dim, u, g, &lp, ud);
+    ok(rc == KILN_LOGP_NONFINITE && !isfinite(lp) &&
+           strstr(kiln_model_logp_callback_message(ud), "logp is"),
+       "callback: a non-finite density is 1 with a message (%s)",
+       kiln_model_logp_callback_message(ud));
+    ok(kiln_model_logp_callback(NULL, 1, &dim, &ud, &e) == NULL &&
+           e.code == KILN_ERR_ARG,
+       "callback: NULL model refused");
+    kiln_model_free(m);
+}
+
 int main(void)
 {
     const char *bk[3];
@@ -614,5 +664,6 @@ int main(void)
     test_zero_size();
     test_symbol_not_int();
     test_threads();
+    test_callback();
     return done_testing();
 }

@@ -8,7 +8,8 @@
 # no build-tree or /usr/local path in the installed binaries (debug info
 # stripped first: it names the sources by design), a run with the build
 # tree moved away, a plugin planted where the build tree was never loaded,
-# the docs in share/doc/kiln, no "rm: cannot remove 'core'" from configure.
+# the docs in share/doc/kiln, no "rm: cannot remove 'core'" from configure,
+# the Python package imported from the install with a clean environment.
 # Prints TAP ("ok N - ...", "1..N"); exit status 0 when every check passed.
 # Usage: tools/ci-readme-install.sh [SOURCE-TREE]   (default: this tree)
 set -uo pipefail
@@ -105,6 +106,28 @@ if [ -f "$prefix/lib/kiln/backends/tcc.so" ]; then
     >"$work/run.out" 2>"$work/run.err" &&
     grep -q '^logp = -43\.43563727714' "$work/run.out" && grep -qE '^ +0 .* tcc ' "$work/run.err"
   ok $? "the installed tcc backend loads with the build tree gone"
+fi
+# the Python package (docs/python.md), with the build tree gone and a clean
+# environment: no LD_LIBRARY_PATH, no PYTHONPATH but the install's site dir
+py=$(sed -n 's/^PYTHON = //p' "$work/moved/Makefile")
+pkg=$(find "$prefix/lib" -path '*-packages/kiln/__init__.py' | head -1)
+if [ -z "$py" ] || [ "$py" = : ]; then
+  n=$((n + 1)); echo "ok $n - # SKIP configure found no Python: the package is not installed"
+elif [ -z "$pkg" ]; then
+  ok 1 "the Python package is installed under $prefix/lib (configured PYTHON=$py)"
+elif ! env -i PATH=/usr/bin:/bin "$py" -c 'import numpy' 2>/dev/null; then
+  n=$((n + 1)); echo "ok $n - # SKIP no numpy for $py"
+else
+  env -i PATH=/usr/bin:/bin HOME="$work" KILN_CACHE_DIR="$work/cache" PYTHONNOUSERSITE=1 \
+    PYTHONPATH="$(dirname "$(dirname "$pkg")")" "$py" -c '
+import sys, numpy as np, kiln
+assert kiln.library_path.startswith(sys.argv[1] + "/lib/"), kiln.library_path
+f = kiln.compile(kiln.Graph.parse(open(sys.argv[2]).read()))
+print("logp = %.12f" % f(0.0, 0.0, np.zeros(8))[0])
+' "$prefix" "$model" >"$work/py.out" 2>"$work/py.err" &&
+    grep -q '^logp = -43\.43563727714' "$work/py.out"
+  ok $? "the installed Python package imports in a clean environment, loads $prefix/lib/libkiln and computes" ||
+    sed 's/^/#   /' "$work/py.out" "$work/py.err"
 fi
 "$bin" run "$model" -i mu=0 -i log_tau=0 -i theta_t=0 --backend nosuch >/dev/null 2>"$work/run.err"
 grep -qF "backend 'nosuch' not found (searched $prefix/lib/kiln/backends)" "$work/run.err" &&

@@ -156,6 +156,31 @@ int kiln_model_log_density_hvp(const kiln_model *m, int jacobian,
                                const double *unc, const double *v,
                                double *lp, double *hvp, kiln_err *err);
 
+/* The model's log density and gradient as kiln's sampler callback
+ * (kiln_logp_fn, <kiln/kiln.h>; nutpie's RawLogpFunc ABI; docs/sampler.md):
+ * x and grad are the unconstrained vector (kiln_model_n_unc values, the
+ * layout above) and *logp the log density, with the log-Jacobians when
+ * `jacobian` is non-zero — kiln_model_log_density as a plain C function.
+ * Sets *dim to kiln_model_n_unc(m) and *user_data to the pointer to pass
+ * back at every call (owned by m, valid until kiln_model_free; one per
+ * jacobian flag, so making it allocates nothing and cannot fail but for
+ * NULL arguments: KILN_ERR_ARG).  Return codes as kiln_function_logp_
+ * callback's: KILN_LOGP_OK, KILN_LOGP_NONFINITE (*logp holds the value),
+ * KILN_LOGP_BAD_DIM (dim is not n_unc, or x / logp NULL; nothing
+ * written), KILN_LOGP_ERROR (the call failed).  grad may be NULL.
+ * Threads: reentrant, as every call on a const model: any number of
+ * threads may call it at once (parallel chains through one pointer);
+ * a call allocates nothing once the thread has made its first call. */
+kiln_logp_fn kiln_model_logp_callback(kiln_model *m, int jacobian,
+                                      uint64_t *dim, void **user_data,
+                                      kiln_err *err);
+
+/* Why the calling thread's last model callback call failed, when that
+ * call went through `user_data` (one line, thread-local, valid until the
+ * thread's next model callback call); "" after a success, or when the
+ * thread's last call was through another model callback or none. */
+const char *kiln_model_logp_callback_message(const void *user_data);
+
 /* Tiers (docs/policy.md, "Tiers") of the model's compiled density:
  * wait until no tier-1 compile is queued or running for it, at most
  * `timeout_seconds` (kiln_function_tier_wait: 0 when none is left, 1 on

@@ -1,0 +1,1141 @@
+"""PyTensor on kiln: the ``kiln`` linker and the ``KILN`` mode.
+
+``import kiln.pytensor`` registers a linker ``"kiln"`` and a mode ``"KILN"``
+with PyTensor, so that::
+
+    pytensor.function(ins, outs, mode="KILN")
+    model.compile_logp(mode="KILN"); model.compile_dlogp(mode="KILN")
+
+compile the graph with kiln.  ``import kiln`` alone never imports PyTensor.
+
+How it works (docs/pytensor.md has the op table):
+
+* ``fgraph_to_kg(fgraph)`` (or ``to_kg(inputs, outputs)``) converts a
+  PyTensor graph to kiln's ``.kg`` text through a dispatch table keyed by Op
+  class (``KG_CONVERTERS``) and, for ``Elemwise``, by scalar-op class
+  (``KG_SCALAR_CONVERTERS``).  It returns a ``KgGraph``: the text and the
+  ordered input and output names.
+* The linker partitions the ``FunctionGraph``: every node the table
+  converts runs in kiln (maximal groups, one kiln function each); any other
+  node (an op kiln lacks, a complex or float16 dtype, a shape computed at
+  run time) stays in PyTensor's own VM (Python ``perform``, never C), and
+  one ``KilnFallbackWarning`` line names those ops and why.
+* Compiled kiln functions are memoised per process by their ``.kg`` text
+  and compile options; across processes kiln's disk cache (docs/cache.md)
+  supplies the kernels.
+"""
+
+import importlib
+import json
+import re
+import threading
+import warnings
+
+import numpy as np
+
+import kiln as _kiln
+
+import pytensor
+import pytensor.scalar as ps
+import pytensor.scalar.math as psm
+from pytensor.compile.mode import Mode, register_linker, register_mode, predefined_linkers, predefined_modes
+from pytensor.compile.ops import DeepCopyOp, ViewOp
+from pytensor.graph.basic import Apply, Constant
+from pytensor.graph.fg import FunctionGraph
+from pytensor.graph.op import Op
+from pytensor.graph.rewriting.basic import in2out, node_rewriter
+from pytensor.graph.rewriting.db import RewriteDatabaseQuery
+from pytensor.link.vm import VMLinker
+from pytensor.raise_op import CheckAndRaise
+from pytensor.tensor.type import TensorType
+
+# modules by full name: pytensor.tensor re-exports functions called `shape`,
+# `basic`... that shadow the submodules
+ptb = importlib.import_module("pytensor.tensor.basic")
+pte = importlib.import_module("pytensor.tensor.elemwise")
+ptx = importlib.import_module("pytensor.tensor.extra_ops")
+ptm = importlib.import_module("pytensor.tensor.math")
+ptsh = importlib.import_module("pytensor.tensor.shape")
+ptst = importlib.import_module("pytensor.tensor.subtensor")
+__all__ = [
+    "KgGraph", "Unsupported", "KilnFallbackWarning", "KilnLinker", "KilnOp",
+    "fgraph_to_kg", "to_kg", "mode", "KILN", "KG_CONVERTERS",
+    "KG_SCALAR_CONVERTERS", "kiln_has_op",
+]
+
+
+class Unsupported(Exception):
+    """A node the converter cannot express in kiln; str() says why."""
+
+
+class KilnFallbackWarning(UserWarning):
+    """One line naming the ops that stayed in PyTensor, and why."""
+
+
+# --------------------------------------------------------------------------
+# dtypes
+
+_KDT = {"float64": "f64", "float32": "f32", "int64": "i64", "int32": "i32",
+        "bool": "bool"}
+# integer dtypes kiln lacks: held as i64 inside kiln (values are exact), cast
+# back at the boundary; arithmetic producing them stays in PyTensor (it could
+# wrap where i64 does not)
+_WIDE = {"int8", "int16", "uint8", "uint16", "uint32"}
+_NP_OF_KDT = {"f64": np.float64, "f32": np.float32, "i64": np.int64,
+              "i32": np.int32, "bool": np.bool_}
+
+
+def _kdt(dtype, what="value"):
+    """kiln dtype of a PyTensor dtype, or Unsupported."""
+    if dtype in _KDT:
+        return _KDT[dtype]
+    if dtype in _WIDE:
+        return "i64"
+    if dtype.startswith("complex"):
+        raise Unsupported(f"kiln has no complex dtype ({what} is {dtype})")
+    if dtype == "float16":
+        raise Unsupported(f"kiln has no float16 ({what} is float16; cast to float32)")
+    raise Unsupported(f"kiln has no dtype {dtype} ({what})")
+
+
+def _is_float(dtype):
+    return dtype.startswith("float")
+
+
+# --------------------------------------------------------------------------
+# which ops this libkiln knows (the new elementwise ops may be missing)
+
+_op_probe = {}
+_op_probe_lock = threading.Lock()
+_PROBE_ARGS = {1: "x", 2: "x, x", 3: "x, x, x"}
+
+
+def kiln_has_op(name, nargs=1, attrs=""):
+    """True when the loaded libkiln knows op NAME (probed once by parsing)."""
+    key = (name, nargs, attrs)
+    with _op_probe_lock:
+        if key in _op_probe:
+            return _op_probe[key]
+    text = (f"kiln 1\ngraph probe\n  input x: f64[2]\n"
+            f"  output y = {name}({_PROBE_ARGS[nargs]}{attrs})\nend\n")
+    try:
+        _kiln.Graph.parse(text, filename="<probe>")
+        ok = True
+    except _kiln.KilnError as e:
+        ok = "unknown op" not in str(e) and "unknown attribute" not in str(e)
+    with _op_probe_lock:
+        _op_probe[key] = ok
+    return ok
+
+
+def _need(name, nargs=1, attrs=""):
+    if not kiln_has_op(name, nargs, attrs):
+        raise Unsupported(f"this libkiln has no op '{name}'")
+    return name
+
+
+# --------------------------------------------------------------------------
+# .kg text emission
+
+_IDENT = re.compile(r"[^A-Za-z0-9_]")
+_RESERVED = {"kiln", "graph", "end", "input", "shared", "const", "output",
+             "true", "false", "inf", "nan", "param", "grad"}
+
+
+def _fmt_values(arr, kdt):
+    """Nested-list text of ARR (already of kiln dtype KDT)."""
+    if kdt == "bool":
+        return json.dumps(arr.astype(bool).tolist())
+    if kdt in ("i64", "i32"):
+        return json.dumps(arr.astype(np.int64).tolist())
+    text = json.dumps(arr.astype(np.float64).tolist(), allow_nan=True)
+    if "N" in text or "I" in text:
+        text = text.replace("NaN", "nan").replace("Infinity", "inf")
+    return text
+
+
+def _kg_string(msg):
+    """MSG as a one-line .kg string literal."""
+    msg = " ".join(str(msg).split()) or "check failed"
+    msg = msg.replace("\x00", "")
+    return '"' + msg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class _Emitter:
+    """Accumulates .kg declarations and statements with fresh names."""
+
+    def __init__(self):
+        self.decls = []
+        self.lines = []
+        self.n = 0
+        self.val = {}       # PyTensor Variable -> kiln name
+        self.kdt = {}       # kiln name -> kiln dtype
+        self.consts = {}    # (kdt, shape, bytes) -> name
+        self.checks = {}    # written msg -> (exception type, original msg)
+
+    def fresh(self, prefix="v"):
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def let(self, expr, kdt):
+        name = self.fresh()
+        self.lines.append(f"  {name} = {expr}")
+        self.kdt[name] = kdt
+        return name
+
+    def input(self, var, kdt):
+        base = _IDENT.sub("_", var.name or "")[:40]
+        name = self.fresh("in") + ("_" + base if base else "")
+        dims = getattr(var.type, "shape", ())   # ScalarType: rank 0
+        shape = ", ".join("?" if s is None else str(int(s)) for s in dims)
+        self.decls.append(f"  input {name}: {kdt}" + (f"[{shape}]" if dims else ""))
+        self.kdt[name] = kdt
+        self.val[var] = name
+        return name
+
+    def const(self, data, kdt):
+        arr = np.asarray(data)
+        key = (kdt, arr.shape, arr.dtype.str, arr.tobytes())
+        name = self.consts.get(key)
+        if name is None:
+            name = self.fresh("c")
+            shape = ", ".join(str(s) for s in arr.shape)
+            typ = kdt + (f"[{shape}]" if arr.ndim else "")
+            self.decls.append(f"  const {name}: {typ} = {_fmt_values(arr, kdt)}")
+            self.kdt[name] = kdt
+            self.consts[key] = name
+        return name
+
+    def cast(self, name, kdt):
+        """NAME as kiln dtype KDT (a cast only when it differs)."""
+        if self.kdt[name] == kdt:
+            return name
+        if kdt == "bool":
+            return self.let(f"ne({name}, 0)", "bool")
+        return self.let(f"cast({name}, dtype={kdt})", kdt)
+
+    def text(self, gname, outputs):
+        out = ["kiln 1", f"graph {gname}"] + self.decls + self.lines
+        out += [f"  output {o} = {v}" for o, v in outputs]
+        out.append("end")
+        return "\n".join(out) + "\n"
+
+
+def _name_of(em, var):
+    """kiln name of a PyTensor variable already converted, or a constant."""
+    if var in em.val:
+        return em.val[var]
+    if isinstance(var, Constant):
+        kdt = _kdt(var.type.dtype, "a constant")
+        data = np.asarray(var.data)
+        if var.type.dtype in _WIDE or var.type.dtype == "uint32":
+            data = data.astype(np.int64)
+        name = em.const(data, kdt)
+        em.val[var] = name
+        return name
+    raise Unsupported(f"input {var} was not converted")
+
+
+def _const_value(var):
+    """A constant scalar or array folded from VAR, else Unsupported."""
+    if isinstance(var, Constant):
+        return np.asarray(var.data)
+    try:
+        return np.asarray(ptb.get_underlying_scalar_constant_value(var))
+    except Exception:
+        raise Unsupported(f"'{var}' is computed at run time; kiln needs it constant "
+                          "(give a static shape or a constant)") from None
+
+
+# --------------------------------------------------------------------------
+# Elemwise scalar ops
+
+KG_SCALAR_CONVERTERS = {}
+
+
+def _scalar(*classes):
+    def deco(fn):
+        for c in classes:
+            KG_SCALAR_CONVERTERS[c] = fn
+        return fn
+    return deco
+
+
+def _simple(kop, nargs=None, wide_ok=False):
+    """Op computed in the output dtype: cast the inputs to it, apply KOP."""
+    def conv(em, sop, args, idt, odt):
+        if odt in _WIDE and not wide_ok:
+            raise Unsupported(f"{odt} arithmetic (kiln computes in i64, which could differ on overflow)")
+        if nargs is not None and len(args) != nargs:
+            raise Unsupported(f"{len(args)} inputs")
+        _need(kop, len(args))
+        k = _kdt(odt)
+        a = [em.cast(x, k) for x in args]
+        return em.let(f"{kop}({', '.join(a)})", k)
+    return conv
+
+
+def _chain(kop):
+    def conv(em, sop, args, idt, odt):
+        if odt in _WIDE:
+            raise Unsupported(f"{odt} arithmetic (kiln computes in i64)")
+        k = _kdt(odt)
+        a = [em.cast(x, k) for x in args]
+        acc = a[0]
+        if len(a) == 1:
+            return acc
+        for x in a[1:]:
+            acc = em.let(f"{kop}({acc}, {x})", k)
+        return acc
+    return conv
+
+
+for _c, _k in [(ps.Neg, "neg"), (ps.Abs, "abs"), (ps.Sqr, "square"),
+               (ps.Sqrt, "sqrt"), (ps.Exp, "exp"), (ps.Expm1, "expm1"),
+               (ps.Log, "log"), (ps.Log1p, "log1p"), (ps.Tanh, "tanh"),
+               (ps.Sin, "sin"), (ps.Cos, "cos"), (psm.Erf, "erf"),
+               (psm.Erfc, "erfc"), (psm.GammaLn, "gammaln"),
+               (psm.Psi, "digamma"), (psm.TriGamma, "trigamma"),
+               (psm.Sigmoid, "sigmoid"), (psm.Softplus, "softplus"),
+               (psm.Log1mexp, "log1mexp"), (psm.Erfcx, "erfcx"),
+               (psm.Erfinv, "erfinv"), (ps.Floor, "floor"), (ps.Ceil, "ceil"),
+               (ps.Trunc, "trunc"), (ps.RoundHalfToEven, "round"),
+               (ps.Sign, "sign")]:
+    KG_SCALAR_CONVERTERS[_c] = _simple(_k, 1)
+for _c, _k in [(ps.Sub, "sub"), (ps.TrueDiv, "true_div"), (ps.Pow, "pow"),
+               (ps.ScalarMaximum, "maximum"), (ps.ScalarMinimum, "minimum"),
+               (ps.Mod, "mod"), (psm.GammaInc, "gammainc"),
+               (psm.GammaIncC, "gammaincc")]:
+    KG_SCALAR_CONVERTERS[_c] = _simple(_k, 2)
+KG_SCALAR_CONVERTERS[psm.BetaInc] = _simple("betainc", 3)
+KG_SCALAR_CONVERTERS[ps.Clip] = _simple("clip", 3)
+KG_SCALAR_CONVERTERS[ps.Add] = _chain("add")
+KG_SCALAR_CONVERTERS[ps.Mul] = _chain("mul")
+
+
+@_scalar(ps.Reciprocal)
+def _reciprocal(em, sop, args, idt, odt):
+    k = _kdt(odt)
+    one = em.const(np.array(1.0), k) if k in ("f64", "f32") else None
+    if one is None:
+        raise Unsupported("integer reciprocal")
+    return em.let(f"true_div({one}, {em.cast(args[0], k)})", k)
+
+
+@_scalar(ps.Log2, ps.Log10)
+def _logb(em, sop, args, idt, odt):
+    k = _kdt(odt)
+    base = 2.0 if isinstance(sop, ps.Log2) else 10.0
+    c = em.const(np.array(np.log(base)), k)
+    return em.let(f"true_div(log({em.cast(args[0], k)}), {c})", k)
+
+
+@_scalar(ps.Exp2)
+def _exp2(em, sop, args, idt, odt):
+    k = _kdt(odt)
+    two = em.const(np.array(2.0), k)
+    return em.let(f"pow({two}, {em.cast(args[0], k)})", k)
+
+
+_CMP = {ps.LT: "lt", ps.GT: "gt", ps.LE: "le", ps.GE: "ge", ps.EQ: "eq", ps.NEQ: "ne"}
+
+
+@_scalar(*_CMP)
+def _compare(em, sop, args, idt, odt):
+    kop = _CMP[type(sop)]
+    # compare in the promoted dtype, as NumPy/PyTensor do
+    up = ps.upcast(*idt)
+    k = _kdt(up) if up not in _WIDE else "i64"
+    a = [em.cast(x, k) for x in args]
+    return em.let(f"{kop}({a[0]}, {a[1]})", "bool")
+
+
+@_scalar(ps.IsNan, ps.IsInf)
+def _isnanf(em, sop, args, idt, odt):
+    kop = "isnan" if isinstance(sop, ps.IsNan) else "isinf"
+    _need(kop)
+    x = args[0]
+    if not _is_float(idt[0]):
+        return em.let(f"ne({em.cast(x, 'i64')}, {em.cast(x, 'i64')})", "bool")
+    return em.let(f"{kop}({x})", "bool")
+
+
+@_scalar(ps.AND, ps.OR, ps.XOR)
+def _logic(em, sop, args, idt, odt):
+    if any(d != "bool" for d in idt):
+        raise Unsupported("bitwise and/or/xor on integers")
+    kop = {ps.AND: "and", ps.OR: "or", ps.XOR: "ne"}[type(sop)]
+    acc = args[0]
+    for x in args[1:]:
+        acc = em.let(f"{kop}({acc}, {x})", "bool")
+    return acc
+
+
+@_scalar(ps.Invert)
+def _invert(em, sop, args, idt, odt):
+    if idt[0] != "bool":
+        raise Unsupported("bitwise invert on integers")
+    return em.let(f"not({args[0]})", "bool")
+
+
+@_scalar(ps.Switch)
+def _switch(em, sop, args, idt, odt):
+    k = _kdt(odt)
+    c = em.cast(args[0], "bool")
+    return em.let(f"where({c}, {em.cast(args[1], k)}, {em.cast(args[2], k)})", k)
+
+
+@_scalar(ps.Second)
+def _second(em, sop, args, idt, odt):
+    k = _kdt(odt)
+    return em.let(f"fill({args[0]}, {em.cast(args[1], k)})", k)
+
+
+@_scalar(ps.Identity)
+def _identity(em, sop, args, idt, odt):
+    return em.cast(args[0], _kdt(odt))
+
+
+@_scalar(ps.Cast)
+def _castop(em, sop, args, idt, odt):
+    k = _kdt(odt)
+    if odt in _WIDE and idt[0] not in ("bool",) and not (idt[0] in _WIDE and
+                                                        np.can_cast(idt[0], odt)):
+        raise Unsupported(f"cast {idt[0]} -> {odt} (wraps in NumPy; kiln holds {odt} as i64)")
+    if odt == "bool":
+        return em.cast(args[0], "bool")
+    return em.cast(args[0], k)
+
+
+@_scalar(ps.Composite)
+def _composite(em, sop, args, idt, odt):
+    fg = sop.fgraph
+    sub = dict(zip(fg.inputs, args))
+    for node in fg.toposort():
+        ins = []
+        for v in node.inputs:
+            if v in sub:
+                ins.append(sub[v])
+            elif isinstance(v, Constant):
+                ins.append(em.const(np.asarray(v.data).astype(
+                    _NP_OF_KDT[_kdt(v.type.dtype)]), _kdt(v.type.dtype)))
+            else:
+                raise Unsupported(f"composite input {v}")
+        outs = _convert_scalar(em, node.op, ins, [v.type.dtype for v in node.inputs],
+                               [o.type.dtype for o in node.outputs])
+        sub.update(zip(node.outputs, outs))
+    res = []
+    for o in fg.outputs:
+        if o in sub:
+            res.append(sub[o])
+        else:
+            res.append(em.const(np.asarray(o.data), _kdt(o.type.dtype)))
+    return res
+
+
+def _convert_scalar(em, sop, args, idt, odts):
+    fn = None
+    for cls in type(sop).__mro__:
+        fn = KG_SCALAR_CONVERTERS.get(cls)
+        if fn is not None:
+            break
+    if fn is None:
+        raise Unsupported(f"kiln has no scalar op {type(sop).__name__}")
+    for d in idt:
+        _kdt(d, "an input")
+    res = fn(em, sop, args, idt, odts[0] if len(odts) == 1 else odts)
+    return res if isinstance(res, list) else [res]
+
+
+# --------------------------------------------------------------------------
+# Op converters: fn(em, node, ins) -> list of kiln names (one per output)
+
+KG_CONVERTERS = {}
+
+
+def kg_convert(*classes):
+    """Register a converter for the given PyTensor Op classes."""
+    def deco(fn):
+        for c in classes:
+            KG_CONVERTERS[c] = fn
+        return fn
+    return deco
+
+
+@kg_convert(pte.Elemwise)
+def _elemwise(em, node, ins):
+    return _convert_scalar(em, node.op.scalar_op, ins,
+                           [v.type.dtype for v in node.inputs],
+                           [o.type.dtype for o in node.outputs])
+
+
+_REDUCE = {ps.Add: "sum", ps.Mul: "prod", ps.ScalarMaximum: "max",
+           ps.ScalarMinimum: "min", ps.AND: "all", ps.OR: "any"}
+
+
+@kg_convert(pte.CAReduce)
+def _careduce(em, node, ins):
+    op = node.op
+    kop = _REDUCE.get(type(op.scalar_op))
+    if kop is None:
+        raise Unsupported(f"kiln has no reduction by {type(op.scalar_op).__name__}")
+    _need(kop)
+    x, = ins
+    idt = node.inputs[0].type.dtype
+    odt = node.outputs[0].type.dtype
+    ko = _kdt(odt)
+    if kop in ("sum", "prod"):
+        acc = op._acc_dtype(idt)
+        if acc in _WIDE or acc == "uint64":
+            raise Unsupported(f"accumulation in {acc}")
+        x = em.cast(x, _kdt(acc))
+        rk = _kdt(acc) if not (acc in ("bool", "int32")) else "i64"
+    elif kop in ("max", "min"):
+        if idt == "bool":
+            kop = "all" if kop == "min" else "any"
+            _need(kop)
+            rk = "bool"
+        else:
+            rk = em.kdt[x]
+    else:
+        x = em.cast(x, "bool")
+        rk = "bool"
+    ndim = node.inputs[0].type.ndim
+    axis = op.axis if op.axis is not None else tuple(range(ndim))
+    if len(axis) == 0:
+        r = x
+    else:
+        ax = ", ".join(str(a % ndim) for a in axis)
+        r = em.let(f"{kop}({x}, axis=[{ax}])", rk)
+    return [em.cast(r, ko)]
+
+
+@kg_convert(pte.DimShuffle)
+def _dimshuffle(em, node, ins):
+    x, = ins
+    op = node.op
+    order = list(op.new_order)
+    kept = [d for d in order if d != "x"]
+    ndim = op.input_ndim
+    drop = [d for d in range(ndim) if d not in kept]
+    if drop:
+        # index 0 rather than squeeze: PyTensor knows these dims are 1, kiln
+        # may only know a symbol (a slice of a symbolic dim)
+        ix = ", ".join("0" if d in drop else ":" for d in range(ndim))
+        x = em.let(f"{x}[{ix}]", em.kdt[x])
+    srt = sorted(kept)
+    perm = [srt.index(d) for d in kept]
+    if perm != list(range(len(perm))):
+        x = em.let(f"transpose({x}, axes=[{', '.join(map(str, perm))}])", em.kdt[x])
+    newax = [i for i, d in enumerate(order) if d == "x"]
+    if newax:
+        x = em.let(f"expand_dims({x}, axis=[{', '.join(map(str, newax))}])", em.kdt[x])
+    return [x]
+
+
+def _dims_text(dims):
+    return ", ".join(str(int(d)) for d in dims)
+
+
+@kg_convert(ptsh.Reshape)
+def _reshape(em, node, ins):
+    x = ins[0]
+    try:
+        shp = [int(s) for s in np.asarray(_const_value(node.inputs[1])).reshape(-1)]
+    except Unsupported:
+        st = node.outputs[0].type.shape
+        if sum(s is None for s in st) > 1:
+            raise
+        shp = [-1 if s is None else s for s in st]
+    return [em.let(f"reshape({x}, shape=[{_dims_text(shp)}])", em.kdt[x])]
+
+
+def _static_or_const_shape(node, shape_inputs):
+    out = []
+    st = node.outputs[0].type.shape
+    for i, v in enumerate(shape_inputs):
+        try:
+            out.append(int(_const_value(v)))
+        except Unsupported:
+            if st[i] is None:
+                raise
+            out.append(int(st[i]))
+    return out
+
+
+@kg_convert(ptb.Alloc)
+def _alloc(em, node, ins):
+    k = _kdt(node.outputs[0].type.dtype)
+    shp = _static_or_const_shape(node, node.inputs[1:])
+    return [em.let(f"alloc({em.cast(ins[0], k)}, shape=[{_dims_text(shp)}])", k)]
+
+
+@kg_convert(ptb.Join)
+def _join(em, node, ins):
+    k = _kdt(node.outputs[0].type.dtype)
+    axis = int(_const_value(node.inputs[0])) % node.outputs[0].type.ndim
+    xs = [em.cast(x, k) for x in ins[1:]]
+    if len(xs) == 1:
+        return [xs[0]]
+    return [em.let(f"join({axis}, {', '.join(xs)})", k)]
+
+
+@kg_convert(ptb.MakeVector)
+def _makevector(em, node, ins):
+    k = _kdt(node.outputs[0].type.dtype)
+    if not ins:
+        raise Unsupported("an empty MakeVector")
+    xs = [em.cast(x, k) for x in ins]
+    return [em.let(f"stack({', '.join(xs)})", k)]
+
+
+@kg_convert(ptsh.Shape_i)
+def _shape_i(em, node, ins):
+    s = node.inputs[0].type.shape[node.op.i]
+    if s is None:
+        raise Unsupported("the shape of a dim only known at run time")
+    return [em.const(np.array(s, dtype=np.int64), "i64")]
+
+
+@kg_convert(ptsh.Shape)
+def _shape(em, node, ins):
+    st = node.inputs[0].type.shape
+    if any(s is None for s in st):
+        raise Unsupported("the shape of an array only known at run time")
+    return [em.const(np.array(st, dtype=np.int64), "i64")]
+
+
+@kg_convert(ptsh.SpecifyShape)
+def _specify_shape(em, node, ins):
+    x = ins[0]
+    st = node.outputs[0].type.shape
+    if all(s is not None for s in st) and st != node.inputs[0].type.shape and st:
+        return [em.let(f"broadcast_to({x}, shape=[{_dims_text(st)}])", em.kdt[x])]
+    return [x]
+
+
+@kg_convert(DeepCopyOp, ViewOp, ptb.TensorFromScalar, ptb.ScalarFromTensor,
+            ptsh.Unbroadcast)
+def _identity_op(em, node, ins):
+    return [ins[0]]
+
+
+def _index_text(em, entries):
+    parts = []
+    for e in entries:
+        if isinstance(e, slice):
+            vals = []
+            for v in (e.start, e.stop, e.step):
+                if v is None or (isinstance(v, Constant) and v.data is None):
+                    vals.append("")
+                else:
+                    vals.append(str(int(_const_value(v) if not isinstance(v, (int, np.integer)) else v)))
+            parts.append(":".join(vals) if vals[2] else f"{vals[0]}:{vals[1]}")
+        else:
+            parts.append(str(int(_const_value(e) if not isinstance(e, (int, np.integer)) else e)))
+    return ", ".join(parts) if parts else ":"
+
+
+@kg_convert(ptst.Subtensor)
+def _subtensor(em, node, ins):
+    idx = ptst.get_idx_list(node.inputs, node.op.idx_list)
+    return [em.let(f"{ins[0]}[{_index_text(em, idx)}]", em.kdt[ins[0]])]
+
+
+@kg_convert(ptst.IncSubtensor)
+def _incsubtensor(em, node, ins):
+    op = node.op
+    idx = ptst.get_idx_list(node.inputs[1:], op.idx_list)
+    x = ins[0]
+    v = em.cast(ins[1], em.kdt[x])
+    f = "set_subtensor" if op.set_instead_of_inc else "inc_subtensor"
+    if not idx:
+        raise Unsupported("an empty index")
+    return [em.let(f"{f}({x}[{_index_text(em, idx)}], {v})", em.kdt[x])]
+
+
+def _index_name(em, var, name):
+    if var.type.dtype == "bool":
+        raise Unsupported("boolean mask indexing")
+    if var.type.dtype not in ("int64", "int32") and not var.type.dtype.startswith(("int", "uint")):
+        raise Unsupported(f"index of dtype {var.type.dtype}")
+    return em.cast(name, "i64") if em.kdt[name] not in ("i64", "i32") else name
+
+
+@kg_convert(ptst.AdvancedSubtensor1)
+def _adv_sub1(em, node, ins):
+    x, i = ins
+    i = _index_name(em, node.inputs[1], i)
+    return [em.let(f"{x}[{i}]", em.kdt[x])]
+
+
+@kg_convert(ptst.AdvancedIncSubtensor1)
+def _adv_inc1(em, node, ins):
+    x, v, i = ins
+    i = _index_name(em, node.inputs[2], i)
+    v = em.cast(v, em.kdt[x])
+    f = "set_subtensor" if node.op.set_instead_of_inc else "inc_subtensor"
+    return [em.let(f"{f}({x}[{i}], {v})", em.kdt[x])]
+
+
+def _one_tensor_index(node, idx_inputs):
+    """Axis and variable of the single integer tensor index among full slices."""
+    axis, tvar = None, None
+    for pos, v in enumerate(idx_inputs):
+        if isinstance(v.type, TensorType):
+            if tvar is not None:
+                raise Unsupported("more than one index array")
+            axis, tvar = pos, v
+            continue
+        if isinstance(v, Constant) and isinstance(v.data, slice) and \
+                v.data == slice(None, None, None):
+            continue
+        raise Unsupported("an index other than one array and full slices")
+    if tvar is None:
+        raise Unsupported("no index array")
+    return axis, tvar
+
+
+@kg_convert(ptst.AdvancedSubtensor)
+def _adv_sub(em, node, ins):
+    axis, tvar = _one_tensor_index(node, node.inputs[1:])
+    i = _index_name(em, tvar, em.val.get(tvar) or _name_of(em, tvar))
+    x = ins[0]
+    return [em.let(f"take({x}, {i}, axis={axis})", em.kdt[x])]
+
+
+@kg_convert(ptst.AdvancedIncSubtensor)
+def _adv_inc(em, node, ins):
+    if getattr(node.op, "ignore_duplicates", False) and not node.op.set_instead_of_inc:
+        raise Unsupported("inc with ignore_duplicates")
+    axis, tvar = _one_tensor_index(node, node.inputs[2:])
+    i = _index_name(em, tvar, em.val.get(tvar) or _name_of(em, tvar))
+    x = ins[0]
+    v = em.cast(ins[1], em.kdt[x])
+    f = "set_subtensor" if node.op.set_instead_of_inc else "inc_subtensor"
+    colons = ", ".join([":"] * axis + [i])
+    return [em.let(f"{f}({x}[{colons}], {v})", em.kdt[x])]
+
+
+@kg_convert(ptm.Dot)
+def _dot(em, node, ins):
+    odt = node.outputs[0].type.dtype
+    if not _is_float(odt):
+        raise Unsupported(f"integer dot ({odt})")
+    k = _kdt(odt)
+    a, b = (em.cast(x, k) for x in ins)
+    if any(v.type.ndim not in (1, 2) for v in node.inputs):
+        raise Unsupported("dot of arrays of rank > 2")
+    return [em.let(f"dot({a}, {b})", k)]
+
+
+@kg_convert(ptx.CumOp)
+def _cumop(em, node, ins):
+    op = node.op
+    kop = "cumsum" if op.mode == "add" else "cumprod"
+    _need(kop, 1, ", axis=0")
+    dt = node.inputs[0].type.dtype
+    if dt in _WIDE or dt == "bool":
+        raise Unsupported(f"{kop} of {dt}")
+    x = ins[0]
+    if op.axis is None:
+        if node.inputs[0].type.ndim != 1:
+            x = em.let(f"reshape({x}, shape=[-1])", em.kdt[x])
+        axis = 0
+    else:
+        axis = op.axis % node.inputs[0].type.ndim
+    return [em.let(f"{kop}({x}, axis={axis})", em.kdt[x])]
+
+
+@kg_convert(CheckAndRaise)
+def _check(em, node, ins):
+    _need("check", 2)
+    x, *conds = ins
+    cs = []
+    for var, c in zip(node.inputs[1:], conds):
+        c = em.cast(c, "bool")
+        if var.type.ndim:
+            _need("all")
+            c = em.let(f"all({c})", "bool")
+        cs.append(c)
+    msg = _kg_string(node.op.msg)
+    em.checks[msg[1:-1].replace('\\"', '"').replace("\\\\", "\\")] = (
+        node.op.exc_type, node.op.msg)
+    if not cs:
+        return [x]
+    return [em.let(f"check({x}, {', '.join(cs)}, msg={msg})", em.kdt[x])]
+
+
+def _converter_for(op):
+    for cls in type(op).__mro__:
+        fn = KG_CONVERTERS.get(cls)
+        if fn is not None:
+            return fn
+    return None
+
+
+def _check_types(node):
+    for v in list(node.inputs) + list(node.outputs):
+        t = v.type
+        if isinstance(t, TensorType) or isinstance(t, ps.ScalarType):
+            _kdt(t.dtype, f"'{v}'")
+        elif isinstance(v, Constant) and isinstance(node.op, (ptst.AdvancedSubtensor,
+                                                             ptst.AdvancedIncSubtensor)):
+            continue
+        else:
+            raise Unsupported(f"a value of type {t}")
+
+
+def _convert_node(em, node):
+    if isinstance(node.op, KilnOp):
+        raise Unsupported("already a kiln function")
+    fn = _converter_for(node.op)
+    if fn is None:
+        raise Unsupported("no kiln conversion")
+    _check_types(node)
+    ins = []
+    for v in node.inputs:
+        if isinstance(v.type, (TensorType, ps.ScalarType)):
+            ins.append(_name_of(em, v))
+        else:
+            ins.append(None)
+    outs = fn(em, node, ins)
+    if len(outs) != len(node.outputs):
+        raise Unsupported("output count")
+    # the kiln dtype of each result must be the PyTensor dtype
+    fixed = []
+    for o, name in zip(node.outputs, outs):
+        fixed.append(em.cast(name, _kdt(o.type.dtype)))
+    em.val.update(zip(node.outputs, fixed))
+    return fixed
+
+
+def node_support(node):
+    """None when kiln can run NODE, else the reason it cannot (a string)."""
+    em = _Emitter()
+    for v in node.inputs:
+        if not isinstance(v, Constant) and isinstance(v.type, (TensorType, ps.ScalarType)):
+            try:
+                em.input(v, _kdt(v.type.dtype, f"'{v}'"))
+            except Unsupported as e:
+                return str(e)
+    try:
+        _convert_node(em, node)
+    except Unsupported as e:
+        return str(e)
+    except Exception as e:  # a converter bug must not sink the graph
+        return f"conversion failed: {type(e).__name__}: {e}"
+    return None
+
+
+class KgGraph:
+    """A PyTensor graph as kiln text.
+
+    ``text``: the ``.kg`` text; ``input_names``/``output_names``: kiln names
+    in the order of ``inputs``/``outputs`` (the PyTensor variables);
+    ``checks``: the run-time check messages as written in the text, mapped to
+    (exception type PyTensor raises, original message).
+    """
+
+    def __init__(self, text, inputs, outputs, input_names, output_names, checks,
+                 in_dtypes, out_dtypes):
+        self.text = text
+        self.inputs = inputs
+        self.outputs = outputs
+        self.input_names = input_names
+        self.output_names = output_names
+        self.checks = checks
+        self.in_dtypes = in_dtypes
+        self.out_dtypes = out_dtypes
+
+    def __repr__(self):
+        return f"KgGraph({len(self.inputs)} inputs, {len(self.outputs)} outputs)\n{self.text}"
+
+
+def _nodes_to_kg(nodes, inputs, outputs, name="pytensor"):
+    em = _Emitter()
+    in_names = []
+    for v in inputs:
+        in_names.append(em.input(v, _kdt(v.type.dtype, f"input '{v}'")))
+    for node in nodes:
+        _convert_node(em, node)
+    outs = []
+    out_names = []
+    for i, v in enumerate(outputs):
+        vn = _name_of(em, v)
+        on = f"out{i}"
+        outs.append((on, vn))
+        out_names.append(on)
+    text = em.text(name, outs)
+    return KgGraph(text, list(inputs), list(outputs), in_names, out_names, em.checks,
+                   [v.type.dtype for v in inputs], [v.type.dtype for v in outputs])
+
+
+def fgraph_to_kg(fgraph, name="pytensor"):
+    """Convert a whole FunctionGraph to a ``KgGraph`` (raises ``Unsupported``).
+
+    Inputs are ``fgraph.inputs`` in order (named ``inN_<name>``), outputs
+    ``fgraph.outputs`` in order (named ``outN``).  PyTensor dtypes int8,
+    int16, uint8, uint16, uint32 are i64 in kiln; cast outputs back with
+    ``numpy.asarray(r, dtype=out_dtypes[i])``.
+    """
+    return _nodes_to_kg(fgraph.toposort(), fgraph.inputs, fgraph.outputs, name)
+
+
+def to_kg(inputs, outputs, rewrite=True, name="pytensor"):
+    """Convert PyTensor ``outputs`` of ``inputs`` to a ``KgGraph``.
+
+    With ``rewrite=True`` the KILN mode's rewrites run first (on a clone).
+    """
+    fg = FunctionGraph(list(inputs), list(outputs), clone=True)
+    if rewrite:
+        KILN.optimizer.rewrite(fg)
+    return fgraph_to_kg(fg, name)
+
+
+# --------------------------------------------------------------------------
+# compiled kiln functions, memoised by text and options
+
+_fn_cache = {}
+_fn_lock = threading.Lock()
+
+
+def _compile(text, options):
+    key = (text, tuple(sorted(options.items())))
+    with _fn_lock:
+        fn = _fn_cache.get(key)
+    if fn is None:
+        g = _kiln.Graph.parse(text, filename="<pytensor>")
+        fn = _kiln.compile(g, **options)
+        with _fn_lock:
+            fn = _fn_cache.setdefault(key, fn)
+    return fn
+
+
+class KilnOp(Op):
+    """A subgraph compiled by kiln; its perform calls the kiln function."""
+
+    __props__ = ()
+
+    def __init__(self, kg, fn):
+        self.kg = kg
+        self.fn = fn
+        self._in_np = [_NP_OF_KDT[_kdt(d)] for d in kg.in_dtypes]
+        self._out_np = [np.dtype(d) for d in kg.out_dtypes]
+        self._copy = [n in kg.input_names for n in kg.output_names]
+        self._scalar = [isinstance(o.type, ps.ScalarType) for o in kg.outputs]
+
+    def __eq__(self, other):
+        return self is other
+
+    def __hash__(self):
+        return id(self)
+
+    def __str__(self):
+        return f"Kiln{{{len(self.kg.inputs)}->{len(self.kg.outputs)}}}"
+
+    def make_node(self, *inputs):
+        return Apply(self, list(inputs), [o.type() for o in self.kg.outputs])
+
+    def perform(self, node, inputs, output_storage):
+        args = [np.asarray(x, dtype=d) for x, d in zip(inputs, self._in_np)]
+        try:
+            res = self.fn(*args)
+        except _kiln.CheckError as e:
+            found = None
+            for written, (exc_type, msg) in self.kg.checks.items():
+                if written in str(e):
+                    found = exc_type(msg)
+                    break
+            if found is None:
+                raise
+            raise found from e
+        for i, (st, r) in enumerate(zip(output_storage, res)):
+            d = self._out_np[i]
+            r = np.asarray(r)
+            if r.dtype != d:
+                r = r.astype(d)
+            elif self._copy[i]:
+                r = r.copy()
+            st[0] = r[()] if self._scalar[i] else r
+
+
+# --------------------------------------------------------------------------
+# partition and link
+
+def _partition(fgraph):
+    """Groups of kiln-supported nodes (lists in topological order) and the
+    unsupported nodes with their reasons."""
+    order = fgraph.toposort()
+    reason = {}
+    for node in order:
+        r = node_support(node)
+        if r is not None:
+            reason[node] = r
+    # level: number of unsupported nodes on the longest path into a value;
+    # supported nodes of one level never reach each other through an
+    # unsupported node, so each level is one kiln function (no cycles)
+    vlevel = {}
+    groups = {}
+    for node in order:
+        lv = max([vlevel.get(v, 0) for v in node.inputs], default=0)
+        if node in reason:
+            for o in node.outputs:
+                vlevel[o] = lv + 1
+        else:
+            for o in node.outputs:
+                vlevel[o] = lv
+            groups.setdefault(lv, []).append(node)
+    return [groups[k] for k in sorted(groups)], reason
+
+
+def _group_io(fgraph, nodes):
+    inside = set(nodes)
+    produced = {o for n in nodes for o in n.outputs}
+    ins, seen = [], set()
+    for n in nodes:
+        for v in n.inputs:
+            if v not in produced and not isinstance(v, Constant) and v not in seen:
+                seen.add(v)
+                ins.append(v)
+    outs = []
+    fg_outs = set(fgraph.outputs)
+    for n in nodes:
+        for o in n.outputs:
+            if o in fg_outs or any(c != "output" and c not in inside
+                                   for c, _ in fgraph.clients.get(o, [])):
+                outs.append(o)
+    return ins, outs
+
+
+class KilnLinker(VMLinker):
+    """PyTensor linker running the graph in kiln (see the module docstring).
+
+    ``backend``, ``policy``, ``tiers``, ``cache``: passed to ``kiln.compile``
+    (None: kiln's defaults and environment, e.g. ``KILN_BACKEND``).
+    """
+
+    def __init__(self, backend=None, policy=None, tiers=None, cache=None, allow_gc=None,
+                 **kwargs):
+        kwargs["use_cloop"] = False
+        kwargs["c_thunks"] = False
+        super().__init__(allow_gc=allow_gc, **kwargs)
+        self.kiln_options = {k: v for k, v in dict(
+            backend=backend, policy=policy, tiers=tiers, cache=cache).items() if v is not None}
+
+    def accept(self, fgraph, no_recycling=None, profile=None):
+        if self.fgraph is not None and self.fgraph is not fgraph:
+            new = type(self)(allow_gc=self.allow_gc, **self.kiln_options)
+            return new.accept(fgraph, no_recycling, profile)
+        return super().accept(fgraph, no_recycling, profile)
+
+    def _kilnify(self):
+        fgraph = self.fgraph
+        groups, reason = _partition(fgraph)
+        replaced = 0
+        for gi, nodes in enumerate(groups):
+            ins, outs = _group_io(fgraph, nodes)
+            if not outs:
+                continue
+            try:
+                kg = _nodes_to_kg(nodes, ins, outs, name=f"pytensor{gi}")
+                fn = _compile(kg.text, self.kiln_options)
+            except Exception as e:  # noqa: BLE001 -- never sink the graph
+                msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+                for n in nodes:
+                    reason[n] = f"the kiln graph failed: {msg}"
+                continue
+            op = KilnOp(kg, fn)
+            new = op(*ins, return_list=True)
+            fgraph.replace_all(list(zip(outs, new)), reason="kiln", import_missing=True)
+            swap = dict(zip(outs, new))
+            self.no_recycling = [swap.get(v, v) for v in self.no_recycling]
+            replaced += 1
+        if replaced:
+            # views of values now computed inside kiln are gone from the graph
+            self.no_recycling = [v for v in self.no_recycling if v in fgraph.variables]
+        left = [(n, r) for n, r in reason.items() if not isinstance(n.op, KilnOp)
+                and n in fgraph.apply_nodes]
+        if left:
+            by = {}
+            for n, r in left:
+                by.setdefault((str(n.op), r), 0)
+                by[(str(n.op), r)] += 1
+            items = "; ".join(f"{op}{' x%d' % c if c > 1 else ''} ({r})"
+                              for (op, r), c in by.items())
+            warnings.warn(f"kiln: {len(left)} node(s) run in PyTensor's Python VM, "
+                          f"not kiln: {items}", KilnFallbackWarning, stacklevel=2)
+
+    def make_all(self, input_storage=None, output_storage=None, storage_map=None):
+        self._kilnify()
+        return super().make_all(input_storage, output_storage, storage_map)
+
+
+# --------------------------------------------------------------------------
+# constant folding without C compilation
+
+@node_rewriter(None)
+def kiln_constant_folding(fgraph, node):
+    """PyTensor's constant folding with Python thunks (never compiles C)."""
+    if not all(isinstance(i, Constant) for i in node.inputs):
+        return False
+    if not node.op.do_constant_folding(fgraph, node):
+        return False
+    storage = {i: [i.data] for i in node.inputs}
+    computed = {i: [True] for i in node.inputs}
+    for o in node.outputs:
+        storage[o] = [None]
+        computed[o] = [False]
+    try:
+        thunk = node.op.make_thunk(node, storage, computed, no_recycling=[], impl="py")
+    except (NotImplementedError, TypeError):
+        return False
+    thunk()
+    res = []
+    for o in node.outputs:
+        data = storage[o][0]
+        if isinstance(o.type, TensorType):
+            t = TensorType(o.type.dtype, shape=np.shape(data), name=o.type.name)
+        else:
+            t = o.type
+        res.append(t.make_constant(data))
+    return res
+
+
+def _register_rewrites():
+    from pytensor.tensor.rewriting.basic import (register_canonicalize,
+                                                 register_specialize,
+                                                 register_stabilize,
+                                                 register_uncanonicalize)
+    rw = in2out(kiln_constant_folding, ignore_newtrees=True,
+                name="kiln_constant_folding")
+    for reg in (register_canonicalize, register_uncanonicalize, register_stabilize,
+                register_specialize):
+        reg(rw, "kiln_only", final_rewriter=True, use_db_name_as_tag=False)
+
+
+# The rewrites: PyTensor's fast_run (canonicalize, stabilize, specialize) as
+# in its JAX mode, without fusion (kiln fuses), inplace, BLAS and C-only
+# rewrites, and with the C-compiling constant folding replaced by the
+# Python one above.  docs/pytensor.md says why.
+KILN_INCLUDE = ("fast_run", "kiln_only")
+KILN_EXCLUDE = ("cxx_only", "BlasOpt", "fusion", "inplace", "local_careduce_fusion",
+                "topo_constant_folding")
+
+
+def mode(backend=None, policy=None, tiers=None, cache=None):
+    """A PyTensor Mode on kiln with compile options (see ``kiln.compile``)."""
+    return Mode(KilnLinker(backend=backend, policy=policy, tiers=tiers, cache=cache),
+                RewriteDatabaseQuery(include=list(KILN_INCLUDE),
+                                     exclude=list(KILN_EXCLUDE)))
+
+
+if "kiln_constant_folding" not in str(getattr(pytensor, "_kiln_registered", "")):
+    _register_rewrites()
+    pytensor._kiln_registered = "kiln_constant_folding"
+
+KILN = mode()
+if "kiln" not in predefined_linkers:
+    register_linker("kiln", KilnLinker())
+if "KILN" not in predefined_modes:
+    register_mode("KILN", KILN)

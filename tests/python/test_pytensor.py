@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""kiln.pytensor against PyTensor's Python reference (pytest).
+
+Every graph is compiled in the KILN mode and in Mode(linker="py",
+optimizer=None); results must agree to 1e-9 relative, with equal dtypes and
+shapes.  Each graph runs on every backend given in KILN_TEST_BACKENDS
+(default "interp tcc llvm"; a backend that is not built is skipped).
+
+Needs PyTensor (the shared copy: KILN_SHARED_PYTHON, else ../shared/python
+beside the source tree) and numpy; SKIPs without them.
+"""
+import os
+import sys
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from kiln_pt_common import setup_or_skip, backends_available  # noqa: E402
+
+setup_or_skip()
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import pytensor  # noqa: E402
+import pytensor.tensor as pt  # noqa: E402
+from pytensor.compile.mode import Mode  # noqa: E402
+
+import kiln  # noqa: E402
+import kiln.pytensor as kp  # noqa: E402
+
+REF = Mode(linker="py", optimizer=None)
+rng = np.random.default_rng(42)
+
+
+def vals(*shape, lo=-2.0, hi=2.0, dtype="float64"):
+    return rng.uniform(lo, hi, size=shape).astype(dtype)
+
+
+def pos(*shape, dtype="float64"):
+    return rng.uniform(0.2, 3.0, size=shape).astype(dtype)
+
+
+CASES = []
+
+
+def case(name, ins, outs, args, expect_fallback=False):
+    CASES.append((name, ins, outs, args, expect_fallback))
+
+
+# ---- elementwise ---------------------------------------------------------
+x = pt.dvector("x")
+y = pt.dvector("y")
+m = pt.dmatrix("m")
+xv, yv, mv = vals(5), pos(5), vals(3, 5)
+unary = {
+    "exp": pt.exp, "log": pt.log, "log1p": pt.log1p, "expm1": pt.expm1,
+    "sqrt": pt.sqrt, "tanh": pt.tanh, "sin": pt.sin, "cos": pt.cos,
+    "erf": pt.erf, "erfc": pt.erfc, "gammaln": pt.gammaln, "psi": pt.psi,
+    "trigamma": pt.tri_gamma, "sigmoid": pt.sigmoid, "softplus": pt.softplus,
+    "abs": pt.abs, "neg": pt.neg, "sqr": pt.sqr, "reciprocal": pt.reciprocal,
+    "log2": pt.log2, "log10": pt.log10, "exp2": pt.exp2,
+}
+for n, f in unary.items():
+    case(f"elemwise {n}", [y], [f(y)], [pos(7)])
+case("elemwise sign floor ceil trunc round",
+     [x], [pt.sign(x), pt.floor(x), pt.ceil(x), pt.trunc(x), pt.round(x, "half_to_even")],
+     [np.array([-2.5, -1.5, -0.5, 0.0, 0.5, 1.5, 2.5, 1.7])])
+case("elemwise log1mexp erfcx erfinv", [y],
+     [pt.log1mexp(-y), pt.erfcx(y), pt.erfinv(y / 4)], [pos(6)])
+case("elemwise gammainc gammaincc betainc", [x, y],
+     [pt.gammainc(y, x * x), pt.gammaincc(y, x * x), pt.betainc(y, y + 1, pt.sigmoid(x))],
+     [vals(5), pos(5)])
+case("elemwise isnan isinf", [x], [pt.isnan(x), pt.isinf(x)],
+     [np.array([0.0, np.nan, np.inf, -np.inf, 1.0])])
+case("elemwise mod clip", [x, y], [pt.mod(x, y), pt.clip(x, -0.5, 0.7)], [xv, yv])
+case("binary add sub mul div pow", [x, y],
+     [x + y, x - y, x * y, x / y, y ** x, pt.maximum(x, y), pt.minimum(x, y)], [xv, yv])
+case("n-ary add and mul", [x, y, m], [x + y + m + 1.5, x * y * m], [xv, yv, mv])
+case("comparisons and logic", [x, y],
+     [x < y, x <= y, x > y, x >= y, pt.eq(x, y), pt.neq(x, y),
+      pt.and_(x < 0, y > 1), pt.or_(x < 0, y > 1), pt.invert(x < 0), pt.xor(x < 0, y > 1)],
+     [np.array([0.5, -1.0, 2.0, 1.0, 0.0]), np.array([0.5, 1.5, 1.0, 1.0, -1.0])])
+case("switch and fill", [x, y], [pt.switch(x > 0, x, y), pt.second(x, 3.0), pt.fill(y, x[0])],
+     [xv, yv])
+case("broadcasting row/col", [x, m],
+     [m + x, m * x[None, :], m[:, 0][:, None] - m, pt.exp(m.T) * m.T[:, 0][:, None]], [xv, mv])
+k = pt.lvector("k")
+k32 = pt.ivector("k32")
+f32 = pt.fvector("f32")
+case("int64 arithmetic and true_div", [k], [k + 3, k * k, k - 7, k / 2, -k, abs(k)],
+     [np.array([1, -4, 9, 0], dtype=np.int64)])
+case("int32 with float32 promotes", [k32, f32], [k32 + f32, f32 * 2, pt.exp(f32), k32 * 2],
+     [np.array([1, 2, 3], dtype=np.int32), np.array([0.5, -1.5, 2.25], dtype=np.float32)])
+case("casts", [x, k], [pt.cast(x, "int64"), pt.cast(k, "float32"), pt.cast(x, "bool"),
+                       pt.cast(x > 0, "int8") * 1.5, pt.cast(k, "int32")],
+     [np.array([-2.7, 0.0, 3.9]), np.array([3, -1, 0], dtype=np.int64)])
+b = pt.bvector("b")
+case("int8 input widened", [b, x], [b * x, b + 1, pt.cast(b, "float64").sum()],
+     [np.array([1, -2, 3], dtype=np.int8), np.array([0.5, 1.0, 2.0])])
+case("composite inlined", [x, y],
+     [pytensor.tensor.elemwise.Elemwise(pytensor.scalar.Composite(
+         [s1 := pytensor.scalar.float64("a"), s2 := pytensor.scalar.float64("b")],
+         [pytensor.scalar.exp(s1) * s2 + pytensor.scalar.log(s2)]))(x, y)],
+     [xv, yv])
+
+# ---- reductions ----------------------------------------------------------
+t3 = pt.dtensor3("t3")
+t3v = vals(2, 3, 4)
+case("sum prod max min axes", [t3],
+     [t3.sum(), t3.sum(axis=0), t3.sum(axis=(0, 2)), t3.prod(axis=1), t3.max(axis=-1),
+      t3.min(axis=(1, 2)), t3.sum(axis=1, keepdims=True), t3.max()], [t3v])
+case("all any", [t3], [pt.all(t3 > 0, axis=1), pt.any(t3 > 1.5), pt.all(t3 > -5)], [t3v])
+case("sum f32 accumulates in f64", [f32], [f32.sum(), f32.prod(), f32.sum(dtype="float64")],
+     [np.array([1e8, 1.0, -1e8, 0.5], dtype=np.float32)])
+case("sum of ints and bools", [k], [k.sum(), (k > 0).sum(), k.prod(), k.max(), k.sum(dtype="float64")],
+     [np.array([3, -1, 4, 1, 5], dtype=np.int64)])
+case("logsumexp and mean", [m], [pt.logsumexp(m, axis=1), pt.mean(m, axis=0), pt.logsumexp(m)],
+     [vals(3, 5) * 300])
+
+# ---- shapes --------------------------------------------------------------
+case("dimshuffle", [t3], [t3.dimshuffle(2, 0, 1), t3.dimshuffle("x", 0, 1, 2),
+                          t3[:, :1, :].dimshuffle(0, 2), t3.T], [t3v])
+case("reshape", [t3], [t3.reshape((6, 4)), t3.reshape((-1,)), t3.reshape((2, 12))], [t3v])
+sx = pt.tensor("sx", shape=(2, 3), dtype="float64")
+case("static shapes: alloc, shape_i, specify_shape", [sx, x],
+     [pt.alloc(x[0], 2, 3) + sx, sx.shape[1] * sx, pt.specify_shape(sx, (2, 3)) * 2,
+      pt.zeros((3, 2)) + sx.T, pt.ones_like(sx)], [vals(2, 3), xv])
+case("join and make_vector", [x, y, m],
+     [pt.concatenate([x, y]), pt.concatenate([m, m[:1]], axis=0), pt.stack([x[0], y[1], 2.0]),
+      pt.as_tensor([x[0], y[2]])], [xv, yv, mv])
+case("subtensor", [t3], [t3[0], t3[1, 2], t3[:, 1:3], t3[::-1, :, ::2], t3[-1, -1, -1],
+                         t3[:, 0, 1:]], [t3v])
+case("inc and set subtensor", [m, x],
+     [pt.set_subtensor(m[1:3], x), pt.inc_subtensor(m[0, 1:4], x[:3]),
+      pt.set_subtensor(m[:, 0], 7.0)], [mv, xv])
+idx = pt.lvector("idx")
+case("advanced indexing", [m, x, idx],
+     [x[idx], m[idx[1:]], pt.inc_subtensor(x[idx], 1.0), pt.set_subtensor(x[idx], -x[idx]),
+      m[:, idx], x[np.array([0, 0, 2])], pt.inc_subtensor(m[:, idx], 2.0)],
+     [mv, xv, np.array([4, 0, 0, 2], dtype=np.int64)])
+a2 = pt.dmatrix("a2")
+case("dot shapes", [x, m, a2],
+     [pt.dot(x, x), pt.dot(m, x), pt.dot(x[:3], m), pt.dot(m, a2), pt.dot(m.T, m)],
+     [xv, mv, vals(5, 2)])
+case("cumsum cumprod", [m], [pt.cumsum(m, axis=1), pt.cumprod(m, axis=0), pt.cumsum(m)], [mv])
+
+# ---- float32 -------------------------------------------------------------
+fm = pt.fmatrix("fm")
+case("float32 graph", [fm, f32], [pt.exp(fm).sum(axis=1) + pt.log1p(f32 * f32)[:3],
+                                   pt.sigmoid(fm) * 2.5, fm.max(axis=0)],
+     [vals(3, 4, dtype="float32"), vals(3, dtype="float32")])
+
+# ---- fallback ------------------------------------------------------------
+case("fallback: tan and argmax stay in PyTensor", [x, y],
+     [pt.exp(pt.tan(x) + y).sum(), pt.argmax(x) + 1, x * 2], [xv, yv], expect_fallback=True)
+z = pt.zvector("zz")
+case("fallback: complex arithmetic", [z, x], [pt.real(z * 2).sum() + x], [np.array([1 + 2j, 3 - 1j]), xv],
+     expect_fallback=True)
+h = pt.vector("h", dtype="float16")
+case("fallback: float16", [h], [h * 2, pt.cast(h, "float64").sum()],
+     [np.array([1.5, 2.0], dtype=np.float16)], expect_fallback=True)
+case("fallback: shape computed at run time", [x, k],
+     [pt.alloc(1.0, k[0]) * 2], [xv, np.array([3], dtype=np.int64)], expect_fallback=True)
+
+
+def check_outputs(got, want):
+    if len(got) != len(want):
+        return f"{len(got)} outputs, expected {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.dtype != w.dtype:
+            return f"output {i}: dtype {g.dtype}, PyTensor {w.dtype}"
+        if g.shape != w.shape:
+            return f"output {i}: shape {g.shape}, PyTensor {w.shape}"
+        try:
+            np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-300 if g.dtype.kind == "f" and g.dtype.itemsize == 8 else 0,
+                                       equal_nan=True) if g.dtype != np.float32 else \
+                np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-30, equal_nan=True)
+        except AssertionError as e:
+            return f"output {i}: " + " ".join(str(e).split())[:300]
+    return None
+
+
+BACKENDS = backends_available()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name,ins,outs,args,expect_fallback", CASES,
+                         ids=[c[0].replace(" ", "_") for c in CASES])
+def test_graph(backend, name, ins, outs, args, expect_fallback):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f = pytensor.function(ins, outs, mode=kp.mode(backend=backend),
+                              on_unused_input="ignore")
+    fell = [w for w in caught if issubclass(w.category, kp.KilnFallbackWarning)]
+    got = f(*args)
+    want = pytensor.function(ins, outs, mode=REF, on_unused_input="ignore")(*args)
+    err = check_outputs(got, want)
+    assert err is None, err
+    if expect_fallback:
+        assert fell, "expected a KilnFallbackWarning"
+    if fell:
+        assert len(fell) == 1, f"{len(fell)} fallback warnings, expected one"
+        assert "\n" not in str(fell[0].message), "the warning is not one line"
+
+
+# ---- checks, errors, API -------------------------------------------------
+
+def test_assert_raises_assertionerror():
+    from pytensor.raise_op import Assert
+    v = pt.dvector("v")
+    out = Assert("v must be positive")(pt.exp(v), pt.all(v > 0))
+    f = pytensor.function([v], out, mode="KILN")
+    np.testing.assert_allclose(f(np.array([1.0, 2.0])), np.exp([1.0, 2.0]), rtol=1e-12)
+    with pytest.raises(AssertionError, match="v must be positive"):
+        f(np.array([1.0, -2.0]))
+
+
+def test_check_parameter_value_raises_parametervalueerror():
+    try:
+        from pymc.logprob.utils import CheckParameterValue, ParameterValueError
+    except Exception:  # noqa: BLE001
+        pytest.skip("no PyMC")
+    s = pt.dvector("s")
+    out = CheckParameterValue("sigma > 0")(pt.log(s).sum(), pt.all(s > 0))
+    f = pytensor.function([s], out, mode="KILN")
+    assert abs(f(np.array([1.0, 2.0])) - np.log(2.0)) < 1e-15
+    with pytest.raises(ParameterValueError, match="sigma > 0"):
+        f(np.array([1.0, -2.0]))
+
+
+def test_runtime_error_is_an_exception():
+    v = pt.dvector("v")
+    i = pt.lscalar("i")
+    f = pytensor.function([v, i], v[pt.stack([i])] * 2, mode="KILN")
+    with pytest.raises(Exception):
+        f(np.array([1.0, 2.0]), 5)
+
+
+def test_import_kiln_does_not_import_pytensor():
+    import subprocess
+    code = "import sys, kiln; assert 'pytensor' not in sys.modules, 'pytensor imported'"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_mode_and_linker_registered():
+    from pytensor.compile.mode import get_mode, predefined_linkers
+    assert isinstance(get_mode("KILN").linker, kp.KilnLinker)
+    assert isinstance(predefined_linkers["kiln"], kp.KilnLinker)
+    v = pt.dvector("v")
+    f = pytensor.function([v], pt.exp(v), mode=pytensor.compile.mode.Mode(linker="kiln"))
+    np.testing.assert_allclose(f(np.array([0.5])), np.exp([0.5]), rtol=1e-15)
+
+
+def test_to_kg_text_and_names():
+    a = pt.dvector("alpha")
+    bb = pt.dscalar("beta")
+    kg = kp.to_kg([a, bb], [pt.exp(a) * bb, (a ** 2).sum()])
+    assert kg.text.startswith("kiln 1\n")
+    assert len(kg.input_names) == 2 and "alpha" in kg.input_names[0] and "beta" in kg.input_names[1]
+    assert kg.output_names == ["out0", "out1"]
+    fn = kiln.compile(kiln.Graph.parse(kg.text))
+    r = fn(np.array([0.0, 1.0]), np.array(2.0))
+    np.testing.assert_allclose(r[0], 2 * np.exp([0.0, 1.0]), rtol=1e-15)
+    np.testing.assert_allclose(r[1], 1.0, rtol=1e-15)
+
+
+def test_unsupported_whole_graph_raises_in_to_kg():
+    v = pt.dvector("v")
+    with pytest.raises(kp.Unsupported, match="Tan|tan"):
+        kp.to_kg([v], [pt.tan(v)])
+
+
+def test_kiln_function_memoised_in_process():
+    v = pt.dvector("memo_v")
+    out = pt.sinh(v) if False else pt.exp(v) * 3.25 + 1.0
+    pytensor.function([v], out, mode="KILN")
+    n = len(kp._fn_cache)
+    f2 = pytensor.function([v], out, mode="KILN")
+    assert len(kp._fn_cache) == n
+    np.testing.assert_allclose(f2(np.array([1.0])), np.exp([1.0]) * 3.25 + 1, rtol=1e-15)
+
+
+def _kiln_cli():
+    lib = os.environ.get("KILN_LIBRARY", "")
+    cli = os.path.join(os.path.dirname(os.path.dirname(lib)), "tools", "kiln") if lib else ""
+    return cli if cli and os.access(cli, os.X_OK) else None
+
+
+def _cache_counts(cli, d):
+    import subprocess
+    out = subprocess.run([cli, "cache", "stats"], env=dict(os.environ, KILN_CACHE_DIR=d),
+                         capture_output=True, text=True).stdout
+    get = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0] in ("hits", "misses"):
+            get[parts[0]] = int(parts[1])
+    return get.get("hits", 0), get.get("misses", 0)
+
+
+def test_second_process_compiles_nothing(tmp_path):
+    """A fresh process compiling the same graph loads every kernel from
+    kiln's disk cache: the cache's miss count does not move."""
+    import subprocess
+    cli = _kiln_cli()
+    if cli is None:
+        pytest.skip("no kiln CLI beside $KILN_LIBRARY")
+    be = "llvm" if "llvm" in BACKENDS else ("tcc" if "tcc" in BACKENDS else None)
+    if be is None:
+        pytest.skip("no caching backend built")
+    code = (
+        "import numpy as np, pytensor, pytensor.tensor as pt, kiln.pytensor as kp\n"
+        "x = pt.dvector('x'); s = pt.dscalar('s')\n"
+        "lp = (-0.5 * ((x - s) / 2.0) ** 2).sum() + pt.log1p(pt.exp(s))\n"
+        f"f = pytensor.function([x, s], [lp, pytensor.grad(lp, s)], mode=kp.mode(backend='{be}'))\n"
+        "print(f(np.arange(5.0), 0.5)[0])\n")
+    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path), KILN_CACHE_MIN_COMPILE_MS="0",
+               PYTHONPATH=os.pathsep.join(sys.path))
+    r1 = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r1.returncode == 0, r1.stderr
+    h1, m1 = _cache_counts(cli, str(tmp_path))
+    assert m1 > 0, "the first process compiled nothing"
+    r2 = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r2.returncode == 0, r2.stderr
+    h2, m2 = _cache_counts(cli, str(tmp_path))
+    assert r1.stdout == r2.stdout
+    assert m2 == m1, f"the second process compiled {m2 - m1} kernel(s)"
+    assert h2 - h1 >= m1
