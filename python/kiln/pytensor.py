@@ -566,8 +566,59 @@ def _static_or_const_shape(node, shape_inputs):
 @kg_convert(ptb.Alloc)
 def _alloc(em, node, ins):
     k = _kdt(node.outputs[0].type.dtype)
-    shp = _static_or_const_shape(node, node.inputs[1:])
-    return [em.let(f"alloc({em.cast(ins[0], k)}, shape=[{_dims_text(shp)}])", k)]
+    v = em.cast(ins[0], k)
+    dims = _alloc_dims(node)
+    if dims is None or all(kind == "const" for kind, _ in dims):
+        shp = _static_or_const_shape(node, node.inputs[1:])
+        return [em.let(f"alloc({v}, shape=[{_dims_text(shp)}])", k)]
+    # sizes from Shape_i of other values (PyTensor's gradients build these):
+    # a zero model with one vector per dim, each of that dim's size
+    r = len(dims)
+    model = None
+    for p, (kind, val) in enumerate(dims):
+        if kind == "const":
+            u = em.let(f"zeros(shape=[{val}], dtype={k})", k)
+        else:
+            xvar, d = val
+            x = em.val[xvar]
+            zero = em.const(np.array(0, dtype=_NP_OF_KDT[k]), k)
+            z = em.let(f"fill({x}, {zero})", k)
+            others = [a for a in range(xvar.type.ndim) if a != d]
+            u = em.let(f"sum({z}, axis=[{', '.join(map(str, others))}])", k) if others else z
+        if r > 1:
+            axes = ", ".join(str(a) for a in range(r) if a != p)
+            u = em.let(f"expand_dims({u}, axis=[{axes}])", k)
+        model = u if model is None else em.let(f"add({model}, {u})", k)
+    return [em.let(f"fill({model}, {v})", k)]
+
+
+def _alloc_dims(node):
+    """Per output dim of an Alloc: ("const", size) or ("shape", (X, d)) for
+    Shape_i{d}(X); None when some size is neither."""
+    out = []
+    for v in node.inputs[1:]:
+        if v.owner is not None and isinstance(v.owner.op, ptsh.Shape_i) and \
+                isinstance(v.owner.inputs[0].type, TensorType):
+            out.append(("shape", (v.owner.inputs[0], v.owner.op.i)))
+            continue
+        try:
+            out.append(("const", int(_const_value(v))))
+        except Unsupported:
+            return None
+    return out
+
+
+def _reads(node):
+    """The variables a node's kiln conversion reads (usually its inputs)."""
+    if isinstance(node.op, ptb.Alloc):
+        dims = _alloc_dims(node)
+        if dims is not None:
+            xs = []
+            for kind, val in dims:
+                if kind == "shape" and val[0] not in xs:
+                    xs.append(val[0])
+            return [node.inputs[0]] + xs
+    return node.inputs
 
 
 @kg_convert(ptb.Join)
@@ -589,20 +640,35 @@ def _makevector(em, node, ins):
     return [em.let(f"stack({', '.join(xs)})", k)]
 
 
+def _dim_size(em, x, xvar, d):
+    """i64 scalar: the size of dim D of X (static: a constant; else counted
+    with kiln ops, exact: kiln has no shape op)."""
+    st = xvar.type.shape[d]
+    if st is not None:
+        return em.const(np.array(st, dtype=np.int64), "i64")
+    one = em.const(np.array(1, dtype=np.int64), "i64")
+    ones = em.let(f"fill({x}, {one})", "i64")
+    nd = xvar.type.ndim
+    if nd == 1:
+        return em.let(f"sum({ones})", "i64")
+    others = ", ".join(str(a) for a in range(nd) if a != d)
+    per = em.let(f"sum({ones}, axis=[{others}])", "i64")
+    return em.let(f"sum(cast(ge({per}, 0), dtype=i64))", "i64")
+
+
 @kg_convert(ptsh.Shape_i)
 def _shape_i(em, node, ins):
-    s = node.inputs[0].type.shape[node.op.i]
-    if s is None:
-        raise Unsupported("the shape of a dim only known at run time")
-    return [em.const(np.array(s, dtype=np.int64), "i64")]
+    return [_dim_size(em, ins[0], node.inputs[0], node.op.i)]
 
 
 @kg_convert(ptsh.Shape)
 def _shape(em, node, ins):
-    st = node.inputs[0].type.shape
-    if any(s is None for s in st):
-        raise Unsupported("the shape of an array only known at run time")
-    return [em.const(np.array(st, dtype=np.int64), "i64")]
+    xv = node.inputs[0]
+    st = xv.type.shape
+    if all(s is not None for s in st):
+        return [em.const(np.array(st, dtype=np.int64), "i64")]
+    dims = [_dim_size(em, ins[0], xv, d) for d in range(xv.type.ndim)]
+    return [em.let(f"stack({', '.join(dims)})", "i64")]
 
 
 @kg_convert(ptsh.SpecifyShape)
@@ -791,11 +857,15 @@ def _convert_node(em, node):
         raise Unsupported("already a kiln function")
     fn = _converter_for(node.op)
     if fn is None:
-        raise Unsupported("no kiln conversion")
+        raise Unsupported("no kiln conversion for this op; kiln.pytensor.kg_convert adds one")
     _check_types(node)
+    reads = _reads(node)
+    for v in reads:
+        if v not in node.inputs:
+            _name_of(em, v)
     ins = []
     for v in node.inputs:
-        if isinstance(v.type, (TensorType, ps.ScalarType)):
+        if isinstance(v.type, (TensorType, ps.ScalarType)) and v in reads:
             ins.append(_name_of(em, v))
         else:
             ins.append(None)
@@ -813,7 +883,7 @@ def _convert_node(em, node):
 def node_support(node):
     """None when kiln can run NODE, else the reason it cannot (a string)."""
     em = _Emitter()
-    for v in node.inputs:
+    for v in _reads(node):
         if not isinstance(v, Constant) and isinstance(v.type, (TensorType, ps.ScalarType)):
             try:
                 em.input(v, _kdt(v.type.dtype, f"'{v}'"))
@@ -917,13 +987,26 @@ class KilnOp(Op):
 
     __props__ = ()
 
-    def __init__(self, kg, fn):
+    def __init__(self, kg, fn, options=None):
         self.kg = kg
         self.fn = fn
+        self.options = dict(options or {})
         self._in_np = [_NP_OF_KDT[_kdt(d)] for d in kg.in_dtypes]
         self._out_np = [np.dtype(d) for d in kg.out_dtypes]
         self._copy = [n in kg.input_names for n in kg.output_names]
         self._scalar = [isinstance(o.type, ps.ScalarType) for o in kg.outputs]
+
+    def __getstate__(self):
+        # the compiled function is a handle into libkiln: pickle the text and
+        # options, recompile (from the disk cache) on load -- PyMC pickles
+        # compiled functions for multiprocess sampling
+        state = dict(self.__dict__)
+        state.pop("fn", None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.fn = _compile(self.kg.text, self.options)
 
     def __eq__(self, other):
         return self is other
@@ -978,7 +1061,8 @@ def _partition(fgraph):
     vlevel = {}
     groups = {}
     for node in order:
-        lv = max([vlevel.get(v, 0) for v in node.inputs], default=0)
+        lv = max([vlevel.get(v, 0) for v in
+                  (node.inputs if node in reason else _reads(node))], default=0)
         if node in reason:
             for o in node.outputs:
                 vlevel[o] = lv + 1
@@ -994,7 +1078,7 @@ def _group_io(fgraph, nodes):
     produced = {o for n in nodes for o in n.outputs}
     ins, seen = [], set()
     for n in nodes:
-        for v in n.inputs:
+        for v in _reads(n):
             if v not in produced and not isinstance(v, Constant) and v not in seen:
                 seen.add(v)
                 ins.append(v)
@@ -1045,7 +1129,7 @@ class KilnLinker(VMLinker):
                 for n in nodes:
                     reason[n] = f"the kiln graph failed: {msg}"
                 continue
-            op = KilnOp(kg, fn)
+            op = KilnOp(kg, fn, self.kiln_options)
             new = op(*ins, return_list=True)
             fgraph.replace_all(list(zip(outs, new)), reason="kiln", import_missing=True)
             swap = dict(zip(outs, new))

@@ -67,3 +67,18 @@ def backends_available():
         except Exception:  # noqa: BLE001
             print(f"# backend {be} not available: skipped")
     return out
+
+
+def rebind(function, backend):
+    """Point every kiln function inside a compiled PyTensor function (or a
+    PyMC PointFunc) at BACKEND, reusing its .kg text: each backend is tested
+    on exactly the graph the first compile produced, without running
+    PyTensor's rewrites again.  Returns the number of kiln functions."""
+    import kiln.pytensor as kp
+    f = getattr(function, "f", function)
+    n = 0
+    for node in f.maker.fgraph.apply_nodes:
+        if isinstance(node.op, kp.KilnOp):
+            node.op.fn = kp._compile(node.op.kg.text, {"backend": backend})
+            n += 1
+    return n
