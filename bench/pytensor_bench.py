@@ -601,6 +601,11 @@ def main():
     ap.add_argument("--modes", default=",".join(MODES),
                     help="comma-separated of " + ",".join(MODES))
     ap.add_argument("--no-sample", action="store_true")
+    ap.add_argument("--sample-models", help="comma-separated: pm.sample only"
+                    " these (default: every model measured)")
+    ap.add_argument("--report", metavar="JSON", help="print the tables of an"
+                    " earlier --out file (the models and modes it has) and"
+                    " exit")
     ap.add_argument("--tune", type=int, default=1000)
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--limit", type=float, default=600.0,
@@ -637,6 +642,12 @@ def main():
         return 0
 
     zoo_names = zoo_model_names()
+    if a.report:
+        with open(a.report) as f:
+            old = json.load(f)
+        R = old["results"]
+        return report(R, [m for m in zoo_names if m in R],
+                      old.get("header", f"Run {old.get('started')}"), a.md)
     if a.list:
         print("\n".join(zoo_names))
         return 0
@@ -684,7 +695,8 @@ def main():
         for m in models:
             for mo in modes:
                 phases = ["cold"] if mo == "FLOOR" else ["cold", "warm"]
-                if sample and mo in SAMPLE_MODES:
+                if sample and mo in SAMPLE_MODES and (
+                        not a.sample_models or m in a.sample_models.split(",")):
                     phases.append("sample")
                 for ph in phases:
                     lim = a.sample_limit if ph == "sample" else a.limit
@@ -710,29 +722,39 @@ def main():
     finally:
         if not a.workdir:
             shutil.rmtree(runner.root, ignore_errors=True)
-    shown = [mo for mo in MODES if mo in modes or mo in kept]
-    shown_sample = sample or any("sample" in ph for bm in R.values()
-                                 for ph in bm.values())
     cmd = "make bench-pytensor" + (
         f" BENCH_PYTENSOR_ARGS='{' '.join(sys.argv[1:])}'"
         if len(sys.argv) > 1 else "")
-    md = [f"Run {started}, {time.perf_counter() - t_all:.0f} s in all; "
-          f"{mach}; {vers}; every measurement a fresh process under "
-          f"`nice -n {a.nice}`, limits {a.limit:.0f} s (compile) and "
-          f"{a.sample_limit:.0f} s (sample); pm.sample tune={a.tune} "
-          f"draws={a.draws}; caches per {a.cache_scope}. Command: `{cmd}`."
-          + (f" Modes {', '.join(kept)} from the earlier run of "
-             f"{old.get('started')} (--resume; each measurement's UTC time "
-             "is in the JSON results)." if kept else ""),
-          "", tables(R, models, shown, shown_sample), "", "Goals (issue 25):", "",
+    head = (f"Run {started}, {time.perf_counter() - t_all:.0f} s in all; "
+            f"{mach}; {vers}; every measurement a fresh process under "
+            f"`nice -n {a.nice}`, limits {a.limit:.0f} s (compile) and "
+            f"{a.sample_limit:.0f} s (sample); pm.sample tune={a.tune} "
+            f"draws={a.draws}; caches per {a.cache_scope}. Command: `{cmd}`."
+            + (f" Modes {', '.join(kept)} from the earlier run of "
+               f"{old.get('started')} (--resume; each measurement's UTC "
+               "time is in the JSON results)." if kept else ""))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(dict(machine=mach, versions=vers, started=started,
+                           header=head, results=R), f, indent=1)
+    return report(R, models, head, a.md)
+
+
+def report(R, models, head, md_path):
+    """Print (and write to md_path) the tables and goals of results R."""
+    shown = [mo for mo in MODES if any(mo in R.get(m, {}) for m in models)]
+    shown_sample = any("sample" in ph for bm in R.values()
+                       for ph in bm.values())
+    md = [head, "", tables(R, models, shown, shown_sample), "",
+          "Goals (issue 25):", "",
           "| goal | verdict | measured |", "| --- | --- | --- |"]
     for name, verdict, det in goals(R, models):
         md.append(f"| {name} | {verdict} | {det} |")
     text = "\n".join(md) + "\n"
     print()
     print(text)
-    if a.md:
-        with open(a.md, "w") as f:
+    if md_path:
+        with open(md_path, "w") as f:
             f.write(text)
     return 0
 
