@@ -127,6 +127,24 @@ def _bounds(rv, transform):
     return False
 
 
+def _jac_offset(rv, transform, bounds, numel):
+    """PyMC's log-Jacobian of an interval transform minus Stan's (kiln's),
+    a constant: PyMC takes log(b - a) in the bounds' dtype, float32 for
+    integer bounds (pm.Uniform("u", -2, 3): log(5) off by 3e-8), kiln in
+    f64.  Added to the log density so that kiln equals PyMC."""
+    lo, hi = bounds
+    if not isinstance(transform, IntervalTransform) or lo is None or hi is None:
+        return 0.0
+    try:
+        lj = transform.log_jac_det(pt.as_tensor(np.float64(0.0)), *rv.owner.inputs)
+        fn = pytensor.function([], lj, mode=pytensor.compile.mode.Mode(
+            linker="py", optimizer=None))
+        pymc = float(np.sum(fn()))
+    except Exception:
+        return 0.0
+    return (pymc - (np.log(hi - lo) - 2 * np.log(2.0))) * numel
+
+
 def _fmt(x):
     return repr(float(x))
 
@@ -159,6 +177,7 @@ class _Layout:
     def __init__(self):
         self.params = []       # dicts: name, value_name, rv_name, shape, bounds, kind
         self.tps = []          # dicts: name, source (rv name), shape, kind
+        self.jac_offset = 0.0  # PyMC's Jacobian constants minus kiln's
         self.text = None
 
 
@@ -202,6 +221,8 @@ def model_to_kg(model=None, name=None, deterministics=True):
         new_inputs.append(nv)
         replace[v0] = nv if v0.type.dtype == "float64" else nv.astype(v0.type.dtype)
         kind = "bounded" if b is not False else "unconstrained"
+        if b is not False:
+            layout.jac_offset += _jac_offset(rv, tr, b, int(np.prod(shape, dtype=np.int64)))
         layout.params.append(dict(
             rv_name=rv.name, value_name=v.name, shape=shape, kind=kind,
             bounds=b if b is not False else (None, None), transform=tr))
@@ -275,6 +296,10 @@ def _rewrite_text(kg, layout, tp_src):
         m = out_re.match(line)
         if m and m.group(2) in out_map:
             nm, kind = out_map[m.group(2)]
+            if nm == "logp" and layout.jac_offset != 0.0:
+                lines.append(f"{m.group(1)}output logp = add({m.group(3)}, "
+                             f"{_fmt(layout.jac_offset)})")
+                continue
             lines.append(f"{m.group(1)}output {kind + ' ' if kind else ''}{nm} = {m.group(3)}")
             continue
         lines.append(line)
