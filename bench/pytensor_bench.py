@@ -150,7 +150,13 @@ def child(spec):
         return out
 
     t = time.perf_counter()
-    vgf = model.logp_dlogp_function(ravel_inputs=True, mode=mode)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        vgf = model.logp_dlogp_function(ravel_inputs=True, mode=mode)
+    fb = [str(w.message).splitlines()[0] for w in caught
+          if type(w.message).__name__ == "KilnFallbackWarning"]
+    if fb:
+        out["fallback"] = fb[0][:300]
     vgf.set_extra_values({})
     fn = vgf._pytensor_function
     out["compile_only_s"] = time.perf_counter() - t
@@ -275,11 +281,6 @@ class Runner:
         if mode == "KILN" and phase == "warm" and res.get("ok"):
             after = _dir_state(dirs["kiln"])
             res["cache_new_files"] = len(after - before)
-        if mode == "KILN":
-            fb = [ln for ln in se.splitlines() if "KilnFallback" in ln
-                  or "stayed in PyTensor" in ln]
-            if fb:
-                res["fallback"] = fb[0].strip()[:300]
         return res
 
 
