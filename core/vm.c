@@ -555,7 +555,7 @@ typedef struct chain_state {
     const kiln_backend *be[MAX_CHAIN];
     int state[MAX_CHAIN];       /* 0 not tried, 1 loaded, -1 missing */
     int told[MAX_CHAIN];        /* the missing diagnostic was printed */
-    char missing[MAX_CHAIN][600];
+    char missing[MAX_CHAIN][sizeof ((kiln_err *)0)->message];
     kiln_compile_options co[MAX_CHAIN];
 } chain_state;
 
@@ -1051,7 +1051,7 @@ static int compile_all(kiln_function *f, kiln_plan *pl, const char *name,
         int done = 0;
         /* backends the plan chose that are missing: say so once each */
         for (int c = kiln_plan_start(pl, i); c < first[i]; c++) {
-            char r[700];
+            char r[sizeof ch.missing[c]];
             snprintf(r, sizeof r, "%s", ch.missing[c]);
             kiln_plan_set_fallback(pl, i, r);
             if (!ch.told[c] && !quiet && first[i] < nc)

@@ -30,5 +30,6 @@ export KILN_LIBRARY PYTHONPATH KILN_TAP_FD PYTHONDONTWRITEBYTECODE
 # pytest's exit status is not the verdict (the TAP lines are); its report
 # goes to stderr, which the TAP driver logs
 exec 3>&1
-"$python" -m pytest -p no:cacheprovider -q -rs "$src/tests/python" "$@" >&2
+"$python" -m pytest -p no:cacheprovider -q -rs \
+  -W error::pytest.PytestUnraisableExceptionWarning "$src/tests/python" "$@" >&2
 exit 0

@@ -490,6 +490,7 @@ class _Options:
                  plugin_path=None, quiet=False, jobs=0, opt_level=0,
                  fast_math=False, passes=None, generic_target=False,
                  tier_threads=0, model_path=None, cache_dir=None):
+        self._policy = None
         o = _lib.kiln_options()
         o.struct_size = ctypes.sizeof(o)
         self._keep = []
@@ -520,7 +521,6 @@ class _Options:
             o.cache_mode = _CACHE[cache]
         if cache_dir is not None:
             o.cache_dir = s(os.path.abspath(os.fspath(cache_dir)))
-        self._policy = None
         if policy is not None:
             p = os.fspath(policy)
             if os.path.exists(p) or "\n" not in p and ":" not in p:
@@ -545,7 +545,7 @@ class _Options:
         self.opt = o
 
     def __del__(self):
-        if self._policy and lib is not None:
+        if getattr(self, "_policy", None) and lib is not None:
             lib.kiln_policy_free(self._policy)
             self._policy = None
 

@@ -2,7 +2,6 @@
 the builder API, errors, input conversion, threads, the logp callback."""
 
 import ctypes
-import math
 import threading
 import time
 
@@ -298,8 +297,17 @@ def test_compile_options(es_graph, tmp_path):
         eight_schools_logp(0.0, 0.0, np.zeros(8)), rel=1e-12)
     pol = tmp_path / "p.yaml"
     pol.write_text("nonsense: [\n")
-    with pytest.raises(kiln.KilnError):
+    with pytest.raises(kiln.KilnError, match="p.yaml"):
         kiln.compile(es_graph, policy=str(pol))
+    # the policy names the backend (the default policy's choice differs)
+    b = backends()[-1]
+    yaml = "kiln_policy: 1\nbackends: [%s, interp]\ndefault: %s\n" % (b, b)
+    pol.write_text(yaml)
+    for p in (str(pol), yaml):        # a file, then YAML text
+        f = kiln.compile(es_graph, policy=p, tiers=False)
+        assert set(f.kernel_backends) == {b}
+    with pytest.raises(kiln.KilnError, match="<policy>"):
+        kiln.compile(es_graph, policy="kiln_policy: 1\nbackends: [\n")
 
 
 def test_symbolic_output_shapes_change_between_calls():

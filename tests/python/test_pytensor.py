@@ -62,6 +62,9 @@ unary = {
 }
 for n, f in unary.items():
     case(f"elemwise {n}", [y], [f(y)], [pos(7)])
+case("elemwise sinh cosh tan arctanh (formulas)", [x],
+     [pt.sinh(x), pt.cosh(x), pt.tan(x), pt.arctanh(x / 3)],
+     [np.array([-2.0, -1e-9, 0.0, 3e-12, 0.4, 1.5, 20.0])])
 case("elemwise sign floor ceil trunc round",
      [x], [pt.sign(x), pt.floor(x), pt.ceil(x), pt.trunc(x), pt.round(x, "half_to_even")],
      [np.array([-2.5, -1.5, -0.5, 0.0, 0.5, 1.5, 2.5, 1.7])])
@@ -157,8 +160,8 @@ case("float32 graph", [fm, f32], [pt.exp(fm).sum(axis=1) + pt.log1p(f32 * f32)[:
      [vals(3, 4, dtype="float32"), vals(3, dtype="float32")])
 
 # ---- fallback ------------------------------------------------------------
-case("fallback: tan and argmax stay in PyTensor", [x, y],
-     [pt.exp(pt.tan(x) + y).sum(), pt.argmax(x) + 1, x * 2], [xv, yv], expect_fallback=True)
+case("fallback: arcsinh and argmax stay in PyTensor", [x, y],
+     [pt.exp(pt.arcsinh(x) + y).sum(), pt.argmax(x) + 1, x * 2], [xv, yv], expect_fallback=True)
 z = pt.zvector("zz")
 case("fallback: complex arithmetic", [z, x], [pt.real(z * 2).sum() + x], [np.array([1 + 2j, 3 - 1j]), xv],
      expect_fallback=True)
@@ -292,8 +295,8 @@ def test_to_kg_text_and_names():
 
 def test_unsupported_whole_graph_raises_in_to_kg():
     v = pt.dvector("v")
-    with pytest.raises(kp.Unsupported, match="Tan|tan"):
-        kp.to_kg([v], [pt.tan(v)])
+    with pytest.raises(kp.Unsupported, match="ArcSinh"):
+        kp.to_kg([v], [pt.arcsinh(v)])
 
 
 def test_kiln_function_memoised_in_process():
@@ -359,8 +362,45 @@ def test_compiled_function_pickles():
     function is recompiled from its text on load."""
     import pickle
     v = pt.dvector("pk")
-    f = pytensor.function([v], [pt.exp(v).sum(), pt.tan(v)], mode="KILN")
+    f = pytensor.function([v], [pt.exp(v).sum(), pt.arcsinh(v)], mode="KILN")
     g = pickle.loads(pickle.dumps(f))
     a = np.array([0.1, 0.2])
     for r, w in zip(g(a), f(a)):
         np.testing.assert_allclose(r, w, rtol=1e-15)
+
+
+def test_other_modes_untouched():
+    """Importing kiln.pytensor adds its constant folding to KILN only."""
+    from pytensor.compile import optdb
+    from pytensor.graph.rewriting.db import RewriteDatabaseQuery
+    fast_run = optdb["canonicalize"].query(RewriteDatabaseQuery(include=["fast_run"]))
+    names = [str(r) for r in getattr(fast_run, "final_rewriters", [])]
+    assert "kiln_constant_folding" not in names and "topo_constant_folding" in names
+    kiln_q = optdb["canonicalize"].query(RewriteDatabaseQuery(include=list(kp.KILN_INCLUDE),
+                                                              exclude=list(kp.KILN_EXCLUDE)))
+    names = [str(r) for r in getattr(kiln_q, "final_rewriters", [])]
+    assert names == ["kiln_constant_folding"], names
+
+
+def test_no_pytensor_c_compilation(tmp_path):
+    """With a C++ compiler configured, compiling in KILN compiles no C code
+    (PyTensor's constant folding would): its compile dir gets no module."""
+    import glob
+    import shutil
+    import subprocess
+    if not shutil.which("g++"):
+        pytest.skip("no g++: PyTensor could not compile C anyway")
+    code = (
+        "import numpy as np, pytensor, pytensor.tensor as pt, kiln.pytensor as kp\n"
+        "assert pytensor.config.cxx\n"
+        "x = pt.dvector('x'); c = pt.constant(np.arange(3.0))\n"
+        "out = x * (pt.constant(2.0) * pt.exp(pt.constant(1.0))) + c[None, :].sum()"
+        " + pt.log1p(pt.exp(x)).sum()\n"
+        "f = pytensor.function([x], [out, pytensor.grad(out.sum(), x)], mode='KILN')\n"
+        "print(f(np.arange(3.0))[0])\n")
+    env = dict(os.environ, PYTENSOR_FLAGS=f"base_compiledir={tmp_path}",
+               PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    mods = glob.glob(os.path.join(str(tmp_path), "*", "tmp*", "mod.cpp"))
+    assert not mods, f"PyTensor compiled C: {mods}"

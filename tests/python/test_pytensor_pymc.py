@@ -25,7 +25,6 @@ try:
 except Exception as e:  # noqa: BLE001
     skip_all(f"PyMC does not import: {e}")
 
-import pytensor  # noqa: E402
 from pytensor.compile.mode import Mode  # noqa: E402
 
 import kiln.pytensor as kp  # noqa: E402
