@@ -64,8 +64,7 @@ class CheckError(KilnError):
 def _error(e):
     """The exception for a filled kiln_err."""
     msg = e.message.decode("utf-8", "replace")
-    if e.code == _lib.ERR_CHECK or msg.startswith(_lib.CHECK_PREFIX) or \
-            (": " + _lib.CHECK_PREFIX) in msg:
+    if e.code == _lib.ERR_CHECK:
         return CheckError(msg, e.code)
     return KilnError(msg, e.code)
 

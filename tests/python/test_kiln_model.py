@@ -166,3 +166,50 @@ def test_check_op_raises_check_error():
     f = kiln.compile(b, backend="interp")
     with pytest.raises(kiln.CheckError, match="nonneg"):
         f(np.array([1.0, -2.0, 3.0]))
+
+
+def test_builder_model_with_param_and_shared():
+    # y ~ normal(mu, sigma), sigma > 0 (lower=0), mu free; data y by name
+    g = kiln.Graph("normal")
+    y = g.shared("y", "f64", ("N",))
+    mu = g.param("mu")
+    sigma = g.param("sigma", lower=0.0)
+    z = g.op("true_div", g.op("sub", y, mu), sigma)
+    lp = g.op("sum", g.op("sub", g.op("mul", -0.5, g.op("square", z)),
+                          g.op("log", sigma)))
+    g.output("logp", lp)
+    yv = RNG.normal(1.0, 2.0, size=7)
+    m = kiln.Model(g, data={"y": yv}, backend="interp")
+    assert m.n_unc == 2 and m.param_names() == ["mu", "sigma"]
+    u = np.array([0.3, -0.2])
+    s = math.exp(u[1])
+    want = np.sum(-0.5 * ((yv - u[0]) / s) ** 2 - math.log(s)) + u[1]
+    assert m.log_density(u) == pytest.approx(want, rel=1e-13)
+    # the same graph as a function: the shared value bound, then rebound
+    g2 = kiln.Graph("f")
+    w = g2.shared("w", "f64", (3,), value=np.array([1.0, 2.0, 3.0]))
+    x = g2.input("x", "f64", (3,))
+    g2.output("d", g2.op("sum", g2.op("mul", w, x)))
+    f = kiln.compile(g2, backend="interp")
+    assert f.shared_names == ("w",)
+    assert f(np.ones(3))[0] == 6.0
+    f.bind_shared("w", np.array([0.5, 0.5, 0.5]))
+    assert f(np.ones(3))[0] == 1.5
+    with pytest.raises(kiln.KilnError, match="w"):
+        f.bind_shared("w", np.zeros(4))
+
+
+def test_check_error_message_parsing():
+    # the message form of KILN_ERR_CHECK (kiln.h): "check failed: MSG (NODE)"
+    e = kiln.CheckError("check failed: sigma > 0 (and finite) "
+                        "(node 'lp' (check, .kg line 7))")
+    assert e.check_message == "sigma > 0 (and finite)"
+    assert e.code == kiln._lib.ERR_CHECK and isinstance(e, kiln.KilnError)
+    assert kiln.CheckError("check failed (node 'lp' (check, .kg line 7))"
+                           ).check_message == ""
+    err = kiln._lib.kiln_err()
+    err.code = kiln._lib.ERR_CHECK
+    err.message = b"check failed: m (node 'y' (check, .kg line 2))"
+    assert type(kiln._error(err)) is kiln.CheckError
+    err.code = kiln._lib.ERR_RUNTIME
+    assert type(kiln._error(err)) is kiln.KilnError
