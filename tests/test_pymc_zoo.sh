@@ -1,0 +1,136 @@
+#!/bin/sh
+# test_pymc_zoo.sh — the PyMC model zoo of `make bench-pytensor`
+# (bench/pymc_models.py) cannot rot (TAP).
+#
+# Builds every zoo model and evaluates logp and dlogp at its initial point
+# in PyTensor's Python reference mode (Mode(linker="py", optimizer=None),
+# no C compiler): both must be finite, and the number of unconstrained
+# parameters and observations must be the ones each docstring documents.
+# Eight schools is also checked against an independent scipy evaluation
+# of its log density (with the log-transform's Jacobian) at a fixed point.
+# SKIPs without the shared PyTensor/PyMC (KILN_SHARED, else
+# $KILN_SRCDIR/../shared) or without numpy/scipy in /usr/bin/python3.
+src=${KILN_SRCDIR:-.}
+shared=${KILN_SHARED:-$src/../shared}
+python=${KILN_TEST_PYTHON:-/usr/bin/python3}
+pt="$shared/python/pytensor-2.27.1"
+if [ ! -d "$pt" ]; then
+  echo "1..0 # SKIP no shared PyTensor/PyMC at $shared/python (set KILN_SHARED)"
+  exit 0
+fi
+if ! "$python" -c 'import numpy, scipy' 2>/dev/null; then
+  echo "1..0 # SKIP $python lacks numpy or scipy"
+  exit 0
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln_zoo.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+KILN_SHARED=$shared
+PYTHONPATH="$pt:$shared/python/site${PYTHONPATH:+:$PYTHONPATH}"
+PYTENSOR_FLAGS="base_compiledir=$tmp/pytensor,cxx="
+export KILN_SHARED PYTHONPATH PYTENSOR_FLAGS
+exec "$python" - "$src/bench" <<'EOF'
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+try:
+    import numpy as np
+    import pymc as pm  # noqa: F401
+    import pytensor
+    from pytensor.compile.mode import Mode
+except Exception as e:  # noqa: BLE001
+    print(f"1..0 # SKIP PyMC does not import: {e}")
+    sys.exit(0)
+from scipy import stats
+
+sys.path.insert(0, sys.argv[1])
+import pymc_models as zoo  # noqa: E402
+
+REF = Mode(linker="py", optimizer=None)
+n = failed = 0
+
+
+def ok(cond, name, diag=""):
+    global n, failed
+    n += 1
+    if not cond:
+        failed += 1
+    print(f"{'ok' if cond else 'not ok'} {n} - {name}", flush=True)
+    if diag and not cond:
+        for line in str(diag).splitlines():
+            print(f"# {line}")
+
+
+def logp_dlogp(m, point, grad):
+    """logp, and its gradient (raveled) when grad, at point, in py mode.
+    Not PyMC's compile_dlogp: that canonicalises the summed logp into one
+    Add of an input per term, which PyTensor's Python linker cannot run
+    beyond 32 operands (the larger zoo models)."""
+    lp = m.logp()
+    vv = m.value_vars
+    g = pytensor.grad(lp, vv) if grad else []
+    f = pytensor.function(vv, [lp] + g, mode=REF)
+    out = f(*[point[v.name] for v in vv])
+    return float(out[0]), (np.concatenate([np.ravel(x) for x in out[1:]])
+                           if grad else None)
+
+
+# (unconstrained size, total observations) as the docstrings document them
+EXPECT = {
+    "eight_schools": (10, 8),
+    "radon": (89, 919),
+    "pooled_6_8_gamma": (14, 120), "pooled_6_8_lognormal": (14, 120),
+    "pooled_18_24_gamma": (42, 360), "pooled_18_24_lognormal": (42, 360),
+    "pooled_48_64_gamma": (112, 960), "pooled_48_64_lognormal": (112, 960),
+    "additive_80": (81, 200),
+    "hierarchical_3000": (157, 510),
+}
+ok(sorted(EXPECT) == sorted(zoo.ZOO), "the zoo has the documented models",
+   f"zoo: {sorted(zoo.ZOO)}")
+
+# dlogp too for the models of at most 50 parameters (the gradient graphs
+# of the large ones take most of a minute to build in py mode)
+for name in zoo.ZOO:
+    grad = EXPECT[name][0] <= 50
+    try:
+        m = zoo.build(name)
+        ip = m.initial_point(0)
+        lp, dlp = logp_dlogp(m, ip, grad)
+        nunc = sum(int(np.size(v)) for v in ip.values())
+        nobs = sum(int(np.size(m.rvs_to_values[rv].data))
+                   for rv in m.observed_RVs)
+    except Exception as e:  # noqa: BLE001
+        ok(False, f"{name}: builds and evaluates in py mode",
+           f"{type(e).__name__}: {e}")
+        continue
+    what = "logp and dlogp" if grad else "logp"
+    ok(np.isfinite(lp) and (not grad or (dlp.shape == (nunc,)
+                                         and np.all(np.isfinite(dlp)))),
+       f"{name}: {what} finite at the initial point in py mode",
+       f"logp {lp}, dlogp {dlp}")
+    ok((nunc, nobs) == EXPECT[name],
+       f"{name}: {EXPECT[name][0]} unconstrained, {EXPECT[name][1]} observed",
+       f"got {nunc} unconstrained, {nobs} observed")
+
+# eight schools against scipy at a fixed point (tau on the log scale).
+# 1e-7 relative, not 1e-9: PyTensor makes the literal 5.0 a float32
+# constant (exact in float32), so log(5) in the priors is a float32 log.
+m = zoo.eight_schools()
+y = np.array([28.0, 8, -3, 7, -1, 1, 18, 12])
+s = np.array([15.0, 10, 16, 11, 9, 11, 10, 18])
+mu, log_tau, th = 1.5, 0.7, np.linspace(-1.0, 1.2, 8)
+tau = np.exp(log_tau)
+want = (stats.norm.logpdf(mu, 0, 5) + stats.halfcauchy.logpdf(tau, 0, 5)
+        + log_tau + stats.norm.logpdf(th).sum()
+        + stats.norm.logpdf(y, mu + tau * th, s).sum())
+pt_names = {v.name for v in m.value_vars}
+got = float(m.compile_logp(mode=REF)({"mu": mu, "tau_log__": log_tau,
+                                      "theta_t": th}))
+ok(pt_names == {"mu", "tau_log__", "theta_t"}
+   and abs(got - want) <= 1e-7 * abs(want),
+   "eight_schools: logp equals scipy's at a fixed point",
+   f"kiln zoo {got!r}, scipy {want!r}, value vars {pt_names}")
+
+print(f"1..{n}")
+sys.exit(1 if failed else 0)
+EOF
