@@ -5,9 +5,11 @@ Only what the package uses is declared.  The library is found, in order:
 1. ``$KILN_LIBRARY``: the path of libkiln.so (the test harness sets it);
 2. the libkiln installed beside this package (``_config.LIBDIR``, written
    when the package is installed by ``make install``);
-3. a build tree: ``$KILN_BUILDDIR/.libs`` (set by ``make check``), or the
-   ``.libs`` two directories above this package (an in-tree build);
+3. a build tree: ``$KILN_BUILDDIR/.libs`` (set by ``make check``);
 4. the dynamic linker's search path (``libkiln.so.0``).
+
+Only the caller (these variables) or the installation names where code is
+loaded from: nothing is looked for beside the package itself.
 """
 
 import ctypes
@@ -130,8 +132,6 @@ def _candidates():
     bd = os.environ.get("KILN_BUILDDIR")
     if bd:
         out.append(os.path.join(bd, ".libs", "libkiln.so"))
-    here = os.path.dirname(os.path.abspath(__file__))
-    out.append(os.path.join(here, "..", "..", ".libs", "libkiln.so"))
     return out, False
 
 
