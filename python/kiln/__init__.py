@@ -628,6 +628,7 @@ class _Context:
         self.ins = (_lib.kiln_tensor * max(1, n_in))()
         self.outs = (_lib.kiln_tensor * max(1, n_out))()
         self.err = _lib.kiln_err()
+        self.err_ref = ctypes.byref(self.err)
         self.in_shapes = [None] * n_in   # the shape each ins[i] holds
         # the outputs as the last call left them (bytes of self.outs) and
         # numpy views of them: reused while kiln's buffers stay put
@@ -686,23 +687,29 @@ class Function:
         return c
 
     def _run(self, args):
-        n = len(self.input_names)
+        return tuple(self._run_list(args))
+
+    def _run_list(self, args):
+        """The call: a list of new arrays, one per output."""
+        n = len(self._in_codes)
         if len(args) != n:
             raise KilnError("%d inputs given, the function takes %d (%s)"
                             % (len(args), n, ", ".join(self.input_names)),
                             _lib.ERR_ARG)
         c = self._ctx()
-        keep = []
         ins = c.ins
-        for i, x in enumerate(args):
-            a = _as_input(x, self._in_codes[i], self.input_names[i])
-            keep.append(a)
+        shapes = c.in_shapes
+        codes = self._in_codes
+        keep = [None] * n          # converted inputs live until the call ends
+        for i in range(n):
+            a = _as_input(args[i], codes[i], self.input_names[i])
+            keep[i] = a
             t = ins[i]
-            if a.shape != c.in_shapes[i]:
+            if a.shape != shapes[i]:
                 _fill_tensor(t, a)
-                c.in_shapes[i] = a.shape
+                shapes[i] = a.shape
             t.data = _addr(a)
-        if lib.kiln_context_call(c.ptr, ins, c.outs, ctypes.byref(c.err)):
+        if lib.kiln_context_call(c.ptr, ins, c.outs, c.err_ref):
             c.out_key = None
             raise _error(c.err)
         key = bytes(c.outs)
@@ -710,7 +717,7 @@ class Function:
             c.out_views = [_view(c.outs[i])
                            for i in range(len(self.output_names))]
             c.out_key = key
-        return tuple(v.copy() for v in c.out_views)
+        return [v.copy() for v in c.out_views]
 
     def __call__(self, *args, **named):
         if named:
@@ -844,6 +851,21 @@ def _dp(a):
     return a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
 
 
+class _ModelScratch:
+    """One thread's buffers for Model calls."""
+    __slots__ = ("u", "up", "g", "gp", "lp", "lpr", "e", "er")
+
+    def __init__(self, n):
+        self.u = np.zeros(n)
+        self.g = np.zeros(n)
+        self.up = _dp(self.u)
+        self.gp = _dp(self.g)
+        self.lp = ctypes.c_double()
+        self.lpr = ctypes.byref(self.lp)
+        self.e = _lib.kiln_err()
+        self.er = ctypes.byref(self.e)
+
+
 class Model:
     """A statistical model (kiln_model, model.h): a graph with ``param``
     declarations and a scalar log density, over the unconstrained vector.
@@ -866,6 +888,7 @@ class Model:
             raise _error(e)
         self._ptr = p
         self.n_unc = lib.kiln_model_n_unc(p)
+        self._local = threading.local()
 
     def __del__(self):
         p = getattr(self, "_ptr", None)
@@ -895,28 +918,42 @@ class Model:
         s = _s(lib.kiln_model_param_unc_names(self._ptr))
         return s.split(",") if s else []
 
+    def _scratch(self):
+        """This thread's call buffers (unconstrained vector, gradient, log
+        density, error) with their ctypes pointers made once: a call then
+        costs a copy in, the C call and a copy out."""
+        s = getattr(self._local, "s", None)
+        if s is None:
+            s = self._local.s = _ModelScratch(self.n_unc)
+        return s
+
+    def _theta(self, s, theta, what):
+        u = s.u
+        if type(theta) is np.ndarray and theta.shape == u.shape \
+                and theta.dtype.kind in "fiub":
+            np.copyto(u, theta, casting="unsafe" if theta.dtype.kind == "f"
+                      else "same_kind")
+        else:
+            u[...] = _dvec(theta, self.n_unc, what)
+
     def log_density(self, theta, jacobian=True):
         """The log density at unconstrained ``theta``."""
-        u = _dvec(theta, self.n_unc, "log_density")
-        lp = ctypes.c_double()
-        e = _lib.kiln_err()
-        if lib.kiln_model_log_density(self._ptr, int(bool(jacobian)), _dp(u),
-                                      ctypes.byref(lp), None,
-                                      ctypes.byref(e)):
-            raise _error(e)
-        return lp.value
+        s = self._scratch()
+        self._theta(s, theta, "log_density")
+        if lib.kiln_model_log_density(self._ptr, 1 if jacobian else 0, s.up,
+                                      s.lpr, None, s.er):
+            raise _error(s.e)
+        return s.lp.value
 
     def log_density_gradient(self, theta, jacobian=True):
-        """(log density, gradient) at unconstrained ``theta``: one call."""
-        u = _dvec(theta, self.n_unc, "log_density_gradient")
-        lp = ctypes.c_double()
-        g = np.empty(self.n_unc)
-        e = _lib.kiln_err()
-        if lib.kiln_model_log_density(self._ptr, int(bool(jacobian)), _dp(u),
-                                      ctypes.byref(lp), _dp(g),
-                                      ctypes.byref(e)):
-            raise _error(e)
-        return lp.value, g
+        """(log density, gradient) at unconstrained ``theta``: one call.
+        The gradient is a new array."""
+        s = self._scratch()
+        self._theta(s, theta, "log_density_gradient")
+        if lib.kiln_model_log_density(self._ptr, 1 if jacobian else 0, s.up,
+                                      s.lpr, s.gp, s.er):
+            raise _error(s.e)
+        return s.lp.value, s.g.copy()
 
     def log_density_hessian(self, theta, jacobian=True):
         """(log density, gradient, Hessian) (finite differences of the

@@ -1041,28 +1041,34 @@ class KilnOp(Op):
         return Apply(self, list(inputs), [o.type() for o in self.kg.outputs])
 
     def perform(self, node, inputs, output_storage):
-        args = [np.asarray(x, dtype=d) for x, d in zip(inputs, self._in_np)]
+        in_np = self._in_np
+        args = [x if type(x) is np.ndarray and x.dtype == d else np.asarray(x, dtype=d)
+                for x, d in zip(inputs, in_np)]
         try:
-            res = self.fn(*args)
+            res = self.fn._run_list(args)
         except _kiln.CheckError as e:
-            checks = self.kg.checks
-            key = getattr(e, "check_message", None)
-            if key not in checks:
-                # the longest message the error contains
-                hits = [w for w in checks if w in str(e)]
-                key = max(hits, key=len) if hits else None
-            if key is None:
-                raise
-            exc_type, msg = checks[key]
-            raise exc_type(msg) from e
-        for i, (st, r) in enumerate(zip(output_storage, res)):
-            d = self._out_np[i]
-            r = np.asarray(r)
+            self._raise_check(e)
+        out_np, copy, scalar = self._out_np, self._copy, self._scalar
+        for i, r in enumerate(res):
+            d = out_np[i]
             if r.dtype != d:
                 r = r.astype(d)
-            elif self._copy[i]:
+            elif copy[i]:
                 r = r.copy()
-            st[0] = r[()] if self._scalar[i] else r
+            output_storage[i][0] = r[()] if scalar[i] else r
+
+    def _raise_check(self, e):
+        """A failed kiln check as the exception PyTensor would raise."""
+        checks = self.kg.checks
+        key = getattr(e, "check_message", None)
+        if key not in checks:
+            # the longest message the error contains
+            hits = [w for w in checks if w in str(e)]
+            key = max(hits, key=len) if hits else None
+        if key is None:
+            raise e
+        exc_type, msg = checks[key]
+        raise exc_type(msg) from e
 
 
 # --------------------------------------------------------------------------

@@ -63,6 +63,30 @@ def test_log_density_and_gradient(model, jacobian):
             atol=1e-7)
 
 
+def test_input_forms_and_fresh_gradients(model):
+    """Any array-like of 10 numbers is taken (the fast path copies a float
+    or integer ndarray into this thread's buffer); each gradient is a new
+    array, never the buffer the next call overwrites."""
+    u = RNG.normal(size=10)
+    lp, g = model.log_density_gradient(u)
+    for form in (list(u), tuple(u),
+                 np.asfortranarray(u), u[::-1][::-1]):
+        lp2, g2 = model.log_density_gradient(form)
+        assert lp2 == lp and np.array_equal(g2, g)
+    ui = np.arange(10)
+    assert model.log_density(ui) == pytest.approx(
+        np_logp(ui.astype(float)), rel=1e-12)
+    assert model.log_density_gradient(u.astype(np.float32))[0] == \
+        pytest.approx(np_logp(u.astype(np.float32).astype(float)), rel=1e-12)
+    g_first = model.log_density_gradient(u)[1]
+    keep = g_first.copy()
+    model.log_density_gradient(RNG.normal(size=10))
+    assert np.array_equal(g_first, keep)
+    for bad in (np.zeros((2, 5)), np.zeros(11), 3.0):
+        with pytest.raises(kiln.KilnError, match="expected 10 values"):
+            model.log_density_gradient(bad)
+
+
 def test_hessian_and_hvp(model):
     u = RNG.normal(size=10)
     lp, g, h = model.log_density_hessian(u)
