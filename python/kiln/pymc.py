@@ -211,7 +211,17 @@ def model_to_kg(model=None, name=None, deterministics=True):
     """The kiln model text of a PyMC model and its layout: (text, layout).
 
     Raises UnsupportedModel (discrete free variables, no free variables)
-    and kiln.pytensor.Unsupported (an op kiln cannot take, named)."""
+    and kiln.pytensor.Unsupported (an op kiln cannot take, named).
+
+    PyMC's own graph work here (the initial point, the logp graph's
+    constant folding) runs with PyTensor's C compiler off
+    (``cxx=""``): it computes the same values in Python, and nothing in
+    the result runs in PyTensor, so no PyTensor C module is ever built."""
+    with pytensor.config.change_flags(cxx=""):
+        return _model_to_kg(model, name, deterministics)
+
+
+def _model_to_kg(model, name, deterministics):
     import kiln.pytensor as kpt
 
     _register_softmax()
