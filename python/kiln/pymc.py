@@ -64,31 +64,6 @@ __all__ = ["UnsupportedModel", "PymcModel", "compile_model", "model_to_kg",
            "to_bridgestan", "kiln_executable"]
 
 
-def _register_softmax():
-    """Softmax and LogSoftmax (PyMC's simplex transform becomes them after
-    the rewrites) for kiln.pytensor, unless it converts them already:
-    log_softmax(x) = x - logsumexp(x, axis, keepdims), softmax its exp."""
-    import kiln.pytensor as kpt
-    from pytensor.tensor.special import LogSoftmax, Softmax
-
-    def conv(em, node, ins):
-        x, = ins
-        ndim = node.inputs[0].type.ndim
-        axis = node.op.axis
-        axes = range(ndim) if axis is None else [axis % ndim]
-        kd = em.kdt[x]
-        if kd not in ("f64", "f32"):
-            raise kpt.Unsupported(f"{type(node.op).__name__} of {kd}")
-        lse = em.let(f"logsumexp({x}, axis=[{', '.join(map(str, axes))}], "
-                     "keepdims=true)", kd)
-        d = em.let(f"sub({x}, {lse})", kd)
-        return [d if isinstance(node.op, LogSoftmax) else em.let(f"exp({d})", kd)]
-
-    for c in (Softmax, LogSoftmax):
-        if c not in kpt.KG_CONVERTERS:
-            kpt.kg_convert(c)(conv)
-
-
 class UnsupportedModel(_kiln.KilnError):
     """The PyMC model cannot become a kiln model (the message says why)."""
 
@@ -224,7 +199,6 @@ def model_to_kg(model=None, name=None, deterministics=True):
 def _model_to_kg(model, name, deterministics):
     import kiln.pytensor as kpt
 
-    _register_softmax()
     model = pm.modelcontext(model)
     if not model.free_RVs:
         raise UnsupportedModel("pymc: the model has no free random variables: "

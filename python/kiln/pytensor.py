@@ -47,6 +47,7 @@ from pytensor.graph.rewriting.basic import in2out, node_rewriter
 from pytensor.graph.rewriting.db import RewriteDatabaseQuery
 from pytensor.link.vm import VMLinker
 from pytensor.raise_op import CheckAndRaise
+from pytensor.tensor.special import LogSoftmax, Softmax, SoftmaxGrad
 from pytensor.tensor.type import TensorType
 
 # modules by full name: pytensor.tensor re-exports functions called `shape`,
@@ -300,7 +301,8 @@ for _c, _k in [(ps.Neg, "neg"), (ps.Abs, "abs"), (ps.Sqr, "square"),
                (psm.Log1mexp, "log1mexp"), (psm.Erfcx, "erfcx"),
                (psm.Erfinv, "erfinv"), (ps.Floor, "floor"), (ps.Ceil, "ceil"),
                (ps.Trunc, "trunc"), (ps.RoundHalfToEven, "round"),
-               (ps.Sign, "sign")]:
+               (ps.RoundHalfAwayFromZero, "round_half_away_from_zero"),
+               (psm.Erfcinv, "erfcinv"), (ps.Sign, "sign")]:
     KG_SCALAR_CONVERTERS[_c] = _simple(_k, 1)
 for _c, _k in [(ps.Sub, "sub"), (ps.TrueDiv, "true_div"), (ps.Pow, "pow"),
                (ps.ScalarMaximum, "maximum"), (ps.ScalarMinimum, "minimum"),
@@ -355,6 +357,34 @@ def _hyperbolic(em, sop, args, idt, odt):
     if isinstance(sop, ps.Cosh):
         return em.let(f"mul({half}, add(exp({x}), exp({nx})))", k)
     return em.let(f"mul({half}, sub(log1p({x}), log1p({nx})))", k)
+
+
+@_scalar(ps.ArcSinh, ps.ArcCosh)
+def _inverse_hyperbolic(em, sop, args, idt, odt):
+    """Formulas without cancellation (Kahan; the forms glibc and Boost
+    use): arcsinh(x) = sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))),
+    arccosh(x) = log1p(t + sqrt(t (t + 2))) with t = x - 1 (NaN below 1,
+    as NumPy).  Beyond |x| = 1e150 (1e18 in f32) x^2 would overflow, and
+    both are sign(x) (log|x| + log 2) to the last bit."""
+    k = _kdt(odt)
+    if k not in ("f64", "f32"):
+        raise Unsupported(f"{type(sop).__name__} to {odt}")
+    x = em.cast(args[0], k)
+    one = em.const(np.array(1.0), k)
+    lim = em.const(np.array(1e150 if k == "f64" else 1e18), k)
+    ln2 = em.const(np.array(np.log(2.0)), k)
+    if isinstance(sop, ps.ArcCosh):
+        t = em.let(f"sub({x}, {one})", k)
+        two = em.const(np.array(2.0), k)
+        small = em.let(f"log1p(add({t}, sqrt(mul({t}, add({t}, {two})))))", k)
+        big = em.let(f"where(gt({x}, {lim}), add(log({x}), {ln2}), {small})", k)
+        nan = em.const(np.array(np.nan), k)
+        return em.let(f"where(lt({x}, {one}), {nan}, {big})", k)
+    a = em.let(f"abs({x})", k)
+    a2 = em.let(f"square({a})", k)
+    small = em.let(f"log1p(add({a}, true_div({a2}, add({one}, sqrt(add({one}, {a2}))))))", k)
+    r = em.let(f"where(gt({a}, {lim}), add(log({a}), {ln2}), {small})", k)
+    return em.let(f"mul(sign({x}), {r})", k)
 
 
 _CMP = {ps.LT: "lt", ps.GT: "gt", ps.LE: "le", ps.GE: "ge", ps.EQ: "eq", ps.NEQ: "ne"}
@@ -782,8 +812,60 @@ def _one_tensor_index(node, idx_inputs):
     return axis, tvar
 
 
+def _several_index_arrays(em, node, x, idx):
+    """x[..., i0, i1, ..., ik, ...]: k >= 2 integer index arrays on
+    adjacent axes among full slices, x of static shape (pm.Categorical's
+    p[arange(n), y]).  NumPy's result is take() of x with those axes
+    merged, at the linear index ((i0 n1 + i1) n2 + i2)...; each index is
+    checked against its own axis first (IndexError, as NumPy and
+    PyTensor), so a linear index never hides an out-of-range one.
+    Returns (x with the axes merged, linear index, axis)."""
+    arr = [p for p, v in enumerate(idx) if isinstance(v.type, TensorType)]
+    for p, v in enumerate(idx):
+        if p in arr:
+            continue
+        if not (isinstance(v, Constant) and isinstance(v.data, slice)
+                and v.data == slice(None, None, None)):
+            raise Unsupported("an index other than index arrays and full slices")
+    if arr != list(range(arr[0], arr[0] + len(arr))):
+        raise Unsupported("index arrays on axes that are not adjacent")
+    shape = node.inputs[0].type.shape
+    if any(d is None for d in shape):
+        raise Unsupported("several index arrays on a tensor whose shape is "
+                          "not static (give it a static shape)")
+    _need("check", 2)
+    _need("all")
+    a = arr[0]
+    lin, conds = None, []
+    for j, p in enumerate(arr):
+        var = idx[p]
+        n = int(shape[a + j])
+        i = _index_name(em, var, em.val.get(var) or _name_of(em, var))
+        nn = em.const(np.array(n), "i64")
+        lo = em.const(np.array(-n), "i64")
+        conds.append(em.let(f"all(and(ge({i}, {lo}), lt({i}, {nn})))", "bool"))
+        zero = em.const(np.array(0), "i64")
+        i = em.let(f"where(lt({i}, {zero}), add({i}, {nn}), {i})", "i64")
+        lin = i if lin is None else em.let(f"add(mul({lin}, {nn}), {i})", "i64")
+    msg = "kiln: index out of bounds in advanced indexing"
+    em.checks[msg] = (IndexError, "index out of bounds")
+    lin = em.let(f"check({lin}, {', '.join(conds)}, msg={_kg_string(msg)})", "i64")
+    merged = list(shape[:a]) + [int(np.prod(shape[a:a + len(arr)], dtype=np.int64))] \
+        + list(shape[a + len(arr):])
+    xr = em.let(f"reshape({x}, shape=[{', '.join(str(int(d)) for d in merged)}])",
+                em.kdt[x])
+    return xr, lin, a
+
+
+def _n_index_arrays(idx):
+    return sum(isinstance(v.type, TensorType) for v in idx)
+
+
 @kg_convert(ptst.AdvancedSubtensor)
 def _adv_sub(em, node, ins):
+    if _n_index_arrays(node.inputs[1:]) > 1:
+        xr, lin, a = _several_index_arrays(em, node, ins[0], node.inputs[1:])
+        return [em.let(f"take({xr}, {lin}, axis={a})", em.kdt[ins[0]])]
     axis, tvar = _one_tensor_index(node, node.inputs[1:])
     i = _index_name(em, tvar, em.val.get(tvar) or _name_of(em, tvar))
     x = ins[0]
@@ -794,11 +876,20 @@ def _adv_sub(em, node, ins):
 def _adv_inc(em, node, ins):
     if getattr(node.op, "ignore_duplicates", False) and not node.op.set_instead_of_inc:
         raise Unsupported("inc with ignore_duplicates")
+    f = "set_subtensor" if node.op.set_instead_of_inc else "inc_subtensor"
+    if _n_index_arrays(node.inputs[2:]) > 1:
+        x = ins[0]
+        xr, lin, a = _several_index_arrays(em, node, x, node.inputs[2:])
+        v = em.cast(ins[1], em.kdt[x])
+        colons = ", ".join([":"] * a + [lin])
+        r = em.let(f"{f}({xr}[{colons}], {v})", em.kdt[x])
+        shape = node.inputs[0].type.shape
+        return [em.let(f"reshape({r}, shape=[{', '.join(str(int(d)) for d in shape)}])",
+                       em.kdt[x])]
     axis, tvar = _one_tensor_index(node, node.inputs[2:])
     i = _index_name(em, tvar, em.val.get(tvar) or _name_of(em, tvar))
     x = ins[0]
     v = em.cast(ins[1], em.kdt[x])
-    f = "set_subtensor" if node.op.set_instead_of_inc else "inc_subtensor"
     colons = ", ".join([":"] * axis + [i])
     return [em.let(f"{f}({x}[{colons}], {v})", em.kdt[x])]
 
@@ -831,6 +922,41 @@ def _cumop(em, node, ins):
     else:
         axis = op.axis % node.inputs[0].type.ndim
     return [em.let(f"{kop}({x}, axis={axis})", em.kdt[x])]
+
+
+def _softmax_axes(em, node, x):
+    """(kiln dtype of x, its softmax axes as .kg text) of a Softmax,
+    LogSoftmax or SoftmaxGrad node: axis None is every axis."""
+    ndim = node.inputs[-1].type.ndim
+    axis = node.op.axis
+    axes = range(ndim) if axis is None else [axis % ndim]
+    kd = em.kdt[x]
+    if kd not in ("f64", "f32"):
+        raise Unsupported(f"{type(node.op).__name__} of {kd}")
+    return kd, "[" + ", ".join(map(str, axes)) + "]"
+
+
+@kg_convert(Softmax, LogSoftmax)
+def _softmax(em, node, ins):
+    """log_softmax(x) = x - logsumexp(x, axis, keepdims) (logsumexp is
+    max-shifted, so no overflow), softmax its exp; axis None is every
+    axis, as PyTensor's.  PyMC's simplex transform becomes these."""
+    x, = ins
+    kd, axes = _softmax_axes(em, node, x)
+    lse = em.let(f"logsumexp({x}, axis={axes}, keepdims=true)", kd)
+    d = em.let(f"sub({x}, {lse})", kd)
+    return [d if isinstance(node.op, LogSoftmax) else em.let(f"exp({d})", kd)]
+
+
+@kg_convert(SoftmaxGrad)
+def _softmax_grad(em, node, ins):
+    """softmax's vector-Jacobian product: (dy - sum(dy sm, axis,
+    keepdims)) sm, axis None every axis (PyTensor's SoftmaxGrad)."""
+    dy, sm = ins
+    kd, axes = _softmax_axes(em, node, sm)
+    dy = em.cast(dy, kd)
+    s_ = em.let(f"sum(mul({dy}, {sm}), axis={axes}, keepdims=true)", kd)
+    return [em.let(f"mul(sub({dy}, {s_}), {sm})", kd)]
 
 
 @kg_convert(CheckAndRaise)

@@ -73,6 +73,16 @@ case("elemwise log1mexp erfcx erfinv", [y],
 case("elemwise gammainc gammaincc betainc", [x, y],
      [pt.gammainc(y, x * x), pt.gammaincc(y, x * x), pt.betainc(y, y + 1, pt.sigmoid(x))],
      [vals(5), pos(5)])
+case("elemwise arcsinh arccosh (formulas)", [x],
+     [pt.arcsinh(x), pt.arccosh(pt.abs(x) + 1.0), pt.arccosh(x)],
+     [np.array([-1e200, -3e7, -2.0, -1e-9, 0.0, 3e-12, 0.4, 1.5, 20.0, 1e151, 1e300])])
+case("elemwise round half away, erfcinv", [x, y],
+     [pt.round(x, "half_away_from_zero"), pt.erfcinv(pt.sigmoid(x) * 2)],
+     [np.array([-2.5, -1.5, -0.5, 0.0, 0.5, 1.5, 2.5, 1.7, -3.2]), pos(9)])
+case("softmax and log_softmax", [m, x],
+     [pt.special.softmax(m, axis=1), pt.special.log_softmax(m, axis=0),
+      pt.special.softmax(m, axis=None), pt.special.log_softmax(x * 400, axis=-1)],
+     [vals(3, 5), vals(5)])
 case("elemwise isnan isinf", [x], [pt.isnan(x), pt.isinf(x)],
      [np.array([0.0, np.nan, np.inf, -np.inf, 1.0])])
 case("elemwise mod clip", [x, y], [pt.mod(x, y), pt.clip(x, -0.5, 0.7)], [xv, yv])
@@ -147,6 +157,24 @@ case("advanced indexing", [m, x, idx],
      [x[idx], m[idx[1:]], pt.inc_subtensor(x[idx], 1.0), pt.set_subtensor(x[idx], -x[idx]),
       m[:, idx], x[np.array([0, 0, 2])], pt.inc_subtensor(m[:, idx], 2.0)],
      [mv, xv, np.array([4, 0, 0, 2], dtype=np.int64)])
+j = pt.lvector("j")
+sm = pt.tensor("sm", shape=(3, 5), dtype="float64")
+st3 = pt.tensor("st3", shape=(2, 3, 4), dtype="float64")
+case("several index arrays (static shapes)", [sm, st3, idx, j],
+     [sm[idx, j], sm[idx[:1], j], st3[:, idx[:2], j[1:3]], st3[idx[:2] % 2, j[:2] % 3],
+      st3[1, j[:2] % 3, idx[:2]], pt.log(pt.exp(sm)[pt.arange(3), j[:3]]).sum(),
+      pt.inc_subtensor(sm[idx, j], 1.5), pt.set_subtensor(sm[idx, j], -sm[idx, j]),
+      pt.inc_subtensor(sm[idx[[2, 2]], j[[1, 1]]], 1.0),
+      pt.inc_subtensor(st3[:, idx[:2], j[1:3]], 2.0)],
+     [vals(3, 5), vals(2, 3, 4), np.array([2, -1, 0, 1], dtype=np.int64),
+      np.array([4, 0, -2, 3], dtype=np.int64)])
+case("gradients through the new converters", [x, sm, idx, j],
+     [pytensor.grad(pt.arcsinh(x).sum() + pt.arccosh(pt.abs(x) + 1.5).sum()
+                    + (pt.special.softmax(x) * pt.arange(5)).sum()
+                    + pt.special.log_softmax(x)[2], x),
+      pytensor.grad((sm[idx, j] ** 2).sum(), sm)],
+     [vals(5), vals(3, 5), np.array([2, -1, 0, 1], dtype=np.int64),
+      np.array([4, 0, -2, 3], dtype=np.int64)])
 a2 = pt.dmatrix("a2")
 case("dot shapes", [x, m, a2],
      [pt.dot(x, x), pt.dot(m, x), pt.dot(x[:3], m), pt.dot(m, a2), pt.dot(m.T, m)],
@@ -160,8 +188,8 @@ case("float32 graph", [fm, f32], [pt.exp(fm).sum(axis=1) + pt.log1p(f32 * f32)[:
      [vals(3, 4, dtype="float32"), vals(3, dtype="float32")])
 
 # ---- fallback ------------------------------------------------------------
-case("fallback: arcsinh and argmax stay in PyTensor", [x, y],
-     [pt.exp(pt.arcsinh(x) + y).sum(), pt.argmax(x) + 1, x * 2], [xv, yv], expect_fallback=True)
+case("fallback: arctan and argmax stay in PyTensor", [x, y],
+     [pt.exp(pt.arctan(x) + y).sum(), pt.argmax(x) + 1, x * 2], [xv, yv], expect_fallback=True)
 z = pt.zvector("zz")
 case("fallback: complex arithmetic", [z, x], [pt.real(z * 2).sum() + x], [np.array([1 + 2j, 3 - 1j]), xv],
      expect_fallback=True)
@@ -233,6 +261,23 @@ def test_mode_backend_option(backend):
 
 # ---- checks, errors, API -------------------------------------------------
 
+def test_several_index_arrays_out_of_range_raises_indexerror():
+    """A linear index would be in range where one of its parts is not:
+    kiln checks each part, as NumPy does, and raises IndexError."""
+    sm_ = pt.tensor("sm_", shape=(3, 5), dtype="float64")
+    i_, j_ = pt.lvector("i_"), pt.lvector("j_")
+    f = pytensor.function([sm_, i_, j_], sm_[i_, j_] * 2, mode="KILN")
+    assert not [n for n in f.maker.fgraph.apply_nodes
+                if not isinstance(n.op, kiln.pytensor.KilnOp)
+                and "Kiln" not in str(n.op) and n.op.__class__.__name__ != "DeepCopyOp"]
+    a = vals(3, 5)
+    np.testing.assert_array_equal(f(a, [0, 2], [4, -5]), a[[0, 2], [4, -5]] * 2)
+    with pytest.raises(IndexError):
+        f(a, [0, 1], [5, 0])      # j = 5 on an axis of 5: linear index 5 exists
+    with pytest.raises(IndexError):
+        f(a, [-4, 1], [0, 0])
+
+
 def test_assert_raises_assertionerror():
     from pytensor.raise_op import Assert
     v = pt.dvector("v")
@@ -295,8 +340,8 @@ def test_to_kg_text_and_names():
 
 def test_unsupported_whole_graph_raises_in_to_kg():
     v = pt.dvector("v")
-    with pytest.raises(kp.Unsupported, match="ArcSinh"):
-        kp.to_kg([v], [pt.arcsinh(v)])
+    with pytest.raises(kp.Unsupported, match="ArcTan"):
+        kp.to_kg([v], [pt.arctan(v)])
 
 
 def test_kiln_function_memoised_in_process():
