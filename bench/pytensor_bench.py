@@ -777,8 +777,12 @@ def main():
                         extra += f" ({r['error'][:120]})"
                     if r.get("obj_error"):
                         extra += f" (obj: {r['obj_error'][:100]})"
-                    print(f"{m:24s} {mo:6s} {ph:6s} {fmt_s(r, key):>10s} s"
-                          f"  rss {fmt_mb(r):>6s} MB{extra}", flush=True)
+                    if r.get("ok"):
+                        what = (f"{fmt_s(r, key):>10s} s  rss "
+                                f"{fmt_mb(r):>6s} MB{extra}")
+                    else:
+                        what = f"{fmt_s(r, key):>12s}{extra}"
+                    print(f"{m:24s} {mo:6s} {ph:6s} {what}", flush=True)
                     if a.out:
                         with open(a.out, "w") as f:
                             json.dump(dict(machine=mach, versions=vers,
