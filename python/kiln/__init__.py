@@ -553,17 +553,37 @@ class _Options:
 
 def _as_input(x, code, name):
     """x as a C-contiguous array of kiln dtype `code`: x itself when it
-    already is one (no copy), else one conversion."""
+    already is one (no copy), else one conversion.  A narrowing integer
+    conversion (int64 to i32, uint64 to i64) is checked value by value,
+    and bool bytes other than 0 and 1 (a .view(bool) of other data) are
+    made 0/1, so kiln never sees a value NumPy would not mean."""
     want = _NP[code]
     a = x if isinstance(x, np.ndarray) else np.asarray(x)
     if a.dtype == want and a.flags.c_contiguous:
-        return a
+        return _canonical_bool(a) if want == np.bool_ else a
     if a.dtype != want and not np.can_cast(a.dtype, want, "same_kind"):
         raise KilnError("input '%s': cannot convert %s to %s"
                         % (name, a.dtype, _lib.lib.kiln_dtype_name(code)
                            .decode()), _lib.ERR_TYPE)
+    if a.dtype.kind in "iu" and want.kind in "iu" and a.size \
+            and not np.can_cast(a.dtype, want, "safe"):
+        lim = np.iinfo(want)
+        lo, hi = int(a.min()), int(a.max())   # Python ints: exact
+        if lo < lim.min or hi > lim.max:
+            raise KilnError("input '%s': value %d does not fit in %s"
+                            % (name, lo if lo < lim.min else hi,
+                               _lib.lib.kiln_dtype_name(code).decode()),
+                            _lib.ERR_TYPE)
     # (not ascontiguousarray: it makes a 0-d array 1-d)
-    return np.array(a, dtype=want, order="C")
+    a = np.array(a, dtype=want, order="C")
+    return _canonical_bool(a) if want == np.bool_ else a
+
+
+def _canonical_bool(a):
+    """a (C-contiguous bool) with every byte 0 or 1."""
+    if a.size and a.view(np.uint8).max() > 1:
+        return a.view(np.uint8) != 0
+    return a
 
 
 def _fill_tensor(t, a):
@@ -696,14 +716,16 @@ class Function:
             raise KilnError("%d inputs given, the function takes %d (%s)"
                             % (len(args), n, ", ".join(self.input_names)),
                             _lib.ERR_ARG)
+        codes = self._in_codes
+        # every input converted before this thread's context is touched: a
+        # conversion may run Python (__array__) that calls this function
+        keep = [_as_input(args[i], codes[i], self.input_names[i])
+                for i in range(n)]  # alive until the call ends
         c = self._ctx()
         ins = c.ins
         shapes = c.in_shapes
-        codes = self._in_codes
-        keep = [None] * n          # converted inputs live until the call ends
         for i in range(n):
-            a = _as_input(args[i], codes[i], self.input_names[i])
-            keep[i] = a
+            a = keep[i]
             t = ins[i]
             if a.shape != shapes[i]:
                 _fill_tensor(t, a)
@@ -754,6 +776,9 @@ class Function:
         i = self.shared_names.index(name) if name in self.shared_names \
             else -1
         a = np.asarray(value)
+        if a.dtype.kind == "c":
+            raise KilnError("shared '%s': complex values (kiln has no complex "
+                            "dtype)" % name, _lib.ERR_TYPE)
         if i >= 0 and a.dtype not in _KILN:
             a = a.astype(np.float64)
         a = np.array(a, order="C")
@@ -840,7 +865,14 @@ def _data_json(data):
 
 
 def _dvec(x, n, what):
-    a = np.array(x, dtype=np.float64, order="C")
+    if np.iscomplexobj(x):
+        raise KilnError("%s: complex values (kiln's parameters are real)"
+                        % what, _lib.ERR_TYPE)
+    try:
+        a = np.array(x, dtype=np.float64, order="C")
+    except (TypeError, ValueError) as e:
+        raise KilnError("%s: expected %d numbers (%s)" % (what, n, e),
+                        _lib.ERR_TYPE) from None
     if a.ndim != 1 or a.shape[0] != n:
         raise KilnError("%s: expected %d values, got shape %s"
                         % (what, n, _shape_str(a.shape)), _lib.ERR_SHAPE)

@@ -181,6 +181,19 @@ class _Layout:
         self.jac_offset = 0.0  # PyMC's Jacobian constants minus kiln's
         self.text = None
 
+    def __repr__(self):
+        rows = []
+        for p in self.params:
+            how = ("param %s lower=%s upper=%s" % (p.get("name"), *p["bounds"])
+                   if p["kind"] == "bounded" else
+                   "param %s (%s)" % (p.get("name"), "PyMC's transform in the graph"
+                                      if p["transform"] is not None else
+                                      "unconstrained"))
+            rows.append("  %s %s: %s" % (p["value_name"], p["shape"], how))
+        for t in self.tps:
+            rows.append("  output tp %s (%s)" % (t.get("name"), t.get("kind")))
+        return "kiln.pymc layout:\n" + "\n".join(rows)
+
 
 def model_to_kg(model=None, name=None, deterministics=True):
     """The kiln model text of a PyMC model and its layout: (text, layout).
@@ -256,12 +269,20 @@ def _model_to_kg(model, name, deterministics):
         replace[s] = pt.constant(s.get_value(borrow=True), name=s.name)
     allouts = graph_replace(allouts, replace, strict=False)
     gname = _IDENT.sub("_", name or model.name or "pymc_model") or "pymc_model"
+    # as pm.compile: an invalid parameter value is a log density of -inf
+    # (a sampler rejects the point), or with check_bounds=False no check
+    chk = ("local_check_parameter_to_ninf_switch" if model.check_bounds
+           else "local_remove_check_parameter")
     try:
-        kg = kpt.to_kg(new_inputs, allouts, name=gname)
+        kg = kpt.to_kg(new_inputs, allouts, name=gname, include=(chk,))
     except kpt.Unsupported as e:
         first = e
         if len(allouts) == 1 or not any(s[1] == "deterministic" for s in tp_src):
-            raise
+            kept = [f"'{rv.name}' ({type(tr).__name__})" for v, rv, tr, b in plan
+                    if tr is not None and b is False]
+            hint = ("; free variables whose PyMC transform is converted with "
+                    "the model: " + ", ".join(kept)) if kept else ""
+            raise kpt.Unsupported(f"pymc model '{gname}': {e}{hint}") from None
         keep = [i for i, s in enumerate(tp_src) if s[1] == "free"]
         dropped = [s[0] for s in tp_src if s[1] == "deterministic"]
         warnings.warn("kiln.pymc: deterministics %s left out (%s); the log "
@@ -269,7 +290,7 @@ def _model_to_kg(model, name, deterministics):
                       stacklevel=2)
         tp_src = [tp_src[i] for i in keep]
         allouts = [allouts[0]] + [allouts[1 + i] for i in keep]
-        kg = kpt.to_kg(new_inputs, allouts, name=gname)
+        kg = kpt.to_kg(new_inputs, allouts, name=gname, include=(chk,))
     layout.text = _rewrite_text(kg, layout, tp_src)
     return layout.text, layout
 
@@ -355,9 +376,25 @@ class PymcModel(_kiln.Model):
             parts.append(a.ravel())
         return np.concatenate(parts) if parts else np.empty(0)
 
+    def log_density(self, theta, jacobian=True):
+        """As kiln.Model's; ``theta`` may also be PyMC's point (a dict)."""
+        if isinstance(theta, dict):
+            theta = self.array(theta)
+        return super().log_density(theta, jacobian)
+
+    def log_density_gradient(self, theta, jacobian=True):
+        """As kiln.Model's; ``theta`` may also be PyMC's point (a dict by
+        value-variable name, as ``model.initial_point()``)."""
+        if isinstance(theta, dict):
+            theta = self.array(theta)
+        return super().log_density_gradient(theta, jacobian)
+
     def unc_point(self, x):
         """The unconstrained vector as PyMC's point (value-variable names)."""
         x = np.asarray(x, dtype=np.float64)
+        if x.shape != (self.n_unc,):
+            raise ValueError(f"kiln.pymc: the unconstrained vector has "
+                             f"{self.n_unc} values, got shape {x.shape}")
         out, k = {}, 0
         for p in self.layout.params:
             n = int(np.prod(p["shape"], dtype=np.int64))

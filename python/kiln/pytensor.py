@@ -38,7 +38,7 @@ import kiln as _kiln
 import pytensor
 import pytensor.scalar as ps
 import pytensor.scalar.math as psm
-from pytensor.compile.mode import Mode, register_linker, register_mode, predefined_linkers, predefined_modes
+from pytensor.compile.mode import Mode, optdb, register_linker, register_mode, predefined_linkers, predefined_modes
 from pytensor.compile.ops import DeepCopyOp, ViewOp
 from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.fg import FunctionGraph
@@ -65,8 +65,12 @@ __all__ = [
 ]
 
 
-class Unsupported(Exception):
-    """A node the converter cannot express in kiln; str() says why."""
+class Unsupported(_kiln.KilnError):
+    """A node the converter cannot express in kiln; str() says why (a
+    kiln.KilnError, so ``except kiln.KilnError`` catches it)."""
+
+    def __init__(self, msg, code=None):
+        super().__init__(msg, _kiln._lib.ERR_ARG if code is None else code)
 
 
 class KilnFallbackWarning(UserWarning):
@@ -155,10 +159,14 @@ def _fmt_values(arr, kdt):
     return text
 
 
+def _kg_text(msg):
+    """MSG as kiln will report it: one line, no NUL, never empty."""
+    return " ".join(str(msg).replace("\x00", "").split()) or "check failed"
+
+
 def _kg_string(msg):
     """MSG as a one-line .kg string literal."""
-    msg = " ".join(str(msg).split()) or "check failed"
-    msg = msg.replace("\x00", "")
+    msg = _kg_text(msg)
     return '"' + msg.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
@@ -970,9 +978,16 @@ def _check(em, node, ins):
             _need("all")
             c = em.let(f"all({c})", "bool")
         cs.append(c)
-    msg = _kg_string(node.op.msg)
-    em.checks[msg[1:-1].replace('\\"', '"').replace("\\\\", "\\")] = (
-        node.op.exc_type, node.op.msg)
+    # the message kiln reports identifies the check: one used before with
+    # another exception type gets a suffix, so the failing check decides
+    want = (node.op.exc_type, node.op.msg)
+    written = _kg_text(node.op.msg)
+    k = 1
+    while em.checks.get(written, want) != want:
+        k += 1
+        written = _kg_text(f"{node.op.msg} [check {k}]")
+    em.checks[written] = want
+    msg = _kg_string(written)
     if not cs:
         return [x]
     return [em.let(f"check({x}, {', '.join(cs)}, msg={msg})", em.kdt[x])]
@@ -1074,7 +1089,12 @@ def _nodes_to_kg(nodes, inputs, outputs, name="pytensor"):
     for v in inputs:
         in_names.append(em.input(v, _kdt(v.type.dtype, f"input '{v}'")))
     for node in nodes:
-        _convert_node(em, node)
+        try:
+            _convert_node(em, node)
+        except Unsupported as e:
+            named = [o.name for o in node.outputs if o.name]
+            where = f"node {node.op}" + (f" -> '{named[0]}'" if named else "")
+            raise Unsupported(f"{where}: {e}") from None
     outs = []
     out_names = []
     for i, v in enumerate(outputs):
@@ -1098,14 +1118,19 @@ def fgraph_to_kg(fgraph, name="pytensor"):
     return _nodes_to_kg(fgraph.toposort(), fgraph.inputs, fgraph.outputs, name)
 
 
-def to_kg(inputs, outputs, rewrite=True, name="pytensor"):
+def to_kg(inputs, outputs, rewrite=True, name="pytensor", include=()):
     """Convert PyTensor ``outputs`` of ``inputs`` to a ``KgGraph``.
 
-    With ``rewrite=True`` the KILN mode's rewrites run first (on a clone).
+    With ``rewrite=True`` the KILN mode's rewrites run first (on a clone),
+    with the rewrites named in ``include`` added (e.g. PyMC's
+    ``local_check_parameter_to_ninf_switch``, as ``pm.compile`` adds it).
     """
     fg = FunctionGraph(list(inputs), list(outputs), clone=True)
     if rewrite:
-        KILN.optimizer.rewrite(fg)
+        opt = KILN.provided_optimizer
+        if include:
+            opt = opt.including(*include)
+        optdb.query(opt).rewrite(fg)
     return fgraph_to_kg(fg, name)
 
 
@@ -1288,6 +1313,10 @@ class KilnLinker(VMLinker):
             fgraph.replace_all(list(zip(outs, new)), reason="kiln", import_missing=True)
             swap = dict(zip(outs, new))
             self.no_recycling = [swap.get(v, v) for v in self.no_recycling]
+            # shared-variable updates (pytensor.function(updates=...)) name
+            # their new values by variable: follow them into the kiln node
+            self.updated_vars = {k: swap.get(v, v)
+                                 for k, v in getattr(self, "updated_vars", {}).items()}
             replaced += 1
         if replaced:
             # views of values now computed inside kiln are gone from the graph

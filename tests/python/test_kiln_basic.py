@@ -328,3 +328,69 @@ def test_symbolic_output_shapes_change_between_calls():
         f(np.zeros((2, 2)), np.zeros(3))
     o, _ = f(np.ones(2), np.ones(3))
     np.testing.assert_array_equal(o, np.ones((2, 3)))
+
+
+ADD = ("kiln 1\ngraph g\n  input a: f64[n]\n  input b: f64[n]\n"
+       "  output y = add(a, b)\nend\n")
+
+
+def test_reentrant_call_from_array_conversion():
+    """An input whose __array__ calls the same function on the same thread
+    (attack of issue 25): every input is converted before the thread's
+    context is filled, so the outer call sees its own inputs."""
+    f = kiln.compile(ADD, backend="interp")
+    inner = []
+
+    class Evil:
+        def __array__(self, dtype=None, copy=None):
+            inner.append(f(np.full(1000, 100.0), np.full(1000, 100.0))[0])
+            junk = [np.full(1000, -7.0) for _ in range(50)]  # noqa: F841
+            return np.full(1000, 2.0)
+    out = f(np.full(1000, 1.0), Evil())[0]
+    np.testing.assert_array_equal(out, np.full(1000, 3.0))
+    np.testing.assert_array_equal(inner[0], np.full(1000, 200.0))
+
+
+def test_narrowing_integer_inputs_are_checked():
+    """int64 into an i32 input, uint64 into i64: values that do not fit are
+    an error naming the input, never wrapped."""
+    f = kiln.compile("kiln 1\ngraph g\n  input k: i32[n]\n"
+                     "  output y = mul(k, 2)\nend\n", backend="interp")
+    np.testing.assert_array_equal(f(np.array([3, -4], dtype=np.int64))[0],
+                                  np.array([6, -8], dtype=np.int32))
+    with pytest.raises(kiln.KilnError, match="'k'.*2147483648.*i32"):
+        f(np.array([1, 2**31], dtype=np.int64))
+    g = kiln.compile("kiln 1\ngraph g\n  input k: i64[n]\n"
+                     "  output y = add(k, 1)\nend\n", backend="interp")
+    assert g(np.array([5], dtype=np.uint64))[0][0] == 6
+    with pytest.raises(kiln.KilnError, match="does not fit in i64"):
+        g(np.array([2**63], dtype=np.uint64))
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_bool_bytes_other_than_0_1(backend):
+    """A bool array whose bytes are 2 or 255 (a .view(bool)) means True to
+    NumPy; kiln gets 0/1 bytes on every backend."""
+    f = kiln.compile("kiln 1\ngraph g\n  input b: bool[n]\n"
+                     "  output all_ = all(b)\n"
+                     "  output n = sum(cast(b, dtype=i64))\n"
+                     "  output e = eq(b, true)\nend\n", backend=backend)
+    b = np.array([2, 255, 1], dtype=np.uint8).view(np.bool_)
+    a, n, e = f(b)
+    assert bool(a) is True and int(n) == 3 and e.tolist() == [True] * 3
+    b0 = np.array([2, 255, 0], dtype=np.uint8).view(np.bool_)
+    a, n, e = f(b0)
+    assert bool(a) is False and int(n) == 2 and e.tolist() == [True, True, False]
+
+
+def test_complex_values_are_refused(es_graph):
+    f = kiln.compile(es_graph, backend="interp")
+    with pytest.raises(kiln.KilnError, match="complex"):
+        f(0.0, 0.0, np.zeros(8) + 1j)
+    m = kiln.Model(example("eight_schools_noncentered.kg"),
+                   data={"J": 8, "y": list(np.arange(8.0)), "sigma": [1.0] * 8},
+                   backend="interp")
+    with pytest.raises(kiln.KilnError, match="complex"):
+        m.log_density(np.zeros(10) + 0j)
+    with pytest.raises(kiln.KilnError, match="expected 10 numbers"):
+        m.log_density(["a"] * 10)

@@ -458,3 +458,68 @@ def test_sample_kiln_mode():
         print("pm.sample %s: KILN %s, default %s, |z| max %.2f"
               % (v, xa.mean(0).round(2), xb.mean(0).round(2), np.max(np.abs(z))))
         assert np.all(np.abs(z) < 5), (v, z)
+
+
+@pytest.mark.parametrize("check_bounds", [True, False])
+def test_invalid_parameter_is_minus_inf_as_pymc(check_bounds):
+    """A parameter value outside its support (sigma = -1 here) is a log
+    density of -inf, as PyMC's compiled logp gives it (pm.compile turns
+    CheckParameterValue into a switch), so a sampler rejects the point
+    instead of failing; with check_bounds=False the check is removed as
+    PyMC removes it.  The callback reports a rejection (1), not an error."""
+    with pm.Model(check_bounds=check_bounds) as m:
+        s = pm.Normal("s", 0, 1)
+        pm.Normal("y", 0, s, observed=[1.0])
+    # the reference needs PyTensor's rewrites here: pm.compile adds the
+    # check rewrite to the mode's optimizer (REF has none), and reads
+    # check_bounds from the model in context (as pm.sample runs it)
+    with m:
+        f = m.logp_dlogp_function(ravel_inputs=True,
+                                  mode=Mode(linker="py", optimizer="fast_run"))
+    f.set_extra_values({})
+    want_lp, want_g = f(np.array([-1.0]))
+    km = kp.compile_model(m, backend="interp")
+    lp, g = km.log_density_gradient(np.array([-1.0]))
+    if check_bounds:
+        assert lp == -np.inf and float(want_lp) == -np.inf
+    else:
+        np.testing.assert_allclose(lp, want_lp, rtol=RTOL, equal_nan=True)
+    np.testing.assert_allclose(g, want_g, rtol=RTOL, equal_nan=True)
+    if check_bounds:
+        fn, ud, dim = km.logp_callback()
+        x = (ctypes.c_double * 1)(-1.0)
+        gr = (ctypes.c_double * 1)()
+        out = ctypes.c_double()
+        assert fn(dim, x, gr, ctypes.byref(out), ud) == 1
+
+
+def test_unsupported_op_names_node_and_variable():
+    """An op kiln lacks (ArcTan2, in the circular transform of VonMises)
+    raises kiln.pytensor.Unsupported naming the op and the free variable
+    whose transform brought it."""
+    with pm.Model() as m:
+        pm.VonMises("vm", mu=0.0, kappa=2.0)
+    with pytest.raises(kiln.pytensor.Unsupported) as e:
+        kp.compile_model(m)
+    msg = str(e.value)
+    assert "ArcTan2" in msg and "'vm'" in msg and "CircularTransform" in msg, msg
+
+
+def test_point_dict_layout_and_vector_size():
+    """PyMC's point (a dict) is taken where the vector is; the layout
+    prints each mapping; a vector of the wrong size names both sizes."""
+    m = eight_schools()
+    km = kp.compile_model(m, backend="interp")
+    ip = m.initial_point()
+    lp1, g1 = km.log_density_gradient(ip)
+    lp2, g2 = km.log_density_gradient(km.array(ip))
+    assert lp1 == lp2 and np.array_equal(g1, g2)
+    assert km.log_density(ip) == lp1
+    text = repr(km.layout)
+    for v in m.value_vars:
+        assert v.name in text, text
+    assert "lower=0" in text
+    with pytest.raises(ValueError, match="has 10 values"):
+        km.unc_point(np.zeros(5))
+    with pytest.raises(kiln.KilnError):
+        kp.model_to_kg(pm.Model())

@@ -451,3 +451,36 @@ def test_no_pytensor_c_compilation(tmp_path):
     assert r.returncode == 0, r.stderr
     mods = glob.glob(os.path.join(str(tmp_path), "*", "tmp*", "mod.cpp"))
     assert not mods, f"PyTensor compiled C: {mods}"
+
+
+def test_shared_variable_updates():
+    """pytensor.function(updates=...) in the KILN mode: the updates whose
+    expressions kiln computes are applied as in PyTensor's Python mode."""
+    def run(mode):
+        s = pytensor.shared(np.zeros(3), name="s")
+        c = pytensor.shared(0.0, name="c")
+        xv_ = pt.dvector("xv_")
+        f = pytensor.function([xv_], [s * 2, s + xv_],
+                              updates={s: s + xv_, c: c + 1.0}, mode=mode)
+        outs = [f(np.arange(3.0) + k) for k in range(3)]
+        return outs, s.get_value(), c.get_value()
+    got, want = run("KILN"), run(REF)
+    for (g1, g2), (w1, w2) in zip(got[0], want[0]):
+        np.testing.assert_array_equal(g1, w1)
+        np.testing.assert_array_equal(g2, w2)
+    np.testing.assert_array_equal(got[1], want[1])
+    assert got[2] == want[2] == 3.0
+
+
+def test_same_message_checks_keep_their_exception_types():
+    """Two checks with one message and different exception types: the one
+    that fails decides the exception, as in PyTensor."""
+    from pytensor.raise_op import Assert, CheckAndRaise
+    v = pt.dvector("v")
+    out = CheckAndRaise(TypeError, "oops")(v, pt.all(v > -10)) * 2
+    out = Assert("oops")(out, pt.all(v < 1)) + 1
+    f = pytensor.function([v], out, mode="KILN")
+    with pytest.raises(AssertionError, match="oops"):
+        f(np.array([0.5, 2.0]))
+    with pytest.raises(TypeError, match="oops"):
+        f(np.array([-20.0, 0.0]))
