@@ -199,6 +199,8 @@ static const opinfo ops[KILN_I_COUNT] = {
     [KILN_I_GAMMAINCC] = {"gammaincc", 2, C_FLOAT, "gammaincc"},
     [KILN_I_BETAINC] = {"betainc", 3, C_FLOAT, "betainc"},
     [KILN_I_GAMMAINC_DA] = {"gammainc_da", 2, C_FLOAT, "gammainc_da"},
+    [KILN_I_BETAINC_DA] = {"betainc_da", 3, C_FLOAT, "betainc_da"},
+    [KILN_I_BETAINC_DB] = {"betainc_db", 3, C_FLOAT, "betainc_db"},
 };
 
 static const char *const dt_name[KILN_NDTYPES] = {"f64", "f32", "i64",
@@ -840,12 +842,12 @@ static void emit_instr(emitter *e, uint32_t i)
         else
             sb_printf(b, "rt->%s(%s, %s)", info->rt, x, y);
         break;
-    case KILN_I_BETAINC:
+    case KILN_I_BETAINC: case KILN_I_BETAINC_DA: case KILN_I_BETAINC_DB:
         if (f32)
-            sb_printf(b, "(float)rt->betainc((double)%s, (double)%s, "
-                      "(double)%s)", x, y, z);
+            sb_printf(b, "(float)rt->%s((double)%s, (double)%s, "
+                      "(double)%s)", info->rt, x, y, z);
         else
-            sb_printf(b, "rt->betainc(%s, %s, %s)", x, y, z);
+            sb_printf(b, "rt->%s(%s, %s, %s)", info->rt, x, y, z);
         break;
     case KILN_I_MAXIMUM:
     case KILN_I_MINIMUM: {
@@ -991,7 +993,7 @@ static size_t rt_need_size(const char *name)
         return offsetof(kiln_runtime, trigamma) + sizeof(void (*)(void));
     for (unsigned op = KILN_I_FLOOR; op < KILN_I_COUNT; op++)
         if (ops[op].rt && strcmp(ops[op].rt, name) == 0)
-            return offsetof(kiln_runtime, gammainc_da) + sizeof(void (*)(void));
+            return offsetof(kiln_runtime, betainc_db) + sizeof(void (*)(void));
     return offsetof(kiln_runtime, softplus) + sizeof(void (*)(void));
 }
 
@@ -1867,6 +1869,8 @@ static const char preamble[] =
     "  double (*gammaincc)(double, double);\n"
     "  double (*betainc)(double, double, double);\n"
     "  double (*gammainc_da)(double, double);\n"
+    "  double (*betainc_da)(double, double, double);\n"
+    "  double (*betainc_db)(double, double, double);\n"
     "} krt;\n"
     "typedef struct kcall { usize struct_size; u32 n_inputs, n_outputs;\n"
     "  const kv *inputs; const kv *outputs; const krt *rt;\n"

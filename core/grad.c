@@ -626,16 +626,6 @@ static int grad_mul_n(gctx *c, const kiln_node *n, kiln_value gv)
     return rc;
 }
 
-/* The gradient of an incomplete gamma / beta function with respect to a
- * shape argument is not implemented (docs/ops.md). */
-static int grad_no_rule(gctx *c, const kiln_node *n, const char *arg)
-{
-    return kiln_seterr(c->err, KILN_ERR_TYPE,
-                       "grad: no gradient rule for '%s' with respect to %s "
-                       "(only with respect to x)",
-                       kiln_ir_op_info(n->op)->name, arg);
-}
-
 static int grad_elemwise(gctx *c, kiln_value v, kiln_value gv)
 {
     kiln_node n = *NODE(c, v);
@@ -824,10 +814,17 @@ static int grad_elemwise(gctx *c, kiln_value v, kiln_value gv)
         return contribute(c, y, op2(c, "mul", gv, d));
     }
     case KILN_OP_BETAINC: {
-        /* d/dx I_x(a, b) = x^(a-1) (1-x)^(b-1) / B(a, b) */
+        /* d/dx I_x(a, b) = x^(a-1) (1-x)^(b-1) / B(a, b); d/da and
+         * d/db are betainc_da and betainc_db (core/special.c) */
         kiln_value z = n.in[2];
-        if (c->path[x] || c->path[y])
-            return grad_no_rule(c, &n, c->path[x] ? "a" : "b");
+        if (c->path[x])
+            TRY(contribute(c, x, op2(c, "mul", gv,
+                                     op3(c, "betainc_da", x, y, z))));
+        if (c->path[y])
+            TRY(contribute(c, y, op2(c, "mul", gv,
+                                     op3(c, "betainc_db", x, y, z))));
+        if (!c->path[z])
+            return 0;
         kiln_value lb = op2(c, "sub",
                             op2(c, "add", op1(c, "gammaln", x),
                                 op1(c, "gammaln", y)),

@@ -120,6 +120,10 @@ static const kiln_op_info op_table[KILN_OP_COUNT] = {
     E(KILN_OP_BETAINC, "betainc", KILN_CAT_ELEMWISE, 3, 3, KILN_I_BETAINC),
     E(KILN_OP_GAMMAINC_DA, "gammainc_da", KILN_CAT_ELEMWISE, 2, 2,
       KILN_I_GAMMAINC_DA),
+    E(KILN_OP_BETAINC_DA, "betainc_da", KILN_CAT_ELEMWISE, 3, 3,
+      KILN_I_BETAINC_DA),
+    E(KILN_OP_BETAINC_DB, "betainc_db", KILN_CAT_ELEMWISE, 3, 3,
+      KILN_I_BETAINC_DB),
 };
 
 #undef E
@@ -211,7 +215,7 @@ static int op_is_float_only(int op)
     case KILN_OP_ROUND_HALF_AWAY_FROM_ZERO: case KILN_OP_ROUND:
     case KILN_OP_ERFCX: case KILN_OP_ERFINV: case KILN_OP_ERFCINV:
     case KILN_OP_GAMMAINC: case KILN_OP_GAMMAINCC: case KILN_OP_BETAINC:
-    case KILN_OP_GAMMAINC_DA:
+    case KILN_OP_GAMMAINC_DA: case KILN_OP_BETAINC_DA: case KILN_OP_BETAINC_DB:
         return 1;
     default:
         return 0;

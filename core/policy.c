@@ -71,6 +71,8 @@ static const struct {
     [KILN_I_GAMMAINCC] = {"gammaincc", 200},
     [KILN_I_BETAINC] = {"betainc", 300},
     [KILN_I_GAMMAINC_DA] = {"gammainc_da", 300},
+    [KILN_I_BETAINC_DA] = {"betainc_da", 600},
+    [KILN_I_BETAINC_DB] = {"betainc_db", 600},
 };
 
 /* Weights that are not opcodes: per element of every kernel (the store

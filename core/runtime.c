@@ -165,6 +165,8 @@ static const kiln_runtime kiln_runtime_table = {
     .gammaincc = kiln_gammaincc,
     .betainc = kiln_betainc,
     .gammainc_da = kiln_gammainc_da,
+    .betainc_da = kiln_betainc_da,
+    .betainc_db = kiln_betainc_db,
 };
 
 const kiln_runtime *kiln_runtime_get(void)

@@ -70,4 +70,9 @@ double kiln_betainc(double a, double b, double x);
  * gammaincc with respect to a; NaN where P is, 0 at x = 0 and x = inf. */
 double kiln_gammainc_da(double a, double x);
 
+/* d/da I_x(a, b) and d/db I_x(a, b), for the gradient of betainc with
+ * respect to a and b; NaN where I_x(a, b) is, 0 at x = 0 and x = 1. */
+double kiln_betainc_da(double a, double b, double x);
+double kiln_betainc_db(double a, double b, double x);
+
 #endif

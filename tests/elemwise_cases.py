@@ -219,4 +219,67 @@ emit("betainc(f32)", "betainc", 1.2e-7,
                 b[:50].astype(f32).astype(float),
                 x[:50].astype(f32).astype(float)).astype(f32), "f32", 1e-30)
 
+# d/da I_x(a, b), d/db I_x(a, b) (betainc_da, betainc_db: the gradient
+# of betainc in a and b) against mpmath's numerical derivative of the
+# lower tail I_x(a, b) or, where that is >= 1/2, of minus the upper tail
+# I_{1-x}(b, a) (1 - x exact in mpmath), so the difference keeps its
+# digits; a, b in [1e-3, 1e3], x in the bulk and within 1e-12 of 0 and 1.
+# 1e-12: kiln measured within 2.6e-13 of mpmath over 640 such points
+# (mostly eps times the exponent of the prefactor x^a (1-x)^b / B(a, b),
+# the inputs' own conditioning); the f32 case rounds once (1.2e-7).
+try:
+    import mpmath as mp
+    mp.mp.dps = 40
+
+    def betainc_dab(ai, bi, xi):
+        ai, bi, xi = mp.mpf(ai), mp.mpf(bi), mp.mpf(xi)
+        if mp.betainc(ai, bi, 0, xi, regularized=True) < 0.5:
+            return (mp.diff(lambda t: mp.betainc(t, bi, 0, xi,
+                                                 regularized=True), ai),
+                    mp.diff(lambda t: mp.betainc(ai, t, 0, xi,
+                                                 regularized=True), bi))
+        y = 1 - xi
+        return (-mp.diff(lambda t: mp.betainc(bi, t, 0, y,
+                                              regularized=True), ai),
+                -mp.diff(lambda t: mp.betainc(t, ai, 0, y,
+                                              regularized=True), bi))
+
+    m = 60
+    a = 10.0 ** rng.uniform(-3, 3, m)
+    b = 10.0 ** rng.uniform(-3, 3, m)
+    u = rng.uniform(0, 1, m)
+    x = np.where(u < 0.2, 10.0 ** rng.uniform(-12, -1, m),
+                 np.where(u > 0.8, 1 - 10.0 ** rng.uniform(-12, -1, m),
+                          rng.uniform(0, 1, m)))
+    # fixed hard points: a large and b small near x = 1 (psi(a+b) - psi(a)
+    # ~ b/a against log x), tiny a and b, both large at the mean
+    a = np.concatenate([a, [504.4, 45.72, 1e-3, 1e3, 1e3, 0.5, 2.0]])
+    b = np.concatenate([b, [1.1e-3, 1.08e-3, 1e-3, 1e3, 1e-3, 1e3, 3.0]])
+    x = np.concatenate([x, [1 - 3e-7, 0.995842, 0.5, 0.5, 0.999, 4e-4,
+                            0.25]])
+    ref = np.array([[float(v) for v in betainc_dab(*t)]
+                    for t in zip(a, b, x)])
+    emit("betainc_da", "betainc_da", 1e-12, (a, b, x), ref[:, 0], "f64",
+         1e-290)
+    emit("betainc_db", "betainc_db", 1e-12, (a, b, x), ref[:, 1], "f64",
+         1e-290)
+    a32, b32, x32 = a[:12].astype(f32), b[:12].astype(f32), x[:12].astype(f32)
+    ref32 = np.array([[float(v) for v in betainc_dab(float(p), float(q),
+                                                     float(r))]
+                      for p, q, r in zip(a32, b32, x32)])
+    emit("betainc_da(f32)", "betainc_da", 1.2e-7, (a32, b32, x32),
+         ref32[:, 0].astype(f32), "f32", 1e-30)
+    emit("betainc_db(f32)", "betainc_db", 1.2e-7, (a32, b32, x32),
+         ref32[:, 1].astype(f32), "f32", 1e-30)
+except ImportError:
+    pass
+# edges (as betainc: NaN for a, b <= 0, x outside [0, 1], NaN inputs;
+# 0 at x = 0 and x = 1, where I_x is constant in a and b)
+ea = np.array([1.0, 2.0, 0.5, -1.0, 0.0, 2.0, 2.0, 2.0, nan, 2.0, 2.0])
+eb = np.array([1.0, 3.0, 0.5, 1.0, 2.0, 0.0, 3.0, 3.0, 2.0, nan, 3.0])
+ex = np.array([0.0, 1.0, 0.0, 0.5, 0.5, 0.5, -0.1, 1.1, 0.5, 0.5, nan])
+edge = np.where(ex == 0, 0.0, np.where(ex == 1, 0.0, nan))
+emit("betainc_da(edges)", "betainc_da", 0, (ea, eb, ex), edge, "f64")
+emit("betainc_db(edges)", "betainc_db", 0, (ea, eb, ex), edge, "f64")
+
 print("\n".join(out))

@@ -913,7 +913,8 @@ static const op_case op_cases[] = {
     {"erfinv(s)", "f32[3]"}, {"erfcinv(k)", "f64[3]"},
     {"gammainc(a, m)", "f64[2, 3]"}, {"gammaincc(s, 2)", "f32[3]"},
     {"betainc(1, 2, s)", "f32[3]"}, {"betainc(a, k, 0.5)", "f64[3]"},
-    {"gammainc_da(s, 1)", "f32[3]"},
+    {"gammainc_da(s, 1)", "f32[3]"}, {"betainc_da(1, 2, s)", "f32[3]"},
+    {"betainc_db(a, k, 0.5)", "f64[3]"},
 };
 
 static void test_ops(void)

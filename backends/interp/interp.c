@@ -161,6 +161,8 @@ static const kiln_interp_opinfo kiln_interp_ops[KILN_I_COUNT] = {
     [KILN_I_GAMMAINCC] = { "gammaincc", 2, KILN_INTERP_C_FLOAT, 1 },
     [KILN_I_BETAINC] = { "betainc", 3, KILN_INTERP_C_FLOAT, 1 },
     [KILN_I_GAMMAINC_DA] = { "gammainc_da", 2, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_BETAINC_DA] = { "betainc_da", 3, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_BETAINC_DB] = { "betainc_db", 3, KILN_INTERP_C_FLOAT, 1 },
 };
 
 /* The operands of an instruction that name earlier instructions (TAKE's
@@ -1226,6 +1228,19 @@ static kiln_interp_dd2d kiln_interp_rt_binary(const kiln_runtime *rt,
     }
 }
 
+/* The runtime function behind a ternary float opcode (betainc and its
+ * derivatives), NULL when the table lacks it. */
+static kiln_interp_ddd2d kiln_interp_rt_ternary(const kiln_runtime *rt,
+                                                unsigned op)
+{
+    switch (op) {
+    case KILN_I_BETAINC: return KILN_INTERP_RT_GET(rt, betainc);
+    case KILN_I_BETAINC_DA: return KILN_INTERP_RT_GET(rt, betainc_da);
+    case KILN_I_BETAINC_DB: return KILN_INTERP_RT_GET(rt, betainc_db);
+    default: return NULL;
+    }
+}
+
 /* The runtime function behind a unary transcendental opcode. */
 static kiln_interp_d2d kiln_interp_rt_unary(const kiln_runtime *rt,
                                             unsigned op)
@@ -1282,8 +1297,8 @@ static kiln_interp_d2d kiln_interp_rt_unary(const kiln_runtime *rt,
         KILN_INTERP_LOOP2(T, T, (T)f2((double)x, (double)y));                 \
         break;                                                                \
     }                                                                         \
-    case KILN_I_BETAINC: {                                                    \
-        kiln_interp_ddd2d f3 = KILN_INTERP_RT_GET(rt, betainc);               \
+    case KILN_I_BETAINC: case KILN_I_BETAINC_DA: case KILN_I_BETAINC_DB: {    \
+        kiln_interp_ddd2d f3 = kiln_interp_rt_ternary(rt, op);                \
         T *d_ = d;                                                            \
         const T *a_ = a, *b_ = b, *c_ = c;                                    \
         for (size_t j = 0; j < n; j++)                                        \
@@ -1921,8 +1936,8 @@ static int kiln_interp_check_runtime(const kiln_interp_run *r)
             continue;
         int have = kiln_interp_ops[op].arity == 1
                        ? kiln_interp_rt_unary(rt, op) != NULL
-                   : op == KILN_I_BETAINC ? KILN_INTERP_RT_HAS(rt, betainc)
-                                                && rt->betainc
+                   : kiln_interp_ops[op].arity == 3
+                       ? kiln_interp_rt_ternary(rt, op) != NULL
                    : kiln_interp_rt_binary(rt, op) != NULL;
         if (!have)
             return kiln_interp_fail(r, KILN_ERR_ARG, "%s: the runtime table "

@@ -487,6 +487,8 @@ static size_t kl_rt_offset(unsigned op)
     case KILN_I_GAMMAINCC: return offsetof(kiln_runtime, gammaincc);
     case KILN_I_BETAINC: return offsetof(kiln_runtime, betainc);
     case KILN_I_GAMMAINC_DA: return offsetof(kiln_runtime, gammainc_da);
+    case KILN_I_BETAINC_DA: return offsetof(kiln_runtime, betainc_da);
+    case KILN_I_BETAINC_DB: return offsetof(kiln_runtime, betainc_db);
     default: return 0;
     }
 }
@@ -741,9 +743,10 @@ static LLVMValueRef kl_emit_instr(kl_cg *g, kl_loopctx *lc, uint32_t i)
             }
             /* fall through */
         case KILN_I_POW: case KILN_I_GAMMAINC: case KILN_I_GAMMAINCC:
-        case KILN_I_GAMMAINC_DA: case KILN_I_BETAINC: {
+        case KILN_I_GAMMAINC_DA: case KILN_I_BETAINC:
+        case KILN_I_BETAINC_DA: case KILN_I_BETAINC_DB: {
             LLVMValueRef a3[3] = {x, y, z};
-            unsigned na = in->op == KILN_I_BETAINC ? 3 : 2;
+            unsigned na = kiln_interp_ops[in->op].arity;
             for (unsigned q = 0; q < na && dt == KILN_F32; q++)
                 a3[q] = LLVMBuildFPExt(b, a3[q], g->t_f64, "");
             r = LLVMBuildCall2(b, na == 3 ? g->t_ddd2d : g->t_dd2d,

@@ -80,6 +80,8 @@ typedef enum kiln_opcode {
     KILN_I_GAMMAINCC,  /* Q(a, x) = 1 - P(a, x) */
     KILN_I_BETAINC,    /* I_x(a, b): operands a, b, c = a, b, x */
     KILN_I_GAMMAINC_DA, /* d/da P(a, x) (operands a, x) */
+    KILN_I_BETAINC_DA, /* d/da I_x(a, b) (operands a, b, c = a, b, x) */
+    KILN_I_BETAINC_DB, /* d/db I_x(a, b) (operands a, b, c = a, b, x) */
     KILN_I_COUNT
 } kiln_opcode;
 
@@ -300,6 +302,8 @@ typedef struct kiln_runtime {
     double (*gammaincc)(double a, double x);
     double (*betainc)(double a, double b, double x);
     double (*gammainc_da)(double a, double x);   /* d/da P(a, x) */
+    double (*betainc_da)(double a, double b, double x); /* d/da I_x(a,b) */
+    double (*betainc_db)(double a, double b, double x); /* d/db I_x(a,b) */
 } kiln_runtime;
 
 /* Arguments of one kernel call (host-owned, valid during the call). */

@@ -38,6 +38,7 @@ import kiln as _kiln
 import pytensor
 import pytensor.scalar as ps
 import pytensor.scalar.math as psm
+from pytensor.scalar.loop import ScalarLoop
 from pytensor.compile.mode import Mode, optdb, register_linker, register_mode, predefined_linkers, predefined_modes
 from pytensor.compile.ops import DeepCopyOp, ViewOp
 from pytensor.graph.basic import Apply, Constant
@@ -318,6 +319,53 @@ for _c, _k in [(ps.Sub, "sub"), (ps.TrueDiv, "true_div"), (ps.Pow, "pow"),
                (psm.GammaIncC, "gammaincc")]:
     KG_SCALAR_CONVERTERS[_c] = _simple(_k, 2)
 KG_SCALAR_CONVERTERS[psm.BetaInc] = _simple("betainc", 3)
+
+
+def _betainc_grad_wrtp(sop):
+    """Whether ScalarLoop SOP is PyTensor 2.27's betainc_grad loop in p
+    (True), in q (False), or not that loop (None)."""
+    if getattr(sop, "name", None) != "betainc_grad" or sop.nin != 16 or sop.nout != 11:
+        return None
+    # d a_n / dp (Boik & Robison-Cox's polynomial) has the coefficients 46
+    # and 66; d a_n / dq and d b_n / dq have none
+    consts = {float(c.data) for c in sop.fgraph.variables
+              if isinstance(c, Constant) and np.asarray(c.data).ndim == 0}
+    return 66.0 in consts and 46.0 in consts
+
+
+@_scalar(ScalarLoop)
+def _scalar_loop(em, sop, args, idt, odts):
+    """PyTensor's betainc_grad loop (what BetaInc.grad builds: the
+    derivative of I_x(p, q) in p or q by its continued fraction, run for
+    the elements of one branch of a switch) as kiln's betainc_da /
+    betainc_db on every element; other ScalarLoops fall back.  The loop's
+    constants are f = q x / (p (1-x)), p, q, K, dK; x and 1 - x are
+    recovered from r = f p / q as r / (1+r) and 1 / (1+r) (a few ulps),
+    and where x >= 1/2 the derivative is taken of the mirror
+    I_x(p, q) = 1 - I_{1-x}(q, p) so that 1 - x is never formed from x.
+    Outputs: the derivative, the loop's other state (unused by the
+    gradient; the derivative again, n = 1) and `converged` = true."""
+    wrtp = _betainc_grad_wrtp(sop)
+    if wrtp is None:
+        raise Unsupported("kiln has no scalar op ScalarLoop (only PyTensor's betainc_grad)")
+    dt = odts[0]
+    if dt not in ("float64", "float32") or any(d != dt for d in idt[11:16]):
+        raise Unsupported(f"betainc_grad in {dt}")
+    _need("betainc_da", 3)
+    _need("betainc_db", 3)
+    k = _kdt(dt)
+    f, p, q = (em.cast(v, k) for v in args[11:14])
+    one = em.const(np.array(1.0), k)
+    r = em.let(f"true_div(mul({f}, {p}), {q})", k)
+    r1 = em.let(f"add({one}, {r})", k)
+    x = em.let(f"true_div({r}, {r1})", k)
+    y = em.let(f"true_div({one}, {r1})", k)
+    own, mirror = ("betainc_da", "betainc_db") if wrtp else ("betainc_db", "betainc_da")
+    d = em.let(f"where(lt({r}, {one}), {own}({p}, {q}, {x}), "
+               f"neg({mirror}({q}, {p}, {y})))", k)
+    n = em.let(f"fill({d}, {em.const(np.array(1), 'i64')})", "i64")
+    done = em.let(f"fill({d}, {em.const(np.array(True), 'bool')})", "bool")
+    return [d] * 9 + [n, done]
 KG_SCALAR_CONVERTERS[ps.Clip] = _simple("clip", 3)
 KG_SCALAR_CONVERTERS[ps.Add] = _chain("add")
 KG_SCALAR_CONVERTERS[ps.Mul] = _chain("mul")
