@@ -358,6 +358,8 @@ class Runner:
 def fmt_s(r, key="compile_s"):
     if r is None:
         return "-"
+    if r.get("skipped"):
+        return "not run"
     if r.get("timeout"):
         return f"> {r['timeout']:.0f} s"
     if not r.get("ok"):
@@ -371,6 +373,8 @@ def fmt_s(r, key="compile_s"):
 def fmt_us(r, key="call_s"):
     if r is None:
         return "-"
+    if r.get("skipped"):
+        return "not run"
     if r.get("timeout"):
         return f"> {r['timeout']:.0f} s"
     if not r.get("ok"):
@@ -394,7 +398,9 @@ def ratio(a, b, ka="compile_s", kb="compile_s"):
         if r is None:
             return None, None
         if r.get("timeout"):
-            if k.endswith("cpu_s"):     # a wall-time limit bounds no CPU time
+            # a process's wall-time limit bounds its compile or sample
+            # time, not its CPU time or the time of one call
+            if k.endswith("cpu_s") or k.endswith("call_s"):
                 return None, None
             return float(r["timeout"]), "limit"
         if r.get("ok") and r.get(k) is not None:
@@ -505,7 +511,8 @@ def tables(R, models, modes, sample):
                 r = g(m, mo, ph)
                 if not r:
                     continue
-                if not r.get("ok") and not r.get("timeout"):
+                if not r.get("ok") and not r.get("timeout") \
+                        and not r.get("skipped"):
                     notes.append(f"- {m} {mo} {ph}: fails: {r.get('error')}")
                 if r.get("fallback"):
                     notes.append(f"- {m} {mo} {ph}: {r['fallback']}")
