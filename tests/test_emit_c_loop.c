@@ -1,6 +1,6 @@
 /*
  * test_emit_c_loop.c — LOOP kernels (ABI 1.5) compiled by the tcc backend
- * from core/emit_c.c, against the interpreter (the reference), on
+ * from core/lower/emit_c.c, against the interpreter (the reference), on
  * hand-built kernels:
  *
  *  1. TAKE from a strided table with negative indices (i64 and i32

@@ -1,7 +1,7 @@
 /*
- * test_fuse.c — the fusion planning pass (core/fuse.c) and what came with
+ * test_fuse.c — the fusion planning pass (core/lower/fuse.c) and what came with
  * it: scalar regions, the stage order, the caps, the per-signature view
- * cache of core/vm.c, the llvm backend's rank-0 call and the
+ * cache of core/runtime/vm.c, the llvm backend's rank-0 call and the
  * interpreter's registers sized to the iteration space.
  *
  *  1. a model mixing rank-0 work over three stages (scalars -> vector

@@ -1,5 +1,5 @@
 /*
- * test_objload.c — kiln's ELF relocatable-object loader (core/objload.c):
+ * test_objload.c — kiln's ELF relocatable-object loader (core/plugin/objload.c):
  *
  *  a. objects made by the tcc plugin (artifact bytes: header + ELF .o):
  *     elementwise, reductions (to a scalar, along a kept axis), join,

@@ -964,7 +964,7 @@ static kiln_value step_const(gen *G)
 
 /* a gather from a rank-1 value by a constant index array (repeated and
  * negative indices), or a scatter-add of a value along one (the loops
- * of core/fuse.c take both into their pass; gradients of a gather are
+ * of core/lower/fuse.c take both into their pass; gradients of a gather are
  * scatter-adds) */
 static kiln_value step_gather(gen *G)
 {

@@ -1,6 +1,6 @@
 /*
  * test_tcc_prepared.c — the tcc backend's prepared calls (ABI 1.4,
- * docs/plugin-abi.md §9; core/emit_c.c's kiln_kernel_prep/_run).
+ * docs/plugin-abi.md §9; core/lower/emit_c.c's kiln_kernel_prep/_run).
  *
  *  1. plugin level, every kernel kind (ELEMWISE of rank 0, 2 and 3 with
  *     transposed, negative-stride, broadcast and extent-1 views, REDUCE

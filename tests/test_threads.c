@@ -15,7 +15,7 @@
  *     reference computed beforehand on a separately compiled function;
  *  2. the same through explicit contexts (kiln_context_new/call/free),
  *     one per thread;
- *  3. the logp callback (core/callback.c) of radon and eight schools
+ *  3. the logp callback (core/runtime/callback.c) of radon and eight schools
  *     called from NT threads at once: logp, gradient and return code bit
  *     for bit against single-threaded values, and each thread's
  *     kiln_logp_callback_message is its own call's (points with a

@@ -1,5 +1,5 @@
 /*
- * test_tiers.c — tiered compilation (core/tier.c; docs/policy.md,
+ * test_tiers.c — tiered compilation (core/runtime/tier.c; docs/policy.md,
  * "Tiers"), on radon (examples/radon.kg with its data and gradients):
  *
  *  1. a cold start runs every kernel on tier 0; calls then move hot

@@ -2,7 +2,7 @@
 """layercheck.py — which part of libkiln uses which, read from the built objects.
 
 Reads the defined and undefined external symbols (`nm`) of every object
-libkiln is linked from (core/**/libkiln_la-*.o under the build tree), maps
+libkiln is linked from (libkiln_la_OBJECTS of the build tree's Makefile), maps
 each symbol to the source file that defines it, and from that builds two
 graphs: file uses file, and stage folder uses stage folder.  It prints
 
@@ -32,15 +32,19 @@ import sys
 
 # (folder, what it is) in the order the pipeline runs.
 LAYERS = [
-    ("core/ir", "graph IR, op registry, composites, special functions, gradients"),
-    ("core/front", "the .kg parser and printer, data readers, diagnostics"),
+    ("core/support", "diagnostics (excerpts, did-you-mean), progress, trust"),
+    ("core/ir", "graph IR, op registry, composites, gradients, parameters"),
+    ("core/front", "the .kg parser and printer, data and YAML readers"),
     ("core/rewrite", "graph rewrite passes"),
-    ("core/lower", "fusion plan, lowering to kernels, C and text emitters"),
+    ("core/lower", "fusion plan, lowering to kernels, the C emitter"),
+    ("core/plugin", "backend plugins: loader, built-in interpreter, ELF objects"),
     ("core/policy", "backend chains per kernel, user configuration"),
-    ("core/cache", "cache keys, the disk store, trust, object and plugin loading"),
-    ("core/compile", "the compile driver: kiln_compile"),
-    ("core/runtime", "the VM, contexts, tiers, callbacks, runtime library"),
-    ("core/model", "models: parameters, data binding, log density"),
+    ("core/cache", "cache keys, the disk store, eviction, `kiln cache`"),
+    ("core/runtime", "the VM: functions, contexts, tiers, callbacks, "
+     "runtime library"),
+    ("core/compile", "the compile driver (kiln_compile), emitters to text"),
+    ("core/check", "checks of compiled functions: gradcheck, nonfinite trace"),
+    ("core/model", "models: data binding, log density and gradient"),
 ]
 
 OBJ_PREFIX = "libkiln_la-"
