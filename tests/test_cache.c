@@ -1,6 +1,6 @@
 /*
  * test_cache.c — the contract of cache keys (kiln_key_*) and of the disk
- * cache (core/cache/cache.c): warm start, sharing between models, modes,
+ * cache (core/cache/store.c): warm start, sharing between models, modes,
  * corruption, security, eviction, fork, concurrency and crash safety.
  *
  * Disk tests compile with a backend that makes storable artifacts (tcc,
@@ -303,7 +303,7 @@ static const char *RADON_LIKE =
     "  d_mu, d_ls, d_z = grad(out, mu, ls, z)\n"
     "  output d_mu\n  output d_ls\n  output d_z\nend\n";
 
-/* ---- key contract --------------------------------------------------------- */
+/* ---- key contract ------------------------------------------------------- */
 
 static void test_keys(void)
 {

@@ -64,7 +64,7 @@ static kiln_callable *load(const kiln_backend *be, const kiln_kernel *k)
     return c;
 }
 
-/* ---- 1. every kind, plugin level ------------------------------------------- */
+/* ---- 1. every kind, plugin level ---------------------------------------- */
 
 #define ARENA 2048       /* bytes per argument and data set */
 #define MAXV 4
@@ -486,7 +486,7 @@ static void test_kinds(void)
     IB->callable_free(ci);
 }
 
-/* ---- 4. the VM ------------------------------------------------------------- */
+/* ---- 4. the VM ---------------------------------------------------------- */
 
 static const char *GRAPH =
     "kiln 1\n"

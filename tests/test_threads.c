@@ -68,7 +68,7 @@ static double runif(uint64_t *s)
     return (double)(rnext(s) >> 11) * 0x1p-53;
 }
 
-/* ---- inputs and results -------------------------------------------------- */
+/* ---- inputs and results ------------------------------------------------- */
 
 typedef struct inset {
     int n;
@@ -144,7 +144,7 @@ static const char *differs(const outs *ref, int rc, const kiln_err *err,
     return "";
 }
 
-/* ---- compiling ----------------------------------------------------------- */
+/* ---- compiling ---------------------------------------------------------- */
 
 static kiln_graph *load_graph(const char *rel)
 {
@@ -197,7 +197,7 @@ static int has_symbolic_input(const kiln_function *f)
     return 0;
 }
 
-/* ---- threads ------------------------------------------------------------- */
+/* ---- threads ------------------------------------------------------------ */
 
 /* What one thread saw; the first member of every thread's argument. */
 typedef struct tally {
@@ -344,7 +344,7 @@ static void test_model(const char *rel, const char *backend, int use_ctx)
     kiln_function_free(f);
 }
 
-/* ---- 3: the logp callback -------------------------------------------------- */
+/* ---- 3: the logp callback ----------------------------------------------- */
 
 /* One point of a callback's sequence and its single-threaded result. */
 typedef struct cb_point {

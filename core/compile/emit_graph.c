@@ -27,7 +27,7 @@ int kiln_emit_lower(const kiln_graph *graph, const kiln_options *opt,
     if (!g)
         return err && err->code ? err->code : KILN_ERR_NOMEM;
     /* the rewrite passes and fusion, on the copy, as kiln_compile runs
-     * them (core/runtime/vm.c) */
+     * them (core/compile/driver.c) */
     int rc = kiln_rw_run(&g, &rwc, NULL, NULL, err);
     if (rc) {
         kiln_graph_free(g);

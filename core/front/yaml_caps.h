@@ -9,9 +9,9 @@
 
 #include <stddef.h>
 
-/* Check `text` (`len` bytes, named `name` in messages; `what`, e.g. "policy", names the kind of file) against
- * KILN_POLICY_MAX_SIZE, KILN_POLICY_MAX_DEPTH and
- * KILN_POLICY_MAX_COLLECTIONS (<kiln/policy.h>).  Returns 0, or
+/* Check `text` (`len` bytes, named `name` in messages; `what`, e.g. "policy",
+ * names the kind of file) against KILN_POLICY_MAX_SIZE, KILN_POLICY_MAX_DEPTH
+ * and KILN_POLICY_MAX_COLLECTIONS (<kiln/policy.h>).  Returns 0, or
  * KILN_ERR_POLICY with "NAME:LINE:COLUMN: ..." (the position where a cap
  * was exceeded) in err.  Linear in len; thread-safe. */
 int kiln_yaml_check_caps(const char *text, size_t len, const char *name,

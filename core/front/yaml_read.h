@@ -1,7 +1,7 @@
 /*
  * yaml_read.h — reading kiln's YAML files (policies, core/policy/policy.c; the
- * user's and site's configuration, core/policy/userconfig.c) with libyaml's document
- * API.
+ * user's and site's configuration, core/policy/userconfig.c) with libyaml's
+ * document API.
  *
  * A file is read whole (kiln_yaml_read_file), loaded as exactly one YAML
  * document (kiln_yaml_load) and walked node by node; every error names

@@ -4,9 +4,9 @@
  * elementwise helpers they use, each expanded by kiln_graph_op into
  * ordinary nodes; and kiln_graph_op itself, the builder's entry by op
  * name, which finds a primitive (ir.c, kiln_ir_graph_op) or expands a
- * composite here (prefix kiln_composite_).  Gradients, fusion and caching see only primitives;
- * the canonical text has no composite calls.  Formulas and sources:
- * docs/ops.md, "Composite ops".
+ * composite here (prefix kiln_composite_).  Gradients, fusion and caching see
+ * only primitives; the canonical text has no composite calls.  Formulas and
+ * sources: docs/ops.md, "Composite ops".
  */
 #include "composite.h"
 

@@ -1186,9 +1186,9 @@ static const char *identity_text(uint32_t op, unsigned dt)
 }
 
 /* Fold program output o (its value: the text val) into reduction output
- * o (REDUCE, and a LOOP's REDUCE outputs) for element j: into the block's accumulator acc<o>
- * when the output does not step along the row (t<o> == 0), else into
- * the output element. */
+ * o (REDUCE, and a LOOP's REDUCE outputs) for element j: into the block's
+ * accumulator acc<o> when the output does not step along the row (t<o> == 0),
+ * else into the output element. */
 static void emit_fold(emitter *e, uint32_t o, const char *val)
 {
     const kiln_kernel *k = e->k;

@@ -24,8 +24,8 @@
  * output extents and count, a take's shapes, a dot's BLAS layout.  run
  * runs the kernel on a call whose views equal the prepared call's in
  * everything but data, without checking anything but data (a take's
- * indices, a LOOP's TAKE and SCATTER indices).  kiln_kernel is prep into a plan
- * on its stack followed by run.  The unit includes no header and
+ * indices, a LOOP's TAKE and SCATTER indices).  kiln_kernel is prep into a
+ * plan on its stack followed by run.  The unit includes no header and
  * names no libm or libc symbol: it declares the layouts of kiln_view,
  * kiln_runtime and kiln_call itself and calls math, special functions
  * and gemm through call->rt.  Its results match the interpreter

@@ -734,9 +734,9 @@ static int lower_elemwise(kiln_program *p, kiln_graph *g, int v,
 
 /* A region (core/lower/fuse.c): one ELEMWISE kernel over the members' common
  * shape whose outputs are the members read outside it, in node order;
- * members feed each other as instructions.  Inputs are numbered by first use, outputs
- * by node order: both depend only on the region's expression DAG, so two
- * models with the same region share its key. */
+ * members feed each other as instructions.  Inputs are numbered by first use,
+ * outputs by node order: both depend only on the region's expression DAG, so
+ * two models with the same region share its key. */
 static int lower_region(kiln_program *p, kiln_graph *g, int root, int last,
                         kiln_err *err)
 {
@@ -1125,8 +1125,8 @@ static int lower_reduce(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
 /* check(x, c1, ..., msg=): x copied into the node's buffer, then per
  * condition a REDUCE kernel (MIN over the condition cast to bool: all of
  * it) into a bool scalar temporary, a step marked `check` that the VM
- * tests right after it runs (core/runtime/context.c).  The check is no member of
- * any fused kernel (fuse.c fuses elementwise ops and reductions only), so
+ * tests right after it runs (core/runtime/context.c).  The check is no member
+ * of any fused kernel (fuse.c fuses elementwise ops and reductions only), so
  * its conditions are stored and every one of them is tested whenever the
  * check's value is needed; a check no output depends on is dead code and
  * is not lowered (PyTensor's Assert acts through its output, too). */

@@ -1,6 +1,7 @@
 /*
  * lower.h — lowering a graph to kernels and a VM program (prefix
- * kiln_lower_), shared by core/lower/lower.c (builds it) and core/runtime/vm.c (runs it).
+ * kiln_lower_), shared by core/lower/lower.c (builds it),
+ * core/compile/driver.c (compiles it) and core/runtime/ (runs it).
  *
  * The lowered program is a list of buffers and a list of steps.  A buffer
  * is a tensor the VM holds: an input, a constant or shared value, a
@@ -124,7 +125,7 @@ typedef struct kiln_step {
     /* compiled */
     const kiln_backend *backend;
     kiln_callable *callable;
-    /* the cache (core/cache/cache.c): key of `kernel`, what happened */
+    /* the cache (core/cache/store.c): key of `kernel`, what happened */
     kiln_key key;
     int cache_result;     /* kiln_cache_result */
     int cache_written;
@@ -132,8 +133,8 @@ typedef struct kiln_step {
     double compile_s, saved_s;
     const char *cache_note;  /* why not stored / not cached (static) */
     /* per-call views (preallocated), and the callable's plan for them
-     * (ABI 1.4 prepared calls; NULL: call fn) made by core/runtime/vm.c whenever
-     * the views are rebuilt */
+     * (ABI 1.4 prepared calls; NULL: call fn) made by core/runtime/context.c
+     * whenever the views are rebuilt */
     kiln_view *vin, *vout;
     void *plan;
     /* issue 25: 1 + the check node whose condition this step reduces

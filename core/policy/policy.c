@@ -246,7 +246,7 @@ static kiln_policy *policy_new(const char *source)
     return p;
 }
 
-/* ---- reading YAML (core/front/yaml_read.c) -------------------------------- */
+/* ---- reading YAML (core/front/yaml_read.c) ------------------------------ */
 
 typedef kiln_yaml reader;
 
@@ -1460,7 +1460,7 @@ int kiln_policy_choose(const kiln_policy *p, const kiln_kernel_facts *k,
     return -1;
 }
 
-/* ---- plans (core/runtime/vm.c) ---------------------------------------------- */
+/* ---- plans (core/compile/driver.c) -------------------------------------- */
 
 typedef struct step_plan {
     int64_t elements, work;

@@ -1,6 +1,7 @@
 /*
- * policy_int.h — what core/runtime/vm.c needs from core/policy/policy.c (prefix
- * kiln_plan_): the per-kernel decisions of one compile.
+ * policy_int.h — what the compile driver and the runtime need from
+ * core/policy/policy.c (prefix kiln_plan_): the per-kernel decisions of one
+ * compile.
  *
  * A plan holds, for every step of a lowered program, the facts the policy
  * looked at, the rule that matched and where in the plan's backend chain

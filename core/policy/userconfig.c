@@ -153,9 +153,9 @@ static void dir_of(const char *path, char *buf, size_t n)
     buf[len] = '\0';
 }
 
-/* Open `path` for reading after the checks of core/support/trust.h: its directory
- * and every ancestor, then the file by descriptor (one symlink followed,
- * its target checked the same way; a configuration names the caches
+/* Open `path` for reading after the checks of core/support/trust.h: its
+ * directory and every ancestor, then the file by descriptor (one symlink
+ * followed, its target checked the same way; a configuration names the caches
  * kiln loads code from).  Returns the fd, -1 when the file does not
  * exist, -2 (with *why set) when it is refused. */
 static int open_checked(const char *path, int root_ok, char *why, size_t n)

@@ -2,8 +2,8 @@
  * rewrite.h — graph rewrite passes (prefix kiln_rw_), internal to libkiln.
  *
  * kiln_compile runs the enabled passes on its own copy of the graph before
- * lowering (core/runtime/vm.c); `kiln explain --passes` prints the graph after
- * each one.  The passes, in their fixed order (docs/rewrite.md):
+ * lowering (core/compile/driver.c); `kiln explain --passes` prints the graph
+ * after each one.  The passes, in their fixed order (docs/rewrite.md):
  *
  *   canonicalize  flatten nested add/mul into n-ary nodes, exact algebraic
  *                 identities (x*1, x+(-0), x-0, x/1, neg(neg(x)), cast to

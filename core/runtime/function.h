@@ -2,8 +2,8 @@
  * function.h — the inside of a compiled function, shared by the files
  * that make one (core/compile/driver.c), hold one (core/runtime/vm.c:
  * free, introspection), call one
- * (core/runtime/context.c: contexts and kiln_function_call) and move its kernels
- * between tiers (core/runtime/tier.c).
+ * (core/runtime/context.c: contexts and kiln_function_call) and move its
+ * kernels between tiers (core/runtime/tier.c).
  *
  * A function is two halves.  The compiled half — the graph, the lowered
  * program, every step's callables — is read only once kiln_compile has
@@ -154,7 +154,7 @@ struct kiln_function {
     char *plugin_path;          /* kiln_options.plugin_path, for jobs */
 };
 
-/* ---- core/runtime/vm.c -------------------------------------------------------- */
+/* ---- core/runtime/vm.c -------------------------------------------------- */
 
 /* Monotonic wall-clock seconds. */
 double kiln_vm_seconds(void);
@@ -186,12 +186,12 @@ int kiln_vm_size_fits(int rank, const int64_t *shape, kiln_dtype dt);
 /* Bytes of buffer b at its run-time shape. */
 size_t kiln_vm_buf_bytes(const kiln_buf *b);
 
-/* ---- core/runtime/context.c --------------------------------------------------- */
+/* ---- core/runtime/context.c --------------------------------------------- */
 
 /* Free every per-thread context of f. */
 void kiln_context_free_all(kiln_function *f);
 
-/* ---- core/runtime/tier.c ------------------------------------------------------ */
+/* ---- core/runtime/tier.c ------------------------------------------------ */
 
 /* Called by kiln_compile once every step has its tier-0 callable and
  * f->tiers is filled: set up triggers, queue immediate jobs. */

@@ -6,8 +6,8 @@
  * "Tiers").
  *
  * The trigger.  Calls are timed kernel by kernel on a context's first two
- * calls and then on every `sample_every`-th (core/runtime/context.c); each step
- * keeps the smallest time seen, t.  Identical kernels (one cache key)
+ * calls and then on every `sample_every`-th (core/runtime/context.c); each
+ * step keeps the smallest time seen, t.  Identical kernels (one cache key)
  * form one job: the first of them is its owner, the rest its twins.  At
  * a sampled call n, a waiting job's saving per call is
  *

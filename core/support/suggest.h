@@ -12,8 +12,8 @@
 /* The optimal-string-alignment distance between a (la bytes) and b (lb
  * bytes): insertions, deletions, substitutions and transpositions of two
  * adjacent characters each cost 1, a substitution that changes only a
- * letter's case 1/2 (the total is rounded up).  Names longer than 64 bytes give a large
- * distance.  Thread-safe (no state). */
+ * letter's case 1/2 (the total is rounded up).  Names longer than 64 bytes
+ * give a large distance.  Thread-safe (no state). */
 int kiln_suggest_distance(const char *a, size_t la, const char *b, size_t lb);
 
 /* The candidate closest to `name` (n_cand names, NULL entries skipped),

@@ -1,7 +1,8 @@
 /*
- * parse.c — the `.kg` text format (docs/ir.md): a hand-written lexer and a
- * recursive-descent parser (expressions: an explicit stack) that drives
- * the builder API of <kiln/graph.h>.
+ * grammar.c — the `.kg` text format's grammar (docs/ir.md): a
+ * recursive-descent parser (expressions: an explicit stack) over the
+ * tokens of lex.c that drives the builder API of <kiln/graph.h> (public
+ * kiln_parse_*; the lexer's helpers are kiln_lex_, lex.h).
  *
  * Every error is reported as "FILE:LINE:COL: message" (columns count
  * bytes from 1).  Syntax errors have code KILN_ERR_PARSE; errors found by
@@ -20,7 +21,7 @@
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
-#include "ir.h"
+#include "lex.h"
 #include "suggest.h"   /* did you mean */
 #include "composite.h"
 #include "datafile.h"
@@ -38,424 +39,6 @@
 
 #define KG_LIT_INT_MAX ((int64_t)1 << 53) /* exact in a literal's double */
 
-enum {
-    T_EOF = 0, T_NL, T_IDENT, T_INT, T_FLOAT, T_STRING,
-    T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COMMA, T_COLON, T_EQ,
-    T_QUEST, T_MINUS
-};
-
-typedef struct tok {
-    int kind;
-    const char *s;   /* text (for T_STRING: between the quotes, escaped) */
-    size_t n;
-    int line, col;
-} tok;
-
-typedef struct parser {
-    const char *src;
-    size_t len, pos;
-    int line;
-    size_t line_start;
-    int nest;            /* open ( and [: newlines inside them are skipped */
-    size_t *open_at;     /* byte offset of each open ( and [ (nest used) */
-    size_t open_cap;
-    tok t;               /* current token */
-    tok pk;              /* lookahead, valid when has_pk */
-    int has_pk;
-    const char *file;
-    const char *base_dir;
-    const kiln_read_options *data; /* the caller's limits on data files */
-    kiln_graph *g;
-    kiln_err e;
-    int *def_line;       /* line where node i was named (0: unknown) */
-    size_t def_cap;
-    int *out_line;       /* line of output k */
-    size_t out_cap;
-    /* the JSON data file json() sources read last (its resolved path),
-     * kept so that a model's many json() values read it once */
-    char *json_path;
-    kiln_json_data *json;
-} parser;
-
-/* ---- errors --------------------------------------------------------- */
-
-__attribute__((format(printf, 5, 6)))
-static int fail_at(parser *p, int line, int col, int code, const char *fmt,
-                   ...)
-{
-    char msg[sizeof p->e.message];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    kiln_seterr(&p->e, code, "%s:%d:%d: %s", p->file, line, col, msg);
-    return -1;
-}
-
-/* What a character that is no token means where it comes from (Stan,
- * NumPy): the hint after "unexpected character". */
-static const char *char_hint(int c)
-{
-    switch (c) {
-    case '+': case '*': case '/': case '^':
-        return " (kiln has no operators: write add(a, b), sub, mul, div, "
-               "pow; docs/stan-cheatsheet.md)";
-    case '~':
-        return " (kiln has no '~': add the density's term to the log "
-               "density, e.g. logp = add(normal_lpdf(y, mu, sigma), ...))";
-    case '<': case '>':
-        return " (constraints follow the type: param sigma: f64 lower=0)";
-    case ';':
-        return " (a statement ends at the end of its line)";
-    case '{': case '}':
-        return " (kiln has no blocks: declare with param, shared, const, "
-               "output)";
-    default:
-        return "";
-    }
-}
-
-/* Prefix a builder error with a position. */
-static int builder_fail(parser *p, int line, int col)
-{
-    kiln_err_prefix(&p->e, "%s:%d:%d: ", p->file, line, col);
-    return -1;
-}
-
-static int nomem(parser *p)
-{
-    kiln_seterr(&p->e, KILN_ERR_NOMEM, "%s: out of memory", p->file);
-    return -1;
-}
-
-/* "'text'", "end of line", ... for messages. */
-static const char *tok_desc(const tok *t, char *buf, size_t size)
-{
-    switch (t->kind) {
-    case T_EOF: return "end of file";
-    case T_NL: return "end of line";
-    case T_STRING:
-        if (t->n > 40)
-            snprintf(buf, size, "\"%.40s...\"", t->s);
-        else
-            snprintf(buf, size, "\"%.*s\"", (int)t->n, t->s);
-        return buf;
-    default:
-        if (t->n > 40)
-            snprintf(buf, size, "'%.40s...'", t->s);
-        else
-            snprintf(buf, size, "'%.*s'", (int)t->n, t->s);
-        return buf;
-    }
-}
-
-/* "expected WHAT, found TOKEN" at the current token. */
-static int expected(parser *p, const char *what)
-{
-    char b[64];
-    return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
-                   "expected %s, found %s", what, tok_desc(&p->t, b, sizeof b));
-}
-
-/* ---- lexer ---------------------------------------------------------- */
-
-static int is_alpha(int c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-
-static int is_digit(int c) { return c >= '0' && c <= '9'; }
-
-static int is_alnum(int c) { return is_alpha(c) || is_digit(c); }
-
-/* T_INT, T_FLOAT, or -1 when s[0..n) is not a number:
- * digits [. digits] [(e|E) [+|-] digits], with a digit before or after
- * the point. */
-static int number_kind(const char *s, size_t n)
-{
-    size_t i = 0, nd = 0;
-    int is_float = 0;
-    while (i < n && is_digit((unsigned char)s[i]))
-        i++, nd++;
-    if (i < n && s[i] == '.') {
-        is_float = 1;
-        i++;
-        while (i < n && is_digit((unsigned char)s[i]))
-            i++, nd++;
-    }
-    if (nd == 0)
-        return -1;
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        size_t ne = 0;
-        is_float = 1;
-        i++;
-        if (i < n && (s[i] == '+' || s[i] == '-'))
-            i++;
-        while (i < n && is_digit((unsigned char)s[i]))
-            i++, ne++;
-        if (ne == 0)
-            return -1;
-    }
-    return i == n ? (is_float ? T_FLOAT : T_INT) : -1;
-}
-
-/* Remember an open ( or [ at byte offset pos. */
-static int push_open(parser *p, size_t pos)
-{
-    if ((size_t)p->nest == p->open_cap) {
-        size_t nc = p->open_cap ? 2 * p->open_cap : 16;
-        size_t *q = nc > (size_t)INT32_MAX ? NULL
-                                            : realloc(p->open_at,
-                                                      nc * sizeof *q);
-        if (!q)
-            return nomem(p);
-        p->open_at = q;
-        p->open_cap = nc;
-    }
-    p->open_at[p->nest++] = pos;
-    return 0;
-}
-
-/* "'[' is not closed" at the innermost open bracket: the file ended, or a
- * statement keyword starts a line, inside ( ) or [ ] (where newlines are
- * skipped, so the error would otherwise surface later, at 'end'). */
-static int unclosed(parser *p)
-{
-    size_t pos = p->open_at[p->nest - 1];
-    int line = 1;
-    size_t ls = 0;
-    for (size_t i = 0; i < pos; i++)
-        if (p->src[i] == '\n') {
-            line++;
-            ls = i + 1;
-        }
-    return fail_at(p, line, (int)(pos - ls) + 1, KILN_ERR_PARSE,
-                   "'%c' is not closed", p->src[pos]);
-}
-
-/* 1 when identifier t is a word that only starts a statement and stands
- * first on its line. */
-static int is_statement_word_at_bol(const parser *p, const tok *t)
-{
-    static const char *const words[] = {"end", "input", "output", "shared",
-                                        "const", "graph", "kiln", NULL};
-    int w = 0;
-    for (int i = 0; words[i] && !w; i++) {
-        size_t n = strlen(words[i]);
-        w = t->n == n && memcmp(t->s, words[i], n) == 0;
-    }
-    if (!w)
-        return 0;
-    for (const char *c = p->src + p->line_start; c < t->s; c++)
-        if (*c != ' ' && *c != '\t' && *c != '\r' && *c != '\f' &&
-            *c != '\v')
-            return 0;
-    return 1;
-}
-
-static int lex(parser *p, tok *t)
-{
-    for (;;) {
-        if (p->pos >= p->len) {
-            if (p->nest > 0)
-                return unclosed(p);
-            t->kind = T_EOF;
-            t->s = "";
-            t->n = 0;
-            t->line = p->line;
-            t->col = (int)(p->pos - p->line_start) + 1;
-            return 0;
-        }
-        char c = p->src[p->pos];
-        if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
-            p->pos++;
-            continue;
-        }
-        if (c == '#') {
-            while (p->pos < p->len && p->src[p->pos] != '\n')
-                p->pos++;
-            continue;
-        }
-        if (c == '\n') {
-            int line = p->line, col = (int)(p->pos - p->line_start) + 1;
-            p->pos++;
-            p->line++;
-            p->line_start = p->pos;
-            if (p->nest > 0)
-                continue;
-            t->kind = T_NL;
-            t->s = "\n";
-            t->n = 1;
-            t->line = line;
-            t->col = col;
-            return 0;
-        }
-        break;
-    }
-    const char *s = p->src + p->pos;
-    unsigned char c = (unsigned char)*s;
-    t->s = s;
-    t->line = p->line;
-    t->col = (int)(p->pos - p->line_start) + 1;
-    size_t i = 1;
-    if (is_alpha(c)) {
-        while (p->pos + i < p->len && is_alnum((unsigned char)s[i]))
-            i++;
-        t->kind = T_IDENT;
-        t->n = i;
-        if (p->nest > 0 && is_statement_word_at_bol(p, t))
-            return unclosed(p);
-    } else if (is_digit(c) ||
-               (c == '.' && p->pos + 1 < p->len && is_digit((unsigned char)s[1]))) {
-        /* take the whole run of number-like characters, then check it,
-         * so that "1.2.3" is one bad literal and not "1.2" ".3" */
-        while (p->pos + i < p->len) {
-            unsigned char d = (unsigned char)s[i];
-            if (is_alnum(d) || d == '.')
-                i++;
-            else if ((d == '+' || d == '-') && (s[i - 1] == 'e' || s[i - 1] == 'E'))
-                i++;
-            else
-                break;
-        }
-        t->kind = number_kind(s, i);
-        if (t->kind < 0)
-            return fail_at(p, t->line, t->col, KILN_ERR_PARSE,
-                           "bad literal '%.*s'", i > 60 ? 60 : (int)i, s);
-    } else if (c == '"') {
-        for (;;) {
-            if (p->pos + i >= p->len || s[i] == '\n')
-                return fail_at(p, t->line, t->col, KILN_ERR_PARSE,
-                               "unterminated string");
-            if (s[i] == '"')
-                break;
-            /* a NUL would silently cut a file name short */
-            if (s[i] == '\0')
-                return fail_at(p, t->line,
-                               (int)(p->pos + i - p->line_start) + 1,
-                               KILN_ERR_PARSE, "NUL byte in string");
-            /* a control byte (an escape sequence) would reach the
-             * terminal in every message that names the string */
-            if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-                return fail_at(p, t->line,
-                               (int)(p->pos + i - p->line_start) + 1,
-                               KILN_ERR_PARSE, "control byte 0x%02x in "
-                               "string", (unsigned)(unsigned char)s[i]);
-            if (s[i] == '\\') {
-                if (p->pos + i + 1 >= p->len ||
-                    (s[i + 1] != '\\' && s[i + 1] != '"'))
-                    return fail_at(p, t->line,
-                                   (int)(p->pos + i - p->line_start) + 1,
-                                   KILN_ERR_PARSE,
-                                   "bad escape in string (only \\\\ and \\\" "
-                                   "are allowed)");
-                i++;
-            }
-            i++;
-        }
-        t->kind = T_STRING;
-        t->s = s + 1;
-        t->n = i - 1;
-        p->pos += i + 1;
-        return 0;
-    } else {
-        switch (c) {
-        case '(':
-        case '[':
-            t->kind = c == '(' ? T_LPAREN : T_LBRACK;
-            if (push_open(p, p->pos))
-                return -1;
-            break;
-        case ')': t->kind = T_RPAREN; if (p->nest) p->nest--; break;
-        case ']': t->kind = T_RBRACK; if (p->nest) p->nest--; break;
-        case ',': t->kind = T_COMMA; break;
-        case ':': t->kind = T_COLON; break;
-        case '=': t->kind = T_EQ; break;
-        case '?': t->kind = T_QUEST; break;
-        case '-': t->kind = T_MINUS; break;
-        default:
-            if (c >= 0x21 && c < 0x7f)
-                return fail_at(p, t->line, t->col, KILN_ERR_PARSE,
-                               "unexpected character '%c'%s", c,
-                               char_hint(c));
-            return fail_at(p, t->line, t->col, KILN_ERR_PARSE,
-                           "unexpected byte 0x%02x", c);
-        }
-    }
-    t->n = i;
-    p->pos += i;
-    return 0;
-}
-
-static int advance(parser *p)
-{
-    if (p->has_pk) {
-        p->t = p->pk;
-        p->has_pk = 0;
-        return 0;
-    }
-    return lex(p, &p->t);
-}
-
-static const tok *peek(parser *p)
-{
-    if (!p->has_pk) {
-        if (lex(p, &p->pk))
-            return NULL;
-        p->has_pk = 1;
-    }
-    return &p->pk;
-}
-
-static int is_word(const tok *t, const char *w)
-{
-    size_t n = strlen(w);
-    return t->kind == T_IDENT && t->n == n && memcmp(t->s, w, n) == 0;
-}
-
-/* Expect token kind k (what: for the message) and step over it. */
-static int expect(parser *p, int k, const char *what)
-{
-    if (p->t.kind != k)
-        return expected(p, what);
-    return advance(p);
-}
-
-static int end_of_statement(parser *p)
-{
-    if (p->t.kind == T_EOF)
-        return 0;
-    if (p->t.kind != T_NL)
-        return expected(p, "end of line");
-    return advance(p);
-}
-
-/* A NUL-terminated copy of a token's text. */
-static char *tok_str(const tok *t)
-{
-    char *s = malloc(t->n + 1);
-    if (s) {
-        memcpy(s, t->s, t->n);
-        s[t->n] = '\0';
-    }
-    return s;
-}
-
-/* The decoded text of a string token. */
-static char *str_value(const tok *t)
-{
-    char *s = malloc(t->n + 1);
-    if (!s)
-        return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < t->n; i++) {
-        if (t->s[i] == '\\' && i + 1 < t->n)
-            i++;
-        s[k++] = t->s[i];
-    }
-    s[k] = '\0';
-    return s;
-}
 
 /* ---- numbers -------------------------------------------------------- */
 
@@ -521,8 +104,8 @@ typedef struct scalar {
 
 static int is_literal_word(const tok *t)
 {
-    return is_word(t, "true") || is_word(t, "false") || is_word(t, "inf") ||
-           is_word(t, "nan");
+    return kiln_lex_is_word(t, "true") || kiln_lex_is_word(t, "false") || kiln_lex_is_word(t, "inf") ||
+           kiln_lex_is_word(t, "nan");
 }
 
 /* 1 when the current token can start a scalar literal. */
@@ -542,18 +125,18 @@ static int parse_scalar(parser *p, scalar *sc)
     sc->s = p->t.s;
     if (p->t.kind == T_MINUS) {
         neg = 1;
-        if (advance(p))
+        if (kiln_lex_advance(p))
             return -1;
         if (p->t.kind != T_INT && p->t.kind != T_FLOAT &&
-            !is_word(&p->t, "inf") && !is_word(&p->t, "nan"))
-            return expected(p, "a number after '-'");
+            !kiln_lex_is_word(&p->t, "inf") && !kiln_lex_is_word(&p->t, "nan"))
+            return kiln_lex_expected(p, "a number after '-'");
     }
     const tok *t = &p->t;
     sc->n = (size_t)(t->s + t->n - sc->s);
     if (t->kind == T_INT) {
         sc->kind = KILN_LIT_INT;
         if (digits_to_i64(t->s, t->n, neg, &sc->i))
-            return fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
+            return kiln_lex_fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
                            "integer '%.*s' is out of range",
                            sc->n > 60 ? 60 : (int)sc->n, sc->s);
         sc->d = (double)sc->i;
@@ -561,37 +144,37 @@ static int parse_scalar(parser *p, scalar *sc)
         sc->kind = KILN_LIT_FLOAT;
         int rc = text_to_double(t->s, t->n, &sc->d);
         if (rc < 0)
-            return nomem(p);
+            return kiln_lex_nomem(p);
         if (rc > 0)
-            return fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
+            return kiln_lex_fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
                            "number '%.*s' is out of range",
                            sc->n > 60 ? 60 : (int)sc->n, sc->s);
         if (neg)
             sc->d = -sc->d;
-    } else if (is_word(t, "inf")) {
+    } else if (kiln_lex_is_word(t, "inf")) {
         sc->kind = KILN_LIT_FLOAT;
         sc->d = neg ? -INFINITY : INFINITY;
-    } else if (is_word(t, "nan")) {
+    } else if (kiln_lex_is_word(t, "nan")) {
         sc->kind = KILN_LIT_FLOAT;
         sc->d = NAN;
     } else {
         sc->kind = KILN_LIT_BOOL;
-        sc->i = is_word(t, "true");
+        sc->i = kiln_lex_is_word(t, "true");
         sc->d = (double)sc->i;
     }
-    return advance(p);
+    return kiln_lex_advance(p);
 }
 
 /* An integer (with optional '-') at the current token. */
 static int parse_int(parser *p, const char *what, int64_t *out)
 {
     if (p->t.kind != T_INT && p->t.kind != T_MINUS)
-        return expected(p, what);
+        return kiln_lex_expected(p, what);
     scalar sc;
     if (parse_scalar(p, &sc))
         return -1;
     if (sc.kind != KILN_LIT_INT)
-        return fail_at(p, sc.line, sc.col, KILN_ERR_PARSE,
+        return kiln_lex_fail_at(p, sc.line, sc.col, KILN_ERR_PARSE,
                        "expected %s, found '%.*s'", what,
                        sc.n > 60 ? 60 : (int)sc.n, sc.s);
     *out = sc.i;
@@ -632,9 +215,9 @@ static int lookup_name(parser *p, const tok *t, kiln_value *out)
         buf[t->n] = '\0';
         v = kiln_graph_lookup(p->g, buf);
     } else {
-        char *s = tok_str(t);
+        char *s = kiln_lex_tok_str(t);
         if (!s)
-            return nomem(p);
+            return kiln_lex_nomem(p);
         v = kiln_graph_lookup(p->g, s);
         free(s);
     }
@@ -646,7 +229,7 @@ static int lookup_name(parser *p, const tok *t, kiln_value *out)
             const char *vn = p->g->nodes[o->value].name;
             if (strlen(o->name) == t->n && memcmp(o->name, t->s, t->n) == 0 &&
                 vn && strcmp(vn, o->name) != 0)
-                return fail_at(p, t->line, t->col, KILN_ERR_NAME,
+                return kiln_lex_fail_at(p, t->line, t->col, KILN_ERR_NAME,
                                "undefined name '%s' (it names an output "
                                "only; the value is '%s')", o->name, vn);
         }
@@ -657,7 +240,7 @@ static int lookup_name(parser *p, const tok *t, kiln_value *out)
             if (p->g->nodes[k].name)
                 kiln_suggest_offer(&sg, p->g->nodes[k].name);
         char hint[160];
-        return fail_at(p, t->line, t->col, KILN_ERR_NAME,
+        return kiln_lex_fail_at(p, t->line, t->col, KILN_ERR_NAME,
                        "undefined name '%.*s'%s", t->n > 200 ? 200 : (int)t->n,
                        t->s, kiln_suggest_text(&sg, hint, sizeof hint));
     }
@@ -673,10 +256,10 @@ static int check_new_name(parser *p, const tok *t, const char *name)
         return 0;
     int l = def_line_of(p, v);
     if (l > 0)
-        return fail_at(p, t->line, t->col, KILN_ERR_NAME,
+        return kiln_lex_fail_at(p, t->line, t->col, KILN_ERR_NAME,
                        "duplicate name '%s' (first defined at line %d)", name,
                        l);
-    return fail_at(p, t->line, t->col, KILN_ERR_NAME, "duplicate name '%s'",
+    return kiln_lex_fail_at(p, t->line, t->col, KILN_ERR_NAME, "duplicate name '%s'",
                    name);
 }
 
@@ -699,14 +282,14 @@ static int materialize(parser *p, operand *o)
     /* the exact int64, not the double: 2^53 + 1 rounds to 2^53 */
     if (o->lit.kind == KILN_LIT_INT &&
         (o->lit.i > KG_LIT_INT_MAX || o->lit.i < -KG_LIT_INT_MAX))
-        return fail_at(p, o->line, o->col, KILN_ERR_PARSE,
+        return kiln_lex_fail_at(p, o->line, o->col, KILN_ERR_PARSE,
                        "integer literal '%.*s' is too large (at most 2^53 = "
                        "9007199254740992 in magnitude)",
                        o->lit.n > 60 ? 60 : (int)o->lit.n, o->lit.s);
     kiln_value v = kiln_graph_literal(p->g, o->lit.d,
                                       (kiln_literal_kind)o->lit.kind, &p->e);
     if (v < 0)
-        return builder_fail(p, o->line, o->col);
+        return kiln_lex_builder_fail(p, o->line, o->col);
     o->is_lit = 0;
     o->v = v;
     return 0;
@@ -741,10 +324,10 @@ static int idx_begin(parser *p, index_spec *ix)
     ix->others_full = 1;
     ix->line = p->t.line;
     ix->col = p->t.col;
-    if (advance(p))
+    if (kiln_lex_advance(p))
         return -1;
     if (p->t.kind == T_RBRACK)
-        return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+        return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                        "empty index '[]'");
     return 0;
 }
@@ -754,21 +337,21 @@ static int idx_next(parser *p, index_spec *ix)
 {
     ix->n++;
     if (p->t.kind == T_COMMA)
-        return advance(p) ? -1 : IDX_MORE;
+        return kiln_lex_advance(p) ? -1 : IDX_MORE;
     if (p->t.kind != T_RBRACK)
-        return expected(p, "',' or ']' in the index");
+        return kiln_lex_expected(p, "',' or ']' in the index");
     if (ix->tensor_at >= 0 && !ix->others_full)
-        return fail_at(p, ix->line, ix->col, KILN_ERR_PARSE,
+        return kiln_lex_fail_at(p, ix->line, ix->col, KILN_ERR_PARSE,
                        "with a tensor index every other entry must be ':' "
                        "(a full slice)");
-    return advance(p) ? -1 : IDX_DONE;
+    return kiln_lex_advance(p) ? -1 : IDX_DONE;
 }
 
 static int idx_entries(parser *p, index_spec *ix)
 {
     for (;;) {
         if (ix->n == KILN_MAX_RANK)
-            return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+            return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                            "too many indices (at most %d)", KILN_MAX_RANK);
         kiln_index *e = &ix->e[ix->n];
         memset(e, 0, sizeof *e);
@@ -784,7 +367,7 @@ static int idx_entries(parser *p, index_spec *ix)
                 e->kind = KILN_INDEX_SLICE;
                 e->has_start = has_a;
                 e->start = a;
-                if (advance(p))
+                if (kiln_lex_advance(p))
                     return -1;
                 if (starts_int(p)) {
                     if (parse_int(p, "an integer slice bound", &e->stop))
@@ -792,7 +375,7 @@ static int idx_entries(parser *p, index_spec *ix)
                     e->has_stop = 1;
                 }
                 if (p->t.kind == T_COLON) {
-                    if (advance(p))
+                    if (kiln_lex_advance(p))
                         return -1;
                     if (starts_int(p)) {
                         if (parse_int(p, "an integer slice step", &e->step))
@@ -810,12 +393,12 @@ static int idx_entries(parser *p, index_spec *ix)
             }
         } else if (p->t.kind == T_IDENT && !is_literal_word(&p->t)) {
             if (ix->tensor_at >= 0)
-                return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                                "at most one tensor index is allowed in "
                                "x[...]");
             return IDX_EXPR;
         } else {
-            return expected(p, "an index (an integer, a slice like 1:3 or an "
+            return kiln_lex_expected(p, "an index (an integer, a slice like 1:3 or an "
                                "integer tensor)");
         }
         int rc = idx_next(p, ix);
@@ -852,7 +435,7 @@ static int apply_index(parser *p, kiln_value base, const index_spec *ix,
         v = kiln_graph_subtensor(p->g, base, ix->n, ix->e, &p->e);
     }
     if (v < 0)
-        return builder_fail(p, ix->line, ix->col);
+        return kiln_lex_builder_fail(p, ix->line, ix->col);
     *out = v;
     return 0;
 }
@@ -872,7 +455,7 @@ static int parse_attr_value(parser *p, attr_item *it, int op)
     if (p->t.kind == T_LBRACK) {
         size_t cap = 0;
         a->kind = KILN_ATTR_INTS;
-        if (advance(p))
+        if (kiln_lex_advance(p))
             return -1;
         while (p->t.kind != T_RBRACK) {
             int64_t v;
@@ -885,7 +468,7 @@ static int parse_attr_value(parser *p, attr_item *it, int op)
                  * symbol ids (symbol k is -2-k) */
                 if (strcmp(it->key, "shape") == 0 &&
                     (v < -1 || (v == -1 && op != KILN_OP_RESHAPE)))
-                    return fail_at(p, vline, vcol, KILN_ERR_SHAPE,
+                    return kiln_lex_fail_at(p, vline, vcol, KILN_ERR_SHAPE,
                                    "%s: bad dim %lld in 'shape'%s",
                                    kiln_ir_op_info(op)->name, (long long)v,
                                    v == -1 ? " (-1 is only for reshape)"
@@ -893,56 +476,56 @@ static int parse_attr_value(parser *p, attr_item *it, int op)
             } else if (p->t.kind == T_QUEST) {
                 v = kiln_ir_fresh_symbol(p->g);
                 if (v == KILN_DIM_UNKNOWN)
-                    return nomem(p);
-                if (advance(p))
+                    return kiln_lex_nomem(p);
+                if (kiln_lex_advance(p))
                     return -1;
             } else if (p->t.kind == T_IDENT && !is_literal_word(&p->t)) {
-                char *name = tok_str(&p->t);
+                char *name = kiln_lex_tok_str(&p->t);
                 if (!name)
-                    return nomem(p);
+                    return kiln_lex_nomem(p);
                 v = kiln_graph_symbol(p->g, name);
                 free(name);
                 if (v == KILN_DIM_UNKNOWN)
-                    return nomem(p);
-                if (advance(p))
+                    return kiln_lex_nomem(p);
+                if (kiln_lex_advance(p))
                     return -1;
             } else {
                 char b[64];
-                return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                                "attribute '%s': expected an integer or a dim "
                                "name in the list, found %s", it->key,
-                               tok_desc(&p->t, b, sizeof b));
+                               kiln_lex_tok_desc(&p->t, b, sizeof b));
             }
             if ((size_t)a->n == cap) {
                 size_t nc = cap ? 2 * cap : 8;
                 if (nc > (size_t)INT32_MAX)
-                    return nomem(p);
+                    return kiln_lex_nomem(p);
                 int64_t *q = realloc(it->ints, nc * sizeof *q);
                 if (!q)
-                    return nomem(p);
+                    return kiln_lex_nomem(p);
                 it->ints = q;
                 cap = nc;
             }
             it->ints[a->n++] = v;
             if (p->t.kind == T_COMMA) {
-                if (advance(p))
+                if (kiln_lex_advance(p))
                     return -1;
                 if (p->t.kind == T_RBRACK)
-                    return expected(p, "an integer or a dim name after ','");
+                    return kiln_lex_expected(p, "an integer or a dim name after ','");
                 continue;
             }
             if (p->t.kind != T_RBRACK)
-                return expected(p, "',' or ']' in the list");
+                return kiln_lex_expected(p, "',' or ']' in the list");
         }
         a->ints = it->ints;
-        return advance(p);
+        return kiln_lex_advance(p);
     }
     if (p->t.kind == T_STRING) {   /* check's msg="..." (issue 25) */
-        if (!(it->str = str_value(&p->t)))
-            return nomem(p);
+        if (!(it->str = kiln_lex_str_value(&p->t)))
+            return kiln_lex_nomem(p);
         a->kind = KILN_ATTR_STRING;
         a->s = it->str;
-        return advance(p);
+        return kiln_lex_advance(p);
     }
     if (starts_scalar(p)) {
         scalar sc;
@@ -964,15 +547,15 @@ static int parse_attr_value(parser *p, attr_item *it, int op)
             if (kiln_dtype_parse(buf, &dt) == 0) {
                 a->kind = KILN_ATTR_DTYPE;
                 a->i = dt;
-                return advance(p);
+                return kiln_lex_advance(p);
             }
         }
     }
     char b[64];
-    return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+    return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                    "attribute '%s': expected a number, true, false, a dtype, "
                    "a list or a string, found %s", it->key,
-                   tok_desc(&p->t, b, sizeof b));
+                   kiln_lex_tok_desc(&p->t, b, sizeof b));
 }
 
 /* ---- the expression machine ------------------------------------------
@@ -1041,7 +624,7 @@ static frame *push_frame(parser *p, xstack *st, int kind)
         frame *q = nc > SIZE_MAX / sizeof *q ? NULL
                                               : realloc(st->f, nc * sizeof *q);
         if (!q) {
-            nomem(p);
+            kiln_lex_nomem(p);
             return NULL;
         }
         st->f = q;
@@ -1078,7 +661,7 @@ static int lookup_op(parser *p, const tok *name, char opname[32], int *op,
         opname[0] = '\0';
     }
     if (*op < 0 && !*composite)
-        return fail_at(p, name->line, name->col, KILN_ERR_TYPE,
+        return kiln_lex_fail_at(p, name->line, name->col, KILN_ERR_TYPE,
                        "unknown op '%.*s'%s", name->n > 60 ? 60 : (int)name->n,
                        name->s, kiln_ir_op_hint(name->s, name->n));
     return 0;
@@ -1089,10 +672,10 @@ static int lookup_op(parser *p, const tok *name, char opname[32], int *op,
 static int call_begin(parser *p, xstack *st, int primary_only)
 {
     tok name = p->t;
-    if (advance(p) || advance(p)) /* name, '(' */
+    if (kiln_lex_advance(p) || kiln_lex_advance(p)) /* name, '(' */
         return -1;
-    int inc = is_word(&name, "inc_subtensor");
-    if (inc || is_word(&name, "set_subtensor")) {
+    int inc = kiln_lex_is_word(&name, "inc_subtensor");
+    if (inc || kiln_lex_is_word(&name, "set_subtensor")) {
         frame *f = push_frame(p, st, F_SET);
         if (!f)
             return -1;
@@ -1104,11 +687,11 @@ static int call_begin(parser *p, xstack *st, int primary_only)
         f->state = S_BASE;
         return R_PRIMARY;
     }
-    if (is_word(&name, "subtensor"))
-        return fail_at(p, name.line, name.col, KILN_ERR_PARSE,
+    if (kiln_lex_is_word(&name, "subtensor"))
+        return kiln_lex_fail_at(p, name.line, name.col, KILN_ERR_PARSE,
                        "subtensor is written as indexing: x[1:3, 0]");
-    if (is_word(&name, "grad"))
-        return fail_at(p, name.line, name.col, KILN_ERR_PARSE,
+    if (kiln_lex_is_word(&name, "grad"))
+        return kiln_lex_fail_at(p, name.line, name.col, KILN_ERR_PARSE,
                        "grad can only be used as a statement: NAMES = "
                        "grad(...)");
     char opname[32];
@@ -1152,7 +735,7 @@ static int postfix_begin(parser *p, xstack *st, frame *f, const operand *o,
     f->kind = F_POSTFIX;
     f->o = *o;
     if (!(f->ix = malloc(sizeof *f->ix)))
-        return nomem(p);
+        return kiln_lex_nomem(p);
     return postfix_step(p, st, NULL, res);
 }
 
@@ -1209,11 +792,11 @@ static int set_step(parser *p, xstack *st, const operand *in, operand *res)
     case S_BASE:
         f->o = *in;
         if (p->t.kind != T_LBRACK)
-            return fail_at(p, f->aline, f->acol, KILN_ERR_PARSE,
+            return kiln_lex_fail_at(p, f->aline, f->acol, KILN_ERR_PARSE,
                            "%s: the first argument must be indexed, like "
                            "x[0:2]", opn);
         if (!(f->ix = malloc(sizeof *f->ix)))
-            return nomem(p);
+            return kiln_lex_nomem(p);
         rc = index_start(p, f);
         break;
     case S_TENSOR: {
@@ -1227,9 +810,9 @@ static int set_step(parser *p, xstack *st, const operand *in, operand *res)
             return -1;
         if (p->t.kind != T_RPAREN) {
             char b[64];
-            return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+            return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                            "%s takes two arguments, x[...] and a value; "
-                           "found %s", opn, tok_desc(&p->t, b, sizeof b));
+                           "found %s", opn, kiln_lex_tok_desc(&p->t, b, sizeof b));
         }
         const index_spec *ix = f->ix;
         kiln_value v;
@@ -1241,8 +824,8 @@ static int set_step(parser *p, xstack *st, const operand *in, operand *res)
             v = kiln_graph_set_subtensor(p->g, f->o.v, ix->n, ix->e, val.v,
                                          f->inc, &p->e);
         if (v < 0)
-            return builder_fail(p, f->name.line, f->name.col);
-        if (advance(p))
+            return kiln_lex_builder_fail(p, f->name.line, f->name.col);
+        if (kiln_lex_advance(p))
             return -1;
         return value_done(p, st, v, res);
     }
@@ -1262,8 +845,8 @@ static int set_step(parser *p, xstack *st, const operand *in, operand *res)
         rc = idx_begin(p, f->ix) ? -1 : idx_entries(p, f->ix);
     }
     if (p->t.kind != T_COMMA)
-        return expected(p, "',' and the new value");
-    if (advance(p))
+        return kiln_lex_expected(p, "',' and the new value");
+    if (kiln_lex_advance(p))
         return -1;
     f->state = S_VALUE;
     return R_EXPR;
@@ -1284,7 +867,7 @@ static int call_finish(parser *p, xstack *st, operand *res)
         args[0].lit.kind == KILN_LIT_INT) {
         for (size_t k = 0; k < nattrs; k++)
             if (strcmp(attrs[k].key, "axis") == 0)
-                return fail_at(p, args[0].line, args[0].col, KILN_ERR_PARSE,
+                return kiln_lex_fail_at(p, args[0].line, args[0].col, KILN_ERR_PARSE,
                                "join: axis given twice (first argument and "
                                "axis=)");
         join_axis = args[0].lit.i;
@@ -1301,7 +884,7 @@ static int call_finish(parser *p, xstack *st, operand *res)
     if (!in || !ka) {
         free(in);
         free(ka);
-        return nomem(p);
+        return kiln_lex_nomem(p);
     }
     for (size_t k = 0; k < nin; k++)
         in[k] = args[first + k].v;
@@ -1318,8 +901,8 @@ static int call_finish(parser *p, xstack *st, operand *res)
     free(in);
     free(ka);
     if (v < 0)
-        return builder_fail(p, f->name.line, f->name.col);
-    if (advance(p)) /* ')' */
+        return kiln_lex_builder_fail(p, f->name.line, f->name.col);
+    if (kiln_lex_advance(p)) /* ')' */
         return -1;
     return value_done(p, st, v, res);
 }
@@ -1328,17 +911,17 @@ static int call_finish(parser *p, xstack *st, operand *res)
 static int after_arg(parser *p, const char *opname)
 {
     if (p->t.kind == T_COMMA) {
-        if (advance(p))
+        if (kiln_lex_advance(p))
             return -1;
         if (p->t.kind == T_RPAREN)
-            return expected(p, "an argument after ','");
+            return kiln_lex_expected(p, "an argument after ','");
         return 0;
     }
     if (p->t.kind != T_RPAREN) {
         char what[80];
         snprintf(what, sizeof what, "',' or ')' in the arguments of %s",
                  opname);
-        return expected(p, what);
+        return kiln_lex_expected(p, what);
     }
     return 0;
 }
@@ -1355,7 +938,7 @@ static int call_step(parser *p, xstack *st, const operand *in, operand *res)
                              ? NULL
                              : realloc(f->args, nc * sizeof *q);
             if (!q)
-                return nomem(p);
+                return kiln_lex_nomem(p);
             f->args = q;
             f->cargs = nc;
         }
@@ -1366,33 +949,33 @@ static int call_step(parser *p, xstack *st, const operand *in, operand *res)
     }
     while (p->t.kind != T_RPAREN) {
         const tok *nx = NULL;
-        if (p->t.kind == T_IDENT && !(nx = peek(p)))
+        if (p->t.kind == T_IDENT && !(nx = kiln_lex_peek(p)))
             return -1;
         if (!nx || nx->kind != T_EQ) {
             if (f->nattrs > 0)
-                return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                                "%s: positional argument after keyword "
                                "argument", f->opname);
             f->state = S_ARG;
             return R_EXPR;
         }
         if (f->composite)
-            return fail_at(p, p->t.line, p->t.col, KILN_ERR_TYPE,
+            return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_TYPE,
                            "%s: takes no attributes", f->opname);
         if (f->nattrs == f->cattrs) {
             size_t nc = f->cattrs ? 2 * f->cattrs : 4;
             attr_item *q = realloc(f->attrs, nc * sizeof *q);
             if (!q)
-                return nomem(p);
+                return kiln_lex_nomem(p);
             f->attrs = q;
             f->cattrs = nc;
         }
         attr_item *it = &f->attrs[f->nattrs++];
         memset(it, 0, sizeof *it);
-        if (!(it->key = tok_str(&p->t)))
-            return nomem(p);
+        if (!(it->key = kiln_lex_tok_str(&p->t)))
+            return kiln_lex_nomem(p);
         it->a.key = it->key;
-        if (advance(p) || advance(p) || parse_attr_value(p, it, f->op) ||
+        if (kiln_lex_advance(p) || kiln_lex_advance(p) || parse_attr_value(p, it, f->op) ||
             after_arg(p, f->opname))
             return -1;
     }
@@ -1423,17 +1006,17 @@ static int start_expr(parser *p, xstack *st, int primary_only, operand *res)
         if (parse_scalar(p, &res->lit))
             return -1;
     } else if (p->t.kind == T_IDENT) {
-        const tok *nx = peek(p);
+        const tok *nx = kiln_lex_peek(p);
         if (!nx)
             return -1;
         if (nx->kind == T_LPAREN) {
             int rc = call_begin(p, st, primary_only);
             return rc == -2 ? frame_step(p, st, NULL, res) : rc;
         }
-        if (lookup_name(p, &p->t, &res->v) || advance(p))
+        if (lookup_name(p, &p->t, &res->v) || kiln_lex_advance(p))
             return -1;
     } else {
-        return expected(p, "an expression");
+        return kiln_lex_expected(p, "an expression");
     }
     if (!primary_only && p->t.kind == T_LBRACK) {
         operand o = *res;
@@ -1471,10 +1054,10 @@ static int parse_arg(parser *p, operand **args, size_t *nargs, size_t *cargs)
     if (*nargs == *cargs) {
         size_t nc = *cargs ? 2 * *cargs : 8;
         if (nc > (size_t)INT32_MAX / 2)
-            return nomem(p);
+            return kiln_lex_nomem(p);
         operand *q = realloc(*args, nc * sizeof *q);
         if (!q)
-            return nomem(p);
+            return kiln_lex_nomem(p);
         *args = q;
         *cargs = nc;
     }
@@ -1499,7 +1082,7 @@ static int parse_type(parser *p, decl_type *ty)
     ty->line = p->t.line;
     ty->col = p->t.col;
     if (p->t.kind != T_IDENT)
-        return expected(p, "a type (f64, f32, i64, i32 or bool)");
+        return kiln_lex_expected(p, "a type (f64, f32, i64, i32 or bool)");
     char buf[16];
     int ok = 0;
     if (p->t.n < sizeof buf) {
@@ -1508,49 +1091,49 @@ static int parse_type(parser *p, decl_type *ty)
         ok = kiln_dtype_parse(buf, &ty->dt) == 0;
     }
     if (!ok)
-        return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+        return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                        "unknown dtype '%.*s' (expected f64, f32, i64, i32 or "
                        "bool)", p->t.n > 60 ? 60 : (int)p->t.n, p->t.s);
-    if (advance(p))
+    if (kiln_lex_advance(p))
         return -1;
     if (p->t.kind != T_LBRACK)
         return 0;
-    if (advance(p))
+    if (kiln_lex_advance(p))
         return -1;
     for (;;) {
         int64_t d;
         if (ty->rank == KILN_MAX_RANK)
-            return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+            return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                            "too many dims (at most %d)", KILN_MAX_RANK);
         if (p->t.kind == T_INT) {
             if (digits_to_i64(p->t.s, p->t.n, 0, &d))
-                return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                                "dim '%.*s' is out of range",
                                p->t.n > 60 ? 60 : (int)p->t.n, p->t.s);
         } else if (p->t.kind == T_QUEST) {
             d = KILN_DIM_UNKNOWN;
         } else if (p->t.kind == T_IDENT) {
-            char *name = tok_str(&p->t);
+            char *name = kiln_lex_tok_str(&p->t);
             if (!name)
-                return nomem(p);
+                return kiln_lex_nomem(p);
             d = kiln_graph_symbol(p->g, name);
             free(name);
             if (d == KILN_DIM_UNKNOWN)
-                return nomem(p);
+                return kiln_lex_nomem(p);
         } else {
-            return expected(p, "a dim (a size, a name or '?')");
+            return kiln_lex_expected(p, "a dim (a size, a name or '?')");
         }
         ty->dims[ty->rank++] = d;
-        if (advance(p))
+        if (kiln_lex_advance(p))
             return -1;
         if (p->t.kind == T_COMMA) {
-            if (advance(p))
+            if (kiln_lex_advance(p))
                 return -1;
             continue;
         }
         if (p->t.kind == T_RBRACK)
-            return advance(p);
-        return expected(p, "',' or ']' in the dims");
+            return kiln_lex_advance(p);
+        return kiln_lex_expected(p, "',' or ']' in the dims");
     }
 }
 
@@ -1558,17 +1141,17 @@ static int parse_type(parser *p, decl_type *ty)
 static int decl_head(parser *p, const char *what, tok *name, char **sname)
 {
     char m[64];
-    if (advance(p))
+    if (kiln_lex_advance(p))
         return -1;
     *name = p->t; /* an identifier: checked by the statement dispatch */
-    if (!(*sname = tok_str(name)))
-        return nomem(p);
-    if (advance(p))
+    if (!(*sname = kiln_lex_tok_str(name)))
+        return kiln_lex_nomem(p);
+    if (kiln_lex_advance(p))
         return -1;
     snprintf(m, sizeof m, "':' after %s name", what);
     if (p->t.kind != T_COLON)
-        return expected(p, m);
-    if (advance(p))
+        return kiln_lex_expected(p, m);
+    if (kiln_lex_advance(p))
         return -1;
     return check_new_name(p, name, *sname);
 }
@@ -1576,7 +1159,7 @@ static int decl_head(parser *p, const char *what, tok *name, char **sname)
 static int record_def(parser *p, kiln_value v, int line)
 {
     if (note_line(&p->def_line, &p->def_cap, v, line))
-        return nomem(p);
+        return kiln_lex_nomem(p);
     return 0;
 }
 
@@ -1587,11 +1170,11 @@ static int stmt_input(parser *p)
     decl_type ty;
     int rc = -1;
     if (decl_head(p, "input", &name, &s) || parse_type(p, &ty) ||
-        end_of_statement(p))
+        kiln_lex_end_of_statement(p))
         goto out;
     kiln_value v = kiln_graph_input(p->g, s, ty.dt, ty.rank, ty.dims, &p->e);
     if (v < 0) {
-        builder_fail(p, name.line, name.col);
+        kiln_lex_builder_fail(p, name.line, name.col);
         goto out;
     }
     rc = record_def(p, v, name.line);
@@ -1615,25 +1198,25 @@ static int stmt_param(parser *p)
         goto out;
     while (p->t.kind == T_IDENT) {
         tok kw = p->t;
-        int which = is_word(&kw, "lower") ? 0 : is_word(&kw, "upper") ? 1 : -1;
+        int which = kiln_lex_is_word(&kw, "lower") ? 0 : kiln_lex_is_word(&kw, "upper") ? 1 : -1;
         if (which < 0) {
-            expected(p, "lower=BOUND, upper=BOUND or end of line");
+            kiln_lex_expected(p, "lower=BOUND, upper=BOUND or end of line");
             goto out;
         }
         if (seen[which]) {
-            fail_at(p, kw.line, kw.col, KILN_ERR_PARSE,
+            kiln_lex_fail_at(p, kw.line, kw.col, KILN_ERR_PARSE,
                     "param: %s given twice", which ? "upper" : "lower");
             goto out;
         }
         seen[which] = 1;
-        if (advance(p) || expect(p, T_EQ, "'=' after the bound's keyword"))
+        if (kiln_lex_advance(p) || kiln_lex_expect(p, T_EQ, "'=' after the bound's keyword"))
             goto out;
         if (starts_scalar(p)) {
             scalar sc;
             if (parse_scalar(p, &sc))
                 goto out;
             if (sc.kind == KILN_LIT_BOOL || isnan(sc.d)) {
-                fail_at(p, sc.line, sc.col, KILN_ERR_PARSE,
+                kiln_lex_fail_at(p, sc.line, sc.col, KILN_ERR_PARSE,
                         "param: a bound is a number or a name, found '%.*s'",
                         sc.n > 60 ? 60 : (int)sc.n, sc.s);
                 goto out;
@@ -1641,21 +1224,21 @@ static int stmt_param(parser *p)
             bound[which] = sc.d;
         } else if (p->t.kind == T_IDENT) {
             tok bt = p->t;
-            if (lookup_name(p, &bt, &ref[which]) || advance(p))
+            if (lookup_name(p, &bt, &ref[which]) || kiln_lex_advance(p))
                 goto out;
         } else {
-            expected(p, "a number or the name of a scalar const or shared "
+            kiln_lex_expected(p, "a number or the name of a scalar const or shared "
                         "value");
             goto out;
         }
     }
-    if (end_of_statement(p))
+    if (kiln_lex_end_of_statement(p))
         goto out;
     kiln_value v = kiln_graph_param(p->g, s, ty.dt, ty.rank, ty.dims,
                                     bound[0], ref[0], bound[1], ref[1],
                                     &p->e);
     if (v < 0) {
-        builder_fail(p, name.line, name.col);
+        kiln_lex_builder_fail(p, name.line, name.col);
         goto out;
     }
     rc = record_def(p, v, name.line);
@@ -1683,7 +1266,7 @@ static int const_put(parser *p, cbuf *b, const char *name, kiln_dtype dt,
             nc = (size_t)b->numel;
         unsigned char *q = realloc(b->data, nc * b->esize);
         if (!q)
-            return nomem(p);
+            return kiln_lex_nomem(p);
         b->data = q;
         b->cap = nc;
     }
@@ -1701,7 +1284,7 @@ static int const_put(parser *p, cbuf *b, const char *name, kiln_dtype dt,
         if (sc->kind == KILN_LIT_BOOL)
             bad = 1;
         else if (isinf(f) && !isinf(sc->d))
-            return fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
+            return kiln_lex_fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
                            "const '%s': %.*s is out of range for f32", name,
                            (int)sc->n, sc->s);
         else
@@ -1718,7 +1301,7 @@ static int const_put(parser *p, cbuf *b, const char *name, kiln_dtype dt,
         if (sc->kind != KILN_LIT_INT)
             bad = 1;
         else if (sc->i < INT32_MIN || sc->i > INT32_MAX)
-            return fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
+            return kiln_lex_fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
                            "const '%s': %.*s is out of range for i32", name,
                            (int)sc->n, sc->s);
         int32_t v = (int32_t)sc->i;
@@ -1733,7 +1316,7 @@ static int const_put(parser *p, cbuf *b, const char *name, kiln_dtype dt,
             *dst = (unsigned char)(sc->i != 0);
     }
     if (bad)
-        return fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
+        return kiln_lex_fail_at(p, sc->line, sc->col, KILN_ERR_PARSE,
                        "const '%s': '%.*s' is not a value of dtype %s", name,
                        sc->n > 60 ? 60 : (int)sc->n, sc->s,
                        kiln_dtype_name(dt));
@@ -1749,10 +1332,10 @@ static int const_level(parser *p, cbuf *b, const char *name,
     if (level == ty->rank) {
         if (!starts_scalar(p)) {
             if (p->t.kind == T_LBRACK)
-                return fail_at(p, p->t.line, p->t.col, KILN_ERR_SHAPE,
+                return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_SHAPE,
                                "const '%s': too many nested lists for type "
                                "%s", name, tstr);
-            return expected(p, "a number");
+            return kiln_lex_expected(p, "a number");
         }
         scalar sc;
         return parse_scalar(p, &sc) || const_put(p, b, name, ty->dt, &sc)
@@ -1760,38 +1343,38 @@ static int const_level(parser *p, cbuf *b, const char *name,
     }
     int64_t want = ty->dims[level];
     if (p->t.kind != T_LBRACK)
-        return fail_at(p, p->t.line, p->t.col, KILN_ERR_SHAPE,
+        return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_SHAPE,
                        "const '%s': expected a list of %lld values for axis "
                        "%d of type %s, found %s", name, (long long)want,
-                       level, tstr, tok_desc(&p->t, d, sizeof d));
+                       level, tstr, kiln_lex_tok_desc(&p->t, d, sizeof d));
     int lline = p->t.line, lcol = p->t.col;
-    if (advance(p))
+    if (kiln_lex_advance(p))
         return -1;
     int64_t got = 0;
     while (p->t.kind != T_RBRACK) {
         if (got == want)
-            return fail_at(p, lline, lcol, KILN_ERR_SHAPE,
+            return kiln_lex_fail_at(p, lline, lcol, KILN_ERR_SHAPE,
                            "const '%s': more than %lld values for axis %d "
                            "of type %s", name, (long long)want, level, tstr);
         if (const_level(p, b, name, ty, level + 1, tstr))
             return -1;
         got++;
         if (p->t.kind == T_COMMA) {
-            if (advance(p))
+            if (kiln_lex_advance(p))
                 return -1;
             if (p->t.kind == T_RBRACK)
-                return expected(p, "a value after ','");
+                return kiln_lex_expected(p, "a value after ','");
             continue;
         }
         if (p->t.kind != T_RBRACK)
-            return expected(p, "',' or ']' in the list");
+            return kiln_lex_expected(p, "',' or ']' in the list");
     }
     if (got != want)
-        return fail_at(p, lline, lcol, KILN_ERR_SHAPE,
+        return kiln_lex_fail_at(p, lline, lcol, KILN_ERR_SHAPE,
                        "const '%s': expected %lld values for axis %d of type "
                        "%s, found %lld", name, (long long)want, level, tstr,
                        (long long)got);
-    return advance(p);
+    return kiln_lex_advance(p);
 }
 
 static int stmt_const(parser *p)
@@ -1812,7 +1395,7 @@ static int stmt_const(parser *p)
     kiln_ir_type_str(p->g, &kt, tstr, sizeof tstr);
     for (int i = 0; i < ty.rank; i++)
         if (ty.dims[i] < 0) {
-            fail_at(p, ty.line, ty.col, KILN_ERR_PARSE,
+            kiln_lex_fail_at(p, ty.line, ty.col, KILN_ERR_PARSE,
                     "const '%s': type %s is not static (a const needs a "
                     "known shape)", s, tstr);
             goto out;
@@ -1820,24 +1403,24 @@ static int stmt_const(parser *p)
     if (p->t.kind != T_EQ) {
         char m[300];
         snprintf(m, sizeof m, "'=' and the value of const '%.200s'", s);
-        expected(p, m);
+        kiln_lex_expected(p, m);
         goto out;
     }
-    if (advance(p))
+    if (kiln_lex_advance(p))
         goto out;
     b.esize = kiln_dtype_size(ty.dt);
     b.numel = kiln_shape_numel(ty.rank, ty.dims);
     if (b.numel < 0 || (uint64_t)b.numel > SIZE_MAX / 16) {
-        fail_at(p, ty.line, ty.col, KILN_ERR_SHAPE,
+        kiln_lex_fail_at(p, ty.line, ty.col, KILN_ERR_SHAPE,
                 "const '%s': type %s is too large", s, tstr);
         goto out;
     }
-    if (const_level(p, &b, s, &ty, 0, tstr) || end_of_statement(p))
+    if (const_level(p, &b, s, &ty, 0, tstr) || kiln_lex_end_of_statement(p))
         goto out;
     kiln_value v = kiln_graph_const(p->g, s, ty.dt, ty.rank, ty.dims, b.data,
                                     &p->e);
     if (v < 0) {
-        builder_fail(p, name.line, name.col);
+        kiln_lex_builder_fail(p, name.line, name.col);
         goto out;
     }
     rc = record_def(p, v, name.line);
@@ -1873,53 +1456,53 @@ static int stmt_shared(parser *p)
     tok src = name, ptok = name;
     const char *kind = NULL;   /* "npy", "csv" or "json" */
     if (p->t.kind == T_EQ) {
-        if (advance(p))
+        if (kiln_lex_advance(p))
             goto out;
         src = p->t;
-        kind = is_word(&p->t, "npy") ? "npy" : is_word(&p->t, "csv") ? "csv"
-               : is_word(&p->t, "json") ? "json" : NULL;
+        kind = kiln_lex_is_word(&p->t, "npy") ? "npy" : kiln_lex_is_word(&p->t, "csv") ? "csv"
+               : kiln_lex_is_word(&p->t, "json") ? "json" : NULL;
         if (!kind) {
-            expected(p, "npy(\"FILE\"), csv(\"FILE\", \"COLUMN\") or "
+            kiln_lex_expected(p, "npy(\"FILE\"), csv(\"FILE\", \"COLUMN\") or "
                         "json(\"FILE\", \"KEY\") after '='");
             goto out;
         }
-        if (advance(p) || expect(p, T_LPAREN, "'('"))
+        if (kiln_lex_advance(p) || kiln_lex_expect(p, T_LPAREN, "'('"))
             goto out;
         ptok = p->t;
         if (p->t.kind != T_STRING) {
-            expected(p, "a file name in double quotes");
+            kiln_lex_expected(p, "a file name in double quotes");
             goto out;
         }
-        if (!(path = str_value(&p->t))) {
-            nomem(p);
+        if (!(path = kiln_lex_str_value(&p->t))) {
+            kiln_lex_nomem(p);
             goto out;
         }
-        if (advance(p))
+        if (kiln_lex_advance(p))
             goto out;
         if (kind[0] != 'n') {
             int csv = kind[0] == 'c';
-            if (expect(p, T_COMMA, csv ? "',' and a column name"
+            if (kiln_lex_expect(p, T_COMMA, csv ? "',' and a column name"
                                        : "',' and a variable name"))
                 goto out;
             if (p->t.kind != T_STRING) {
-                expected(p, csv ? "a column name in double quotes"
+                kiln_lex_expected(p, csv ? "a column name in double quotes"
                                 : "a variable name in double quotes");
                 goto out;
             }
-            if (!(column = str_value(&p->t))) {
-                nomem(p);
+            if (!(column = kiln_lex_str_value(&p->t))) {
+                kiln_lex_nomem(p);
                 goto out;
             }
-            if (advance(p))
+            if (kiln_lex_advance(p))
                 goto out;
         }
-        if (expect(p, T_RPAREN, "')'") || end_of_statement(p))
+        if (kiln_lex_expect(p, T_RPAREN, "')'") || kiln_lex_end_of_statement(p))
             goto out;
         /* resolve the path against base_dir */
         size_t bl = p->base_dir && path[0] != '/' ? strlen(p->base_dir) : 0;
         full = malloc(bl + strlen(path) + 2);
         if (!full) {
-            nomem(p);
+            kiln_lex_nomem(p);
             goto out;
         }
         if (bl)
@@ -1931,7 +1514,7 @@ static int stmt_shared(parser *p)
         int only;
         if (!data_memfile(full, p->data, &only) && !only &&
             access(full, R_OK) != 0) {
-            fail_at(p, ptok.line, ptok.col, KILN_ERR_IO,
+            kiln_lex_fail_at(p, ptok.line, ptok.col, KILN_ERR_IO,
                     "cannot read data file '%s': %s", path, strerror(errno));
             goto out;
         }
@@ -1946,7 +1529,7 @@ static int stmt_shared(parser *p)
                 if (p->json && !(p->json_path = strdup(full))) {
                     kiln_json_data_free(p->json);
                     p->json = NULL;
-                    nomem(p);
+                    kiln_lex_nomem(p);
                     goto out;
                 }
             }
@@ -1959,13 +1542,13 @@ static int stmt_shared(parser *p)
             r = kiln_npy_read_opts(full, p->data, &t, &p->e);
         }
         if (r) {
-            builder_fail(p, src.line, src.col);
+            kiln_lex_builder_fail(p, src.line, src.col);
             goto out;
         }
         have_t = 1;
         size_t sl = 16 + 2 * strlen(path) + (column ? 2 * strlen(column) : 0);
         if (!(source = malloc(sl))) {
-            nomem(p);
+            kiln_lex_nomem(p);
             goto out;
         }
         size_t k = strlen(kind);
@@ -1980,13 +1563,13 @@ static int stmt_shared(parser *p)
         }
         source[k++] = ')';
         source[k] = '\0';
-    } else if (end_of_statement(p)) {
+    } else if (kiln_lex_end_of_statement(p)) {
         goto out;
     }
     kiln_value v = kiln_graph_shared(p->g, s, ty.dt, ty.rank, ty.dims,
                                      have_t ? &t : NULL, &p->e);
     if (v < 0) {
-        builder_fail(p, src.line, src.col);
+        kiln_lex_builder_fail(p, src.line, src.col);
         goto out;
     }
     p->g->nodes[v].source = source;
@@ -2005,45 +1588,45 @@ out:
 
 static int stmt_output(parser *p)
 {
-    if (advance(p))
+    if (kiln_lex_advance(p))
         return -1;
     /* `output tp NAME ...`, `output gq NAME ...`: a model's transformed
      * parameter or generated quantity (tp and gq are keywords only
      * here, before a name) */
     int kind = KILN_OUTPUT_PLAIN;
-    if (is_word(&p->t, "tp") || is_word(&p->t, "gq")) {
-        const tok *nx = peek(p);
+    if (kiln_lex_is_word(&p->t, "tp") || kiln_lex_is_word(&p->t, "gq")) {
+        const tok *nx = kiln_lex_peek(p);
         if (!nx)
             return -1;
         if (nx->kind == T_IDENT) {
-            kind = is_word(&p->t, "tp") ? KILN_OUTPUT_TP : KILN_OUTPUT_GQ;
-            if (advance(p))
+            kind = kiln_lex_is_word(&p->t, "tp") ? KILN_OUTPUT_TP : KILN_OUTPUT_GQ;
+            if (kiln_lex_advance(p))
                 return -1;
         }
     }
     tok name = p->t;
-    char *s = tok_str(&name);
+    char *s = kiln_lex_tok_str(&name);
     int rc = -1;
     if (!s)
-        return nomem(p);
-    if (advance(p))
+        return kiln_lex_nomem(p);
+    if (kiln_lex_advance(p))
         goto out;
     kiln_value v;
     if (p->t.kind == T_EQ) {
         operand o;
-        if (advance(p) || parse_expr(p, &o) || materialize(p, &o))
+        if (kiln_lex_advance(p) || parse_expr(p, &o) || materialize(p, &o))
             goto out;
         v = o.v;
     } else if (lookup_name(p, &name, &v)) {
         goto out;
     }
-    if (end_of_statement(p))
+    if (kiln_lex_end_of_statement(p))
         goto out;
     /* a model's names (BridgeStan's param_names) must not repeat: a tp
      * or gq output may not take a parameter's name */
     for (int k = 0; kind != KILN_OUTPUT_PLAIN && k < p->g->n_params; k++)
         if (strcmp(p->g->params[k].name, s) == 0) {
-            fail_at(p, name.line, name.col, KILN_ERR_NAME,
+            kiln_lex_fail_at(p, name.line, name.col, KILN_ERR_NAME,
                     "output %s '%s': a parameter has that name (a model's "
                     "names must differ; name the output otherwise)",
                     kind == KILN_OUTPUT_TP ? "tp" : "gq", s);
@@ -2058,17 +1641,17 @@ static int stmt_output(parser *p)
             for (int k = 0; k < p->g->n_outputs; k++)
                 if (strcmp(p->g->outputs[k].name, s) == 0) {
                     int l = (size_t)k < p->out_cap ? p->out_line[k] : 0;
-                    fail_at(p, name.line, name.col, KILN_ERR_NAME,
+                    kiln_lex_fail_at(p, name.line, name.col, KILN_ERR_NAME,
                             "duplicate output '%s' (first defined at line "
                             "%d)", s, l);
                     goto out;
                 }
-        builder_fail(p, name.line, name.col);
+        kiln_lex_builder_fail(p, name.line, name.col);
         goto out;
     }
     p->g->outputs[p->g->n_outputs - 1].kind = kind;
     if (note_line(&p->out_line, &p->out_cap, p->g->n_outputs - 1, name.line)) {
-        nomem(p);
+        kiln_lex_nomem(p);
         goto out;
     }
     if (!was_named && p->g->nodes[v].name && record_def(p, v, name.line))
@@ -2091,9 +1674,9 @@ typedef struct lhs_name {
  * error in the token after it. */
 static int starts_grad(parser *p)
 {
-    if (!is_word(&p->t, "grad"))
+    if (!kiln_lex_is_word(&p->t, "grad"))
         return 0;
-    const tok *nx = peek(p);
+    const tok *nx = kiln_lex_peek(p);
     if (!nx)
         return -1;
     return nx->kind == T_LPAREN;
@@ -2112,44 +1695,44 @@ static int parse_grad(parser *p, const lhs_name *names, size_t n)
     unsigned flags = 0;
     int seen_kw = 0, rc = -1;
     char b[64];
-    if (advance(p) || advance(p)) /* grad '(' */
+    if (kiln_lex_advance(p) || kiln_lex_advance(p)) /* grad '(' */
         return -1;
     while (p->t.kind != T_RPAREN) {
         const tok *nx = NULL;
-        if (p->t.kind == T_IDENT && !(nx = peek(p)))
+        if (p->t.kind == T_IDENT && !(nx = kiln_lex_peek(p)))
             goto done;
         if (nx && nx->kind == T_EQ) {
             tok key = p->t;
-            if (!is_word(&key, "disconnected")) {
-                fail_at(p, key.line, key.col, KILN_ERR_PARSE,
+            if (!kiln_lex_is_word(&key, "disconnected")) {
+                kiln_lex_fail_at(p, key.line, key.col, KILN_ERR_PARSE,
                         "grad: unknown keyword %s (grad takes only "
                         "disconnected=\"zero\" or disconnected=\"error\")",
-                        tok_desc(&key, b, sizeof b));
+                        kiln_lex_tok_desc(&key, b, sizeof b));
                 goto done;
             }
             if (seen_kw) {
-                fail_at(p, key.line, key.col, KILN_ERR_PARSE,
+                kiln_lex_fail_at(p, key.line, key.col, KILN_ERR_PARSE,
                         "grad: disconnected given twice");
                 goto done;
             }
             seen_kw = 1;
-            if (advance(p) || advance(p)) /* key '=' */
+            if (kiln_lex_advance(p) || kiln_lex_advance(p)) /* key '=' */
                 goto done;
             if (p->t.kind == T_STRING && p->t.n == 4 &&
                 memcmp(p->t.s, "zero", 4) == 0) {
                 flags |= KILN_GRAD_DISCONNECTED_ZERO;
             } else if (!(p->t.kind == T_STRING && p->t.n == 5 &&
                          memcmp(p->t.s, "error", 5) == 0)) {
-                fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                         "grad: disconnected must be \"zero\" or \"error\", "
-                        "found %s", tok_desc(&p->t, b, sizeof b));
+                        "found %s", kiln_lex_tok_desc(&p->t, b, sizeof b));
                 goto done;
             }
-            if (advance(p))
+            if (kiln_lex_advance(p))
                 goto done;
         } else {
             if (seen_kw) {
-                fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                         "grad: positional argument after keyword argument");
                 goto done;
             }
@@ -2157,40 +1740,40 @@ static int parse_grad(parser *p, const lhs_name *names, size_t n)
                 goto done;
         }
         if (p->t.kind == T_COMMA) {
-            if (advance(p))
+            if (kiln_lex_advance(p))
                 goto done;
             if (p->t.kind == T_RPAREN) {
-                expected(p, "an argument after ','");
+                kiln_lex_expected(p, "an argument after ','");
                 goto done;
             }
             continue;
         }
         if (p->t.kind != T_RPAREN) {
-            expected(p, "',' or ')' in the arguments of grad");
+            kiln_lex_expected(p, "',' or ')' in the arguments of grad");
             goto done;
         }
     }
     if (nargs < 2) {
-        fail_at(p, gt.line, gt.col, KILN_ERR_PARSE,
+        kiln_lex_fail_at(p, gt.line, gt.col, KILN_ERR_PARSE,
                 "grad: expected the cost and at least one value to "
                 "differentiate with respect to: NAMES = grad(COST, X1, ...)");
         goto done;
     }
     if (nargs - 1 != n) {
-        fail_at(p, gt.line, gt.col, KILN_ERR_PARSE,
+        kiln_lex_fail_at(p, gt.line, gt.col, KILN_ERR_PARSE,
                 "grad: %zu name%s on the left but %zu value%s to "
                 "differentiate with respect to", n, n == 1 ? "" : "s",
                 nargs - 1, nargs == 2 ? "" : "s");
         goto done;
     }
-    if (advance(p)) /* ')' */
+    if (kiln_lex_advance(p)) /* ')' */
         goto done;
     if (p->t.kind == T_LBRACK) {
-        fail_at(p, gt.line, gt.col, KILN_ERR_PARSE,
+        kiln_lex_fail_at(p, gt.line, gt.col, KILN_ERR_PARSE,
                 "grad can only be used as a statement: NAMES = grad(...)");
         goto done;
     }
-    if (end_of_statement(p))
+    if (kiln_lex_end_of_statement(p))
         goto done;
     for (size_t k = 0; k < nargs; k++)
         if (materialize(p, &args[k]))
@@ -2198,13 +1781,13 @@ static int parse_grad(parser *p, const lhs_name *names, size_t n)
     wrt = malloc(n * sizeof *wrt);
     out = malloc(n * sizeof *out);
     if (!wrt || !out) {
-        nomem(p);
+        kiln_lex_nomem(p);
         goto done;
     }
     for (size_t i = 0; i < n; i++)
         wrt[i] = args[i + 1].v;
     if (kiln_graph_grad(p->g, args[0].v, (int)n, wrt, flags, out, &p->e)) {
-        builder_fail(p, gt.line, gt.col);
+        kiln_lex_builder_fail(p, gt.line, gt.col);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -2218,7 +1801,7 @@ static int parse_grad(parser *p, const lhs_name *names, size_t n)
             kiln_value c = kiln_graph_op(p->g, "cast", 1, &v, &at, 1,
                                          &p->e);
             if (c < 0) {
-                builder_fail(p, gt.line, gt.col);
+                kiln_lex_builder_fail(p, gt.line, gt.col);
                 goto done;
             }
             for (int r = p->g->n_grads - 1; r >= 0; r--)
@@ -2230,7 +1813,7 @@ static int parse_grad(parser *p, const lhs_name *names, size_t n)
             v = c;
         }
         if (kiln_graph_set_name(p->g, v, names[i].s, &p->e)) {
-            builder_fail(p, names[i].t.line, names[i].t.col);
+            kiln_lex_builder_fail(p, names[i].t.line, names[i].t.col);
             goto done;
         }
         if (record_def(p, v, names[i].t.line))
@@ -2293,22 +1876,22 @@ static int stmt_multi_assign(parser *p)
     int rc = -1;
     for (;;) {
         if (p->t.kind != T_IDENT) {
-            expected(p, "a name after ','");
+            kiln_lex_expected(p, "a name after ','");
             goto out;
         }
         if (n == cap) {
             size_t nc = cap ? 2 * cap : 8;
             lhs_name *q = realloc(names, nc * sizeof *q);
             if (!q) {
-                nomem(p);
+                kiln_lex_nomem(p);
                 goto out;
             }
             names = q;
             cap = nc;
         }
         names[n].t = p->t;
-        if (!(names[n].s = tok_str(&p->t))) {
-            nomem(p);
+        if (!(names[n].s = kiln_lex_tok_str(&p->t))) {
+            kiln_lex_nomem(p);
             goto out;
         }
         n++;
@@ -2316,33 +1899,33 @@ static int stmt_multi_assign(parser *p)
             goto out;
         long dup = seen_name(&seen, names, n - 1);
         if (dup == -2) {
-            nomem(p);
+            kiln_lex_nomem(p);
             goto out;
         }
         if (dup >= 0) {
-            fail_at(p, names[n - 1].t.line, names[n - 1].t.col,
+            kiln_lex_fail_at(p, names[n - 1].t.line, names[n - 1].t.col,
                     KILN_ERR_NAME, "duplicate name '%s' (first defined "
                     "at line %d)", names[n - 1].s, names[dup].t.line);
             goto out;
         }
-        if (advance(p))
+        if (kiln_lex_advance(p))
             goto out;
         if (p->t.kind == T_EQ)
             break;
         if (p->t.kind != T_COMMA) {
-            expected(p, "',' or '=' after a name");
+            kiln_lex_expected(p, "',' or '=' after a name");
             goto out;
         }
-        if (advance(p))
+        if (kiln_lex_advance(p))
             goto out;
     }
-    if (advance(p)) /* '=' */
+    if (kiln_lex_advance(p)) /* '=' */
         goto out;
     int sg = starts_grad(p);
     if (sg < 0)
         goto out;
     if (!sg) {
-        fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+        kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                 "several names on the left need grad on the right: "
                 "NAME1, NAME2 = grad(COST, X1, X2)");
         goto out;
@@ -2359,12 +1942,12 @@ out:
 static int stmt_assign(parser *p)
 {
     tok name = p->t;
-    char *s = tok_str(&name);
+    char *s = kiln_lex_tok_str(&name);
     int rc = -1;
     operand o;
     if (!s)
-        return nomem(p);
-    if (advance(p) || advance(p)) /* NAME '=' */
+        return kiln_lex_nomem(p);
+    if (kiln_lex_advance(p) || kiln_lex_advance(p)) /* NAME '=' */
         goto out;
     if (check_new_name(p, &name, s))
         goto out;
@@ -2376,10 +1959,10 @@ static int stmt_assign(parser *p)
         rc = parse_grad(p, &one, 1);
         goto out;
     }
-    if (parse_expr(p, &o) || materialize(p, &o) || end_of_statement(p))
+    if (parse_expr(p, &o) || materialize(p, &o) || kiln_lex_end_of_statement(p))
         goto out;
     if (kiln_graph_set_name(p->g, o.v, s, &p->e)) {
-        builder_fail(p, name.line, name.col);
+        kiln_lex_builder_fail(p, name.line, name.col);
         goto out;
     }
     rc = record_def(p, o.v, name.line);
@@ -2393,7 +1976,7 @@ out:
 static int skip_blank_lines(parser *p)
 {
     while (p->t.kind == T_NL)
-        if (advance(p))
+        if (kiln_lex_advance(p))
             return -1;
     return 0;
 }
@@ -2401,35 +1984,35 @@ static int skip_blank_lines(parser *p)
 static int parse_graph(parser *p)
 {
     char b[64];
-    if (advance(p) || skip_blank_lines(p))
+    if (kiln_lex_advance(p) || skip_blank_lines(p))
         return -1;
-    if (!is_word(&p->t, "kiln"))
-        return expected(p, "'kiln 1' (the format version) on the first line");
-    if (advance(p))
+    if (!kiln_lex_is_word(&p->t, "kiln"))
+        return kiln_lex_expected(p, "'kiln 1' (the format version) on the first line");
+    if (kiln_lex_advance(p))
         return -1;
     if (p->t.kind != T_INT && p->t.kind != T_FLOAT)
-        return expected(p, "a format version number after 'kiln'");
+        return kiln_lex_expected(p, "a format version number after 'kiln'");
     if (!(p->t.kind == T_INT && p->t.n == 1 && p->t.s[0] == '1'))
-        return fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+        return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                        "unsupported format version %s (this kiln reads "
-                       "version 1)", tok_desc(&p->t, b, sizeof b));
-    if (advance(p) || end_of_statement(p) || skip_blank_lines(p))
+                       "version 1)", kiln_lex_tok_desc(&p->t, b, sizeof b));
+    if (kiln_lex_advance(p) || kiln_lex_end_of_statement(p) || skip_blank_lines(p))
         return -1;
-    if (!is_word(&p->t, "graph"))
-        return expected(p, "'graph NAME'");
-    if (advance(p))
+    if (!kiln_lex_is_word(&p->t, "graph"))
+        return kiln_lex_expected(p, "'graph NAME'");
+    if (kiln_lex_advance(p))
         return -1;
     if (p->t.kind != T_IDENT)
-        return expected(p, "a graph name after 'graph'");
+        return kiln_lex_expected(p, "a graph name after 'graph'");
     tok gname = p->t;
-    char *s = tok_str(&gname);
+    char *s = kiln_lex_tok_str(&gname);
     if (!s)
-        return nomem(p);
+        return kiln_lex_nomem(p);
     p->g = kiln_graph_new(s, &p->e);
     free(s);
     if (!p->g)
         return -1;
-    if (advance(p) || end_of_statement(p))
+    if (kiln_lex_advance(p) || kiln_lex_end_of_statement(p))
         return -1;
     for (;;) {
         if (skip_blank_lines(p))
@@ -2438,54 +2021,54 @@ static int parse_graph(parser *p)
             char m[128];
             snprintf(m, sizeof m, "'end' to close graph '%.*s'",
                      gname.n > 60 ? 60 : (int)gname.n, gname.s);
-            return expected(p, m);
+            return kiln_lex_expected(p, m);
         }
         if (p->t.kind != T_IDENT)
-            return expected(p, "a statement (input, param, shared, const, output, "
+            return kiln_lex_expected(p, "a statement (input, param, shared, const, output, "
                                "NAME = EXPR or end)");
-        const tok *nx = peek(p);
+        const tok *nx = kiln_lex_peek(p);
         if (!nx)
             return -1;
         int rc, n0 = kiln_graph_n_nodes(p->g), line = p->t.line;
-        if (is_word(&p->t, "end") && (nx->kind == T_NL || nx->kind == T_EOF))
+        if (kiln_lex_is_word(&p->t, "end") && (nx->kind == T_NL || nx->kind == T_EOF))
             break;
-        if (nx->kind == T_IDENT && is_word(&p->t, "input"))
+        if (nx->kind == T_IDENT && kiln_lex_is_word(&p->t, "input"))
             rc = stmt_input(p);
-        else if (nx->kind == T_IDENT && is_word(&p->t, "shared"))
+        else if (nx->kind == T_IDENT && kiln_lex_is_word(&p->t, "shared"))
             rc = stmt_shared(p);
-        else if (nx->kind == T_IDENT && is_word(&p->t, "const"))
+        else if (nx->kind == T_IDENT && kiln_lex_is_word(&p->t, "const"))
             rc = stmt_const(p);
-        else if (nx->kind == T_IDENT && is_word(&p->t, "output"))
+        else if (nx->kind == T_IDENT && kiln_lex_is_word(&p->t, "output"))
             rc = stmt_output(p);
-        else if (nx->kind == T_IDENT && is_word(&p->t, "param"))
+        else if (nx->kind == T_IDENT && kiln_lex_is_word(&p->t, "param"))
             rc = stmt_param(p);
         else if (nx->kind == T_EQ)
             rc = stmt_assign(p);
         else if (nx->kind == T_COMMA)
             rc = stmt_multi_assign(p);
-        else if (is_word(&p->t, "end")) {
-            if (advance(p))
+        else if (kiln_lex_is_word(&p->t, "end")) {
+            if (kiln_lex_advance(p))
                 return -1;
-            rc = expected(p, "end of line after 'end'");
+            rc = kiln_lex_expected(p, "end of line after 'end'");
         }
-        else if (is_word(&p->t, "input") || is_word(&p->t, "shared") ||
-                 is_word(&p->t, "const") || is_word(&p->t, "output")) {
-            if (advance(p))
+        else if (kiln_lex_is_word(&p->t, "input") || kiln_lex_is_word(&p->t, "shared") ||
+                 kiln_lex_is_word(&p->t, "const") || kiln_lex_is_word(&p->t, "output")) {
+            if (kiln_lex_advance(p))
                 return -1;
-            rc = expected(p, "a name");
+            rc = kiln_lex_expected(p, "a name");
         } else {
-            if (advance(p))
+            if (kiln_lex_advance(p))
                 return -1;
-            rc = expected(p, "'=' after the name");
+            rc = kiln_lex_expected(p, "'=' after the name");
         }
         if (rc)
             return -1;
         kiln_ir_stamp_lines(p->g, n0, line); /* kiln run --trace-nonfinite */
     }
-    if (advance(p) || end_of_statement(p) || skip_blank_lines(p))
+    if (kiln_lex_advance(p) || kiln_lex_end_of_statement(p) || skip_blank_lines(p))
         return -1;
     if (p->t.kind != T_EOF)
-        return expected(p, "end of file after 'end' (one graph per file)");
+        return kiln_lex_expected(p, "end of file after 'end' (one graph per file)");
     return 0;
 }
 

@@ -1,5 +1,8 @@
 /*
- * cache.c — the persistent kernel cache on disk (prefix kiln_cache_).
+ * store.c — the persistent kernel cache on disk: opening a cache, entry
+ * names and headers, reading and writing entries in a session (prefix
+ * kiln_cache_; cache_int.h).  Statistics and eviction are evict.c's,
+ * what `kiln cache` calls manage.c's.
  *
  * Layout (docs/cache.md):
  *
@@ -48,7 +51,7 @@
  * releases it when a process dies.
  */
 #define _GNU_SOURCE   /* getrandom, O_DIRECTORY etc. under -std=c11 */
-#include "cache.h"
+#include "cache_int.h"
 #include "userconfig.h"
 #include "trust.h"
 #include "ir.h"
@@ -70,45 +73,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
-
-#define HDR 128
-#define MAGIC "KILNART"          /* 8 bytes with the NUL */
-#define ENTRY_FORMAT 1u
-#define MAX_ENTRY ((size_t)1 << 30)
-#define TOUCH_AFTER 60           /* seconds: refresh an entry's LRU time */
-#define STALE_TMP 3600           /* seconds: a dead writer's .tmp file */
-
-struct kiln_cache {
-    char *dir;
-    int fd;                      /* the checked root, opened once */
-    uint64_t max_bytes;
-    int site;                    /* a read-only cache: never written to */
-};
-
-/* A diagnostic said once per cause: the first message, and how many more
- * times the same cause (`group`) came up in this session. */
-typedef struct cause {
-    char *group;
-    char *first;
-    int n;
-} cause;
-
-struct kiln_cache_session {
-    kiln_cache *user;            /* NULL: no writable user cache */
-    kiln_cache **site;           /* read-only caches */
-    int n_site;
-    int mode;
-    double min_seconds;          /* compiles cheaper than this: no entry */
-    FILE *diag;
-    int quiet;
-    pthread_mutex_t lock;
-    uint64_t hits, misses, writes, bad, bytes_written;
-    double saved;
-    char **used;                 /* relative paths used: not evicted */
-    int n_used, cap_used;
-    cause *causes;               /* diagnostics, printed at the end */
-    int n_causes;
-};
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -140,8 +104,8 @@ static uint32_t get32(const uint8_t *p)
 
 /* The user cache directory: explicit (`dir`, from kiln_options or the
  * command line), $KILN_CACHE_DIR, the user's or site's configuration
- * (core/policy/userconfig.h), $XDG_CACHE_HOME/kiln, ~/.cache/kiln.  Every one must
- * be absolute (a relative path would depend on the working directory,
+ * (core/policy/userconfig.h), $XDG_CACHE_HOME/kiln, ~/.cache/kiln.  Every one
+ * must be absolute (a relative path would depend on the working directory,
  * which can be a downloaded model's folder); XDG_CACHE_HOME and HOME that
  * are not are skipped, as the XDG specification says.  Returns a malloc'd
  * path, or NULL with err set. */
@@ -382,7 +346,7 @@ static const char *host_arch(void)
 }
 
 /* The backend/build/target directory and the entry's file name. */
-static void entry_names(const kiln_backend *be, const kiln_compile_options *co,
+void kiln_cache_entry_names(const kiln_backend *be, const kiln_compile_options *co,
                         const kiln_key *key, char *bdir, size_t bsize,
                         char *hex2, char *file, size_t fsize)
 {
@@ -414,12 +378,6 @@ static void entry_names(const kiln_backend *be, const kiln_compile_options *co,
 
 /* ---- the header --------------------------------------------------------- */
 
-typedef struct entry_meta {
-    kiln_key key;
-    int opt_level, fast_math, generic;
-    char backend[24];
-    uint64_t build, payload, compile_ns;
-} entry_meta;
 
 static void checksum(uint8_t *file, size_t len, uint8_t out[16])
 {
@@ -433,7 +391,7 @@ static void checksum(uint8_t *file, size_t len, uint8_t out[16])
 }
 
 /* Parse and check the fixed part of a header (no checksum). */
-static const char *parse_header(const uint8_t *h, size_t len, entry_meta *m)
+const char *kiln_cache_parse_header(const uint8_t *h, size_t len, entry_meta *m)
 {
     if (len < HDR)
         return len == 0 ? "empty file" : "truncated header";
@@ -455,11 +413,11 @@ static const char *parse_header(const uint8_t *h, size_t len, entry_meta *m)
 
 /* Check a whole entry read into memory against what the caller expects
  * (exp: NULL to check only self-consistency). */
-static const char *verify_entry(uint8_t *file, size_t len,
+const char *kiln_cache_verify_entry(uint8_t *file, size_t len,
                                 const entry_meta *exp)
 {
     entry_meta m;
-    const char *why = parse_header(file, len, &m);
+    const char *why = kiln_cache_parse_header(file, len, &m);
     if (why)
         return why;
     if (m.payload != len - HDR)
@@ -519,19 +477,10 @@ static int open_dir(int at, const char *name, int site, const char **why)
     return fd;
 }
 
-typedef struct read_result {
-    uint8_t *file;       /* malloc'd */
-    size_t len;
-    const char *why;     /* refused or corrupt: reason */
-    int found;
-    int level;           /* where why applies: 0 root, 1 backend dir,
-                            2 hex dir, 3 the entry */
-    int64_t mtime;
-} read_result;
 
 /* Read ROOT/bdir/hex2/file completely, checking every level below the
  * root (open at rfd, checked when the cache was opened). */
-static void read_entry(int rfd, const char *bdir, const char *hex2,
+void kiln_cache_read_entry(int rfd, const char *bdir, const char *hex2,
                        const char *file, int site, int touch, read_result *r)
 {
     memset(r, 0, sizeof *r);
@@ -628,7 +577,7 @@ static int remove_at(int dfd, const char *name, const char **why)
 
 /* The directory ROOT/bdir/hex2 below the root open at rfd (no symlinks
  * followed), or -1. */
-static int open_hex_dir(int rfd, const char *bdir, const char *hex2)
+int kiln_cache_open_hex_dir(int rfd, const char *bdir, const char *hex2)
 {
     int bfd = openat(rfd, bdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
                                     O_CLOEXEC);
@@ -640,10 +589,10 @@ static int open_hex_dir(int rfd, const char *bdir, const char *hex2)
     return hfd;
 }
 
-static int remove_entry(int rfd, const char *bdir, const char *hex2,
+int kiln_cache_remove_entry(int rfd, const char *bdir, const char *hex2,
                         const char *file, const char **why)
 {
-    int hfd = open_hex_dir(rfd, bdir, hex2);
+    int hfd = kiln_cache_open_hex_dir(rfd, bdir, hex2);
     if (hfd < 0) {
         if (why)
             *why = strerror(errno);
@@ -655,7 +604,7 @@ static int remove_entry(int rfd, const char *bdir, const char *hex2,
 }
 
 /* The same for a walk's "bdir/hex2/file". */
-static int remove_rel(int rfd, const char *rel, const char **why)
+int kiln_cache_remove_rel(int rfd, const char *rel, const char **why)
 {
     char b[300], h[3];
     const char *s1 = strchr(rel, '/');
@@ -668,7 +617,7 @@ static int remove_rel(int rfd, const char *rel, const char **why)
     snprintf(b, sizeof b, "%.*s", (int)(s1 - rel), rel);
     memcpy(h, s1 + 1, 2);
     h[2] = '\0';
-    return remove_entry(rfd, b, h, s2 + 1, why);
+    return kiln_cache_remove_entry(rfd, b, h, s2 + 1, why);
 }
 
 /* Record a diagnostic; every cause is said once, at the session's end,
@@ -706,7 +655,7 @@ static void say(kiln_cache_session *s, const char *group, const char *more,
 }
 
 /* Print the recorded diagnostics, one line per cause. */
-static void say_all(kiln_cache_session *s)
+void kiln_cache_say_all(kiln_cache_session *s)
 {
     FILE *out = s->diag ? s->diag : stderr;
     for (int i = 0; i < s->n_causes; i++) {
@@ -754,7 +703,7 @@ int kiln_cache_fetch(kiln_cache_session *s, const kiln_backend *be,
     *bytes = NULL;
     *len = 0;
     char bdir[300], hex2[3], file[64];
-    entry_names(be, co, key, bdir, sizeof bdir, hex2, file, sizeof file);
+    kiln_cache_entry_names(be, co, key, bdir, sizeof bdir, hex2, file, sizeof file);
     entry_meta exp;
     expected_meta(be, co, key, &exp);
     int bad = 0;
@@ -764,14 +713,14 @@ int kiln_cache_fetch(kiln_cache_session *s, const kiln_backend *be,
             continue;
         const char *root = cc->dir;
         read_result r;
-        read_entry(cc->fd, bdir, hex2, file, i >= 0, i < 0, &r);
+        kiln_cache_read_entry(cc->fd, bdir, hex2, file, i >= 0, i < 0, &r);
         if (!r.found && !r.why) {
             free(r.file);
             continue;
         }
         const char *why = r.why;
         if (!why)
-            why = verify_entry(r.file, r.len, &exp);
+            why = kiln_cache_verify_entry(r.file, r.len, &exp);
         if (!why) {
             uint64_t ns = get64(r.file + 88);
             size_t n = r.len - HDR;
@@ -806,7 +755,7 @@ int kiln_cache_fetch(kiln_cache_session *s, const kiln_backend *be,
         snprintf(path, sizeof path, "%s/%s/%s/%s", root, bdir, hex2, file);
         int ours = i < 0 && s->mode != KILN_CACHE_MODE_READ_ONLY;
         const char *not_gone = NULL;
-        int gone = ours && remove_entry(cc->fd, bdir, hex2, file,
+        int gone = ours && kiln_cache_remove_entry(cc->fd, bdir, hex2, file,
                                         &not_gone);
         char how[600];
         if (gone)
@@ -846,7 +795,7 @@ void kiln_cache_reject(kiln_cache_session *s, const kiln_backend *be,
     if (!s || !s->user || !be || !key)
         return;
     char bdir[300], hex2[3], file[64], path[4200];
-    entry_names(be, co, key, bdir, sizeof bdir, hex2, file, sizeof file);
+    kiln_cache_entry_names(be, co, key, bdir, sizeof bdir, hex2, file, sizeof file);
     snprintf(path, sizeof path, "%s/%s/%s/%s", s->user->dir, bdir, hex2,
              file);
     char group[4400];
@@ -856,7 +805,7 @@ void kiln_cache_reject(kiln_cache_session *s, const kiln_backend *be,
         "kiln: cache: entry %s does not load: %s; recompiling", path,
         why ? why : "unknown error");
     if (s->mode != KILN_CACHE_MODE_READ_ONLY)
-        remove_entry(s->user->fd, bdir, hex2, file, NULL);
+        kiln_cache_remove_entry(s->user->fd, bdir, hex2, file, NULL);
     pthread_mutex_lock(&s->lock);
     s->bad++;
     s->hits--;
@@ -949,7 +898,7 @@ int kiln_cache_store(kiln_cache_session *s, const kiln_backend *be,
         return 0;
     }
     char bdir[300], hex2[3], file[64];
-    entry_names(be, co, key, bdir, sizeof bdir, hex2, file, sizeof file);
+    kiln_cache_entry_names(be, co, key, bdir, sizeof bdir, hex2, file, sizeof file);
     entry_meta m;
     expected_meta(be, co, key, &m);
     uint8_t *buf = malloc(HDR + len);
@@ -1066,7 +1015,7 @@ int kiln_cache_store(kiln_cache_session *s, const kiln_backend *be,
 
 /* A DIR stream over the directory open at `at` (which stays open), or
  * NULL. */
-static DIR *dir_stream(int at, const char *name)
+DIR *kiln_cache_dir_stream(int at, const char *name)
 {
     int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
                                   O_CLOEXEC);
@@ -1079,7 +1028,7 @@ static DIR *dir_stream(int at, const char *name)
 /* 1 when the cache root `c` has an entry "NAME-..." (or cannot be read). */
 static int dir_has_backend(const kiln_cache *c, const char *name)
 {
-    DIR *d = dir_stream(c->fd, ".");
+    DIR *d = kiln_cache_dir_stream(c->fd, ".");
     if (!d)
         return 1;
     size_t n = strlen(name);
@@ -1250,625 +1199,4 @@ kiln_cache_session *kiln_cache_session_begin(
         return NULL;
     }
     return s;
-}
-
-/* ---- statistics ---------------------------------------------------------- */
-
-typedef struct counters {
-    uint64_t hits, misses, writes, bad, saved_ns, bytes;
-    int bytes_known;
-} counters;
-
-/* ROOT/stats, opened and locked (flock: released if the process dies). */
-static int stats_lock(const kiln_cache *c)
-{
-    int fd = openat(c->fd, "stats", O_RDWR | O_CREAT | O_NOFOLLOW |
-                                        O_CLOEXEC | O_NONBLOCK, 0600);
-    if (fd < 0)
-        return -1;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || kiln_trust_stat(&st, 0, 0) ||
-        flock(fd, LOCK_EX) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* Returns 1 when the file is ours (empty, or holding our counters). */
-static int stats_read(int fd, counters *c)
-{
-    memset(c, 0, sizeof *c);
-    char buf[1024];
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    if (n <= 0)
-        return n == 0;
-    int known = 0;
-    buf[n] = '\0';
-    char *save = NULL;
-    for (char *line = strtok_r(buf, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
-        char name[32];
-        unsigned long long v;
-        if (sscanf(line, "%31s %llu", name, &v) != 2)
-            continue;
-        known++;
-        if (!strcmp(name, "hits")) c->hits = v;
-        else if (!strcmp(name, "misses")) c->misses = v;
-        else if (!strcmp(name, "writes")) c->writes = v;
-        else if (!strcmp(name, "bad")) c->bad = v;
-        else if (!strcmp(name, "saved_ns")) c->saved_ns = v;
-        else if (!strcmp(name, "bytes")) { c->bytes = v; c->bytes_known = 1; }
-        else known--;
-    }
-    /* a count no cache reaches (a hand-edited or damaged file): measure */
-    if (c->bytes_known && c->bytes > (uint64_t)1 << 50)
-        c->bytes_known = 0;
-    return known > 0;
-}
-
-static void stats_write(int fd, const counters *c)
-{
-    char buf[1024];
-    int n = snprintf(buf, sizeof buf,
-                     "hits %llu\nmisses %llu\nwrites %llu\nbad %llu\n"
-                     "saved_ns %llu\n",
-                     (unsigned long long)c->hits,
-                     (unsigned long long)c->misses,
-                     (unsigned long long)c->writes,
-                     (unsigned long long)c->bad,
-                     (unsigned long long)c->saved_ns);
-    if (c->bytes_known && n > 0 && (size_t)n < sizeof buf)
-        n += snprintf(buf + n, sizeof buf - (size_t)n, "bytes %llu\n",
-                      (unsigned long long)c->bytes);
-    if (n > 0 && ftruncate(fd, 0) == 0 && pwrite(fd, buf, (size_t)n, 0) < 0)
-        return;
-}
-
-/* ---- walking the tree ----------------------------------------------------- */
-
-typedef struct walk_item {
-    char *rel;           /* bdir/hex2/file */
-    uint64_t bytes;
-    int64_t mtime;
-    int tmp;             /* a writer's temporary file */
-    const char *odd;     /* not a file: what it is ("a FIFO", ...) */
-} walk_item;
-
-typedef struct walk_list {
-    walk_item *v;
-    size_t n, cap;
-} walk_list;
-
-static void walk_free(walk_list *w)
-{
-    for (size_t i = 0; i < w->n; i++)
-        free(w->v[i].rel);
-    free(w->v);
-    w->v = NULL;
-    w->n = w->cap = 0;
-}
-
-static int walk_add(walk_list *w, const char *rel, const struct stat *st,
-                    int tmp, const char *odd)
-{
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? 2 * w->cap : 256;
-        walk_item *v = realloc(w->v, sizeof *v * cap);
-        if (!v)
-            return -1;
-        w->v = v;
-        w->cap = cap;
-    }
-    char *r = strdup(rel);
-    if (!r)
-        return -1;
-    w->v[w->n++] = (walk_item){r, odd ? 0 : (uint64_t)st->st_size,
-                               (int64_t)st->st_mtime, tmp, odd};
-    return 0;
-}
-
-static int is_hex(const char *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
-            return 0;
-    return 1;
-}
-
-/* BACKEND-BUILD-TARGET as entry_names makes it. */
-static int kiln_bdir(const char *n)
-{
-    const char *d = strchr(n, '-');
-    if (!d || d == n || strlen(d) < 19 || !is_hex(d + 1, 16) || d[17] != '-'
-        || !d[18])
-        return 0;
-    for (const char *c = n; c < d; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
-              *c == '_'))
-            return 0;
-    return 1;
-}
-
-/* KEY-O<level>[f][g], or a writer's .tmp.HOST.PID.RANDOM: 1 for an
- * entry, 2 for a temporary file, 0 for anything else (never touched). */
-static int kiln_file(const char *n)
-{
-    if (!strncmp(n, ".tmp.", 5)) {
-        size_t l = strlen(n);
-        return l > 22 && n[l - 17] == '.' && is_hex(n + l - 16, 16) ? 2 : 0;
-    }
-    if (strlen(n) < KILN_KEY_HEX + 3 || !is_hex(n, KILN_KEY_HEX) ||
-        n[KILN_KEY_HEX] != '-' || n[KILN_KEY_HEX + 1] != 'O' ||
-        n[KILN_KEY_HEX + 2] < '0' || n[KILN_KEY_HEX + 2] > '9')
-        return 0;
-    const char *t = n + KILN_KEY_HEX + 3;
-    if (*t == 'f')
-        t++;
-    if (*t == 'g')
-        t++;
-    return *t ? 0 : 1;
-}
-
-/* What a thing of an entry's name that is no file is, or NULL. */
-static const char *odd_kind(const struct stat *st)
-{
-    if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode))
-        return NULL;
-    return S_ISDIR(st->st_mode)    ? "a directory in place of an entry"
-           : S_ISFIFO(st->st_mode) ? "a FIFO in place of an entry"
-           : S_ISSOCK(st->st_mode) ? "a socket in place of an entry"
-                                   : "a device in place of an entry";
-}
-
-/* Every entry and temporary file of kiln's naming two levels below the
- * backend directories, and whatever else (a FIFO, a directory) carries an
- * entry's name there; things of other names are never listed, so clear,
- * prune and verify --remove cannot delete anything kiln did not make even
- * when pointed at the wrong directory. */
-static int walk(const kiln_cache *c, walk_list *w, kiln_err *err)
-{
-    /* every level through openat from the checked root, no symlinks */
-    DIR *d = dir_stream(c->fd, ".");
-    if (!d)
-        return kiln_seterr(err, KILN_ERR_IO, "cache: %s: %s", c->dir,
-                           strerror(errno));
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!kiln_bdir(e->d_name))
-            continue;
-        struct stat st;
-        DIR *d1 = dir_stream(dirfd(d), e->d_name);
-        if (!d1)
-            continue;
-        struct dirent *e1;
-        while ((e1 = readdir(d1))) {
-            if (strlen(e1->d_name) != 2 || !isxdigit((unsigned char)
-                                                        e1->d_name[0]) ||
-                !isxdigit((unsigned char)e1->d_name[1]))
-                continue;
-            DIR *d2 = dir_stream(dirfd(d1), e1->d_name);
-            if (!d2)
-                continue;
-            struct dirent *e2;
-            while ((e2 = readdir(d2))) {
-                int kind = kiln_file(e2->d_name);
-                if (!kind)
-                    continue;
-                char rel[900];
-                if (fstatat(dirfd(d2), e2->d_name, &st,
-                            AT_SYMLINK_NOFOLLOW) != 0)
-                    continue;
-                const char *odd = odd_kind(&st);
-                if (odd && kind == 2)
-                    continue;       /* only writers' own files are temps */
-                snprintf(rel, sizeof rel, "%s/%s/%s", e->d_name, e1->d_name,
-                         e2->d_name);
-                if (walk_add(w, rel, &st, kind == 2, odd)) {
-                    closedir(d2);
-                    closedir(d1);
-                    closedir(d);
-                    return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-                }
-            }
-            closedir(d2);
-        }
-        closedir(d1);
-    }
-    closedir(d);
-    return 0;
-}
-
-static int by_mtime(const void *a, const void *b)
-{
-    const walk_item *x = a, *y = b;
-    if (x->mtime != y->mtime)
-        return x->mtime < y->mtime ? -1 : 1;
-    return strcmp(x->rel, y->rel);
-}
-
-static int is_used(char **used, int n, const char *rel)
-{
-    for (int i = 0; i < n; i++)
-        if (!strcmp(used[i], rel))
-            return 1;
-    return 0;
-}
-
-/* What a removal pass did not do: how many it could not remove, the
- * first of them and why. */
-typedef struct not_done {
-    uint64_t n;
-    char path[4200];
-    const char *why;
-} not_done;
-
-static void not_done_add(not_done *nd, const char *path, const char *why)
-{
-    if (nd->n++ == 0) {
-        snprintf(nd->path, sizeof nd->path, "%s", path);
-        nd->why = why;
-    }
-}
-
-/* The error of a pass that left `nd->n` things in place. */
-static int not_done_error(const not_done *nd, const char *what,
-                          uint64_t removed, kiln_err *err)
-{
-    return kiln_seterr(err, KILN_ERR_IO, "cache: %s: removed %llu, could "
-                       "not remove %llu: %s: %s", what,
-                       (unsigned long long)removed,
-                       (unsigned long long)nd->n, nd->path,
-                       nd->why ? nd->why : "unknown error");
-}
-
-/* Evict down to `target` bytes (oldest first, never `used`); stale temp
- * files go too.  Returns the bytes left; *removed counts entries, *nd
- * (may be NULL) those that could not be removed. */
-static uint64_t evict(const kiln_cache *c, uint64_t target, char **used,
-                      int n_used, uint64_t *removed, not_done *nd,
-                      kiln_err *err)
-{
-    walk_list w = {0};
-    if (removed)
-        *removed = 0;
-    if (walk(c, &w, err)) {
-        walk_free(&w);
-        return UINT64_MAX;
-    }
-    if (w.n > 1)
-        qsort(w.v, w.n, sizeof *w.v, by_mtime);
-    uint64_t total = 0;
-    int64_t now = (int64_t)time(NULL);
-    for (size_t i = 0; i < w.n; i++)
-        total += w.v[i].bytes;
-    for (size_t i = 0; i < w.n; i++) {
-        walk_item *it = &w.v[i];
-        int stale_tmp = it->tmp && now - it->mtime > STALE_TMP;
-        if (it->odd || (!stale_tmp && (it->tmp || total <= target ||
-                                       is_used(used, n_used, it->rel))))
-            continue;
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", c->dir, it->rel);
-        const char *why = NULL;
-        if (remove_rel(c->fd, it->rel, &why)) {
-            total -= it->bytes;
-            if (removed && !it->tmp)
-                (*removed)++;
-        } else if (nd) {
-            not_done_add(nd, path, why);
-        }
-    }
-    walk_free(&w);
-    return total;
-}
-
-void kiln_cache_session_end(kiln_cache_session *s)
-{
-    if (!s)
-        return;
-    if (s->user && s->mode != KILN_CACHE_MODE_READ_ONLY) {
-        int fd = stats_lock(s->user);
-        counters c;
-        if (fd >= 0 && !stats_read(fd, &c)) {
-            close(fd);          /* not our counter file: leave it alone */
-            fd = -1;
-        }
-        if (fd < 0 && s->writes > 0) {
-            /* no usable ROOT/stats (a directory, a symlink, someone
-             * else's file): keep the cap by measuring instead */
-            if (!s->quiet)
-                fprintf(s->diag ? s->diag : stderr, "kiln: cache: %s/stats "
-                        "is not a kiln counter file; the cache is measured "
-                        "instead and its counters are not kept\n",
-                        s->user->dir);
-            evict(s->user, s->user->max_bytes, s->used, s->n_used, NULL,
-                  NULL, NULL);
-        }
-        if (fd >= 0) {
-            c.hits += s->hits;
-            c.misses += s->misses;
-            c.writes += s->writes;
-            c.bad += s->bad;
-            c.saved_ns += (uint64_t)(s->saved * 1e9);
-            c.bytes += s->bytes_written;
-            if (!c.bytes_known || c.bytes > s->user->max_bytes) {
-                /* unknown or over the cap: measure, evict to 90 % */
-                uint64_t cap = s->user->max_bytes;
-                uint64_t target = c.bytes_known ? cap - cap / 10 : cap;
-                uint64_t left = evict(s->user, target, s->used, s->n_used,
-                                      NULL, NULL, NULL);
-                if (left != UINT64_MAX)
-                    c.bytes = left;
-                c.bytes_known = left != UINT64_MAX;
-            }
-            stats_write(fd, &c);
-            close(fd);
-        }
-    }
-    say_all(s);
-    for (int i = 0; i < s->n_used; i++)
-        free(s->used[i]);
-    free(s->used);
-    for (int i = 0; i < s->n_site; i++)
-        kiln_cache_close(s->site[i]);
-    free(s->site);
-    kiln_cache_close(s->user);
-    pthread_mutex_destroy(&s->lock);
-    free(s);
-}
-
-/* ---- management ---------------------------------------------------------- */
-
-int kiln_cache_get_stats(kiln_cache *c, kiln_cache_stats *st, kiln_err *err)
-{
-    if (!c || !st)
-        return kiln_seterr(err, KILN_ERR_ARG, "kiln_cache_get_stats: NULL");
-    memset(st, 0, sizeof *st);
-    walk_list w = {0};
-    if (walk(c, &w, err)) {
-        walk_free(&w);
-        return err ? err->code : KILN_ERR_IO;
-    }
-    for (size_t i = 0; i < w.n; i++) {
-        if (w.v[i].tmp)
-            continue;
-        st->entries++;
-        st->bytes += w.v[i].bytes;
-    }
-    walk_free(&w);
-    st->max_bytes = c->max_bytes;
-    int fd = openat(c->fd, "stats", O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
-                                        O_NONBLOCK);
-    struct stat sst;
-    if (fd >= 0 && (fstat(fd, &sst) != 0 || !S_ISREG(sst.st_mode))) {
-        close(fd);
-        fd = -1;
-    }
-    if (fd >= 0) {
-        counters k;
-        stats_read(fd, &k);
-        close(fd);
-        st->hits = k.hits;
-        st->misses = k.misses;
-        st->writes = k.writes;
-        st->bad = k.bad;
-        st->saved_seconds = 1e-9 * (double)k.saved_ns;
-    }
-    return 0;
-}
-
-/* Split "bdir/hex2/file" and fill the parts of an entry description. */
-static void describe(const char *root, const walk_item *it,
-                     kiln_cache_entry *e, char *path, size_t psize,
-                     char *bdir, size_t bsize)
-{
-    memset(e, 0, sizeof *e);
-    snprintf(path, psize, "%s/%s", root, it->rel);
-    const char *slash = strchr(it->rel, '/');
-    size_t bl = slash ? (size_t)(slash - it->rel) : strlen(it->rel);
-    snprintf(bdir, bsize, "%.*s", (int)bl, it->rel);
-    const char *file = strrchr(it->rel, '/');
-    file = file ? file + 1 : it->rel;
-    snprintf(e->key, sizeof e->key, "%.*s", KILN_KEY_HEX, file);
-    e->path = path;
-    e->dir = bdir;
-    e->bytes = it->bytes;
-    e->mtime = it->mtime;
-}
-
-/* Is the entry consistent with the path it lies at? */
-static const char *check_against_path(const entry_meta *m, const char *bdir,
-                                      const char *file)
-{
-    char hex[KILN_KEY_HEX + 1];
-    kiln_key_hex(&m->key, hex);
-    if (strncmp(file, hex, KILN_KEY_HEX) != 0)
-        return "entry holds another key than its name";
-    size_t bl = strlen(m->backend);
-    if (strncmp(bdir, m->backend, bl) != 0 || bdir[bl] != '-')
-        return "entry made by another backend than its directory";
-    char bh[20];
-    snprintf(bh, sizeof bh, "%016llx", (unsigned long long)m->build);
-    if (strncmp(bdir + bl + 1, bh, 16) != 0)
-        return "entry made by another build than its directory";
-    return NULL;
-}
-
-static int list_or_verify(kiln_cache *c, int full, int remove_bad,
-                          int (*fn)(const kiln_cache_entry *, void *),
-                          void *ctx, kiln_err *err)
-{
-    if (!c)
-        return kiln_seterr(err, KILN_ERR_ARG, "cache: NULL");
-    walk_list w = {0};
-    if (walk(c, &w, err)) {
-        walk_free(&w);
-        return err ? err->code : KILN_ERR_IO;
-    }
-    int rc = 0;
-    for (size_t i = 0; i < w.n && rc == 0; i++) {
-        if (w.v[i].tmp)
-            continue;
-        kiln_cache_entry e;
-        char path[4200], bdir[300];
-        describe(c->dir, &w.v[i], &e, path, sizeof path, bdir, sizeof bdir);
-        e.cache_dir = c->dir;
-        const char *file = strrchr(w.v[i].rel, '/') + 1;
-        char hex2[3];
-        memcpy(hex2, strchr(w.v[i].rel, '/') + 1, 2);
-        hex2[2] = '\0';
-        read_result r;
-        memset(&r, 0, sizeof r);
-        if (w.v[i].odd) {
-            r.why = w.v[i].odd;     /* never opened: a FIFO could block */
-        } else if (full) {
-            read_entry(c->fd, bdir, hex2, file, c->site, 0, &r);
-            if (!r.found && !r.why)
-                r.why = "gone while verifying";
-        } else {
-            /* the header only */
-            int hfd = open_hex_dir(c->fd, bdir, hex2);
-            int fd = hfd < 0 ? -1 : openat(hfd, file, O_RDONLY | O_NOFOLLOW |
-                                                          O_CLOEXEC |
-                                                          O_NONBLOCK);
-            if (hfd >= 0) {
-                int en = errno;
-                close(hfd);
-                errno = en;
-            }
-            struct stat st;
-            if (fd < 0) {
-                r.why = errno == ELOOP ? "a symlink in place of an entry"
-                                       : "cannot open";
-            } else if (fstat(fd, &st) != 0 ||
-                       (r.why = kiln_trust_stat(&st, 0, c->site)) != NULL) {
-                if (!r.why)
-                    r.why = "cannot stat";
-            } else if ((r.file = malloc(HDR)) != NULL) {
-                ssize_t n = pread(fd, r.file, HDR, 0);
-                r.len = n > 0 ? (size_t)n : 0;
-            }
-            if (fd >= 0)
-                close(fd);
-        }
-        const char *why = r.why;
-        entry_meta m;
-        if (!why && !r.file)
-            why = "out of memory";
-        if (!why)
-            why = full ? verify_entry(r.file, r.len, NULL)
-                       : parse_header(r.file, r.len, &m);
-        if (!why && full)
-            parse_header(r.file, r.len, &m);
-        if (!why)
-            why = check_against_path(&m, bdir, file);
-        if (!why) {
-            snprintf(e.backend, sizeof e.backend, "%s", m.backend);
-            e.compile_seconds = 1e-9 * (double)m.compile_ns;
-        }
-        free(r.file);
-        e.ok = why == NULL;
-        e.problem = why;
-        if (why && remove_bad) {
-            if (c->site)
-                e.not_removed = "a read-only cache: kiln never removes "
-                                "from it";
-            else if (remove_entry(c->fd, bdir, hex2, file, &e.not_removed))
-                e.removed = 1;
-        }
-        if (fn)
-            rc = fn(&e, ctx);
-    }
-    walk_free(&w);
-    return rc;
-}
-
-int kiln_cache_list(kiln_cache *c,
-                    int (*fn)(const kiln_cache_entry *e, void *ctx),
-                    void *ctx, kiln_err *err)
-{
-    return list_or_verify(c, 0, 0, fn, ctx, err);
-}
-
-int kiln_cache_verify(kiln_cache *c, int remove_bad,
-                      int (*fn)(const kiln_cache_entry *e, void *ctx),
-                      void *ctx, kiln_err *err)
-{
-    return list_or_verify(c, 1, remove_bad, fn, ctx, err);
-}
-
-static int refuse_site(const kiln_cache *c, const char *what, kiln_err *err)
-{
-    return kiln_seterr(err, KILN_ERR_IO, "cache: %s: %s is a read-only "
-                       "cache; kiln never removes from it", what, c->dir);
-}
-
-int kiln_cache_prune(kiln_cache *c, uint64_t max_bytes, uint64_t *removed,
-                     kiln_err *err)
-{
-    if (removed)
-        *removed = 0;
-    if (!c)
-        return kiln_seterr(err, KILN_ERR_ARG, "cache: NULL");
-    if (c->site)
-        return refuse_site(c, "prune", err);
-    int fd = stats_lock(c);
-    uint64_t n = 0;
-    not_done nd = {0};
-    uint64_t left = evict(c, max_bytes ? max_bytes : c->max_bytes, NULL, 0,
-                          &n, &nd, err);
-    if (removed)
-        *removed = n;
-    if (fd >= 0) {
-        counters k;
-        if (left != UINT64_MAX && stats_read(fd, &k)) {
-            k.bytes = left;
-            k.bytes_known = 1;
-            stats_write(fd, &k);
-        }
-        close(fd);
-    }
-    if (left == UINT64_MAX)
-        return err ? err->code : KILN_ERR_IO;
-    return nd.n ? not_done_error(&nd, "prune", n, err) : 0;
-}
-
-int kiln_cache_clear(kiln_cache *c, uint64_t *removed, kiln_err *err)
-{
-    if (removed)
-        *removed = 0;
-    if (!c)
-        return kiln_seterr(err, KILN_ERR_ARG, "cache: NULL");
-    if (c->site)
-        return refuse_site(c, "clear", err);
-    int fd = stats_lock(c);
-    walk_list w = {0};
-    not_done nd = {0};
-    uint64_t n = 0;
-    int rc = walk(c, &w, err);
-    for (size_t i = 0; rc == 0 && i < w.n; i++) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", c->dir, w.v[i].rel);
-        const char *why = NULL;
-        if (remove_rel(c->fd, w.v[i].rel, &why))
-            n += !w.v[i].tmp;
-        else
-            not_done_add(&nd, path, why);
-    }
-    walk_free(&w);
-    if (removed)
-        *removed = n;
-    if (fd >= 0) {
-        counters k;
-        if (rc == 0 && stats_read(fd, &k)) {
-            memset(&k, 0, sizeof k);
-            k.bytes_known = nd.n == 0;
-            stats_write(fd, &k);
-        }
-        close(fd);
-    }
-    if (rc)
-        return rc;
-    return nd.n ? not_done_error(&nd, "clear", n, err) : 0;
 }
