@@ -9,7 +9,8 @@ b=$(cd "${1:-.}" && pwd)
 s=$(cd "$(dirname "$0")/.." && pwd)
 export KILN_BUILDDIR="$b"
 exe=$b/bench_llvm
-gcc -std=c11 -O2 -I"$s/include" -I"$s/core" "$s/bench/bench_llvm.c" \
+gcc -std=c11 -O2 -I"$s/include" -I"$s/core/lower" -I"$s/core/runtime" \
+    "$s/bench/bench_llvm.c" \
     -o "$exe" -L"$b/.libs" -lkiln -ldl -lm -Wl,-rpath,"$b/.libs"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 echo "vector flags: $(grep -m1 -o -w 'avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"

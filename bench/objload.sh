@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/objload.sh BUILDDIR — per-kernel time to load a stored artifact
 # (docs/performance.md, "Loading artifacts"): kiln's ELF loader
-# (core/objload.c) against libtcc's in-memory linker and the llvm plugin's
+# (core/plugin/objload.c) against libtcc's in-memory linker and the llvm plugin's
 # ORC LLJIT, on the kernels of radon and eight schools.  Also
 # `make bench-objload`.  Needs the tcc backend; llvm rows are empty
 # without the llvm backend.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Cases for tests/test_lpdf.c: each composite op of core/composite.c at
+"""Cases for tests/test_lpdf.c: each composite op of core/ir/composite.c at
 many points (tails included) with a reference value from scipy.stats
 (scipy.special where a stats parameterisation loses digits, said there).
 

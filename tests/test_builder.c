@@ -1,6 +1,6 @@
 /*
  * test_builder.c — the C builder API of <kiln/graph.h> and the IR helpers
- * of core/ir.c: every builder function and its errors, names and outputs,
+ * of core/ir/ir.c: every builder function and its errors, names and outputs,
  * cloning, and that a graph built in C prints exactly like the same graph
  * parsed from text.
  */

@@ -1,6 +1,6 @@
 /*
  * test_cache.c — the contract of cache keys (kiln_key_*) and of the disk
- * cache (core/cache.c): warm start, sharing between models, modes,
+ * cache (core/cache/store.c): warm start, sharing between models, modes,
  * corruption, security, eviction, fork, concurrency and crash safety.
  *
  * Disk tests compile with a backend that makes storable artifacts (tcc,
@@ -303,7 +303,7 @@ static const char *RADON_LIKE =
     "  d_mu, d_ls, d_z = grad(out, mu, ls, z)\n"
     "  output d_mu\n  output d_ls\n  output d_z\nend\n";
 
-/* ---- key contract --------------------------------------------------------- */
+/* ---- key contract ------------------------------------------------------- */
 
 static void test_keys(void)
 {
@@ -369,7 +369,7 @@ static void test_keys(void)
 }
 
 /* The canonical bytes of a hand-made kernel, written here from the
- * format documented in core/cachekey.c, and its hash from libxxhash. */
+ * format documented in core/cache/cachekey.c, and its hash from libxxhash. */
 static void test_golden(void)
 {
     kiln_arg_desc in[2] = {{KILN_F64, 1, {0, 0}}, {KILN_F64, 1, {0, 0}}};
@@ -1205,7 +1205,7 @@ static void test_attack(void)
 
 /* ---- directories someone else controls (issue 24) ----------------------- */
 
-/* The test hook of core/trust.h (exported by libkiln, not in a public
+/* The test hook of core/support/trust.h (exported by libkiln, not in a public
  * header): called between the check of a cache root and its use. */
 extern void (*kiln_trust_test_hook)(const char *what, const char *path);
 

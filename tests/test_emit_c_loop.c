@@ -1,6 +1,6 @@
 /*
  * test_emit_c_loop.c — LOOP kernels (ABI 1.5) compiled by the tcc backend
- * from core/emit_c.c, against the interpreter (the reference), on
+ * from core/lower/emit_c.c, against the interpreter (the reference), on
  * hand-built kernels:
  *
  *  1. TAKE from a strided table with negative indices (i64 and i32
@@ -102,7 +102,7 @@ static void kb_output(kb *b, int role, int dt, int rank, int32_t ref,
     b->out_index[j] = index;
 }
 
-/* ---- views and runs ------------------------------------------------------ */
+/* ---- views and runs ----------------------------------------------------- */
 
 static kiln_view view(void *data, int dt, int rank, const int64_t *shape,
                       const int64_t *strides)
@@ -266,7 +266,7 @@ static int check(const char *name, const kiln_kernel *k, const kiln_view *in,
     return check_alias(name, k, in, ob, -1, msg, msgn);
 }
 
-/* ---- data ---------------------------------------------------------------- */
+/* ---- data --------------------------------------------------------------- */
 
 #define N 700
 static double xf64[3 * N], yf64[3 * N], tab64[40];
@@ -303,7 +303,7 @@ static void fill(void)
     }
 }
 
-/* ---- 1. TAKE ------------------------------------------------------------- */
+/* ---- 1. TAKE ------------------------------------------------------------ */
 
 /* out[i] = take(table, idx[i]) * x[i] + 1 (f64 table of 20 elements,
  * stride 2; or f32 of 40, contiguous). */
@@ -413,7 +413,7 @@ static void test_take(void)
        "the second take's bad index: '%s'", msg);
 }
 
-/* ---- 2. SCATTER ---------------------------------------------------------- */
+/* ---- 2. SCATTER --------------------------------------------------------- */
 
 static void test_scatter(void)
 {
@@ -526,7 +526,7 @@ static void test_reduce(void)
                 }
 }
 
-/* ---- 4. mixed roles ------------------------------------------------------ */
+/* ---- 4. mixed roles ----------------------------------------------------- */
 
 /* a (N) strided by 3, b broadcast from one element (stride 0), c walked
  * backwards, idx, table: out0 = a * b + take(t, idx) (ITER, in place over
@@ -597,7 +597,7 @@ static void test_mixed(void)
     }
 }
 
-/* ---- 6. checks and width ------------------------------------------------- */
+/* ---- 6. checks and width ------------------------------------------------ */
 
 static void test_checks(void)
 {

@@ -1,7 +1,7 @@
 /*
- * test_fuse.c — the fusion planning pass (core/fuse.c) and what came with
- * it: scalar regions, the stage order, the caps, the per-signature view
- * cache of core/vm.c, the llvm backend's rank-0 call and the
+ * test_fuse.c — the fusion planning pass (core/lower/fuse.c) and what came
+ * with it: scalar regions, the stage order, the caps, the per-signature view
+ * cache of core/runtime/vm.c, the llvm backend's rank-0 call and the
  * interpreter's registers sized to the iteration space.
  *
  *  1. a model mixing rank-0 work over three stages (scalars -> vector
@@ -73,7 +73,7 @@
 /* counting allocations: n_allocs, COUNT_ALLOCS */
 #include "count_allocs.h"
 
-/* ---- helpers ------------------------------------------------------------- */
+/* ---- helpers ------------------------------------------------------------ */
 
 static const char *backends[3];
 static int n_backends;
@@ -270,7 +270,7 @@ static int lower_body(const char *body, int max_width, int max_ops,
     return 0;
 }
 
-/* ---- 1. a model over several stages ----------------------------------------- */
+/* ---- 1. a model over several stages ------------------------------------- */
 
 static const char *MIXED =
     "  input a: f64\n  input b: f64\n  input x: f64[5]\n"
@@ -435,7 +435,7 @@ static void test_mixed(void)
     unsetenv("KILN_BACKEND");
 }
 
-/* ---- 2. kernel counts and the caps ---------------------------------------- */
+/* ---- 2. kernel counts and the caps -------------------------------------- */
 
 /* x_i = x_{i-1} * c for i = 1..n; every x_i read twice (the next mul and
  * the final sum); some are outputs */
@@ -687,7 +687,7 @@ static void test_counts_and_caps(void)
                   KILN_FUSE_SPLIT_OUTPUTS, 1);
 }
 
-/* ---- 3. the stage order ------------------------------------------------------- */
+/* ---- 3. the stage order ------------------------------------------------- */
 
 /* In node order: s (stage 0) feeds a reduction t; u (stage 1) reads t;
  * k (stage 0 again) comes after u; w (stage 1) reads u and k; t2 reduces
@@ -757,7 +757,7 @@ static void test_topo(void)
     }
 }
 
-/* ---- 4. the view cache ------------------------------------------------------------ */
+/* ---- 4. the view cache -------------------------------------------------- */
 
 /* sl: a slice with an offset and a negative stride; c: one element
  * (rank 0, offset 2); dot reads transpose(x) in place */
@@ -951,7 +951,7 @@ static void test_view_cache(void)
     }
 }
 
-/* ---- 5. no allocation in steady state -------------------------------------- */
+/* ---- 5. no allocation in steady state ----------------------------------- */
 
 #define NLIVE 120
 
@@ -1024,7 +1024,7 @@ static void test_no_alloc(void)
     }
 }
 
-/* ---- 6. a rank-0 kernel called wrongly ------------------------------------- */
+/* ---- 6. a rank-0 kernel called wrongly ---------------------------------- */
 
 static const kiln_backend *open_plugin(const char *name)
 {
@@ -1169,7 +1169,7 @@ static void test_scalar_call_errors(void)
 }
 
 
-/* ---- 7. dtypes, wide regions, repeated outputs ------------------------------ */
+/* ---- 7. dtypes, wide regions, repeated outputs -------------------------- */
 
 /* a region mixing f64, f32, i64 and bool members, whose outputs of each
  * dtype are read by vector kernels and are graph outputs (one of them
@@ -1352,7 +1352,7 @@ static void test_inplace_symbolic(void)
         }
 }
 
-/* ---- 8. loops (ABI 1.5 LOOP kernels) --------------------------------------- */
+/* ---- 8. loops (ABI 1.5 LOOP kernels) ------------------------------------ */
 
 /* A varying-intercept model as PyMC writes it: a gather a[idx] read by the
  * likelihood, whose gradient scatter-adds into d_a; n observations (more

@@ -94,8 +94,8 @@ static void test_skipped(const char *name, const char *why)
     kiln_function_free(f);
 }
 
-/* core/trust.h's test hook (exported by libkiln, not in a public header):
- * called after a plugin's directory and file were checked and opened,
+/* core/support/trust.h's test hook (exported by libkiln, not in a public
+ * header): called after a plugin's directory and file were checked and opened,
  * before dlopen. */
 extern void (*kiln_trust_test_hook)(const char *what, const char *path);
 

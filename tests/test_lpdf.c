@@ -1,5 +1,5 @@
 /*
- * test_lpdf.c — the composite ops of core/composite.c (Stan's log
+ * test_lpdf.c — the composite ops of core/ir/composite.c (Stan's log
  * densities and their helpers; docs/ops.md, "Composite ops"):
  *
  *  - values against scipy.stats at many points, tails included: the cases

@@ -1,5 +1,5 @@
 /*
- * test_objload.c — kiln's ELF relocatable-object loader (core/objload.c):
+ * test_objload.c — kiln's ELF relocatable-object loader (core/plugin/objload.c):
  *
  *  a. objects made by the tcc plugin (artifact bytes: header + ELF .o):
  *     elementwise, reductions (to a scalar, along a kept axis), join,
@@ -61,7 +61,7 @@ static const kiln_obj_import libc_imports[] = {
 };
 static const kiln_obj_options libc_opt = {libc_imports, 3, 0};
 
-/* ---- artifacts -> objects ------------------------------------------------ */
+/* ---- artifacts -> objects ----------------------------------------------- */
 
 static unsigned char *artifact(const kiln_backend *be, const kiln_kernel *k,
                                size_t *len)
@@ -117,7 +117,7 @@ static const unsigned char *object_in(const kiln_backend *be,
     return o;
 }
 
-/* ---- kernels ------------------------------------------------------------- */
+/* ---- kernels ------------------------------------------------------------ */
 
 #define N 600
 static double xs[2 * N], ys[2 * N];
@@ -386,7 +386,7 @@ static void load_model(const kiln_backend *be, const char *file)
     kiln_graph_free(g);
 }
 
-/* ---- a: tcc objects ------------------------------------------------------ */
+/* ---- a: tcc objects ----------------------------------------------------- */
 
 static unsigned char *tcc_obj[N_KERNELS];
 static size_t tcc_obj_len[N_KERNELS];
@@ -435,7 +435,7 @@ static void test_tcc(const char *src)
     load_model(T, path);
 }
 
-/* ---- b: llvm objects ----------------------------------------------------- */
+/* ---- b: llvm objects ---------------------------------------------------- */
 
 typedef void (*row_fn)(int64_t n, void **ptrs, const int64_t *st,
                        const kiln_runtime *rt, void *acc);
@@ -520,7 +520,7 @@ static void test_llvm(const char *src)
     load_model(L, path);
 }
 
-/* ---- c: objects from the system compiler --------------------------------- */
+/* ---- c: objects from the system compiler -------------------------------- */
 
 static const char csrc[] =
     "#include <math.h>\n"
@@ -702,7 +702,7 @@ static void test_cc(void)
         diag("could not remove %s", dir);
 }
 
-/* ---- d: robustness ------------------------------------------------------- */
+/* ---- d: robustness ------------------------------------------------------ */
 
 typedef struct subject {
     const char *name;

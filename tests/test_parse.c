@@ -1672,7 +1672,7 @@ static void test_data_trust(void)
 }
 
 /* `param NAME: TYPE [lower=L] [upper=U]` and `output tp|gq NAME`
- * (core/param.c; docs/ir.md "Parameters"). */
+ * (core/ir/param.c; docs/ir.md "Parameters"). */
 static void test_params(void)
 {
     /* `output tp` and `output gq = ...` are outputs named tp and gq,

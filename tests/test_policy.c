@@ -1,5 +1,5 @@
 /*
- * test_policy.c — backend policies (core/policy.c, docs/policy.md):
+ * test_policy.c — backend policies (core/policy/policy.c, docs/policy.md):
  * parsing and every error with its line and column, every matcher, rule
  * precedence and the default, the cost model, the knobs, the selection
  * order, fallback when a plugin is missing or refuses a kernel, an

@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_progress.sh — the progress line of a long compile (core/progress.c):
+# test_progress.sh — the progress line of a long compile (core/support/progress.c):
 # on a terminal, a compile that runs longer than half a second rewrites
 # "kiln: compiling kernels DONE/TOTAL, S s" in place and erases it at the
 # end; --quiet and a standard error that is not a terminal show nothing.

@@ -72,7 +72,7 @@
 #include "ir.h"
 #include "tap.h"
 
-/* ---- regression cases found by the fuzzer (run first) --------------------- */
+/* ---- regression cases found by the fuzzer (run first) ------------------- */
 
 /* pairwise leaves weak literals of an f64 n-ary mul/add uncast
  * (core/rewrite/pairwise.c, `lit_ok`: "a weak literal needs no cast in an
@@ -92,7 +92,7 @@ static const char REG_PAIRWISE_WEAK_INTS[] =
     "  output w = mul(x, 3037000500, 3037000500)\n"
     "end\n";
 
-/* ---- PRNG (splitmix64) ---------------------------------------------------- */
+/* ---- PRNG (splitmix64) -------------------------------------------------- */
 
 typedef struct rng {
     uint64_t s;
@@ -121,7 +121,7 @@ static int chance(rng *r, double p)
     return runif(r) < p;
 }
 
-/* ---- the generator --------------------------------------------------------- */
+/* ---- the generator ------------------------------------------------------ */
 
 #define MAX_NODES 4096
 #define MAX_POOL 512
@@ -964,7 +964,7 @@ static kiln_value step_const(gen *G)
 
 /* a gather from a rank-1 value by a constant index array (repeated and
  * negative indices), or a scatter-add of a value along one (the loops
- * of core/fuse.c take both into their pass; gradients of a gather are
+ * of core/lower/fuse.c take both into their pass; gradients of a gather are
  * scatter-adds) */
 static kiln_value step_gather(gen *G)
 {
@@ -1197,7 +1197,7 @@ static int generate(gen *G, unsigned seed)
     return 0;
 }
 
-/* ---- running ---------------------------------------------------------------- */
+/* ---- running ------------------------------------------------------------ */
 
 #define MAX_OUT 16
 #define N_INSETS 3  /* input sets each compiled function is called at */
@@ -1574,7 +1574,7 @@ static void print_inputs(const gen *G, const kiln_tensor *in, int set)
     diag("%s", buf);
 }
 
-/* ---- the fuzz loop ------------------------------------------------------------ */
+/* ---- the fuzz loop ------------------------------------------------------ */
 
 /* "tight:" compiles with the tight policy; "random" is a random subset
  * of the passes, drawn per graph */

@@ -1,5 +1,5 @@
 /*
- * test_suggest.c — "did you mean" (core/suggest.c) and the parser's
+ * test_suggest.c — "did you mean" (core/support/suggest.c) and the parser's
  * source lines on nodes (kiln_node.line, for --trace-nonfinite).  TAP.
  * Expected distances are counted by hand.
  */

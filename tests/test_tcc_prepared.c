@@ -1,6 +1,6 @@
 /*
  * test_tcc_prepared.c — the tcc backend's prepared calls (ABI 1.4,
- * docs/plugin-abi.md §9; core/emit_c.c's kiln_kernel_prep/_run).
+ * docs/plugin-abi.md §9; core/lower/emit_c.c's kiln_kernel_prep/_run).
  *
  *  1. plugin level, every kernel kind (ELEMWISE of rank 0, 2 and 3 with
  *     transposed, negative-stride, broadcast and extent-1 views, REDUCE
@@ -64,7 +64,7 @@ static kiln_callable *load(const kiln_backend *be, const kiln_kernel *k)
     return c;
 }
 
-/* ---- 1. every kind, plugin level ------------------------------------------- */
+/* ---- 1. every kind, plugin level ---------------------------------------- */
 
 #define ARENA 2048       /* bytes per argument and data set */
 #define MAXV 4
@@ -486,7 +486,7 @@ static void test_kinds(void)
     IB->callable_free(ci);
 }
 
-/* ---- 4. the VM ------------------------------------------------------------- */
+/* ---- 4. the VM ---------------------------------------------------------- */
 
 static const char *GRAPH =
     "kiln 1\n"

@@ -15,7 +15,7 @@
  *     reference computed beforehand on a separately compiled function;
  *  2. the same through explicit contexts (kiln_context_new/call/free),
  *     one per thread;
- *  3. the logp callback (core/callback.c) of radon and eight schools
+ *  3. the logp callback (core/runtime/callback.c) of radon and eight schools
  *     called from NT threads at once: logp, gradient and return code bit
  *     for bit against single-threaded values, and each thread's
  *     kiln_logp_callback_message is its own call's (points with a
@@ -68,7 +68,7 @@ static double runif(uint64_t *s)
     return (double)(rnext(s) >> 11) * 0x1p-53;
 }
 
-/* ---- inputs and results -------------------------------------------------- */
+/* ---- inputs and results ------------------------------------------------- */
 
 typedef struct inset {
     int n;
@@ -144,7 +144,7 @@ static const char *differs(const outs *ref, int rc, const kiln_err *err,
     return "";
 }
 
-/* ---- compiling ----------------------------------------------------------- */
+/* ---- compiling ---------------------------------------------------------- */
 
 static kiln_graph *load_graph(const char *rel)
 {
@@ -197,7 +197,7 @@ static int has_symbolic_input(const kiln_function *f)
     return 0;
 }
 
-/* ---- threads ------------------------------------------------------------- */
+/* ---- threads ------------------------------------------------------------ */
 
 /* What one thread saw; the first member of every thread's argument. */
 typedef struct tally {
@@ -344,7 +344,7 @@ static void test_model(const char *rel, const char *backend, int use_ctx)
     kiln_function_free(f);
 }
 
-/* ---- 3: the logp callback -------------------------------------------------- */
+/* ---- 3: the logp callback ----------------------------------------------- */
 
 /* One point of a callback's sequence and its single-threaded result. */
 typedef struct cb_point {

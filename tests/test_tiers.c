@@ -1,5 +1,5 @@
 /*
- * test_tiers.c — tiered compilation (core/tier.c; docs/policy.md,
+ * test_tiers.c — tiered compilation (core/runtime/tier.c; docs/policy.md,
  * "Tiers"), on radon (examples/radon.kg with its data and gradients):
  *
  *  1. a cold start runs every kernel on tier 0; calls then move hot
@@ -52,7 +52,7 @@ static kiln_graph *radon;
 
 #define MAX_IO 16
 
-/* ---- helpers ------------------------------------------------------------- */
+/* ---- helpers ------------------------------------------------------------ */
 
 static kiln_policy *tier_policy(const char *extra)
 {
@@ -177,7 +177,7 @@ static int have_llvm(void)
     return ok_;
 }
 
-/* ---- 1, 2: cold and warm starts ------------------------------------------- */
+/* ---- 1, 2: cold and warm starts ----------------------------------------- */
 
 static void test_cold_warm(kiln_function *ref)
 {
@@ -246,7 +246,7 @@ static void test_cold_warm(kiln_function *ref)
     kiln_policy_free(pol);
 }
 
-/* ---- 3, 4: forbid, baseline, off, forced ----------------------------------- */
+/* ---- 3, 4: forbid, baseline, off, forced -------------------------------- */
 
 static void test_controls(kiln_function *ref)
 {
@@ -314,7 +314,7 @@ static void test_controls(kiln_function *ref)
     kiln_policy_free(pol);
 }
 
-/* ---- 5: immediate jobs, free while compiling -------------------------------- */
+/* ---- 5: immediate jobs, free while compiling ---------------------------- */
 
 static void test_free_while_compiling(kiln_function *ref)
 {
@@ -345,7 +345,7 @@ static void test_free_while_compiling(kiln_function *ref)
     kiln_policy_free(pol);
 }
 
-/* ---- 6: threads while tiering up ------------------------------------------- */
+/* ---- 6: threads while tiering up ---------------------------------------- */
 
 typedef struct thr {
     kiln_function *f, *ref;
@@ -400,7 +400,7 @@ static void test_threads(kiln_function *ref)
     kiln_policy_free(pol);
 }
 
-/* ---- 8: exit while compiling --------------------------------------------- */
+/* ---- 8: exit while compiling -------------------------------------------- */
 
 /* The child: compile radon with every kernel queued for llvm at once,
  * call it once and exit while the pool compiles. */
@@ -448,7 +448,7 @@ static void test_exit_while_compiling(const char *self)
        "processes exit with status 0", clean, runs);
 }
 
-/* ---- 9: found by an attack ------------------------------------------------ */
+/* ---- 9: found by an attack ---------------------------------------------- */
 
 static void test_attack_inputs(kiln_function *ref)
 {

@@ -1,5 +1,5 @@
 /*
- * test_trust_dirs.c — the trust primitive (core/trust.h) on its own:
+ * test_trust_dirs.c — the trust primitive (core/support/trust.h) on its own:
  * paths through symlinks (merged /usr), "..", missing components, loops,
  * ancestors writable by others with and without the sticky bit, relative
  * resolution from a checked descriptor, files opened by descriptor (a

@@ -3,7 +3,7 @@
  * "fuse"): a transpose, basic slice, int index, expand_dims, squeeze,
  * reshape of a buffer or broadcast_to whose readers all read it as a view
  * is no kernel; its readers take the source buffer through the chain of
- * view steps (core/lower.c plan_views, kiln_lower_view).
+ * view steps (core/lower/lower.c plan_views, kiln_lower_view).
  *
  *  1. each shape op, and chains of them, feeding elementwise kernels,
  *     fused regions (several outputs), fused reductions and a LOOP

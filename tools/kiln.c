@@ -715,7 +715,7 @@ void kiln_cli_data_error(const char *path, const char *message)
 }
 
 /* --data FILE.json: every shared value of g without a value that the file
- * has is bound from it (core/json.c).  The data (kept for the sizes of
+ * has is bound from it (core/front/json.c).  The data (kept for the sizes of
  * --random-inputs; the caller frees it), or NULL with a message. */
 static kiln_json_data *bind_data(kiln_graph *g, const char *path,
                                  const kiln_read_options *opt)

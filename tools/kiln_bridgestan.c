@@ -110,8 +110,8 @@ static const char *find_template(char *buf, size_t size)
 /* The output's directory ("." for a bare name) into buf. */
 static void dir_of(const char *path, char *buf, size_t size);
 
-/* Open the template under core/trust.h's rule -- every model library made
- * from it runs its code: its directory with every ancestor checked, then
+/* Open the template under core/support/trust.h's rule -- every model library
+ * made from it runs its code: its directory with every ancestor checked, then
  * the file by descriptor, which is what is read.  The fd, or -1 with a
  * message in why. */
 static int open_template(const char *tmpl, char *why, size_t size)
@@ -239,7 +239,7 @@ static int bind_data(const kiln_graph *g, const char *base_dir,
         if (!q)
             continue;
         /* the file name: the first string of `kind("path"[, "col"])`,
-         * escaped with backslashes (core/parse.c, put_escaped) */
+         * escaped with backslashes (core/front/grammar.c, put_escaped) */
         char name[PATH_MAX], full[2 * PATH_MAX + 2], why[PATH_MAX + 200];
         size_t k = 0;
         for (q++; *q && *q != '"' && k + 1 < sizeof name; q++) {

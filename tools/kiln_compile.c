@@ -8,9 +8,9 @@
  * rule picks outright — is compiled into the user's disk cache, so that
  * a later `kiln run`, Python or BridgeStan process starts on that code.
  * Tier-1 kernels are compiled with kiln_function_tier_up, one by one on
- * this thread, with the progress line of core/progress.c on a terminal.
- * A second compile of the model then checks that every one of them is
- * served from the cache.  Exit status 1 when any compile failed, when the
+ * this thread, with the progress line of core/support/progress.c on a
+ * terminal. A second compile of the model then checks that every one of them
+ * is served from the cache.  Exit status 1 when any compile failed, when the
  * cache is off, read-only or not writable, or when a compiled kernel did
  * not reach the cache; 2 for usage errors.
  */

@@ -108,7 +108,9 @@ int kiln_cli_explain(int argc, char **argv)
         }
         opt.policy = pol;
     }
-    if (passes && kiln_rw_explain(g, &opt, stdout, &err)) {
+    kiln_rw_config rwc;
+    if (passes && (kiln_rw_config_for(&opt, &rwc, &err) ||
+                   kiln_rw_explain(g, &rwc, stdout, &err))) {
         fprintf(stderr, "kiln: %s\n", err.message);
         kiln_graph_free(g);
         kiln_policy_free(pol);

@@ -6,7 +6,7 @@
  * concatenation of concatenations is one concatenation; the values are
  * copied, never computed, so the rewrite is exact).
  *
- * In the lowering (core/lower.c lower_join) every join or stack is one
+ * In the lowering (core/lower/lower.c lower_join) every join or stack is one
  * output allocation and one JOIN kernel that loops over the array of its
  * inputs and writes each into its slice (backends/interp: kiln_interp_join)
  * — the kernel takes its inputs as an array, so neither its code nor its
@@ -14,7 +14,7 @@
  * with this pass on, each input had its own narrow copy kernel: 1.4x the
  * compile time and 1.5x the call time of the one loop at n = 10,000
  * (docs/performance.md), so that lowering is gone.  The gradient of a
- * join is n slice reads (core/grad.c: a subtensor of the output adjoint
+ * join is n slice reads (core/ir/grad.c: a subtensor of the output adjoint
  * per input).
  */
 #include "rewrite/rewrite.h"

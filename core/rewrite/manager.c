@@ -12,7 +12,6 @@
 #include "rewrite/rewrite.h"
 #include "suggest.h"
 
-#include <kiln/policy.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,33 +118,24 @@ int kiln_rw_parse_passes(const char *spec, unsigned *mask, kiln_err *err)
     return 0;
 }
 
-int kiln_rw_config_for(const kiln_options *opt, kiln_rw_config *c,
-                       kiln_err *err)
+int kiln_rw_config_apply(kiln_rw_config *c, const kiln_policy_knobs *k,
+                         const kiln_options *opt, kiln_err *err)
 {
     kiln_rw_config_default(c);
-    /* an invalid policy is an error even when a backend is forced (it
-     * still chooses the passes and the fusion caps) */
-    kiln_policy *pol = kiln_policy_select(opt, NULL, err);
-    if (!pol)
-        return err && err->code ? err->code : KILN_ERR_POLICY;
-    kiln_policy_knobs k;
-    memset(&k, 0, sizeof k);
-    k.struct_size = sizeof k;
-    if (kiln_policy_get_knobs(pol, &k) == 0) {
-        c->promote_bytes = k.promote_const_bytes;
-        c->fuse_max_width = k.fusion_max_width;
-        c->fuse_max_ops = k.fusion_max_scalar_ops;
-        c->fuse_max_outputs = k.fusion_max_outputs;
-        if (k.passes_set) {
+    if (k) {
+        c->promote_bytes = k->promote_const_bytes;
+        c->fuse_max_width = k->fusion_max_width;
+        c->fuse_max_ops = k->fusion_max_scalar_ops;
+        c->fuse_max_outputs = k->fusion_max_outputs;
+        if (k->passes_set) {
             c->passes = 0;
-            for (int i = 0; k.passes && k.passes[i]; i++) {
-                int p = lookup(k.passes[i], strlen(k.passes[i]));
+            for (int i = 0; k->passes && k->passes[i]; i++) {
+                int p = lookup(k->passes[i], strlen(k->passes[i]));
                 if (p >= 0)
                     c->passes |= 1u << p;
             }
         }
     }
-    kiln_policy_free(pol);
     const char *spec = NULL;
     if (opt && opt->struct_size >= offsetof(kiln_options, passes) +
                                        sizeof(const char *))
@@ -267,12 +257,10 @@ static void show(void *vctx, const char *pass, const kiln_graph *g)
     free(text);
 }
 
-int kiln_rw_explain(const kiln_graph *g, const kiln_options *opt, FILE *out,
-                    kiln_err *err)
+int kiln_rw_explain(const kiln_graph *g, const kiln_rw_config *cfg,
+                    FILE *out, kiln_err *err)
 {
-    kiln_rw_config c;
-    if (kiln_rw_config_for(opt, &c, err))
-        return err ? err->code : KILN_ERR_ARG;
+    kiln_rw_config c = *cfg;
     kiln_graph *w = kiln_ir_clone(g, err);
     if (!w)
         return err ? err->code : KILN_ERR_NOMEM;

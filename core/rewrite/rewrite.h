@@ -2,8 +2,8 @@
  * rewrite.h — graph rewrite passes (prefix kiln_rw_), internal to libkiln.
  *
  * kiln_compile runs the enabled passes on its own copy of the graph before
- * lowering (core/vm.c); `kiln explain --passes` prints the graph after
- * each one.  The passes, in their fixed order (docs/rewrite.md):
+ * lowering (core/compile/driver.c); `kiln explain --passes` prints the graph
+ * after each one.  The passes, in their fixed order (docs/rewrite.md):
  *
  *   canonicalize  flatten nested add/mul into n-ary nodes, exact algebraic
  *                 identities (x*1, x+(-0), x-0, x/1, neg(neg(x)), cast to
@@ -22,7 +22,7 @@
  *                                                 core/rewrite/pairwise.c
  *   fuse          elementwise chains (and a chain feeding a reduction)
  *                 lowered as one kernel, within the width and program-size
- *                 caps          core/lower.c (plan_groups)
+ *                 caps          core/lower/lower.c (plan_groups)
  *
  * Every pass keeps the inputs, shared values, outputs (names, order) and
  * the gradient records (g->grads) of the graph, and ends by dropping the
@@ -34,6 +34,7 @@
 #define KILN_CORE_REWRITE_H
 
 #include "ir.h"
+#include <kiln/policy.h>
 #include <stdio.h>
 
 enum {
@@ -44,7 +45,7 @@ enum {
     KILN_PASS_JOIN_SLICES,
     KILN_PASS_PAIRWISE,
     KILN_PASS_FUSE,
-    KILN_PASS_LOOPS,    /* fusion's loops (core/fuse.c): needs fuse */
+    KILN_PASS_LOOPS,    /* fusion's loops (core/lower/fuse.c): needs fuse */
     KILN_PASS_COUNT
 };
 
@@ -88,11 +89,19 @@ void kiln_rw_config_default(kiln_rw_config *c);
  * name after it", "passes: '-all' (all and none stand alone: ...)". */
 int kiln_rw_parse_passes(const char *spec, unsigned *mask, kiln_err *err);
 
-/* The configuration kiln_compile uses for `opt` (may be NULL): the
- * policy's knobs (fusion caps, constants.promote_bytes, passes:), then
- * $KILN_PASSES, then kiln_options.passes, each overriding the one before.
- * A policy that cannot be read leaves the defaults (kiln_compile reports
- * it when it needs the policy).  Errors: a bad pass list (KILN_ERR_ARG). */
+/* The configuration from the policy's knobs `k` (fusion caps,
+ * constants.promote_bytes, passes:; NULL: the defaults), then
+ * $KILN_PASSES, then opt->passes (opt may be NULL), each overriding the
+ * one before.  Errors: a bad pass list (KILN_ERR_ARG). */
+int kiln_rw_config_apply(kiln_rw_config *c, const kiln_policy_knobs *k,
+                         const kiln_options *opt, kiln_err *err);
+
+/* The configuration kiln_compile uses for `opt` (may be NULL):
+ * kiln_rw_config_apply over the knobs of the policy `opt` selects.
+ * Defined by the policy stage (core/policy/policy.c), which reads the
+ * policy; the passes never do.  Errors: a policy that cannot be read
+ * (even with a forced backend: it still chooses the passes and the
+ * fusion caps), a bad pass list (KILN_ERR_ARG). */
 int kiln_rw_config_for(const kiln_options *opt, kiln_rw_config *c,
                        kiln_err *err);
 
@@ -106,9 +115,10 @@ typedef void (*kiln_rw_trace_fn)(void *ctx, const char *pass,
 int kiln_rw_run(kiln_graph **g, const kiln_rw_config *c,
                 kiln_rw_trace_fn trace, void *ctx, kiln_err *err);
 
-/* `kiln explain --passes`: print, after parsing and after each pass, the
- * pass name, the node count and the canonical text of the graph to out. */
-int kiln_rw_explain(const kiln_graph *g, const kiln_options *opt, FILE *out,
+/* `kiln explain --passes`: print, after parsing and after each pass of
+ * configuration c (kiln_rw_config_for), the pass name, the node count
+ * and the canonical text of the graph to out. */
+int kiln_rw_explain(const kiln_graph *g, const kiln_rw_config *c, FILE *out,
                     kiln_err *err);
 
 /* ---- for the passes (core/rewrite/rw.c) ------------------------------ */

@@ -1,0 +1,501 @@
+/*
+ * composite.c — composite ops: Stan's log densities (*_lpdf, *_lpmf,
+ * normal_lcdf/lccdf, summed over their broadcast arguments) and the
+ * elementwise helpers they use, each expanded by kiln_graph_op into
+ * ordinary nodes; and kiln_graph_op itself, the builder's entry by op
+ * name, which finds a primitive (ir.c, kiln_ir_graph_op) or expands a
+ * composite here (prefix kiln_composite_).  Gradients, fusion and caching see
+ * only primitives; the canonical text has no composite calls.  Formulas and
+ * sources: docs/ops.md, "Composite ops".
+ */
+#include "composite.h"
+
+#include "ir.h"
+#include "suggest.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* A builder that stops at the first error: every helper returns -1 when
+ * an input is -1 (the error is already in *err). */
+typedef struct cb {
+    kiln_graph *g;
+    kiln_err *err;
+} cb;
+
+static kiln_value op1(cb *c, const char *op, kiln_value x)
+{
+    if (x < 0)
+        return -1;
+    return kiln_graph_op(c->g, op, 1, &x, NULL, 0, c->err);
+}
+
+static kiln_value op2(cb *c, const char *op, kiln_value x, kiln_value y)
+{
+    if (x < 0 || y < 0)
+        return -1;
+    kiln_value in[2] = { x, y };
+    return kiln_graph_op(c->g, op, 2, in, NULL, 0, c->err);
+}
+
+static kiln_value lit(cb *c, double v)
+{
+    return kiln_graph_literal(c->g, v, KILN_LIT_FLOAT, c->err);
+}
+
+#define ADD(a, b) op2(c, "add", a, b)
+#define SUB(a, b) op2(c, "sub", a, b)
+#define MUL(a, b) op2(c, "mul", a, b)
+#define DIV(a, b) op2(c, "true_div", a, b)
+#define NEG(a) op1(c, "neg", a)
+#define LOG(a) op1(c, "log", a)
+#define L(v) lit(c, v)
+
+static const double LOG_PI = 1.1447298858494002;      /* log(pi) */
+static const double HALF_LOG_2PI = 0.91893853320467274; /* log(2 pi)/2 */
+static const double LOG_2 = 0.69314718055994531;
+static const double SQRT1_2 = 0.70710678118654752; /* 1/sqrt(2) */
+
+static kiln_value where3(cb *c, kiln_value k, kiln_value a, kiln_value b)
+{
+    if (k < 0 || a < 0 || b < 0)
+        return -1;
+    kiln_value in[3] = { k, a, b };
+    return kiln_graph_op(c->g, "where", 3, in, NULL, 0, c->err);
+}
+
+/* where(x == 0, 0, x * log(y)): Stan's multiply_log (0 log 0 = 0). */
+static kiln_value xlogy(cb *c, kiln_value x, kiln_value y)
+{
+    return where3(c, op2(c, "eq", x, L(0)), L(0), MUL(x, LOG(y)));
+}
+
+/* where(x == 0, 0, x * log1p(-y)) */
+static kiln_value xlog1my(cb *c, kiln_value x, kiln_value y)
+{
+    return where3(c, op2(c, "eq", x, L(0)), L(0),
+                  MUL(x, op1(c, "log1p", NEG(y))));
+}
+
+static kiln_value lbeta(cb *c, kiln_value a, kiln_value b)
+{
+    return SUB(ADD(op1(c, "gammaln", a), op1(c, "gammaln", b)),
+               op1(c, "gammaln", ADD(a, b)));
+}
+
+/* log C(n, k) = lgamma(n+1) - lgamma(k+1) - lgamma(n-k+1) */
+static kiln_value lchoose(cb *c, kiln_value n, kiln_value k)
+{
+    return SUB(SUB(op1(c, "gammaln", ADD(n, L(1))),
+                   op1(c, "gammaln", ADD(k, L(1)))),
+               op1(c, "gammaln", ADD(SUB(n, k), L(1))));
+}
+
+/* log(exp(a) + exp(b)) = m + log1p(exp(r - m)), m = max(a, b),
+ * r = a + b - m (the other one: at a tie each gets half the gradient);
+ * -inf when both are -inf. */
+static kiln_value lse2(cb *c, kiln_value a, kiln_value b)
+{
+    kiln_value m = op2(c, "maximum", a, b);
+    kiln_value r = SUB(ADD(a, b), m);
+    kiln_value v = ADD(m, op1(c, "log1p", op1(c, "exp", SUB(r, m))));
+    return where3(c, op2(c, "eq", m, L(-INFINITY)), m, v);
+}
+
+static kiln_value log_inv_logit(cb *c, kiln_value x)
+{
+    return NEG(op1(c, "softplus", NEG(x)));
+}
+
+static kiln_value log1m_inv_logit(cb *c, kiln_value x)
+{
+    return NEG(op1(c, "softplus", x));
+}
+
+/* ---- expansions: a[] are the arguments, in Stan's order ------------- */
+
+#define X(name) static kiln_value x_##name(cb *c, const kiln_value *a)
+
+X(inv_logit) { return op1(c, "sigmoid", a[0]); }
+X(log_inv_logit) { return log_inv_logit(c, a[0]); }
+X(log1m_inv_logit) { return log1m_inv_logit(c, a[0]); }
+X(log1p_exp) { return op1(c, "softplus", a[0]); }
+X(log_sum_exp) { return lse2(c, a[0], a[1]); }
+X(lbeta) { return lbeta(c, a[0], a[1]); }
+X(lchoose) { return lchoose(c, a[0], a[1]); }
+
+/* log_mix(theta, lp1, lp2) = log(theta e^lp1 + (1 - theta) e^lp2) */
+X(log_mix)
+{
+    return lse2(c, ADD(LOG(a[0]), a[1]),
+                ADD(op1(c, "log1p", NEG(a[0])), a[2]));
+}
+
+static kiln_value sum(cb *c, kiln_value x) { return op1(c, "sum", x); }
+
+/* z = (y - mu) / sigma */
+static kiln_value zscore(cb *c, const kiln_value *a)
+{
+    return DIV(SUB(a[0], a[1]), a[2]);
+}
+
+X(normal_lpdf)
+{
+    kiln_value z = zscore(c, a);
+    return sum(c, SUB(SUB(MUL(L(-0.5), op1(c, "square", z)), LOG(a[2])),
+                      L(HALF_LOG_2PI)));
+}
+
+/* log Phi(z) = log(erfc(-z / sqrt 2) / 2) */
+X(normal_lcdf)
+{
+    kiln_value z = zscore(c, a);
+    return sum(c, SUB(LOG(op1(c, "erfc", MUL(z, L(-SQRT1_2)))),
+                      L(LOG_2)));
+}
+
+X(normal_lccdf)
+{
+    kiln_value z = zscore(c, a);
+    return sum(c, SUB(LOG(op1(c, "erfc", MUL(z, L(SQRT1_2)))),
+                      L(LOG_2)));
+}
+
+/* student_t(y | nu, mu, sigma) */
+X(student_t_lpdf)
+{
+    kiln_value nu = a[1];
+    kiln_value b[3] = { a[0], a[2], a[3] };
+    kiln_value z = zscore(c, b);
+    kiln_value h = MUL(L(0.5), nu);
+    kiln_value t = SUB(op1(c, "gammaln", ADD(h, L(0.5))),
+                       op1(c, "gammaln", h));
+    t = SUB(t, MUL(L(0.5), ADD(LOG(nu), L(LOG_PI))));
+    t = SUB(t, LOG(a[3]));
+    t = SUB(t, MUL(ADD(h, L(0.5)),
+                   op1(c, "log1p", DIV(op1(c, "square", z), nu))));
+    return sum(c, t);
+}
+
+X(cauchy_lpdf)
+{
+    kiln_value z = zscore(c, a);
+    return sum(c, SUB(SUB(NEG(op1(c, "log1p", op1(c, "square", z))),
+                          LOG(a[2])), L(LOG_PI)));
+}
+
+X(double_exponential_lpdf)
+{
+    kiln_value z = DIV(op1(c, "abs", SUB(a[0], a[1])), a[2]);
+    return sum(c, SUB(SUB(NEG(z), LOG(a[2])), L(LOG_2)));
+}
+
+/* -z - log sigma - 2 log1p(exp(-z)) */
+X(logistic_lpdf)
+{
+    kiln_value z = zscore(c, a);
+    return sum(c, SUB(SUB(NEG(z), LOG(a[2])),
+                      MUL(L(2), op1(c, "softplus", NEG(z)))));
+}
+
+X(lognormal_lpdf)
+{
+    kiln_value ly = LOG(a[0]);
+    kiln_value b[3] = { ly, a[1], a[2] };
+    kiln_value z = zscore(c, b);
+    return sum(c, SUB(SUB(SUB(MUL(L(-0.5), op1(c, "square", z)), LOG(a[2])),
+                          L(HALF_LOG_2PI)), ly));
+}
+
+/* gamma(y | alpha, beta), beta a rate */
+X(gamma_lpdf)
+{
+    kiln_value t = SUB(MUL(a[1], LOG(a[2])), op1(c, "gammaln", a[1]));
+    t = ADD(t, MUL(SUB(a[1], L(1)), LOG(a[0])));
+    return sum(c, SUB(t, MUL(a[2], a[0])));
+}
+
+/* inv_gamma(y | alpha, beta), beta a scale */
+X(inv_gamma_lpdf)
+{
+    kiln_value t = SUB(MUL(a[1], LOG(a[2])), op1(c, "gammaln", a[1]));
+    t = SUB(t, MUL(ADD(a[1], L(1)), LOG(a[0])));
+    return sum(c, SUB(t, DIV(a[2], a[0])));
+}
+
+/* exponential(y | beta), beta a rate */
+X(exponential_lpdf)
+{
+    return sum(c, SUB(LOG(a[1]), MUL(a[1], a[0])));
+}
+
+/* weibull(y | alpha, sigma) */
+X(weibull_lpdf)
+{
+    kiln_value lr = SUB(LOG(a[0]), LOG(a[2]));   /* log(y / sigma) */
+    kiln_value t = SUB(LOG(a[1]), LOG(a[2]));
+    t = ADD(t, MUL(SUB(a[1], L(1)), lr));
+    return sum(c, SUB(t, op1(c, "exp", MUL(a[1], lr))));
+}
+
+X(beta_lpdf)
+{
+    kiln_value t = MUL(SUB(a[1], L(1)), LOG(a[0]));
+    t = ADD(t, MUL(SUB(a[2], L(1)), op1(c, "log1p", NEG(a[0]))));
+    return sum(c, SUB(t, lbeta(c, a[1], a[2])));
+}
+
+/* -log(beta - alpha) inside [alpha, beta], -inf outside */
+X(uniform_lpdf)
+{
+    kiln_value in = op2(c, "and", op2(c, "ge", a[0], a[1]),
+                        op2(c, "le", a[0], a[2]));
+    return sum(c, where3(c, in, NEG(LOG(SUB(a[2], a[1]))), L(-INFINITY)));
+}
+
+X(bernoulli_lpmf)
+{
+    return sum(c, where3(c, op2(c, "ne", a[0], L(0)), LOG(a[1]),
+                         op1(c, "log1p", NEG(a[1]))));
+}
+
+X(bernoulli_logit_lpmf)
+{
+    return sum(c, where3(c, op2(c, "ne", a[0], L(0)),
+                         log_inv_logit(c, a[1]),
+                         log1m_inv_logit(c, a[1])));
+}
+
+/* binomial(n | N, theta) */
+X(binomial_lpmf)
+{
+    kiln_value t = ADD(lchoose(c, a[1], a[0]), xlogy(c, a[0], a[2]));
+    return sum(c, ADD(t, xlog1my(c, SUB(a[1], a[0]), a[2])));
+}
+
+X(binomial_logit_lpmf)
+{
+    kiln_value t = ADD(lchoose(c, a[1], a[0]),
+                       MUL(a[0], log_inv_logit(c, a[2])));
+    return sum(c, ADD(t, MUL(SUB(a[1], a[0]), log1m_inv_logit(c, a[2]))));
+}
+
+X(poisson_lpmf)
+{
+    kiln_value t = SUB(xlogy(c, a[0], a[1]), a[1]);
+    return sum(c, SUB(t, op1(c, "gammaln", ADD(a[0], L(1)))));
+}
+
+X(poisson_log_lpmf)
+{
+    kiln_value t = SUB(MUL(a[0], a[1]), op1(c, "exp", a[1]));
+    return sum(c, SUB(t, op1(c, "gammaln", ADD(a[0], L(1)))));
+}
+
+/* neg_binomial_2 on the log scale, eta = log mu, s = log1p(mu / phi):
+ * lchoose(n + phi - 1, n) + n (eta - log phi - s) - phi s */
+static kiln_value nb2(cb *c, kiln_value n, kiln_value eta, kiln_value phi,
+                      kiln_value s)
+{
+    kiln_value t = lchoose(c, SUB(ADD(n, phi), L(1)), n);
+    t = ADD(t, MUL(n, SUB(SUB(eta, LOG(phi)), s)));
+    return sum(c, SUB(t, MUL(phi, s)));
+}
+
+X(neg_binomial_2_lpmf)
+{
+    return nb2(c, a[0], LOG(a[1]), a[2], op1(c, "log1p", DIV(a[1], a[2])));
+}
+
+X(neg_binomial_2_log_lpmf)
+{
+    return nb2(c, a[0], a[1], a[2],
+               op1(c, "softplus", SUB(a[1], LOG(a[2]))));
+}
+
+/* categorical_logit(y | beta) = sum_i beta[y_i] - logsumexp(beta), with
+ * 0-based y (kiln's indices are 0-based everywhere; Stan's are 1-based) */
+X(categorical_logit_lpmf)
+{
+    return sum(c, SUB(op2(c, "take", a[1], a[0]),
+                      op1(c, "logsumexp", a[1])));
+}
+
+#undef X
+
+/* ---- the table ------------------------------------------------------ */
+
+enum { ANY = 0, INT = 1 };   /* argument kinds: a number / an integer */
+
+typedef struct composite {
+    const char *name;
+    int arity;
+    const char *args;       /* for messages: "y, mu, sigma" */
+    unsigned int_args;      /* bit i: argument i must be an integer */
+    int vec_last;           /* the last argument must be a vector */
+    kiln_value (*expand)(cb *, const kiln_value *);
+} composite;
+
+#define C(n, k, s, ints, v) { #n, k, s, ints, v, x_##n }
+static const composite table[] = {
+    C(normal_lpdf, 3, "y, mu, sigma", 0, 0),
+    C(normal_lcdf, 3, "y, mu, sigma", 0, 0),
+    C(normal_lccdf, 3, "y, mu, sigma", 0, 0),
+    C(student_t_lpdf, 4, "y, nu, mu, sigma", 0, 0),
+    C(cauchy_lpdf, 3, "y, mu, sigma", 0, 0),
+    C(double_exponential_lpdf, 3, "y, mu, sigma", 0, 0),
+    C(logistic_lpdf, 3, "y, mu, sigma", 0, 0),
+    C(lognormal_lpdf, 3, "y, mu, sigma", 0, 0),
+    C(gamma_lpdf, 3, "y, alpha, beta", 0, 0),
+    C(inv_gamma_lpdf, 3, "y, alpha, beta", 0, 0),
+    C(exponential_lpdf, 2, "y, beta", 0, 0),
+    C(weibull_lpdf, 3, "y, alpha, sigma", 0, 0),
+    C(beta_lpdf, 3, "theta, alpha, beta", 0, 0),
+    C(uniform_lpdf, 3, "y, alpha, beta", 0, 0),
+    C(bernoulli_lpmf, 2, "n, theta", 0, 0),
+    C(bernoulli_logit_lpmf, 2, "n, alpha", 0, 0),
+    C(binomial_lpmf, 3, "n, N, theta", 0, 0),
+    C(binomial_logit_lpmf, 3, "n, N, alpha", 0, 0),
+    C(poisson_lpmf, 2, "n, lambda", 0, 0),
+    C(poisson_log_lpmf, 2, "n, alpha", 0, 0),
+    C(neg_binomial_2_lpmf, 3, "n, mu, phi", 0, 0),
+    C(neg_binomial_2_log_lpmf, 3, "n, eta, phi", 0, 0),
+    C(categorical_logit_lpmf, 2, "y, beta", 1u, 1),
+    C(inv_logit, 1, "x", 0, 0),
+    C(log_inv_logit, 1, "x", 0, 0),
+    C(log1m_inv_logit, 1, "x", 0, 0),
+    C(log1p_exp, 1, "x", 0, 0),
+    C(log_sum_exp, 2, "a, b", 0, 0),
+    C(log_mix, 3, "theta, lp1, lp2", 0, 0),
+    C(lbeta, 2, "a, b", 0, 0),
+    C(lchoose, 2, "n, k", 0, 0),
+};
+#undef C
+
+#define N_COMPOSITES ((int)(sizeof table / sizeof table[0]))
+
+int kiln_composite_count(void) { return N_COMPOSITES; }
+
+const char *kiln_composite_name(int i)
+{
+    return i >= 0 && i < N_COMPOSITES ? table[i].name : NULL;
+}
+
+int kiln_composite_lookup(const char *name)
+{
+    if (!name)
+        return -1;
+    for (int i = 0; i < N_COMPOSITES; i++)
+        if (strcmp(table[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* Argument k's name in "y, mu, sigma" into buf. */
+static const char *arg_name(const char *args, int k, char *buf, size_t n)
+{
+    const char *p = args;
+    for (int i = 0; i < k && p; i++)
+        if ((p = strchr(p, ',')) != NULL)
+            p += 2;
+    if (!p)
+        return "?";
+    size_t len = strcspn(p, ",");
+    if (len >= n)
+        len = n - 1;
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    return buf;
+}
+
+kiln_value kiln_composite_build(kiln_graph *g, int ci, int n_in,
+                                const kiln_value *in, int n_attrs,
+                                kiln_err *err)
+{
+    if (ci < 0 || ci >= N_COMPOSITES)
+        return kiln_seterr(err, KILN_ERR_ARG, "bad composite %d", ci), -1;
+    const composite *d = &table[ci];
+    if (n_attrs != 0)
+        return kiln_seterr(err, KILN_ERR_TYPE, "%s: takes no attributes",
+                           d->name), -1;
+    if (n_in != d->arity)
+        return kiln_seterr(err, KILN_ERR_TYPE,
+                           "%s: expected %d argument%s (%s), got %d",
+                           d->name, d->arity, d->arity == 1 ? "" : "s",
+                           d->args, n_in), -1;
+    if (n_in > 0 && !in)
+        return kiln_seterr(err, KILN_ERR_ARG, "%s: bad input list",
+                           d->name), -1;
+    for (int k = 0; k < n_in; k++) {
+        char nm[32];
+        if (in[k] < 0 || in[k] >= g->n_nodes)
+            return kiln_seterr(err, KILN_ERR_ARG,
+                               "%s: input %d (id %d) is not a value of this "
+                               "graph", d->name, k + 1, (int)in[k]), -1;
+        const kiln_type *t = &g->nodes[in[k]].type;
+        int is_int = t->dtype == KILN_I64 || t->dtype == KILN_I32;
+        if (t->dtype == KILN_BOOL ||
+            ((d->int_args >> k & 1u) && !is_int))
+            return kiln_seterr(err, KILN_ERR_TYPE,
+                               "%s: argument %d (%s) has dtype %s; expected "
+                               "%s", d->name, k + 1,
+                               arg_name(d->args, k, nm, sizeof nm),
+                               kiln_dtype_name(t->dtype),
+                               (d->int_args >> k & 1u)
+                                   ? "an integer (i64 or i32)"
+                                   : "a number (f64, f32, i64 or i32)"), -1;
+        if (d->vec_last && k == n_in - 1 && t->rank != 1)
+            return kiln_seterr(err, KILN_ERR_SHAPE,
+                               "%s: argument %d (%s) must be a vector, got "
+                               "rank %d", d->name, k + 1,
+                               arg_name(d->args, k, nm, sizeof nm), t->rank),
+                   -1;
+    }
+    int mark = g->n_nodes;
+    cb c = { g, err };
+    kiln_value v = d->expand(&c, in);
+    if (v < 0) {
+        /* prefix the inner op's message with the composite's name */
+        char msg[sizeof err->message];
+        if (err) {
+            snprintf(msg, sizeof msg, "%s", err->message);
+            snprintf(err->message, sizeof err->message, "%s: %.900s",
+                     d->name, msg);
+        }
+        kiln_ir_truncate(g, mark);
+        return -1;
+    }
+    return v;
+}
+
+/* ---- the builder's entry by name ------------------------------------ */
+
+const char *kiln_ir_op_hint(const char *name, size_t len)
+{
+    static _Thread_local char text[96];
+    kiln_suggestion sg;
+    kiln_suggest_init(&sg, name, name ? len : 0);
+    for (int i = KILN_OP_LITERAL + 1; i < KILN_OP_COUNT; i++)
+        kiln_suggest_offer(&sg, kiln_ir_op_info(i)->name);
+    for (int i = 0; i < kiln_composite_count(); i++)
+        kiln_suggest_offer(&sg, kiln_composite_name(i));
+    return kiln_suggest_text(&sg, text, sizeof text);
+}
+
+kiln_value kiln_graph_op(kiln_graph *g, const char *op, int n_in,
+                         const kiln_value *in, const kiln_attr *attrs,
+                         int n_attrs, kiln_err *err)
+{
+    if (!g || !op)
+        return kiln_seterr(err, KILN_ERR_ARG, "kiln_graph_op: NULL "
+                           "argument"), -1;
+    int o = kiln_ir_op_lookup(op);
+    if (o < 0 && kiln_composite_lookup(op) >= 0)
+        return kiln_composite_build(g, kiln_composite_lookup(op), n_in, in,
+                                    n_attrs, err);
+    if (o < 0)
+        return kiln_seterr(err, KILN_ERR_TYPE, "unknown op '%.200s'%s", op,
+                           kiln_ir_op_hint(op, strlen(op))), -1;
+    return kiln_ir_graph_op(g, o, op, n_in, in, attrs, n_attrs, err);
+}

@@ -1,0 +1,341 @@
+/*
+ * ir.h — kiln's graph IR, internal to libkiln (prefix kiln_ir_).
+ *
+ * A graph is an array of nodes in topological order: a node's inputs are
+ * always earlier nodes.  Every node has a type: dtype, rank and dims, where
+ * a dim is >= 0 when static and <= -2 when symbolic (symbol k is -2-k; an
+ * unknown `?` dim is an anonymous symbol with its own id).
+ */
+#ifndef KILN_CORE_IR_H
+#define KILN_CORE_IR_H
+
+#include <kiln/graph.h>
+#include <kiln/backend.h>
+#include <stdarg.h>
+
+/* Graph-level ops.  The elementwise block maps one-to-one to a scalar
+ * opcode (kiln_ir_op_opcode). */
+typedef enum kiln_op {
+    KILN_OP_INPUT = 0, KILN_OP_SHARED, KILN_OP_CONST, KILN_OP_LITERAL,
+    /* elementwise */
+    KILN_OP_ADD, KILN_OP_SUB, KILN_OP_MUL, KILN_OP_TRUE_DIV, KILN_OP_NEG,
+    KILN_OP_ABS, KILN_OP_EXP, KILN_OP_EXPM1, KILN_OP_LOG, KILN_OP_LOG1P,
+    KILN_OP_SQRT, KILN_OP_SQUARE, KILN_OP_POW, KILN_OP_SIGMOID,
+    KILN_OP_SOFTPLUS, KILN_OP_TANH, KILN_OP_SIN, KILN_OP_COS, KILN_OP_ERF,
+    KILN_OP_ERFC, KILN_OP_GAMMALN, KILN_OP_DIGAMMA, KILN_OP_MAXIMUM,
+    KILN_OP_MINIMUM, KILN_OP_WHERE, KILN_OP_EQ, KILN_OP_NE, KILN_OP_LT,
+    KILN_OP_LE, KILN_OP_GT, KILN_OP_GE, KILN_OP_AND, KILN_OP_OR,
+    KILN_OP_NOT, KILN_OP_CAST,
+    /* reductions */
+    KILN_OP_SUM, KILN_OP_PROD, KILN_OP_MAX, KILN_OP_MIN, KILN_OP_MEAN,
+    KILN_OP_LOGSUMEXP,
+    /* shape */
+    KILN_OP_RESHAPE, KILN_OP_TRANSPOSE, KILN_OP_EXPAND_DIMS,
+    KILN_OP_SQUEEZE, KILN_OP_BROADCAST_TO, KILN_OP_ALLOC, KILN_OP_ZEROS,
+    KILN_OP_ONES, KILN_OP_JOIN, KILN_OP_STACK,
+    /* indexing */
+    KILN_OP_SUBTENSOR, KILN_OP_TAKE, KILN_OP_SET_SUBTENSOR,
+    KILN_OP_INC_SUBTENSOR, KILN_OP_ADVANCED_SET_SUBTENSOR,
+    KILN_OP_ADVANCED_INC_SUBTENSOR,
+    /* linear algebra */
+    KILN_OP_DOT, KILN_OP_MATMUL,
+    /* added with gradients: fill(model, value) broadcasts value to the
+     * shape of model (PyTensor's fill/second); trigamma is psi' */
+    KILN_OP_FILL, KILN_OP_TRIGAMMA,
+    /* issue 25, opscheck: bool reductions (NumPy all/any: nonzero is
+     * true), scans along one axis, and the run-time check
+     * check(x, c1, ..., msg="...") that returns x and fails the call
+     * when an element of a condition is false */
+    KILN_OP_ALL, KILN_OP_ANY, KILN_OP_CUMSUM, KILN_OP_CUMPROD,
+    KILN_OP_CHECK,
+    /* issue 25, elementwise (NumPy / PyTensor / SciPy names; docs/ir.md).
+     * isnan, isinf, sign and clip lower to existing opcodes; `round` is
+     * round_half_to_even, PyTensor's default. */
+    KILN_OP_LOG1MEXP, KILN_OP_ISNAN, KILN_OP_ISINF, KILN_OP_FLOOR,
+    KILN_OP_CEIL, KILN_OP_TRUNC, KILN_OP_ROUND_HALF_TO_EVEN,
+    KILN_OP_ROUND_HALF_AWAY_FROM_ZERO, KILN_OP_ROUND, KILN_OP_SIGN,
+    KILN_OP_MOD, KILN_OP_CLIP, KILN_OP_ERFCX, KILN_OP_ERFINV,
+    KILN_OP_ERFCINV, KILN_OP_GAMMAINC, KILN_OP_GAMMAINCC, KILN_OP_BETAINC,
+    KILN_OP_GAMMAINC_DA, KILN_OP_BETAINC_DA, KILN_OP_BETAINC_DB,
+    KILN_OP_COUNT
+} kiln_op;
+
+/* Op categories, for lowering and printing. */
+enum {
+    KILN_CAT_LEAF = 0,   /* input, shared, const, literal */
+    KILN_CAT_ELEMWISE,
+    KILN_CAT_REDUCE,
+    KILN_CAT_SHAPE,
+    KILN_CAT_INDEX,
+    KILN_CAT_DOT,
+    KILN_CAT_SCAN,       /* cumsum, cumprod (issue 25) */
+    KILN_CAT_CHECK       /* check: x, then its conditions (issue 25) */
+};
+
+typedef struct kiln_type {
+    kiln_dtype dtype;
+    int rank;
+    int64_t dims[KILN_MAX_RANK];
+} kiln_type;
+
+/* Attributes of a node; which fields an op reads is in ops.c. */
+typedef struct kiln_attrs {
+    int has_axes;                 /* axis=/axes= given */
+    int naxes;
+    int64_t axes[KILN_MAX_RANK];  /* reduce axes, transpose perm,
+                                     expand_dims/squeeze axes; join, stack
+                                     and take keep their axis in axes[0] */
+    int keepdims;
+    int nshape;                   /* reshape, broadcast_to, alloc, zeros,
+                                     ones: dims (>= 0, symbol ids, -1 in
+                                     reshape = infer) */
+    int64_t shape[KILN_MAX_RANK];
+    int dtype;                    /* cast, zeros, ones: kiln_dtype; -1 unset */
+    int nidx;                     /* subtensor, set/inc_subtensor */
+    kiln_index idx[KILN_MAX_RANK];
+    const char *msg;              /* check: its message, interned
+                                     (kiln_ir_intern: equal texts are one
+                                     pointer, never freed); NULL unset */
+} kiln_attrs;
+
+typedef struct kiln_node {
+    int op;                       /* kiln_op */
+    kiln_type type;
+    int weak;                     /* weakly typed (a literal, or computed
+                                     from literals only) */
+    int n_in;
+    kiln_value *in;               /* n_in earlier nodes (owned) */
+    /* Never NULL: &kiln_ir_no_attrs (shared, not owned) when the op has
+     * none set, as most nodes, else an owned copy.  Out of line because
+     * kiln_attrs is ~0.5 KB and a gradient graph has 10^5 nodes, most
+     * elementwise (kiln_ir_node_set_attrs, kiln_ir_node_drop_attrs). */
+    const kiln_attrs *attrs;
+    double value;                 /* LITERAL: its value */
+    int lit_kind;                 /* LITERAL: kiln_literal_kind */
+    char *name;                   /* owned; NULL when unnamed */
+    /* CONST and SHARED: the value (owned, C order) and its concrete
+     * shape; data is NULL for a shared value not bound yet. */
+    void *data;
+    size_t nbytes;
+    int64_t vshape[KILN_MAX_RANK];
+    char *source;                 /* SHARED: source as written
+                                     (`csv("f.csv", "c")`), or NULL */
+    int promoted;                 /* SHARED made from a large constant by
+                                     constant promotion (core/rewrite):
+                                     bound at creation, not a shared value
+                                     the caller sees or binds */
+    int param;                    /* 1 + the index of the parameter whose
+                                     declaration made this node (its
+                                     input, transform and log-Jacobian:
+                                     printed as one `param` line), else 0 */
+    int line;                     /* the .kg line of the statement that
+                                     made it (set by the parser), 0 for
+                                     nodes made otherwise (the builder
+                                     API, rewrites, gradients) */
+} kiln_node;
+
+typedef struct kiln_output {
+    char *name;
+    kiln_value value;
+    int kind;                     /* kiln_output_kind */
+} kiln_output;
+
+/* A parameter (kiln_graph_param): the unconstrained input, the
+ * constrained value, the sum of the log-Jacobian (-1: none, no bounds)
+ * and the bounds: a named scalar node (lower_ref/upper_ref >= 0) or a
+ * number (lower/upper; -inf / +inf when absent). */
+typedef struct kiln_param_rec {
+    char *name;
+    kiln_value unc, value, logjac;
+    kiln_value lower_ref, upper_ref;
+    double lower, upper;
+} kiln_param_rec;
+
+/* What kiln_graph_grad made: result = d cost / d wrt.  Kept so that tools
+ * (kiln run --check-grad, the sampler callback) know which output is the
+ * gradient of which input.  Not printed: a printed graph keeps the
+ * gradient nodes but not this record. */
+typedef struct kiln_grad_rec {
+    kiln_value cost, wrt, result;
+} kiln_grad_rec;
+
+struct kiln_graph {
+    char *name;
+    kiln_node *nodes;
+    int n_nodes, cap_nodes;
+    kiln_output *outputs;
+    int n_outputs, cap_outputs;
+    char **symbols;               /* symbol k's name; NULL = anonymous `?` */
+    int n_symbols, cap_symbols;
+    kiln_grad_rec *grads;         /* gradients made by kiln_graph_grad */
+    int n_grads, cap_grads;
+    kiln_param_rec *params;       /* parameters, in declaration order */
+    int n_params, cap_params;
+    /* name -> node map (open addressing; see ir.c) */
+    int32_t *map;
+    int map_cap;
+};
+
+/* The attributes of a node with none set (all defaults: dtype -1, no
+ * axes, shape or indices).  Shared by every such node, never freed. */
+extern const kiln_attrs kiln_ir_no_attrs;
+
+/* 1 when *a sets nothing (equal to kiln_ir_no_attrs in every field an op
+ * reads). */
+int kiln_ir_attrs_empty(const kiln_attrs *a);
+
+/* Give node n a copy of *a (NULL or empty: &kiln_ir_no_attrs), dropping
+ * what it had.  Returns 0, or KILN_ERR_NOMEM with n unchanged. */
+int kiln_ir_node_set_attrs(kiln_node *n, const kiln_attrs *a);
+
+/* The one copy of text s (a NUL-terminated string) that lives until the
+ * process ends: equal texts give the same pointer, so attributes that
+ * hold one copy by value and compare by pointer.  Thread-safe; NULL when
+ * out of memory. */
+const char *kiln_ir_intern(const char *s);
+
+/* Free n's attributes when owned; n->attrs becomes &kiln_ir_no_attrs. */
+void kiln_ir_node_drop_attrs(kiln_node *n);
+
+/* Symbol id <-> index. */
+#define KILN_SYM_ID(k) ((int64_t)(-2 - (int64_t)(k)))
+#define KILN_SYM_INDEX(d) ((int)(-2 - (d)))
+#define KILN_DIM_IS_SYM(d) ((d) <= -2)
+
+/* ---- errors ------------------------------------------------------- */
+
+/* Give shared value v, declared without a value, the value `value` (a
+ * copy), with the checks kiln_graph_shared makes: the dtype, the declared
+ * dims, and every symbol the same size as in the shared values already
+ * bound.  Returns 0, or KILN_ERR_ARG (v is not an unbound shared value),
+ * KILN_ERR_TYPE / KILN_ERR_SHAPE (message as kiln_graph_shared's),
+ * KILN_ERR_NOMEM.  (kiln run --data, core/front/json.c) */
+int kiln_ir_bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
+                        kiln_err *err);
+
+/* Set the source line of nodes from..n_nodes-1 that have none (the
+ * parser, after each statement). */
+void kiln_ir_stamp_lines(kiln_graph *g, int from, int line);
+
+/* The tN numbering kiln_graph_print gives g's unnamed nodes: a new array
+ * of n_nodes entries, N or -1 (named, or a literal printed inline);
+ * NULL when out of memory.  The caller frees it (core/front/print.c). */
+int *kiln_graph_temp_names(const kiln_graph *g);
+
+/* Fill err (if not NULL) with code and a printf-style message; returns
+ * code.  Used everywhere in the core. */
+int kiln_seterr(kiln_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Prefix err->message with a printf-style prefix (e.g. "file:3:5: "). */
+void kiln_err_prefix(kiln_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- the op registry (ops.c) -------------------------------------- */
+
+typedef struct kiln_op_info {
+    const char *name;
+    int category;            /* KILN_CAT_* */
+    int min_in, max_in;      /* max_in -1: variadic */
+    int opcode;              /* elementwise: kiln_opcode; else -1 */
+} kiln_op_info;
+
+/* Info for op `op`; NULL when out of range. */
+const kiln_op_info *kiln_ir_op_info(int op);
+
+/* The op named `name`, or -1. */
+int kiln_ir_op_lookup(const char *name);
+
+/* "; did you mean 'exp'?" naming the op or composite (normal_lpdf, ...)
+ * closest to the unknown op `name` (len bytes; core/support/suggest.h), or ""
+ * when none is close.  The text is in thread-local storage, valid until
+ * the thread's next call.  For the unknown-op errors of the parser and
+ * kiln_graph_op.  Defined in composite.c, which knows both lists. */
+const char *kiln_ir_op_hint(const char *name, size_t len);
+
+/* Add a node of primitive op o (kiln_ir_op_lookup(op) >= 0; op is the
+ * name the caller wrote, for messages) over in with the key/value
+ * attributes: kiln_graph_op once it has found no composite named op
+ * (composite.c).  Returns the node, or -1 with *err set. */
+kiln_value kiln_ir_graph_op(kiln_graph *g, int o, const char *op, int n_in,
+                           const kiln_value *in, const kiln_attr *attrs,
+                           int n_attrs, kiln_err *err);
+
+/* Validate the key/value attributes of op `op` into *out (unset fields
+ * take their defaults: dtype -1, no axes, keepdims 0).  Errors:
+ * KILN_ERR_TYPE ("sum: unknown attribute 'axs'", "cast: attribute 'dtype'
+ * must be a dtype"). */
+int kiln_ir_parse_attrs(int op, const kiln_attr *attrs, int n_attrs,
+                        kiln_attrs *out, kiln_err *err);
+
+/* Shape context: at build time `g` is set (fresh symbols may be created)
+ * and symvals is NULL; at run time `g` is NULL and symvals gives each
+ * symbol's size, so every dim is concrete. */
+typedef struct kiln_shape_ctx {
+    kiln_graph *g;
+    const int64_t *symvals;
+} kiln_shape_ctx;
+
+/* Infer the type of op `op` with `attrs` over inputs of types `in` (n_in
+ * of them; `in_weak` may be NULL).  Checks arity, dtypes, attributes and
+ * shapes.  Returns 0 and fills *out (and *out_weak when not NULL), or an
+ * error code.  Messages name the op and shapes ("add: cannot broadcast
+ * shapes (3) and (4)"); callers prefix node or source context. */
+int kiln_ir_infer(const kiln_shape_ctx *ctx, int op, const kiln_attrs *attrs,
+                  int n_in, const kiln_type *in, const int *in_weak,
+                  kiln_type *out, int *out_weak, kiln_err *err);
+
+/* NumPy 2 promotion of two dtypes, with weak (literal) flags. */
+kiln_dtype kiln_ir_promote(kiln_dtype a, int a_weak, kiln_dtype b,
+                           int b_weak);
+
+/* The dtype an elementwise op computes in, given its (promoted) input
+ * dtype: float ops send ints and bool to f64; arithmetic sends bool to
+ * i64; logic works on bool. */
+kiln_dtype kiln_ir_compute_dtype(int op, kiln_dtype promoted);
+
+/* Start of a slice on an axis of size n (NumPy semantics); *len gets the
+ * number of elements it selects. */
+int64_t kiln_ir_slice_start(int64_t n, const kiln_index *ix, int64_t *len);
+
+/* A new anonymous symbol (an unknown dim) of g; KILN_DIM_UNKNOWN when
+ * out of memory.  (ops.c) */
+int64_t kiln_ir_fresh_symbol(kiln_graph *g);
+
+/* ---- graph helpers (ir.c) ----------------------------------------- */
+
+/* Append a node; takes ownership of nothing (copies `in`, the name, data,
+ * source and attrs; proto->attrs NULL means none).  Returns its id or -1
+ * (KILN_ERR_NOMEM; KILN_ERR_ARG for a bad op or input; KILN_ERR_NAME for
+ * a duplicate name). */
+/* Drop the unnamed nodes at the end of g down to n nodes (undoing a
+ * composite op's partial expansion; composite.c). */
+void kiln_ir_truncate(kiln_graph *g, int n);
+
+kiln_value kiln_ir_append(kiln_graph *g, const kiln_node *proto,
+                          kiln_err *err);
+
+/* Format a type's shape as "(3, n, ?)" into buf. */
+const char *kiln_ir_shape_str(const kiln_graph *g, int rank,
+                              const int64_t *dims, char *buf, size_t size);
+
+/* Format a type as "f64[3, n]" (or "f64" for rank 0) into buf. */
+const char *kiln_ir_type_str(const kiln_graph *g, const kiln_type *t,
+                             char *buf, size_t size);
+
+/* 1 when d is a symbol id of g. */
+int kiln_ir_is_symbol(const kiln_graph *g, int64_t d);
+
+/* A dim as text: "3", the symbol's name, or "?". */
+const char *kiln_ir_dim_str(const kiln_graph *g, int64_t d, char *buf,
+                            size_t size);
+
+/* Deep-copy a graph (for kiln_compile, which keeps its own). */
+kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err);
+
+/* Rebuild g's name map from its nodes and outputs, after a caller (the
+ * rewrite passes, core/rewrite) filled the arrays directly.  Names must be
+ * unique.  Errors: KILN_ERR_NOMEM. */
+int kiln_ir_reindex(kiln_graph *g, kiln_err *err);
+
+#endif
