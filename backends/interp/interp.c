@@ -57,25 +57,7 @@
 
 #include "block.c"
 
-static int kiln_interp_elemwise_body(void *ctx, const kiln_interp_iter *it,
-                                     int64_t j0, int64_t n)
-{
-    const kiln_interp_prun *p = ctx;
-    const kiln_kernel *k = p->r->k;
-    (void)kiln_interp_run_block(p, it, j0, (size_t)n);  /* no TAKE */
-    /* Stores come after every load of the block, so an output that
-     * aliases an input element for element is read before written. */
-    for (uint32_t j = 0; j < k->n_outputs; j++) {
-        size_t v = p->n_in + j;
-        size_t es = kiln_interp_dtype_size(k->outputs[j].dtype);
-        void *dst = kiln_interp_elem(&p->r->call->outputs[j],
-                                     kiln_interp_at(it, v, j0), es);
-        kiln_interp_move(dst, kiln_interp_inner(it, v),
-                         kiln_interp_reg(p, (uint32_t)k->out_refs[j]), 1, n,
-                         es);
-    }
-    return 0;
-}
+#include "elemwise.c"
 
 /* Reduction of one block into the output: `o` is the output element of
  * the block's first position, `os` the output's stride along the row.
