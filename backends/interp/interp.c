@@ -15,6 +15,14 @@
  * registers are reused once their last reader has run, so the register
  * file is as large as the program's peak number of live values.
  *
+ * This file is the plugin: its table, entry point and the dispatch of a
+ * call by kernel kind (kiln_interp_call).  Everything else is in the
+ * parts it #includes below, one concept a file (backends/interp/), so
+ * that the interpreter stays one translation unit: libkiln's built-in
+ * copy (core/interp_builtin.c), tests/interp_plugin.c and the llvm
+ * backend (backends/llvm/llvm.c) include this file and use its static
+ * functions.  Prefix: kiln_interp_ throughout.
+ *
  * Thread safety: a callable's state is read-only after load; every call
  * uses its own register file, on the stack when it fits in
  * KILN_INTERP_STACK_BYTES and from malloc otherwise.  The descriptor
@@ -41,39 +49,26 @@
 /* Changes whenever the interpreter's results for a kernel may change. */
 #define KILN_INTERP_BUILD_ID "interp-1"
 
-#include "names.c"
-
-#include "check.c"
-
-#include "artifact.c"
-
-#include "prog.c"
-
-#include "call.c"
-
-#include "iter.c"
-
-#include "scalar.c"
-
-#include "block.c"
-
-#include "elemwise.c"
-
-#include "reduce.c"
-
-#include "loop.c"
-
-#include "program.c"
-
-#include "copy.c"
-
-#include "join.c"
-
-#include "take.c"
-
-#include "dot.c"
-
-#include "scan.c"
+/* The parts, in the order a kernel meets them: its description checked
+ * and copied, its program prepared, a call walked over its views, then
+ * each kind's runner.  One translation unit (every helper static). */
+#include "names.c"      /* names, the opcode table, errors */
+#include "check.c"      /* reading and checking kernel descriptions */
+#include "artifact.c"   /* the artifact: a deep copy of the kernel */
+#include "prog.c"       /* the scalar program prepared at load */
+#include "call.c"       /* callables, calls and the views' checks */
+#include "iter.c"       /* the strided walk in blocks */
+#include "scalar.c"     /* every opcode over a block */
+#include "block.c"      /* a scalar program over one block */
+#include "elemwise.c"   /* ELEMWISE's body */
+#include "reduce.c"     /* REDUCE's body, identities, MEAN */
+#include "loop.c"       /* LOOP's body: outputs by role */
+#include "program.c"    /* the program kinds' strides, plan and run */
+#include "copy.c"       /* copy plans between views (JOIN, GATHER, SCATTER) */
+#include "join.c"       /* JOIN */
+#include "take.c"       /* GATHER and SCATTER */
+#include "dot.c"        /* DOT */
+#include "scan.c"       /* SCAN */
 
 /* ------------------------------------------------------------------ */
 /* The plugin interface                                                 */
