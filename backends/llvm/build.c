@@ -4,11 +4,10 @@
  * IR text (kl_codegen).
  *
  * Part of the llvm backend: #included by llvm.c, in the order its list
- * gives, so that each module stays one translation unit with the
- * embedded interpreter (backends/interp/interp.c, whose static
- * kiln_interp_* functions it calls).  Compiled into the compiler module only (llvm_codegen.so; without
- * -DKL_FRONT).
- * Prefix: kl_ (the backend's).
+ * gives, so that each module stays one translation unit with the embedded
+ * interpreter (backends/interp/interp.c, whose static kiln_interp_*
+ * functions it calls).  Compiled into the compiler module only
+ * (llvm_codegen.so; without -DKL_FRONT).  Prefix: kl_ (the backend's).
  */
 
 #ifndef KL_FRONT

@@ -4,11 +4,11 @@
  * object): packed by the compiler module, unpacked by the plugin.
  *
  * Part of the llvm backend: #included by llvm.c, in the order its list
- * gives, so that each module stays one translation unit with the
- * embedded interpreter (backends/interp/interp.c, whose static
- * kiln_interp_* functions it calls).  Compiled into both modules (the plugin llvm.so, -DKL_FRONT, and the
- * compiler module llvm_codegen.so).
- * Prefix: kl_ (the backend's).
+ * gives, so that each module stays one translation unit with the embedded
+ * interpreter (backends/interp/interp.c, whose static kiln_interp_*
+ * functions it calls).  Compiled into both modules (the plugin llvm.so,
+ * -DKL_FRONT, and the compiler module llvm_codegen.so).  Prefix: kl_ (the
+ * backend's).
  */
 
 typedef struct kl_header {  /* 56 bytes */

@@ -3,12 +3,11 @@
  * (copy), and their runner, the interpreter's take with compiled rows.
  *
  * Part of the llvm backend: #included by llvm.c, in the order its list
- * gives, so that each module stays one translation unit with the
- * embedded interpreter (backends/interp/interp.c, whose static
- * kiln_interp_* functions it calls).  Its code generation (row functions as LLVM IR) is compiled into the
- * compiler module llvm_codegen.so, its runner into the plugin llvm.so
- * (-DKL_FRONT).
- * Prefix: kl_ (the backend's).
+ * gives, so that each module stays one translation unit with the embedded
+ * interpreter (backends/interp/interp.c, whose static kiln_interp_*
+ * functions it calls).  Its code generation (row functions as LLVM IR) is
+ * compiled into the compiler module llvm_codegen.so, its runner into the
+ * plugin llvm.so (-DKL_FRONT).  Prefix: kl_ (the backend's).
  */
 
 #ifndef KL_FRONT

@@ -5,11 +5,11 @@
  * description (the interpreter's, plus llvm's own limits).
  *
  * Part of the llvm backend: #included by llvm.c, in the order its list
- * gives, so that each module stays one translation unit with the
- * embedded interpreter (backends/interp/interp.c, whose static
- * kiln_interp_* functions it calls).  Compiled into both modules (the plugin llvm.so, -DKL_FRONT, and the
- * compiler module llvm_codegen.so).
- * Prefix: kl_ (the backend's).
+ * gives, so that each module stays one translation unit with the embedded
+ * interpreter (backends/interp/interp.c, whose static kiln_interp_*
+ * functions it calls).  Compiled into both modules (the plugin llvm.so,
+ * -DKL_FRONT, and the compiler module llvm_codegen.so).  Prefix: kl_ (the
+ * backend's).
  */
 
 /* LOOP kernels (ABI 1.5): the role of view v (inputs, then outputs); the

@@ -102,6 +102,12 @@
  * object with kiln's own ELF loader (core/objload.c; memcpy, memmove and
  * memset, which LLVM may call, are imported).
  *
+ * The files.  This file holds the overview, the constants and kl_fail;
+ * the code is in the parts it #includes at its end, one concept a file
+ * (backends/llvm/), each saying which module compiles it.  They stay one
+ * translation unit per module with the embedded interpreter, whose static
+ * kiln_interp_* functions they call.  Prefix: kl_ throughout.
+ *
  * Thread safety: one LLVMContext, module, target machine and JIT per
  * compile or callable; the process-wide LLVM set-up (targets, the
  * alias-set saturation threshold) runs once under pthread_once before any
@@ -160,41 +166,30 @@ static int kl_fail(kiln_plugin_error **err, int code, const char *fmt, ...)
     return code;
 }
 
-#include "setup.c"
-
-#include "desc.c"
-
-#include "kernel.c"
-
-#include "cg.c"
-
-#include "instr.c"
-
-#include "rows.c"
-
-#include "segment.c"
-
-#include "rowfn.c"
-
-#include "load.c"
-
-#include "run.c"
-
-#include "gather.c"
-
-#include "join.c"
-
-#include "scatter.c"
-
-#include "dot.c"
-
-#include "build.c"
-
-#include "call.c"
-
+/* The parts, in the order of a kernel's life: LLVM set up, the kernel's
+ * description and what both modules ask of it; the code generator (the
+ * compiler module); the plugin's callables and runners; each data-movement
+ * kind's row functions and runner; the module built by kind; calls; and
+ * last the module's own table (llvm_codegen.so) or the plugin's entry
+ * (llvm.so, front.c).  Each half only compiles its own side (KL_FRONT). */
+#include "setup.c"      /* codegen: LLVM's process-wide set-up */
+#include "desc.c"       /* both: the description inside the artifact */
+#include "kernel.c"     /* both: roles, reductions, kinds, checks */
+#include "cg.c"         /* codegen: state, types, constants, casts */
+#include "instr.c"      /* codegen: one instruction, the program, folds */
+#include "rows.c"       /* codegen: ELEMWISE, REDUCE, LOOP row functions */
+#include "segment.c"    /* codegen: wide programs in segments */
+#include "rowfn.c"      /* codegen: data-movement row helpers */
+#include "load.c"       /* plugin: callables (ELF object loaded) */
+#include "run.c"        /* plugin: ELEMWISE, REDUCE, LOOP runs */
+#include "gather.c"     /* GATHER: rows / runner */
+#include "join.c"       /* JOIN: rows / runner and plan */
+#include "scatter.c"    /* SCATTER: rows / runner and plan */
+#include "dot.c"        /* DOT: rows / runner and plan */
+#include "build.c"      /* codegen: the module by kind, object, IR text */
+#include "call.c"       /* plugin: prepared and plain calls by kind */
 #ifndef KL_FRONT
-#include "module.c"
-
+#include "module.c"     /* codegen: compile, warm-up, exit gate, table */
 #else
-#include "front.c"
+#include "front.c"      /* plugin: the compiler module, target, entry */
 #endif

@@ -5,16 +5,13 @@
  * mode and role (stored, folded, scattered in a register run).
  *
  * Part of the llvm backend: #included by llvm.c, in the order its list
- * gives, so that each module stays one translation unit with the
- * embedded interpreter (backends/interp/interp.c, whose static
- * kiln_interp_* functions it calls).  Compiled into the compiler module only (llvm_codegen.so; without
- * -DKL_FRONT).
- * Prefix: kl_ (the backend's).
+ * gives, so that each module stays one translation unit with the embedded
+ * interpreter (backends/interp/interp.c, whose static kiln_interp_*
+ * functions it calls).  Compiled into the compiler module only
+ * (llvm_codegen.so; without -DKL_FRONT).  Prefix: kl_ (the backend's).
  */
 
 #ifndef KL_FRONT
-
-static LLVMMetadataRef kl_mdstr(kl_cg *g, const char *s);
 
 /* A row function's declaration and attributes.  With fast_math, the
  * function attributes that let the code generator reassociate, contract

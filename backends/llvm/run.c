@@ -6,10 +6,10 @@
  * that the JOIN, SCATTER and DOT plans share.
  *
  * Part of the llvm backend: #included by llvm.c, in the order its list
- * gives, so that each module stays one translation unit with the
- * embedded interpreter (backends/interp/interp.c, whose static
- * kiln_interp_* functions it calls).  Compiled into the plugin only (llvm.so; -DKL_FRONT).
- * Prefix: kl_ (the backend's).
+ * gives, so that each module stays one translation unit with the embedded
+ * interpreter (backends/interp/interp.c, whose static kiln_interp_*
+ * functions it calls).  Compiled into the plugin only (llvm.so;
+ * -DKL_FRONT).  Prefix: kl_ (the backend's).
  */
 
 #ifdef KL_FRONT
