@@ -70,7 +70,7 @@
  * buffers; other rows run the strided function.
  *
  * A program of more than KL_SEG instructions is cut into segment
- * functions called per strip of the row (see "Wide programs" below):
+ * functions called per strip of the row (segment.c):
  * code generation is superlinear in the size of one loop body.
  *
  * JOIN, SCATTER and DOT: each has a *plan* (kl_jplan, kl_splan,
