@@ -183,6 +183,12 @@ static int kl_cg_error(kiln_plugin_error **err, int rc,
     return rc ? rc : KILN_ERR_BACKEND;
 }
 
+static int kl_supports(const kiln_kernel *k, kiln_plugin_error **err)
+{
+    kiln_kernel full;
+    return kl_check(k, &full, err) == 0;
+}
+
 static int kl_compile(const kiln_kernel *k, const kiln_compile_options *opt,
                       kiln_artifact **out, kiln_plugin_error **err)
 {
