@@ -19,7 +19,7 @@
  * call by kernel kind (kiln_interp_call).  Everything else is in the
  * parts it #includes below, one concept a file (backends/interp/), so
  * that the interpreter stays one translation unit: libkiln's built-in
- * copy (core/interp_builtin.c), tests/interp_plugin.c and the llvm
+ * copy (core/plugin/interp_builtin.c), tests/interp_plugin.c and the llvm
  * backend (backends/llvm/llvm.c) include this file and use its static
  * functions.  Prefix: kiln_interp_ throughout.
  *
@@ -265,7 +265,7 @@ static const kiln_backend kiln_interp_backend = {
 };
 
 /* libkiln compiles this file a second time as its built-in interpreter
- * (core/interp_builtin.c) under another entry name. */
+ * (core/plugin/interp_builtin.c) under another entry name. */
 #ifdef KILN_INTERP_BUILTIN
 #define KILN_INTERP_ENTRY kiln_interp_builtin_entry
 #else

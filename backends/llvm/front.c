@@ -3,7 +3,7 @@
  * llvm.c when built with -DKL_FRONT).
  *
  * The plugin itself never links libLLVM.  It checks kernels, loads
- * artifacts (ELF objects) with kiln's own loader (core/objload.c), runs
+ * artifacts (ELF objects) with kiln's own loader (core/plugin/objload.c), runs
  * them, and reports its target; compiling and printing IR are forwarded
  * to the compiler module llvm_codegen.so next to this file, dlopened the
  * first time a kernel must be compiled.  A process whose kernels all come
@@ -11,7 +11,7 @@
  * nor its ~49 MB.
  *
  * The compiler module is code like a plugin, and is trusted the same way
- * (core/trust.h, linked into this plugin as its own copy of libkiln's
+ * (core/support/trust.h, linked into this plugin as its own copy of libkiln's
  * code): this plugin's directory (the real path of the file it was loaded
  * from) is opened and checked with every ancestor, llvm_codegen.so is
  * opened in it by descriptor and checked, and that one descriptor is both

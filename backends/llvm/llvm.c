@@ -99,7 +99,7 @@
  * The artifact is an ELF object file in memory, emitted by a target
  * machine for the host CPU, behind a small header and a copy of the
  * kernel description; load and load_bytes are one function that links the
- * object with kiln's own ELF loader (core/objload.c; memcpy, memmove and
+ * object with kiln's own ELF loader (core/plugin/objload.c; memcpy, memmove and
  * memset, which LLVM may call, are imported).
  *
  * The files.  This file holds the overview, the constants and kl_fail;
@@ -135,7 +135,7 @@
 
 #include <pthread.h>
 #ifdef KL_FRONT
-#include "objload.h"   /* core/objload.h: kiln's ELF object loader */
+#include "objload.h"   /* core/plugin/objload.h: kiln's ELF object loader */
 #endif
 
 #define KL_BUILD_ID "llvm-3"

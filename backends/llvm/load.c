@@ -1,6 +1,6 @@
 /*
  * load.c — a callable: the artifact's description and object linked by
- * kiln's ELF loader (core/objload.c), the row functions looked up by name.
+ * kiln's ELF loader (core/plugin/objload.c), the row functions looked up by name.
  *
  * Part of the llvm backend: #included by llvm.c, in the order its list
  * gives, so that each module stays one translation unit with the embedded
@@ -122,7 +122,7 @@ static int kl_load_bytes(const void *bytes, size_t len, kiln_callable **out,
         goto fail;
     }
     if (prog) {
-        /* kiln's own ELF loader (core/objload.c): no libLLVM in this
+        /* kiln's own ELF loader (core/plugin/objload.c): no libLLVM in this
          * process; LLVM may emit calls to the mem* functions */
         static const kiln_obj_import imp[] = {
             {"memcpy", (const void *)memcpy},

@@ -155,7 +155,7 @@ static void kl_warm_up(void)
  * registered with __cxa_atexit when it is loaded, and at exit they run
  * before anything registered earlier — libkiln's own destructors
  * included — so a compile on another thread (kiln's background tier-1
- * pool: core/tier.c) would run in a half-destroyed LLVM and crash.  This
+ * pool: core/runtime/tier.c) would run in a half-destroyed LLVM and crash.  This
  * module is loaded after libLLVM, so the handler its constructor
  * registers runs before those destructors: it waits for the compiles in
  * flight and refuses new ones.  LLVM also makes function-local statics
@@ -184,7 +184,7 @@ static void kl_exit_wait(void)
  * after libkiln's tier pool registered its own handlers, so ours would
  * run first, and the pool's, waiting for its compiles in flight, would
  * then wait for a kl_leave blocked on the lock (a deadlock).  The pool
- * waits for its compiles before a fork (core/tier.c); a compile on some
+ * waits for its compiles before a fork (core/runtime/tier.c); a compile on some
  * other thread of the caller's across fork() is the caller's to avoid,
  * as LLVM's own rule is. */
 static void kl_fork_child(void)
@@ -248,7 +248,7 @@ static int kl_emit_text_guarded(const kiln_kernel *k,
 /* Everything a compile sets up once — targets, command-line options,
  * the function-local statics of a whole compile and JIT (kl_warm_up) —
  * now, on this thread: the host calls it (compiler_init) between two
- * registrations of its exit gate (core/tier.c, "Exit"), so that the
+ * registrations of its exit gate (core/runtime/tier.c, "Exit"), so that the
  * destructors of all that run after a gate that waits for compiles. */
 static int kl_init_guarded(kiln_plugin_error **err)
 {

@@ -1,6 +1,6 @@
 /*
  * tcc.c — the tcc backend: kernels compiled to machine code with libtcc
- * from the C that core/emit_c.c generates (docs/backends.md).
+ * from the C that core/lower/emit_c.c generates (docs/backends.md).
  *
  * compile  emit C, compile it in memory with libtcc, relocate the code
  *          into pages of our own (mmap) and drop the TCCState at once:
@@ -15,7 +15,7 @@
  *          signature) and a run, which is the callable's run itself
  *          (emit_c.h); prepare is a malloc and the unit's prep.
  * load_bytes  checks the header and loads that object with kiln's own
- *          loader (core/objload.c, linked into this plugin): no libtcc
+ *          loader (core/plugin/objload.c, linked into this plugin): no libtcc
  *          call, no temporary file, W^X pages.  The code reaches libm and
  *          BLAS through call->rt, so nothing in the bytes depends on this
  *          process's addresses; memcpy/memmove/memset (which tcc may emit
@@ -23,7 +23,7 @@
  *
  * libtcc 0.9.27 keeps compiler state in globals: the descriptor does not
  * set KILN_BACKEND_THREAD_SAFE and the host serialises supports, compile,
- * load, load_bytes and the free functions (core/vm.c).  The generated
+ * load, load_bytes and the free functions (core/runtime/vm.c).  The generated
  * kernels themselves are reentrant (no static data but constant tables)
  * and run concurrently.
  *

@@ -271,7 +271,7 @@ typedef struct kiln_runtime {
     double (*erf)(double);
     double (*erfc)(double);
     double (*gammaln)(double);     /* log|Gamma(x)|, thread-safe (lgamma_r) */
-    double (*digamma)(double);     /* psi(x); see core/special.c */
+    double (*digamma)(double);     /* psi(x); see core/runtime/special.c */
     double (*sigmoid)(double);     /* 1/(1+exp(-x)), stable for |x| large */
     double (*softplus)(double);    /* log(1+exp(x)), stable */
     /* CBLAS gemm, row-major: C = alpha*op(A)*op(B) + beta*C.  trans* are
@@ -285,9 +285,9 @@ typedef struct kiln_runtime {
                   float alpha, const float *a, int64_t lda, const float *b,
                   int64_t ldb, float beta, float *c, int64_t ldc);
     /* version 2 (ABI 1.1); check struct_size before use */
-    double (*trigamma)(double);    /* psi'(x); see core/special.c */
+    double (*trigamma)(double);    /* psi'(x); see core/runtime/special.c */
     /* version 3 (ABI 1.7); check struct_size before use.  Semantics
-     * (NumPy / SciPy's, nan and edge cases included) in core/special.h */
+     * (NumPy / SciPy's, nan and edge cases included) in core/runtime/special.h */
     double (*floor)(double);
     double (*ceil)(double);
     double (*trunc)(double);
@@ -447,7 +447,7 @@ typedef struct kiln_backend {
      * no process-wide state with destructors that run at exit.  The host
      * calls it once, before the backend's first tier-1 compile, between
      * two registrations of the exit gate that waits for compiles
-     * (core/tier.c; docs/backends.md, "Exit during tier-up").
+     * (core/runtime/tier.c; docs/backends.md, "Exit during tier-up").
      * Idempotent and thread-safe; returns 0,
      * or a kiln_code with *err set (compiles would then fail too). */
     int (*compiler_init)(kiln_plugin_error **err);

@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-/* ---- keys (core/cachekey.c) ------------------------------------------ */
+/* ---- keys (core/cache/cachekey.c) ------------------------------------------ */
 
 /* Version of the canonical serialisation; the first byte of every key.
  * Bumped on purpose whenever the serialisation changes. */
@@ -105,7 +105,7 @@ typedef struct kiln_kernel_report {
 int kiln_function_kernel_report(const kiln_function *f, int i,
                                 kiln_kernel_report *rep);
 
-/* ---- the disk cache (core/cache.c) ------------------------------------- */
+/* ---- the disk cache (core/cache/store.c) ------------------------------------- */
 
 typedef enum kiln_cache_mode {
     KILN_CACHE_MODE_DEFAULT = 0,  /* $KILN_CACHE, else on */

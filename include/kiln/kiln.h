@@ -348,7 +348,7 @@ int kiln_function_bind_shared(kiln_function *f, const char *name,
 int kiln_function_n_kernels(const kiln_function *f);
 const char *kiln_function_kernel_backend(const kiln_function *f, int i);
 
-/* ---- the sampler callback (core/callback.c; docs/sampler.md) -------- */
+/* ---- the sampler callback (core/runtime/callback.c; docs/sampler.md) -------- */
 
 /* A log-density and its gradient as a plain C function: the ABI that
  * nutpie (`RawLogpFunc`) and PyMC-style samplers take for a compiled
@@ -452,7 +452,7 @@ kiln_logp_fn kiln_function_logp_callback(kiln_function *f,
  * callback, or kiln_function_free.  Thread-safe. */
 const char *kiln_logp_callback_message(const void *user_data);
 
-/* ---- gradient check (core/gradcheck.c) ------------------------------ */
+/* ---- gradient check (core/check/gradcheck.c) ------------------------------ */
 
 /* One checked gradient: output `gradient` of f, recorded as
  * d output / d input, against central finite differences of output

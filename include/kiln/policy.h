@@ -239,7 +239,7 @@ typedef struct kiln_kernel_info {
                               or NULL */
     double compile_ms_estimate; /* the cost model's compile time for
                                    `backend` */
-    /* kiln 0.2 (check struct_size): fusion (core/fuse.c).  The number of
+    /* kiln 0.2 (check struct_size): fusion (core/lower/fuse.c).  The number of
      * graph nodes the kernel computes (1: unfused), their names ("a, b,
      * t12": all of them, comma-separated; unnamed nodes by the tN that
      * `kiln explain --passes` prints them as, else %N with N the node's
