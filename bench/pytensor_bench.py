@@ -355,7 +355,8 @@ class Runner:
         return res
 
 
-def fmt_s(r, key="compile_s"):
+def _status(r):
+    """The text of a run that has no number (None when it has one)."""
     if r is None:
         return "-"
     if r.get("skipped"):
@@ -364,24 +365,22 @@ def fmt_s(r, key="compile_s"):
         return f"> {r['timeout']:.0f} s"
     if not r.get("ok"):
         return "fails"
-    v = r.get(key)
+    return None
+
+
+def fmt_s(r, key="compile_s"):
+    st = _status(r)
+    v = None if st else r.get(key)
     if v is None:
-        return "-"
+        return st or "-"
     return f"{v:.2f}" if v < 100 else f"{v:.0f}"
 
 
 def fmt_us(r, key="call_s"):
-    if r is None:
-        return "-"
-    if r.get("skipped"):
-        return "not run"
-    if r.get("timeout"):
-        return f"> {r['timeout']:.0f} s"
-    if not r.get("ok"):
-        return "fails"
-    v = r.get(key)
+    st = _status(r)
+    v = None if st else r.get(key)
     if v is None:
-        return "-"
+        return st or "-"
     v *= 1e6
     return f"{v:.1f}" if v < 1000 else f"{v:.0f}"
 

@@ -18,8 +18,6 @@ import textwrap
 
 import pytest
 
-from kiln_testutil import backends
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("KILN_SRCDIR", os.path.join(HERE, "..", ".."))
 PYDIR = os.environ.get("KILN_SHARED_PYTHON",
@@ -28,6 +26,7 @@ if not os.path.isdir(os.path.join(PYDIR, "site", "pymc")):
     pytest.skip("no PyMC in %s (../shared/python)" % PYDIR,
                 allow_module_level=True)
 pytest.importorskip("numpy")
+from kiln_testutil import backends  # noqa: E402  (imports numpy)
 
 CHILD = textwrap.dedent(r"""
     import json, os, sys, warnings
