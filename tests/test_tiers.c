@@ -21,6 +21,13 @@
  *  8. a process that exits while background compiles run exits cleanly
  *     (a child process of this program: libLLVM's static destructors
  *     must not run under a compile in flight);
+ * 10. the tier-up budget (issue 27): with a predicted compile of 1 ns the
+ *     trigger queues every kernel at the first call it weighs (the
+ *     second), outputs equal the interpreter's before and after the
+ *     swaps; with one of 10^9 ms nothing is queued after 300 calls; with
+ *     a cost model under which llvm gains nothing, nothing ever is
+ *     (kiln_tier_info's queued_call and predictions say so; no timing
+ *     is asserted);
  *  9. found by an attack: tier_wait with an infinite or huge timeout
  *     (once spun forever holding the pool's lock), a child of fork()
  *     tiers up (it once had no workers), a bad kiln_options.tiers, and
@@ -242,6 +249,118 @@ static void test_cold_warm(kiln_function *ref)
         ok(kiln_function_tier_wait(f, 0) == 0, "warm: no background work");
         ok(same_call(f, ref, 5) == 0, "warm: equals the interpreter");
     }
+    kiln_function_free(f);
+    kiln_policy_free(pol);
+}
+
+/* ---- 10: the tier-up budget --------------------------------------------- */
+
+/* Calls k0..k1-1 of f, each equal to ref's; 0 when they all are. */
+static int same_calls(kiln_function *f, kiln_function *ref, int k0, int k1)
+{
+    for (int k = k0; k < k1; k++)
+        if (same_call(f, ref, k))
+            return -1;
+    return 0;
+}
+
+/* Kernels queued (queued_call >= 0) and the largest queued_call; the
+ * states in counts.  Returns how many have a tier above. */
+static int budget_states(const kiln_function *f, int counts[8], int *queued,
+                         int64_t *last_queued, int *gain0)
+{
+    memset(counts, 0, sizeof(int) * 8);
+    int with1 = 0;
+    *queued = *gain0 = 0;
+    *last_queued = -1;
+    for (int i = 0; i < kiln_function_n_kernels(f); i++) {
+        kiln_tier_info ti;
+        memset(&ti, 0, sizeof ti);
+        ti.struct_size = sizeof ti;
+        if (kiln_function_tier_info(f, i, &ti) || ti.state < 0 ||
+            ti.state >= 8)
+            continue;
+        counts[ti.state]++;
+        with1 += ti.tier1 != NULL;
+        *gain0 += ti.tier1 && ti.predicted_gain_ns == 0;
+        if (ti.queued_call >= 0) {
+            (*queued)++;
+            if (ti.queued_call > *last_queued)
+                *last_queued = ti.queued_call;
+        }
+    }
+    return with1;
+}
+
+static void test_budget(kiln_function *ref)
+{
+    int st[8], queued, gain0;
+    int64_t last;
+    /* a predicted compile of 1 ns: the budget is reached at once */
+    kiln_policy *pol = tier_policy(
+        "tiers: {tier0: [interp], tier1: llvm, budget: 1, compile_ms: "
+        "1e-6, compile_ms_per_op: 0, compile_ms_per_input: 0, "
+        "min_gain_ns: 0, sample_every: 1000000}\n");
+    kiln_function *f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL)
+                           : NULL;
+    ok(f != NULL, "budget: compiles with a 1-ns predicted compile");
+    if (f) {
+        int bad = same_calls(f, ref, 0, 2);
+        int with1 = budget_states(f, st, &queued, &last, &gain0);
+        kiln_tier_info ti;
+        memset(&ti, 0, sizeof ti);
+        ti.struct_size = sizeof ti;
+        kiln_function_tier_info(f, 0, &ti);
+        ok(!bad && queued > 0 && queued + st[KILN_TIER_NEVER] == with1 &&
+               last >= 0 && last <= 2 && ti.predicted_compile_ms == 1e-6,
+           "budget: after the 2nd call (the first weighed) every kernel "
+           "is queued (%d) or gains nothing (%d) of %d; queued at call "
+           "%lld", queued, st[KILN_TIER_NEVER], with1, (long long)last);
+        ok(kiln_function_tier_wait(f, 120) == 0,
+           "budget: the queued compiles end");
+        int up = count_states(f, st);
+        ok(up > 0 && same_calls(f, ref, 2, 40) == 0,
+           "budget: %d kernels swapped; calls after the swaps equal the "
+           "interpreter's bitwise", up);
+    }
+    kiln_function_free(f);
+    kiln_policy_free(pol);
+
+    /* a predicted compile of 10^9 ms: 300 calls never reach it */
+    pol = tier_policy("tiers: {tier0: [interp], tier1: llvm, compile_ms: "
+                      "1e9, min_gain_ns: 0, sample_every: 1}\n");
+    f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL) : NULL;
+    if (f) {
+        int bad = same_calls(f, ref, 0, 300);
+        int with1 = budget_states(f, st, &queued, &last, &gain0);
+        ok(!bad && with1 > 0 && queued == 0 &&
+               st[KILN_TIER_WAITING] + st[KILN_TIER_NEVER] == with1 &&
+               st[KILN_TIER_WAITING] > 0,
+           "budget: not reached in 300 calls, nothing queued (%d waiting)",
+           st[KILN_TIER_WAITING]);
+    } else
+        ok(0, "budget: compiles with a 10^9-ms predicted compile");
+    kiln_function_free(f);
+    kiln_policy_free(pol);
+
+    /* llvm predicted no faster than the interpreter: never, whatever the
+     * budget */
+    pol = tier_policy("cost_model: {backends: {llvm: {call_ns: 1e9}}}\n"
+                      "tiers: {tier0: [interp], tier1: llvm, budget: 1, "
+                      "compile_ms: 1e-6, compile_ms_per_op: 0, "
+                      "compile_ms_per_input: 0, min_gain_ns: 0, "
+                      "sample_every: 1}\n");
+    f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL) : NULL;
+    if (f) {
+        int bad = same_calls(f, ref, 0, 300);
+        int with1 = budget_states(f, st, &queued, &last, &gain0);
+        ok(!bad && with1 > 0 && queued == 0 &&
+               st[KILN_TIER_NEVER] == with1 && gain0 == with1 &&
+               kiln_function_tier_wait(f, 0) == 0,
+           "budget: a kernel predicted to gain nothing never tiers up "
+           "(%d of %d never, none queued)", st[KILN_TIER_NEVER], with1);
+    } else
+        ok(0, "budget: compiles with llvm predicted slow");
     kiln_function_free(f);
     kiln_policy_free(pol);
 }
@@ -567,6 +686,7 @@ int main(int argc, char **argv)
     if (ref) {
         test_cold_warm(ref);
         test_controls(ref);
+        test_budget(ref);
         test_free_while_compiling(ref);
         test_threads(ref);
         test_exit_while_compiling(argv[0]);
