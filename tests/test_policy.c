@@ -281,7 +281,7 @@ static void test_tiers(void)
     p = tier_knobs("kiln_policy: 1\n", &k);
     ok(p && k.tiers_enabled == 0 && strv_is(k.tier0, 2, "interp", "tcc") &&
        k.tier1 && !strcmp(k.tier1, "llvm") && k.tier_threads == 0 &&
-       k.tier_budget == 0.5 && k.tier_ratio == 0.5 &&
+       k.tier_budget == 0.1 && k.tier_ratio == 0.1 &&
        k.tier_compile_ms == 10 && k.tier_compile_ms_per_op == 0.25 &&
        k.tier_compile_ms_per_input == 0.15 && k.tier_min_gain_ns == 20 &&
        k.tier_sample_every == 64, "tiers: off without a section; defaults");
@@ -368,7 +368,7 @@ static void test_tiers(void)
             ok(got && k.tiers_enabled == 1 &&
                strv_is(k.tier0, 2, "interp", "tcc") &&
                !strcmp(k.tier1, "llvm") && k.tier_threads == 0 &&
-               k.tier_budget == 0.5 && k.tier_compile_ms == 10 &&
+               k.tier_budget == 0.1 && k.tier_compile_ms == 10 &&
                k.tier_compile_ms_per_op == 0.25 &&
                k.tier_compile_ms_per_input == 0.15 &&
                k.tier_min_gain_ns == 20 && k.tier_sample_every == 64,

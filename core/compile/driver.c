@@ -692,7 +692,7 @@ static int compile_tiered(kiln_function *f, const kiln_policy_knobs *kn,
     if (ch->path && !(f->plugin_path = strdup(ch->path)))
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
     f->sample_every = kn->tier_sample_every > 0 ? kn->tier_sample_every : 64;
-    f->budget = kn->tier_budget > 0 ? kn->tier_budget : 0.5;
+    f->budget = kn->tier_budget > 0 ? kn->tier_budget : 0.1;
     f->compile_model[0] = kn->tier_compile_ms;
     f->compile_model[1] = kn->tier_compile_ms_per_op;
     f->compile_model[2] = kn->tier_compile_ms_per_input;

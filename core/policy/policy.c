@@ -108,7 +108,7 @@ static const backend_model builtin_models[] = {
  * pooled 18/24 and 48/64 on the development machine (docs/performance.md,
  * "Tier-up budget"; the cost model's llvm compile_ms, 120 ms, includes
  * loading libLLVM, which a tier-up pays once per process). */
-#define TIER_BUDGET_DEFAULT 0.5
+#define TIER_BUDGET_DEFAULT 0.1
 static const double tier_compile_default[3] = {10, 0.25, 0.15};
 
 static const char *const kind_names[] = {NULL, "elemwise", "reduce", "join",

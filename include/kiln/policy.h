@@ -175,7 +175,7 @@ typedef struct kiln_policy_knobs {
      * in kiln 0.4: check struct_size.
      *  tier_budget        tiers.budget: a kernel tiers up once the time
      *                     it has spent on tier 0 reaches budget x its
-     *                     predicted tier-1 compile time; default 0.5.
+     *                     predicted tier-1 compile time; default 0.1.
      *  tier_compile_ms, tier_compile_ms_per_op, tier_compile_ms_per_input
      *                     tiers.compile_ms*: the predicted tier-1 compile
      *                     (CPU ms, compiler already loaded) of a kernel:
