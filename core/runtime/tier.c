@@ -740,12 +740,15 @@ void kiln_tier_sampled(kiln_context *ctx)
         int st = state_of(t);
         if (t->owner != i || !t->name1 || t->samples < 2)
             continue;
-        if (st == KILN_TIER_WAITING) {
+        if (t->tier == 0) {     /* swapped jobs keep their tier-0 time */
             double t0 = 0;
             for (int j = i; j >= 0; j = f->tiers[j].next_twin)
                 t0 += f->tiers[j].min_ns;
             t->t0_ns = t0;
             t->gain = t0 * t->pred_frac;
+        }
+        if (st == KILN_TIER_WAITING) {
+            double t0 = t->t0_ns;
             if (!(t->gain > 0) || t->gain < f->min_gain_ns) {
                 set_job_state(f, i, KILN_TIER_NEVER);
                 continue;
