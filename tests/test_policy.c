@@ -321,8 +321,11 @@ static void test_tiers(void)
                    "1e-3, compile_ms_per_input: 7}\n", &k);
     ok(p && k.tier_budget == 2.5 && k.tier_ratio == 2.5 &&
        k.tier_compile_ms == 0 && k.tier_compile_ms_per_op == 1e-3 &&
-       k.tier_compile_ms_per_input == 7,
-       "tiers: budget and the compile model read back");
+       k.tier_compile_ms_per_input == 7 && k.tier_preload == 0,
+       "tiers: budget and the compile model read back; preload off");
+    kiln_policy_free(p);
+    p = tier_knobs("kiln_policy: 1\ntiers: {preload: true}\n", &k);
+    ok(p && k.tier_preload == 1, "tiers: preload: true read back");
     kiln_policy_free(p);
     p = tier_knobs("kiln_policy: 1\n"
                    "tiers: {tier0: interp, tier1: tcc, threads: 0, "
@@ -506,13 +509,15 @@ static void test_errors(void)
         {"kiln_policy: 1\ntiers:\n  tier2: llvm\n",
          "t.yaml:3:3: tiers: unknown key 'tier2' (expected one of: enabled, "
          "tier0, tier1, threads, budget, min_gain_ns, sample_every, "
-         "compile_ms, compile_ms_per_op, compile_ms_per_input)"},
+         "compile_ms, compile_ms_per_op, compile_ms_per_input, preload)"},
         {"kiln_policy: 1\ntiers:\n  budget: 1\n  ratio: 2\n",
          "t.yaml:4:3: tiers: give budget or its old name ratio, not both"},
         {"kiln_policy: 1\ntiers:\n  budget: 0\n",
          "t.yaml:3:11: budget: must be > 0, got '0'"},
         {"kiln_policy: 1\ntiers:\n  compile_ms_per_op: -1\n",
          "t.yaml:3:22: compile_ms_per_op: must be >= 0, got '-1'"},
+        {"kiln_policy: 1\ntiers:\n  preload: 1\n",
+         "t.yaml:3:12: preload: expected true or false, got '1'"},
         {"kiln_policy: 1\ntiers:\n  compile_ms: x\n",
          "t.yaml:3:15: compile_ms: expected a number, got 'x'"},
         {"kiln_policy: 1\ntiers:\n  ratio: 1\n  ratio: 2\n",

@@ -27,7 +27,8 @@
  *     swaps; with one of 10^9 ms nothing is queued after 300 calls; with
  *     a cost model under which llvm gains nothing, nothing ever is
  *     (kiln_tier_info's queued_call and predictions say so; no timing
- *     is asserted);
+ *     is asserted); tiers.preload sets the compiler up in the background
+ *     without queueing any kernel;
  *  9. found by an attack: tier_wait with an infinite or huge timeout
  *     (once spun forever holding the pool's lock), a child of fork()
  *     tiers up (it once had no workers), a bad kiln_options.tiers, and
@@ -361,6 +362,32 @@ static void test_budget(kiln_function *ref)
            "(%d of %d never, none queued)", st[KILN_TIER_NEVER], with1);
     } else
         ok(0, "budget: compiles with llvm predicted slow");
+    kiln_function_free(f);
+    kiln_policy_free(pol);
+
+    /* preload: the set-up runs in the background, no kernel is queued */
+    pol = tier_policy("tiers: {tier0: [interp], tier1: llvm, compile_ms: "
+                      "1e9, preload: true}\n");
+    f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL) : NULL;
+    if (f) {
+        int bad = same_calls(f, ref, 0, 3);
+        ok(kiln_function_tier_wait(f, 120) == 0 && !bad,
+           "preload: the background set-up ends; calls equal the "
+           "interpreter's");
+        int with1 = budget_states(f, st, &queued, &last, &gain0);
+        ok(with1 > 0 && queued == 0 && st[KILN_TIER_QUEUED] +
+                   st[KILN_TIER_COMPILING] + st[KILN_TIER_SWAPPED] == 0,
+           "preload: no kernel queued or moved (%d waiting)",
+           st[KILN_TIER_WAITING]);
+    } else
+        ok(0, "preload: compiles");
+    kiln_function_free(f);
+    kiln_policy_free(pol);
+    /* freed while the set-up may still run: returns, leaks nothing */
+    pol = tier_policy("tiers: {tier0: [interp], tier1: llvm, preload: "
+                      "true}\n");
+    f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL) : NULL;
+    ok(f != NULL, "preload: a function freed at once");
     kiln_function_free(f);
     kiln_policy_free(pol);
 }

@@ -696,6 +696,7 @@ static int compile_tiered(kiln_function *f, const kiln_policy_knobs *kn,
     f->compile_model[0] = kn->tier_compile_ms;
     f->compile_model[1] = kn->tier_compile_ms_per_op;
     f->compile_model[2] = kn->tier_compile_ms_per_input;
+    f->preload = kn->tier_preload;
     f->min_gain_ns = kn->tier_min_gain_ns >= 0 ? kn->tier_min_gain_ns : 20;
     f->n_threads = threads > 0 ? threads : kn->tier_threads;
     f->forbidden = mode == KILN_TIERS_BASELINE;

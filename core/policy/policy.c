@@ -166,7 +166,7 @@ struct kiln_policy {
     char **passes;             /* NULL-terminated */
     int passes_set;
     /* tiers: (tiers_set: the section is present) */
-    int tiers_set, tiers_enabled;
+    int tiers_set, tiers_enabled, tier_preload;
     char **tier0;              /* NULL-terminated; NULL: the default */
     char *tier1;               /* NULL: the default */
     int tier_threads, tier_sample_every;
@@ -999,6 +999,8 @@ static int tiers_pair(reader *r, const char *key, yaml_node_t *k,
     }
     if (!strcmp(key, "min_gain_ns"))
         return tier_number(r, v, key, 1, &p->tier_min_gain_ns);
+    if (!strcmp(key, "preload"))
+        return kiln_yaml_bool(r, v, key, &p->tier_preload);
     static const char *const model_keys[3] = {
         "compile_ms", "compile_ms_per_op", "compile_ms_per_input"};
     for (int i = 0; i < 3; i++)
@@ -1007,7 +1009,8 @@ static int tiers_pair(reader *r, const char *key, yaml_node_t *k,
     return kiln_yaml_unknown_key(r, k, "tiers", key,
                                  "enabled, tier0, tier1, threads, budget, "
                                  "min_gain_ns, sample_every, compile_ms, "
-                                 "compile_ms_per_op, compile_ms_per_input");
+                                 "compile_ms_per_op, compile_ms_per_input, "
+                                 "preload");
 }
 
 /* `tiers:` (a mapping; empty or null: on, with the defaults).  tier1 may
@@ -1239,6 +1242,7 @@ int kiln_policy_get_knobs(const kiln_policy *p, kiln_policy_knobs *out)
     k.tier_compile_ms = p->tier_compile_ms[0];
     k.tier_compile_ms_per_op = p->tier_compile_ms[1];
     k.tier_compile_ms_per_input = p->tier_compile_ms[2];
+    k.tier_preload = p->tier_preload;
     k.tier_min_gain_ns = p->tier_min_gain_ns;
     k.tier_sample_every = p->tier_sample_every;
     memcpy(out, &k, k.struct_size);

@@ -153,6 +153,7 @@ struct kiln_function {
     int sample_every;
     double budget, min_gain_ns, compile_scale_num, compile_scale_den;
     double compile_model[3];    /* tiers.compile_ms, _per_op, _per_input */
+    int preload;                /* tiers.preload */
     int n_threads;              /* tier-1 pool threads asked for (0: auto) */
     double compiled_at;         /* monotonic seconds kiln_compile ended */
     kiln_compile_options co1[4];/* compile options per tier backend */

@@ -27,7 +27,9 @@
  * jobs not found too small) >= budget x (sum of their compile_ms) x r,
  * every waiting job is queued, the best saving per compile ms first.
  * A kernel the rules sent to a backend that is not a tier-0 backend
- * (the default policy's `heavy` rule) is queued at once.
+ * (the default policy's `heavy` rule) is queued at once.  With
+ * tiers.preload, a job of step -1 queued by kiln_tier_start loads and
+ * sets up the tier-1 backend (preload_job) before any trigger fires.
  *
  * The swap.  A finished job stores the new callable in every step of the
  * job (release), marks them SWAPPED and bumps f->swap_gen; a context
@@ -320,7 +322,8 @@ static void fork_child(void)
     pool.forking = 0;
     for (int i = 0; i < pool.n_threads; i++) {
         tier_job *r = &pool.running[i];
-        if (r->f && state_of(&r->f->tiers[r->step]) != KILN_TIER_COMPILING) {
+        if (r->f && (r->step < 0 || state_of(&r->f->tiers[r->step]) !=
+                                        KILN_TIER_COMPILING)) {
             r->f->tier_jobs--;  /* it ended; its worker had not said so */
             r->f->refs--;
             r->f = NULL;
@@ -560,6 +563,47 @@ static void publish(kiln_function *f, int owner, const kiln_backend *be,
     update_active(f);
 }
 
+/* Count this thread in flight before anything is loaded or compiled
+ * ("Exit"): 1, or 0 when the exit gate is closed (nothing may start). */
+static int begin_flight(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    while (pool.forking && !pool.exiting)
+        pthread_cond_wait(&pool.done, &pool.lock);
+    int go = !pool.exiting;
+    pool.in_flight += go;
+    pthread_mutex_unlock(&pool.lock);
+    return go;
+}
+
+static void end_flight(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    pool.in_flight--;
+    pthread_cond_broadcast(&pool.done);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+/* The preload job (tiers.preload; step -1 in the queue): load and set up
+ * the tier-1 backend of f's first waiting job, as that job's compile
+ * would, so that its compile starts at once when the trigger fires. */
+static void preload_job(kiln_function *f)
+{
+    int owner = -1;
+    pthread_mutex_lock(&f->tier_lock);
+    for (int i = 0; i < f->prog.n_steps && owner < 0 && !f->dead; i++)
+        if (f->tiers[i].owner == i && f->tiers[i].name1 &&
+            state_of(&f->tiers[i]) == KILN_TIER_WAITING && !f->tiers[i].be1)
+            owner = i;
+    pthread_mutex_unlock(&f->tier_lock);
+    if (owner < 0 || !begin_flight())
+        return;
+    char why[600];
+    (void)ready_job(f, owner, why, sizeof why);  /* a failure: the job's
+                                                    compile reports it */
+    end_flight();
+}
+
 /* Compile job `owner` of f in this thread: state COMPILING was set by the
  * caller; the outcome is published, or the job marked FAILED. */
 static int compile_job(kiln_function *f, int owner, char *why, size_t size)
@@ -569,24 +613,14 @@ static int compile_job(kiln_function *f, int owner, char *why, size_t size)
     const kiln_backend *be = NULL;
     double secs = 0, cpu = 0;
     int rc = -1;
-    /* in flight before anything is loaded or compiled ("Exit") */
-    pthread_mutex_lock(&pool.lock);
-    while (pool.forking && !pool.exiting)
-        pthread_cond_wait(&pool.done, &pool.lock);
-    int go = !pool.exiting;
-    pool.in_flight += go;
-    pthread_mutex_unlock(&pool.lock);
-    if (!go) {
+    if (!begin_flight()) {
         snprintf(why, size, "the process is exiting");
     } else {
         be = ready_job(f, owner, why, size);
         if (be)
             rc = f->compile_into(f, &f->prog.steps[owner], be, t->co1,
                                  &c, &secs, &cpu, why, size);
-        pthread_mutex_lock(&pool.lock);
-        pool.in_flight--;
-        pthread_cond_broadcast(&pool.done);
-        pthread_mutex_unlock(&pool.lock);
+        end_flight();
     }
     pthread_mutex_lock(&f->tier_lock);
     if (rc == 0 && !f->forbidden)
@@ -604,6 +638,10 @@ static int compile_job(kiln_function *f, int owner, char *why, size_t size)
 
 static void run_job(kiln_function *f, int owner)
 {
+    if (owner < 0) {
+        preload_job(f);
+        return;
+    }
     pthread_mutex_lock(&f->tier_lock);
     int go = !f->dead && !f->forbidden &&
              state_of(&f->tiers[owner]) == KILN_TIER_QUEUED;
@@ -686,6 +724,14 @@ int kiln_tier_start(kiln_function *f, kiln_err *err)
         if (f->tiers[i].owner == i && f->tiers[i].immediate &&
             state_of(&f->tiers[i]) == KILN_TIER_WAITING)
             (void)enqueue(f, i);
+    /* tiers.preload: the tier-1 compiler is set up now, in the
+     * background, when some kernel waits for it */
+    int waits = 0;
+    for (int i = 0; i < n && f->preload && !f->forbidden && !waits; i++)
+        waits = f->tiers[i].name1 &&
+                state_of(&f->tiers[i]) == KILN_TIER_WAITING;
+    if (waits)
+        (void)enqueue(f, -1);
     update_active(f);
     pthread_mutex_unlock(&f->tier_lock);
     return 0;

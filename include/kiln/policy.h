@@ -181,11 +181,16 @@ typedef struct kiln_policy_knobs {
      *                     (CPU ms, compiler already loaded) of a kernel:
      *                     compile_ms + per_op x instructions + per_input x
      *                     inputs; defaults 10, 0.25, 0.15 (llvm, fitted on
-     *                     the development machine). */
+     *                     the development machine).
+     *  tier_preload       tiers.preload: 1 loads and sets the tier-1
+     *                     compiler up on the background pool as soon as
+     *                     a kernel of a function waits for it, before
+     *                     any trigger fires; default 0. */
     double tier_budget;
     double tier_compile_ms;
     double tier_compile_ms_per_op;
     double tier_compile_ms_per_input;
+    int tier_preload;
 } kiln_policy_knobs;
 
 /* Fill *out (out->struct_size set by the caller).  Returns 0, or
