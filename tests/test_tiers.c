@@ -293,103 +293,106 @@ static int budget_states(const kiln_function *f, int counts[8], int *queued,
     return with1;
 }
 
+/* What test_budget looks at after `calls` calls of a tiered radon. */
+typedef struct budget_run {
+    kiln_policy *pol;
+    kiln_function *f;
+    int bad;            /* a call differed from ref's */
+    int st[8], queued, gain0, with1;
+    int64_t last;
+} budget_run;
+
+/* Compile radon with `tiers` (a policy line, cache off), make `calls`
+ * calls checked against ref, and count the kernels' states.  r->f is
+ * NULL when it does not compile (said with diag). */
+static void budget_start(budget_run *r, const char *tiers,
+                         kiln_function *ref, int calls)
+{
+    memset(r, 0, sizeof *r);
+    r->pol = tier_policy(tiers);
+    r->f = r->pol ? compile_tiered(r->pol, KILN_TIERS_POLICY, NULL) : NULL;
+    r->bad = !r->f || same_calls(r->f, ref, 0, calls) != 0;
+    if (r->f)
+        r->with1 = budget_states(r->f, r->st, &r->queued, &r->last,
+                                 &r->gain0);
+}
+
+static void budget_end(budget_run *r)
+{
+    kiln_function_free(r->f);
+    kiln_policy_free(r->pol);
+}
+
 static void test_budget(kiln_function *ref)
 {
-    int st[8], queued, gain0;
-    int64_t last;
+    budget_run r;
     /* a predicted compile of 1 ns: the budget is reached at once */
-    kiln_policy *pol = tier_policy(
-        "tiers: {tier0: [interp], tier1: llvm, budget: 1, compile_ms: "
-        "1e-6, compile_ms_per_op: 0, compile_ms_per_input: 0, "
-        "min_gain_ns: 0, sample_every: 1000000}\n");
-    kiln_function *f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL)
-                           : NULL;
-    ok(f != NULL, "budget: compiles with a 1-ns predicted compile");
-    if (f) {
-        int bad = same_calls(f, ref, 0, 2);
-        int with1 = budget_states(f, st, &queued, &last, &gain0);
-        kiln_tier_info ti;
-        memset(&ti, 0, sizeof ti);
-        ti.struct_size = sizeof ti;
-        kiln_function_tier_info(f, 0, &ti);
-        ok(!bad && queued > 0 && queued + st[KILN_TIER_NEVER] == with1 &&
-               last >= 0 && last <= 2 && ti.predicted_compile_ms == 1e-6,
-           "budget: after the 2nd call (the first weighed) every kernel "
-           "is queued (%d) or gains nothing (%d) of %d; queued at call "
-           "%lld", queued, st[KILN_TIER_NEVER], with1, (long long)last);
-        ok(kiln_function_tier_wait(f, 120) == 0,
-           "budget: the queued compiles end");
-        int up = count_states(f, st);
-        ok(up > 0 && same_calls(f, ref, 2, 40) == 0,
-           "budget: %d kernels swapped; calls after the swaps equal the "
-           "interpreter's bitwise", up);
-    }
-    kiln_function_free(f);
-    kiln_policy_free(pol);
+    budget_start(&r, "tiers: {tier0: [interp], tier1: llvm, budget: 1, "
+                 "compile_ms: 1e-6, compile_ms_per_op: 0, "
+                 "compile_ms_per_input: 0, min_gain_ns: 0, "
+                 "sample_every: 1000000}\n", ref, 2);
+    kiln_tier_info ti;
+    memset(&ti, 0, sizeof ti);
+    ti.struct_size = sizeof ti;
+    if (r.f)
+        kiln_function_tier_info(r.f, 0, &ti);
+    ok(!r.bad && r.queued > 0 &&
+           r.queued + r.st[KILN_TIER_NEVER] == r.with1 && r.last >= 0 &&
+           r.last <= 2 && ti.predicted_compile_ms == 1e-6,
+       "budget: after the 2nd call (the first weighed) every kernel is "
+       "queued (%d) or gains nothing (%d) of %d; queued at call %lld",
+       r.queued, r.st[KILN_TIER_NEVER], r.with1, (long long)r.last);
+    ok(r.f && kiln_function_tier_wait(r.f, 120) == 0,
+       "budget: the queued compiles end");
+    int up = r.f ? count_states(r.f, r.st) : 0;
+    ok(up > 0 && same_calls(r.f, ref, 2, 40) == 0,
+       "budget: %d kernels swapped; calls after the swaps equal the "
+       "interpreter's bitwise", up);
+    budget_end(&r);
 
     /* a predicted compile of 10^9 ms: 300 calls never reach it */
-    pol = tier_policy("tiers: {tier0: [interp], tier1: llvm, compile_ms: "
-                      "1e9, min_gain_ns: 0, sample_every: 1}\n");
-    f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL) : NULL;
-    if (f) {
-        int bad = same_calls(f, ref, 0, 300);
-        int with1 = budget_states(f, st, &queued, &last, &gain0);
-        ok(!bad && with1 > 0 && queued == 0 &&
-               st[KILN_TIER_WAITING] + st[KILN_TIER_NEVER] == with1 &&
-               st[KILN_TIER_WAITING] > 0,
-           "budget: not reached in 300 calls, nothing queued (%d waiting)",
-           st[KILN_TIER_WAITING]);
-    } else
-        ok(0, "budget: compiles with a 10^9-ms predicted compile");
-    kiln_function_free(f);
-    kiln_policy_free(pol);
+    budget_start(&r, "tiers: {tier0: [interp], tier1: llvm, compile_ms: "
+                 "1e9, min_gain_ns: 0, sample_every: 1}\n", ref, 300);
+    ok(!r.bad && r.with1 > 0 && r.queued == 0 &&
+           r.st[KILN_TIER_WAITING] + r.st[KILN_TIER_NEVER] == r.with1 &&
+           r.st[KILN_TIER_WAITING] > 0,
+       "budget: not reached in 300 calls, nothing queued (%d waiting)",
+       r.st[KILN_TIER_WAITING]);
+    budget_end(&r);
 
     /* llvm predicted no faster than the interpreter: never, whatever the
      * budget */
-    pol = tier_policy("cost_model: {backends: {llvm: {call_ns: 1e9}}}\n"
-                      "tiers: {tier0: [interp], tier1: llvm, budget: 1, "
-                      "compile_ms: 1e-6, compile_ms_per_op: 0, "
-                      "compile_ms_per_input: 0, min_gain_ns: 0, "
-                      "sample_every: 1}\n");
-    f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL) : NULL;
-    if (f) {
-        int bad = same_calls(f, ref, 0, 300);
-        int with1 = budget_states(f, st, &queued, &last, &gain0);
-        ok(!bad && with1 > 0 && queued == 0 &&
-               st[KILN_TIER_NEVER] == with1 && gain0 == with1 &&
-               kiln_function_tier_wait(f, 0) == 0,
-           "budget: a kernel predicted to gain nothing never tiers up "
-           "(%d of %d never, none queued)", st[KILN_TIER_NEVER], with1);
-    } else
-        ok(0, "budget: compiles with llvm predicted slow");
-    kiln_function_free(f);
-    kiln_policy_free(pol);
+    budget_start(&r, "cost_model: {backends: {llvm: {call_ns: 1e9}}}\n"
+                 "tiers: {tier0: [interp], tier1: llvm, budget: 1, "
+                 "compile_ms: 1e-6, compile_ms_per_op: 0, "
+                 "compile_ms_per_input: 0, min_gain_ns: 0, "
+                 "sample_every: 1}\n", ref, 300);
+    ok(!r.bad && r.with1 > 0 && r.queued == 0 &&
+           r.st[KILN_TIER_NEVER] == r.with1 && r.gain0 == r.with1 &&
+           kiln_function_tier_wait(r.f, 0) == 0,
+       "budget: a kernel predicted to gain nothing never tiers up "
+       "(%d of %d never, none queued)", r.st[KILN_TIER_NEVER], r.with1);
+    budget_end(&r);
 
     /* preload: the set-up runs in the background, no kernel is queued */
-    pol = tier_policy("tiers: {tier0: [interp], tier1: llvm, compile_ms: "
-                      "1e9, preload: true}\n");
-    f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL) : NULL;
-    if (f) {
-        int bad = same_calls(f, ref, 0, 3);
-        ok(kiln_function_tier_wait(f, 120) == 0 && !bad,
-           "preload: the background set-up ends; calls equal the "
-           "interpreter's");
-        int with1 = budget_states(f, st, &queued, &last, &gain0);
-        ok(with1 > 0 && queued == 0 && st[KILN_TIER_QUEUED] +
-                   st[KILN_TIER_COMPILING] + st[KILN_TIER_SWAPPED] == 0,
-           "preload: no kernel queued or moved (%d waiting)",
-           st[KILN_TIER_WAITING]);
-    } else
-        ok(0, "preload: compiles");
-    kiln_function_free(f);
-    kiln_policy_free(pol);
+    budget_start(&r, "tiers: {tier0: [interp], tier1: llvm, compile_ms: "
+                 "1e9, preload: true}\n", ref, 3);
+    ok(!r.bad && kiln_function_tier_wait(r.f, 120) == 0,
+       "preload: the background set-up ends; calls equal the "
+       "interpreter's");
+    if (r.f)
+        r.with1 = budget_states(r.f, r.st, &r.queued, &r.last, &r.gain0);
+    ok(r.with1 > 0 && r.queued == 0 &&
+           r.st[KILN_TIER_QUEUED] + r.st[KILN_TIER_COMPILING] +
+                   r.st[KILN_TIER_SWAPPED] == 0,
+       "preload: no kernel queued or moved (%d waiting)",
+       r.st[KILN_TIER_WAITING]);
+    budget_end(&r);
     /* freed while the set-up may still run: returns, leaks nothing */
-    pol = tier_policy("tiers: {tier0: [interp], tier1: llvm, preload: "
-                      "true}\n");
-    f = pol ? compile_tiered(pol, KILN_TIERS_POLICY, NULL) : NULL;
-    ok(f != NULL, "preload: a function freed at once");
-    kiln_function_free(f);
-    kiln_policy_free(pol);
+    budget_start(&r, "tiers: {tier0: [interp], tier1: llvm, preload: "
+                 "true}\n", ref, 0);
+    ok(r.f != NULL, "preload: a function freed at once");
+    budget_end(&r);
 }
 
 /* ---- 3, 4: forbid, baseline, off, forced -------------------------------- */
