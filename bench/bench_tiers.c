@@ -6,19 +6,23 @@
  * Time to the N-th call (MODE tiered, interp, llvm):
  *   From before parsing MODEL.kg (cold start when CACHEDIR is empty; a
  *   second run on the same CACHEDIR is the warm start) to the end of the
- *   N-th kiln_function_call, N = 1, 10^2, 10^4, 10^6.  tiered compiles
+ *   N-th kiln_function_call, N = 1, 10^2, 10^3, 10^4, 10^5, 10^6, and
+ *   the median time of one call over the first 10^5 calls (each timed;
+ *   med_us=, issue 27's goal: tiered within 1.25x llvm's).  tiered compiles
  *   with the default policy and KILN_TIERS_POLICY; interp and llvm name
  *   the backend (no tiers).  Inputs: every input element k, j starts at
  *   0.4 sin(1.3 k + 0.7 j + 0.5) (the values bench/calls.py and numba use)
  *   and call i adds 1e-7 ((i + j) mod 8) to it, so that no two
  *   consecutive calls see the same point, as in a sampler.  The loop runs
- *   until at least 10^4 calls, no tier-up queued or compiling (polled with
+ *   until at least 10^5 calls, no tier-up queued or compiling (polled with
  *   kiln_function_tier_info, without stopping the calls), and then
  *   --tail seconds more (restarted if a tier-up starts meanwhile); it
  *   stops early at 10^6 calls.  When it stopped before 10^6, t(10^6) =
  *   t(N_last) + (10^6 - N_last) x the time per call over the tail
  *   (x@1000000=1 says so).  --max bounds the whole loop (pending=K then
- *   says how many tier-ups were still unfinished).
+ *   says how many tier-ups were still unfinished).  first_queued_call=,
+ *   last_queued_call=: when the trigger queued the first and the last
+ *   tier-1 compile (kiln_tier_info.queued_call).
  *
  * Parallel throughput (MODE par-llvm, par-tiered):
  *   after the loop above (par-tiered: then kiln_function_tier_wait), one
@@ -155,11 +159,13 @@ typedef struct tiers {
     int on1, pending, swapped, failed, waiting, never;
     int64_t first_swap_call, last_swap_call;
     double last_swap_s;
+    int64_t first_queued_call, last_queued_call;
+    double last_queued_s;
 } tiers;
 
 static tiers tier_count(const kiln_function *f)
 {
-    tiers s = {0, 0, 0, 0, 0, 0, -1, -1, -1};
+    tiers s = {0, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, -1};
     for (int i = 0, n = kiln_function_n_kernels(f); i < n; i++) {
         kiln_tier_info ti;
         memset(&ti, 0, sizeof ti);
@@ -172,6 +178,15 @@ static tiers tier_count(const kiln_function *f)
         s.failed += ti.state == KILN_TIER_FAILED;
         s.waiting += ti.state == KILN_TIER_WAITING;
         s.never += ti.state == KILN_TIER_NEVER;
+        if (ti.queued_call >= 0) {
+            if (s.first_queued_call < 0 ||
+                ti.queued_call < s.first_queued_call)
+                s.first_queued_call = ti.queued_call;
+            if (ti.queued_call > s.last_queued_call)
+                s.last_queued_call = ti.queued_call;
+            if (ti.queued_seconds > s.last_queued_s)
+                s.last_queued_s = ti.queued_seconds;
+        }
         if (ti.swapped_call >= 0) {
             s.swapped++;
             if (s.first_swap_call < 0 || ti.swapped_call < s.first_swap_call)
@@ -187,8 +202,8 @@ static tiers tier_count(const kiln_function *f)
 
 /* ---- time to the N-th call ------------------------------------------ */
 
-enum { NMARKS = 4 };
-static const long marks[NMARKS] = {1, 100, 10000, 1000000};
+enum { NMARKS = 6, NMED = 100000 };
+static const long marks[NMARKS] = {1, 100, 1000, 10000, 100000, 1000000};
 
 typedef struct run {
     double compile;           /* parse + kiln_compile */
@@ -197,6 +212,7 @@ typedef struct run {
     long n_last;
     double tail_per_call;     /* seconds per call over the tail */
     int timed_out;
+    double *each;             /* the first NMED calls' times, seconds */
 } run;
 
 static void run_calls(kiln_function *f, inputs *in, double t0, double tail,
@@ -211,6 +227,17 @@ static void run_calls(kiln_function *f, inputs *in, double t0, double tail,
         if (mi < NMARKS && stop > marks[mi])
             stop = marks[mi];
         long start = i;
+        if (i < NMED) {     /* each call timed, for the median */
+            if (stop > NMED)
+                stop = NMED;
+            double a = bench_now();
+            for (; i < stop; i++) {
+                call(f, in, i);
+                double b = bench_now();
+                r->each[i] = b - a;
+                a = b;
+            }
+        }
         for (; i < stop; i++)
             call(f, in, i);
         double t = t_end = bench_now();
@@ -223,11 +250,11 @@ static void run_calls(kiln_function *f, inputs *in, double t0, double tail,
         t_prev = t;
         batch = per > 0 ? (long)(1e-3 / per) : 4096;
         batch = batch < 1 ? 1 : batch > 4096 ? 4096 : batch;
-        if (t - t_poll >= 0.01 || i == 10000) {
+        if (t - t_poll >= 0.01 || i == NMED) {
             t_poll = t;
             if (tier_count(f).pending)
                 tail_t = -1;
-            else if (i >= 10000 && tail_t < 0)
+            else if (i >= NMED && tail_t < 0)
                 tail_t = t, tail_i = i;
         }
         if (tail_t >= 0 && t - tail_t >= tail) {
@@ -446,8 +473,13 @@ int main(int argc, char **argv)
 
     inputs in;
     inputs_init(&in, f);
+    if (!(r.each = malloc(sizeof *r.each * NMED)))
+        die("out of memory", NULL);
     run_calls(f, &in, t0, tail, max_s, &r);
     tiers at_end = tier_count(f);
+    long n_each = r.n_last < NMED ? r.n_last : NMED;
+    double med_us = n_each > 0 ? 1e6 * median(r.each, (int)n_each) : 0;
+    free(r.each);
 
     printf("model=%s mode=%s kernels=%d compile=%.6g", label, mode,
            kiln_function_n_kernels(f), r.compile);
@@ -456,13 +488,16 @@ int main(int argc, char **argv)
     printf(" x@%ld=%d n_last=%ld tail_s=%g tail_us=%.6g tier1_start=%d "
            "tier1_end=%d swapped=%d failed=%d waiting=%d never=%d "
            "first_swap_call=%lld last_swap_call=%lld last_swap_s=%.4g "
-           "pending=%d",
+           "first_queued_call=%lld last_queued_call=%lld "
+           "last_queued_s=%.4g med_us=%.6g n_med=%ld pending=%d",
            marks[NMARKS - 1], r.extrapolated, r.n_last, tail,
            r.tail_per_call * 1e6, at_start.on1, at_end.on1, at_end.swapped,
            at_end.failed, at_end.waiting, at_end.never,
            (long long)at_end.first_swap_call,
            (long long)at_end.last_swap_call, at_end.last_swap_s,
-           r.timed_out ? at_end.pending : 0);
+           (long long)at_end.first_queued_call,
+           (long long)at_end.last_queued_call, at_end.last_queued_s, med_us,
+           n_each, r.timed_out ? at_end.pending : 0);
     if (par) {
         double p[2 * NRATE];
         if (strcmp(tier, "tiered") == 0 &&

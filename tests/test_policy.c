@@ -281,7 +281,9 @@ static void test_tiers(void)
     p = tier_knobs("kiln_policy: 1\n", &k);
     ok(p && k.tiers_enabled == 0 && strv_is(k.tier0, 2, "interp", "tcc") &&
        k.tier1 && !strcmp(k.tier1, "llvm") && k.tier_threads == 0 &&
-       k.tier_ratio == 0.05 && k.tier_min_gain_ns == 20 &&
+       k.tier_budget == 0.1 && k.tier_ratio == 0.1 &&
+       k.tier_compile_ms == 10 && k.tier_compile_ms_per_op == 0.25 &&
+       k.tier_compile_ms_per_input == 0.15 && k.tier_min_gain_ns == 20 &&
        k.tier_sample_every == 64, "tiers: off without a section; defaults");
     kiln_policy_free(p);
     /* a section without `enabled` means on */
@@ -309,9 +311,21 @@ static void test_tiers(void)
     ok(p && k.tiers_enabled == 1 &&
        strv_is(k.tier0, 3, "tcc", "interp", "my_jit") && k.tier1 &&
        !strcmp(k.tier1, "gpu2") && k.tier_threads == 64 &&
-       k.tier_ratio == 0.15 && k.tier_min_gain_ns == 0 &&
-       k.tier_sample_every == 1000000,
-       "tiers: every key read back (backends need not be in the chain)");
+       k.tier_ratio == 0.15 && k.tier_budget == 0.15 &&
+       k.tier_min_gain_ns == 0 && k.tier_sample_every == 1000000,
+       "tiers: every key read back (backends need not be in the chain; "
+       "the old name ratio sets budget)");
+    kiln_policy_free(p);
+    p = tier_knobs("kiln_policy: 1\n"
+                   "tiers: {budget: 2.5, compile_ms: 0, compile_ms_per_op: "
+                   "1e-3, compile_ms_per_input: 7}\n", &k);
+    ok(p && k.tier_budget == 2.5 && k.tier_ratio == 2.5 &&
+       k.tier_compile_ms == 0 && k.tier_compile_ms_per_op == 1e-3 &&
+       k.tier_compile_ms_per_input == 7 && k.tier_preload == 0,
+       "tiers: budget and the compile model read back; preload off");
+    kiln_policy_free(p);
+    p = tier_knobs("kiln_policy: 1\ntiers: {preload: true}\n", &k);
+    ok(p && k.tier_preload == 1, "tiers: preload: true read back");
     kiln_policy_free(p);
     p = tier_knobs("kiln_policy: 1\n"
                    "tiers: {tier0: interp, tier1: tcc, threads: 0, "
@@ -357,8 +371,10 @@ static void test_tiers(void)
             ok(got && k.tiers_enabled == 1 &&
                strv_is(k.tier0, 2, "interp", "tcc") &&
                !strcmp(k.tier1, "llvm") && k.tier_threads == 0 &&
-               k.tier_ratio == 0.05 && k.tier_min_gain_ns == 20 &&
-               k.tier_sample_every == 64,
+               k.tier_budget == 0.1 && k.tier_compile_ms == 10 &&
+               k.tier_compile_ms_per_op == 0.25 &&
+               k.tier_compile_ms_per_input == 0.15 &&
+               k.tier_min_gain_ns == 20 && k.tier_sample_every == 64,
                "conf/default.yaml: tiers on, the defaults %s",
                p ? "" : err.message);
         else
@@ -492,7 +508,18 @@ static void test_errors(void)
          "t.yaml:2:8: tiers: expected a mapping, got a list"},
         {"kiln_policy: 1\ntiers:\n  tier2: llvm\n",
          "t.yaml:3:3: tiers: unknown key 'tier2' (expected one of: enabled, "
-         "tier0, tier1, threads, ratio, min_gain_ns, sample_every)"},
+         "tier0, tier1, threads, budget, min_gain_ns, sample_every, "
+         "compile_ms, compile_ms_per_op, compile_ms_per_input, preload)"},
+        {"kiln_policy: 1\ntiers:\n  budget: 1\n  ratio: 2\n",
+         "t.yaml:4:3: tiers: give budget or its old name ratio, not both"},
+        {"kiln_policy: 1\ntiers:\n  budget: 0\n",
+         "t.yaml:3:11: budget: must be > 0, got '0'"},
+        {"kiln_policy: 1\ntiers:\n  compile_ms_per_op: -1\n",
+         "t.yaml:3:22: compile_ms_per_op: must be >= 0, got '-1'"},
+        {"kiln_policy: 1\ntiers:\n  preload: 1\n",
+         "t.yaml:3:12: preload: expected true or false, got '1'"},
+        {"kiln_policy: 1\ntiers:\n  compile_ms: x\n",
+         "t.yaml:3:15: compile_ms: expected a number, got 'x'"},
         {"kiln_policy: 1\ntiers:\n  ratio: 1\n  ratio: 2\n",
          "t.yaml:4:3: tiers: duplicate key 'ratio' (first at line 3)"},
         {"kiln_policy: 1\ntiers:\n  enabled: maybe\n",

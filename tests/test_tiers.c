@@ -21,6 +21,14 @@
  *  8. a process that exits while background compiles run exits cleanly
  *     (a child process of this program: libLLVM's static destructors
  *     must not run under a compile in flight);
+ * 10. the tier-up budget (issue 27): with a predicted compile of 1 ns the
+ *     trigger queues every kernel at the first call it weighs (the
+ *     second), outputs equal the interpreter's before and after the
+ *     swaps; with one of 10^9 ms nothing is queued after 300 calls; with
+ *     a cost model under which llvm gains nothing, nothing ever is
+ *     (kiln_tier_info's queued_call and predictions say so; no timing
+ *     is asserted); tiers.preload sets the compiler up in the background
+ *     without queueing any kernel;
  *  9. found by an attack: tier_wait with an infinite or huge timeout
  *     (once spun forever holding the pool's lock), a child of fork()
  *     tiers up (it once had no workers), a bad kiln_options.tiers, and
@@ -244,6 +252,147 @@ static void test_cold_warm(kiln_function *ref)
     }
     kiln_function_free(f);
     kiln_policy_free(pol);
+}
+
+/* ---- 10: the tier-up budget --------------------------------------------- */
+
+/* Calls k0..k1-1 of f, each equal to ref's; 0 when they all are. */
+static int same_calls(kiln_function *f, kiln_function *ref, int k0, int k1)
+{
+    for (int k = k0; k < k1; k++)
+        if (same_call(f, ref, k))
+            return -1;
+    return 0;
+}
+
+/* Kernels queued (queued_call >= 0) and the largest queued_call; the
+ * states in counts.  Returns how many have a tier above. */
+static int budget_states(const kiln_function *f, int counts[8], int *queued,
+                         int64_t *last_queued, int *gain0)
+{
+    memset(counts, 0, sizeof(int) * 8);
+    int with1 = 0;
+    *queued = *gain0 = 0;
+    *last_queued = -1;
+    for (int i = 0; i < kiln_function_n_kernels(f); i++) {
+        kiln_tier_info ti;
+        memset(&ti, 0, sizeof ti);
+        ti.struct_size = sizeof ti;
+        if (kiln_function_tier_info(f, i, &ti) || ti.state < 0 ||
+            ti.state >= 8)
+            continue;
+        counts[ti.state]++;
+        with1 += ti.tier1 != NULL;
+        *gain0 += ti.tier1 && ti.predicted_gain_ns == 0;
+        if (ti.queued_call >= 0) {
+            (*queued)++;
+            if (ti.queued_call > *last_queued)
+                *last_queued = ti.queued_call;
+        }
+    }
+    return with1;
+}
+
+/* What test_budget looks at after `calls` calls of a tiered radon. */
+typedef struct budget_run {
+    kiln_policy *pol;
+    kiln_function *f;
+    int bad;            /* a call differed from ref's */
+    int st[8], queued, gain0, with1;
+    int64_t last;
+} budget_run;
+
+/* Compile radon with `tiers` (a policy line, cache off), make `calls`
+ * calls checked against ref, and count the kernels' states.  r->f is
+ * NULL when it does not compile (said with diag). */
+static void budget_start(budget_run *r, const char *tiers,
+                         kiln_function *ref, int calls)
+{
+    memset(r, 0, sizeof *r);
+    r->pol = tier_policy(tiers);
+    r->f = r->pol ? compile_tiered(r->pol, KILN_TIERS_POLICY, NULL) : NULL;
+    r->bad = !r->f || same_calls(r->f, ref, 0, calls) != 0;
+    if (r->f)
+        r->with1 = budget_states(r->f, r->st, &r->queued, &r->last,
+                                 &r->gain0);
+}
+
+static void budget_end(budget_run *r)
+{
+    kiln_function_free(r->f);
+    kiln_policy_free(r->pol);
+}
+
+static void test_budget(kiln_function *ref)
+{
+    budget_run r;
+    /* a predicted compile of 1 ns: the budget is reached at once */
+    budget_start(&r, "tiers: {tier0: [interp], tier1: llvm, budget: 1, "
+                 "compile_ms: 1e-6, compile_ms_per_op: 0, "
+                 "compile_ms_per_input: 0, min_gain_ns: 0, "
+                 "sample_every: 1000000}\n", ref, 2);
+    kiln_tier_info ti;
+    memset(&ti, 0, sizeof ti);
+    ti.struct_size = sizeof ti;
+    if (r.f)
+        kiln_function_tier_info(r.f, 0, &ti);
+    ok(!r.bad && r.queued > 0 &&
+           r.queued + r.st[KILN_TIER_NEVER] == r.with1 && r.last >= 0 &&
+           r.last <= 2 && ti.predicted_compile_ms == 1e-6,
+       "budget: after the 2nd call (the first weighed) every kernel is "
+       "queued (%d) or gains nothing (%d) of %d; queued at call %lld",
+       r.queued, r.st[KILN_TIER_NEVER], r.with1, (long long)r.last);
+    ok(r.f && kiln_function_tier_wait(r.f, 120) == 0,
+       "budget: the queued compiles end");
+    int up = r.f ? count_states(r.f, r.st) : 0;
+    ok(up > 0 && same_calls(r.f, ref, 2, 40) == 0,
+       "budget: %d kernels swapped; calls after the swaps equal the "
+       "interpreter's bitwise", up);
+    budget_end(&r);
+
+    /* a predicted compile of 10^9 ms: 300 calls never reach it */
+    budget_start(&r, "tiers: {tier0: [interp], tier1: llvm, compile_ms: "
+                 "1e9, min_gain_ns: 0, sample_every: 1}\n", ref, 300);
+    ok(!r.bad && r.with1 > 0 && r.queued == 0 &&
+           r.st[KILN_TIER_WAITING] + r.st[KILN_TIER_NEVER] == r.with1 &&
+           r.st[KILN_TIER_WAITING] > 0,
+       "budget: not reached in 300 calls, nothing queued (%d waiting)",
+       r.st[KILN_TIER_WAITING]);
+    budget_end(&r);
+
+    /* llvm predicted no faster than the interpreter: never, whatever the
+     * budget */
+    budget_start(&r, "cost_model: {backends: {llvm: {call_ns: 1e9}}}\n"
+                 "tiers: {tier0: [interp], tier1: llvm, budget: 1, "
+                 "compile_ms: 1e-6, compile_ms_per_op: 0, "
+                 "compile_ms_per_input: 0, min_gain_ns: 0, "
+                 "sample_every: 1}\n", ref, 300);
+    ok(!r.bad && r.with1 > 0 && r.queued == 0 &&
+           r.st[KILN_TIER_NEVER] == r.with1 && r.gain0 == r.with1 &&
+           kiln_function_tier_wait(r.f, 0) == 0,
+       "budget: a kernel predicted to gain nothing never tiers up "
+       "(%d of %d never, none queued)", r.st[KILN_TIER_NEVER], r.with1);
+    budget_end(&r);
+
+    /* preload: the set-up runs in the background, no kernel is queued */
+    budget_start(&r, "tiers: {tier0: [interp], tier1: llvm, compile_ms: "
+                 "1e9, preload: true}\n", ref, 3);
+    ok(!r.bad && kiln_function_tier_wait(r.f, 120) == 0,
+       "preload: the background set-up ends; calls equal the "
+       "interpreter's");
+    if (r.f)
+        r.with1 = budget_states(r.f, r.st, &r.queued, &r.last, &r.gain0);
+    ok(r.with1 > 0 && r.queued == 0 &&
+           r.st[KILN_TIER_QUEUED] + r.st[KILN_TIER_COMPILING] +
+                   r.st[KILN_TIER_SWAPPED] == 0,
+       "preload: no kernel queued or moved (%d waiting)",
+       r.st[KILN_TIER_WAITING]);
+    budget_end(&r);
+    /* freed while the set-up may still run: returns, leaks nothing */
+    budget_start(&r, "tiers: {tier0: [interp], tier1: llvm, preload: "
+                 "true}\n", ref, 0);
+    ok(r.f != NULL, "preload: a function freed at once");
+    budget_end(&r);
 }
 
 /* ---- 3, 4: forbid, baseline, off, forced -------------------------------- */
@@ -567,6 +716,7 @@ int main(int argc, char **argv)
     if (ref) {
         test_cold_warm(ref);
         test_controls(ref);
+        test_budget(ref);
         test_free_while_compiling(ref);
         test_threads(ref);
         test_exit_while_compiling(argv[0]);

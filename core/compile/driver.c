@@ -692,7 +692,11 @@ static int compile_tiered(kiln_function *f, const kiln_policy_knobs *kn,
     if (ch->path && !(f->plugin_path = strdup(ch->path)))
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
     f->sample_every = kn->tier_sample_every > 0 ? kn->tier_sample_every : 64;
-    f->ratio = kn->tier_ratio > 0 ? kn->tier_ratio : 0.05;
+    f->budget = kn->tier_budget > 0 ? kn->tier_budget : 0.1;
+    f->compile_model[0] = kn->tier_compile_ms;
+    f->compile_model[1] = kn->tier_compile_ms_per_op;
+    f->compile_model[2] = kn->tier_compile_ms_per_input;
+    f->preload = kn->tier_preload;
     f->min_gain_ns = kn->tier_min_gain_ns >= 0 ? kn->tier_min_gain_ns : 20;
     f->n_threads = threads > 0 ? threads : kn->tier_threads;
     f->forbidden = mode == KILN_TIERS_BASELINE;
@@ -716,6 +720,8 @@ static int compile_tiered(kiln_function *f, const kiln_policy_knobs *kn,
         t->owner = i;
         t->swapped_call = -1;
         t->swapped_s = -1;
+        t->queued_call = -1;
+        t->queued_s = -1;
         if (mode == KILN_TIERS_POLICY && MAY_HAVE(name1)) {
             const kiln_backend *b1 = tier_backend(&tb, ch, name1, out);
             if (b1 && start_cached(f, s, b1, c1)) {

@@ -102,6 +102,15 @@ static const backend_model builtin_models[] = {
 };
 #define N_BUILTIN_MODELS 3
 
+/* tiers: the trigger's budget and the tier-1 compile model: CPU ms of one
+ * llvm -O2 compile once its compiler is loaded, fitted by least squares
+ * (relative error) to the tier-up compiles of radon, eight schools and
+ * pooled 18/24 and 48/64 on the development machine (docs/performance.md,
+ * "Tier-up budget"; the cost model's llvm compile_ms, 120 ms, includes
+ * loading libLLVM, which a tier-up pays once per process). */
+#define TIER_BUDGET_DEFAULT 0.1
+static const double tier_compile_default[3] = {10, 0.25, 0.15};
+
 static const char *const kind_names[] = {NULL, "elemwise", "reduce", "join",
                                          "gather", "scatter", "dot",
                                          "loop", "scan"};
@@ -157,11 +166,13 @@ struct kiln_policy {
     char **passes;             /* NULL-terminated */
     int passes_set;
     /* tiers: (tiers_set: the section is present) */
-    int tiers_set, tiers_enabled;
+    int tiers_set, tiers_enabled, tier_preload;
     char **tier0;              /* NULL-terminated; NULL: the default */
     char *tier1;               /* NULL: the default */
     int tier_threads, tier_sample_every;
-    double tier_ratio, tier_min_gain_ns;
+    double tier_budget, tier_min_gain_ns;
+    double tier_compile_ms[3];  /* the tier-1 compile model: per kernel,
+                                   per instruction, per input */
 };
 
 static void rule_free(rule *r)
@@ -242,7 +253,9 @@ static kiln_policy *policy_new(const char *source)
     p->cache_enabled = 1;
     p->cache_max_bytes = (int64_t)1 << 30;
     p->tiers_enabled = 1;      /* once a `tiers:` section is present */
-    p->tier_ratio = 0.05;
+    p->tier_budget = TIER_BUDGET_DEFAULT;
+    memcpy(p->tier_compile_ms, tier_compile_default,
+           sizeof p->tier_compile_ms);
     p->tier_min_gain_ns = 20;
     p->tier_sample_every = 64;
     return p;
@@ -875,7 +888,22 @@ static const char *const *tier0_of(const kiln_policy *p)
 
 typedef struct tiers_ctx {
     yaml_node_t *tier0, *tier1;  /* their values, for the check after */
+    yaml_node_t *budget, *ratio; /* keys: not both */
 } tiers_ctx;
+
+/* A number > 0 (min_ok 0) or >= 0 (min_ok 1) for tiers.<key>. */
+static int tier_number(reader *r, yaml_node_t *v, const char *key,
+                       int min_ok, double *out)
+{
+    double x;
+    if (kiln_yaml_number(r, v, key, &x))
+        return -1;
+    if (min_ok ? !(x >= 0) : !(x > 0))
+        return kiln_yaml_error(r, v, "%s: must be %s 0, got '%s'", key,
+                               min_ok ? ">=" : ">", kiln_yaml_sval(v));
+    *out = x;
+    return 0;
+}
 
 /* Item i of tier0's value: the value itself when it is one name. */
 static yaml_node_t *tier0_item(reader *r, yaml_node_t *v, int i)
@@ -959,25 +987,30 @@ static int tiers_pair(reader *r, const char *key, yaml_node_t *k,
         p->tier_sample_every = (int)x;
         return 0;
     }
-    if (!strcmp(key, "ratio")) {
-        if (kiln_yaml_number(r, v, key, &p->tier_ratio))
-            return -1;
-        if (!(p->tier_ratio > 0))
-            return kiln_yaml_error(r, v, "ratio: must be > 0, got '%s'",
-                                   kiln_yaml_sval(v));
-        return 0;
+    /* ratio (kiln 0.3) is read as budget (docs/policy.md, "The trigger") */
+    if (!strcmp(key, "budget") || !strcmp(key, "ratio")) {
+        yaml_node_t **mine = key[0] == 'b' ? &t->budget : &t->ratio;
+        yaml_node_t *other = key[0] == 'b' ? t->ratio : t->budget;
+        *mine = k;
+        if (other)
+            return kiln_yaml_error(r, k, "tiers: give budget or its old "
+                                   "name ratio, not both");
+        return tier_number(r, v, key, 0, &p->tier_budget);
     }
-    if (!strcmp(key, "min_gain_ns")) {
-        if (kiln_yaml_number(r, v, key, &p->tier_min_gain_ns))
-            return -1;
-        if (p->tier_min_gain_ns < 0)
-            return kiln_yaml_error(r, v, "min_gain_ns: must be >= 0, got "
-                                   "'%s'", kiln_yaml_sval(v));
-        return 0;
-    }
+    if (!strcmp(key, "min_gain_ns"))
+        return tier_number(r, v, key, 1, &p->tier_min_gain_ns);
+    if (!strcmp(key, "preload"))
+        return kiln_yaml_bool(r, v, key, &p->tier_preload);
+    static const char *const model_keys[3] = {
+        "compile_ms", "compile_ms_per_op", "compile_ms_per_input"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(key, model_keys[i]))
+            return tier_number(r, v, key, 1, &p->tier_compile_ms[i]);
     return kiln_yaml_unknown_key(r, k, "tiers", key,
-                                 "enabled, tier0, tier1, threads, ratio, "
-                                 "min_gain_ns, sample_every");
+                                 "enabled, tier0, tier1, threads, budget, "
+                                 "min_gain_ns, sample_every, compile_ms, "
+                                 "compile_ms_per_op, compile_ms_per_input, "
+                                 "preload");
 }
 
 /* `tiers:` (a mapping; empty or null: on, with the defaults).  tier1 may
@@ -985,7 +1018,7 @@ static int tiers_pair(reader *r, const char *key, yaml_node_t *k,
 static int read_tiers(reader *r, yaml_node_t *v)
 {
     kiln_policy *p = r->user;
-    tiers_ctx t = {NULL, NULL};
+    tiers_ctx t = {NULL, NULL, NULL, NULL};
     p->tiers_set = 1;
     if (kiln_yaml_is_null(v))
         return 0;
@@ -1204,7 +1237,12 @@ int kiln_policy_get_knobs(const kiln_policy *p, kiln_policy_knobs *out)
     k.tier0 = tier0_of(p);
     k.tier1 = p->tier1 ? p->tier1 : tier1_default;
     k.tier_threads = p->tier_threads;
-    k.tier_ratio = p->tier_ratio;
+    k.tier_ratio = p->tier_budget;     /* the old name */
+    k.tier_budget = p->tier_budget;
+    k.tier_compile_ms = p->tier_compile_ms[0];
+    k.tier_compile_ms_per_op = p->tier_compile_ms[1];
+    k.tier_compile_ms_per_input = p->tier_compile_ms[2];
+    k.tier_preload = p->tier_preload;
     k.tier_min_gain_ns = p->tier_min_gain_ns;
     k.tier_sample_every = p->tier_sample_every;
     memcpy(out, &k, k.struct_size);

@@ -83,10 +83,15 @@ typedef struct kiln_tier_step {
     const kiln_backend *be0;    /* tier 0's backend (s->backend) */
     double min_ns;              /* the smallest sampled tier-0 time */
     double gain;                /* owner: predicted saving per call, ns */
+    double t0_ns;               /* owner: the job's tier-0 time per call
+                                   (its steps' min_ns summed), ns */
     int samples;
-    double pred_compile_ms;     /* cost model: tier-1 compile */
+    double pred_compile_ms;     /* tiers' compile model: tier-1 compile,
+                                   CPU ms */
     double pred_frac;           /* cost model: fraction of time tier 1
                                    saves, in [0, 1] */
+    int64_t queued_call;        /* -1 until queued */
+    double queued_s;
     int64_t swapped_call;
     double swapped_s;
     double compile1_s;
@@ -146,7 +151,9 @@ struct kiln_function {
     int dead;                   /* kiln_function_free was called */
     int forbidden;
     int sample_every;
-    double ratio, min_gain_ns, compile_scale_num, compile_scale_den;
+    double budget, min_gain_ns, compile_scale_num, compile_scale_den;
+    double compile_model[3];    /* tiers.compile_ms, _per_op, _per_input */
+    int preload;                /* tiers.preload */
     int n_threads;              /* tier-1 pool threads asked for (0: auto) */
     double compiled_at;         /* monotonic seconds kiln_compile ended */
     kiln_compile_options co1[4];/* compile options per tier backend */

@@ -5,21 +5,31 @@
  * at their next start (public kiln_function_tier_*; docs/policy.md,
  * "Tiers").
  *
- * The trigger.  Calls are timed kernel by kernel on a context's first two
- * calls and then on every `sample_every`-th (core/runtime/context.c); each
- * step keeps the smallest time seen, t.  Identical kernels (one cache key)
- * form one job: the first of them is its owner, the rest its twins.  At
- * a sampled call n, a waiting job's saving per call is
+ * The trigger (the tier-up budget, as V8's and HotSpot's): calls are
+ * timed kernel by kernel on a context's first two calls and then on
+ * every `sample_every`-th (core/runtime/context.c); each step keeps the
+ * smallest time seen, t.  Identical kernels (one cache key) form one
+ * job: the first of them is its owner, the rest its twins.  A job's
+ * tier-0 time per call is T = the sum of t over its steps; after n calls
+ * of the function it has spent about n x T on tier 0.  At a sampled call
+ * a waiting job is queued when
  *
- *   gain = sum over the job's steps of t x frac,
- *   frac = 1 - call_ns(tier 1) / call_ns(tier 0)       (cost model)
+ *   n x T >= budget x compile_ms x r,
  *
- * and the job is queued when n x gain >= ratio x compile_ms(tier 1) x r,
- * r being what the function's finished tier-1 compiles took over what the
- * cost model predicted for them (1 before the first).  A job whose gain
- * is below min_gain_ns never tiers up.  A kernel the rules sent to a
- * backend that is not a tier-0 backend (the default policy's `heavy`
- * rule) is queued at once.
+ * compile_ms being its predicted tier-1 compile (tiers' compile model:
+ * CPU ms once the compiler is loaded, from the kernel's instructions and
+ * inputs) and r what the function's finished tier-1 compiles took (CPU)
+ * over what the model predicted for them (1 before the first, clamped
+ * to [1/16, 16]).  A job whose predicted saving per call,
+ * T x frac with frac = 1 - call_ns(tier 1) / call_ns(tier 0) from the
+ * cost model, is not above zero or is below min_gain_ns never tiers up.
+ * The function is also weighed as a whole: once n x (sum of T over its
+ * jobs not found too small) >= budget x (sum of their compile_ms) x r,
+ * every waiting job is queued, the best saving per compile ms first.
+ * A kernel the rules sent to a backend that is not a tier-0 backend
+ * (the default policy's `heavy` rule) is queued at once.  With
+ * tiers.preload, a job of step -1 queued by kiln_tier_start loads and
+ * sets up the tier-1 backend (preload_job) before any trigger fires.
  *
  * The swap.  A finished job stores the new callable in every step of the
  * job (release), marks them SWAPPED and bumps f->swap_gen; a context
@@ -312,7 +322,8 @@ static void fork_child(void)
     pool.forking = 0;
     for (int i = 0; i < pool.n_threads; i++) {
         tier_job *r = &pool.running[i];
-        if (r->f && state_of(&r->f->tiers[r->step]) != KILN_TIER_COMPILING) {
+        if (r->f && (r->step < 0 || state_of(&r->f->tiers[r->step]) !=
+                                        KILN_TIER_COMPILING)) {
             r->f->tier_jobs--;  /* it ended; its worker had not said so */
             r->f->refs--;
             r->f = NULL;
@@ -452,6 +463,19 @@ static const kiln_backend *ready_job(kiln_function *f, int owner, char *why,
     return be;
 }
 
+/* Record when job `owner` was queued (caller holds f->tier_lock). */
+static void note_queued(kiln_function *f, int owner)
+{
+    int64_t calls = (int64_t)atomic_load_explicit(&f->calls,
+                                                  memory_order_relaxed);
+    double s = f->compiled_at > 0 ? kiln_vm_seconds() - f->compiled_at : 0;
+    for (int j = owner; j >= 0; j = f->tiers[j].next_twin)
+        if (f->tiers[j].queued_call < 0) {
+            f->tiers[j].queued_call = calls;
+            f->tiers[j].queued_s = s;
+        }
+}
+
 /* Queue job `owner` of f (caller holds f->tier_lock).  0, or -1 when no
  * worker could be started or memory ran out (the job stays waiting). */
 static int enqueue(kiln_function *f, int owner)
@@ -479,6 +503,7 @@ static int enqueue(kiln_function *f, int owner)
     pthread_cond_signal(&pool.work);
     pthread_mutex_unlock(&pool.lock);
     set_job_state(f, owner, KILN_TIER_QUEUED);
+    note_queued(f, owner);
     return 0;
 }
 
@@ -538,6 +563,47 @@ static void publish(kiln_function *f, int owner, const kiln_backend *be,
     update_active(f);
 }
 
+/* Count this thread in flight before anything is loaded or compiled
+ * ("Exit"): 1, or 0 when the exit gate is closed (nothing may start). */
+static int begin_flight(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    while (pool.forking && !pool.exiting)
+        pthread_cond_wait(&pool.done, &pool.lock);
+    int go = !pool.exiting;
+    pool.in_flight += go;
+    pthread_mutex_unlock(&pool.lock);
+    return go;
+}
+
+static void end_flight(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    pool.in_flight--;
+    pthread_cond_broadcast(&pool.done);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+/* The preload job (tiers.preload; step -1 in the queue): load and set up
+ * the tier-1 backend of f's first waiting job, as that job's compile
+ * would, so that its compile starts at once when the trigger fires. */
+static void preload_job(kiln_function *f)
+{
+    int owner = -1;
+    pthread_mutex_lock(&f->tier_lock);
+    for (int i = 0; i < f->prog.n_steps && owner < 0 && !f->dead; i++)
+        if (f->tiers[i].owner == i && f->tiers[i].name1 &&
+            state_of(&f->tiers[i]) == KILN_TIER_WAITING && !f->tiers[i].be1)
+            owner = i;
+    pthread_mutex_unlock(&f->tier_lock);
+    if (owner < 0 || !begin_flight())
+        return;
+    char why[600];
+    (void)ready_job(f, owner, why, sizeof why);  /* a failure: the job's
+                                                    compile reports it */
+    end_flight();
+}
+
 /* Compile job `owner` of f in this thread: state COMPILING was set by the
  * caller; the outcome is published, or the job marked FAILED. */
 static int compile_job(kiln_function *f, int owner, char *why, size_t size)
@@ -547,24 +613,14 @@ static int compile_job(kiln_function *f, int owner, char *why, size_t size)
     const kiln_backend *be = NULL;
     double secs = 0, cpu = 0;
     int rc = -1;
-    /* in flight before anything is loaded or compiled ("Exit") */
-    pthread_mutex_lock(&pool.lock);
-    while (pool.forking && !pool.exiting)
-        pthread_cond_wait(&pool.done, &pool.lock);
-    int go = !pool.exiting;
-    pool.in_flight += go;
-    pthread_mutex_unlock(&pool.lock);
-    if (!go) {
+    if (!begin_flight()) {
         snprintf(why, size, "the process is exiting");
     } else {
         be = ready_job(f, owner, why, size);
         if (be)
             rc = f->compile_into(f, &f->prog.steps[owner], be, t->co1,
                                  &c, &secs, &cpu, why, size);
-        pthread_mutex_lock(&pool.lock);
-        pool.in_flight--;
-        pthread_cond_broadcast(&pool.done);
-        pthread_mutex_unlock(&pool.lock);
+        end_flight();
     }
     pthread_mutex_lock(&f->tier_lock);
     if (rc == 0 && !f->forbidden)
@@ -582,6 +638,10 @@ static int compile_job(kiln_function *f, int owner, char *why, size_t size)
 
 static void run_job(kiln_function *f, int owner)
 {
+    if (owner < 0) {
+        preload_job(f);
+        return;
+    }
     pthread_mutex_lock(&f->tier_lock);
     int go = !f->dead && !f->forbidden &&
              state_of(&f->tiers[owner]) == KILN_TIER_QUEUED;
@@ -652,8 +712,9 @@ int kiln_tier_start(kiln_function *f, kiln_err *err)
         double cost = kiln_function_kernel_info(f, i, &info, NULL) == 0
                           ? info.facts.cost : 0;
         const kiln_kernel *k = &f->prog.steps[i].kernel;
-        t->pred_compile_ms = kiln_policy_compile_ms(
-            pol, t->name1, (int)k->n_instrs, (int)k->n_inputs);
+        t->pred_compile_ms = f->compile_model[0] +
+                             f->compile_model[1] * (double)k->n_instrs +
+                             f->compile_model[2] * (double)k->n_inputs;
         double c0 = kiln_policy_call_ns(pol, t->be0->name, cost);
         double c1 = kiln_policy_call_ns(pol, t->name1, cost);
         t->pred_frac = c0 > 0 && c1 < c0 ? 1 - c1 / c0 : 0;
@@ -663,6 +724,14 @@ int kiln_tier_start(kiln_function *f, kiln_err *err)
         if (f->tiers[i].owner == i && f->tiers[i].immediate &&
             state_of(&f->tiers[i]) == KILN_TIER_WAITING)
             (void)enqueue(f, i);
+    /* tiers.preload: the tier-1 compiler is set up now, in the
+     * background, when some kernel waits for it */
+    int waits = 0;
+    for (int i = 0; i < n && f->preload && !f->forbidden && !waits; i++)
+        waits = f->tiers[i].name1 &&
+                state_of(&f->tiers[i]) == KILN_TIER_WAITING;
+    if (waits)
+        (void)enqueue(f, -1);
     update_active(f);
     pthread_mutex_unlock(&f->tier_lock);
     return 0;
@@ -703,34 +772,45 @@ void kiln_tier_sampled(kiln_context *ctx)
     }
     double r = f->compile_scale_den > 0
                    ? f->compile_scale_num / f->compile_scale_den : 1;
-    /* each job by itself; and the waiting ones together: once what they
-     * would all have saved so far repays `ratio` of compiling them all,
-     * the function has shown a long run and every one is queued, the
-     * best saving per compile millisecond first (kernels of ~1 us each
-     * would otherwise each wait for hundreds of thousands of calls) */
-    double gain_all = 0, compile_all = 0;
+    r = r < 1.0 / 16 ? 1.0 / 16 : r > 16 ? 16 : r;
+    /* each job by itself; and the function as a whole: once the time
+     * all its jobs have spent on tier 0 reaches `budget` x compiling them
+     * all, the function has shown a long run and every waiting job is
+     * queued, the best saving per compile millisecond first (a model's
+     * ~1 us kernels would otherwise each wait for their own budget, and
+     * the last of them long after the others) */
+    double spent_all = 0, compile_all = 0;
     int n_wait = 0;
     for (int i = 0; i < f->prog.n_steps && !f->forbidden; i++) {
         kiln_tier_step *t = &f->tiers[i];
-        if (t->owner != i || state_of(t) != KILN_TIER_WAITING ||
-            t->samples < 2)
+        int st = state_of(t);
+        if (t->owner != i || !t->name1 || t->samples < 2)
             continue;
-        double gain = 0;
-        for (int j = i; j >= 0; j = f->tiers[j].next_twin)
-            gain += f->tiers[j].min_ns * t->pred_frac;
-        t->gain = gain;
-        if (gain < f->min_gain_ns)
-            set_job_state(f, i, KILN_TIER_NEVER);
-        else if ((double)n * gain >= f->ratio * t->pred_compile_ms * 1e6 * r)
-            (void)enqueue(f, i);
-        else {
-            gain_all += gain;
-            compile_all += t->pred_compile_ms;
-            f->tier_order[n_wait++] = i;
+        if (t->tier == 0) {     /* swapped jobs keep their tier-0 time */
+            double t0 = 0;
+            for (int j = i; j >= 0; j = f->tiers[j].next_twin)
+                t0 += f->tiers[j].min_ns;
+            t->t0_ns = t0;
+            t->gain = t0 * t->pred_frac;
         }
+        if (st == KILN_TIER_WAITING) {
+            double t0 = t->t0_ns;
+            if (!(t->gain > 0) || t->gain < f->min_gain_ns) {
+                set_job_state(f, i, KILN_TIER_NEVER);
+                continue;
+            }
+            if ((double)n * t0 >= f->budget * t->pred_compile_ms * 1e6 * r)
+                (void)enqueue(f, i);
+            else
+                f->tier_order[n_wait++] = i;
+        } else if (st != KILN_TIER_QUEUED && st != KILN_TIER_COMPILING &&
+                   st != KILN_TIER_SWAPPED)
+            continue;       /* never, failed, fixed: no part of the run */
+        spent_all += t->t0_ns;
+        compile_all += t->pred_compile_ms;
     }
-    if (n_wait > 1 &&
-        (double)n * gain_all >= f->ratio * compile_all * 1e6 * r) {
+    if (n_wait > 0 &&
+        (double)n * spent_all >= f->budget * compile_all * 1e6 * r) {
         sort_f = f;
         qsort(f->tier_order, (size_t)n_wait, sizeof *f->tier_order,
               by_gain_per_ms);
@@ -837,6 +917,7 @@ static int force_job(kiln_function *f, int owner, kiln_err *err)
         pthread_mutex_unlock(&pool.lock);
     }
     set_job_state(f, owner, KILN_TIER_COMPILING);
+    note_queued(f, owner);
     pthread_mutex_lock(&pool.lock);
     f->tier_jobs++;                 /* kiln_function_tier_wait sees it */
     pthread_mutex_unlock(&pool.lock);
@@ -898,6 +979,8 @@ int kiln_function_tier_info(const kiln_function *f, int i,
     o.struct_size = info->struct_size;
     o.swapped_call = -1;
     o.swapped_seconds = -1;
+    o.queued_call = -1;
+    o.queued_seconds = -1;
     o.backend = s->backend ? s->backend->name : NULL;
     if (f->tiers) {
         kiln_function *mf = (kiln_function *)f;   /* the lock only */
@@ -913,8 +996,15 @@ int kiln_function_tier_info(const kiln_function *f, int i,
             o.compile_seconds = t->compile1_s;
         }
         o.measured_ns = t->min_ns;
+        const kiln_tier_step *ow = &f->tiers[t->owner];
+        o.queued_call = t->queued_call;
+        o.queued_seconds = t->queued_s;
+        o.predicted_compile_ms = t->name1 ? ow->pred_compile_ms : 0;
+        o.predicted_gain_ns = ow->gain;
         pthread_mutex_unlock(&mf->tier_lock);
     }
-    memcpy(info, &o, sizeof o);
+    /* a caller built against an older kiln.h has a shorter struct */
+    memcpy(info, &o, info->struct_size < sizeof o ? info->struct_size
+                                                   : sizeof o);
     return 0;
 }

@@ -289,6 +289,18 @@ typedef struct kiln_tier_info {
     double measured_ns;        /* tier-0 run time of one call, as sampled
                                   (the minimum), 0 before any sample */
     double compile_seconds;    /* the tier-1 compile (or cache load), 0 */
+    /* the trigger (docs/policy.md, "The trigger"); added in kiln 0.4,
+     * filled when struct_size covers them */
+    int64_t queued_call;       /* calls of f when its tier-1 compile was
+                                  queued (by the trigger, at once for a
+                                  rule's backend, or by
+                                  kiln_function_tier_up); -1 when never */
+    double queued_seconds;     /* seconds after kiln_compile ended; -1 */
+    double predicted_compile_ms; /* the tier-1 compile the trigger weighs
+                                  it against (CPU ms, tiers' compile
+                                  model), 0 without a tier above */
+    double predicted_gain_ns;  /* predicted saving per call of its job (0
+                                  before two samples) */
 } kiln_tier_info;
 
 typedef enum kiln_tier_state {

@@ -155,10 +155,9 @@ typedef struct kiln_policy_knobs {
      *  tier_threads       tiers.threads: background compile threads, 0
      *                     (default) for one fewer than the online CPUs,
      *                     at least 1.
-     *  tier_ratio         tiers.ratio: a kernel tiers up once
-     *                     calls x measured ns x the fraction tier 1 saves
-     *                     reaches ratio x its predicted tier-1 compile
-     *                     time; default 0.05.
+     *  tier_ratio         the same value as tier_budget (its kiln 0.3
+     *                     name; the file's key `ratio` is read as
+     *                     `budget`).
      *  tier_min_gain_ns   tiers.min_gain_ns: a kernel whose predicted
      *                     saving per call is below this never tiers up;
      *                     default 20.
@@ -172,6 +171,26 @@ typedef struct kiln_policy_knobs {
     double tier_ratio;
     double tier_min_gain_ns;
     int tier_sample_every;
+    /* tiers: the tier-up budget (docs/policy.md, "The trigger").  Added
+     * in kiln 0.4: check struct_size.
+     *  tier_budget        tiers.budget: a kernel tiers up once the time
+     *                     it has spent on tier 0 reaches budget x its
+     *                     predicted tier-1 compile time; default 0.1.
+     *  tier_compile_ms, tier_compile_ms_per_op, tier_compile_ms_per_input
+     *                     tiers.compile_ms*: the predicted tier-1 compile
+     *                     (CPU ms, compiler already loaded) of a kernel:
+     *                     compile_ms + per_op x instructions + per_input x
+     *                     inputs; defaults 10, 0.25, 0.15 (llvm, fitted on
+     *                     the development machine).
+     *  tier_preload       tiers.preload: 1 loads and sets the tier-1
+     *                     compiler up on the background pool as soon as
+     *                     a kernel of a function waits for it, before
+     *                     any trigger fires; default 0. */
+    double tier_budget;
+    double tier_compile_ms;
+    double tier_compile_ms_per_op;
+    double tier_compile_ms_per_input;
+    int tier_preload;
 } kiln_policy_knobs;
 
 /* Fill *out (out->struct_size set by the caller).  Returns 0, or
