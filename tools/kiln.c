@@ -1318,9 +1318,12 @@ static void print_blas(void)
                b->threads_set ? ", set by kiln" : "");
     else
         printf("BLAS: %s (not OpenBLAS)\n", b->library);
-    printf("matrix-vector loop: A x up to %lld columns, A^T y up to %lld "
-           "(built-in table; policy blas:)\n",
+    printf("matrix-vector loop: A x of %lld to %lld columns, A^T y of "
+           "%lld to %lld (the built-in table for this BLAS; a policy's blas: "
+           "overrides it)\n",
+           (long long)kiln_gemv_default_min_cols(b->openblas),
            (long long)kiln_gemv_default_max_cols(b->openblas, 0),
+           (long long)kiln_gemv_default_min_cols(b->openblas),
            (long long)kiln_gemv_default_max_cols(b->openblas, 1));
 }
 

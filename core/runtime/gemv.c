@@ -62,6 +62,16 @@ typedef float kiln_gemv_v8f __attribute__((vector_size(32)));
             x = xbuf;                                                         \
         }                                                                     \
         int64_t i = 0;                                                        \
+        if (cols < W) { /* narrower than a vector: plain sums, no lanes */    \
+            for (; i < rows; i++) {                                           \
+                const T *a0 = a + i * lda;                                    \
+                T t0 = a0[0] * x[0];                                          \
+                for (int64_t j = 1; j < cols; j++)                            \
+                    t0 += a0[j] * x[j];                                       \
+                KILN_GEMV_OUT(T, y + i * incy, t0);                           \
+            }                                                                 \
+            return;                                                           \
+        }                                                                     \
         for (; i + 4 <= rows; i += 4) {                                       \
             const T *a0 = a + i * lda, *a1 = a0 + lda, *a2 = a1 + lda,        \
                     *a3 = a2 + lda;                                           \
@@ -151,19 +161,25 @@ void kiln_gemv_loop_s(int trans, int64_t rows, int64_t cols, float alpha,
 
 int64_t kiln_gemv_default_max_cols(int openblas, int trans)
 {
-    /* measured on this project's 2-core AMD EPYC VM with bench/gemv
-     * (make bench-dot; docs/backends.md "BLAS").  Reference BLAS: the
-     * loop wins at every shape measured.  OpenBLAS (one thread): see the
-     * table there. */
-    if (!openblas)
-        return KILN_GEMV_LOOP_COLS;
-    return trans ? 64 : 64;
+    /* measured on this project's 2-core AMD EPYC VM with bench_gemv (make
+     * bench-dot; docs/backends.md "BLAS"): the reference BLAS loses to the
+     * loop at every shape measured (its gemv keeps one sum and is not
+     * vectorised), so the loop takes every product it can; OpenBLAS on one
+     * thread loses to it from 4 up to 64 columns for both products and is
+     * level with it or ahead from 128 on, and ahead below 4 columns */
+    (void)trans;
+    return openblas ? 64 : KILN_GEMV_LOOP_COLS;
+}
+
+int64_t kiln_gemv_default_min_cols(int openblas)
+{
+    return openblas ? 4 : 1;
 }
 
 int kiln_gemv_use_loop(const kiln_gemv_conf *conf, int openblas, int trans,
                        int64_t rows, int64_t cols)
 {
-    (void)rows;
+    (void)rows;  /* the crossovers measured depend on the columns alone */
     if (cols <= 0 || cols > KILN_GEMV_LOOP_COLS)
         return 0;
     int mode = conf ? conf->mode : KILN_GEMV_AUTO;
@@ -171,8 +187,9 @@ int kiln_gemv_use_loop(const kiln_gemv_conf *conf, int openblas, int trans,
         return 0;
     if (mode == KILN_GEMV_LOOP)
         return 1;
-    int64_t max = conf && conf->max_cols[trans != 0] >= 0
-                      ? conf->max_cols[trans != 0]
-                      : kiln_gemv_default_max_cols(openblas, trans);
-    return cols <= max;
+    int t = trans != 0;
+    if (conf && conf->max_cols[t] >= 0)   /* the policy's threshold */
+        return cols <= conf->max_cols[t];
+    return cols >= kiln_gemv_default_min_cols(openblas)
+        && cols <= kiln_gemv_default_max_cols(openblas, t);
 }

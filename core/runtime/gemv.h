@@ -62,6 +62,10 @@ int kiln_blas_set_threads(int n);
  * bench-dot; docs/backends.md "BLAS"). */
 int64_t kiln_gemv_default_max_cols(int openblas, int trans);
 
+/* ... and the narrowest (below it the BLAS wins: OpenBLAS at 2 and 3
+ * columns).  A policy threshold (kiln_gemv_conf.max_cols) replaces both. */
+int64_t kiln_gemv_default_min_cols(int openblas);
+
 /* 1 when the product (gemv form above) goes to kiln's loop under conf
  * (NULL: KILN_GEMV_AUTO with the built-in table of that BLAS). */
 int kiln_gemv_use_loop(const kiln_gemv_conf *conf, int openblas, int trans,
