@@ -11,13 +11,15 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cblas.h>
 
 /* ---- the BLAS in use ------------------------------------------------ */
 
-static kiln_blas_info kiln_blas_state = { 0, "?", "", 0, 0 };
+static kiln_blas_info kiln_blas_state = { 0, "?", "", 0, 0, -1 };
 static pthread_once_t kiln_blas_once = PTHREAD_ONCE_INIT;
 
 typedef void (*kiln_blas_set_fn)(int);
@@ -28,9 +30,28 @@ static void *kiln_blas_sym(const char *name)
     return dlsym(RTLD_DEFAULT, name);
 }
 
+/* $KILN_GEMV: auto, blas or loop for every matrix-vector product of the
+ * process, over the policies' choices (benchmarks compare the paths with
+ * it); anything else is ignored with one line on stderr. */
+static void kiln_blas_env(void)
+{
+    static const char *const modes[] = {"auto", "blas", "loop"};
+    const char *e = getenv("KILN_GEMV");
+    if (!e || !*e)
+        return;
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(e, modes[i])) {
+            kiln_blas_state.gemv_env = i;
+            return;
+        }
+    fprintf(stderr, "kiln: KILN_GEMV: expected auto, blas or loop, got "
+            "'%.40s'; ignored\n", e);
+}
+
 static void kiln_blas_init(void)
 {
     Dl_info di;
+    kiln_blas_env();
     void *gemm = (void *)cblas_dgemm;
     if (dladdr(gemm, &di) && di.dli_fname && di.dli_fname[0]) {
         /* the file behind the symlinks (libblas.so.3 -> the alternative);

@@ -43,6 +43,9 @@ typedef struct kiln_blas_info {
     int threads;           /* openblas_get_num_threads() after kiln's
                               setting, or 0 when not OpenBLAS */
     int threads_set;       /* 1 when kiln set the thread count */
+    int gemv_env;          /* $KILN_GEMV: KILN_GEMV_AUTO/BLAS/LOOP, which
+                              overrides every function's choice (for
+                              benchmarks), or -1 when unset */
 } kiln_blas_info;
 
 /* The BLAS in use.  The first call (any thread) also applies kiln's thread

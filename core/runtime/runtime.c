@@ -84,8 +84,10 @@ typedef struct kiln_runtime_own {
         int64_t glda = n == 1 ? lda : ldb;                                    \
         int64_t incx = n == 1 ? (transb ? 1 : ldb) : (transa ? lda : 1);      \
         int64_t incy = n == 1 ? ldc : 1;                                      \
-        if (kiln_gemv_use_loop(conf, kiln_blas_get()->openblas, tg, rows,     \
-                               cols))                                         \
+        const kiln_blas_info *bi = kiln_blas_get();                           \
+        kiln_gemv_conf envc = { bi->gemv_env, { -1, -1 } };                   \
+        if (kiln_gemv_use_loop(bi->gemv_env >= 0 ? &envc : conf,              \
+                               bi->openblas, tg, rows, cols))                 \
             loop(tg, rows, cols, alpha, ga, glda, gx, incx, beta, c, incy);   \
         else                                                                  \
             gemv(CblasRowMajor, tg ? CblasTrans : CblasNoTrans, (int)rows,    \
