@@ -178,16 +178,33 @@ static void kiln_runtime_sgemm(int transa, int transb, int64_t m, int64_t n,
                             ldb, beta, c, ldc);
 }
 
-/* The table's own choice: rt is one of ours (the contract of dgemm_rt). */
+static kiln_runtime_own *kiln_runtime_interned;
+
+/* The choice of the table rt: the static table's, an interned one's, or
+ * for a table that is none of ours (a caller's copy, against the contract
+ * of dgemm_rt) the built-in one, without reading past its kiln_runtime.
+ * The interned list only grows and its nodes are never freed, so it is
+ * read without the lock (the head is published with release order). */
+static const kiln_gemv_conf *kiln_runtime_conf(const kiln_runtime *rt)
+{
+    for (const kiln_runtime_own *t = __atomic_load_n(&kiln_runtime_interned,
+                                                     __ATOMIC_ACQUIRE);
+         t; t = t->next)
+        if (&t->rt == rt)
+            return &t->gemv;
+    return NULL;
+}
+
+/* The table's own choice (the contract of dgemm_rt: rt is the table the
+ * entry was read from). */
 static void kiln_runtime_dgemm_rt(const kiln_runtime *rt, int transa,
                                   int transb, int64_t m, int64_t n, int64_t k,
                                   double alpha, const double *a, int64_t lda,
                                   const double *b, int64_t ldb, double beta,
                                   double *c, int64_t ldc)
 {
-    kiln_runtime_dgemm_conf(&((const kiln_runtime_own *)rt)->gemv, transa,
-                            transb, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                            ldc);
+    kiln_runtime_dgemm_conf(kiln_runtime_conf(rt), transa, transb, m, n, k,
+                            alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 static void kiln_runtime_sgemm_rt(const kiln_runtime *rt, int transa,
@@ -196,9 +213,8 @@ static void kiln_runtime_sgemm_rt(const kiln_runtime *rt, int transa,
                                   const float *b, int64_t ldb, float beta,
                                   float *c, int64_t ldc)
 {
-    kiln_runtime_sgemm_conf(&((const kiln_runtime_own *)rt)->gemv, transa,
-                            transb, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                            ldc);
+    kiln_runtime_sgemm_conf(kiln_runtime_conf(rt), transa, transb, m, n, k,
+                            alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 static const kiln_runtime_own kiln_runtime_table = { .rt = {
@@ -249,7 +265,6 @@ const kiln_runtime *kiln_runtime_get(void)
     return &kiln_runtime_table.rt;
 }
 
-static kiln_runtime_own *kiln_runtime_interned;
 static pthread_mutex_t kiln_runtime_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int kiln_runtime_same(const kiln_gemv_conf *x, const kiln_gemv_conf *y)
@@ -270,7 +285,7 @@ const kiln_runtime *kiln_runtime_for(const kiln_gemv_conf *conf)
         *t = kiln_runtime_table;
         t->gemv = *conf;
         t->next = kiln_runtime_interned;
-        kiln_runtime_interned = t;
+        __atomic_store_n(&kiln_runtime_interned, t, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&kiln_runtime_lock);
     return t ? &t->rt : NULL;
