@@ -221,7 +221,31 @@ static void test_knobs(void)
        k.cache_max_bytes == 1LL << 30 && !k.passes_set && !k.passes[0],
        "knob defaults");
     ok(p && kiln_policy_n_backends(p) == 1, "no backends: [interp]");
+    ok(k.blas_gemv == 0 && k.blas_loop_max_cols[0] == -1 &&
+       k.blas_loop_max_cols[1] == -1, "blas defaults: auto, the built-in "
+       "table (-1)");
     kiln_policy_free(p);
+    /* blas: (issue 27): the choice between BLAS and kiln's gemv loop */
+    static const struct { const char *yaml; int mode; int64_t c0, c1; }
+        bl[] = {
+        {"blas: {gemv: blas}\n", 1, -1, -1},
+        {"blas: {gemv: loop}\n", 2, -1, -1},
+        {"blas: {gemv: auto, loop_max_cols: 0, loop_max_cols_t: 512}\n", 0,
+         0, 512},
+        {"blas: {loop_max_cols_t: 7}\n", 0, -1, 7},
+    };
+    for (size_t i = 0; i < sizeof bl / sizeof bl[0]; i++) {
+        char y[256];
+        snprintf(y, sizeof y, "kiln_policy: 1\n%s", bl[i].yaml);
+        p = load(y, &err);
+        memset(&k, 0, sizeof k);
+        k.struct_size = sizeof k;
+        ok(p && kiln_policy_get_knobs(p, &k) == 0 && k.blas_gemv == bl[i].mode
+           && k.blas_loop_max_cols[0] == bl[i].c0
+           && k.blas_loop_max_cols[1] == bl[i].c1, "knobs of %.*s",
+           (int)strlen(bl[i].yaml) - 1, bl[i].yaml);
+        kiln_policy_free(p);
+    }
     p = load("---\nkiln_policy: 1\n...\n---\n", &err);
     ok(p != NULL, "markers and an empty second document are accepted (%s)",
        p ? "" : err.message);
@@ -501,6 +525,15 @@ static void test_errors(void)
          "t.yaml:3:1: a policy is one YAML document; a second one starts "
          "here"},
         {"kiln_policy: 1\n...\n---\n[: x\n", "t.yaml:4:2: YAML: "},
+        /* blas: (issue 27) */
+        {"kiln_policy: 1\nblas: {gemv: fast}\n",
+         "t.yaml:2:14: gemv: expected auto, blas or loop, got 'fast'"},
+        {"kiln_policy: 1\nblas: {loop_max_cols: 513}\n",
+         "t.yaml:2:23: loop_max_cols: expected an integer from 0 to 512, "
+         "got '513'"},
+        {"kiln_policy: 1\nblas: {threads: 2}\n",
+         "t.yaml:2:8: blas: unknown key 'threads' (expected one of: gemv, "
+         "loop_max_cols, loop_max_cols_t)"},
         /* tiers: (issue 15) */
         {"kiln_policy: 1\ntiers: true\n",
          "t.yaml:2:8: tiers: expected a mapping, got a scalar"},

@@ -26,6 +26,7 @@
 #include "jsondata.h"  /* kiln run --data (libkiln, internal header) */
 #include "trace.h"     /* kiln run --trace-nonfinite (libkiln, internal) */
 #include "suggest.h"   /* did you mean (libkiln, internal) */
+#include "gemv.h"      /* kiln --version's BLAS (libkiln, internal) */
 
 /* --check-grad fails (exit status 1) when a gradient's max error is
  * above this (docs/kiln.1). */
@@ -1305,12 +1306,34 @@ int main(int argc, char **argv)
     return rc;
 }
 
+/* The BLAS this process runs (the library behind cblas_dgemm, OpenBLAS's
+ * configuration and threads) and the matrix-vector products kiln's own
+ * loop takes instead (docs/backends.md "BLAS"). */
+static void print_blas(void)
+{
+    const kiln_blas_info *b = kiln_blas_get();
+    if (b->openblas)
+        printf("BLAS: %s (OpenBLAS: %s; %d thread%s%s)\n", b->library,
+               b->config, b->threads, b->threads == 1 ? "" : "s",
+               b->threads_set ? ", set by kiln" : "");
+    else
+        printf("BLAS: %s (not OpenBLAS)\n", b->library);
+    printf("matrix-vector loop: A x of %lld to %lld columns, A^T y of "
+           "%lld to %lld (the built-in table for this BLAS; a policy's blas: "
+           "overrides it)\n",
+           (long long)kiln_gemv_default_min_cols(b->openblas),
+           (long long)kiln_gemv_default_max_cols(b->openblas, 0),
+           (long long)kiln_gemv_default_min_cols(b->openblas),
+           (long long)kiln_gemv_default_max_cols(b->openblas, 1));
+}
+
 static int dispatch(int argc, char **argv)
 {
     const char *cmd = argv[1];
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
         printf("kiln %s (plugin ABI %d.%d)\n", KILN_VERSION_STRING,
                KILN_ABI_MAJOR, KILN_ABI_MINOR);
+        print_blas();
         return 0;
     }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||

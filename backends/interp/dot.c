@@ -119,6 +119,32 @@ static int kiln_interp_dot_blas(const kiln_runtime *rt, unsigned dt,
            && kiln_interp_mat_blas(C, 0);
 }
 
+/* One product through the runtime's gemm, st {transa, transb, m, n, k,
+ * lda, ldb, ldc} (alpha 1, beta 0): dgemm_rt / sgemm_rt when the table has
+ * them (ABI 1.8: the function's choice between BLAS and the host's
+ * matrix-vector loop), else dgemm / sgemm.  Shared with the llvm
+ * backend's DOT plan. */
+static void kiln_interp_gemm(const kiln_runtime *rt, unsigned dt,
+                             const int64_t st[8], const void *a,
+                             const void *b, void *c)
+{
+    int has_rt = rt->struct_size >= offsetof(kiln_runtime, sgemm_rt)
+                                        + sizeof(rt->sgemm_rt);
+    int ta = (int)st[0], tb = (int)st[1];
+    if (dt == KILN_F64 && has_rt && rt->dgemm_rt)
+        rt->dgemm_rt(rt, ta, tb, st[2], st[3], st[4], 1.0, a, st[5], b, st[6],
+                     0.0, c, st[7]);
+    else if (dt == KILN_F64)
+        rt->dgemm(ta, tb, st[2], st[3], st[4], 1.0, a, st[5], b, st[6], 0.0,
+                  c, st[7]);
+    else if (has_rt && rt->sgemm_rt)
+        rt->sgemm_rt(rt, ta, tb, st[2], st[3], st[4], 1.0f, a, st[5], b,
+                     st[6], 0.0f, c, st[7]);
+    else
+        rt->sgemm(ta, tb, st[2], st[3], st[4], 1.0f, a, st[5], b, st[6],
+                  0.0f, c, st[7]);
+}
+
 /* DOT: every rank combination as one gemm, through the runtime's CBLAS
  * wrappers (or a loop for strides BLAS cannot take). */
 static int kiln_interp_dot(const kiln_interp_run *r)
@@ -134,12 +160,9 @@ static int kiln_interp_dot(const kiln_interp_run *r)
     const kiln_runtime *rt = r->rt;
     unsigned dt = (unsigned)vc->dtype;
     if (kiln_interp_dot_blas(rt, dt, &A, &B, &C)) {
-        if (dt == KILN_F64)
-            rt->dgemm(A.trans, B.trans, C.rows, C.cols, A.cols, 1.0, va->data,
-                      A.ld, vb->data, B.ld, 0.0, vc->data, C.ld);
-        else
-            rt->sgemm(A.trans, B.trans, C.rows, C.cols, A.cols, 1.0f,
-                      va->data, A.ld, vb->data, B.ld, 0.0f, vc->data, C.ld);
+        int64_t st[8] = {A.trans, B.trans, C.rows, C.cols, A.cols, A.ld, B.ld,
+                         C.ld};
+        kiln_interp_gemm(rt, dt, st, va->data, vb->data, vc->data);
         return 0;
     }
     kiln_interp_dot_loop(dt, &A, va->data, &B, vb->data, &C, vc->data);

@@ -80,10 +80,12 @@ static void kl_emit_dot(kl_cg *g)
 #else /* KL_FRONT */
 
 /* DOT: the interpreter's matrices and BLAS decision, once; a call is
- * one call of kiln_db (BLAS) or kiln_dl (the loop) with the plan's st. */
+ * one call of the runtime's gemm (kiln_interp_gemm, the arguments kiln_db
+ * would pass) or of kiln_dl (the loop) with the plan's st. */
 typedef struct kl_dplan {
     kl_planhead h;
     kl_row_fn row;            /* NULL: an empty product */
+    int blas;                 /* st is kiln_db's: the runtime's gemm */
     int64_t st[9];
 } kl_dplan;
 
@@ -100,6 +102,7 @@ static int kl_dplan_init(kl_dplan *dp, const kiln_interp_run *r, const kl_state 
         int64_t st[8] = {A.trans, B.trans, C.rows, C.cols, A.cols, A.ld, B.ld, C.ld};
         memcpy(dp->st, st, sizeof st);
         dp->row = ls->c;
+        dp->blas = 1;
     } else {
         int64_t st[9] = {A.rows, B.cols, A.cols, A.s0, A.s1, B.s0, B.s1, C.s0, C.s1};
         memcpy(dp->st, st, sizeof st);
@@ -111,7 +114,13 @@ static int kl_dplan_init(kl_dplan *dp, const kiln_interp_run *r, const kl_state 
 static int kl_dplan_run(void *plan, const kiln_call *call)
 {
     const kl_dplan *dp = plan;
-    if (dp->row) {
+    if (dp->blas) {
+        /* from here rather than kiln_db: the runtime's dgemm_rt (ABI 1.8)
+         * takes the table, which generated code does not pass on */
+        kiln_interp_gemm(call->rt, (unsigned)call->outputs[0].dtype, dp->st,
+                         call->inputs[0].data, call->inputs[1].data,
+                         call->outputs[0].data);
+    } else if (dp->row) {
         void *p[3] = {call->inputs[0].data, call->inputs[1].data,
                       call->outputs[0].data};
         dp->row(0, p, dp->st, call->rt, NULL);

@@ -1043,12 +1043,20 @@ static int begin_cache(kiln_function *f, const kiln_options *opt,
     knobs.struct_size = sizeof knobs;
     const kiln_policy *pol = kiln_plan_policy(f->plan);
     kiln_err cerr = {0, ""};
-    f->cache = kiln_cache_session_begin(
-        mode, dir, pol && kiln_policy_get_knobs(pol, &knobs) == 0 ? &knobs
-                                                                 : NULL,
-        diag, quiet, &cerr);
+    int have_knobs = pol && kiln_policy_get_knobs(pol, &knobs) == 0;
+    f->cache = kiln_cache_session_begin(mode, dir, have_knobs ? &knobs : NULL,
+                                        diag, quiet, &cerr);
     if (cerr.code)
         return kiln_seterr(err, cerr.code, "%s", cerr.message);
+    if (have_knobs) {
+        /* the policy's choice between BLAS and kiln's matrix-vector loop
+         * (`blas:`), read by kernels through the runtime table */
+        kiln_gemv_conf gc = { knobs.blas_gemv, { knobs.blas_loop_max_cols[0],
+                                                 knobs.blas_loop_max_cols[1] } };
+        f->rt = kiln_runtime_for(&gc);
+        if (!f->rt)
+            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    }
     size_t cap = 16;
     while (cap < 2 * (size_t)f->prog.n_steps)
         cap *= 2;

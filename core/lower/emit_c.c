@@ -1808,8 +1808,19 @@ static void emit_dot(emitter *e)
     emit_run_head(e);
     sb_put(b, "  const kl_mat *A = &P->A, *B = &P->B, *C = &P->C;\n");
     emit_run_body(e);
+    /* the runtime's gemm_rt when the table has it (ABI 1.8: the
+     * function's choice between BLAS and kiln's matrix-vector loop) */
     sb_printf(b,
         "  if (P->empty) return 0;\n"
+        "  if (P->blas && rt && rt->struct_size >= %zu && rt->%s_rt) {\n"
+        "    rt->%s_rt(rt, A->trans, B->trans, C->rows, C->cols, A->cols, %s, "
+        "(const %s *)I[0].data, A->ld, (const %s *)I[1].data, B->ld, %s, "
+        "(%s *)O[0].data, C->ld);\n"
+        "    return 0;\n  }\n",
+        offsetof(kiln_runtime, sgemm_rt) + sizeof(void (*)(void)),
+        f64 ? "dgemm" : "sgemm", f64 ? "dgemm" : "sgemm",
+        f64 ? "1.0" : "1.0f", T, T, f64 ? "0.0" : "0.0f", T);
+    sb_printf(b,
         "  if (P->blas && rt && rt->struct_size >= 152 && rt->%s) {\n"
         "    rt->%s(A->trans, B->trans, C->rows, C->cols, A->cols, %s, "
         "(const %s *)I[0].data, A->ld, (const %s *)I[1].data, B->ld, %s, "
@@ -1871,6 +1882,12 @@ static const char preamble[] =
     "  double (*gammainc_da)(double, double);\n"
     "  double (*betainc_da)(double, double, double);\n"
     "  double (*betainc_db)(double, double, double);\n"
+    "  void (*dgemm_rt)(const struct krt *, int, int, i64, i64, i64, double,\n"
+    "                   const double *, i64, const double *, i64, double,\n"
+    "                   double *, i64);\n"
+    "  void (*sgemm_rt)(const struct krt *, int, int, i64, i64, i64, float,\n"
+    "                   const float *, i64, const float *, i64, float,\n"
+    "                   float *, i64);\n"
     "} krt;\n"
     "typedef struct kcall { usize struct_size; u32 n_inputs, n_outputs;\n"
     "  const kv *inputs; const kv *outputs; const krt *rt;\n"

@@ -173,6 +173,9 @@ struct kiln_policy {
     double tier_budget, tier_min_gain_ns;
     double tier_compile_ms[3];  /* the tier-1 compile model: per kernel,
                                    per instruction, per input */
+    /* blas: (docs/policy.md "BLAS and kiln's matrix-vector loop") */
+    int blas_gemv;             /* 0 auto, 1 blas, 2 loop */
+    int64_t blas_loop_max_cols[2]; /* A x, A^T y; -1: the built-in table */
 };
 
 static void rule_free(rule *r)
@@ -258,6 +261,7 @@ static kiln_policy *policy_new(const char *source)
            sizeof p->tier_compile_ms);
     p->tier_min_gain_ns = 20;
     p->tier_sample_every = 64;
+    p->blas_loop_max_cols[0] = p->blas_loop_max_cols[1] = -1;
     return p;
 }
 
@@ -1041,6 +1045,33 @@ static int read_tiers(reader *r, yaml_node_t *v)
     return 0;
 }
 
+/* ---- blas ----------------------------------------------------------- */
+
+static int blas_pair(reader *r, const char *key, yaml_node_t *k,
+                     yaml_node_t *v, void *ctx)
+{
+    kiln_policy *p = ctx;
+    if (!strcmp(key, "gemv")) {
+        static const char *const modes[] = {"auto", "blas", "loop"};
+        const char *m;
+        if (kiln_yaml_string(r, v, key, &m))
+            return -1;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(m, modes[i])) {
+                p->blas_gemv = i;
+                return 0;
+            }
+        return kiln_yaml_error(r, v, "gemv: expected auto, blas or loop, "
+                               "got '%s'", m);
+    }
+    if (!strcmp(key, "loop_max_cols"))
+        return kiln_yaml_int(r, v, key, 0, 512, &p->blas_loop_max_cols[0]);
+    if (!strcmp(key, "loop_max_cols_t"))
+        return kiln_yaml_int(r, v, key, 0, 512, &p->blas_loop_max_cols[1]);
+    return kiln_yaml_unknown_key(r, k, "blas", key,
+                       "gemv, loop_max_cols, loop_max_cols_t");
+}
+
 /* ---- the top level -------------------------------------------------- */
 
 typedef struct top_ctx {
@@ -1084,9 +1115,11 @@ static int top_pair(reader *r, const char *key, yaml_node_t *k,
     }
     if (!strcmp(key, "tiers"))
         return read_tiers(r, v);
+    if (!strcmp(key, "blas"))
+        return kiln_yaml_each_pair(r, v, "blas", blas_pair, p);
     return kiln_yaml_unknown_key(r, k, "policy", key,
                        "kiln_policy, backends, default, rules, cost_model, "
-                       "fusion, constants, llvm, cache, passes, tiers");
+                       "fusion, constants, llvm, cache, passes, tiers, blas");
 }
 
 static int read_policy(reader *r, yaml_node_t *root)
@@ -1245,6 +1278,9 @@ int kiln_policy_get_knobs(const kiln_policy *p, kiln_policy_knobs *out)
     k.tier_preload = p->tier_preload;
     k.tier_min_gain_ns = p->tier_min_gain_ns;
     k.tier_sample_every = p->tier_sample_every;
+    k.blas_gemv = p->blas_gemv;
+    k.blas_loop_max_cols[0] = p->blas_loop_max_cols[0];
+    k.blas_loop_max_cols[1] = p->blas_loop_max_cols[1];
     memcpy(out, &k, k.struct_size);
     return 0;
 }

@@ -11,6 +11,8 @@
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 
 /* Row-major CBLAS constraints on a leading dimension: at least the row
  * length of the stored (possibly transposed) matrix, and at least 1. */
@@ -53,53 +55,80 @@ static int64_t kiln_runtime_at(int trans, int64_t ld, int64_t i, int64_t j)
         }                                                                     \
     }
 
-/* A product with one row or one column of C and k > 0 as one gemv call
- * (BLAS's gemm with n = 1 is several times slower than its gemv on the
- * same data).  Arguments already passed kiln_runtime_gemm_ok.  Returns 0
- * when the product is no matrix-vector one.  k = 0 stays with gemm:
- * gemv returns at once for an empty matrix, leaving y unscaled. */
-#define KILN_RUNTIME_GEMV(gemv)                                               \
+/* A table of ours and the choice its dgemm_rt / sgemm_rt make between
+ * BLAS and kiln's loop; rt first, so the table pointer handed to kernels
+ * is the struct's. */
+typedef struct kiln_runtime_own {
+    kiln_runtime rt;
+    kiln_gemv_conf gemv;
+    struct kiln_runtime_own *next;  /* the interned tables */
+} kiln_runtime_own;
+
+/* A product with one row or one column of C and k > 0 as one matrix-
+ * vector product: kiln's loop when conf picks it for the shape, else one
+ * gemv call (BLAS's gemm with n = 1 is several times slower than its gemv
+ * on the same data).  Arguments already passed kiln_runtime_gemm_ok.
+ * Returns 0 when the product is no matrix-vector one.  k = 0 stays with
+ * gemm: gemv returns at once for an empty matrix, leaving y unscaled.
+ * In gemv form (core/runtime/gemv.h): C's column (n = 1) is op(A) times
+ * B's column; C's row (m = 1) is op(B)^T times A's row. */
+#define KILN_RUNTIME_GEMV(gemv, loop)                                         \
     do {                                                                      \
         if (k <= 0 || (m != 1 && n != 1))                                     \
             return 0;                                                         \
-        if (n == 1) /* y(m) = op(A) x, x = column 0 of op(B) */               \
-            gemv(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,           \
-                 (int)(transa ? k : m), (int)(transa ? m : k), alpha, a,      \
-                 (int)lda, b, transb ? 1 : (int)ldb, beta, c, (int)ldc);      \
-        else /* y(n) = op(B)^T x, x = row 0 of op(A) */                       \
-            gemv(CblasRowMajor, transb ? CblasNoTrans : CblasTrans,           \
-                 (int)(transb ? n : k), (int)(transb ? k : n), alpha, b,      \
-                 (int)ldb, a, transa ? (int)lda : 1, beta, c, 1);             \
+        int tg = n == 1 ? transa : !transb;                                   \
+        int64_t rows = n == 1 ? (transa ? k : m) : (transb ? n : k);          \
+        int64_t cols = n == 1 ? (transa ? m : k) : (transb ? k : n);          \
+        const void *ga = n == 1 ? (const void *)a : (const void *)b;          \
+        const void *gx = n == 1 ? (const void *)b : (const void *)a;          \
+        int64_t glda = n == 1 ? lda : ldb;                                    \
+        int64_t incx = n == 1 ? (transb ? 1 : ldb) : (transa ? lda : 1);      \
+        int64_t incy = n == 1 ? ldc : 1;                                      \
+        const kiln_blas_info *bi = kiln_blas_get();                           \
+        kiln_gemv_conf envc = { bi->gemv_env, { -1, -1 } };                   \
+        if (kiln_gemv_use_loop(bi->gemv_env >= 0 ? &envc : conf,              \
+                               bi->openblas, tg, rows, cols))                 \
+            loop(tg, rows, cols, alpha, ga, glda, gx, incx, beta, c, incy);   \
+        else                                                                  \
+            gemv(CblasRowMajor, tg ? CblasTrans : CblasNoTrans, (int)rows,    \
+                 (int)cols, alpha, ga, (int)glda, gx, (int)incx, beta, c,     \
+                 (int)incy);                                                  \
         return 1;                                                             \
     } while (0)
 
-static int kiln_runtime_dgemv(int transa, int transb, int64_t m, int64_t n,
-                              int64_t k, double alpha, const double *a,
-                              int64_t lda, const double *b, int64_t ldb,
-                              double beta, double *c, int64_t ldc)
+static int kiln_runtime_dgemv(const kiln_gemv_conf *conf, int transa,
+                              int transb, int64_t m, int64_t n, int64_t k,
+                              double alpha, const double *a, int64_t lda,
+                              const double *b, int64_t ldb, double beta,
+                              double *c, int64_t ldc)
 {
-    KILN_RUNTIME_GEMV(cblas_dgemv);
+    KILN_RUNTIME_GEMV(cblas_dgemv, kiln_gemv_loop_d);
 }
 
-static int kiln_runtime_sgemv(int transa, int transb, int64_t m, int64_t n,
-                              int64_t k, float alpha, const float *a,
-                              int64_t lda, const float *b, int64_t ldb,
-                              float beta, float *c, int64_t ldc)
+static int kiln_runtime_sgemv(const kiln_gemv_conf *conf, int transa,
+                              int transb, int64_t m, int64_t n, int64_t k,
+                              float alpha, const float *a, int64_t lda,
+                              const float *b, int64_t ldb, float beta,
+                              float *c, int64_t ldc)
 {
-    KILN_RUNTIME_GEMV(cblas_sgemv);
+    KILN_RUNTIME_GEMV(cblas_sgemv, kiln_gemv_loop_s);
 }
 
-static void kiln_runtime_dgemm(int transa, int transb, int64_t m, int64_t n,
-                               int64_t k, double alpha, const double *a,
-                               int64_t lda, const double *b, int64_t ldb,
-                               double beta, double *c, int64_t ldc)
+/* gemm under a choice for its matrix-vector products (conf NULL: the
+ * built-in one). */
+static void kiln_runtime_dgemm_conf(const kiln_gemv_conf *conf, int transa,
+                                    int transb, int64_t m, int64_t n,
+                                    int64_t k, double alpha, const double *a,
+                                    int64_t lda, const double *b, int64_t ldb,
+                                    double beta, double *c, int64_t ldc)
 {
     if (m <= 0 || n <= 0 || k < 0)
         return;
     if (kiln_runtime_gemm_ok(transa, transb, m, n, k, lda, ldb, ldc)) {
-        if (kiln_runtime_dgemv(transa, transb, m, n, k, alpha, a, lda, b,
-                               ldb, beta, c, ldc))
+        if (kiln_runtime_dgemv(conf, transa, transb, m, n, k, alpha, a, lda,
+                               b, ldb, beta, c, ldc))
             return;
+        (void)kiln_blas_get();  /* OpenBLAS's threads set before its first call */
         cblas_dgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,
                     transb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
                     (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c,
@@ -109,17 +138,19 @@ static void kiln_runtime_dgemm(int transa, int transb, int64_t m, int64_t n,
     KILN_RUNTIME_GEMM_LOOP(double)
 }
 
-static void kiln_runtime_sgemm(int transa, int transb, int64_t m, int64_t n,
-                               int64_t k, float alpha, const float *a,
-                               int64_t lda, const float *b, int64_t ldb,
-                               float beta, float *c, int64_t ldc)
+static void kiln_runtime_sgemm_conf(const kiln_gemv_conf *conf, int transa,
+                                    int transb, int64_t m, int64_t n,
+                                    int64_t k, float alpha, const float *a,
+                                    int64_t lda, const float *b, int64_t ldb,
+                                    float beta, float *c, int64_t ldc)
 {
     if (m <= 0 || n <= 0 || k < 0)
         return;
     if (kiln_runtime_gemm_ok(transa, transb, m, n, k, lda, ldb, ldc)) {
-        if (kiln_runtime_sgemv(transa, transb, m, n, k, alpha, a, lda, b,
-                               ldb, beta, c, ldc))
+        if (kiln_runtime_sgemv(conf, transa, transb, m, n, k, alpha, a, lda,
+                               b, ldb, beta, c, ldc))
             return;
+        (void)kiln_blas_get();
         cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,
                     transb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
                     (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c,
@@ -129,9 +160,66 @@ static void kiln_runtime_sgemm(int transa, int transb, int64_t m, int64_t n,
     KILN_RUNTIME_GEMM_LOOP(float)
 }
 
-static const kiln_runtime kiln_runtime_table = {
+static void kiln_runtime_dgemm(int transa, int transb, int64_t m, int64_t n,
+                               int64_t k, double alpha, const double *a,
+                               int64_t lda, const double *b, int64_t ldb,
+                               double beta, double *c, int64_t ldc)
+{
+    kiln_runtime_dgemm_conf(NULL, transa, transb, m, n, k, alpha, a, lda, b,
+                            ldb, beta, c, ldc);
+}
+
+static void kiln_runtime_sgemm(int transa, int transb, int64_t m, int64_t n,
+                               int64_t k, float alpha, const float *a,
+                               int64_t lda, const float *b, int64_t ldb,
+                               float beta, float *c, int64_t ldc)
+{
+    kiln_runtime_sgemm_conf(NULL, transa, transb, m, n, k, alpha, a, lda, b,
+                            ldb, beta, c, ldc);
+}
+
+static kiln_runtime_own *kiln_runtime_interned;
+
+/* The choice of the table rt: the static table's, an interned one's, or
+ * for a table that is none of ours (a caller's copy, against the contract
+ * of dgemm_rt) the built-in one, without reading past its kiln_runtime.
+ * The interned list only grows and its nodes are never freed, so it is
+ * read without the lock (the head is published with release order). */
+static const kiln_gemv_conf *kiln_runtime_conf(const kiln_runtime *rt)
+{
+    for (const kiln_runtime_own *t = __atomic_load_n(&kiln_runtime_interned,
+                                                     __ATOMIC_ACQUIRE);
+         t; t = t->next)
+        if (&t->rt == rt)
+            return &t->gemv;
+    return NULL;
+}
+
+/* The table's own choice (the contract of dgemm_rt: rt is the table the
+ * entry was read from). */
+static void kiln_runtime_dgemm_rt(const kiln_runtime *rt, int transa,
+                                  int transb, int64_t m, int64_t n, int64_t k,
+                                  double alpha, const double *a, int64_t lda,
+                                  const double *b, int64_t ldb, double beta,
+                                  double *c, int64_t ldc)
+{
+    kiln_runtime_dgemm_conf(kiln_runtime_conf(rt), transa, transb, m, n, k,
+                            alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static void kiln_runtime_sgemm_rt(const kiln_runtime *rt, int transa,
+                                  int transb, int64_t m, int64_t n, int64_t k,
+                                  float alpha, const float *a, int64_t lda,
+                                  const float *b, int64_t ldb, float beta,
+                                  float *c, int64_t ldc)
+{
+    kiln_runtime_sgemm_conf(kiln_runtime_conf(rt), transa, transb, m, n, k,
+                            alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static const kiln_runtime_own kiln_runtime_table = { .rt = {
     .struct_size = sizeof(kiln_runtime),
-    .version = 3,
+    .version = 4,
     .exp = exp,
     .expm1 = expm1,
     .log = log,
@@ -167,9 +255,38 @@ static const kiln_runtime kiln_runtime_table = {
     .gammainc_da = kiln_gammainc_da,
     .betainc_da = kiln_betainc_da,
     .betainc_db = kiln_betainc_db,
-};
+    /* version 4 */
+    .dgemm_rt = kiln_runtime_dgemm_rt,
+    .sgemm_rt = kiln_runtime_sgemm_rt,
+}, .gemv = { KILN_GEMV_AUTO, { -1, -1 } } };
 
 const kiln_runtime *kiln_runtime_get(void)
 {
-    return &kiln_runtime_table;
+    return &kiln_runtime_table.rt;
+}
+
+static pthread_mutex_t kiln_runtime_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int kiln_runtime_same(const kiln_gemv_conf *x, const kiln_gemv_conf *y)
+{
+    return x->mode == y->mode && x->max_cols[0] == y->max_cols[0]
+        && x->max_cols[1] == y->max_cols[1];
+}
+
+const kiln_runtime *kiln_runtime_for(const kiln_gemv_conf *conf)
+{
+    if (!conf || kiln_runtime_same(conf, &kiln_runtime_table.gemv))
+        return &kiln_runtime_table.rt;
+    pthread_mutex_lock(&kiln_runtime_lock);
+    kiln_runtime_own *t = kiln_runtime_interned;
+    while (t && !kiln_runtime_same(conf, &t->gemv))
+        t = t->next;
+    if (!t && (t = malloc(sizeof *t)) != NULL) {
+        *t = kiln_runtime_table;
+        t->gemv = *conf;
+        t->next = kiln_runtime_interned;
+        __atomic_store_n(&kiln_runtime_interned, t, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&kiln_runtime_lock);
+    return t ? &t->rt : NULL;
 }

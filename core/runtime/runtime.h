@@ -11,7 +11,9 @@
 
 #include <kiln/backend.h>
 
-/* The table: static, fully filled (version 2), valid for the life of the
+#include "gemv.h"
+
+/* The table: static, fully filled (version 4), valid for the life of the
  * process, safe to use from several threads at once.
  *
  * The gemm entries take row-major CBLAS arguments.  Unlike raw CBLAS they
@@ -20,8 +22,19 @@
  * product (a leading dimension smaller than BLAS wants for a matrix with
  * one row, dimensions above INT_MAX) are computed by a plain loop instead,
  * and negative dimensions do nothing.  A product with m = 1 or n = 1 (and
- * k > 0) is one cblas_dgemv / cblas_sgemv call: BLAS's gemm with n = 1 is
- * several times slower than its gemv. */
+ * k > 0) is one matrix-vector product: kiln's own loop (core/runtime/
+ * gemv.c) when the table's choice picks it for the shape, else one
+ * cblas_dgemv / cblas_sgemv call (BLAS's gemm with n = 1 is several times
+ * slower than its gemv).  This table's choice is the built-in one
+ * (KILN_GEMV_AUTO with the table of the BLAS in use). */
 const kiln_runtime *kiln_runtime_get(void);
+
+/* A table like kiln_runtime_get's whose dgemm_rt / sgemm_rt choose
+ * between BLAS and the loop by *conf (NULL or the built-in choice: the
+ * static table itself).  Tables are interned: one per distinct conf,
+ * kept for the life of the process (a process sees a handful of
+ * policies), so the result may be kept as long as the static one.
+ * Returns NULL only when out of memory.  Thread-safe. */
+const kiln_runtime *kiln_runtime_for(const kiln_gemv_conf *conf);
 
 #endif

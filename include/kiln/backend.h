@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1
-#define KILN_ABI_MINOR 7
+#define KILN_ABI_MINOR 8
 
 /* The one frozen bootstrap symbol every plugin exports. */
 #define KILN_BACKEND_ENTRY "kiln_backend_entry"
@@ -258,7 +258,8 @@ typedef struct kiln_view {
  * additions. */
 typedef struct kiln_runtime {
     size_t struct_size;
-    uint32_t version;              /* 3 (1: up to sgemm, 2: trigamma) */
+    uint32_t version;              /* 4 (1: up to sgemm, 2: trigamma,
+                                      3: floor..betainc_db) */
     double (*exp)(double);
     double (*expm1)(double);
     double (*log)(double);
@@ -304,6 +305,21 @@ typedef struct kiln_runtime {
     double (*gammainc_da)(double a, double x);   /* d/da P(a, x) */
     double (*betainc_da)(double a, double b, double x); /* d/da I_x(a,b) */
     double (*betainc_db)(double a, double b, double x); /* d/db I_x(a,b) */
+    /* version 4 (ABI 1.8); check struct_size before use.  dgemm / sgemm
+     * with the table they were read from passed first (rt: that table,
+     * never another): a matrix-vector product (m or n 1) goes to BLAS or
+     * to the host's own loop, per shape, as the compiled function's
+     * policy says (`blas:` in docs/policy.md; the tables of two functions
+     * may differ); other products as dgemm / sgemm.  Call these when
+     * present. */
+    void (*dgemm_rt)(const struct kiln_runtime *rt, int transa, int transb,
+                     int64_t m, int64_t n, int64_t k, double alpha,
+                     const double *a, int64_t lda, const double *b,
+                     int64_t ldb, double beta, double *c, int64_t ldc);
+    void (*sgemm_rt)(const struct kiln_runtime *rt, int transa, int transb,
+                     int64_t m, int64_t n, int64_t k, float alpha,
+                     const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float beta, float *c, int64_t ldc);
 } kiln_runtime;
 
 /* Arguments of one kernel call (host-owned, valid during the call). */

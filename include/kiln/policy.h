@@ -191,6 +191,18 @@ typedef struct kiln_policy_knobs {
     double tier_compile_ms_per_op;
     double tier_compile_ms_per_input;
     int tier_preload;
+    /* matrix-vector products (`blas:`, docs/policy.md "BLAS and kiln's
+     * matrix-vector loop").  Added in kiln 0.4: check struct_size.
+     *  blas_gemv           blas.gemv: 0 auto (default: per shape, by the
+     *                      measured table of the BLAS in use), 1 blas
+     *                      (always BLAS), 2 loop (kiln's loop wherever it
+     *                      applies: at most 512 columns).
+     *  blas_loop_max_cols  blas.loop_max_cols / loop_max_cols_t: under
+     *                      auto, the widest matrix (columns of the
+     *                      row-major operand) whose A x / A^T y goes to
+     *                      kiln's loop; -1 (default): the built-in table. */
+    int blas_gemv;
+    int64_t blas_loop_max_cols[2];
 } kiln_policy_knobs;
 
 /* Fill *out (out->struct_size set by the caller).  Returns 0, or
