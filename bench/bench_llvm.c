@@ -246,7 +246,7 @@ static void bench_run(void)
             }
             out[0] = v1(o, n, ks[q].k.kind == KILN_KERNEL_REDUCE ? 0 : 1, KILN_F64);
             kiln_call c = {sizeof c, ks[q].k.n_inputs, 1, in, out,
-                           kiln_runtime_get(), NULL, 0};
+                           kiln_runtime_get(), NULL, 0, NULL, 0};
             double ti = time_fn(ci->fn, ci->state, &c, n);
             double tg = time_fn(g, NULL, &c, n);
             double tl = time_fn(cl->fn, cl->state, &c, n);
@@ -392,7 +392,7 @@ static void bench_tradeoff(void)
                     in[i] = v1(buf + (size_t)i * (size_t)NN, m, 1, KILN_F64);
                 out[0] = v1(buf + (size_t)10 * (size_t)NN, m, 1, KILN_F64);
                 kiln_call call = {sizeof call, ks[q].n_inputs, 1, in, out,
-                                  kiln_runtime_get(), NULL, 0};
+                                  kiln_runtime_get(), NULL, 0, NULL, 0};
                 ns[e] = time_fn(c->fn, c->state, &call, m);
             }
             printf("%-8s %-10s %12.4f %12.3f %12.3f\n", q ? "sum10" : "ew3",

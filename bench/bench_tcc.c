@@ -182,7 +182,7 @@ static double run_ns(kiln_kernel_fn fn, void *state, double *x, double *y,
     vo.data = y;
     char eb[256];
     kiln_call call = {sizeof call, 1, 1, &vi, &vo, kiln_runtime_get(), eb,
-                      sizeof eb};
+                      sizeof eb, NULL, 0};
     int reps = n >= 1000000 ? 5 : 2000;
     double best = 1e300;
     for (int r = 0; r < reps; r++) {

@@ -183,7 +183,7 @@ static int run(const kiln_backend *B, int bytes, const kiln_kernel *k,
     if (alias >= 0)
         in[alias].data = outs[0].data;
     kiln_call call = {sizeof call, k->n_inputs, k->n_outputs, in, outs,
-                      kiln_runtime_get(), r->msg, sizeof r->msg};
+                      kiln_runtime_get(), r->msg, sizeof r->msg, NULL, 0};
     if (bytes == 2 && c->prepare && c->run) {
         /* a prepared call: prep on views pointing elsewhere (prep reads
          * no data), run on the real ones; a call prep refuses goes to fn

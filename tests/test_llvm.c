@@ -129,7 +129,7 @@ static kiln_view view1(void *p, int64_t n, int64_t s)
 static int call(const kiln_callable *c, kiln_view *in, kiln_view *out)
 {
     char eb[256] = "";
-    kiln_call k = {sizeof k, 2, 1, in, out, kiln_runtime_get(), eb, sizeof eb};
+    kiln_call k = {sizeof k, 2, 1, in, out, kiln_runtime_get(), eb, sizeof eb, NULL, 0};
     int rc = c->fn(c->state, &k);
     if (rc)
         diag("kernel failed: %s", eb);
@@ -486,8 +486,8 @@ static void test_gather(void)
             double o[3];
             kiln_view out = view1(o, 3, 1);
             char e1[256] = "", e2[256] = "";
-            kiln_call c1 = {sizeof c1, 2, 1, in, &out, kiln_runtime_get(), e1, sizeof e1};
-            kiln_call c2 = {sizeof c2, 2, 1, in, &out, kiln_runtime_get(), e2, sizeof e2};
+            kiln_call c1 = {sizeof c1, 2, 1, in, &out, kiln_runtime_get(), e1, sizeof e1, NULL, 0};
+            kiln_call c2 = {sizeof c2, 2, 1, in, &out, kiln_runtime_get(), e2, sizeof e2, NULL, 0};
             int r1 = cl->fn(cl->state, &c1), r2 = ci->fn(ci->state, &c2);
             if (!(r1 != 0 && r1 == r2 && strcmp(e1, e2) == 0 && e1[0])) {
                 diag("out of range: %d '%s' vs %d '%s'", r1, e1, r2, e2);
@@ -515,8 +515,8 @@ static void test_gather(void)
             }
             li64[LONG - 3] = 4;
             li32[LONG - 3] = 4;
-            kiln_call c3 = {sizeof c3, 2, 1, lin, &lout[0], kiln_runtime_get(), e1, sizeof e1};
-            kiln_call c4 = {sizeof c4, 2, 1, lin, &lout[1], kiln_runtime_get(), e2, sizeof e2};
+            kiln_call c3 = {sizeof c3, 2, 1, lin, &lout[0], kiln_runtime_get(), e1, sizeof e1, NULL, 0};
+            kiln_call c4 = {sizeof c4, 2, 1, lin, &lout[1], kiln_runtime_get(), e2, sizeof e2, NULL, 0};
             e1[0] = e2[0] = 0;
             r1 = cl->fn(cl->state, &c3);
             r2 = ci->fn(ci->state, &c4);
@@ -605,7 +605,7 @@ static int agree(const char *what, const kiln_kernel *k, const kiln_view *in,
         memcpy(obuf, opat, nb);
         msg[v][0] = 0;
         kiln_call call = {sizeof call, k->n_inputs, 1, in, out, kiln_runtime_get(),
-                          msg[v], sizeof msg[v]};
+                          msg[v], sizeof msg[v], NULL, 0};
         if (v == 3) {
             int pr = cl->prepare(cl->state, &call, &plan);
             if (pr != 0)

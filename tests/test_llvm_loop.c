@@ -184,7 +184,7 @@ static void run(const kiln_callable *c, const tcase *t, int how, result *r)
     memset(r, 0, sizeof *r);
     fresh(t, r, out);
     kiln_call call = {sizeof call, t->k.n_inputs, t->k.n_outputs, t->in, out,
-                      kiln_runtime_get(), r->msg, sizeof r->msg};
+                      kiln_runtime_get(), r->msg, sizeof r->msg, NULL, 0};
     void *plan = NULL;
     if (how == RUN_PREPARED && c->struct_size >= sizeof(kiln_callable) &&
         c->prepare && c->prepare(c->state, &call, &plan) == 0) {
@@ -444,7 +444,7 @@ static void test_allocs(void)
     kiln_view out[MAXV];
     fresh(&t, &r, out);
     kiln_call call = {sizeof call, t.k.n_inputs, t.k.n_outputs, t.in, out,
-                      kiln_runtime_get(), r.msg, sizeof r.msg};
+                      kiln_runtime_get(), r.msg, sizeof r.msg, NULL, 0};
     void *plan = NULL;
     int prep = cl->prepare(cl->state, &call, &plan) == 0;
     int rc = 0;

@@ -223,7 +223,7 @@ static int call_fn(kiln_kernel_fn fn, void *state, const kiln_view *in,
                    const kiln_view *out)
 {
     char eb[256] = "";
-    kiln_call k = {sizeof k, 2, 1, in, out, kiln_runtime_get(), eb, sizeof eb};
+    kiln_call k = {sizeof k, 2, 1, in, out, kiln_runtime_get(), eb, sizeof eb, NULL, 0};
     int rc = fn(state, &k);
     if (rc)
         diag("kernel failed: %s", eb);

@@ -149,7 +149,7 @@ static int call_fn(const kiln_callable *cl, const tcase *c, const kiln_view *in,
 {
     eb[0] = 0;
     kiln_call k = {sizeof k, c->k.n_inputs, c->k.n_outputs, in, out,
-                   kiln_runtime_get(), eb, n};
+                   kiln_runtime_get(), eb, n, NULL, 0};
     return cl->fn(cl->state, &k);
 }
 
@@ -159,7 +159,7 @@ static int call_run(const kiln_callable *cl, void *plan, const tcase *c,
 {
     eb[0] = 0;
     kiln_call k = {sizeof k, c->k.n_inputs, c->k.n_outputs, in, out,
-                   kiln_runtime_get(), eb, n};
+                   kiln_runtime_get(), eb, n, NULL, 0};
     return cl->run(plan, &k);
 }
 
@@ -187,7 +187,7 @@ static void run_case(const tcase *c)
     void *plan = NULL;
     char pb[8] = "x";
     kiln_call pc = {sizeof pc, c->k.n_inputs, c->k.n_outputs, ri, ro,
-                    kiln_runtime_get(), pb, sizeof pb};
+                    kiln_runtime_get(), pb, sizeof pb, NULL, 0};
     int pr = ct->prepare(ct->state, &pc, &plan);
     if (!ok(pr == 0 && plan && strcmp(pb, "x") == 0, "%s: prepared",
             c->name))
@@ -441,7 +441,7 @@ static void test_kinds(void)
     make_set(&g, 0, &A_run, in, out);
     char eb[256] = "x", ei[256];
     kiln_call pc = {sizeof pc, 2, 1, in, out, kiln_runtime_get(), eb,
-                    sizeof eb};
+                    sizeof eb, NULL, 0};
     void *plan = NULL;
     int pr = ct->prepare(ct->state, &pc, &plan);
     ok(pr == 0, "gather: prepared for the error test");
@@ -471,7 +471,7 @@ static void test_kinds(void)
         }
         strcpy(eb, "untouched");
         kiln_call k = {sizeof k, ni, 1, bi, bo, kiln_runtime_get(), eb,
-                       sizeof eb};
+                       sizeof eb, NULL, 0};
         plan = NULL;
         pr = ct->prepare(ct->state, &k, &plan);
         int quiet = strcmp(eb, "untouched") == 0;

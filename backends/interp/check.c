@@ -118,6 +118,12 @@ static int kiln_interp_check_instr(const kiln_kernel *k, uint32_t i,
     case KILN_INTERP_C_CONST:
     case KILN_INTERP_C_CAST:
         return 0;
+    case KILN_INTERP_C_PARAM:
+        if (in->a < 0 || (dt != KILN_F64 && dt != KILN_F32))
+            return kiln_interp_why(why, n, "instruction %u (param): slot %d "
+                                   "of dtype %s (a slot >= 0, f64 or f32)",
+                                   i, (int)in->a, kiln_interp_dtype_name(dt));
+        return 0;
     case KILN_INTERP_C_WHERE:
         if (k->instrs[in->a].dtype != KILN_BOOL)
             return kiln_interp_why(why, n, "instruction %u (where): the "

@@ -60,7 +60,8 @@ enum kiln_interp_opclass {
     KILN_INTERP_C_WHERE,   /* bool ? T : T -> T */
     KILN_INTERP_C_COMPARE, /* T, T -> bool */
     KILN_INTERP_C_LOGIC,   /* bool, bool -> bool */
-    KILN_INTERP_C_TAKE     /* table input a at index b (LOOP only) */
+    KILN_INTERP_C_TAKE,    /* table input a at index b (LOOP only) */
+    KILN_INTERP_C_PARAM    /* f64 f32: element a of the call's constant block */
 };
 
 typedef struct kiln_interp_opinfo {
@@ -128,6 +129,7 @@ static const kiln_interp_opinfo kiln_interp_ops[KILN_I_COUNT] = {
     [KILN_I_GAMMAINC_DA] = { "gammainc_da", 2, KILN_INTERP_C_FLOAT, 1 },
     [KILN_I_BETAINC_DA] = { "betainc_da", 3, KILN_INTERP_C_FLOAT, 1 },
     [KILN_I_BETAINC_DB] = { "betainc_db", 3, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_PARAM] = { "param", 0, KILN_INTERP_C_PARAM, 0 },
 };
 
 /* The operands of an instruction that name earlier instructions (TAKE's

@@ -64,7 +64,8 @@ static void kiln_interp_assign_regs(const kiln_kernel *k,
     /* Pinned after the pass: a later reader of a CONST would otherwise
      * overwrite its UINT32_MAX and free its register. */
     for (uint32_t i = 0; i < n; i++)
-        if (live[i] && k->instrs[i].op == KILN_I_CONST)
+        if (live[i] && (k->instrs[i].op == KILN_I_CONST ||
+                        k->instrs[i].op == KILN_I_PARAM))
             last[i] = UINT32_MAX;
     for (uint32_t j = 0; j < k->n_outputs; j++) {
         last[k->out_refs[j]] = UINT32_MAX;
@@ -80,9 +81,9 @@ static void kiln_interp_assign_regs(const kiln_kernel *k,
         /* A CONST is filled once per call, before the blocks run: it
          * must not take a register freed by an instruction that runs
          * per block (that instruction would overwrite it each block). */
-        p->reg[i] = n_free && in->op != KILN_I_CONST ? freelist[--n_free]
-                                                     : p->n_regs++;
-        if (in->op == KILN_I_CONST)
+        int fixed = in->op == KILN_I_CONST || in->op == KILN_I_PARAM;
+        p->reg[i] = n_free && !fixed ? freelist[--n_free] : p->n_regs++;
+        if (fixed)
             p->consts[p->n_consts++] = i;
         else
             p->exec[p->n_exec++] = i;

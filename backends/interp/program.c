@@ -36,9 +36,43 @@ static int kiln_interp_input_strides(const kiln_interp_run *r,
 }
 
 /* Whether the runtime table has every function the program calls. */
+/* The value a CONST or PARAM instruction gives (a PARAM's slot checked
+ * by kiln_interp_check_runtime). */
+static double kiln_interp_const_value(const kiln_interp_run *r,
+                                      const kiln_instr *in)
+{
+    return in->op == KILN_I_PARAM ? r->call->consts[in->a] : in->imm;
+}
+
+/* The call's constant block, NULL when the call predates ABI 1.8. */
+static const double *kiln_interp_block(const kiln_call *call)
+{
+    return call->struct_size >= offsetof(kiln_call, n_consts) +
+                                    sizeof call->n_consts ? call->consts : NULL;
+}
+
+/* Every PARAM's slot is inside the call's constant block. */
+static int kiln_interp_check_block(const kiln_interp_run *r)
+{
+    const kiln_interp_prog *cp = &r->s->prog;
+    for (uint32_t c = 0; c < cp->n_consts; c++) {
+        const kiln_instr *in = &r->k->instrs[cp->consts[c]];
+        const kiln_call *call = r->call;
+        if (in->op == KILN_I_PARAM &&
+            (!kiln_interp_block(call) || (uint32_t)in->a >= call->n_consts))
+            return kiln_interp_fail(r, KILN_ERR_ARG, "%s: the call's constant "
+                                    "block has no element %d", r->label,
+                                    (int)in->a);
+    }
+    return 0;
+}
+
 static int kiln_interp_check_runtime(const kiln_interp_run *r)
 {
     const kiln_runtime *rt = r->rt;
+    int rc = kiln_interp_check_block(r);
+    if (rc)
+        return rc;
     if (!r->s->prog.uses_runtime)
         return 0;
     if (!rt || rt->struct_size < offsetof(kiln_runtime, softplus)
@@ -254,7 +288,7 @@ static int kiln_interp_pk_init(kiln_interp_pk *pk, const kiln_interp_run *r,
                            .n_in = k->n_inputs };
     for (uint32_t c = 0; c < prog->n_consts; c++) {
         const kiln_instr *in = &k->instrs[prog->consts[c]];
-        kiln_interp_fill_const(in->dtype, in->imm,
+        kiln_interp_fill_const(in->dtype, kiln_interp_const_value(r, in),
                                kiln_interp_reg(&p, prog->consts[c]), fill);
     }
     if (k->kind == KILN_KERNEL_LOOP)

@@ -147,6 +147,7 @@ static int kl_prepare(void *state, const kiln_call *call, void **out)
         pp->pl.n_in = k->n_inputs;
         pp->pl.nv = nv;
         pp->pl.ptrs = (void **)(void *)mem;
+        pp->pl.ptrs[nv] = (void *)(uintptr_t)kiln_interp_block(&c);
     } else if (kl_callplan_init(&pp->pl, &r, ls, mem) || pp->pl.interp) {
         free(pp);
         return 1;
@@ -210,7 +211,8 @@ static int kl_run(void *state, const kiln_call *call)
     kiln_interp_run r = kl_run_of(ls, call);
     const kiln_kernel *k = r.k;
     if (k->kind == KILN_KERNEL_ELEMWISE && k->n_outputs > 0 &&
-        k->outputs[0].rank == 0 && kl_scalar_call(ls, k, call) == 0)
+        k->outputs[0].rank == 0 && kiln_interp_check_block(&r) == 0 &&
+        kl_scalar_call(ls, k, call) == 0)
         return 0;
     int rc = kiln_interp_check_call(&r);
     if (rc)

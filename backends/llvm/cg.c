@@ -255,6 +255,36 @@ typedef struct kl_loopctx {
     LLVMValueRef fn;
 } kl_loopctx;
 
+/* A lifted literal (ABI 1.8): element in->a of the constant block, whose
+ * pointer the host's runner puts after the views' (ptrs[nv], parameter 1
+ * of every row and segment function), loaded and converted in the
+ * function's entry block: once per row, never per element, and the
+ * value is then a loop invariant like an immediate. */
+static LLVMValueRef kl_param(kl_cg *g, kl_loopctx *lc, const kiln_instr *in)
+{
+    LLVMBuilderRef b = g->b;
+    LLVMBasicBlockRef here = LLVMGetInsertBlock(b);
+    LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(lc->fn);
+    LLVMValueRef term = LLVMGetBasicBlockTerminator(entry);
+    if (term)
+        LLVMPositionBuilderBefore(b, term);
+    else
+        LLVMPositionBuilderAtEnd(b, entry);
+    uint32_t nv = g->k->n_inputs + g->k->n_outputs;
+    LLVMValueRef idx = LLVMConstInt(g->t_i64, nv, 0);
+    LLVMValueRef p = LLVMBuildLoad2(b, g->t_p8, LLVMBuildGEP2(
+                                        b, g->t_p8, LLVMGetParam(lc->fn, 1),
+                                        &idx, 1, ""), "");
+    p = LLVMBuildBitCast(b, p, LLVMPointerType(g->t_f64, 0), "");
+    LLVMValueRef slot = LLVMConstInt(g->t_i64, (unsigned long long)in->a, 0);
+    LLVMValueRef v = LLVMBuildLoad2(b, g->t_f64, LLVMBuildGEP2(
+                                        b, g->t_f64, p, &slot, 1, ""), "");
+    if (in->dtype == KILN_F32)
+        v = LLVMBuildFPTrunc(b, v, g->t_f32, "");
+    LLVMPositionBuilderAtEnd(b, here);
+    return v;
+}
+
 static LLVMValueRef kl_index(kl_cg *g, const kl_loopctx *lc, uint32_t v)
 {
     return lc->strided ? LLVMBuildMul(g->b, lc->j, lc->stride[v], "") : lc->j;

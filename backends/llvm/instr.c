@@ -59,6 +59,7 @@ static LLVMValueRef kl_emit_instr(kl_cg *g, kl_loopctx *lc, uint32_t i)
             break;
         }
         case KILN_I_CONST: r = kl_const(g, dt, in->imm); break;
+        case KILN_I_PARAM: r = kl_param(g, lc, in); break;
         case KILN_I_CAST: r = kl_cast(g, x, odt, dt); break;
         case KILN_I_ADD: r = f ? LLVMBuildFAdd(b, x, y, "") : LLVMBuildAdd(b, x, y, ""); break;
         case KILN_I_SUB: r = f ? LLVMBuildFSub(b, x, y, "") : LLVMBuildSub(b, x, y, ""); break;

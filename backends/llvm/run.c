@@ -229,11 +229,12 @@ typedef struct kl_callplan {
     unsigned char *acc;       /* 8 bytes per output: the accumulators */
 } kl_callplan;
 
-/* strides, offs, st (3 per view), acc, ptrs, esize */
+/* strides, offs, st (3 per view), acc, ptrs (and the constant block's
+ * after them: ptrs[nv], ABI 1.8), esize */
 static size_t kl_callplan_bytes(uint32_t nv)
 {
     return (sizeof(int64_t) * (KILN_MAX_RANK + 5) + sizeof(void *) +
-            sizeof(size_t)) * (size_t)nv;
+            sizeof(size_t)) * (size_t)nv + sizeof(void *);
 }
 
 /* LOOP: each indexed view's element stride and extent after the inner
@@ -286,7 +287,8 @@ static int kl_callplan_init(kl_callplan *pl, const kiln_interp_run *r,
     pl->st = it->offs + nv;
     pl->acc = (unsigned char *)(void *)(pl->st + 3 * (size_t)nv);
     pl->ptrs = (void **)(void *)(pl->acc + 8 * (size_t)nv);
-    pl->esize = (size_t *)(void *)(pl->ptrs + nv);
+    pl->ptrs[nv] = (void *)(uintptr_t)kiln_interp_block(r->call);
+    pl->esize = (size_t *)(void *)(pl->ptrs + nv + 1);
     for (uint32_t v = 0; v < nv; v++)
         pl->esize[v] = kiln_interp_dtype_size(v < k->n_inputs ? k->inputs[v].dtype
                                               : k->outputs[v - k->n_inputs].dtype);
@@ -330,7 +332,7 @@ static int kl_loop_fail(kl_prun *p, const kiln_interp_iter *it, int64_t j0,
                            .reg_bytes = KILN_INTERP_REG_BYTES, .n_in = p->n_in};
     for (uint32_t c = 0; c < prog->n_consts; c++) {
         const kiln_instr *in = &p->r->k->instrs[prog->consts[c]];
-        kiln_interp_fill_const(in->dtype, in->imm,
+        kiln_interp_fill_const(in->dtype, kiln_interp_const_value(p->r, in),
                                kiln_interp_reg(&ip, prog->consts[c]),
                                KILN_INTERP_BLOCK);
     }
@@ -431,9 +433,9 @@ static int kl_program_kind(const kiln_interp_run *r, const kl_state *ls)
         void *p[KL_STACK_VIEWS];
         size_t z[KL_STACK_VIEWS];
     } stack[2];
-    _Static_assert(sizeof stack >= (sizeof(int64_t) * (KILN_MAX_RANK + 2) +
+    _Static_assert(sizeof stack >= (sizeof(int64_t) * (KILN_MAX_RANK + 5) +
                                     sizeof(void *) + sizeof(size_t)) *
-                                       KL_STACK_VIEWS,
+                                       KL_STACK_VIEWS + sizeof(void *),
                    "stack plan storage");
     unsigned char *mem = (unsigned char *)stack, *heap = NULL;
     if (nv > KL_STACK_VIEWS) {
@@ -459,7 +461,7 @@ static int kl_scalar_call(const kl_state *ls, const kiln_kernel *k,
 {
     uint32_t nv = k->n_inputs + k->n_outputs;
     enum { KL_SCALAR_VIEWS = 256 };
-    void *ptrs[KL_SCALAR_VIEWS];
+    void *ptrs[KL_SCALAR_VIEWS + 1];   /* the views', the constant block's */
     if (nv > KL_SCALAR_VIEWS || call->n_inputs != k->n_inputs ||
         call->n_outputs != k->n_outputs || !call->outputs ||
         (k->n_inputs && !call->inputs) || !call->rt ||
@@ -474,6 +476,7 @@ static int kl_scalar_call(const kl_state *ls, const kiln_kernel *k,
             return 1;
         ptrs[v] = view->data;
     }
+    ptrs[nv] = (void *)(uintptr_t)kiln_interp_block(call);
     ls->c(1, ptrs, NULL, call->rt, NULL);
     return 0;
 }

@@ -59,7 +59,7 @@ static void kl_plan_free(kl_plan *p)
 
 static int kl_carried(unsigned op)
 {
-    return op != KILN_I_LOAD && op != KILN_I_CONST;
+    return op != KILN_I_LOAD && op != KILN_I_CONST && op != KILN_I_PARAM;
 }
 
 /* Cut the live program of k into segments; 0, or -1 out of memory. */
@@ -86,7 +86,7 @@ static int kl_plan_make(const kiln_kernel *k, const uint8_t *live,
         unsigned op = k->instrs[i].op;
         p->slot[i] = -1;
         last[i] = -1;
-        if (!live[i] || op == KILN_I_CONST)
+        if (!live[i] || op == KILN_I_CONST || op == KILN_I_PARAM)
             continue;
         if (op == KILN_I_LOAD) {
             cost++;
@@ -270,6 +270,7 @@ static LLVMValueRef kl_emit_seg(kl_cg *g, const char *name, uint32_t q,
                  accio = LLVMGetParam(fn, 6);
     uint32_t nv = k->n_inputs + k->n_outputs;
     kl_loopctx lc = {0};
+    lc.fn = fn;
     lc.strided = strided;
     lc.base = g->seg_base;
     lc.stride = g->seg_stride;

@@ -1102,7 +1102,8 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
         .fuse_max_width = rwc.fuse_max_width,
         .fuse_max_ops = rwc.fuse_max_ops,
         .fuse_max_outputs = rwc.fuse_max_outputs,
-        .fuse_loops = (rwc.passes >> KILN_PASS_LOOPS) & 1};
+        .fuse_loops = (rwc.passes >> KILN_PASS_LOOPS) & 1,
+        .lift = (rwc.passes >> KILN_PASS_LIFT) & 1};
     kiln_graph *g = f->g;
     int nn = g->n_nodes ? g->n_nodes : 1;
     int ns = g->n_symbols ? g->n_symbols : 1;

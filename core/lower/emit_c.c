@@ -69,7 +69,8 @@ _Static_assert(sizeof(kiln_view) == 8 + 16 * KILN_MAX_RANK + 8,
                "kiln_view layout");
 _Static_assert(KILN_MAX_RANK == 8, "generated code assumes rank <= 8");
 _Static_assert(offsetof(kiln_runtime, trigamma) == 152, "runtime layout");
-_Static_assert(offsetof(kiln_call, errbuf_size) == 48, "call layout");
+_Static_assert(offsetof(kiln_call, errbuf_size) == 48 &&
+               offsetof(kiln_call, n_consts) == 64, "call layout");
 
 /* ------------------------------------------------------------------ */
 /* A growing string                                                     */
@@ -134,7 +135,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
 
 enum opclass {
     C_LOAD, C_CONST, C_CAST, C_NUMERIC, C_FLOAT, C_ORDER, C_WHERE,
-    C_COMPARE, C_LOGIC, C_TAKE
+    C_COMPARE, C_LOGIC, C_TAKE, C_PARAM
 };
 
 typedef struct opinfo {
@@ -201,6 +202,7 @@ static const opinfo ops[KILN_I_COUNT] = {
     [KILN_I_GAMMAINC_DA] = {"gammainc_da", 2, C_FLOAT, "gammainc_da"},
     [KILN_I_BETAINC_DA] = {"betainc_da", 3, C_FLOAT, "betainc_da"},
     [KILN_I_BETAINC_DB] = {"betainc_db", 3, C_FLOAT, "betainc_db"},
+    [KILN_I_PARAM] = {"param", 0, C_PARAM, NULL},
 };
 
 static const char *const dt_name[KILN_NDTYPES] = {"f64", "f32", "i64",
@@ -310,6 +312,12 @@ static int check_instr(const kiln_kernel *k, uint32_t i, char *why, size_t n)
         return check_take(k, i, why, n);
     case C_CONST:
     case C_CAST:
+        return 0;
+    case C_PARAM:
+        if (in->a < 0 || !is_float(dt))
+            return why_f(why, n, "instruction %u (param): slot %d of dtype "
+                         "%s (a slot >= 0, f64 or f32)", i, (int)in->a,
+                         dt_name[dt]);
         return 0;
     case C_WHERE:
         if (k->instrs[in->a].dtype != KILN_BOOL ||
@@ -631,6 +639,12 @@ static const char *const_text(double imm, unsigned dt, char *buf, size_t n)
     }
 }
 
+/* LOAD, CONST and PARAM: values with no statement of their own. */
+static int is_leaf(unsigned op)
+{
+    return op == KILN_I_LOAD || op == KILN_I_CONST || op == KILN_I_PARAM;
+}
+
 /* The text naming instruction i's value inside the element loop. */
 static const char *ref(emitter *e, int32_t i, char *buf, size_t n)
 {
@@ -642,8 +656,8 @@ static const char *ref(emitter *e, int32_t i, char *buf, size_t n)
             snprintf(buf, n, "p%d[j * s%d]", (int)in->a, (int)in->a);
         return buf;
     }
-    if (in->op == KILN_I_CONST) {
-        if (const_text(in->imm, in->dtype, buf, n))
+    if (in->op == KILN_I_CONST || in->op == KILN_I_PARAM) {
+        if (in->op == KILN_I_CONST && const_text(in->imm, in->dtype, buf, n))
             return buf;
         snprintf(buf, n, "c%d", (int)i);
         return buf;
@@ -703,7 +717,7 @@ static int plan_program(emitter *e)
     for (uint32_t i = 0; i < n; i++) {
         const kiln_instr *in = &k->instrs[i];
         e->reg[i] = -1;
-        if (!e->live[i] || in->op == KILN_I_LOAD || in->op == KILN_I_CONST)
+        if (!e->live[i] || is_leaf(in->op))
             continue;
         /* operands dying here free their registers first: the statement
          * reads them before it assigns */
@@ -889,7 +903,7 @@ static void emit_program(emitter *e)
 {
     for (uint32_t i = 0; i < e->k->n_instrs; i++) {
         const kiln_instr *in = &e->k->instrs[i];
-        if (e->live[i] && in->op != KILN_I_LOAD && in->op != KILN_I_CONST)
+        if (e->live[i] && !is_leaf(in->op))
             emit_instr(e, i);
     }
 }
@@ -908,6 +922,12 @@ static void emit_program_decls(emitter *e)
     for (uint32_t i = 0; i < k->n_instrs; i++) {
         const kiln_instr *in = &k->instrs[i];
         char buf[128];
+        if (e->live[i] && in->op == KILN_I_PARAM) {
+            /* a lifted literal: read once per call from the block */
+            sb_printf(b, "  const %s c%u = (%s)call->consts[%d];\n",
+                      ctype[in->dtype], i, ctype[in->dtype], (int)in->a);
+            continue;
+        }
         if (!e->live[i] || in->op != KILN_I_CONST ||
             const_text(in->imm, in->dtype, buf, sizeof buf))
             continue;
@@ -1008,6 +1028,16 @@ static void emit_checks(emitter *e, const char *rt_need)
               "  (void)P; (void)I; (void)O; (void)rt;\n",
               offsetof(kiln_call, errbuf_size) + sizeof(size_t), KILN_ERR_ARG,
               k->n_inputs, k->n_outputs, KILN_ERR_ARG, e->label);
+    int32_t slots = 0;   /* the constant block the program reads */
+    for (uint32_t i = 0; k->instrs && i < k->n_instrs; i++)
+        if (k->instrs[i].op == KILN_I_PARAM && k->instrs[i].a >= slots)
+            slots = k->instrs[i].a + 1;
+    if (slots)
+        sb_printf(b, "  if (call->struct_size < %zu || !call->consts || "
+                  "call->n_consts < %d) return kl_fail(call, %d, \"%s: the "
+                  "call has no constant block of %d values\");\n",
+                  offsetof(kiln_call, n_consts) + sizeof(uint32_t),
+                  (int)slots, KILN_ERR_ARG, e->label, (int)slots);
     if (rt_need)
         sb_printf(b, "  if (!rt || rt->struct_size < %zu) return kl_fail(call, "
                   "%d, \"%s: the runtime table has no %s\");\n",
@@ -1547,7 +1577,7 @@ static void emit_loop_program(emitter *e)
     sbuf *b = &e->body;
     for (uint32_t i = 0; i < k->n_instrs; i++) {
         const kiln_instr *in = &k->instrs[i];
-        if (!e->live[i] || in->op == KILN_I_LOAD || in->op == KILN_I_CONST)
+        if (!e->live[i] || is_leaf(in->op))
             continue;
         if (in->op != KILN_I_TAKE) {
             emit_instr(e, i);
@@ -1891,7 +1921,8 @@ static const char preamble[] =
     "} krt;\n"
     "typedef struct kcall { usize struct_size; u32 n_inputs, n_outputs;\n"
     "  const kv *inputs; const kv *outputs; const krt *rt;\n"
-    "  char *errbuf; usize errbuf_size; } kcall;\n"
+    "  char *errbuf; usize errbuf_size;\n"
+    "  const double *consts; u32 n_consts; } kcall;\n"
     "\n"
     "static usize kl_puts(char *b, usize at, usize n, const char *s)\n"
     "{\n  while (*s && at + 1 < n) b[at++] = *s++;\n  return at;\n}\n"

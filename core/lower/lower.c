@@ -2192,6 +2192,8 @@ static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err)
         p->steps[i].kernel.label = p->steps[i].label;
     if (!rc)
         rc = plan_slots(p, g, err);
+    if (!rc && p->opts->lift && kiln_lower_lift(p))
+        rc = nomem(err);
     return rc;
 }
 
@@ -2210,6 +2212,7 @@ void kiln_lower_free(kiln_program *p)
         free(s->members);
         free(s->roles);
         free(s->out_index);
+        free(s->consts);
     }
     free(p->bufs);
     free(p->steps);

@@ -141,6 +141,11 @@ typedef struct kiln_step {
      * (its output 0 is a bool scalar: all of the condition); the VM
      * fails the call with KILN_ERR_CHECK when it is false.  0: none */
     int check;
+    /* ABI 1.8: the kernel's constant block (core/lower/lift.c), owned:
+     * the values of its KILN_I_PARAM instructions, passed with every call
+     * (kiln_call.consts); NULL and 0 when nothing was lifted */
+    double *consts;
+    uint32_t n_consts;
 } kiln_step;
 
 typedef struct kiln_program {
@@ -168,12 +173,21 @@ typedef struct kiln_lower_opts {
     int fuse_max_ops;     /* instructions of one fused scalar program */
     int fuse_max_outputs; /* outputs of one fused scalar region (0: one) */
     int fuse_loops;       /* plan LOOP kernels (core/lower/fuse.c, ABI 1.5) */
+    int lift;             /* lift literals into constant blocks (lift.c) */
 } kiln_lower_opts;
 
 /* kiln_lower with options (NULL: none of them, kiln_lower's behaviour). */
 int kiln_lower_ex(kiln_graph *g, kiln_program *prog,
                   const kiln_lower_opts *opts, kiln_err *err);
 
+
+/* Literal lifting (core/lower/lift.c): in every ELEMWISE, REDUCE and
+ * LOOP step of `prog`, the finite f64/f32 literals other than 0, +-0.5,
+ * +-1, +-2 and pow's exponents become KILN_I_PARAM instructions reading
+ * the step's constant block (kiln_step.consts), one slot per literal in
+ * instruction order.  Returns 0, or -1 when out of memory (steps lifted
+ * so far stay lifted and correct). */
+int kiln_lower_lift(kiln_program *prog);
 
 /* Free what kiln_lower allocated (not the callables: see vm.c). */
 void kiln_lower_free(kiln_program *prog);

@@ -39,7 +39,7 @@ static const struct {
     const char *name;
     double weight;
 } opcode_table[KILN_I_COUNT] = {
-    [KILN_I_LOAD] = {"load", 0},     [KILN_I_CONST] = {"const", 0},
+    [KILN_I_LOAD] = {"load", 0},     [KILN_I_CONST] = {"const", 0}, [KILN_I_PARAM] = {"param", 0},
     [KILN_I_CAST] = {"cast", 0.5},   [KILN_I_ADD] = {"add", 1},
     [KILN_I_SUB] = {"sub", 1},       [KILN_I_MUL] = {"mul", 1},
     [KILN_I_TRUE_DIV] = {"true_div", 4},
@@ -121,7 +121,7 @@ static const char *const kind_names[] = {NULL, "elemwise", "reduce", "join",
  * "fuse", as on the command line. */
 static const char *const pass_names[] = {
     "canonicalize", "fold", "cse", "promote", "join_slices", "pairwise",
-    "fuse", "loops", NULL};
+    "fuse", "loops", "lift", NULL};
 
 /* ---- the policy ----------------------------------------------------- */
 

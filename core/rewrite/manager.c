@@ -18,7 +18,7 @@
 
 static const char *const names[KILN_PASS_COUNT] = {
     "canonicalize", "fold", "cse", "promote", "join_slices", "pairwise",
-    "fuse", "loops"};
+    "fuse", "loops", "lift"};
 
 const char *kiln_rw_pass_name(int i)
 {
@@ -101,7 +101,7 @@ int kiln_rw_parse_passes(const char *spec, unsigned *mask, kiln_err *err)
                                "unknown pass '%.*s%s'%s (expected all, none, "
                                "or names, each optionally with - or +: "
                                "canonicalize, fold, cse, promote, "
-                               "join_slices, pairwise, fuse)",
+                               "join_slices, pairwise, fuse, loops, lift)",
                                shown, s, more,
                                kiln_suggest_text(&sg, hint, sizeof hint));
         }

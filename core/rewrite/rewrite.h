@@ -46,6 +46,7 @@ enum {
     KILN_PASS_PAIRWISE,
     KILN_PASS_FUSE,
     KILN_PASS_LOOPS,    /* fusion's loops (core/lower/fuse.c): needs fuse */
+    KILN_PASS_LIFT,     /* literals into constant blocks (core/lower/lift.c) */
     KILN_PASS_COUNT
 };
 

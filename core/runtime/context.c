@@ -298,7 +298,7 @@ static void prepare_step(kiln_context *ctx, kiln_step *s)
         return;
     kiln_call call = {sizeof call, (uint32_t)s->n_in, (uint32_t)s->n_out,
                       s->vin, s->vout, ctx->f->rt, ctx->errbuf,
-                      sizeof ctx->errbuf};
+                      sizeof ctx->errbuf, s->consts, s->n_consts};
     void *plan = NULL;
     if (s->callable->prepare(s->callable->state, &call, &plan) == 0)
         s->plan = plan;
@@ -331,7 +331,7 @@ static int run_step(kiln_context *ctx, kiln_step *s, kiln_err *err)
 {
     kiln_call call = {sizeof call, (uint32_t)s->n_in, (uint32_t)s->n_out,
                       s->vin, s->vout, ctx->f->rt, ctx->errbuf,
-                      sizeof ctx->errbuf};
+                      sizeof ctx->errbuf, s->consts, s->n_consts};
     if (s->plan ? s->callable->run(s->plan, &call)
                 : s->callable->fn(s->callable->state, &call)) {
         char lbl[160];

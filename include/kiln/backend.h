@@ -82,6 +82,16 @@ typedef enum kiln_opcode {
     KILN_I_GAMMAINC_DA, /* d/da P(a, x) (operands a, x) */
     KILN_I_BETAINC_DA, /* d/da I_x(a, b) (operands a, b, c = a, b, x) */
     KILN_I_BETAINC_DB, /* d/db I_x(a, b) (operands a, b, c = a, b, x) */
+    /* ABI 1.8: a lifted literal.  The value is element `a` of the call's
+     * constant block (kiln_call.consts, a >= 0 and < n_consts) converted
+     * to dtype (f64 or f32) as a C cast would; `imm` holds the value the
+     * host will pass, for messages and text renderings only: code must
+     * read the block, never bake imm in, because the cache key hashes
+     * only (op, dtype, a) and one artifact serves every value
+     * (docs/plugin-abi.md, "Constant blocks").  The block does not change
+     * between the calls of one call site, so a prepared call (prepare)
+     * may read it once. */
+    KILN_I_PARAM,
     KILN_I_COUNT
 } kiln_opcode;
 
@@ -331,6 +341,13 @@ typedef struct kiln_call {
     const kiln_runtime *rt;
     char *errbuf;                  /* a message on failure, NUL-terminated */
     size_t errbuf_size;            /* bytes */
+    /* ABI 1.8: the kernel's constant block, read by KILN_I_PARAM
+     * (host-owned, valid during the call, the same values at every call
+     * of one call site).  A plugin reads these fields only inside
+     * struct_size; a kernel with PARAM instructions called without them
+     * (or with n_consts too small) fails with KILN_ERR_ARG. */
+    const double *consts;          /* n_consts entries */
+    uint32_t n_consts;
 } kiln_call;
 
 /* A loaded kernel: returns 0 (KILN_OK), or a kiln_code after writing a

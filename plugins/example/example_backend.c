@@ -107,6 +107,13 @@ static int ex_check_program(uint32_t n_inputs, uint32_t n_instrs,
             break;
         case KILN_I_CONST:
             break;
+        case KILN_I_PARAM:   /* ABI 1.8: a literal in the call's block */
+            if (in->a < 0) {
+                snprintf(why, size, "instruction %u reads slot %d",
+                         (unsigned)i, (int)in->a);
+                return -1;
+            }
+            break;
         case KILN_I_ADD:
         case KILN_I_MUL:
             /* operands are earlier instructions */
@@ -119,7 +126,7 @@ static int ex_check_program(uint32_t n_inputs, uint32_t n_instrs,
             break;
         default:
             snprintf(why, size, "instruction %u has opcode %u (this backend "
-                     "runs only load, const, add, mul)", (unsigned)i,
+                     "runs only load, const, param, add, mul)", (unsigned)i,
                      (unsigned)in->op);
             return -1;
         }
@@ -363,6 +370,16 @@ static int ex_run(void *state, const kiln_call *call)
     int rc = ex_check_views(s, call);
     if (rc)
         return rc;
+    /* lifted literals (PARAM) read the call's constant block, which an
+     * older host does not pass */
+    for (uint32_t i = 0; i < s->n_instrs; i++)
+        if (s->instrs[i].op == KILN_I_PARAM &&
+            (call->struct_size < offsetof(kiln_call, n_consts) +
+                                     sizeof(call->n_consts) ||
+             !call->consts || (uint32_t)s->instrs[i].a >= call->n_consts)) {
+            ex_error(call, "example: the call has no constant block");
+            return KILN_ERR_ARG;
+        }
     const kiln_view *o = &call->outputs[0];
     int64_t n = 1;
     for (int32_t d = 0; d < o->rank; d++)
@@ -391,6 +408,7 @@ static int ex_run(void *state, const kiln_call *call)
                 break;
             }
             case KILN_I_CONST: reg[i] = in->imm; break;
+            case KILN_I_PARAM: reg[i] = call->consts[in->a]; break;
             case KILN_I_ADD: reg[i] = reg[in->a] + reg[in->b]; break;
             default: reg[i] = reg[in->a] * reg[in->b]; break; /* MUL */
             }
