@@ -71,9 +71,10 @@
  * and results agree bit for bit.  The walk over the outer dimensions is
  * the kernel's own loop nest (nest.c: slices, steps, transposes, row
  * broadcasts, any view that does not coalesce to one row) for
- * ELEMWISE, kept-axis REDUCE and a LOOP that checks no index; the
- * interpreter's walk still drives reductions along the row (its blocks
- * fix the order of the sum), checked LOOPs and long broadcast rows.  A
+ * ELEMWISE, REDUCE and a LOOP that checks no index; the interpreter's
+ * walk still drives reductions along rows longer than one block (its
+ * blocks fix the order of the sum), checked LOOPs and long broadcast
+ * rows.  A
  * row whose views are contiguous runs the contiguous function; on the
  * walk, a row whose inputs are contiguous or broadcast (inner stride 0)
  * runs it too, the broadcast values splatted into small stack buffers;

@@ -31,16 +31,23 @@
  * stride, offset or extent.  Width stays linear (invariant 1): the views
  * are stepped by a loop over nv, not by code per view.
  *
+ * A reduction along the row itself (REDUCE's kiln_rc/rs, a LOOP's
+ * kiln_lc/ls folding into accumulators) whose rows are at most one
+ * 256-element block long runs row by row from the plugin's own loop
+ * (kl_nest_plane): the row into the accumulators, each combined into its
+ * output as the interpreter combines a block (kl_combine) — exactly the
+ * walk's blocks, so the same sums in the same order.
+ *
  * The order of floating-point operations is the walk's: rows in C order,
- * each row's elements in order, and a kept-axis fold combines each
- * element into its output in row order, as the interpreter does; so the
- * results are bitwise the interpreter's.  What stays on the walk: a
- * reduction along the row itself (its 256-element blocks decide the
- * order of the sum), a LOOP whose indices are checked per block (kiln_lk),
- * and a row with a broadcast (inner stride 0) input of at least
- * KL_NEST_SPLAT elements (splatted into a buffer and run contiguous,
- * vectorised: the walk's cost per row is amortised there).  Shorter such
- * rows run the strided row with stride 0.
+ * each row's elements in order, a kept-axis fold combining each element
+ * into its output in row order, a fold along the row one block per row;
+ * so the results are bitwise the interpreter's.  What stays on the walk:
+ * a reduction along rows longer than one block (the walk cuts them into
+ * blocks), a LOOP whose indices are checked per block (kiln_lk), and a
+ * row with a broadcast (inner stride 0) input of at least KL_NEST_SPLAT
+ * elements (splatted into a buffer and run contiguous, vectorised: the
+ * walk's cost per row is amortised there).  Shorter such rows run the
+ * strided row with stride 0.
  *
  * Part of the llvm backend: #included by llvm.c, in the order its list
  * gives, so that each module stays one translation unit with the embedded
@@ -149,6 +156,7 @@ static void kl_nest_init(kl_callplan *pl, const kiln_interp_run *r)
     const kiln_interp_iter *it = &pl->it;
     uint32_t nv = pl->nv;
     pl->nest = NULL;
+    pl->fold = 0;
     if (pl->empty || pl->interp)
         return;
     int w = it->rank;
@@ -163,19 +171,56 @@ static void kl_nest_init(kl_callplan *pl, const kiln_interp_run *r)
         int64_t os = pl->st[pl->n_in];   /* output 0 decides (siblings agree) */
         if (os != 0)
             f = plain && os == 1 ? ls->nest[2] : ls->nest[3];
+        else
+            pl->fold = 1;
     } else if (k->kind == KILN_KERNEL_LOOP && !ls->lk) {
         if (!kl_loop_reduces(k))
             f = plain ? ls->nest[0] : ls->nest[1];
         else if (pl->rows)
             f = plain && pl->rows_unit ? ls->nest[2] : ls->nest[3];
+        else
+            pl->fold = 1;
     }
-    if (!f)
+    if (pl->fold) {   /* one block per row, or the walk's blocks */
+        pl->fold = len <= KILN_INTERP_BLOCK && ls->c && ls->s;
+        if (pl->fold)
+            pl->row = plain ? ls->c : ls->s;
+    }
+    if (!f && !pl->fold)
         return;
     for (uint32_t v = 0; v < nv; v++)
         pl->st[3 * (size_t)nv + v] =
             w >= 2 ? kiln_interp_strides(it, v)[w - 2] * (int64_t)pl->esize[v] : 0;
     pl->st[4 * (size_t)nv] = len;
     pl->nest = f;
+}
+
+/* One 2-D plane of `rows` rows from pl->ptrs (stepped here): the nest
+ * function, or a fold along each row (one block: the row into the
+ * accumulators, then each REDUCE output combined as the interpreter
+ * combines a block). */
+static void kl_nest_plane(kl_callplan *pl, const kiln_interp_run *r,
+                          int64_t rows)
+{
+    const kiln_call *call = r->call;
+    if (pl->nest) {
+        pl->nest(rows, pl->ptrs, pl->st, call->rt, NULL);
+        return;
+    }
+    const kiln_kernel *k = r->k;
+    uint32_t nv = pl->nv, n_in = pl->n_in;
+    int64_t len = pl->st[4 * (size_t)nv];
+    const int64_t *ob = pl->st + 3 * (size_t)nv;
+    unsigned char **p = (unsigned char **)pl->ptrs;
+    for (int64_t i = 0; i < rows; i++) {
+        pl->row(len, pl->ptrs, pl->st, call->rt, pl->acc);
+        for (uint32_t j = 0; j < k->n_outputs; j++)
+            if (kl_role(k, n_in + j) == KILN_ROLE_REDUCE)
+                kl_combine(k->outputs[j].dtype, k->reduce_op, p[n_in + j],
+                           pl->acc + 8 * (size_t)j);
+        for (uint32_t v = 0; v < nv; v++)
+            p[v] += ob[v];
+    }
 }
 
 /* Run a call through its nest: the views' first elements, one call per
@@ -191,7 +236,7 @@ static void kl_nest_exec(kl_callplan *pl, const kiln_interp_run *r)
     if (w <= 2) {
         for (uint32_t v = 0; v < nv; v++)
             base[v] = v < n_in ? call->inputs[v].data : call->outputs[v - n_in].data;
-        pl->nest(rows, pl->ptrs, pl->st, call->rt, NULL);
+        kl_nest_plane(pl, r, rows);
         return;
     }
     int64_t idx[KILN_MAX_RANK] = {0};
@@ -202,7 +247,7 @@ static void kl_nest_exec(kl_callplan *pl, const kiln_interp_run *r)
             pl->ptrs[v] = kiln_interp_elem(v < n_in ? &call->inputs[v]
                                                     : &call->outputs[v - n_in],
                                            it->offs[v], pl->esize[v]);
-        pl->nest(rows, pl->ptrs, pl->st, call->rt, NULL);
+        kl_nest_plane(pl, r, rows);
         int d = w - 3;
         for (; d >= 0; d--) {
             idx[d]++;

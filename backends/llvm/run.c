@@ -228,7 +228,10 @@ typedef struct kl_callplan {
     int rows_unit;            /* ... all with inner stride 1 */
     unsigned char *acc;       /* 8 bytes per output: the accumulators */
     kl_row_fn nest;           /* the loop nest this call runs (nest.c), or
-                                 NULL: the walk */
+                                 NULL */
+    int fold;                 /* nest.c's fold along rows of one block (row:
+                                 the row function); nest NULL, fold 0:
+                                 the walk */
 } kl_callplan;
 
 /* strides, offs, st (4 per view and the row length), acc, ptrs, esize */
@@ -399,7 +402,7 @@ static int kl_callplan_exec(kl_callplan *pl, const kiln_interp_run *r)
         p->splat_src[q] = NULL;
         p->splat_n[q] = 0;
     }
-    if (pl->nest) {
+    if (pl->nest || pl->fold) {
         /* our own nest (nest.c): the REDUCE outputs from the identity,
          * the rows, MEAN's division, as the walk does them */
         for (uint32_t j = 0; j < k->n_outputs; j++) {
