@@ -17,6 +17,8 @@
  *   step-slice      sub(X[::2, 1::2], 1.0)          (steps on both axes)
  *   colbcast        sub(Z, c), c: f64[5000, 1]     (a column broadcast:
  *                   inner stride 0)
+ *   rowsum          sum(X[:, 1:], axis=1)           (a reduction along
+ *                   rows of 24)
  * Each under every backend named on the command line (default: interp tcc
  * llvm; a backend that does not compile here is skipped).  Times are the
  * calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID: the kernels run on
@@ -60,6 +62,8 @@ static const bcase cases[] = {
                    "  output y = sub(X[::2, 1::2], 1.0)\n"},
     {"colbcast", "  input Z: f64[5000, 24]\n  input c: f64[5000, 1]\n"
                  "  output y = sub(Z, c)\n"},
+    {"rowsum", "  input X: f64[5000, 25]\n  input m: f64[24]\n"
+               "  output y = sum(X[:, 1:], axis=1)\n"},
 };
 
 static kiln_function *compile(const char *body, const char *backend)
