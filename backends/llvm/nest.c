@@ -84,14 +84,17 @@ static void kl_emit_nest(kl_cg *g, const char *name, const char *row)
     LLVMValueRef p = LLVMBuildLoad2(b, g->t_p8, LLVMBuildGEP2(b, g->t_p8, r.ptrs,
                                                               &f.j, 1, ""), "");
     LLVMBuildStore(b, p, LLVMBuildGEP2(b, g->t_p8, loc, &f.j, 1, ""));
-    kl_for_close(g, &f, 0);
+    kl_for_close(g, &f, 1);   /* small loops: not vectorised, not unrolled */
     kl_for o;
     kl_for_open(g, r.fn, r.n, &o);       /* the rows */
     LLVMValueRef args[5] = {len, loc, r.st, r.rt, r.acc};
     LLVMValueRef call = LLVMBuildCall2(b, g->t_fn, rf, args, 5, "");
     /* a call, not a copy of the row: inlined, every row function's body
-     * (vectorised, with its remainder loops) was compiled twice, +20-50 %
-     * of a kernel's compile time; the call costs a few ns a row */
+     * (vectorised, with its remainder loops) was compiled twice (+20-30 %
+     * of llvm's compile time on radon and logistic_county); the call costs
+     * 5-10 % of a nest kernel's run time.  (The same loop in the plugin's
+     * C, calling the row through a pointer, cost no compile time but ran
+     * diamonds' centring 1.4x slower than this; measured, issue 27.) */
     unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
     LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
                              LLVMCreateEnumAttribute(g->ctx, noinline, 0));
@@ -102,7 +105,7 @@ static void kl_emit_nest(kl_cg *g, const char *name, const char *row)
     LLVMValueRef d = LLVMBuildLoad2(b, g->t_i64, LLVMBuildGEP2(b, g->t_i64, ob,
                                                                &s.j, 1, ""), "");
     LLVMBuildStore(b, LLVMBuildGEP2(b, g->t_i8, q, &d, 1, ""), lp);
-    kl_for_close(g, &s, 0);
+    kl_for_close(g, &s, 1);
     kl_for_close(g, &o, 1);
     LLVMBuildRetVoid(b);
 }
