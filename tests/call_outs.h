@@ -1,7 +1,8 @@
 /*
  * call_outs.h — a call's outputs, copied (a kiln_function reuses its
- * buffers), for tests that compare calls (include once; define MAX_OUT,
- * the most outputs a function of the test has, before including).
+ * buffers), and two calls' outputs compared bit for bit, for tests that
+ * compare calls (include once; define MAX_OUT, the most outputs a
+ * function of the test has, before including).
  */
 #ifndef KILN_TESTS_CALL_OUTS_H
 #define KILN_TESTS_CALL_OUTS_H
@@ -52,6 +53,39 @@ static void call_copy(kiln_function *f, const kiln_tensor *in, outs *o)
         o->t[i].data = malloc(b ? b : 1);
         memcpy(o->t[i].data, out[i].data, b);
     }
+}
+
+/* a and b are the same, bit for bit (both calls succeeded, the same
+ * outputs); else 0 with the first difference in why */
+static inline int outs_same_bits(const outs *a, const outs *b, char *why, size_t n)
+{
+    if (a->rc || b->rc) {
+        snprintf(why, n, "rc %d (%.120s) vs %d (%.120s)", a->rc, a->msg,
+                 b->rc, b->msg);
+        return 0;
+    }
+    if (a->n != b->n) {
+        snprintf(why, n, "%d outputs vs %d", a->n, b->n);
+        return 0;
+    }
+    for (int i = 0; i < a->n; i++) {
+        const kiln_tensor *x = &a->t[i], *y = &b->t[i];
+        if (x->dtype != y->dtype || x->rank != y->rank ||
+            memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->rank)) {
+            snprintf(why, n, "output %d: dtype or shape differs", i);
+            return 0;
+        }
+        if (memcmp(x->data, y->data, outs_bytes(x))) {
+            size_t es = kiln_dtype_size(x->dtype), m = outs_bytes(x) / es;
+            for (size_t j = 0; j < m; j++)
+                if (memcmp((char *)x->data + j * es, (char *)y->data + j * es, es)) {
+                    snprintf(why, n, "output %d differs at element %zu", i, j);
+                    break;
+                }
+            return 0;
+        }
+    }
+    return 1;
 }
 
 #endif

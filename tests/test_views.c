@@ -79,30 +79,6 @@ static kiln_function *compile_body(const char *body, const char *backend,
 
 #include "call_outs.h"
 
-/* a and b are the same, bit for bit */
-static int same_bits(const outs *a, const outs *b, char *why, size_t n)
-{
-    if (a->rc || b->rc) {
-        snprintf(why, n, "rc %d (%.120s) vs %d (%.120s)", a->rc, a->msg,
-                 b->rc, b->msg);
-        return 0;
-    }
-    if (a->n != b->n) {
-        snprintf(why, n, "%d outputs vs %d", a->n, b->n);
-        return 0;
-    }
-    for (int i = 0; i < a->n; i++) {
-        const kiln_tensor *x = &a->t[i], *y = &b->t[i];
-        if (x->dtype != y->dtype || x->rank != y->rank ||
-            memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->rank) ||
-            memcmp(x->data, y->data, outs_bytes(x))) {
-            snprintf(why, n, "output %d differs", i);
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* kernels of f whose label is `label` */
 static int count_label(const kiln_function *f, const char *label)
 {
@@ -284,8 +260,8 @@ static void test_cases(void)
                 call_copy(all, in.t, &oa);
                 call_copy(none, in.t, &on);
                 call_copy(nof, in.t, &of);
-                good = same_bits(&oa, &on, why, sizeof why) &&
-                       same_bits(&oa, &of, why, sizeof why);
+                good = outs_same_bits(&oa, &on, why, sizeof why) &&
+                       outs_same_bits(&oa, &of, why, sizeof why);
                 if (!good)
                     snprintf(why + strlen(why), sizeof why - strlen(why),
                              " at n=%lld m=%lld", (long long)dims[k][0],
@@ -437,7 +413,7 @@ static void test_kept(void)
                 outs oa, on;
                 call_copy(all, in.t, &oa);
                 call_copy(none, in.t, &on);
-                good = same_bits(&oa, &on, why, sizeof why);
+                good = outs_same_bits(&oa, &on, why, sizeof why);
                 outs_free(&oa);
                 outs_free(&on);
                 inset_free(&in);
@@ -489,8 +465,8 @@ static void test_checks(void)
             call_copy(none, bad_in.t, &n2);
             call_copy(all, good_in.t, &a3);
             char why[400] = "";
-            int same1 = same_bits(&a1, &n1, why, sizeof why);
-            int same3 = same_bits(&a3, &n1, why, sizeof why);
+            int same1 = outs_same_bits(&a1, &n1, why, sizeof why);
+            int same3 = outs_same_bits(&a3, &n1, why, sizeof why);
             ok(kiln_function_n_kernels(all) == 1 && same1 && a2.rc != 0 &&
                    n2.rc != 0 && strcmp(a2.msg, n2.msg) == 0 && same3,
                "%s (%s): read in place, the call fails as with copies "
@@ -569,7 +545,7 @@ static void test_deep(void)
             outs oa, on;
             call_copy(all, &in, &oa);
             call_copy(none, &in, &on);
-            good = same_bits(&oa, &on, why, sizeof why);
+            good = outs_same_bits(&oa, &on, why, sizeof why);
             outs_free(&oa);
             outs_free(&on);
             free(x);
@@ -628,12 +604,12 @@ static void test_steady(void)
         call_copy(f, B.t, &o);
         call_copy(ref, B.t, &want);
         char why[400] = "";
-        int good = rc == 0 && same_bits(&o, &want, why, sizeof why);
+        int good = rc == 0 && outs_same_bits(&o, &want, why, sizeof why);
         outs_free(&o);
         outs_free(&want);
         call_copy(f, A.t, &o);
         call_copy(ref, A.t, &want);
-        good = good && same_bits(&o, &want, why, sizeof why);
+        good = good && outs_same_bits(&o, &want, why, sizeof why);
         ok(good, "steady state (%s): new data through the same views equals "
                  "passes none %s %s", backends[b], rc ? err.message : "", why);
         outs_free(&o);

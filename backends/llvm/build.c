@@ -162,6 +162,7 @@ static int kl_build(kl_cg *g, char *why, size_t why_n)
             emit(g, "kiln_us", KL_RROW, 1);
         }
     }
+    kl_emit_nests(g);
     g->plan = NULL;
     kl_plan_free(&plan);
     free(g->l_out_scope);

@@ -231,8 +231,10 @@ static int kl_run(void *state, const kiln_call *call)
         /* compiled as a full reduction: only a call whose output is one
          * element can use the code (anything else gets the interpreter,
          * with its messages) */
-        if (!kl_one_output(&call->outputs[0]))
+        if (!kl_one_output(&call->outputs[0])) {
+            kl_walked();
             return ls->interp->fn(ls->interp->state, call);
+        }
     }
     return kl_program_kind(&r, ls);
 }

@@ -32,6 +32,10 @@
  *   kiln_luc / kiln_lus LOOP whose REDUCE outputs fold along a kept axis
  *   kiln_lk             LOOP: the index check, *acc = 1 when an index of
  *                       the row (a TAKE's, a SCATTER's) is out of range
+ *   kiln_n0 .. kiln_n3  loop nests (nest.c): an outer loop over the rows
+ *                       of a 2-D space calling kiln_ec/es (lc/ls), or
+ *                       kiln_uc/us (luc/lus), each view stepped by its
+ *                       own outer stride (st[3 nv + v], bytes)
  *
  * `ptrs` holds one base pointer per view (inputs, then outputs), `st` the
  * inner strides in elements (strided versions only).  The signature is
@@ -60,14 +64,21 @@
  * broadcast input), the block's combination, MEAN's division; a failed
  * check falls back to the walk.
  *
- * The walk over the outer dimensions, the view checks, the 256-element
- * reduction blocks, the output initialisation, MEAN's division and the
- * error messages are the interpreter's own code (this file includes
- * backends/interp/interp.c), so the order of every floating-point
- * operation is the interpreter's and results agree bit for bit.  A row
- * whose inputs are contiguous or broadcast (inner stride 0) runs the
- * contiguous function, the broadcast values splatted into small stack
- * buffers; other rows run the strided function.
+ * The view checks, the coalescing, the 256-element reduction blocks, the
+ * output initialisation, MEAN's division and the error messages are the
+ * interpreter's own code (this file includes backends/interp/interp.c),
+ * so the order of every floating-point operation is the interpreter's
+ * and results agree bit for bit.  The walk over the outer dimensions is
+ * the kernel's own loop nest (nest.c: slices, steps, transposes, row
+ * broadcasts, any view that does not coalesce to one row) for
+ * ELEMWISE, REDUCE and a LOOP that checks no index; the interpreter's
+ * walk still drives reductions along rows longer than one block (its
+ * blocks fix the order of the sum), checked LOOPs and long broadcast
+ * rows.  A
+ * row whose views are contiguous runs the contiguous function; on the
+ * walk, a row whose inputs are contiguous or broadcast (inner stride 0)
+ * runs it too, the broadcast values splatted into small stack buffers;
+ * other rows run the strided function.
  *
  * A program of more than KL_SEG instructions is cut into segment
  * functions called per strip of the row (segment.c):
@@ -182,6 +193,7 @@ static int kl_fail(kiln_plugin_error **err, int code, const char *fmt, ...)
 #include "rowfn.c"      /* codegen: data-movement row helpers */
 #include "load.c"       /* plugin: callables (ELF object loaded) */
 #include "run.c"        /* plugin: ELEMWISE, REDUCE, LOOP runs */
+#include "nest.c"       /* both: loop nests over strided rows */
 #include "gather.c"     /* GATHER: rows / runner */
 #include "join.c"       /* JOIN: rows / runner and plan */
 #include "scatter.c"    /* SCATTER: rows / runner and plan */

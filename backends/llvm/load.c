@@ -23,6 +23,7 @@ typedef struct kl_state {
                                 LOOP: lc/ls (kl_row_names) */
     kl_row_fn uc, us;        /* REDUCE (LOOP: luc/lus) along a kept axis */
     kl_row_fn lk;            /* LOOP: the index check, or NULL */
+    kl_row_fn nest[4];       /* kiln_n0 .. n3 (nest.c), NULL when absent */
 } kl_state;
 
 static void kl_callable_free(kiln_callable *c)
@@ -144,6 +145,13 @@ static int kl_load_bytes(const void *bytes, size_t len, kiln_callable **out,
         if (kl_loop_checks(&full) &&
             (rc = kl_lookup(s, "kiln_lk", &s->lk, err)))
             goto fail;
+        for (int q = 0; q < 4; q++) {   /* the nests: optional */
+            char nm4[16];
+            snprintf(nm4, sizeof nm4, "kiln_n%d", q);
+            void *p = kiln_obj_symbol(s->obj, nm4);
+            if (p)
+                memcpy(&s->nest[q], &p, sizeof s->nest[q]);
+        }
     }
     free(ia);
     free(copy);

@@ -227,15 +227,27 @@ typedef struct kl_callplan {
     int rows;                 /* REDUCE outputs fold along the row */
     int rows_unit;            /* ... all with inner stride 1 */
     unsigned char *acc;       /* 8 bytes per output: the accumulators */
+    kl_row_fn nest;           /* the loop nest this call runs (nest.c), or
+                                 NULL */
+    int fold;                 /* nest.c's fold along rows of one block (row:
+                                 the row function); nest NULL, fold 0:
+                                 the walk */
 } kl_callplan;
 
-/* strides, offs, st (3 per view), acc, ptrs (and the constant block's
- * after them: ptrs[nv], ABI 1.8), esize */
+/* strides, offs, st (4 per view and the row length), acc, ptrs (and the
+ * constant block's after them: ptrs[nv], ABI 1.8), esize */
+#define KL_CALLPLAN_BYTES(nv)                                                 \
+    ((sizeof(int64_t) * (KILN_MAX_RANK + 6) + sizeof(void *) +               \
+      sizeof(size_t)) * (size_t)(nv) + sizeof(int64_t) + sizeof(void *))
 static size_t kl_callplan_bytes(uint32_t nv)
 {
-    return (sizeof(int64_t) * (KILN_MAX_RANK + 5) + sizeof(void *) +
-            sizeof(size_t)) * (size_t)nv + sizeof(void *);
+    return KL_CALLPLAN_BYTES(nv);
 }
+
+/* nest.c: the nest a call runs, and running it */
+static void kl_nest_init(kl_callplan *pl, const kiln_interp_run *r);
+static void kl_nest_exec(kl_callplan *pl, const kiln_interp_run *r);
+static void kl_walked(void);
 
 /* LOOP: each indexed view's element stride and extent after the inner
  * strides (the row functions' st), and how the REDUCE outputs fold: all
@@ -285,7 +297,7 @@ static int kl_callplan_init(kl_callplan *pl, const kiln_interp_run *r,
     it->strides = (int64_t *)(void *)mem;
     it->offs = it->strides + (size_t)nv * KILN_MAX_RANK;
     pl->st = it->offs + nv;
-    pl->acc = (unsigned char *)(void *)(pl->st + 3 * (size_t)nv);
+    pl->acc = (unsigned char *)(void *)(pl->st + 4 * (size_t)nv + 1);
     pl->ptrs = (void **)(void *)(pl->acc + 8 * (size_t)nv);
     pl->ptrs[nv] = (void *)(uintptr_t)kiln_interp_block(r->call);
     pl->esize = (size_t *)(void *)(pl->ptrs + nv + 1);
@@ -313,6 +325,7 @@ static int kl_callplan_init(kl_callplan *pl, const kiln_interp_run *r,
         memcpy(pl->splat_in, p.splat_in, sizeof pl->splat_in);
         if (loop)
             kl_loop_layout(pl, r);
+        kl_nest_init(pl, r);
     }
     return 0;
 }
@@ -391,6 +404,31 @@ static int kl_callplan_exec(kl_callplan *pl, const kiln_interp_run *r)
         p->splat_src[q] = NULL;
         p->splat_n[q] = 0;
     }
+    if (pl->nest || pl->fold) {
+        /* our own nest (nest.c): the REDUCE outputs from the identity,
+         * the rows, MEAN's division, as the walk does them */
+        for (uint32_t j = 0; j < k->n_outputs; j++) {
+            if (kl_role(k, k->n_inputs + j) != KILN_ROLE_REDUCE)
+                continue;
+            const kiln_view *o = &r->call->outputs[j];
+            kiln_interp_fill f = {.view = o, .esize = kiln_interp_dtype_size(o->dtype)};
+            kiln_interp_identity(o->dtype, k->reduce_op, f.value);
+            kiln_interp_over_output(o, pl->distinct, kiln_interp_fill_body, &f);
+        }
+        kl_nest_exec(pl, r);
+        for (uint32_t j = 0; k->reduce_op == KILN_REDUCE_MEAN && j < k->n_outputs;
+             j++) {
+            if (kl_role(k, k->n_inputs + j) != KILN_ROLE_REDUCE)
+                continue;
+            const kiln_view *o = &r->call->outputs[j];
+            kiln_interp_fill f = {.view = o, .esize = kiln_interp_dtype_size(o->dtype),
+                                  .divisor = pl->count};
+            kiln_interp_over_output(o, pl->distinct, kiln_interp_mean_body, &f);
+        }
+        return 0;
+    }
+    if (!pl->empty)
+        kl_walked();
     if (k->kind == KILN_KERNEL_LOOP) {
         /* the interpreter's walk and blocks (the same order of
          * floating-point operations), our rows */
@@ -433,9 +471,7 @@ static int kl_program_kind(const kiln_interp_run *r, const kl_state *ls)
         void *p[KL_STACK_VIEWS];
         size_t z[KL_STACK_VIEWS];
     } stack[2];
-    _Static_assert(sizeof stack >= (sizeof(int64_t) * (KILN_MAX_RANK + 5) +
-                                    sizeof(void *) + sizeof(size_t)) *
-                                       KL_STACK_VIEWS + sizeof(void *),
+    _Static_assert(sizeof stack >= KL_CALLPLAN_BYTES(KL_STACK_VIEWS),
                    "stack plan storage");
     unsigned char *mem = (unsigned char *)stack, *heap = NULL;
     if (nv > KL_STACK_VIEWS) {
@@ -445,6 +481,8 @@ static int kl_program_kind(const kiln_interp_run *r, const kl_state *ls)
     }
     kl_callplan pl;
     int rc = kl_callplan_init(&pl, r, ls, mem);
+    if (!rc && pl.interp)
+        kl_walked();
     if (!rc)
         rc = pl.interp ? ls->interp->fn(ls->interp->state, r->call)
                        : kl_callplan_exec(&pl, r);
