@@ -143,6 +143,19 @@ void kiln_vm_destroy(kiln_function *f)
         if (c1 && t->owns1)
             kiln_vm_callable_free(t->be1, c1);
     }
+    if (f->prep) {
+        /* the prep's shared values point at f's data: not its to free */
+        for (int i = 0; i < f->n_prep_in; i++) {
+            kiln_node *pn = &f->prep->g->nodes[f->prep_in[i].prep_node];
+            if (pn->data == f->g->nodes[f->prep_in[i].node].data)
+                pn->data = NULL;
+        }
+        kiln_function_free(f->prep);
+    }
+    for (int i = 0; i < f->n_hoist; i++)
+        free(f->hoist[i].label);
+    free(f->hoist);
+    free(f->prep_in);
     kiln_lower_free(&f->prog);
     kiln_plan_free(f->plan);
     free(f->inputs);
@@ -223,6 +236,90 @@ int64_t kiln_function_symbol_size(const kiln_function *f, const char *symbol)
     return -1;
 }
 
+/* Give leaf buffer b of node n (f's) the shape `shape` and data n->data,
+ * fixing the symbols of n's dims. */
+static void set_leaf(kiln_function *f, kiln_node *n, const int64_t *shape)
+{
+    kiln_buf *b = &f->prog.bufs[f->prog.node_buf[n - f->g->nodes]];
+    b->data = n->data;
+    b->rank = n->type.rank;
+    for (int k = 0; k < n->type.rank; k++) {
+        n->vshape[k] = shape[k];
+        b->shape[k] = shape[k];
+        int64_t d = n->type.dims[k];
+        if (KILN_DIM_IS_SYM(d))
+            f->symvals_fixed[KILN_SYM_INDEX(d)] = shape[k];
+    }
+    b->nbytes = n->nbytes;
+}
+
+int kiln_vm_prep_run(kiln_function *f, kiln_err *err)
+{
+    kiln_function *p = f->prep;
+    if (!p)
+        return 0;
+    for (int i = 0; i < f->n_prep_in; i++)
+        if (!f->g->nodes[f->prep_in[i].node].data)
+            return 0;                   /* run once all are bound */
+    for (int i = 0; i < f->n_prep_in; i++) {
+        kiln_node *n = &f->g->nodes[f->prep_in[i].node];
+        kiln_node *pn = &p->g->nodes[f->prep_in[i].prep_node];
+        if (pn->data == n->data)
+            continue;
+        pn->data = n->data;
+        pn->nbytes = n->nbytes;
+        set_leaf(p, pn, n->vshape);
+    }
+    p->bind_gen++;
+    int no = p->g->n_outputs;
+    kiln_tensor *out = calloc((size_t)no, sizeof *out);
+    if (!out)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    int rc = kiln_function_call(p, NULL, out, err);
+    for (int i = 0; !rc && i < f->n_hoist; i++) {
+        const kiln_hoist_ent *h = &f->hoist[i];
+        if (h->node < 0)
+            continue;
+        kiln_node *n = &f->g->nodes[h->node];
+        const kiln_tensor *t = &out[h->out];
+        size_t bytes = (size_t)kiln_shape_numel(t->rank, t->shape) *
+                       kiln_dtype_size(t->dtype);
+        if (!n->data) {
+            n->data = malloc(bytes ? bytes : 1);
+            if (!n->data) {
+                rc = kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+                break;
+            }
+            n->nbytes = bytes;
+            set_leaf(f, n, t->shape);
+        }
+        if (bytes)
+            memcpy(n->data, t->data, bytes);
+    }
+    free(out);
+    if (rc)
+        kiln_err_prefix(err, "computing the data-only values: ");
+    f->bind_gen++;  /* contexts copy the leaves again at their next call */
+    return rc;
+}
+
+int kiln_function_n_hoisted(const kiln_function *f)
+{
+    return f ? f->n_hoist : 0;
+}
+
+const char *kiln_function_hoisted_info(const kiln_function *f, int i,
+                                       int64_t *bytes, int *per_call)
+{
+    if (!f || i < 0 || i >= f->n_hoist)
+        return NULL;
+    if (bytes)
+        *bytes = f->hoist[i].bytes;
+    if (per_call)
+        *per_call = f->hoist[i].node < 0;
+    return f->hoist[i].label;
+}
+
 int kiln_function_bind_shared(kiln_function *f, const char *name,
                               const kiln_tensor *value, kiln_err *err)
 {
@@ -290,6 +387,9 @@ int kiln_function_bind_shared(kiln_function *f, const char *name,
     f->bind_gen++;  /* contexts copy the leaves again at their next call */
     if (bytes)
         memcpy(n->data, value->data, bytes);
+    for (int i = 0; i < f->n_prep_in; i++)
+        if (&f->g->nodes[f->prep_in[i].node] == n)
+            return kiln_vm_prep_run(f, err);   /* data-only values again */
     return 0;
 }
 

@@ -172,6 +172,12 @@ typedef struct kiln_policy_knobs {
     double tier_ratio;
     double tier_min_gain_ns;
     int tier_sample_every;
+    /* hoisting (`hoist:`, docs/policy.md "Hoisting"): a data-only value
+     * (computed from shared values and constants only) larger than this
+     * many bytes is not stored but computed at every call
+     * (hoist.max_size; default 256 MiB, 0: nothing is hoisted).  Added in
+     * kiln 0.4: check struct_size. */
+    int64_t hoist_max_bytes;
 } kiln_policy_knobs;
 
 /* Fill *out (out->struct_size set by the caller).  Returns 0, or
