@@ -1114,7 +1114,7 @@ static int64_t type_bytes(const kiln_type *t)
  * data-only boundary, keep per call what is over the cap or of unknown
  * size, compile the prep program for the rest (no hoisting, tier 0 only:
  * it runs once per binding) and turn the hoisted nodes into hidden shared
- * values.  The prep runs after setup_leaves (kiln_vm_prep_run). */
+ * values.  The prep runs after setup_leaves (kiln_context_prep_run). */
 static int hoist(kiln_function *f, const kiln_options *opt,
                  const kiln_rw_config *rwc, kiln_err *err)
 {
@@ -1353,7 +1353,7 @@ static kiln_function *compile_graph(const kiln_graph *graph,
     }
     if (kiln_lower_ex(g, &f->prog, &lopt, err))
         goto fail;
-    if (setup_leaves(f, err) || kiln_vm_prep_run(f, err))
+    if (setup_leaves(f, err) || kiln_context_prep_run(f, err))
         goto fail;
     int crc = compile_steps(f, opt, err);
     free(f->memo);

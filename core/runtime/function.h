@@ -125,7 +125,7 @@ struct kiln_function {
     kiln_graph *g;              /* owned copy of the graph */
     /* hoisting: data-only values computed by `prep` (a function of no
      * input, compiled without hoisting) when the data are bound
-     * (kiln_compile, kiln_function_bind_shared: kiln_vm_prep_run) */
+     * (kiln_compile, kiln_function_bind_shared: kiln_context_prep_run) */
     kiln_function *prep;        /* NULL: nothing hoisted */
     kiln_hoist_ent *hoist;      /* n_hoist entries: hoisted, then kept */
     int n_hoist;
@@ -210,17 +210,17 @@ int kiln_vm_size_fits(int rank, const int64_t *shape, kiln_dtype dt);
 /* Bytes of buffer b at its run-time shape. */
 size_t kiln_vm_buf_bytes(const kiln_buf *b);
 
+/* ---- core/runtime/context.c --------------------------------------------- */
+
+/* Free every per-thread context of f. */
+void kiln_context_free_all(kiln_function *f);
+
 /* Hoisting: when every shared value f->prep reads is bound, point the
  * prep's shared values at f's data, run the prep and copy its outputs
  * into f's hidden shared values (allocated the first time), then make
  * contexts copy the leaves again.  0 (also when a value is not bound
  * yet: nothing is run), or the prep call's error. */
-int kiln_vm_prep_run(kiln_function *f, kiln_err *err);
-
-/* ---- core/runtime/context.c --------------------------------------------- */
-
-/* Free every per-thread context of f. */
-void kiln_context_free_all(kiln_function *f);
+int kiln_context_prep_run(kiln_function *f, kiln_err *err);
 
 /* ---- core/runtime/tier.c ------------------------------------------------ */
 
