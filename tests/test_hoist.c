@@ -52,20 +52,16 @@ static double urand(void)
     return (double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
-/* "[[a, b], [c, d]]" of r x c random numbers into buf (static storage). */
+static char *values_text(const double *v, int r, int c);
+
+/* "[[a, b], [c, d]]" of r x c random numbers (the caller frees it). */
 static char *matrix_text(int r, int c)
 {
-    size_t cap = (size_t)r * (size_t)c * 28 + 64;
-    char *s = malloc(cap), *p = s;
-    *p++ = '[';
-    for (int i = 0; i < r; i++) {
-        p += sprintf(p, "%s[", i ? ", " : "");
-        for (int j = 0; j < c; j++)
-            p += sprintf(p, "%s%.17g", j ? ", " : "", urand());
-        *p++ = ']';
-    }
-    *p++ = ']';
-    *p = 0;
+    double *v = malloc(sizeof *v * (size_t)r * (size_t)c);
+    for (int i = 0; i < r * c; i++)
+        v[i] = urand();
+    char *s = values_text(v, r, c);
+    free(v);
     return s;
 }
 
@@ -298,13 +294,14 @@ static int bind(kiln_function *f, const char *name, int rank,
     return rc;
 }
 
-/* the numbers of matrix_text's last call, for binding */
 static void fill(double *v, int n)
 {
     for (int i = 0; i < n; i++)
         v[i] = urand();
 }
 
+/* v (r x c; r 0: a vector of c) as .kg value text (the caller frees
+ * it). */
 static char *values_text(const double *v, int r, int c)
 {
     char *s = malloc((size_t)(r > 0 ? r : 1) * (size_t)c * 28 + 64), *p = s;
