@@ -1246,6 +1246,10 @@ static int hoist(kiln_function *f, const kiln_options *opt,
     po.struct_size = sizeof po;
     if (po.tiers == KILN_TIERS_POLICY)
         po.tiers = KILN_TIERS_BASELINE;   /* run once: no tier-up */
+    /* the per-call compile already said what the policy's backends do
+     * (a missing plugin, fallbacks); the prep saying it again would only
+     * repeat it */
+    po.quiet = 1;
     f->prep = compile_graph(pg, &po, 0, err);
     if (!f->prep || kiln_rw_hoist_apply(&f->g, keep, nh, err)) {
         free(pdata);
