@@ -22,7 +22,9 @@
  *     centred design matrix is hoisted (fewer kernels: the data
  *     kiln_model_new binds reach the hoisting), and the log
  *     density and gradient equal `-hoist`'s bit for bit under every
- *     backend.
+ *     backend;
+ *  6. a `check` over data stays per call: the compile succeeds and the
+ *     call fails, as without hoisting.
  */
 #define _GNU_SOURCE
 #include <kiln/graph.h>
@@ -495,6 +497,33 @@ static void part5(void)
     kiln_graph_free(g);
 }
 
+/* A check over data stays per call: a false condition fails the call,
+ * not the compile, as without hoisting; its condition may be stored. */
+static void part6(void)
+{
+    static const char text[] =
+        "kiln 1\ngraph t\n"
+        "  input x: f64[3]\n"
+        "  const c: f64[2, 3] = [[1, 2, 3], [4, -5, 6]]\n"
+        "  output m = sum(c, axis=0)\n"
+        "  k = check(c, gt(c, 0.0), msg=\"positive\")\n"
+        "  output y = add(x, sum(k, axis=0))\n"
+        "end\n";
+    double xv[3] = {1, 2, 3};
+    kiln_tensor in[1] = {{KILN_F64, 1, {3}, xv}};
+    for (int k = 0; k < n_backends; k++) {
+        kiln_function *f = compile_text(text, backends[k], NULL);
+        outs o;
+        call_copy(f, in, &o);
+        ok(f && kiln_function_n_hoisted(f) == 2 && o.rc == KILN_ERR_CHECK &&
+               strstr(o.msg, "positive"),
+           "check over data (%s): compiles, the call fails: %s", backends[k],
+           o.msg);
+        outs_free(&o);
+        kiln_function_free(f);
+    }
+}
+
 int main(void)
 {
     n_backends = found_backends(backends);
@@ -503,5 +532,6 @@ int main(void)
     part3();
     part4();
     part5();
+    part6();
     return done_testing();
 }
