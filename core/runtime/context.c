@@ -663,7 +663,11 @@ int kiln_context_prep_run(kiln_function *f, kiln_err *err)
     kiln_tensor *out = calloc((size_t)no, sizeof *out);
     if (!out)
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-    int rc = kiln_function_call(p, NULL, out, err);
+    /* a context of its own, freed after the copy: the prep's buffers
+     * (its outputs, the intermediates) do not outlive the run */
+    kiln_context *c = kiln_context_new(p, err);
+    int rc = c ? kiln_context_call(c, NULL, out, err)
+               : err ? err->code : KILN_ERR_NOMEM;
     for (int i = 0; !rc && i < f->n_hoist; i++) {
         const kiln_hoist_ent *h = &f->hoist[i];
         if (h->node < 0)
@@ -685,6 +689,7 @@ int kiln_context_prep_run(kiln_function *f, kiln_err *err)
             memcpy(n->data, t->data, bytes);
     }
     free(out);
+    kiln_context_free(c);
     if (rc)
         kiln_err_prefix(err, "computing the data-only values: ");
     f->bind_gen++;  /* contexts copy the leaves again at their next call */
