@@ -1065,7 +1065,10 @@ static void known_types(const kiln_graph *g, const int64_t *symvals,
                         kiln_type *t, char *known)
 {
     kiln_shape_ctx sc = {NULL, symvals};
-    kiln_type in[8];
+    int w = 1;
+    for (int v = 0; v < g->n_nodes; v++)
+        w = g->nodes[v].n_in > w ? g->nodes[v].n_in : w;
+    kiln_type *in = malloc(sizeof *in * (size_t)w);  /* NULL: none known */
     for (int v = 0; v < g->n_nodes; v++) {
         const kiln_node *n = &g->nodes[v];
         known[v] = 0;
@@ -1080,7 +1083,7 @@ static void known_types(const kiln_graph *g, const int64_t *symvals,
             known[v] = 1;
             continue;
         }
-        if (n->op == KILN_OP_LITERAL || n->n_in > 8) {
+        if (n->op == KILN_OP_LITERAL || !in) {
             known[v] = n->op == KILN_OP_LITERAL;
             continue;
         }
@@ -1096,6 +1099,7 @@ static void known_types(const kiln_graph *g, const int64_t *symvals,
         else
             t[v] = n->type;
     }
+    free(in);
 }
 
 static int64_t type_bytes(const kiln_type *t)
@@ -1142,6 +1146,7 @@ static int hoist(kiln_function *f, const kiln_options *opt,
     char *known = malloc((size_t)nn);
     kiln_value *keep = malloc(sizeof *keep * (size_t)nc);
     f->hoist = calloc((size_t)nc, sizeof *f->hoist);
+    f->n_hoist = f->hoist ? nc : 0;   /* every candidate: stored or kept */
     kiln_graph *pg = NULL;
     if (!sym || !bytes || !keep || !f->hoist || !ty || !known) {
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
@@ -1188,7 +1193,6 @@ static int hoist(kiln_function *f, const kiln_options *opt,
                     h->label, (long long)b,
                     (long long)rwc->hoist_max_bytes);
     }
-    f->n_hoist = nh + nk;
     if (!nh) {
         rc = 0;
         goto out;
