@@ -256,6 +256,30 @@ int kiln_cli_explain(int argc, char **argv)
             }
         }
     }
+    /* hoisting: values computed from data only, stored when the data are
+     * bound (or kept per call: over hoist.max_size) */
+    int nh = kiln_function_n_hoisted(f);
+    if (json)
+        printf("], \"hoisted\": [");
+    else if (nh)
+        printf("hoisted (computed when the data are bound):\n");
+    for (int i = 0; i < nh; i++) {
+        int64_t bytes = -1;
+        int per_call = 0;
+        const char *lbl = kiln_function_hoisted_info(f, i, &bytes, &per_call);
+        if (json) {
+            printf("%s{\"value\": ", i ? ", " : "");
+            kiln_cli_json_str(stdout, lbl);
+            printf(", \"bytes\": %lld, \"stored\": %s}", (long long)bytes,
+                   per_call ? "false" : "true");
+        } else
+            printf("      %s  %lld bytes%s\n", lbl, (long long)bytes,
+                   !per_call ? ""
+                   : bytes < 0 ? "  (size not known when compiled: computed "
+                                 "at every call)"
+                               : "  (over hoist.max_size: computed at every "
+                                 "call)");
+    }
     if (json)
         printf("]}\n");
     /* explain does not wait for tier-1 compiles the compile queued (the

@@ -1065,8 +1065,257 @@ static int begin_cache(kiln_function *f, const kiln_options *opt,
     return 0;
 }
 
+/* ---- hoisting (core/rewrite/hoist.c) -------------------------------- */
+
+static kiln_function *compile_graph(const kiln_graph *graph,
+                                    const kiln_options *opt, int hoist,
+                                    kiln_err *err);
+
+/* The concrete type of every node of g whose value's shape is known at
+ * compile time (computed from bound shared values, constants and
+ * literals: run-time shape inference, kiln_ir_infer with the sizes the
+ * shared values fix), into t[v]; known[v] 1 for those. */
+static void known_types(const kiln_graph *g, const int64_t *symvals,
+                        kiln_type *t, char *known)
+{
+    kiln_shape_ctx sc = {NULL, symvals};
+    int w = 1;
+    for (int v = 0; v < g->n_nodes; v++)
+        w = g->nodes[v].n_in > w ? g->nodes[v].n_in : w;
+    kiln_type *in = malloc(sizeof *in * (size_t)w);  /* NULL: none known */
+    for (int v = 0; v < g->n_nodes; v++) {
+        const kiln_node *n = &g->nodes[v];
+        known[v] = 0;
+        t[v] = n->type;
+        if (n->op == KILN_OP_INPUT || n->op == KILN_OP_CHECK)
+            continue;
+        if (n->op == KILN_OP_SHARED || n->op == KILN_OP_CONST) {
+            if (!n->data)
+                continue;
+            for (int k = 0; k < n->type.rank; k++)
+                t[v].dims[k] = n->vshape[k];
+            known[v] = 1;
+            continue;
+        }
+        if (n->op == KILN_OP_LITERAL || !in) {
+            known[v] = n->op == KILN_OP_LITERAL;
+            continue;
+        }
+        int ok = 1;
+        for (int i = 0; i < n->n_in && ok; i++) {
+            ok = known[n->in[i]];
+            in[i] = t[n->in[i]];
+        }
+        kiln_err e = {0, ""};
+        if (ok && kiln_ir_infer(&sc, n->op, n->attrs, n->n_in, in, NULL,
+                                &t[v], NULL, &e) == 0)
+            known[v] = 1;
+        else
+            t[v] = n->type;
+    }
+    free(in);
+}
+
+static int64_t type_bytes(const kiln_type *t)
+{
+    int64_t e = 1;
+    for (int k = 0; k < t->rank; k++) {
+        int64_t d = t->dims[k];
+        if (d < 0 || (d && e > INT64_MAX / 16 / d))
+            return -1;
+        e *= d;
+    }
+    return e * (int64_t)kiln_dtype_size(t->dtype);
+}
+
+/* The hoist pass on f->g (after the rewrites, before lowering): find the
+ * data-only boundary, keep per call what is over the cap or of unknown
+ * size, compile the prep program for the rest (no hoisting, tier 0 only:
+ * it runs once per binding) and turn the hoisted nodes into hidden shared
+ * values.  The prep runs after setup_leaves (kiln_context_prep_run). */
+static int hoist(kiln_function *f, const kiln_options *opt,
+                 const kiln_rw_config *rwc, kiln_err *err)
+{
+    kiln_graph *g = f->g;
+    kiln_value *cand = NULL;
+    int nc = 0;
+    if (kiln_rw_hoist_find(g, &cand, &nc, err))
+        return err ? err->code : KILN_ERR_NOMEM;
+    if (!nc)
+        return 0;
+    FILE *diag = NULL;
+    int quiet = 0;
+    if (opt && opt->struct_size >= offsetof(kiln_options, diag) +
+                                       sizeof(void *))
+        diag = opt->diag;
+    if (opt && opt->struct_size >= offsetof(kiln_options, quiet) +
+                                       sizeof(int))
+        quiet = opt->quiet;
+    int rc = KILN_ERR_NOMEM;
+    int ns = g->n_symbols ? g->n_symbols : 1;
+    int64_t *sym = malloc(sizeof *sym * (size_t)ns);
+    int64_t *bytes = malloc(sizeof *bytes * (size_t)nc);
+    int nn = g->n_nodes ? g->n_nodes : 1;
+    kiln_type *ty = malloc(sizeof *ty * (size_t)nn);
+    char *known = malloc((size_t)nn);
+    kiln_value *keep = malloc(sizeof *keep * (size_t)nc);
+    f->hoist = calloc((size_t)nc, sizeof *f->hoist);
+    f->n_hoist = f->hoist ? nc : 0;   /* every candidate: stored or kept */
+    kiln_graph *pg = NULL;
+    if (!sym || !bytes || !keep || !f->hoist || !ty || !known) {
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int s = 0; s < ns; s++)
+        sym[s] = -1;
+    for (int v = 0; v < g->n_nodes; v++) {
+        const kiln_node *n = &g->nodes[v];
+        for (int k = 0; n->op == KILN_OP_SHARED && n->data &&
+                        k < n->type.rank; k++)
+            if (KILN_DIM_IS_SYM(n->type.dims[k]))
+                sym[KILN_SYM_INDEX(n->type.dims[k])] = n->vshape[k];
+    }
+    known_types(g, sym, ty, known);
+    /* hoisted first (prep output k = keep[k]), then those kept per call */
+    int nh = 0, nk = 0;
+    for (int i = 0; i < nc; i++) {
+        int64_t b = known[cand[i]] ? type_bytes(&ty[cand[i]]) : -1;
+        if (b >= 0 && b <= rwc->hoist_max_bytes) {
+            bytes[nh] = b;
+            keep[nh++] = cand[i];
+        }
+    }
+    for (int i = 0; i < nc; i++) {
+        int64_t b = known[cand[i]] ? type_bytes(&ty[cand[i]]) : -1;
+        if (b >= 0 && b <= rwc->hoist_max_bytes)
+            continue;
+        char lbl[160], ts[160];
+        kiln_vm_node_label(g, cand[i], lbl, sizeof lbl);
+        kiln_ir_type_str(g, &ty[cand[i]], ts, sizeof ts);
+        kiln_hoist_ent *h = &f->hoist[nh + nk++];
+        h->node = -1;
+        h->out = -1;
+        h->bytes = b;
+        if (!(h->label = malloc(strlen(lbl) + strlen(ts) + 2))) {
+            kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        sprintf(h->label, "%s %s", lbl, ts);
+        if (b >= 0 && !quiet)
+            fprintf(diag ? diag : stderr, "kiln: hoist: %s is %lld bytes, "
+                    "over hoist.max_size (%lld): computed at every call\n",
+                    h->label, (long long)b,
+                    (long long)rwc->hoist_max_bytes);
+    }
+    if (!nh) {
+        rc = 0;
+        goto out;
+    }
+    for (int k = 0; k < nh; k++) {
+        char lbl[160], ts[160];
+        kiln_vm_node_label(g, keep[k], lbl, sizeof lbl);
+        kiln_ir_type_str(g, &ty[keep[k]], ts, sizeof ts);
+        kiln_hoist_ent *h = &f->hoist[k];
+        h->out = k;
+        h->bytes = bytes[k];
+        if (!(h->label = malloc(strlen(lbl) + strlen(ts) + 2))) {
+            kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        sprintf(h->label, "%s %s", lbl, ts);
+    }
+    pg = kiln_rw_hoist_prep(g, keep, nh, err);
+    if (!pg) {
+        rc = err ? err->code : KILN_ERR_NOMEM;
+        goto out;
+    }
+    /* the prep's shared values: the same data as f's (by name, or by
+     * data for a promoted constant, which keeps its data pointer through
+     * the pass below) */
+    int np = 0;
+    for (int v = 0; v < pg->n_nodes; v++)
+        np += pg->nodes[v].op == KILN_OP_SHARED;
+    f->prep_in = calloc((size_t)(np ? np : 1), sizeof *f->prep_in);
+    const void **pdata = calloc((size_t)(np ? np : 1), sizeof *pdata);
+    char **pname = calloc((size_t)(np ? np : 1), sizeof *pname);
+    if (!f->prep_in || !pdata || !pname) {
+        free(pdata);
+        free(pname);
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    np = 0;
+    for (int v = 0; v < pg->n_nodes; v++) {
+        if (pg->nodes[v].op != KILN_OP_SHARED)
+            continue;
+        const char *nm = pg->nodes[v].name;
+        kiln_value m = kiln_graph_lookup(g, nm);
+        pname[np] = (char *)nm;
+        if (m < 0 || g->nodes[m].op != KILN_OP_SHARED ||
+            g->nodes[m].promoted)   /* "_hoist_in<id>": id in g */
+            pdata[np] = g->nodes[atoi(nm + strlen("_hoist_in"))].data;
+        np++;
+    }
+    kiln_options po;
+    memset(&po, 0, sizeof po);
+    if (opt)
+        memcpy(&po, opt, opt->struct_size < sizeof po ? opt->struct_size
+                                                      : sizeof po);
+    po.struct_size = sizeof po;
+    if (po.tiers == KILN_TIERS_POLICY)
+        po.tiers = KILN_TIERS_BASELINE;   /* run once: no tier-up */
+    /* the per-call compile already said what the policy's backends do
+     * (a missing plugin, fallbacks); the prep saying it again would only
+     * repeat it */
+    po.quiet = 1;
+    f->prep = compile_graph(pg, &po, 0, err);
+    if (!f->prep || kiln_rw_hoist_apply(&f->g, keep, nh, err)) {
+        free(pdata);
+        free(pname);
+        rc = err ? err->code : KILN_ERR_NOMEM;
+        goto out;
+    }
+    g = f->g;
+    for (int i = 0; i < np; i++) {
+        kiln_value pv = kiln_graph_lookup(f->prep->g, pname[i]);
+        kiln_value m = -1;
+        if (!pdata[i])
+            m = kiln_graph_lookup(g, pname[i]);
+        else
+            for (int v = 0; v < g->n_nodes && m < 0; v++)
+                if (g->nodes[v].op == KILN_OP_SHARED &&
+                    g->nodes[v].data == pdata[i])
+                    m = v;
+        if (pv < 0 || m < 0)
+            continue;   /* cannot be: both keep their shared values */
+        f->prep_in[f->n_prep_in++] = (kiln_prep_in){pv, m};
+    }
+    free(pdata);
+    free(pname);
+    for (int v = 0; v < g->n_nodes; v++)
+        if (g->nodes[v].hoisted)
+            f->hoist[g->nodes[v].hoisted - 1].node = v;
+    rc = 0;
+out:
+    kiln_graph_free(pg);
+    free(cand);
+    free(sym);
+    free(bytes);
+    free(keep);
+    free(ty);
+    free(known);
+    return rc;
+}
+
 kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
                             kiln_err *err)
+{
+    return compile_graph(graph, opt, 1, err);
+}
+
+static kiln_function *compile_graph(const kiln_graph *graph,
+                                    const kiln_options *opt, int allow_hoist,
+                                    kiln_err *err)
 {
     if (!graph) {
         kiln_seterr(err, KILN_ERR_ARG, "kiln_compile: graph is NULL");
@@ -1097,6 +1346,9 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
     if (kiln_rw_config_for(opt, &rwc, err) ||
         kiln_rw_run(&f->g, &rwc, NULL, NULL, err))
         goto fail;
+    if (allow_hoist && ((rwc.passes >> KILN_PASS_HOIST) & 1) &&
+        hoist(f, opt, &rwc, err))
+        goto fail;
     kiln_lower_opts lopt = {
         .fuse = (rwc.passes >> KILN_PASS_FUSE) & 1,
         .fuse_max_width = rwc.fuse_max_width,
@@ -1124,7 +1376,7 @@ kiln_function *kiln_compile(const kiln_graph *graph, const kiln_options *opt,
     }
     if (kiln_lower_ex(g, &f->prog, &lopt, err))
         goto fail;
-    if (setup_leaves(f, err))
+    if (setup_leaves(f, err) || kiln_context_prep_run(f, err))
         goto fail;
     int crc = compile_steps(f, opt, err);
     free(f->memo);

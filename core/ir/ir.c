@@ -379,6 +379,22 @@ void kiln_ir_stamp_lines(kiln_graph *g, int from, int line)
             g->nodes[i].line = line;
 }
 
+int kiln_ir_copy_symbols(kiln_graph *c, const kiln_graph *g)
+{
+    if (!g->n_symbols)
+        return 0;
+    c->symbols = calloc((size_t)g->n_symbols, sizeof *c->symbols);
+    if (!c->symbols)
+        return KILN_ERR_NOMEM;
+    c->cap_symbols = g->n_symbols;
+    for (int s = 0; s < g->n_symbols; s++) {
+        c->n_symbols = s + 1;
+        if (g->symbols[s] && !(c->symbols[s] = dupstr(g->symbols[s])))
+            return KILN_ERR_NOMEM;
+    }
+    return 0;
+}
+
 kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
 {
     if (!g) {
@@ -431,17 +447,8 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
                 goto nomem;
         }
     }
-    if (g->n_symbols) {
-        c->symbols = calloc((size_t)g->n_symbols, sizeof *c->symbols);
-        if (!c->symbols)
-            goto nomem;
-        c->cap_symbols = g->n_symbols;
-        for (int s = 0; s < g->n_symbols; s++) {
-            c->n_symbols = s + 1;
-            if (g->symbols[s] && !(c->symbols[s] = dupstr(g->symbols[s])))
-                goto nomem;
-        }
-    }
+    if (kiln_ir_copy_symbols(c, g))
+        goto nomem;
     if (g->n_grads) {
         c->grads = dupmem(g->grads, sizeof *c->grads * (size_t)g->n_grads);
         if (!c->grads)

@@ -124,6 +124,10 @@ typedef struct kiln_node {
                                      constant promotion (core/rewrite):
                                      bound at creation, not a shared value
                                      the caller sees or binds */
+    int hoisted;                  /* SHARED made by hoisting (core/rewrite/
+                                     hoist.c): 1 + the index of the prep
+                                     program's output computing it, else 0;
+                                     also `promoted` (hidden) */
     int param;                    /* 1 + the index of the parameter whose
                                      declaration made this node (its
                                      input, transform and log-Jacobian:
@@ -329,6 +333,10 @@ int kiln_ir_is_symbol(const kiln_graph *g, int64_t d);
 /* A dim as text: "3", the symbol's name, or "?". */
 const char *kiln_ir_dim_str(const kiln_graph *g, int64_t d, char *buf,
                             size_t size);
+
+/* Give c (a new graph with no symbols) copies of g's symbols, same ids.
+ * 0, or KILN_ERR_NOMEM (c keeps what was copied, freed with it). */
+int kiln_ir_copy_symbols(kiln_graph *c, const kiln_graph *g);
 
 /* Deep-copy a graph (for kiln_compile, which keeps its own). */
 kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err);

@@ -121,7 +121,7 @@ static const char *const kind_names[] = {NULL, "elemwise", "reduce", "join",
  * "fuse", as on the command line. */
 static const char *const pass_names[] = {
     "canonicalize", "fold", "cse", "promote", "join_slices", "pairwise",
-    "fuse", "loops", "lift", NULL};
+    "fuse", "loops", "lift", "hoist", NULL};
 
 /* ---- the policy ----------------------------------------------------- */
 
@@ -159,6 +159,7 @@ struct kiln_policy {
     /* knobs */
     int fusion_max_width, fusion_max_scalar_ops, fusion_max_outputs;
     int64_t promote_const_bytes;
+    int64_t hoist_max_bytes;     /* hoist.max_size */
     int llvm_opt_level, llvm_fast_math, llvm_opt_set, llvm_fast_set;
     int llvm_generic;           /* llvm.generic_target */
     int cache_enabled;
@@ -252,6 +253,7 @@ static kiln_policy *policy_new(const char *source)
     p->fusion_max_scalar_ops = 1024;
     p->fusion_max_outputs = 256;
     p->promote_const_bytes = 1024;
+    p->hoist_max_bytes = INT64_C(256) << 20;
     p->llvm_opt_level = 2;
     p->cache_enabled = 1;
     p->cache_max_bytes = (int64_t)1 << 30;
@@ -794,6 +796,15 @@ static int constants_pair(reader *r, const char *key, yaml_node_t *k,
     return kiln_yaml_unknown_key(r, k, "constants", key, "promote_bytes");
 }
 
+static int hoist_pair(reader *r, const char *key, yaml_node_t *k,
+                      yaml_node_t *v, void *ctx)
+{
+    kiln_policy *p = ctx;
+    if (!strcmp(key, "max_size"))
+        return kiln_yaml_size(r, v, "max_size", &p->hoist_max_bytes);
+    return kiln_yaml_unknown_key(r, k, "hoist", key, "max_size");
+}
+
 static int llvm_pair(reader *r, const char *key, yaml_node_t *k,
                      yaml_node_t *v, void *ctx)
 {
@@ -1107,6 +1118,8 @@ static int top_pair(reader *r, const char *key, yaml_node_t *k,
         return kiln_yaml_each_pair(r, v, "constants", constants_pair, p);
     if (!strcmp(key, "llvm"))
         return kiln_yaml_each_pair(r, v, "llvm", llvm_pair, p);
+    if (!strcmp(key, "hoist"))
+        return kiln_yaml_each_pair(r, v, "hoist", hoist_pair, p);
     if (!strcmp(key, "cache"))
         return kiln_yaml_each_pair(r, v, "cache", cache_pair, p);
     if (!strcmp(key, "passes")) {
@@ -1119,7 +1132,8 @@ static int top_pair(reader *r, const char *key, yaml_node_t *k,
         return kiln_yaml_each_pair(r, v, "blas", blas_pair, p);
     return kiln_yaml_unknown_key(r, k, "policy", key,
                        "kiln_policy, backends, default, rules, cost_model, "
-                       "fusion, constants, llvm, cache, passes, tiers, blas");
+                       "fusion, constants, llvm, cache, passes, tiers, blas, "
+                       "hoist");
 }
 
 static int read_policy(reader *r, yaml_node_t *root)
@@ -1281,6 +1295,7 @@ int kiln_policy_get_knobs(const kiln_policy *p, kiln_policy_knobs *out)
     k.blas_gemv = p->blas_gemv;
     k.blas_loop_max_cols[0] = p->blas_loop_max_cols[0];
     k.blas_loop_max_cols[1] = p->blas_loop_max_cols[1];
+    k.hoist_max_bytes = p->hoist_max_bytes;
     memcpy(out, &k, k.struct_size);
     return 0;
 }

@@ -18,7 +18,7 @@
 
 static const char *const names[KILN_PASS_COUNT] = {
     "canonicalize", "fold", "cse", "promote", "join_slices", "pairwise",
-    "fuse", "loops", "lift"};
+    "fuse", "loops", "lift", "hoist"};
 
 const char *kiln_rw_pass_name(int i)
 {
@@ -32,6 +32,7 @@ void kiln_rw_config_default(kiln_rw_config *c)
     c->fuse_max_width = 256;
     c->fuse_max_ops = 1024;
     c->fuse_max_outputs = 256;
+    c->hoist_max_bytes = INT64_C(256) << 20;
     c->scratch = NULL;
 }
 
@@ -101,7 +102,8 @@ int kiln_rw_parse_passes(const char *spec, unsigned *mask, kiln_err *err)
                                "unknown pass '%.*s%s'%s (expected all, none, "
                                "or names, each optionally with - or +: "
                                "canonicalize, fold, cse, promote, "
-                               "join_slices, pairwise, fuse, loops, lift)",
+                               "join_slices, pairwise, fuse, loops, lift, "
+                               "hoist)",
                                shown, s, more,
                                kiln_suggest_text(&sg, hint, sizeof hint));
         }
@@ -127,6 +129,9 @@ int kiln_rw_config_apply(kiln_rw_config *c, const kiln_policy_knobs *k,
         c->fuse_max_width = k->fusion_max_width;
         c->fuse_max_ops = k->fusion_max_scalar_ops;
         c->fuse_max_outputs = k->fusion_max_outputs;
+        if (k->struct_size >= offsetof(kiln_policy_knobs, hoist_max_bytes) +
+                                  sizeof(int64_t))
+            c->hoist_max_bytes = k->hoist_max_bytes;
         if (k->passes_set) {
             c->passes = 0;
             for (int i = 0; k->passes && k->passes[i]; i++) {
@@ -216,7 +221,7 @@ int kiln_rw_run(kiln_graph **g, const kiln_rw_config *c,
     static const pass_fn fns[KILN_PASS_COUNT] = {
         kiln_rw_canonicalize, kiln_rw_fold, kiln_rw_cse, kiln_rw_promote,
         kiln_rw_join_slices, kiln_rw_pairwise, NULL /* fuse: lowering */,
-        NULL /* loops: lowering */};
+        NULL /* loops: lowering */, NULL /* hoist: the driver */};
     /* one node array travels between the passes (rw.c) */
     kiln_rw_scratch scratch = {NULL, 0};
     kiln_rw_config cc = *c;

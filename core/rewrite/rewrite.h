@@ -23,6 +23,10 @@
  *   fuse          elementwise chains (and a chain feeding a reduction)
  *                 lowered as one kernel, within the width and program-size
  *                 caps          core/lower/lower.c (plan_groups)
+ *   hoist         data-only values (no `input` in their cone) computed
+ *                 once when the data are bound, by a separate prep
+ *                 program; run by the compile driver after the others
+ *                                                 core/rewrite/hoist.c
  *
  * Every pass keeps the inputs, shared values, outputs (names, order) and
  * the gradient records (g->grads) of the graph, and ends by dropping the
@@ -47,6 +51,8 @@ enum {
     KILN_PASS_FUSE,
     KILN_PASS_LOOPS,    /* fusion's loops (core/lower/fuse.c): needs fuse */
     KILN_PASS_LIFT,     /* literals into constant blocks (core/lower/lift.c) */
+    KILN_PASS_HOIST,    /* data-only values computed when data are bound
+                           (core/rewrite/hoist.c, run by the driver) */
     KILN_PASS_COUNT
 };
 
@@ -62,6 +68,7 @@ typedef struct kiln_rw_config {
     int fuse_max_width;       /* fusion caps (0: no fusion) */
     int fuse_max_ops;
     int fuse_max_outputs;     /* outputs of one fused scalar region */
+    int64_t hoist_max_bytes;  /* hoisting: larger values stay per call */
     /* kiln_rw_run's scratch: the node array a pass emptied, reused as the
      * next pass's array (no fresh allocation and page faults per pass);
      * NULL: every pass allocates its own */
@@ -215,5 +222,32 @@ int kiln_rw_promote(kiln_graph **g, const kiln_rw_config *c, kiln_err *err);
 int kiln_rw_join_slices(kiln_graph **g, const kiln_rw_config *c,
                         kiln_err *err);
 int kiln_rw_pairwise(kiln_graph **g, const kiln_rw_config *c, kiln_err *err);
+
+/* ---- hoisting (core/rewrite/hoist.c) --------------------------------- */
+
+/* The boundary of g's data-only part: the nodes whose cone has no
+ * `input` (nor `check`), that compute something from a shared value or
+ * a constant (not a leaf, not a view, not from literals only) and that a
+ * per-call node or an output reads (through views).  *nodes (malloc'ed,
+ * NULL when none; the caller frees it) gets their ids in increasing
+ * order, *n their count.  Errors: KILN_ERR_NOMEM. */
+int kiln_rw_hoist_find(const kiln_graph *g, kiln_value **nodes, int *n,
+                       kiln_err *err);
+
+/* The prep graph of nodes[0..n-1] of g: their cone (same ops, types,
+ * attributes and symbols), output k named "_hoist<k>" being nodes[k].
+ * Shared values of the cone are unbound shared values named as in g
+ * ("_hoist_in<id>" for a promoted or unnamed one; id is its node id in
+ * g); constants and literals keep their values.  Returns a new graph or
+ * NULL (err set: KILN_ERR_NOMEM). */
+kiln_graph *kiln_rw_hoist_prep(const kiln_graph *g, const kiln_value *nodes,
+                               int n, kiln_err *err);
+
+/* Turn nodes[k] of *gp into hidden unbound shared values (promoted,
+ * hoisted = 1 + k) and drop the nodes nothing reads any more.  *gp is
+ * replaced (node ids change; find them again by `hoisted`).  Errors:
+ * KILN_ERR_NOMEM (*gp NULL then). */
+int kiln_rw_hoist_apply(kiln_graph **gp, const kiln_value *nodes, int n,
+                        kiln_err *err);
 
 #endif

@@ -16,6 +16,11 @@
  * grows by one release store per new thread and is read with one
  * acquire load.  A step swapped to tier 1 (core/runtime/tier.c) is taken by a
  * context at the start of its next call (f->swap_gen), never during one.
+ *
+ * Also here: binding shared values (kiln_function_bind_shared), which
+ * runs the function's prep program — the hoisted data-only values — again
+ * when the data it reads change (kiln_context_prep_run; a call, so in
+ * this file).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "function.h"
@@ -617,10 +622,167 @@ int kiln_function_call(kiln_function *f, const kiln_tensor *inputs,
 /* Here rather than in vm.c: a function goes after its contexts (their
  * plans go before any callable) and through tier.c (kiln_vm_destroy, now
  * or after a tier-1 job), and this file is the one that uses both. */
+/* ---- shared values and hoisting ---------------------------------------- */
+
+/* Give leaf buffer b of node n (f's) the shape `shape` and data n->data,
+ * fixing the symbols of n's dims. */
+static void set_leaf(kiln_function *f, kiln_node *n, const int64_t *shape)
+{
+    kiln_buf *b = &f->prog.bufs[f->prog.node_buf[n - f->g->nodes]];
+    b->data = n->data;
+    b->rank = n->type.rank;
+    for (int k = 0; k < n->type.rank; k++) {
+        n->vshape[k] = shape[k];
+        b->shape[k] = shape[k];
+        int64_t d = n->type.dims[k];
+        if (KILN_DIM_IS_SYM(d))
+            f->symvals_fixed[KILN_SYM_INDEX(d)] = shape[k];
+    }
+    b->nbytes = n->nbytes;
+}
+
+int kiln_context_prep_run(kiln_function *f, kiln_err *err)
+{
+    kiln_function *p = f->prep;
+    if (!p)
+        return 0;
+    for (int i = 0; i < f->n_prep_in; i++)
+        if (!f->g->nodes[f->prep_in[i].node].data)
+            return 0;                   /* run once all are bound */
+    for (int i = 0; i < f->n_prep_in; i++) {
+        kiln_node *n = &f->g->nodes[f->prep_in[i].node];
+        kiln_node *pn = &p->g->nodes[f->prep_in[i].prep_node];
+        if (pn->data == n->data)
+            continue;
+        pn->data = n->data;
+        pn->nbytes = n->nbytes;
+        set_leaf(p, pn, n->vshape);
+    }
+    p->bind_gen++;
+    int no = p->g->n_outputs;
+    kiln_tensor *out = calloc((size_t)no, sizeof *out);
+    if (!out)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    /* a context of its own, freed after the copy: the prep's buffers
+     * (its outputs, the intermediates) do not outlive the run */
+    kiln_context *c = kiln_context_new(p, err);
+    int rc = c ? kiln_context_call(c, NULL, out, err)
+               : err ? err->code : KILN_ERR_NOMEM;
+    for (int i = 0; !rc && i < f->n_hoist; i++) {
+        const kiln_hoist_ent *h = &f->hoist[i];
+        if (h->node < 0)
+            continue;
+        kiln_node *n = &f->g->nodes[h->node];
+        const kiln_tensor *t = &out[h->out];
+        size_t bytes = (size_t)kiln_shape_numel(t->rank, t->shape) *
+                       kiln_dtype_size(t->dtype);
+        if (!n->data) {
+            n->data = malloc(bytes ? bytes : 1);
+            if (!n->data) {
+                rc = kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+                break;
+            }
+            n->nbytes = bytes;
+            set_leaf(f, n, t->shape);
+        }
+        if (bytes)
+            memcpy(n->data, t->data, bytes);
+    }
+    free(out);
+    kiln_context_free(c);
+    if (rc)
+        kiln_err_prefix(err, "computing the data-only values: ");
+    f->bind_gen++;  /* contexts copy the leaves again at their next call */
+    return rc;
+}
+
+int kiln_function_bind_shared(kiln_function *f, const char *name,
+                              const kiln_tensor *value, kiln_err *err)
+{
+    if (!f || !name || !value)
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "kiln_function_bind_shared: NULL argument");
+    kiln_node *n = NULL;
+    for (int i = 0; i < f->n_shared; i++)
+        if (strcmp(f->g->nodes[f->shared[i]].name, name) == 0)
+            n = &f->g->nodes[f->shared[i]];
+    if (!n)
+        return kiln_seterr(err, KILN_ERR_NAME, "no shared value '%s'", name);
+    if (value->dtype != n->type.dtype)
+        return kiln_seterr(err, KILN_ERR_TYPE,
+                           "shared value '%s': expected dtype %s, got %s",
+                           name, kiln_dtype_name(n->type.dtype),
+                           kiln_dtype_name(value->dtype));
+    char s1[256], s2[256];
+    int bad = value->rank != n->type.rank;
+    for (int k = 0; !bad && k < value->rank; k++) {
+        int64_t want = n->data ? n->vshape[k] : n->type.dims[k];
+        if (want >= 0 ? value->shape[k] != want : value->shape[k] < 0)
+            bad = 1;
+    }
+    if (bad)
+        return kiln_seterr(err, KILN_ERR_SHAPE,
+                           "shared value '%s': expected shape %s, got %s",
+                           name,
+                           n->data ? kiln_ir_shape_str(NULL, n->type.rank,
+                                                       n->vshape, s1,
+                                                       sizeof s1)
+                                   : kiln_ir_shape_str(f->g, n->type.rank,
+                                                       n->type.dims, s1,
+                                                       sizeof s1),
+                           kiln_vm_shape_str(value->rank, value->shape, s2,
+                                           sizeof s2));
+    if (!kiln_vm_size_fits(value->rank, value->shape, value->dtype))
+        return kiln_seterr(err, KILN_ERR_SHAPE,
+                           "shared value '%s': shape %s is too large", name,
+                           kiln_vm_shape_str(value->rank, value->shape, s2,
+                                           sizeof s2));
+    size_t bytes = (size_t)kiln_shape_numel(value->rank, value->shape) *
+                   kiln_dtype_size(value->dtype);
+    if (bytes && !value->data)
+        return kiln_seterr(err, KILN_ERR_ARG, "shared value '%s': data is "
+                           "NULL", name);
+    if (!n->data) {
+        n->data = malloc(bytes ? bytes : 1);
+        if (!n->data)
+            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        n->nbytes = bytes;
+        for (int k = 0; k < value->rank; k++)
+            n->vshape[k] = value->shape[k];
+        kiln_buf *b = &f->prog.bufs[f->prog.node_buf[n - f->g->nodes]];
+        b->data = n->data;
+        b->rank = value->rank;
+        for (int k = 0; k < value->rank; k++) {
+            b->shape[k] = value->shape[k];
+            int64_t d = n->type.dims[k];
+            if (KILN_DIM_IS_SYM(d))
+                f->symvals_fixed[KILN_SYM_INDEX(d)] = value->shape[k];
+        }
+        b->nbytes = bytes;
+    }
+    f->bind_gen++;  /* contexts copy the leaves again at their next call */
+    if (bytes)
+        memcpy(n->data, value->data, bytes);
+    for (int i = 0; i < f->n_prep_in; i++)
+        if (&f->g->nodes[f->prep_in[i].node] == n)
+            return kiln_context_prep_run(f, err);   /* data-only values again */
+    return 0;
+}
+
 void kiln_function_free(kiln_function *f)
 {
     if (!f)
         return;
+    if (f->prep) {
+        /* the prep's shared values point at f's data: not its to free */
+        for (int i = 0; i < f->n_prep_in; i++) {
+            kiln_node *pn = &f->prep->g->nodes[f->prep_in[i].prep_node];
+            if (pn->data == f->g->nodes[f->prep_in[i].node].data)
+                pn->data = NULL;
+        }
+        kiln_function_free(f->prep);
+        f->prep = NULL;
+    }
     if (f->callback_ctx_free)
         f->callback_ctx_free(f->callback_ctx);
     f->callback_ctx_free = NULL;

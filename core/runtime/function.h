@@ -110,8 +110,32 @@ typedef int (*kiln_compile_into_fn)(kiln_function *f, const kiln_step *s,
                                     double *cpu_seconds, char *why,
                                     size_t size);
 
+/* A value hoisting considered (core/rewrite/hoist.c, driver.c): stored
+ * and computed by the prep program, or kept per call (over the cap). */
+typedef struct kiln_hoist_ent {
+    int node;                   /* the hidden shared value in f->g, or -1
+                                   when kept per call */
+    int out;                    /* the prep output computing it */
+    int64_t bytes;
+    char *label;                /* "node 'xc' (sub) f64[5000, 24]" */
+} kiln_hoist_ent;
+
+/* A shared value the prep program reads: its node in prep->g, the same
+ * data's node in f->g (the prep's points at the function's data). */
+typedef struct kiln_prep_in {
+    int prep_node, node;
+} kiln_prep_in;
+
 struct kiln_function {
     kiln_graph *g;              /* owned copy of the graph */
+    /* hoisting: data-only values computed by `prep` (a function of no
+     * input, compiled without hoisting) when the data are bound
+     * (kiln_compile, kiln_function_bind_shared: kiln_context_prep_run) */
+    kiln_function *prep;        /* NULL: nothing hoisted */
+    kiln_hoist_ent *hoist;      /* n_hoist entries: hoisted, then kept */
+    int n_hoist;
+    kiln_prep_in *prep_in;
+    int n_prep_in;
     kiln_compile_into_fn compile_into;  /* tier-up's compiles (driver.c) */
     kiln_program prog;          /* compiled half: read only after compile
                                    but for bufs of shared values
@@ -197,6 +221,13 @@ size_t kiln_vm_buf_bytes(const kiln_buf *b);
 
 /* Free every per-thread context of f. */
 void kiln_context_free_all(kiln_function *f);
+
+/* Hoisting: when every shared value f->prep reads is bound, point the
+ * prep's shared values at f's data, run the prep and copy its outputs
+ * into f's hidden shared values (allocated the first time), then make
+ * contexts copy the leaves again.  0 (also when a value is not bound
+ * yet: nothing is run), or the prep call's error. */
+int kiln_context_prep_run(kiln_function *f, kiln_err *err);
 
 /* ---- core/runtime/tier.c ------------------------------------------------ */
 

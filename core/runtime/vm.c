@@ -1,7 +1,7 @@
 /*
  * vm.c — a compiled function as the runtime sees it (prefix kiln_vm_;
  * public kiln_function_*): what it holds, how it is freed, what it
- * reports, the shared values bound to it.  The compile driver
+ * reports.  The compile driver
  * (core/compile/driver.c) makes one; contexts (context.c) run it;
  * tier.c moves its kernels between tiers.
  *
@@ -143,6 +143,10 @@ void kiln_vm_destroy(kiln_function *f)
         if (c1 && t->owns1)
             kiln_vm_callable_free(t->be1, c1);
     }
+    for (int i = 0; i < f->n_hoist; i++)
+        free(f->hoist[i].label);
+    free(f->hoist);
+    free(f->prep_in);
     kiln_lower_free(&f->prog);
     kiln_plan_free(f->plan);
     free(f->inputs);
@@ -223,74 +227,21 @@ int64_t kiln_function_symbol_size(const kiln_function *f, const char *symbol)
     return -1;
 }
 
-int kiln_function_bind_shared(kiln_function *f, const char *name,
-                              const kiln_tensor *value, kiln_err *err)
+int kiln_function_n_hoisted(const kiln_function *f)
 {
-    if (!f || !name || !value)
-        return kiln_seterr(err, KILN_ERR_ARG,
-                           "kiln_function_bind_shared: NULL argument");
-    kiln_node *n = NULL;
-    for (int i = 0; i < f->n_shared; i++)
-        if (strcmp(f->g->nodes[f->shared[i]].name, name) == 0)
-            n = &f->g->nodes[f->shared[i]];
-    if (!n)
-        return kiln_seterr(err, KILN_ERR_NAME, "no shared value '%s'", name);
-    if (value->dtype != n->type.dtype)
-        return kiln_seterr(err, KILN_ERR_TYPE,
-                           "shared value '%s': expected dtype %s, got %s",
-                           name, kiln_dtype_name(n->type.dtype),
-                           kiln_dtype_name(value->dtype));
-    char s1[256], s2[256];
-    int bad = value->rank != n->type.rank;
-    for (int k = 0; !bad && k < value->rank; k++) {
-        int64_t want = n->data ? n->vshape[k] : n->type.dims[k];
-        if (want >= 0 ? value->shape[k] != want : value->shape[k] < 0)
-            bad = 1;
-    }
-    if (bad)
-        return kiln_seterr(err, KILN_ERR_SHAPE,
-                           "shared value '%s': expected shape %s, got %s",
-                           name,
-                           n->data ? kiln_ir_shape_str(NULL, n->type.rank,
-                                                       n->vshape, s1,
-                                                       sizeof s1)
-                                   : kiln_ir_shape_str(f->g, n->type.rank,
-                                                       n->type.dims, s1,
-                                                       sizeof s1),
-                           kiln_vm_shape_str(value->rank, value->shape, s2,
-                                           sizeof s2));
-    if (!kiln_vm_size_fits(value->rank, value->shape, value->dtype))
-        return kiln_seterr(err, KILN_ERR_SHAPE,
-                           "shared value '%s': shape %s is too large", name,
-                           kiln_vm_shape_str(value->rank, value->shape, s2,
-                                           sizeof s2));
-    size_t bytes = (size_t)kiln_shape_numel(value->rank, value->shape) *
-                   kiln_dtype_size(value->dtype);
-    if (bytes && !value->data)
-        return kiln_seterr(err, KILN_ERR_ARG, "shared value '%s': data is "
-                           "NULL", name);
-    if (!n->data) {
-        n->data = malloc(bytes ? bytes : 1);
-        if (!n->data)
-            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-        n->nbytes = bytes;
-        for (int k = 0; k < value->rank; k++)
-            n->vshape[k] = value->shape[k];
-        kiln_buf *b = &f->prog.bufs[f->prog.node_buf[n - f->g->nodes]];
-        b->data = n->data;
-        b->rank = value->rank;
-        for (int k = 0; k < value->rank; k++) {
-            b->shape[k] = value->shape[k];
-            int64_t d = n->type.dims[k];
-            if (KILN_DIM_IS_SYM(d))
-                f->symvals_fixed[KILN_SYM_INDEX(d)] = value->shape[k];
-        }
-        b->nbytes = bytes;
-    }
-    f->bind_gen++;  /* contexts copy the leaves again at their next call */
+    return f ? f->n_hoist : 0;
+}
+
+const char *kiln_function_hoisted_info(const kiln_function *f, int i,
+                                       int64_t *bytes, int *per_call)
+{
+    if (!f || i < 0 || i >= f->n_hoist)
+        return NULL;
     if (bytes)
-        memcpy(n->data, value->data, bytes);
-    return 0;
+        *bytes = f->hoist[i].bytes;
+    if (per_call)
+        *per_call = f->hoist[i].node < 0;
+    return f->hoist[i].label;
 }
 
 int kiln_function_n_kernels(const kiln_function *f)

@@ -186,6 +186,15 @@ typedef enum kiln_tiers_mode {
  * `g` is only read: the function keeps
  * its own copy of every constant and shared value, so `g` may be freed
  * right after.  `opt` may be NULL for defaults.
+ * Values computed from shared values and constants only (never from an
+ * input) are computed once, here when their data are bound (else at the
+ * kiln_function_bind_shared that binds the last of them), by a separate
+ * program, and stored for every call to read (the `hoist` pass; the
+ * policy's hoist.max_size caps one value's size, a larger one stays per
+ * call with a diagnostic line; kiln_function_n_hoisted).  The results
+ * are those of computing them at every call, bit for bit.  An error
+ * while computing them (an index out of bounds in the data) fails the
+ * compile.
  * Errors: KILN_ERR_ARG (g NULL or has no output), KILN_ERR_TYPE or
  * KILN_ERR_SHAPE (invalid graph), KILN_ERR_POLICY or KILN_ERR_IO (the
  * policy selected cannot be read), KILN_ERR_BACKEND (no backend could
@@ -347,11 +356,31 @@ int64_t kiln_function_symbol_size(const kiln_function *f, const char *symbol);
 
 /* Replace the value of shared value `name` with a copy of `value`, which
  * must have the same dtype and shape as the current value (no recompile).
+ * When values computed from data only were hoisted (kiln_compile) and
+ * this shared value feeds them, they are computed again here, once every
+ * shared value they read is bound: the call costs one run of that
+ * data-only part (the "prep" program), and its errors (an index out of
+ * bounds in the data, ...) are returned here, prefixed "computing the
+ * data-only values: ", with the new value kept.  Not thread-safe: no
+ * call of f may be in flight.
  * Errors: KILN_ERR_NAME (no shared value of that name), KILN_ERR_TYPE,
- * KILN_ERR_SHAPE (message names both shapes).  The old value is kept on
- * error. */
+ * KILN_ERR_SHAPE (message names both shapes), the prep's errors,
+ * KILN_ERR_NOMEM.  The old value is kept on a type or shape error. */
 int kiln_function_bind_shared(kiln_function *f, const char *name,
                               const kiln_tensor *value, kiln_err *err);
+
+/* Hoisting (docs/architecture.md, "Data-only values"): the values of f
+ * computed from shared values and constants only that kiln_compile
+ * considered storing.  kiln_function_n_hoisted gives their number (0 for
+ * f NULL); kiln_function_hoisted_info describes value i: returns its
+ * label ("node 'xc' (sub) f64[5000, 24]", owned by f; NULL when i is out
+ * of range), *bytes its size (-1 when not known), *per_call 1 when it
+ * was not stored (over the policy's hoist.max_size) and is computed at
+ * every call, 0 when it is computed when the data are bound.  bytes and
+ * per_call may be NULL.  Thread-safe. */
+int kiln_function_n_hoisted(const kiln_function *f);
+const char *kiln_function_hoisted_info(const kiln_function *f, int i,
+                                       int64_t *bytes, int *per_call);
 
 /* Number of kernels the function runs per call, and the backend kernel
  * `i` runs on now ("interp", "tcc", ...: the tier-1 backend once the

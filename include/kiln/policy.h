@@ -203,6 +203,12 @@ typedef struct kiln_policy_knobs {
      *                      kiln's loop; -1 (default): the built-in table. */
     int blas_gemv;
     int64_t blas_loop_max_cols[2];
+    /* hoisting (`hoist:`, docs/policy.md "Hoisting"): a data-only value
+     * (computed from shared values and constants only) larger than this
+     * many bytes is not stored but computed at every call
+     * (hoist.max_size; default 256 MiB, 0: nothing is hoisted).  Added in
+     * kiln 0.4: check struct_size. */
+    int64_t hoist_max_bytes;
 } kiln_policy_knobs;
 
 /* Fill *out (out->struct_size set by the caller).  Returns 0, or
