@@ -16,7 +16,7 @@ model <- args[1]
 src <- readLines(file.path(pdb_root(), "models", paste0(model, ".stan")))
 tf <- tempfile(fileext = ".stan")
 writeLines(old_array_syntax(src), tf)
-tr <- stanc(file = tf, model_name = model)
+tr <- stanc(file = tf, model_name = model, obfuscate_model_name = FALSE)
 writeLines(tr$cppcode, args[3])
 data <- read_data(args[2])
 env <- list2env(data)
