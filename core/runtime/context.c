@@ -6,8 +6,8 @@
  * symbolic dims (both skipped when the dtypes, ranks and shapes are those
  * of the last good call: same_as_last), and — only when an input shape
  * differs from the previous call on the same context — re-infers the
- * run-time shape of
- * every buffer and grows the context's storage slots.  A call with the
+ * run-time shape of every buffer and grows the context's storage slots.
+ * A call with the
  * same shapes as the one before it allocates nothing: it sets the input
  * pointers, re-points the views of input buffers and calls the kernels.
  *
