@@ -14,6 +14,10 @@
  * work: WARM seconds of calls (default 2) for the trigger to queue what it
  * will, then kiln_model_tier_wait.  tiered=K/M counts the density's
  * kernels on tier-1 code (0 with an explicit backend: no tiers).  The backend is the policy's or $KILN_BACKEND's.
+ * With $KILN_BENCH_PDB_POINTS=FILE it first writes the timing points and
+ * kiln's values at them to FILE, for Stan's harness (bench/stan.py):
+ *   line 1: "N NPOINTS"; then per point one line "x_1..x_N lp g_1..g_N"
+ * (%.17g; lp with the jacobian, kiln's constants).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_common.h"
@@ -63,6 +67,32 @@ int main(int argc, char **argv)
         x[i] = 0.5 * (2.0 * (double)(s >> 11) / 9007199254740992.0 - 1.0);
     }
     double lp, sink = 0;
+    const char *dump = getenv("KILN_BENCH_PDB_POINTS");
+    if (dump && *dump) {
+        FILE *f = fopen(dump, "w");
+        if (!f) {
+            fprintf(stderr, "bench_posteriordb: cannot write %s\n", dump);
+            return 1;
+        }
+        fprintf(f, "%d %d\n", n, NPOINTS);
+        for (int p = 0; p < NPOINTS; p++) {
+            if (kiln_model_log_density(m, 1, x + (long)p * n, &lp, grad,
+                                       &e) != 0) {
+                fprintf(stderr, "bench_posteriordb: %s\n", e.message);
+                return 1;
+            }
+            for (int i = 0; i < n; i++)
+                fprintf(f, "%.17g ", x[(long)p * n + i]);
+            fprintf(f, "%.17g", lp);
+            for (int i = 0; i < n; i++)
+                fprintf(f, " %.17g", grad[i]);
+            fputc('\n', f);
+        }
+        if (fclose(f) != 0) {
+            fprintf(stderr, "bench_posteriordb: cannot write %s\n", dump);
+            return 1;
+        }
+    }
     /* warm up: let the trigger see the calls, then wait for its jobs */
     double tw = bench_now();
     long calls = 0;

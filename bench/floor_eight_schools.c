@@ -12,21 +12,30 @@ static const double C = 0.9189385332046727; /* log(2 pi)/2 */
 
 static double out_logp, out_dmu, out_dlt, out_dtt[8];
 
-__attribute__((noinline)) static void
+/* As fast as it can be written (issue 27): 1/sigma_j^2 and sum_j log sigma_j
+ * depend on the data only, so main() computes them once (as Stan's
+ * transformed data would); a call is one exp, one log1p and one pass of
+ * multiply-adds with no division, the residual y_j - theta_j feeding every
+ * sum.  The old loop divided twice and called log() 8 times per call
+ * (about 3x slower).  gcc -O3 -march=native. */
+static double iv[8], slog;
+
+__attribute__((noipa)) static void
 logp_grad(double mu, double lt, const double *tt)
 {
     double tau = exp(lt), u = (tau / 5.0) * (tau / 5.0);
-    double lp = -0.5 * (mu / 5.0) * (mu / 5.0) - log(5.0) - C
-              + 0.6931471805599453 - 1.1447298858494002 - log(5.0) - log1p(u) + lt;
-    double sr = 0, srt = 0;
+    double sq = 0, szz = 0, sr = 0, srt = 0;
     for (int j = 0; j < 8; j++) {
-        double z = (y[j] - (mu + tau * tt[j])) / sigma[j], r = z / sigma[j];
-        lp += -0.5 * tt[j] * tt[j] - C - 0.5 * z * z - log(sigma[j]) - C;
+        double d = y[j] - (mu + tau * tt[j]), r = d * iv[j];
+        sq += tt[j] * tt[j];
+        szz += d * r;
         sr += r;
         srt += r * tt[j];
         out_dtt[j] = -tt[j] + tau * r;
     }
-    out_logp = lp;
+    out_logp = -0.5 * (mu / 5.0) * (mu / 5.0) - log(5.0) - C
+             + 0.6931471805599453 - 1.1447298858494002 - log(5.0) - log1p(u)
+             + lt - 0.5 * (sq + szz) - slog - 16 * C;
     out_dmu = -mu / 25.0 + sr;
     out_dlt = 1.0 - 2.0 * u / (1.0 + u) + tau * srt;
 }
@@ -37,6 +46,10 @@ int main(int argc, char **argv)
     if (argc != 3) { fprintf(stderr, "usage: floor_eight_schools INPUTS NCALLS\n"); return 2; }
     floor_read_inputs(argv[1], in, 10);
     long calls = atol(argv[2]);
+    for (int j = 0; j < 8; j++) {
+        iv[j] = 1.0 / (sigma[j] * sigma[j]);
+        slog += log(sigma[j]);
+    }
     logp_grad(in[0], in[1], in + 2);
     floor_print("logp", &out_logp, 1);
     floor_print("d_mu", &out_dmu, 1);

@@ -385,6 +385,60 @@ static void test_hostile_calls(void)
     kiln_function_free(f);
 }
 
+/* A call with the shapes of the previous good call skips the input checks
+ * (core/runtime/context.c, same_as_last): what it must still catch, and
+ * what a rebinding of shared values changes. */
+static void test_repeat_call_checks(void)
+{
+    kiln_err err = {0, ""};
+    kiln_function *f = compile_text(
+        "kiln 1\ngraph g\n  input x: f64[n]\n  shared w: f64[n]\n"
+        "  output s = sum(mul(x, w))\nend\n", &err);
+    ok(f != NULL, "compile %s", f ? "" : err.message);
+    if (!f)
+        return;
+    double w3[3] = {1, 10, 100};
+    double xa[3] = {1, 2, 3}, xb[3] = {4, 5, 6}, x2[2] = {7, 8};
+    kiln_tensor wt = {KILN_F64, 1, {3}, w3};
+    ok(kiln_function_bind_shared(f, "w", &wt, &err) == 0, "bind w (3) %s",
+       err.message);
+    kiln_tensor in = {KILN_F64, 1, {3}, xa}, out[1];
+    ok(kiln_function_call(f, &in, out, &err) == 0 &&
+       *(double *)out[0].data == 321, "first call %s", err.message);
+    in.data = xb;    /* same shape, other data: the new values are read */
+    ok(kiln_function_call(f, &in, out, &err) == 0 &&
+       *(double *)out[0].data == 654, "same shape, new data %s",
+       err.message);
+    in.data = NULL;
+    ok(kiln_function_call(f, &in, out, &err) == KILN_ERR_ARG &&
+       strcmp(err.message, "input 'x': data is NULL") == 0,
+       "same shape, NULL data: %s", err.message);
+    in.data = xa;
+    in.dtype = KILN_F32;
+    ok(kiln_function_call(f, &in, out, &err) == KILN_ERR_TYPE,
+       "same shape, another dtype: %s", err.message);
+    in.dtype = KILN_F64;
+    ok(kiln_function_call(f, &in, out, &err) == 0 &&
+       *(double *)out[0].data == 321, "good again %s", err.message);
+    /* w rebound (same shape, a shared value's shape is fixed): the next
+     * call reads the new values; a shape that disagrees still fails */
+    double w3b[3] = {2, 20, 200};
+    wt.data = w3b;
+    ok(kiln_function_bind_shared(f, "w", &wt, &err) == 0, "rebind w %s",
+       err.message);
+    ok(kiln_function_call(f, &in, out, &err) == 0 &&
+       *(double *)out[0].data == 642, "the rebound w is read %s",
+       err.message);
+    kiln_tensor in2 = {KILN_F64, 1, {2}, x2};
+    ok(kiln_function_call(f, &in2, out, &err) == KILN_ERR_SHAPE &&
+       strcmp(err.message, "input 'x': got shape (2), but dim 0 is 'n', "
+                           "which is 3 from a shared value") == 0,
+       "x of 2 against w of 3: %s", err.message);
+    ok(kiln_function_call(f, &in, out, &err) == 0 &&
+       *(double *)out[0].data == 642, "and x of 3 again %s", err.message);
+    kiln_function_free(f);
+}
+
 int main(void)
 {
     test_set_subtensor_int_index();
@@ -395,5 +449,6 @@ int main(void)
     test_steady_state();
     test_compile_errors();
     test_hostile_calls();
+    test_repeat_call_checks();
     return done_testing();
 }

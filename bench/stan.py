@@ -1,0 +1,252 @@
+"""stan.py -- kiln against Stan's own C++, per gradient, on the posteriordb
+corpus (make bench-stan; issue 27; docs/performance.md "posteriordb
+against Stan").
+
+usage: /usr/bin/python3 bench/stan.py BUILDDIR [NAME ...]
+
+For each posterior of examples/posteriordb/CORPUS (or the NAMEs given):
+
+1. Stan's side is built once per model and cached in $KILN_STAN_CACHE
+   (default /tmp/kiln-stan-cache), under harness/: R translates the .stan
+   program to C++ (bench/stan-cpp.R: rstan::stanc(...)$cppcode) and writes
+   the data as an R dump; g++ compiles that C++ with bench/stan_harness.cpp
+   (its main()) at $KILN_STAN_CXXFLAGS (default below: -O3 -march=native
+   and the defines Stan's makefiles use).  Compiles run one at a time under
+   nice -n 19; a binary is keyed by the model's C++, the harness and the
+   flags.
+2. kiln is timed by bench/bench_posteriordb (the default policy after its
+   tier-up, and llvm forced); its llvm run writes the 64 points it times at
+   and kiln's gradients there ($KILN_BENCH_PDB_POINTS).
+3. bench/stan_harness times stan::model::log_prob_grad<true,true> in a C++
+   loop over the same 64 points, the same way (7 rounds, median), after
+   checking Stan's gradient against kiln's at every point (worst
+   max|dg|/max|g| must be <= 1e-9, else the row is marked and left out of
+   the median).
+Rounds are interleaved: KILN_BENCH_ROUNDS (default 3) passes over the
+corpus, each pass timing kiln then Stan for one posterior before moving to
+the next; the table shows the median over the rounds.
+KILN_BENCH_PDB_SECONDS (default 1) is each timing's length.
+Prints a Markdown table and the median ratios kiln / Stan.  Exit status 2
+when rstan is not installed (the Makefile target reports a skip).
+"""
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+R_SITE = "/usr/lib/R/site-library"
+DEFAULT_FLAGS = ("-std=c++14 -O3 -march=native -DNDEBUG -DEIGEN_NO_DEBUG "
+                 "-DBOOST_DISABLE_ASSERTS -D_REENTRANT "
+                 "-DBOOST_PENDING_INTEGER_LOG2_HPP -DBOOST_NO_AUTO_PTR "
+                 "-Wno-ignored-attributes -Wno-deprecated-declarations")
+TOL = 1e-9
+
+
+def say(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def includes():
+    """-I options for StanHeaders, Eigen (RcppEigen) and Boost (BH)."""
+    sh = os.path.join(R_SITE, "StanHeaders", "include")
+    return ["-I" + os.path.join(sh, "src"), "-I" + sh,
+            "-I" + os.path.join(R_SITE, "RcppEigen", "include"),
+            "-I" + os.path.join(R_SITE, "BH", "include"),
+            "-include", os.path.join(sh, "stan", "math", "prim", "mat", "fun",
+                                     "Eigen.hpp")]
+
+
+def have_rstan():
+    if not shutil.which("Rscript"):
+        return "Rscript not found"
+    p = subprocess.run(["Rscript", "-e", "library(rstan)"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return "R has no rstan (Debian: apt-get install r-cran-rstan)"
+    if not os.path.isdir(os.path.join(R_SITE, "BH", "include", "boost")):
+        return ("no Boost headers in %s/BH/include (Debian: ln -s /usr/include "
+                "%s/BH/include)" % (R_SITE, R_SITE))
+    return None
+
+
+def build_stan(cache, model, data):
+    """Returns (binary, data.R, compile seconds or None if cached) or
+    (None, message, None)."""
+    cpp_dir = os.path.join(cache, "harness")
+    os.makedirs(cpp_dir, exist_ok=True)
+    hpp = os.path.join(cpp_dir, model + ".hpp")
+    rdump = os.path.join(cpp_dir, data + ".data.R")
+    if not os.path.exists(hpp) or not os.path.exists(rdump):
+        p = subprocess.run(["nice", "-n", "19", "Rscript",
+                            os.path.join(SRC, "bench", "stan-cpp.R"), model,
+                            data, hpp + ".tmp", rdump + ".tmp"],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            return None, "stanc: " + p.stderr.strip()[-200:], None
+        os.replace(hpp + ".tmp", hpp)
+        os.replace(rdump + ".tmp", rdump)
+    harness = os.path.join(SRC, "bench", "stan_harness.cpp")
+    flags = os.environ.get("KILN_STAN_CXXFLAGS", DEFAULT_FLAGS).split()
+    cmd = ["g++"] + flags + includes() + ["-include", hpp, harness]
+    key = hashlib.sha256()
+    for f in (hpp, harness):
+        key.update(open(f, "rb").read())
+    key.update(" ".join(cmd).encode())
+    exe = os.path.join(cpp_dir, "%s-%s" % (model, key.hexdigest()[:16]))
+    if os.path.exists(exe):
+        t = exe + ".compile_s"
+        return exe, rdump, float(open(t).read()) if os.path.exists(t) else None
+    say("bench/stan.py: compiling %s (about a minute)" % model)
+    t0 = time.time()
+    p = subprocess.run(["nice", "-n", "19"] + cmd + ["-o", exe + ".tmp"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, "g++: " + p.stderr.strip()[-300:], None
+    el = time.time() - t0
+    os.replace(exe + ".tmp", exe)
+    with open(exe + ".compile_s", "w") as f:
+        f.write("%.1f\n" % el)
+    return exe, rdump, el
+
+
+def kv(out):
+    return dict(x.split("=", 1) for x in out.split())
+
+
+def run_kiln(bench, kg, data, env_extra, seconds, points=None):
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, KILN_CACHE_DIR=cache, **env_extra)
+        if points:
+            env["KILN_BENCH_PDB_POINTS"] = points
+        p = subprocess.run([bench, kg, data, str(seconds)], env=env,
+                           capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        return None, p.stderr.strip()
+    return kv(p.stdout), None
+
+
+def data_file(name):
+    """As bench/posteriordb.py finds it (diamonds' data is not shipped)."""
+    for d in ("examples/posteriordb/data", "examples/data/posteriordb",
+              "../shared/posteriordb/data"):
+        p = os.path.join(SRC, d, name + ".json")
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def main():
+    build = sys.argv[1]
+    names = sys.argv[2:] or [
+        line.strip() for line in open(
+            os.path.join(SRC, "examples/posteriordb/CORPUS"))
+        if line.strip() and not line.startswith("#")]
+    why = have_rstan()
+    if why:
+        say("bench-stan: skipped: " + why)
+        sys.exit(2)
+    bench = os.path.join(build, "bench", "bench_posteriordb")
+    cache = os.environ.get("KILN_STAN_CACHE", "/tmp/kiln-stan-cache")
+    seconds = float(os.environ.get("KILN_BENCH_PDB_SECONDS", "1"))
+    rounds = int(os.environ.get("KILN_BENCH_ROUNDS", "3"))
+    tmp = tempfile.mkdtemp(prefix="kiln-bench-stan.")
+    rows = []
+    for name in names:          # build everything first, one at a time
+        dname, model = name.split("-", 1)
+        kg = os.path.join(SRC, "examples/posteriordb", model + ".kg")
+        data = data_file(dname)
+        r = {"name": name, "kg": kg, "data": data, "pol": [], "llvm": [],
+             "stan": [], "err": None}
+        rows.append(r)
+        if not os.path.exists(kg) or not data:
+            r["skip"] = "no kiln model or data"
+            continue
+        exe, rdump, cs = build_stan(cache, model, dname)
+        if not exe:
+            r["skip"] = rdump
+            say("%s: %s" % (name, rdump))
+            continue
+        r.update(exe=exe, rdump=rdump, compile_s=cs,
+                 points=os.path.join(tmp, name + ".points"))
+    for rnd in range(rounds):
+        for r in rows:
+            if "skip" in r:
+                continue
+            llvm, err = run_kiln(bench, r["kg"], r["data"],
+                                 {"KILN_BACKEND": "llvm"}, seconds,
+                                 r["points"] if rnd == 0 else None)
+            if not llvm:
+                r["skip"] = "kiln llvm: " + err[-120:]
+                continue
+            r["dim"] = llvm["dim"]
+            r["llvm"].append(float(llvm["ns_per_grad"]))
+            pol, err = run_kiln(bench, r["kg"], r["data"], {}, seconds)
+            if pol:
+                r["pol"].append(float(pol["ns_per_grad"]))
+                r["tiered"] = pol["tiered"]
+            p = subprocess.run([r["exe"], r["rdump"], r["points"],
+                                str(seconds)], capture_output=True, text=True,
+                               timeout=900)
+            if p.returncode != 0:
+                r["skip"] = "Stan: " + p.stderr.strip()[-160:]
+                continue
+            s = kv(p.stdout)
+            r["stan"].append(float(s["ns_per_grad"]))
+            r["err"] = max(r["err"] or 0.0, float(s["grad_rel_err"]))
+        say("round %d/%d done" % (rnd + 1, rounds))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    med = statistics.median
+    print("| posterior | params | Stan ns/grad | kiln ns/grad (policy, "
+          "tiered) | kiln ns/grad (llvm) | kiln / Stan (policy) | "
+          "kiln / Stan (llvm) | grad rel err | Stan compile s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rp, rl, bad = [], [], []
+    for r in rows:
+        if "skip" in r or not r["stan"]:
+            print("| %s | - | - | skipped: %s | | | | | |"
+                  % (r["name"], r.get("skip", "no Stan time")))
+            continue
+        st, kl = med(r["stan"]), med(r["llvm"])
+        kp = med(r["pol"]) if r["pol"] else None
+        ok = r["err"] <= TOL
+        if ok:
+            rl.append(kl / st)
+            if kp:
+                rp.append(kp / st)
+        else:
+            bad.append(r["name"])
+        print("| %s | %s | %.0f | %s | %.0f | %s | %.2f | %.1e%s | %s |" % (
+            r["name"], r["dim"], st,
+            "%.0f (%s)" % (kp, r["tiered"]) if kp else "-", kl,
+            "%.2f" % (kp / st) if kp else "-", kl / st, r["err"],
+            "" if ok else " (over 1e-9: left out)",
+            "%.1f" % r["compile_s"] if r.get("compile_s") else "-"))
+        sys.stdout.flush()
+    print()
+    for label, rs in (("policy", rp), ("llvm", rl)):
+        if rs:
+            print("median kiln / Stan (%s) over %d posteriors: %.2f (best "
+                  "%.2f, worst %.2f; kiln slower on %d)" % (
+                      label, len(rs), med(rs), min(rs), max(rs),
+                      sum(1 for x in rs if x > 1)))
+    flags = os.environ.get("KILN_STAN_CXXFLAGS", DEFAULT_FLAGS)
+    print()
+    print("Stan: stanc C++ (rstan %s) + bench/stan_harness.cpp, g++ %s; "
+          "median of %d interleaved rounds of %g s each side."
+          % (subprocess.run(["Rscript", "-e",
+                             "cat(as.character(packageVersion('rstan')))"],
+                            capture_output=True, text=True).stdout.strip(),
+             flags, rounds, seconds))
+    if bad:
+        print("gradient disagreement over 1e-9: " + ", ".join(bad))
+        sys.exit(1)
+
+
+main()
