@@ -97,7 +97,9 @@ def build_stan(cache, model, data):
     key = hashlib.sha256()
     for f in (hpp, harness):
         key.update(open(f, "rb").read())
-    key.update(" ".join(cmd).encode())
+    # the command without the source tree's path: one cache for every
+    # checkout (the files' contents are hashed above)
+    key.update(" ".join(["g++"] + flags + includes()).encode())
     exe = os.path.join(cpp_dir, "%s-%s" % (model, key.hexdigest()[:16]))
     if os.path.exists(exe):
         t = exe + ".compile_s"
