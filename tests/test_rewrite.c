@@ -22,7 +22,13 @@
  *     and fill(m, expand_dims(L)) -> fill(m, L), their negative cases,
  *     and a gradient model whose squeeze kernels disappear (outputs
  *     against passes off under every backend, gradients against finite
- *     differences).
+ *     differences);
+ *  6. reciprocal: true_div(x, s) by one value (rank 0, one element,
+ *     broadcast_to, fill, a literal) becomes mul(x, true_div(1, s)), not
+ *     for elementwise or integer divisions, an f32 divisor in an f64
+ *     division or a one-element result; outputs within 4 ulp of
+ *     -reciprocal under every backend, a gradient model within 1e-12 and
+ *     against finite differences.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <kiln/kiln.h>
@@ -1380,6 +1386,181 @@ static void test_fusion(const char **backends, int nb)
                  "kiln_policy: 1\nfusion:\n  max_width: 8\n  max_scalar_ops: 40\n");
 }
 
+/* ---- 6. reciprocal ------------------------------------------------------- */
+
+/* true_div nodes with more than one element in g */
+static int vector_divs(const kiln_graph *g)
+{
+    int n = 0;
+    for (int v = 0; v < g->n_nodes; v++) {
+        const kiln_node *d = &g->nodes[v];
+        if (d->op != KILN_OP_TRUE_DIV)
+            continue;
+        int64_t numel = 1;
+        for (int k = 0; k < d->type.rank; k++)
+            numel *= d->type.dims[k] < 0 ? 2 : d->type.dims[k];
+        n += numel > 1;
+    }
+    return n;
+}
+
+static const struct {
+    const char *body;
+    int fires;
+    const char *what;
+} RECIP[] = {
+    {"  input x: f64[5]\n  input s: f64\n"
+     "  output y = true_div(x, s)\n", 1, "rank-0 divisor"},
+    {"  input x: f32[2, 3]\n  input s: f32\n"
+     "  output y = true_div(x, s)\n", 1, "f32, rank-0 divisor"},
+    {"  input x: f64[4, 3]\n  input s: f64[1, 1]\n"
+     "  output y = true_div(x, s)\n", 1, "one-element divisor"},
+    {"  input x: f64[n]\n  input s: f64\n"
+     "  output y = true_div(exp(x), s)\n", 1, "symbolic x"},
+    {"  input x: f64[3, 6]\n  input s: f64\n"
+     "  output y = true_div(x, broadcast_to(s, shape=[3, 6]))\n", 1,
+     "broadcast_to divisor"},
+    {"  input x: f64[2, 3]\n  input s: f64\n"
+     "  output y = true_div(x, fill(x, s))\n", 1, "fill divisor"},
+    {"  input x: f64[7]\n  output y = true_div(x, 3.0)\n", 1,
+     "literal divisor"},
+    {"  input x: f64[5]\n  input s: f64[5]\n"
+     "  output y = true_div(x, s)\n", 0, "elementwise divisor"},
+    {"  input x: f64[2, 3]\n  input s: f64[3]\n"
+     "  output y = true_div(x, s)\n", 0, "row divisor"},
+    {"  input x: i64[5]\n  input s: i64\n"
+     "  output y = true_div(x, s)\n", 0, "integer division"},
+    {"  input x: i64[5]\n  input s: f64\n"
+     "  output y = true_div(x, s)\n", 0, "integer dividend"},
+    {"  input x: f64[5]\n  input s: f32\n"
+     "  output y = true_div(x, s)\n", 0, "f32 divisor, f64 division"},
+    {"  input x: f64\n  input s: f64\n"
+     "  output y = true_div(x, s)\n", 0, "one-element result"},
+    {"  input x: f64[1]\n  input s: f64\n"
+     "  output y = true_div(x, s)\n", 0, "one-element dividend"},
+};
+
+/* a and b within `ulps` units in the last place of the larger (floats),
+ * equal otherwise */
+static int within_ulps(const result *a, const result *b, double ulps,
+                       char *why, size_t n)
+{
+    if (a->rc || b->rc || a->n_out != b->n_out) {
+        snprintf(why, n, "rc %d (%s) vs %d (%s)", a->rc, a->msg, b->rc,
+                 b->msg);
+        return 0;
+    }
+    for (int i = 0; i < a->n_out; i++) {
+        int64_t numel = 1;
+        for (int k = 0; k < a->t[i].rank; k++)
+            numel *= a->t[i].shape[k];
+        double eps = a->t[i].dtype == KILN_F32 ? 0x1p-23 : 0x1p-52;
+        for (int64_t k = 0; k < numel; k++) {
+            double u = elem(&a->t[i], k), v = elem(&b->t[i], k);
+            double m = fmax(fabs(u), fabs(v));
+            if (u == v || (isnan(u) && isnan(v)))
+                continue;
+            if (a->t[i].dtype <= KILN_F32 && fabs(u - v) <= ulps * eps * m)
+                continue;
+            snprintf(why, n, "output %d [%lld]: %.17g vs %.17g", i,
+                     (long long)k, u, v);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static const char *RECIP_GRAD =
+    "kiln 1\ngraph t\n"
+    "  # range ls -1 1\n"
+    "  input mu: f64[6]\n  input ls: f64\n"
+    "  const y: f64[6] = [0.5, -1, 2, 1.5, 0.25, -0.75]\n"
+    "  s = exp(ls)\n"
+    "  z = true_div(sub(y, mu), s)\n"
+    "  output cost = sum(sub(mul(-0.5, square(z)), ls))\n"
+    "%s"
+    "end\n";
+
+static void test_reciprocal(const char **backends, int nb)
+{
+    for (size_t i = 0; i < sizeof RECIP / sizeof RECIP[0]; i++) {
+        kiln_graph *g = parse(RECIP[i].body);
+        kiln_err err = {0, ""};
+        kiln_graph *c = g ? kiln_ir_clone(g, &err) : NULL;
+        int d0 = g ? count_op(g, KILN_OP_TRUE_DIV) : -1;
+        c = c ? rewrite(c, "reciprocal,fold") : NULL;
+        int d1 = c ? count_op(c, KILN_OP_TRUE_DIV) : -1;
+        int v1 = c ? vector_divs(c) : -1;
+        int muls = c ? count_op(c, KILN_OP_MUL) : -1;
+        ok(c && d0 == 1 &&
+               (RECIP[i].fires ? v1 == 0 && muls == 1
+                               : d1 == 1 && muls == 0),
+           "reciprocal: %s %s (divisions %d -> %d, over many elements %d, "
+           "muls %d)", RECIP[i].what,
+           RECIP[i].fires ? "becomes a multiplication" : "is kept", d0, d1,
+           v1, muls);
+        kiln_graph_free(c);
+        for (int b = 0; g && b < nb; b++) {
+            int good = 1;
+            char why[512] = "";
+            for (unsigned seed = 0; seed < 3 && good; seed++) {
+                result a, r;
+                run(g, backends[b], "-reciprocal", NULL, seed, &a);
+                run(g, backends[b], "all", NULL, seed, &r);
+                good = within_ulps(&a, &r, 4, why, sizeof why);
+                result_free(&a);
+                result_free(&r);
+            }
+            ok(good, "reciprocal: %s, %s, within 4 ulp of -reciprocal %s",
+               RECIP[i].what, backends[b], why);
+        }
+        kiln_graph_free(g);
+    }
+
+    /* a likelihood and its gradient: every division by s goes */
+    char text[2048];
+    snprintf(text, sizeof text, RECIP_GRAD,
+             "  d_mu, d_ls = grad(cost, mu, ls)\n"
+             "  output d_mu\n  output d_ls\n");
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string(text, "recip.kg", NULL, &err);
+    if (!g) {
+        ok(0, "reciprocal gradient model parses: %s", err.message);
+        return;
+    }
+    kiln_graph *c = kiln_ir_clone(g, &err);
+    int d0 = vector_divs(g);
+    c = c ? rewrite(c, "all") : NULL;
+    ok(c && d0 >= 3 && vector_divs(c) == 0,
+       "reciprocal: gradient model, divisions over many elements %d -> %d",
+       d0, c ? vector_divs(c) : -1);
+    kiln_graph_free(c);
+    for (int b = 0; b < nb; b++) {
+        result a, r;
+        char why[512] = "";
+        run(g, backends[b], "-reciprocal", NULL, 7, &a);
+        run(g, backends[b], "all", NULL, 7, &r);
+        int good = a.rc == 0 && r.rc == 0 && a.n_out == 3;
+        for (int i = 0; good && i < a.n_out; i++) {
+            int64_t numel = a.t[i].rank ? a.t[i].shape[0] : 1;
+            for (int64_t k = 0; good && k < numel; k++) {
+                double u = elem(&a.t[i], k), v = elem(&r.t[i], k);
+                good = fabs(u - v) <= 1e-12 * (1 + fabs(u));
+                if (!good)
+                    snprintf(why, sizeof why, "output %d [%lld]: %.17g vs "
+                             "%.17g", i, (long long)k, u, v);
+            }
+        }
+        ok(good, "reciprocal: gradient model, %s, cost and gradients within "
+           "1e-12 of -reciprocal %s", backends[b], why);
+        result_free(&a);
+        result_free(&r);
+    }
+    kiln_graph_free(g);
+    snprintf(text, sizeof text, RECIP_GRAD, "");
+    gc_check("reciprocal gradient model", text, 1e-6);
+}
+
 int main(void)
 {
     const char *s = getenv("KILN_SRCDIR"), *b = getenv("KILN_BUILDDIR");
@@ -1417,5 +1598,6 @@ int main(void)
     test_models(backends, nb);
     test_fusion(backends, nb);
     test_shape_rules(backends, nb);
+    test_reciprocal(backends, nb);
     return done_testing();
 }

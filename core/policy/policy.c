@@ -120,8 +120,8 @@ static const char *const kind_names[] = {NULL, "elemwise", "reduce", "join",
  * order they run (core/rewrite/manager.c); "fusion" is also accepted for
  * "fuse", as on the command line. */
 static const char *const pass_names[] = {
-    "canonicalize", "fold", "cse", "promote", "join_slices", "pairwise",
-    "fuse", "loops", "lift", "hoist", NULL};
+    "canonicalize", "reciprocal", "fold", "cse", "promote", "join_slices",
+    "pairwise", "fuse", "loops", "lift", "hoist", NULL};
 
 /* ---- the policy ----------------------------------------------------- */
 

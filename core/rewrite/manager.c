@@ -17,8 +17,8 @@
 #include <string.h>
 
 static const char *const names[KILN_PASS_COUNT] = {
-    "canonicalize", "fold", "cse", "promote", "join_slices", "pairwise",
-    "fuse", "loops", "lift", "hoist"};
+    "canonicalize", "reciprocal", "fold", "cse", "promote", "join_slices",
+    "pairwise", "fuse", "loops", "lift", "hoist"};
 
 const char *kiln_rw_pass_name(int i)
 {
@@ -101,8 +101,8 @@ int kiln_rw_parse_passes(const char *spec, unsigned *mask, kiln_err *err)
             return kiln_seterr(err, KILN_ERR_ARG,
                                "unknown pass '%.*s%s'%s (expected all, none, "
                                "or names, each optionally with - or +: "
-                               "canonicalize, fold, cse, promote, "
-                               "join_slices, pairwise, fuse, loops, lift, "
+                               "canonicalize, reciprocal, fold, cse, "
+                               "promote, join_slices, pairwise, fuse, loops, lift, "
                                "hoist)",
                                shown, s, more,
                                kiln_suggest_text(&sg, hint, sizeof hint));
@@ -187,6 +187,10 @@ static int may_apply(int i, const kiln_graph *g)
                         return 1;
                 }
             break;
+        case KILN_PASS_RECIPROCAL:
+            if (op == KILN_OP_TRUE_DIV)
+                return 1;
+            break;
         case KILN_PASS_FOLD:
             /* fold.c folds rank-0 weak elementwise nodes over literals */
             if (n->weak && n->type.rank == 0 &&
@@ -219,9 +223,10 @@ int kiln_rw_run(kiln_graph **g, const kiln_rw_config *c,
                 kiln_rw_trace_fn trace, void *ctx, kiln_err *err)
 {
     static const pass_fn fns[KILN_PASS_COUNT] = {
-        kiln_rw_canonicalize, kiln_rw_fold, kiln_rw_cse, kiln_rw_promote,
-        kiln_rw_join_slices, kiln_rw_pairwise, NULL /* fuse: lowering */,
-        NULL /* loops: lowering */, NULL /* hoist: the driver */};
+        kiln_rw_canonicalize, kiln_rw_reciprocal, kiln_rw_fold, kiln_rw_cse,
+        kiln_rw_promote, kiln_rw_join_slices, kiln_rw_pairwise,
+        NULL /* fuse: lowering */, NULL /* loops: lowering */,
+        NULL /* lift: lowering */, NULL /* hoist: the driver */};
     /* one node array travels between the passes (rw.c) */
     kiln_rw_scratch scratch = {NULL, 0};
     kiln_rw_config cc = *c;

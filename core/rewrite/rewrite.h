@@ -10,6 +10,11 @@
  *                 the same dtype), squeeze(R(x, keepdims=true)) -> R(x),
  *                 fill(m, expand_dims(L)) -> fill(m, L)
  *                                                 core/rewrite/canonicalize.c
+ *   reciprocal    true_div(x, s), s one value (rank 0 or broadcast from
+ *                 one), x float with more than one element ->
+ *                 mul(x, true_div(1, s)): the reciprocal once per call,
+ *                 not a division per element (rounding changes by ~1 ulp)
+ *                                                 core/rewrite/reciprocal.c
  *   fold          evaluate elementwise ops over literals only
  *                                                 core/rewrite/fold.c
  *   cse           merge identical subexpressions  core/rewrite/cse.c
@@ -43,6 +48,7 @@
 
 enum {
     KILN_PASS_CANONICALIZE = 0,
+    KILN_PASS_RECIPROCAL, /* x / scalar -> x * (1 / scalar) */
     KILN_PASS_FOLD,
     KILN_PASS_CSE,
     KILN_PASS_PROMOTE,
@@ -216,6 +222,8 @@ void kiln_rw_attrs_default(kiln_attrs *a);
 /* The passes. Each takes the graph and returns the rewritten one in *g. */
 int kiln_rw_canonicalize(kiln_graph **g, const kiln_rw_config *c,
                          kiln_err *err);
+int kiln_rw_reciprocal(kiln_graph **g, const kiln_rw_config *c,
+                       kiln_err *err);
 int kiln_rw_fold(kiln_graph **g, const kiln_rw_config *c, kiln_err *err);
 int kiln_rw_cse(kiln_graph **g, const kiln_rw_config *c, kiln_err *err);
 int kiln_rw_promote(kiln_graph **g, const kiln_rw_config *c, kiln_err *err);
