@@ -2,7 +2,8 @@
  * call_outs.h — a call's outputs, copied (a kiln_function reuses its
  * buffers), and two calls' outputs compared bit for bit, for tests that
  * compare calls (include once; define MAX_OUT, the most outputs a
- * function of the test has, before including).
+ * function of the test has, before including); and a graph's text
+ * compiled with one backend and pass list, for those tests.
  */
 #ifndef KILN_TESTS_CALL_OUTS_H
 #define KILN_TESTS_CALL_OUTS_H
@@ -12,6 +13,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Parse "kiln 1 / graph t / HEAD BODY / end" and compile it with
+ * `backend` and `passes` (quiet, one job); NULL with the error in msg. */
+static inline kiln_function *compile_graph_text(const char *head,
+                                                const char *body,
+                                                const char *backend,
+                                                const char *passes,
+                                                char *msg, size_t nmsg)
+{
+    size_t n = strlen(head) + strlen(body) + 64;
+    char *text = malloc(n);
+    if (!text)
+        return NULL;
+    snprintf(text, n, "kiln 1\ngraph t\n%s%send\n", head, body);
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string(text, "t.kg", NULL, &err);
+    free(text);
+    kiln_function *f = NULL;
+    if (g) {
+        kiln_options o;
+        memset(&o, 0, sizeof o);
+        o.struct_size = sizeof o;
+        o.backend = backend;
+        o.passes = passes;
+        o.quiet = 1;
+        o.jobs = 1;
+        f = kiln_compile(g, &o, &err);
+        kiln_graph_free(g);
+    }
+    if (!f && msg)
+        snprintf(msg, nmsg, "%s", err.message);
+    return f;
+}
 
 typedef struct outs {
     int rc;

@@ -47,27 +47,7 @@ static kiln_function *compile_body(const char *body, const int64_t *rc,
     char head[512];
     snprintf(head, sizeof head, decls, (long long)rc[0], (long long)rc[1],
              (long long)rc[1] - 1);
-    size_t n = strlen(head) + strlen(body) + 64;
-    char *text = malloc(n);
-    snprintf(text, n, "kiln 1\ngraph t\n%s%send\n", head, body);
-    kiln_err err = {0, ""};
-    kiln_graph *g = kiln_parse_string(text, "t.kg", NULL, &err);
-    free(text);
-    kiln_function *f = NULL;
-    if (g) {
-        kiln_options o;
-        memset(&o, 0, sizeof o);
-        o.struct_size = sizeof o;
-        o.backend = backend;
-        o.passes = passes;
-        o.quiet = 1;
-        o.jobs = 1;
-        f = kiln_compile(g, &o, &err);
-        kiln_graph_free(g);
-    }
-    if (!f && msg)
-        snprintf(msg, nmsg, "%s", err.message);
-    return f;
+    return compile_graph_text(head, body, backend, passes, msg, nmsg);
 }
 
 /* ---- the cases ----------------------------------------------------------

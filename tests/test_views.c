@@ -48,36 +48,16 @@
 static const char *backends[3];
 static int n_backends;
 
-static kiln_function *compile_body(const char *body, const char *backend,
-                                   const char *passes, char *msg, size_t nmsg)
-{
-    size_t n = strlen(body) + 64;
-    char *text = malloc(n);
-    snprintf(text, n, "kiln 1\ngraph t\n%send\n", body);
-    kiln_err err = {0, ""};
-    kiln_graph *g = kiln_parse_string(text, "t.kg", NULL, &err);
-    free(text);
-    kiln_function *f = NULL;
-    if (g) {
-        kiln_options o;
-        memset(&o, 0, sizeof o);
-        o.struct_size = sizeof o;
-        o.backend = backend;
-        o.passes = passes;
-        o.quiet = 1;
-        o.jobs = 1;
-        f = kiln_compile(g, &o, &err);
-        kiln_graph_free(g);
-    }
-    if (!f && msg)
-        snprintf(msg, nmsg, "%s", err.message);
-    return f;
-}
-
 #define MAX_OUT 8
 #define MAX_IN 4
 
 #include "call_outs.h"
+
+static kiln_function *compile_body(const char *body, const char *backend,
+                                   const char *passes, char *msg, size_t nmsg)
+{
+    return compile_graph_text("", body, backend, passes, msg, nmsg);
+}
 
 /* kernels of f whose label is `label` */
 static int count_label(const kiln_function *f, const char *label)

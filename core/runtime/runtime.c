@@ -115,27 +115,31 @@ static int kiln_runtime_sgemv(const kiln_gemv_conf *conf, int transa,
 }
 
 /* gemm under a choice for its matrix-vector products (conf NULL: the
- * built-in one). */
+ * built-in one): the gemv path, else CBLAS when it can read the operands
+ * (OpenBLAS's threads set before its first call), else the loop. */
+#define KILN_RUNTIME_GEMM_CONF(T, gemv, cblas_gemm)                           \
+    if (m <= 0 || n <= 0 || k < 0)                                            \
+        return;                                                               \
+    if (kiln_runtime_gemm_ok(transa, transb, m, n, k, lda, ldb, ldc)) {       \
+        if (gemv(conf, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta,  \
+                 c, ldc))                                                     \
+            return;                                                           \
+        (void)kiln_blas_get();                                                \
+        cblas_gemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,         \
+                   transb ? CblasTrans : CblasNoTrans, (int)m, (int)n,        \
+                   (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c,          \
+                   (int)ldc);                                                 \
+        return;                                                               \
+    }                                                                         \
+    KILN_RUNTIME_GEMM_LOOP(T)
+
 static void kiln_runtime_dgemm_conf(const kiln_gemv_conf *conf, int transa,
                                     int transb, int64_t m, int64_t n,
                                     int64_t k, double alpha, const double *a,
                                     int64_t lda, const double *b, int64_t ldb,
                                     double beta, double *c, int64_t ldc)
 {
-    if (m <= 0 || n <= 0 || k < 0)
-        return;
-    if (kiln_runtime_gemm_ok(transa, transb, m, n, k, lda, ldb, ldc)) {
-        if (kiln_runtime_dgemv(conf, transa, transb, m, n, k, alpha, a, lda,
-                               b, ldb, beta, c, ldc))
-            return;
-        (void)kiln_blas_get();  /* OpenBLAS's threads set before its first call */
-        cblas_dgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,
-                    transb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
-                    (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c,
-                    (int)ldc);
-        return;
-    }
-    KILN_RUNTIME_GEMM_LOOP(double)
+    KILN_RUNTIME_GEMM_CONF(double, kiln_runtime_dgemv, cblas_dgemm)
 }
 
 static void kiln_runtime_sgemm_conf(const kiln_gemv_conf *conf, int transa,
@@ -144,20 +148,7 @@ static void kiln_runtime_sgemm_conf(const kiln_gemv_conf *conf, int transa,
                                     int64_t lda, const float *b, int64_t ldb,
                                     float beta, float *c, int64_t ldc)
 {
-    if (m <= 0 || n <= 0 || k < 0)
-        return;
-    if (kiln_runtime_gemm_ok(transa, transb, m, n, k, lda, ldb, ldc)) {
-        if (kiln_runtime_sgemv(conf, transa, transb, m, n, k, alpha, a, lda,
-                               b, ldb, beta, c, ldc))
-            return;
-        (void)kiln_blas_get();
-        cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,
-                    transb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
-                    (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c,
-                    (int)ldc);
-        return;
-    }
-    KILN_RUNTIME_GEMM_LOOP(float)
+    KILN_RUNTIME_GEMM_CONF(float, kiln_runtime_sgemv, cblas_sgemm)
 }
 
 static void kiln_runtime_dgemm(int transa, int transb, int64_t m, int64_t n,
