@@ -290,6 +290,27 @@ static int kiln_interp_check_scan(const kiln_kernel *k, char *why, size_t n)
     return kiln_interp_check_ranks(k, out->rank, 1, why, n);
 }
 
+/* issue 28, ABI 1.9 */
+/* LINALG: one or two f64 inputs, one f64 output, a known operation. */
+static int kiln_interp_check_linalg(const kiln_kernel *k, char *why,
+                                    size_t n)
+{
+    if (k->n_inputs < 1 || k->n_inputs > 2 || k->n_outputs != 1)
+        return kiln_interp_why(why, n, "linalg needs 1 or 2 inputs and 1 "
+                               "output");
+    if (k->reduce_op > KILN_LINALG_DIAGONAL)
+        return kiln_interp_why(why, n, "unknown linalg op %u", k->reduce_op);
+    for (uint32_t i = 0; i < k->n_inputs; i++)
+        if (k->inputs[i].dtype != KILN_F64)
+            return kiln_interp_why(why, n, "linalg input %u is %s (f64 "
+                                   "only)", i,
+                                   kiln_interp_dtype_name(k->inputs[i].dtype));
+    if (k->outputs[0].dtype != KILN_F64)
+        return kiln_interp_why(why, n, "linalg output is %s (f64 only)",
+                               kiln_interp_dtype_name(k->outputs[0].dtype));
+    return 0;
+}
+
 /* GATHER (x, idx) -> out and SCATTER (idx, values) into out: the index
  * tensor, the data rank and the rank of the indexed side. */
 static int kiln_interp_check_indexing(const kiln_kernel *k, char *why,
@@ -443,6 +464,8 @@ static int kiln_interp_check(const kiln_kernel *k, char *why, size_t n)
         return kiln_interp_check_loop(k, why, n);
     case KILN_KERNEL_SCAN:
         return kiln_interp_check_scan(k, why, n);
+    case KILN_KERNEL_LINALG:
+        return kiln_interp_check_linalg(k, why, n);
     default:
         return kiln_interp_why(why, n, "unknown kernel kind %u", k->kind);
     }

@@ -69,6 +69,7 @@
 #include "take.c"       /* GATHER and SCATTER */
 #include "dot.c"        /* DOT */
 #include "scan.c"       /* SCAN */
+#include "linalg.c"     /* LINALG (through the runtime's lapack_run) */
 
 /* ------------------------------------------------------------------ */
 /* The plugin interface                                                 */
@@ -99,6 +100,8 @@ static int kiln_interp_call(void *state, const kiln_call *call)
         return kiln_interp_take(&r);
     case KILN_KERNEL_SCAN:
         return kiln_interp_scan(&r);
+    case KILN_KERNEL_LINALG:
+        return kiln_interp_linalg(&r);
     default:
         return kiln_interp_dot(&r);
     }

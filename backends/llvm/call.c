@@ -225,6 +225,10 @@ static int kl_run(void *state, const kiln_call *call)
     /* issue 25: a scan has no code of its own yet (kl_native): the
      * embedded interpreter runs it */
     case KILN_KERNEL_SCAN: return ls->interp->fn(ls->interp->state, call);
+    /* issue 28: LINALG's work is the runtime's lapack_run whichever
+     * backend calls it, so the embedded interpreter's call is the code */
+    case KILN_KERNEL_LINALG:
+        return ls->interp->fn(ls->interp->state, call);
     default: break;
     }
     if (k->kind == KILN_KERNEL_REDUCE && !ls->uc) {

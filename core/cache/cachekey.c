@@ -128,7 +128,8 @@ size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
 {
     if (!k || k->struct_size < offsetof(kiln_kernel, label))
         return 0;
-    if (k->kind < KILN_KERNEL_ELEMWISE || k->kind > KILN_KERNEL_SCAN)
+    if ((k->kind < KILN_KERNEL_ELEMWISE || k->kind > KILN_KERNEL_SCAN) &&
+        k->kind != KILN_KERNEL_LINALG)
         return 0;
     if (k->kind == KILN_KERNEL_LOOP &&
         (k->struct_size < offsetof(kiln_kernel, out_index) +
@@ -184,6 +185,9 @@ size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
         break;
     case KILN_KERNEL_SCAN:
         put_u32(&b, (uint32_t)k->axis);
+        put_u8(&b, k->reduce_op);
+        break;
+    case KILN_KERNEL_LINALG:   /* issue 28: the kiln_linalg_op */
         put_u8(&b, k->reduce_op);
         break;
     case KILN_KERNEL_LOOP:

@@ -474,6 +474,12 @@ static void put_op(printer *pr, const kiln_node *nd)
             sb_puts(b, "\"");
         }
         break;
+    case KILN_OP_SOLVE_TRIANGULAR:   /* issue 28 */
+        if (a->linalg & 1)
+            sb_puts(b, ", lower=true");
+        if (a->linalg & 2)
+            sb_puts(b, ", trans=true");
+        break;
     default:
         break;
     }

@@ -882,6 +882,124 @@ static int grad_scan(gctx *c, kiln_value v, kiln_value gv)
     return contribute(c, x, t);
 }
 
+/* ---- linear algebra (issue 28) --------------------------------------
+ * Matrices are the last two axes; leading axes a batch. */
+
+/* x with its last two axes swapped (the batch's matrix transpose). */
+static kiln_value mat_t(gctx *c, kiln_value x)
+{
+    if (x < 0)
+        return -1;
+    int r = NODE(c, x)->type.rank;
+    int64_t perm[KILN_MAX_RANK];
+    for (int i = 0; i < r; i++)
+        perm[i] = i;
+    perm[r - 2] = r - 1;
+    perm[r - 1] = r - 2;
+    return op1_axes(c, "transpose", x, "axes", r, perm, -1);
+}
+
+/* a @ b^T per batch element for a, b of shape [..., n, k] (both
+ * matrices) or [..., n] (both vectors: the outer product a b^T). */
+static kiln_value mat_abt(gctx *c, kiln_value a, kiln_value b, int vec)
+{
+    if (a < 0 || b < 0)
+        return -1;
+    int r = NODE(c, a)->type.rank;
+    if (vec) {
+        int64_t ax1 = r, ax0 = r - 1;
+        return op2(c, "mul", op1_axes(c, "expand_dims", a, "axis", 1, &ax1,
+                                      -1),
+                   op1_axes(c, "expand_dims", b, "axis", 1, &ax0, -1));
+    }
+    if (r == 2)
+        return op2(c, "dot", a, mat_t(c, b));
+    /* a[..., n, None, k] * b[..., None, m, k] summed over k */
+    int64_t axa = r - 1, axb = r - 2, ks = r;
+    kiln_value p = op2(c, "mul",
+                       op1_axes(c, "expand_dims", a, "axis", 1, &axa, -1),
+                       op1_axes(c, "expand_dims", b, "axis", 1, &axb, -1));
+    return op1_axes(c, "sum", p, "axis", 1, &ks, 0);
+}
+
+/* Reverse rules (docs/ops.md "Linear algebra"): cholesky per Murray
+ * 2016 (arXiv:1602.07527) in the cholesky_grad op; the others per
+ * M. Giles, "An extended collection of matrix derivative results for
+ * forward and reverse mode AD" (Oxford NA-08/01, 2008), section 2.2:
+ * X = A^-1 B: Bbar = A^-T Xbar, Abar = -Bbar X^T; C = A^-1: Abar =
+ * -C^T Cbar C^T; log|det A|: Abar = g A^-T. */
+static int grad_linalg(gctx *c, kiln_value v, kiln_value gv)
+{
+    kiln_node n = *NODE(c, v);
+    kiln_value a = n.in[0];
+    kiln_attr tr[2];
+    switch (n.op) {
+    case KILN_OP_CHOLESKY: {
+        kiln_value in[2] = {v, gv};
+        return contribute(c, a, opn(c, "cholesky_grad", 2, in, NULL, 0));
+    }
+    case KILN_OP_SOLVE_TRIANGULAR:
+    case KILN_OP_SOLVE: {
+        kiln_value b = n.in[1];
+        int vec = NODE(c, b)->type.rank == n.type.rank &&
+                  n.type.rank == NODE(c, a)->type.rank - 1;
+        int lower = n.attrs->linalg & 1, trans = (n.attrs->linalg & 2) != 0;
+        kiln_value gb;
+        if (n.op == KILN_OP_SOLVE) {
+            gb = op2(c, "solve", mat_t(c, a), gv);
+        } else {
+            tr[0] = (kiln_attr){.key = "lower", .kind = KILN_ATTR_BOOL,
+                                .i = lower};
+            tr[1] = (kiln_attr){.key = "trans", .kind = KILN_ATTR_BOOL,
+                                .i = !trans};
+            kiln_value in[2] = {a, gv};
+            gb = opn(c, "solve_triangular", 2, in, tr, 2);
+        }
+        TRY(gb);
+        if (c->path[b])
+            TRY(contribute(c, b, gb));
+        if (!c->path[a])
+            return 0;
+        /* -Bbar X^T; with trans (A^T X = B), -X Bbar^T */
+        kiln_value ga = trans ? mat_abt(c, v, gb, vec) : mat_abt(c, gb, v, vec);
+        if (n.op == KILN_OP_SOLVE_TRIANGULAR)
+            ga = op1(c, lower ? "tril" : "triu", ga);
+        return contribute(c, a, op1(c, "neg", ga));
+    }
+    case KILN_OP_INVERSE: {
+        /* -C^T G C^T: C^T G = (C^T) (G^T)^T, then (C^T G) C^T */
+        kiln_value ctg = mat_abt(c, mat_t(c, v), mat_t(c, gv), 0);
+        return contribute(c, a, op1(c, "neg", mat_abt(c, ctg, v, 0)));
+    }
+    case KILN_OP_LOG_DET: {
+        int r = n.type.rank;
+        int64_t ax[2] = {r, r + 1};
+        kiln_value g2 = op1_axes(c, "expand_dims", gv, "axis", 2, ax, -1);
+        return contribute(c, a, op2(c, "mul", g2,
+                                    mat_t(c, op1(c, "inverse", a))));
+    }
+    case KILN_OP_TRIL:
+    case KILN_OP_TRIU:
+        return contribute(c, a, op1(c, n.op == KILN_OP_TRIL ? "tril" : "triu",
+                                    gv));
+    case KILN_OP_DIAG:
+        return contribute(c, a, op1(c, "diagonal", gv));
+    case KILN_OP_DIAGONAL: {
+        const kiln_node *an = NODE(c, a);
+        int r = an->type.rank;
+        if (an->type.dims[r - 1] != an->type.dims[r - 2])
+            return kiln_seterr(c->err, KILN_ERR_TYPE, "diagonal: the gradient "
+                               "of the diagonal of a non-square matrix is "
+                               "not supported"), -1;
+        return contribute(c, a, op1(c, "diag", gv));
+    }
+    default:   /* cholesky_grad */
+        kiln_seterr(c->err, KILN_ERR_TYPE, "%s: second derivatives are not "
+                    "supported", kiln_ir_op_info(n.op)->name);
+        return -1;
+    }
+}
+
 static int grad_node(gctx *c, kiln_value v)
 {
     kiln_value gv = c->adj[v];
@@ -892,6 +1010,7 @@ static int grad_node(gctx *c, kiln_value v)
     case KILN_CAT_INDEX: return grad_index(c, v, gv);
     case KILN_CAT_DOT: return grad_dot(c, v, gv);
     case KILN_CAT_SCAN: return grad_scan(c, v, gv);
+    case KILN_CAT_LINALG: return grad_linalg(c, v, gv);
     /* check: the adjoint passes to x, the conditions get none (as
      * PyTensor's CheckAndRaise) */
     case KILN_CAT_CHECK: return contribute(c, NODE(c, v)->in[0], gv);

@@ -190,7 +190,8 @@ const kiln_attrs kiln_ir_no_attrs = {.dtype = -1};
 int kiln_ir_attrs_empty(const kiln_attrs *a)
 {
     return !a->has_axes && a->naxes == 0 && !a->keepdims &&
-           a->nshape == 0 && a->dtype == -1 && a->nidx == 0 && !a->msg;
+           a->nshape == 0 && a->dtype == -1 && a->nidx == 0 && !a->msg &&
+           !a->linalg;
 }
 
 int kiln_ir_node_set_attrs(kiln_node *n, const kiln_attrs *a)

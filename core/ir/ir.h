@@ -57,6 +57,12 @@ typedef enum kiln_op {
     KILN_OP_MOD, KILN_OP_CLIP, KILN_OP_ERFCX, KILN_OP_ERFINV,
     KILN_OP_ERFCINV, KILN_OP_GAMMAINC, KILN_OP_GAMMAINCC, KILN_OP_BETAINC,
     KILN_OP_GAMMAINC_DA, KILN_OP_BETAINC_DA, KILN_OP_BETAINC_DB,
+    /* issue 28, linear algebra (KILN_CAT_LINALG; docs/ops.md "Linear
+     * algebra"): matrices are the last two axes, leading axes a batch.
+     * cholesky_grad(L, Lbar) is cholesky's reverse rule. */
+    KILN_OP_CHOLESKY, KILN_OP_CHOLESKY_GRAD, KILN_OP_SOLVE_TRIANGULAR,
+    KILN_OP_SOLVE, KILN_OP_INVERSE, KILN_OP_LOG_DET, KILN_OP_TRIL,
+    KILN_OP_TRIU, KILN_OP_DIAG, KILN_OP_DIAGONAL,
     KILN_OP_COUNT
 } kiln_op;
 
@@ -69,7 +75,8 @@ enum {
     KILN_CAT_INDEX,
     KILN_CAT_DOT,
     KILN_CAT_SCAN,       /* cumsum, cumprod (issue 25) */
-    KILN_CAT_CHECK       /* check: x, then its conditions (issue 25) */
+    KILN_CAT_CHECK,      /* check: x, then its conditions (issue 25) */
+    KILN_CAT_LINALG      /* cholesky, solve, ... (issue 28): LINALG kernels */
 };
 
 typedef struct kiln_type {
@@ -93,6 +100,8 @@ typedef struct kiln_attrs {
     int dtype;                    /* cast, zeros, ones: kiln_dtype; -1 unset */
     int nidx;                     /* subtensor, set/inc_subtensor */
     kiln_index idx[KILN_MAX_RANK];
+    int linalg;                   /* solve_triangular: bit 0 lower=true,
+                                     bit 1 trans=true (issue 28) */
     const char *msg;              /* check: its message, interned
                                      (kiln_ir_intern: equal texts are one
                                      pointer, never freed); NULL unset */

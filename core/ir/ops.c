@@ -122,6 +122,17 @@ static const kiln_op_info op_table[KILN_OP_COUNT] = {
       KILN_I_BETAINC_DA),
     E(KILN_OP_BETAINC_DB, "betainc_db", KILN_CAT_ELEMWISE, 3, 3,
       KILN_I_BETAINC_DB),
+    E(KILN_OP_CHOLESKY, "cholesky", KILN_CAT_LINALG, 1, 1, -1),
+    E(KILN_OP_CHOLESKY_GRAD, "cholesky_grad", KILN_CAT_LINALG, 2, 2, -1),
+    E(KILN_OP_SOLVE_TRIANGULAR, "solve_triangular", KILN_CAT_LINALG, 2, 2,
+      -1),
+    E(KILN_OP_SOLVE, "solve", KILN_CAT_LINALG, 2, 2, -1),
+    E(KILN_OP_INVERSE, "inverse", KILN_CAT_LINALG, 1, 1, -1),
+    E(KILN_OP_LOG_DET, "log_det", KILN_CAT_LINALG, 1, 1, -1),
+    E(KILN_OP_TRIL, "tril", KILN_CAT_LINALG, 1, 1, -1),
+    E(KILN_OP_TRIU, "triu", KILN_CAT_LINALG, 1, 1, -1),
+    E(KILN_OP_DIAG, "diag", KILN_CAT_LINALG, 1, 1, -1),
+    E(KILN_OP_DIAGONAL, "diagonal", KILN_CAT_LINALG, 1, 1, -1),
 };
 
 #undef E
@@ -238,7 +249,7 @@ kiln_dtype kiln_ir_compute_dtype(int op, kiln_dtype promoted)
 enum {
     A_AXIS = 1, A_AXES = 2, A_KEEPDIMS = 4, A_SHAPE = 8, A_DTYPE = 16,
     A_AXIS_REQ = 32, A_SHAPE_REQ = 64, A_DTYPE_REQ = 128, A_AXIS_ONE = 256,
-    A_MSG = 512
+    A_MSG = 512, A_LINALG = 1024
 };
 
 static unsigned op_attrs(int op)
@@ -251,6 +262,7 @@ static unsigned op_attrs(int op)
     case KILN_OP_CUMSUM: case KILN_OP_CUMPROD:
         return A_AXIS | A_AXIS_REQ | A_AXIS_ONE;
     case KILN_OP_CHECK: return A_MSG;
+    case KILN_OP_SOLVE_TRIANGULAR: return A_LINALG;
     case KILN_OP_TRANSPOSE: return A_AXES;
     case KILN_OP_EXPAND_DIMS: return A_AXIS | A_AXIS_REQ;
     case KILN_OP_SQUEEZE: return A_AXIS;
@@ -347,6 +359,15 @@ int kiln_ir_parse_attrs(int op, const kiln_attr *attrs, int n_attrs,
                                    "%s: attribute 'dtype' must be one of f64, "
                                    "f32, i64, i32, bool", info->name);
             out->dtype = (int)a->i;
+        } else if ((strcmp(k, "lower") == 0 || strcmp(k, "trans") == 0) &&
+                   (allowed & A_LINALG)) {
+            /* SciPy's solve_triangular flags (defaults false) */
+            if (a->kind != KILN_ATTR_BOOL)
+                return kiln_seterr(err, KILN_ERR_TYPE,
+                                   "%s: attribute '%s' must be true or "
+                                   "false", info->name, k);
+            int bit = k[0] == 'l' ? 1 : 2;
+            out->linalg = a->i ? out->linalg | bit : out->linalg & ~bit;
         } else if (strcmp(k, "msg") == 0 && (allowed & A_MSG)) {
             if (a->kind != KILN_ATTR_STRING || !a->s)
                 return kiln_seterr(err, KILN_ERR_TYPE,
@@ -1042,6 +1063,83 @@ static int infer_dot(const kiln_shape_ctx *ctx, int op, const kiln_type *in,
     return 0;
 }
 
+/* Linear algebra (issue 28): the matrix is the last two axes, the
+ * leading ones a batch that every argument shares (no broadcasting);
+ * the result is f64 (other number dtypes are converted). */
+static int infer_linalg(const kiln_shape_ctx *ctx, int op, int n_in,
+                        const kiln_type *in, kiln_type *out, kiln_err *err)
+{
+    const char *opn = op_table[op].name;
+    char s1[256], s2[256];
+    for (int i = 0; i < n_in; i++)
+        if (in[i].dtype == KILN_BOOL)
+            return kiln_seterr(err, KILN_ERR_TYPE, "%s: argument %d has "
+                               "dtype bool; expected a number", opn, i + 1);
+    const kiln_type *a = &in[0];
+    int need = op == KILN_OP_DIAG ? 1 : 2;
+    if (a->rank < need)
+        return kiln_seterr(err, KILN_ERR_SHAPE, "%s: expected a %s (rank >= "
+                           "%d), got shape %s", opn,
+                           need == 1 ? "vector" : "matrix", need,
+                           shp(ctx, a, s1, sizeof s1));
+    int r = a->rank;
+    int square = op != KILN_OP_TRIL && op != KILN_OP_TRIU &&
+                 op != KILN_OP_DIAG && op != KILN_OP_DIAGONAL;
+    if (square && !dims_equal_or_sym(a->dims[r - 1], a->dims[r - 2]))
+        return kiln_seterr(err, KILN_ERR_SHAPE, "%s: expected a square "
+                           "matrix, got shape %s", opn,
+                           shp(ctx, a, s1, sizeof s1));
+    *out = *a;
+    out->dtype = KILN_F64;
+    switch (op) {
+    case KILN_OP_LOG_DET:
+        out->rank = r - 2;
+        return 0;
+    case KILN_OP_DIAG:
+        if (r + 1 > KILN_MAX_RANK)
+            return kiln_seterr(err, KILN_ERR_SHAPE, "%s: rank %d is the "
+                               "most", opn, KILN_MAX_RANK - 1);
+        out->rank = r + 1;
+        out->dims[r] = a->dims[r - 1];
+        return 0;
+    case KILN_OP_DIAGONAL: {
+        int64_t m = a->dims[r - 2], n = a->dims[r - 1];
+        if ((m < 0 || n < 0) && m != n)
+            return kiln_seterr(err, KILN_ERR_SHAPE, "%s: a matrix of "
+                               "symbolic shape %s must be square", opn,
+                               shp(ctx, a, s1, sizeof s1));
+        out->rank = r - 1;
+        out->dims[r - 2] = m < n ? m : n;
+        return 0;
+    }
+    case KILN_OP_CHOLESKY_GRAD:
+    case KILN_OP_SOLVE_TRIANGULAR:
+    case KILN_OP_SOLVE: {
+        const kiln_type *b = &in[1];
+        int vec = op != KILN_OP_CHOLESKY_GRAD && b->rank == r - 1;
+        int ok = vec || b->rank == r;
+        for (int d = 0; ok && d < r - 2; d++)
+            ok = dims_equal_or_sym(a->dims[d], b->dims[d]);
+        if (ok)
+            ok = dims_equal_or_sym(a->dims[r - 1],
+                                   b->dims[vec ? r - 2 : r - 2]);
+        if (ok && op == KILN_OP_CHOLESKY_GRAD)
+            ok = dims_equal_or_sym(a->dims[r - 1], b->dims[r - 1]);
+        if (!ok)
+            return kiln_seterr(err, KILN_ERR_SHAPE, "%s: shapes %s and %s do "
+                               "not match (the batch axes must be equal and "
+                               "the second's rows the first's size)", opn,
+                               shp(ctx, a, s1, sizeof s1),
+                               shp(ctx, b, s2, sizeof s2));
+        *out = *b;
+        out->dtype = KILN_F64;
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
 int kiln_ir_infer(const kiln_shape_ctx *ctx, int op, const kiln_attrs *attrs,
                   int n_in, const kiln_type *in, const int *in_weak,
                   kiln_type *out, int *out_weak, kiln_err *err)
@@ -1138,6 +1236,9 @@ int kiln_ir_infer(const kiln_shape_ctx *ctx, int op, const kiln_attrs *attrs,
             t.dtype = KILN_I64;
         break;
     }
+    case KILN_CAT_LINALG:
+        rc = infer_linalg(ctx, op, n_in, in, &t, err);
+        break;
     case KILN_CAT_CHECK:
         /* check(x, c1, ...): x as it is; conditions of any shape and
          * dtype (nonzero is true, as all() reads them) */

@@ -550,6 +550,17 @@ static int check_full(const kiln_kernel *k, char *why, size_t n)
             k->reduce_op != KILN_REDUCE_PROD)
             return why_f(why, n, "scan reduce_op %u", k->reduce_op);
         return check_ranks(k, o->rank, why, n);
+    case KILN_KERNEL_LINALG:   /* ABI 1.9, issue 28 */
+        if (k->n_inputs < 1 || k->n_inputs > 2 || k->n_outputs != 1 ||
+            k->reduce_op > KILN_LINALG_DIAGONAL)
+            return why_f(why, n, "linalg: 1 or 2 inputs, 1 output, a known "
+                         "op");
+        for (uint32_t i = 0; i < k->n_inputs; i++)
+            if (k->inputs[i].dtype != KILN_F64)
+                return why_f(why, n, "linalg dtypes");
+        if (o->dtype != KILN_F64)
+            return why_f(why, n, "linalg dtypes");
+        return 0;
     case KILN_KERNEL_DOT: {
         if (k->n_inputs != 2 || k->n_outputs != 1)
             return why_f(why, n, "dot needs 2 inputs and 1 output");
@@ -1371,6 +1382,29 @@ static void emit_join(emitter *e)
     emit_tail(e);
 }
 
+/* ---- LINALG (ABI 1.9, issue 28) ---------------------------------------- */
+
+/* One call of the runtime's lapack_run with the kernel's operation and
+ * the call's views (the work, batches and errors are the runtime's:
+ * core/runtime/linalg.c), as the interpreter makes it. */
+static void emit_linalg(emitter *e)
+{
+    sbuf *b = &e->body;
+    emit_head(e, "  int none;\n");
+    emit_checks(e, NULL);
+    sb_printf(b, "  if (!rt || rt->struct_size < %zu || !rt->lapack_run) "
+              "return kl_fail(call, %d, \"%s: the runtime table has no "
+              "lapack_run (version < 5)\");\n  return 0;\n}\n\n",
+              offsetof(kiln_runtime, lapack_run) + sizeof(void (*)(void)),
+              KILN_ERR_RUNTIME, e->label);
+    emit_run_head(e);
+    emit_run_body(e);
+    sb_printf(b, "  return rt->lapack_run(rt, %uu, call->n_inputs, I, "
+              "call->n_outputs, O, call->errbuf, call->errbuf_size);\n}\n",
+              e->k->reduce_op);
+    emit_tail(e);
+}
+
 /* ---- SCAN (ABI 1.7, issue 25) ------------------------------------------ */
 
 /* cumsum/cumprod along the axis: every line (the other indices in
@@ -1918,6 +1952,8 @@ static const char preamble[] =
     "  void (*sgemm_rt)(const struct krt *, int, int, i64, i64, i64, float,\n"
     "                   const float *, i64, const float *, i64, float,\n"
     "                   float *, i64);\n"
+    "  int (*lapack_run)(const struct krt *, u32, u32, const kv *, u32,\n"
+    "                    const kv *, char *, usize);\n"
     "} krt;\n"
     "typedef struct kcall { usize struct_size; u32 n_inputs, n_outputs;\n"
     "  const kv *inputs; const kv *outputs; const krt *rt;\n"
@@ -2093,6 +2129,7 @@ static const char *kind_name(uint32_t kind)
     case KILN_KERNEL_SCATTER: return "scatter";
     case KILN_KERNEL_LOOP: return "loop";
     case KILN_KERNEL_SCAN: return "scan";
+    case KILN_KERNEL_LINALG: return "linalg";
     default: return "dot";
     }
 }
@@ -2141,6 +2178,7 @@ int kiln_emit_c(const kiln_kernel *k0, char **src, size_t *len, char *why,
         case KILN_KERNEL_SCATTER: emit_take(&e); break;
         case KILN_KERNEL_LOOP: emit_loop(&e); break;
         case KILN_KERNEL_SCAN: emit_scan(&e); break;
+        case KILN_KERNEL_LINALG: emit_linalg(&e); break;
         default: emit_dot(&e); break;
         }
     }

@@ -1664,6 +1664,49 @@ static int lower_dot(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     return 0;
 }
 
+/* issue 28: a linear-algebra op is one LINALG kernel (ABI 1.9) whose
+ * reduce_op is the kiln_linalg_op; its inputs converted to f64 first. */
+static int lower_linalg(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    uint32_t op;
+    switch (n->op) {
+    case KILN_OP_CHOLESKY: op = KILN_LINALG_POTRF; break;
+    case KILN_OP_CHOLESKY_GRAD: op = KILN_LINALG_POTRF_BWD; break;
+    case KILN_OP_SOLVE_TRIANGULAR: {
+        static const uint32_t tri[4] = {KILN_LINALG_TRSM_UN,
+                                        KILN_LINALG_TRSM_LN,
+                                        KILN_LINALG_TRSM_UT,
+                                        KILN_LINALG_TRSM_LT};
+        op = tri[n->attrs->linalg & 3];
+        break;
+    }
+    case KILN_OP_SOLVE: op = KILN_LINALG_GESV; break;
+    case KILN_OP_INVERSE: op = KILN_LINALG_GETRI; break;
+    case KILN_OP_LOG_DET: op = KILN_LINALG_LOGDET; break;
+    case KILN_OP_TRIL: op = KILN_LINALG_TRIL; break;
+    case KILN_OP_TRIU: op = KILN_LINALG_TRIU; break;
+    case KILN_OP_DIAG: op = KILN_LINALG_DIAG; break;
+    default: op = KILN_LINALG_DIAGONAL; break;
+    }
+    int buf[2];
+    for (int i = 0; i < n->n_in; i++) {
+        buf[i] = cast_buf(p, v, p->node_buf[n->in[i]], KILN_F64, err);
+        if (buf[i] < 0)
+            return -buf[i];
+    }
+    kiln_step *s = new_step(p, KILN_KERNEL_LINALG, v, n->n_in, 1,
+                            kiln_ir_op_info(n->op)->name, err);
+    if (!s)
+        return err ? err->code : KILN_ERR_NOMEM;
+    for (int i = 0; i < n->n_in; i++)
+        set_arg(p, s, 0, i, buf[i], KILN_VIEW_FULL,
+                p->bufs[buf[i]].type.rank);
+    set_arg(p, s, 1, 0, p->node_buf[v], KILN_VIEW_FULL, n->type.rank);
+    s->kernel.reduce_op = op;
+    return 0;
+}
+
 static int lower_shape(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
 {
     kiln_node *n = &g->nodes[v];
@@ -2065,6 +2108,7 @@ static int lower_node(kiln_program *p, kiln_graph *g, int v, int k,
     case KILN_CAT_DOT: return lower_dot(p, g, v, err);
     case KILN_CAT_SCAN: return lower_scan(p, g, v, err);
     case KILN_CAT_CHECK: return lower_check(p, g, v, err);
+    case KILN_CAT_LINALG: return lower_linalg(p, g, v, err);
     }
     return 0;
 }

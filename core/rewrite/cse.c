@@ -106,6 +106,7 @@ static int attrs_equal(const kiln_attrs *a, const kiln_attrs *b)
     if (a->has_axes != b->has_axes || a->naxes != b->naxes ||
         a->keepdims != b->keepdims || a->nshape != b->nshape ||
         a->dtype != b->dtype || a->nidx != b->nidx ||
+        a->linalg != b->linalg ||
         a->msg != b->msg)   /* interned: equal texts, one pointer */
         return 0;
     for (int i = 0; i < a->naxes && i < KILN_MAX_RANK; i++)

@@ -13,7 +13,7 @@
 
 #include "gemv.h"
 
-/* The table: static, fully filled (version 4), valid for the life of the
+/* The table: static, fully filled (version 5), valid for the life of the
  * process, safe to use from several threads at once.
  *
  * The gemm entries take row-major CBLAS arguments.  Unlike raw CBLAS they
@@ -35,6 +35,14 @@ const kiln_runtime *kiln_runtime_get(void);
  * kept for the life of the process (a process sees a handful of
  * policies), so the result may be kept as long as the static one.
  * Returns NULL only when out of memory.  Thread-safe. */
+/* The table's lapack_run (core/runtime/linalg.c): one LINALG kernel's
+ * operation over f64 views with leading batch axes; see the entry in
+ * include/kiln/backend.h.  Thread-safe; mallocs its scratch per call. */
+int kiln_runtime_lapack_run(const kiln_runtime *rt, uint32_t op,
+                            uint32_t n_in, const kiln_view *in,
+                            uint32_t n_out, const kiln_view *out,
+                            char *errbuf, size_t errbuf_size);
+
 const kiln_runtime *kiln_runtime_for(const kiln_gemv_conf *conf);
 
 #endif

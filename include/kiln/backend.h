@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1
-#define KILN_ABI_MINOR 8
+#define KILN_ABI_MINOR 9
 
 /* The one frozen bootstrap symbol every plugin exports. */
 #define KILN_BACKEND_ENTRY "kiln_backend_entry"
@@ -180,8 +180,39 @@ typedef enum kiln_kernel_kind {
      * input and one output view of one shape and one dtype (f64, f32,
      * i64 or i32), no program.  The output aliases nothing.  Older
      * plugins refuse the kind, so the host falls back. */
-    KILN_KERNEL_SCAN = 8
+    KILN_KERNEL_SCAN = 8,
+    /* 9 is KILN_KERNEL_RECUR (issue 28, another part). */
+    /* ABI 1.9: dense linear algebra (issue 28).  `reduce_op` holds the
+     * kiln_linalg_op; the inputs and outputs are f64 views whose last
+     * one or two axes are the vector or matrix (row-major, any strides)
+     * and whose leading axes are a batch, the same in every argument.
+     * The kernel calls the runtime table's lapack_run (version 5) with
+     * its views, which does the work (LAPACK / BLAS) and reports a
+     * singular or non-positive-definite matrix as an error.  Older
+     * plugins refuse the kind, so the host falls back. */
+    KILN_KERNEL_LINALG = 10
 } kiln_kernel_kind;
+
+/* The operation of a LINALG kernel (ABI 1.9), in kiln_kernel.reduce_op.
+ * Shapes are per batch element: A is [n, n], B and X [n, k], v [n].
+ * Values are part of the ABI and of cache keys. */
+typedef enum kiln_linalg_op {
+    KILN_LINALG_POTRF = 0,     /* L = cholesky(A) (A's lower triangle
+                                  read; L's upper triangle zero) */
+    KILN_LINALG_POTRF_BWD = 1, /* (L, Lbar) -> Abar, lower triangular
+                                  (Murray 2016) */
+    KILN_LINALG_TRSM_LN = 2,   /* X = L^-1 B, L lower triangular */
+    KILN_LINALG_TRSM_LT = 3,   /* X = L^-T B */
+    KILN_LINALG_TRSM_UN = 4,   /* X = U^-1 B, U upper triangular */
+    KILN_LINALG_TRSM_UT = 5,   /* X = U^-T B */
+    KILN_LINALG_GESV = 6,      /* X = A^-1 B (LU, partial pivoting) */
+    KILN_LINALG_GETRI = 7,     /* A^-1 */
+    KILN_LINALG_LOGDET = 8,    /* log|det A| (output rank: batch) */
+    KILN_LINALG_TRIL = 9,      /* A with the upper triangle zeroed */
+    KILN_LINALG_TRIU = 10,     /* A with the lower triangle zeroed */
+    KILN_LINALG_DIAG = 11,     /* v[n] -> [n, n], v on the diagonal */
+    KILN_LINALG_DIAGONAL = 12  /* A[m, n] -> [min(m, n)] */
+} kiln_linalg_op;
 
 /* The role of an argument of a LOOP kernel (ABI 1.5). */
 typedef enum kiln_role {
@@ -268,8 +299,9 @@ typedef struct kiln_view {
  * additions. */
 typedef struct kiln_runtime {
     size_t struct_size;
-    uint32_t version;              /* 4 (1: up to sgemm, 2: trigamma,
-                                      3: floor..betainc_db) */
+    uint32_t version;              /* 5 (1: up to sgemm, 2: trigamma,
+                                      3: floor..betainc_db, 4: dgemm_rt,
+                                      sgemm_rt, 5: lapack_run) */
     double (*exp)(double);
     double (*expm1)(double);
     double (*log)(double);
@@ -330,6 +362,18 @@ typedef struct kiln_runtime {
                      int64_t m, int64_t n, int64_t k, float alpha,
                      const float *a, int64_t lda, const float *b,
                      int64_t ldb, float beta, float *c, int64_t ldc);
+    /* version 5 (ABI 1.9); check struct_size before use.  Runs a LINALG
+     * kernel's operation `op` (kiln_linalg_op) over the call's views
+     * (f64, batch axes first; core/runtime/linalg.c, docs/ops.md "Linear
+     * algebra"): LAPACK's dpotrf/dtrtrs/dgetrf/dgetrs/dgetri and BLAS.
+     * Returns 0, or a kiln_code after writing one line naming the
+     * problem (e.g. "not positive definite (leading minor 3 of 5)",
+     * "singular matrix (U[2,2] is zero)", "built without LAPACK") into
+     * errbuf.  Thread-safe; allocates scratch with malloc per call. */
+    int (*lapack_run)(const struct kiln_runtime *rt, uint32_t op,
+                      uint32_t n_inputs, const kiln_view *inputs,
+                      uint32_t n_outputs, const kiln_view *outputs,
+                      char *errbuf, size_t errbuf_size);
 } kiln_runtime;
 
 /* Arguments of one kernel call (host-owned, valid during the call). */
