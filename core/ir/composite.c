@@ -322,6 +322,165 @@ X(categorical_logit_lpmf)
                       op1(c, "logsumexp", a[1])));
 }
 
+/* ---- linear algebra (issue 28) --------------------------------------
+ * Matrices are the last two axes (docs/ops.md "Linear algebra"). */
+
+/* op(x, KEY=v) for one integer attribute (axis) or bool (lower). */
+static kiln_value opk(cb *c, const char *op, kiln_value x, const char *key,
+                      kiln_attr_kind kind, int64_t v)
+{
+    if (x < 0)
+        return -1;
+    kiln_attr at = {.key = key, .kind = kind, .i = v};
+    return kiln_graph_op(c->g, op, 1, &x, &at, 1, c->err);
+}
+
+static const kiln_type *ty(cb *c, kiln_value x)
+{
+    return &c->g->nodes[x].type;
+}
+
+static int need_rank(cb *c, kiln_value x, const char *what, int lo, int hi)
+{
+    int r = ty(c, x)->rank;
+    if (r < lo || r > hi) {
+        kiln_seterr(c->err, KILN_ERR_SHAPE, "%s must have rank %d%s%d, got "
+                    "rank %d", what, lo, hi > lo ? " to " : "", hi, r);
+        return -1;
+    }
+    return 0;
+}
+
+/* trace(A) = sum of diagonal(A) over its last axis (batch kept) */
+X(trace)
+{
+    if (need_rank(c, a[0], "A", 2, KILN_MAX_RANK))
+        return -1;
+    kiln_value d = op1(c, "diagonal", a[0]);
+    return opk(c, "sum", d, "axis", KILN_ATTR_INT, ty(c, a[0])->rank - 2);
+}
+
+/* outer(a, b)[i, j] = a[i] b[j] for vectors a, b */
+X(outer)
+{
+    if (need_rank(c, a[0], "a", 1, 1) || need_rank(c, a[1], "b", 1, 1))
+        return -1;
+    return MUL(opk(c, "expand_dims", a[0], "axis", KILN_ATTR_INT, 1), a[1]);
+}
+
+/* Stan's multi_normal_cholesky: y and mu are [N] or [M, N] (M rows, each
+ * one observation, broadcast against each other), L [N, N] lower:
+ * -MN/2 log 2pi - M sum log diag L - 1/2 sum |L^-1 (y - mu)|^2 */
+static kiln_value mvn_chol(cb *c, kiln_value y, kiln_value mu, kiln_value lf)
+{
+    if (need_rank(c, y, "y", 1, 2) || need_rank(c, mu, "mu", 1, 2) ||
+        need_rank(c, lf, "L", 2, 2))
+        return -1;
+    kiln_value d = SUB(y, mu);
+    if (d < 0)
+        return -1;
+    int two = ty(c, d)->rank == 2;
+    kiln_value rhs = two ? op1(c, "transpose", d) : d;
+    kiln_value in[2] = {lf, rhs};
+    kiln_value z = -1;
+    if (rhs >= 0) {
+        kiln_attr at = {.key = "lower", .kind = KILN_ATTR_BOOL, .i = 1};
+        z = kiln_graph_op(c->g, "solve_triangular", 2, in, &at, 1, c->err);
+    }
+    kiln_value ones = op2(c, "fill", d, L(1));
+    kiln_value logdet = sum(c, MUL(ones, LOG(op1(c, "diagonal", lf))));
+    kiln_value cst = MUL(sum(c, ones), L(HALF_LOG_2PI));
+    return SUB(SUB(NEG(cst), logdet),
+               MUL(L(0.5), sum(c, op1(c, "square", z))));
+}
+
+X(multi_normal_cholesky_lpdf) { return mvn_chol(c, a[0], a[1], a[2]); }
+
+/* Stan's multi_normal through the Cholesky factor of Sigma (cholesky
+ * reads Sigma's lower triangle; a non-positive-definite Sigma fails the
+ * call, as Stan's check rejects it) */
+X(multi_normal_lpdf)
+{
+    if (need_rank(c, a[2], "Sigma", 2, 2))
+        return -1;
+    return mvn_chol(c, a[0], a[1], op1(c, "cholesky", a[2]));
+}
+
+/* Stan 2.21's do_lkj_constant (lkj_corr_lpdf.hpp; Lewandowski, Kurowicka
+ * and Joe 2009, theorem 5) for a static K: its eta == 1 branch as a
+ * number, its general branch as nodes, chosen by eta == 1 as Stan does. */
+static kiln_value lkj_constant(cb *c, kiln_value eta, int64_t K)
+{
+    int64_t km1 = K - 1;
+    double one = 0;
+    for (int64_t k = 1; k <= km1 / 2; k++)
+        one -= lgamma(2.0 * (double)k);
+    double Kd = (double)K, km1d = (double)km1;
+    if (K % 2 == 1)
+        one -= 0.25 * (Kd * Kd - 1) * LOG_PI - 0.25 * km1d * km1d * LOG_2 -
+               km1d * lgamma(0.5 * (Kd + 1));
+    else
+        one -= 0.25 * Kd * (Kd - 2) * LOG_PI +
+               0.25 * (3 * Kd * Kd - 4 * Kd) * LOG_2 + Kd * lgamma(0.5 * Kd) -
+               km1d * lgamma(Kd);
+    kiln_value gen = MUL(L(km1d),
+                         op1(c, "gammaln", ADD(eta, L(0.5 * km1d))));
+    for (int64_t k = 1; k <= km1; k++)
+        gen = SUB(gen, ADD(L(0.5 * (double)k * LOG_PI),
+                           op1(c, "gammaln",
+                               ADD(eta, L(0.5 * (double)(km1 - k))))));
+    return where3(c, op2(c, "eq", eta, L(1)), L(one), gen);
+}
+
+/* Stan's lkj_corr_cholesky_lpdf(L, eta), L [K, K] with K static:
+ * do_lkj_constant(eta, K) + sum_{i=1}^{K-1} (K - i - 1 + 2 eta - 2)
+ * log L[i, i] */
+X(lkj_corr_cholesky_lpdf)
+{
+    if (need_rank(c, a[0], "L", 2, 2) || need_rank(c, a[1], "eta", 0, 0))
+        return -1;
+    int64_t K = ty(c, a[0])->dims[0];
+    if (K < 0 || ty(c, a[0])->dims[1] != K) {
+        kiln_seterr(c->err, KILN_ERR_SHAPE, "L must be a square matrix of "
+                    "static size (its normalising constant depends on K)");
+        return -1;
+    }
+    if (K == 0)
+        return L(0);
+    kiln_value cst = lkj_constant(c, a[1], K);
+    if (K == 1)
+        return cst;
+    kiln_index tail = {.kind = KILN_INDEX_SLICE, .start = 1, .has_start = 1};
+    kiln_value ld = LOG(op1(c, "diagonal", a[0]));
+    ld = ld < 0 ? -1 : kiln_graph_subtensor(c->g, ld, 1, &tail, c->err);
+    /* K - i - 1 for i = 1 .. K-1: K - 1 - cumsum(ones) */
+    kiln_attr sh = {.key = "shape", .kind = KILN_ATTR_INTS, .n = 1,
+                    .ints = &(int64_t){K - 1}};
+    kiln_value ones = kiln_graph_op(c->g, "ones", 0, NULL, &sh, 1, c->err);
+    kiln_value w = SUB(L((double)(K - 1)),
+                       opk(c, "cumsum", ones, "axis", KILN_ATTR_INT, 0));
+    w = ADD(w, SUB(MUL(L(2), a[1]), L(2)));
+    return ADD(cst, sum(c, MUL(w, ld)));
+}
+
+/* Stan's gp_exp_quad_cov(x, alpha, rho): x [N] (reals) or [N, D] (N
+ * points): K[i, j] = alpha^2 exp(-|x_i - x_j|^2 / (2 rho^2)) */
+X(gp_exp_quad_cov)
+{
+    if (need_rank(c, a[0], "x", 1, 2) || need_rank(c, a[1], "alpha", 0, 0) ||
+        need_rank(c, a[2], "rho", 0, 0))
+        return -1;
+    int two = ty(c, a[0])->rank == 2;
+    kiln_value xi = opk(c, "expand_dims", a[0], "axis", KILN_ATTR_INT, 1);
+    kiln_value xj = two ? opk(c, "expand_dims", a[0], "axis", KILN_ATTR_INT, 0)
+                        : a[0];
+    kiln_value d2 = op1(c, "square", SUB(xi, xj));
+    if (two)
+        d2 = opk(c, "sum", d2, "axis", KILN_ATTR_INT, 2);
+    kiln_value s = DIV(d2, MUL(L(2), op1(c, "square", a[2])));
+    return MUL(op1(c, "square", a[1]), op1(c, "exp", NEG(s)));
+}
+
 #undef X
 
 /* ---- the table ------------------------------------------------------ */
@@ -370,6 +529,12 @@ static const composite table[] = {
     C(log_mix, 3, "theta, lp1, lp2", 0, 0),
     C(lbeta, 2, "a, b", 0, 0),
     C(lchoose, 2, "n, k", 0, 0),
+    C(trace, 1, "A", 0, 0),
+    C(outer, 2, "a, b", 0, 0),
+    C(multi_normal_cholesky_lpdf, 3, "y, mu, L", 0, 0),
+    C(multi_normal_lpdf, 3, "y, mu, Sigma", 0, 0),
+    C(lkj_corr_cholesky_lpdf, 2, "L, eta", 0, 0),
+    C(gp_exp_quad_cov, 3, "x, alpha, rho", 0, 0),
 };
 #undef C
 

@@ -1,0 +1,571 @@
+/*
+ * test_linalg.c — issue 28's linear algebra (docs/ops.md "Linear
+ * algebra"): every op and density against NumPy / SciPy (cases from
+ * tests/linalg_cases.py, run at test time) under every backend built;
+ * gradients against central differences (gradcheck.h) on random SPD
+ * matrices n = 1, 2, 7, 64 and batched; the gradient graphs' values the
+ * same on every backend as on the interpreter; and the errors: a
+ * non-positive-definite matrix names the node and the leading minor, a
+ * singular solve names the node, shape errors name both shapes.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "tap.h"
+#include "found_backends.h"
+#include "gradcheck.h"
+
+#include <kiln/graph.h>
+#include <kiln/kiln.h>
+#include <kiln/model.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_IO 16
+
+static kiln_function *compile_text(const char *text, const char *backend,
+                                   const char *passes, kiln_err *err)
+{
+    kiln_graph *g = kiln_parse_string(text, "t.kg", NULL, err);
+    if (!g)
+        return NULL;
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.backend = backend;
+    o.passes = passes;
+    o.quiet = 1;
+    o.jobs = 1;
+    kiln_function *f = kiln_compile(g, &o, err);
+    kiln_graph_free(g);
+    return f;
+}
+
+/* ---- values against NumPy / SciPy ------------------------------------ */
+
+typedef struct vcase {
+    char label[64];
+    double rtol;
+    char *text;
+    int n_in, n_out;
+    kiln_tensor in[MAX_IO];
+    double *ref[MAX_IO];
+    int64_t nref[MAX_IO];
+} vcase;
+
+static void vcase_free(vcase *c)
+{
+    free(c->text);
+    for (int i = 0; i < c->n_in; i++)
+        free(c->in[i].data);
+    for (int i = 0; i < c->n_out; i++)
+        free(c->ref[i]);
+    memset(c, 0, sizeof *c);
+}
+
+static double *read_doubles(FILE *fp, int64_t n)
+{
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; v && i < n; i++)
+        if (fscanf(fp, "%lf", &v[i]) != 1) {
+            free(v);
+            return NULL;
+        }
+    return v;
+}
+
+/* 1 read, 0 at the end, -1 on a format error */
+static int read_vcase(FILE *fp, vcase *c)
+{
+    char kw[16], line[512];
+    memset(c, 0, sizeof *c);
+    if (fscanf(fp, "%15s", kw) != 1)
+        return 0;
+    if (strcmp(kw, "case") || fscanf(fp, "%63s %lf ", c->label, &c->rtol) != 2
+        || !fgets(line, sizeof line, fp) || strcmp(line, "graph\n"))
+        return -1;
+    size_t cap = 4096, len = 0;
+    c->text = malloc(cap);
+    len = (size_t)snprintf(c->text, cap, "kiln 1\ngraph t\n");
+    for (;;) {
+        if (!fgets(line, sizeof line, fp))
+            return -1;
+        size_t l = strlen(line);
+        if (len + l + 1 > cap)
+            c->text = realloc(c->text, cap *= 2);
+        memcpy(c->text + len, line, l + 1);
+        len += l;
+        if (!strcmp(line, "end\n"))
+            break;
+    }
+    for (;;) {
+        long pos = ftell(fp);
+        (void)pos;
+        int ch = fgetc(fp);
+        while (ch == '\n' || ch == ' ')
+            ch = fgetc(fp);
+        if (ch == EOF)
+            return 1;
+        ungetc(ch, fp);
+        if (ch == 'c')   /* the next case */
+            return 1;
+        if (fscanf(fp, "%15s", kw) != 1)
+            return -1;
+        if (!strcmp(kw, "in")) {
+            char nm[64];
+            int rank;
+            kiln_tensor *t = &c->in[c->n_in];
+            if (c->n_in >= MAX_IO || fscanf(fp, "%63s %d", nm, &rank) != 2)
+                return -1;
+            int64_t n = 1;
+            t->dtype = KILN_F64;
+            t->rank = rank;
+            for (int d = 0; d < rank; d++) {
+                long long x;
+                if (fscanf(fp, "%lld", &x) != 1)
+                    return -1;
+                t->shape[d] = x;
+                n *= x;
+            }
+            if (!(t->data = read_doubles(fp, n)))
+                return -1;
+            c->n_in++;
+        } else if (!strcmp(kw, "out")) {
+            long long n;
+            if (c->n_out >= MAX_IO || fscanf(fp, "%lld", &n) != 1 ||
+                !(c->ref[c->n_out] = read_doubles(fp, n)))
+                return -1;
+            c->nref[c->n_out++] = n;
+        } else {
+            return -1;
+        }
+    }
+}
+
+static double worst = 0;
+static char worst_at[160] = "";
+
+static void run_vcase(const vcase *c, const char *backend, const char *passes)
+{
+    kiln_err err = {0, ""};
+    kiln_function *f = compile_text(c->text, backend, passes, &err);
+    if (!f) {
+        ok(0, "%s on %s: compile: %s", c->label, backend, err.message);
+        return;
+    }
+    kiln_tensor out[MAX_IO];
+    if (kiln_function_call(f, c->in, out, &err)) {
+        ok(0, "%s on %s: call: %s", c->label, backend, err.message);
+        kiln_function_free(f);
+        return;
+    }
+    int good = kiln_function_n_outputs(f) == c->n_out;
+    char why[200] = "";
+    for (int j = 0; good && j < c->n_out; j++) {
+        int64_t n = 1;
+        for (int d = 0; d < out[j].rank; d++)
+            n *= out[j].shape[d];
+        if (n != c->nref[j]) {
+            good = 0;
+            snprintf(why, sizeof why, "output %d has %lld elements, NumPy "
+                     "%lld", j, (long long)n, (long long)c->nref[j]);
+            break;
+        }
+        double scale = 1;
+        for (int64_t i = 0; i < n; i++)
+            scale = fmax(scale, fabs(c->ref[j][i]));
+        for (int64_t i = 0; i < n; i++) {
+            double e = fabs(((double *)out[j].data)[i] - c->ref[j][i]) / scale;
+            if (!(e <= c->rtol)) {
+                good = 0;
+                snprintf(why, sizeof why, "output %d [%lld]: %.17g, NumPy "
+                         "%.17g", j, (long long)i,
+                         ((double *)out[j].data)[i], c->ref[j][i]);
+                break;
+            }
+            if (e > worst) {
+                worst = e;
+                snprintf(worst_at, sizeof worst_at, "%s output %d on %s",
+                         c->label, j, backend);
+            }
+        }
+    }
+    ok(good, "%s on %s%s%s: values against NumPy/SciPy%s%s", c->label,
+       backend, passes ? " passes=" : "", passes ? passes : "",
+       good ? "" : ": ", why);
+    kiln_function_free(f);
+}
+
+static void value_tests(const char **bk, int nbk)
+{
+    const char *top = getenv("KILN_SRCDIR");
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/linalg_cases.py'",
+             top ? top : "..");
+    FILE *fp = access("/usr/bin/python3", X_OK) == 0 ? popen(cmd, "r") : NULL;
+    if (!fp) {
+        ok(1, "values against NumPy # SKIP no /usr/bin/python3");
+        return;
+    }
+    int c0 = fgetc(fp);
+    if (c0 == 'S') {
+        char why[256] = "";
+        if (!fgets(why, sizeof why, fp))
+            why[0] = 0;
+        why[strcspn(why, "\n")] = 0;
+        ok(1, "values against NumPy # S%s", why);
+        pclose(fp);
+        return;
+    }
+    if (c0 != EOF)
+        ungetc(c0, fp);
+    vcase c;
+    int n = 0, rc;
+    while ((rc = read_vcase(fp, &c)) == 1) {
+        for (int b = 0; b < nbk; b++)
+            run_vcase(&c, bk[b], NULL);
+        run_vcase(&c, "interp", "none");
+        vcase_free(&c);
+        n++;
+    }
+    vcase_free(&c);
+    int st = pclose(fp);
+    diag("largest error relative to max(1, max|ref|): %.3g at %s", worst,
+         worst_at);
+    ok(rc == 0 && st == 0 && n >= 20, "read %d cases from linalg_cases.py "
+       "(exit status %d)", n, st);
+}
+
+/* ---- gradients -------------------------------------------------------- */
+
+#define HDR "kiln 1\ngraph t\n"
+/* a = m m^T + n I: symmetric positive definite for any m */
+#define SPD(n) \
+    "  input m: f64[" #n ", " #n "]\n# range m -1 1\n" \
+    "  a = add(dot(m, transpose(m)), mul(diag(ones(shape=[" #n "])), " #n \
+    ".0))\n"
+#define SPDB(b, n) \
+    "  input m: f64[" #b ", " #n ", " #n "]\n# range m -1 1\n" \
+    "  a = add(sum(mul(expand_dims(m, axis=3), expand_dims(m, axis=1)), " \
+    "axis=2), mul(diag(ones(shape=[" #n "])), " #n ".0))\n"
+
+#define CHOL_COST(n)                                                        \
+    HDR SPD(n) "  input w: f64[" #n ", " #n "]\n"                           \
+    "  output cost = sum(mul(w, cholesky(a)))\nend\n"
+
+static const struct { const char *label, *text; } grads[] = {
+    {"cholesky n=1", CHOL_COST(1)},
+    {"cholesky n=2", CHOL_COST(2)},
+    {"cholesky n=7", CHOL_COST(7)},
+    {"cholesky n=64", CHOL_COST(64)},
+    /* the lower triangle alone is read: a non-symmetric input's gradient
+     * is lower triangular */
+    {"cholesky lower triangle", HDR SPD(4)
+     "  input u: f64[4, 4]\n# range u -0.1 0.1\n  input w: f64[4, 4]\n"
+     "  output cost = sum(mul(w, cholesky(add(a, triu(u)))))\nend\n"},
+    {"cholesky batched", HDR SPDB(3, 4) "  input w: f64[3, 4, 4]\n"
+     "  output cost = sum(mul(w, cholesky(a)))\nend\n"},
+    {"solve_triangular lower", HDR SPD(5) "  input b: f64[5, 2]\n"
+     "  input w: f64[5, 2]\n  l = cholesky(a)\n"
+     "  output cost = sum(mul(w, solve_triangular(l, b, lower=true)))\nend\n"},
+    {"solve_triangular lower trans vector", HDR SPD(5) "  input b: f64[5]\n"
+     "  input w: f64[5]\n  l = cholesky(a)\n"
+     "  output cost = sum(mul(w, solve_triangular(l, b, lower=true, "
+     "trans=true)))\nend\n"},
+    {"solve_triangular upper", HDR SPD(5) "  input b: f64[5, 3]\n"
+     "  input w: f64[5, 3]\n  u = transpose(cholesky(a))\n"
+     "  output cost = sum(mul(w, solve_triangular(u, b)))\nend\n"},
+    {"solve_triangular upper trans", HDR SPD(5) "  input b: f64[5]\n"
+     "  input w: f64[5]\n  u = triu(a)\n"
+     "  output cost = sum(mul(w, solve_triangular(u, b, trans=true)))\nend\n"},
+    {"solve_triangular batched", HDR SPDB(2, 3) "  input b: f64[2, 3]\n"
+     "  input w: f64[2, 3]\n  l = cholesky(a)\n"
+     "  output cost = sum(mul(w, solve_triangular(l, b, lower=true)))\nend\n"},
+    {"solve n=7", HDR SPD(7) "  input u: f64[7, 7]\n# range u -1 1\n"
+     "  input b: f64[7, 2]\n  input w: f64[7, 2]\n"
+     "  output cost = sum(mul(w, solve(add(a, u), b)))\nend\n"},
+    {"solve batched vector", HDR SPDB(2, 3) "  input b: f64[2, 3]\n"
+     "  input w: f64[2, 3]\n  output cost = sum(mul(w, solve(a, b)))\nend\n"},
+    {"inverse n=7", HDR SPD(7) "  input u: f64[7, 7]\n# range u -1 1\n"
+     "  input w: f64[7, 7]\n"
+     "  output cost = sum(mul(w, inverse(add(a, u))))\nend\n"},
+    {"inverse batched", HDR SPDB(3, 3) "  input w: f64[3, 3, 3]\n"
+     "  output cost = sum(mul(w, inverse(a)))\nend\n"},
+    {"log_det n=64", HDR SPD(64) "  output cost = log_det(a)\nend\n"},
+    {"log_det nonsymmetric", HDR SPD(6) "  input u: f64[6, 6]\n"
+     "# range u -1 1\n  output cost = log_det(add(a, u))\nend\n"},
+    {"log_det batched", HDR SPDB(2, 3) "  input w: f64[2]\n"
+     "  output cost = sum(mul(w, log_det(a)))\nend\n"},
+    {"diag diagonal tril triu trace", HDR "  input a: f64[4, 4]\n"
+     "  input v: f64[4]\n  input w: f64[4, 4]\n"
+     "  output cost = add(sum(mul(w, diag(v))), sum(exp(diagonal(a))), "
+     "sum(mul(w, tril(a))), sum(mul(exp(w), triu(a))), "
+     "mul(trace(a), trace(a)))\nend\n"},
+    {"outer", HDR "  input p: f64[3]\n  input q: f64[4]\n"
+     "  input w: f64[3, 4]\n  output cost = sum(mul(w, outer(p, q)))\nend\n"},
+    {"multi_normal_cholesky_lpdf", HDR SPD(4) "  input y: f64[3, 4]\n"
+     "  input mu: f64[4]\n"
+     "  output cost = multi_normal_cholesky_lpdf(y, mu, cholesky(a))\nend\n"},
+    {"multi_normal_lpdf", HDR SPD(4) "  input y: f64[4]\n"
+     "  input mu: f64[4]\n"
+     "  output cost = multi_normal_lpdf(y, mu, a)\nend\n"},
+    {"lkj_corr_cholesky_lpdf", HDR "  input z: f64[4, 4]\n# range z -1 1\n"
+     "  input eta: f64\n# range eta 0.5 3\n"
+     "  c = add(dot(z, transpose(z)), mul(diag(ones(shape=[4])), 4.0))\n"
+     "  r = true_div(1.0, sqrt(diagonal(c)))\n"
+     "  l = cholesky(mul(mul(c, expand_dims(r, axis=1)), r))\n"
+     "  output cost = lkj_corr_cholesky_lpdf(l, eta)\nend\n"},
+    {"gp_exp_quad_cov", HDR "  input x: f64[5, 2]\n  input al: f64\n"
+     "  input rho: f64\n# range al 0.5 2\n# range rho 0.5 2\n"
+     "  input w: f64[5, 5]\n"
+     "  output cost = sum(mul(w, gp_exp_quad_cov(x, al, rho)))\nend\n"},
+    {"gp regression", HDR "  input x: f64[6]\n  input al: f64\n"
+     "  input rho: f64\n  input sig: f64\n  input y: f64[6]\n"
+     "# range al 0.5 2\n# range rho 0.5 2\n# range sig 0.5 1\n"
+     "  k = add(gp_exp_quad_cov(x, al, rho), diag(mul(ones(shape=[6]), "
+     "square(sig))))\n"
+     "  output cost = multi_normal_cholesky_lpdf(y, zeros(shape=[6]), "
+     "cholesky(k))\nend\n"},
+};
+
+/* The gradient graph on each backend gives the interpreter's values. */
+static void backend_grads(const char *label, const char *text,
+                          const char **bk, int nbk)
+{
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string(text, label, NULL, &err);
+    if (!g) {
+        ok(0, "%s: parse: %s", label, err.message);
+        return;
+    }
+    int n_in = 0;
+    kiln_value wrt[GC_MAX_IN], d[GC_MAX_IN];
+    const char *names[GC_MAX_IN];
+    kiln_function *probe = kiln_compile(g, NULL, &err);
+    if (probe) {
+        n_in = kiln_function_n_inputs(probe);
+        for (int i = 0; i < n_in; i++) {
+            names[i] = kiln_function_input_name(probe, i);
+            wrt[i] = kiln_graph_lookup(g, names[i]);
+        }
+    }
+    int rc = !probe || kiln_graph_grad(g, kiln_graph_lookup(g, "cost"), n_in,
+                                       wrt, KILN_GRAD_DISCONNECTED_ZERO, d,
+                                       &err);
+    for (int i = 0; !rc && i < n_in; i++) {
+        char nm[80];
+        snprintf(nm, sizeof nm, "d_%s", names[i]);
+        rc = kiln_graph_output(g, nm, d[i], &err);
+    }
+    char *txt = rc ? NULL : kiln_graph_print(g, &err);
+    kiln_graph_free(g);
+    kiln_tensor in[GC_MAX_IN];
+    double *vals[GC_MAX_IN] = {0};
+    for (int i = 0; txt && i < n_in; i++) {
+        kiln_dtype dt;
+        int64_t n = 1;
+        kiln_function_input_type(probe, i, &dt, &in[i].rank, in[i].shape,
+                                 NULL);
+        in[i].dtype = dt;
+        for (int k = 0; k < in[i].rank; k++)
+            n *= in[i].shape[k];
+        double lo, hi;
+        gc_range(text, names[i], &lo, &hi);
+        vals[i] = malloc(sizeof(double) * (size_t)(n ? n : 1));
+        for (int64_t j = 0; j < n; j++)
+            vals[i][j] = gc_uniform(lo, hi);
+        in[i].data = vals[i];
+    }
+    double *ref[GC_MAX_IN + 1] = {0};
+    int64_t nref[GC_MAX_IN + 1] = {0};
+    for (int b = 0; txt && b < nbk; b++) {
+        kiln_function *f = compile_text(txt, bk[b], NULL, &err);
+        kiln_tensor out[GC_MAX_IN + 1];
+        if (!f || kiln_function_call(f, in, out, &err)) {
+            ok(0, "%s on %s: %s", label, bk[b], err.message);
+            kiln_function_free(f);
+            continue;
+        }
+        double e = 0;
+        for (int j = 0; j <= n_in; j++) {
+            int64_t n = 1;
+            for (int k = 0; k < out[j].rank; k++)
+                n *= out[j].shape[k];
+            if (b == 0) {
+                ref[j] = malloc(sizeof(double) * (size_t)(n ? n : 1));
+                memcpy(ref[j], out[j].data, sizeof(double) * (size_t)n);
+                nref[j] = n;
+            }
+            for (int64_t i = 0; i < n && i < nref[j]; i++)
+                e = fmax(e, fabs(((double *)out[j].data)[i] - ref[j][i]) /
+                                fmax(1, fabs(ref[j][i])));
+            if (n != nref[j])
+                e = INFINITY;
+        }
+        if (b > 0)
+            ok(e <= 1e-12, "%s: cost and gradient on %s as on interp (max "
+               "error %.2g)", label, bk[b], e);
+        kiln_function_free(f);
+    }
+    if (!txt)
+        ok(0, "%s: gradient graph: %s", label, err.message);
+    for (int j = 0; j <= n_in; j++)
+        free(ref[j]);
+    for (int i = 0; i < n_in; i++)
+        free(vals[i]);
+    free(txt);
+    kiln_function_free(probe);
+}
+
+/* ---- errors ----------------------------------------------------------- */
+
+static void call_error(const char *text, const double *av, int n,
+                       const char *want1, const char *want2,
+                       const char **bk, int nbk)
+{
+    for (int b = 0; b < nbk; b++) {
+        kiln_err err = {0, ""};
+        kiln_function *f = compile_text(text, bk[b], NULL, &err);
+        kiln_tensor in[2];
+        double bv[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        in[0] = (kiln_tensor){.data = (void *)av, .dtype = KILN_F64,
+                              .rank = 2, .shape = {n, n}};
+        in[1] = (kiln_tensor){.data = bv, .dtype = KILN_F64, .rank = 1,
+                              .shape = {n}};
+        kiln_tensor out[2];
+        int rc = f ? kiln_function_call(f, in, out, &err) : -1;
+        ok(f && rc == KILN_ERR_RUNTIME && strstr(err.message, want1) &&
+               strstr(err.message, want2),
+           "%s: error names the node and the value: %s", bk[b], err.message);
+        kiln_function_free(f);
+    }
+}
+
+static void build_error(const char *text, const char *want)
+{
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string(text, "t.kg", NULL, &err);
+    ok(!g && strstr(err.message, want), "refused: %s", err.message);
+    kiln_graph_free(g);
+}
+
+static void error_tests(const char **bk, int nbk)
+{
+    /* leading minor 2 of [[1, 2, 0], [2, 1, 0], [0, 0, 1]] is -3 */
+    static const double npd[9] = {1, 2, 0, 2, 1, 0, 0, 0, 1};
+    call_error(HDR "  input a: f64[3, 3]\n  input b: f64[3]\n"
+               "  output L_cov = cholesky(a)\nend\n", npd, 3,
+               "'L_cov'", "not positive definite (leading minor 2 of 3)",
+               bk, nbk);
+    call_error(HDR "  input a: f64[3, 3]\n  input b: f64[3]\n"
+               "  output lp = multi_normal_lpdf(b, b, a)\nend\n", npd, 3,
+               "cholesky", "not positive definite (leading minor 2 of 3)",
+               bk, nbk);
+    static const double sing[9] = {1, 2, 3, 2, 4, 6, 1, 0, 1};
+    call_error(HDR "  input a: f64[3, 3]\n  input b: f64[3]\n"
+               "  output x = solve(a, b)\nend\n", sing, 3, "'x'",
+               "singular matrix", bk, nbk);
+    call_error(HDR "  input a: f64[3, 3]\n  input b: f64[3]\n"
+               "  output ai = inverse(a)\nend\n", sing, 3, "'ai'",
+               "singular matrix", bk, nbk);
+    static const double ztri[4] = {1, 0, 5, 0};
+    call_error(HDR "  input a: f64[2, 2]\n  input b: f64[2]\n"
+               "  output x = solve_triangular(a, b, lower=true)\nend\n", ztri,
+               2, "'x'", "singular triangular matrix (diagonal element 1 is "
+               "zero)", bk, nbk);
+    /* log_det of a singular matrix is -inf, as NumPy's slogdet */
+    {
+        kiln_err err = {0, ""};
+        kiln_function *f = compile_text(HDR "  input a: f64[3, 3]\n"
+                                        "  output d = log_det(a)\nend\n",
+                                        "interp", NULL, &err);
+        kiln_tensor in = {.data = (void *)sing, .dtype = KILN_F64,
+                          .rank = 2, .shape = {3, 3}};
+        kiln_tensor out[1];
+        int rc = f ? kiln_function_call(f, &in, out, &err) : -1;
+        ok(rc == 0 && isinf(*(double *)out[0].data) &&
+               *(double *)out[0].data < 0, "log_det of a singular matrix is "
+           "-inf");
+        kiln_function_free(f);
+    }
+    build_error(HDR "  input a: f64[2, 3]\n  output l = cholesky(a)\nend\n",
+                "expected a square matrix, got shape (2, 3)");
+    build_error(HDR "  input a: f64[3, 3]\n  input b: f64[4, 2]\n"
+                "  output x = solve(a, b)\nend\n",
+                "shapes (3, 3) and (4, 2) do not match");
+    build_error(HDR "  input a: f64[3]\n  output l = inverse(a)\nend\n",
+                "expected a matrix");
+    build_error(HDR "  input a: f64[3, 3]\n  input b: f64[3]\n"
+                "  output x = solve_triangular(a, b, lower=1)\nend\n",
+                "attribute 'lower' must be true or false");
+    build_error(HDR "  input a: f64[n, n]\n  input e: f64\n"
+                "  output x = lkj_corr_cholesky_lpdf(a, e)\nend\n",
+                "static size");
+    /* at run time, a symbolic size that does not fit */
+    {
+        kiln_err err = {0, ""};
+        kiln_function *f = compile_text(HDR "  input a: f64[n, n]\n"
+                                        "  input b: f64[k]\n"
+                                        "  output x = solve(a, b)\nend\n",
+                                        "interp", NULL, &err);
+        double av[4] = {1, 0, 0, 1}, bv[3] = {1, 2, 3};
+        kiln_tensor in[2] = {{.data = av, .dtype = KILN_F64, .rank = 2,
+                              .shape = {2, 2}},
+                             {.data = bv, .dtype = KILN_F64, .rank = 1,
+                              .shape = {3}}};
+        kiln_tensor out[1];
+        int rc = f ? kiln_function_call(f, in, out, &err) : -1;
+        ok(rc != 0 && strstr(err.message, "'x'"), "run-time shape mismatch "
+           "refused: %s", err.message);
+        kiln_function_free(f);
+    }
+}
+
+/* a model whose covariance is not positive definite fails log_density
+ * (Stan rejects the draw) */
+static void model_test(void)
+{
+    static const char text[] =
+        "kiln 1\ngraph t\n  param r: f64\n"
+        "  one = ones(shape=[2])\n"
+        "  s = add(diag(one), mul(r, sub(ones(shape=[2, 2]), diag(one))))\n"
+        "  y = zeros(shape=[2])\n"
+        "  output logp = multi_normal_lpdf(y, y, s)\nend\n";
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string(text, "t.kg", NULL, &err);
+    kiln_model *m = g ? kiln_model_new(g, "logp", NULL, NULL, NULL, &err)
+                      : NULL;
+    if (!m) {
+        ok(0, "model: %s", err.message);
+        kiln_graph_free(g);
+        return;
+    }
+    double lp = 0, grad = 0, r = 0.5;
+    int rc = kiln_model_log_density(m, 1, &r, &lp, &grad, &err);
+    /* log N(0 | 0, [[1, .5], [.5, 1]]) = -log(2 pi) - log(0.75)/2 */
+    ok(rc == 0 && fabs(lp - (-log(2 * 3.14159265358979323846) - 0.5 * log(0.75))) < 1e-13 &&
+           fabs(grad - 0.5 / 0.75) < 1e-12,
+       "model log density and gradient at r = 0.5 (%.17g, %.17g)", lp, grad);
+    r = 1.5;
+    rc = kiln_model_log_density(m, 1, &r, &lp, &grad, &err);
+    ok(rc == KILN_ERR_RUNTIME && strstr(err.message, "not positive definite"),
+       "model at r = 1.5 rejects: %s", err.message);
+    kiln_model_free(m);
+    kiln_graph_free(g);
+}
+
+int main(void)
+{
+    const char *bk[3];
+    int nbk = found_backends(bk);
+    error_tests(bk, nbk);
+    model_test();
+    value_tests(bk, nbk);
+    for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) {
+        gc_check(grads[i].label, grads[i].text, 1e-6);
+        backend_grads(grads[i].label, grads[i].text, bk, nbk);
+    }
+    return done_testing();
+}
