@@ -915,6 +915,15 @@ static const op_case op_cases[] = {
     {"betainc(1, 2, s)", "f32[3]"}, {"betainc(a, k, 0.5)", "f64[3]"},
     {"gammainc_da(s, 1)", "f32[3]"}, {"betainc_da(1, 2, s)", "f32[3]"},
     {"betainc_db(a, k, 0.5)", "f64[3]"},
+    /* issue 28, linear algebra */
+    {"cholesky(dot(t, m))", "f64[3, 3]"},
+    {"cholesky_grad(dot(t, m), dot(t, m))", "f64[3, 3]"},
+    {"solve_triangular(dot(t, m), a, lower=true, trans=true)", "f64[3]"},
+    {"solve(dot(t, m), t)", "f64[3, 2]"},
+    {"inverse(j)", "f64[2, 2]"},
+    {"log_det(dot(t, m))", "f64"},
+    {"tril(m)", "f64[2, 3]"}, {"triu(j)", "f64[2, 2]"},
+    {"diag(k)", "f64[3, 3]"}, {"diagonal(m)", "f64[2]"},
 };
 
 static void test_ops(void)
