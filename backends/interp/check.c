@@ -298,7 +298,7 @@ static int kiln_interp_check_linalg(const kiln_kernel *k, char *why,
     if (k->n_inputs < 1 || k->n_inputs > 2 || k->n_outputs != 1)
         return kiln_interp_why(why, n, "linalg needs 1 or 2 inputs and 1 "
                                "output");
-    if (k->reduce_op > KILN_LINALG_DIAGONAL)
+    if (k->reduce_op > KILN_LINALG_LAST)
         return kiln_interp_why(why, n, "unknown linalg op %u", k->reduce_op);
     for (uint32_t i = 0; i < k->n_inputs; i++)
         if (k->inputs[i].dtype != KILN_F64)

@@ -474,6 +474,10 @@ static void put_op(printer *pr, const kiln_node *nd)
             sb_puts(b, "\"");
         }
         break;
+    case KILN_OP_CHOLESKY:   /* issue 28 */
+        if (a->linalg & 4)
+            sb_puts(b, ", nan_on_error=true");
+        break;
     case KILN_OP_SOLVE_TRIANGULAR:   /* issue 28 */
         if (a->linalg & 1)
             sb_puts(b, ", lower=true");

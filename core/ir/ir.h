@@ -101,7 +101,8 @@ typedef struct kiln_attrs {
     int nidx;                     /* subtensor, set/inc_subtensor */
     kiln_index idx[KILN_MAX_RANK];
     int linalg;                   /* solve_triangular: bit 0 lower=true,
-                                     bit 1 trans=true (issue 28) */
+                                     bit 1 trans=true; cholesky: bit 2
+                                     nan_on_error=true (issue 28) */
     const char *msg;              /* check: its message, interned
                                      (kiln_ir_intern: equal texts are one
                                      pointer, never freed); NULL unset */

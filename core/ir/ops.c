@@ -249,7 +249,7 @@ kiln_dtype kiln_ir_compute_dtype(int op, kiln_dtype promoted)
 enum {
     A_AXIS = 1, A_AXES = 2, A_KEEPDIMS = 4, A_SHAPE = 8, A_DTYPE = 16,
     A_AXIS_REQ = 32, A_SHAPE_REQ = 64, A_DTYPE_REQ = 128, A_AXIS_ONE = 256,
-    A_MSG = 512, A_LINALG = 1024
+    A_MSG = 512, A_LINALG = 1024, A_NANERR = 2048
 };
 
 static unsigned op_attrs(int op)
@@ -263,6 +263,7 @@ static unsigned op_attrs(int op)
         return A_AXIS | A_AXIS_REQ | A_AXIS_ONE;
     case KILN_OP_CHECK: return A_MSG;
     case KILN_OP_SOLVE_TRIANGULAR: return A_LINALG;
+    case KILN_OP_CHOLESKY: return A_NANERR;
     case KILN_OP_TRANSPOSE: return A_AXES;
     case KILN_OP_EXPAND_DIMS: return A_AXIS | A_AXIS_REQ;
     case KILN_OP_SQUEEZE: return A_AXIS;
@@ -368,6 +369,13 @@ int kiln_ir_parse_attrs(int op, const kiln_attr *attrs, int n_attrs,
                                    "false", info->name, k);
             int bit = k[0] == 'l' ? 1 : 2;
             out->linalg = a->i ? out->linalg | bit : out->linalg & ~bit;
+        } else if (strcmp(k, "nan_on_error") == 0 && (allowed & A_NANERR)) {
+            /* PyTensor's Cholesky(on_error="nan") */
+            if (a->kind != KILN_ATTR_BOOL)
+                return kiln_seterr(err, KILN_ERR_TYPE,
+                                   "%s: attribute '%s' must be true or "
+                                   "false", info->name, k);
+            out->linalg = a->i ? 4 : 0;
         } else if (strcmp(k, "msg") == 0 && (allowed & A_MSG)) {
             if (a->kind != KILN_ATTR_STRING || !a->s)
                 return kiln_seterr(err, KILN_ERR_TYPE,
@@ -1103,13 +1111,11 @@ static int infer_linalg(const kiln_shape_ctx *ctx, int op, int n_in,
         out->dims[r] = a->dims[r - 1];
         return 0;
     case KILN_OP_DIAGONAL: {
+        /* a symbolic dim: the row count (a matrix with fewer columns
+         * than rows then fails at run time, naming the node) */
         int64_t m = a->dims[r - 2], n = a->dims[r - 1];
-        if ((m < 0 || n < 0) && m != n)
-            return kiln_seterr(err, KILN_ERR_SHAPE, "%s: a matrix of "
-                               "symbolic shape %s must be square", opn,
-                               shp(ctx, a, s1, sizeof s1));
         out->rank = r - 1;
-        out->dims[r - 2] = m < n ? m : n;
+        out->dims[r - 2] = m < 0 || n < 0 ? m : m < n ? m : n;
         return 0;
     }
     case KILN_OP_CHOLESKY_GRAD:

@@ -552,7 +552,7 @@ static int check_full(const kiln_kernel *k, char *why, size_t n)
         return check_ranks(k, o->rank, why, n);
     case KILN_KERNEL_LINALG:   /* ABI 1.9, issue 28 */
         if (k->n_inputs < 1 || k->n_inputs > 2 || k->n_outputs != 1 ||
-            k->reduce_op > KILN_LINALG_DIAGONAL)
+            k->reduce_op > KILN_LINALG_LAST)
             return why_f(why, n, "linalg: 1 or 2 inputs, 1 output, a known "
                          "op");
         for (uint32_t i = 0; i < k->n_inputs; i++)

@@ -1671,7 +1671,9 @@ static int lower_linalg(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     kiln_node *n = &g->nodes[v];
     uint32_t op;
     switch (n->op) {
-    case KILN_OP_CHOLESKY: op = KILN_LINALG_POTRF; break;
+    case KILN_OP_CHOLESKY:
+        op = n->attrs->linalg & 4 ? KILN_LINALG_POTRF_NAN : KILN_LINALG_POTRF;
+        break;
     case KILN_OP_CHOLESKY_GRAD: op = KILN_LINALG_POTRF_BWD; break;
     case KILN_OP_SOLVE_TRIANGULAR: {
         static const uint32_t tri[4] = {KILN_LINALG_TRSM_UN,

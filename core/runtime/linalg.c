@@ -245,7 +245,15 @@ static int la_one(la_job *j)
     la_load(a, A, j->in_off[0], 2, n, n);
     switch (j->op) {
     case KILN_LINALG_POTRF:
+    case KILN_LINALG_POTRF_NAN:
         dpotrf_("L", &n, a, &n, &info, 1);
+        if (info > 0 && j->op == KILN_LINALG_POTRF_NAN) {
+            /* every element NaN, as PyTensor's on_error="nan" */
+            for (int c = 0; c < n * n; c++)
+                a[c] = NAN;
+            la_store(O, j->out_off, 2, a, n, n);
+            return 0;
+        }
         if (info > 0)
             return la_err(j->errbuf, j->errbuf_size, KILN_ERR_RUNTIME,
                           "not positive definite (leading minor %d of %d%s)",
@@ -363,7 +371,7 @@ int kiln_runtime_lapack_run(const kiln_runtime *rt, uint32_t op,
                             char *errbuf, size_t errbuf_size)
 {
     (void)rt;
-    if (op > KILN_LINALG_DIAGONAL || n_in < 1 || n_in > 2 || n_out != 1 ||
+    if (op > KILN_LINALG_LAST || n_in < 1 || n_in > 2 || n_out != 1 ||
         !in || !out)
         return la_err(errbuf, errbuf_size, KILN_ERR_ARG,
                       "linalg op %u: bad arguments", op);

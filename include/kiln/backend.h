@@ -211,8 +211,12 @@ typedef enum kiln_linalg_op {
     KILN_LINALG_TRIL = 9,      /* A with the upper triangle zeroed */
     KILN_LINALG_TRIU = 10,     /* A with the lower triangle zeroed */
     KILN_LINALG_DIAG = 11,     /* v[n] -> [n, n], v on the diagonal */
-    KILN_LINALG_DIAGONAL = 12  /* A[m, n] -> [min(m, n)] */
+    KILN_LINALG_DIAGONAL = 12, /* A[m, n] -> [min(m, n)] */
+    KILN_LINALG_POTRF_NAN = 13 /* POTRF, but a matrix that is not positive
+                                  definite gives NaNs, not an error
+                                  (PyTensor's on_error="nan") */
 } kiln_linalg_op;
+#define KILN_LINALG_LAST KILN_LINALG_POTRF_NAN
 
 /* The role of an argument of a LOOP kernel (ABI 1.5). */
 typedef enum kiln_role {

@@ -59,6 +59,9 @@ ptx = importlib.import_module("pytensor.tensor.extra_ops")
 ptm = importlib.import_module("pytensor.tensor.math")
 ptsh = importlib.import_module("pytensor.tensor.shape")
 ptst = importlib.import_module("pytensor.tensor.subtensor")
+ptsl = importlib.import_module("pytensor.tensor.slinalg")
+ptnl = importlib.import_module("pytensor.tensor.nlinalg")
+ptbw = importlib.import_module("pytensor.tensor.blockwise")
 __all__ = [
     "KgGraph", "Unsupported", "KilnFallbackWarning", "KilnLinker", "KilnOp",
     "fgraph_to_kg", "to_kg", "mode", "KILN", "KG_CONVERTERS",
@@ -960,6 +963,123 @@ def _dot(em, node, ins):
     if any(v.type.ndim not in (1, 2) for v in node.inputs):
         raise Unsupported("dot of arrays of rank > 2")
     return [em.let(f"dot({a}, {b})", k)]
+
+
+# ---- linear algebra (issue 28; docs/ops.md "Linear algebra") ------------
+# kiln's ops take a batch of leading axes themselves, so a Blockwise over
+# one of these core ops converts as the core op does (its batch axes must
+# then be equal, not broadcast: kiln refuses others when the graph is built).
+
+def _core(node):
+    return getattr(node.op, "core_op", node.op)
+
+
+def _linalg_ins(em, node, ins, what):
+    for v in node.inputs:
+        if not _is_float(v.type.dtype) and v.type.dtype not in ("int64", "int32"):
+            raise Unsupported(f"{what} of {v.type.dtype}")
+    _need("cholesky", 1)
+    return [em.cast(x, "f64") if em.kdt[x] != "f64" else x for x in ins]
+
+
+def _swap_last(em, x, ndim):
+    perm = list(range(ndim))
+    perm[-2], perm[-1] = perm[-1], perm[-2]
+    return em.let(f"transpose({x}, axes=[{', '.join(map(str, perm))}])", "f64")
+
+
+def _out_f64(em, node, name):
+    """NAME (f64) in the node's output dtype."""
+    k = _kdt(node.outputs[0].type.dtype)
+    return em.cast(name, k) if k != "f64" else name
+
+
+@kg_convert(ptsl.Cholesky)
+def _cholesky(em, node, ins):
+    """lower: cholesky(a) reads a's lower triangle; upper: the transpose
+    of cholesky(a^T), which reads a's upper triangle (SciPy's).
+    on_error="nan" gives NaNs where PyTensor does (PyMC's MvNormal)."""
+    op = _core(node)
+    a, = _linalg_ins(em, node, ins, "Cholesky")
+    nd = node.inputs[0].type.ndim
+    attr = ", nan_on_error=true" if op.on_error == "nan" else ""
+    if op.lower:
+        r = em.let(f"cholesky({a}{attr})", "f64")
+    else:
+        r = _swap_last(em, em.let(f"cholesky({_swap_last(em, a, nd)}{attr})",
+                                  "f64"), nd)
+    return [_out_f64(em, node, r)]
+
+
+@kg_convert(ptsl.SolveTriangular)
+def _solve_triangular(em, node, ins):
+    op = _core(node)
+    if op.unit_diagonal:
+        raise Unsupported("SolveTriangular(unit_diagonal=True)")
+    a, b = _linalg_ins(em, node, ins, "SolveTriangular")
+    trans = op.trans in (1, 2, "T", "C")
+    attrs = (", lower=true" if op.lower else "") + (", trans=true" if trans else "")
+    return [_out_f64(em, node, em.let(f"solve_triangular({a}, {b}{attrs})", "f64"))]
+
+
+@kg_convert(ptsl.Solve)
+def _solve(em, node, ins):
+    """every assume_a ('gen', 'sym', 'pos', ...) as an LU solve: the same
+    solution for the matrices those assume"""
+    a, b = _linalg_ins(em, node, ins, "Solve")
+    return [_out_f64(em, node, em.let(f"solve({a}, {b})", "f64"))]
+
+
+@kg_convert(ptnl.MatrixInverse)
+def _matrix_inverse(em, node, ins):
+    a, = _linalg_ins(em, node, ins, "MatrixInverse")
+    return [_out_f64(em, node, em.let(f"inverse({a})", "f64"))]
+
+
+@kg_convert(ptb.ExtractDiag)
+def _extract_diag(em, node, ins):
+    op = _core(node)
+    nd = node.inputs[0].type.ndim
+    if op.offset != 0 or sorted((op.axis1 % nd, op.axis2 % nd)) != [nd - 2, nd - 1]:
+        raise Unsupported("ExtractDiag with an offset or axes other than the last two")
+    a, = _linalg_ins(em, node, ins, "ExtractDiag")
+    return [_out_f64(em, node, em.let(f"diagonal({a})", "f64"))]
+
+
+@kg_convert(ptb.AllocDiag)
+def _alloc_diag(em, node, ins):
+    op = _core(node)
+    nd = node.outputs[0].type.ndim
+    if (op.offset != 0 or len(node.inputs) != 1 or
+            sorted((op.axis1 % nd, op.axis2 % nd)) != [nd - 2, nd - 1]):
+        raise Unsupported("AllocDiag with an offset or axes other than the last two")
+    v, = _linalg_ins(em, node, ins, "AllocDiag")
+    return [_out_f64(em, node, em.let(f"diag({v})", "f64"))]
+
+
+@kg_convert(ptb.Tri)
+def _tri(em, node, ins):
+    """Tri(N, M, k): ones on and below the k-th diagonal, for constant N,
+    M and k 0 or -1 (what tril / triu and Cholesky's gradient make)."""
+    try:
+        n, mm, k = (int(_const_value(v)) for v in node.inputs)
+    except Exception:  # noqa: BLE001
+        raise Unsupported("Tri of sizes not known when the graph is built")
+    if k not in (0, -1) or (k == -1 and n != mm):
+        raise Unsupported(f"Tri with k={k}")
+    _need("tril", 1)
+    t = em.let(f"tril(ones(shape=[{n}, {mm}]))", "f64")
+    if k == -1:
+        t = em.let(f"sub({t}, diag(ones(shape=[{n}])))", "f64")
+    return [em.cast(t, _kdt(node.outputs[0].type.dtype))]
+
+
+@kg_convert(ptbw.Blockwise)
+def _blockwise(em, node, ins):
+    fn = KG_CONVERTERS.get(type(node.op.core_op))
+    if fn is None or fn is _blockwise:
+        raise Unsupported(f"Blockwise of {type(node.op.core_op).__name__}")
+    return fn(em, node, ins)
 
 
 @kg_convert(ptx.CumOp)

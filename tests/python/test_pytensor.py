@@ -218,6 +218,46 @@ def check_outputs(got, want):
     return None
 
 
+# ---- linear algebra (issue 28) --------------------------------------------
+import pytensor.tensor.slinalg as ptsl  # noqa: E402
+import pytensor.tensor.nlinalg as ptnl  # noqa: E402
+
+
+def spd(n, *batch):
+    z = rng.normal(size=batch + (n, n))
+    return z @ np.swapaxes(z, -1, -2) + n * np.eye(n)
+
+
+A = pt.dmatrix("A")
+B = pt.dmatrix("B")
+v = pt.dvector("v")
+A3 = pt.dtensor3("A3")
+B3 = pt.dtensor3("B3")
+av, bv, vv = spd(5), vals(5, 2), vals(5)
+L_ = ptsl.cholesky(A, lower=True)
+case("linalg cholesky lower/upper, solve_triangular, solve, inv", [A, B, v],
+     [L_, ptsl.cholesky(A, lower=False),
+      ptsl.solve_triangular(L_, B, lower=True),
+      ptsl.solve_triangular(L_, v, lower=True, trans="T"),
+      ptsl.solve_triangular(L_.T, B, lower=False),
+      ptsl.solve(A, B), ptsl.solve(A, v, assume_a="pos"), ptnl.matrix_inverse(A),
+      pt.diagonal(A), pt.trace(A)],
+     [av, bv, vv])
+case("linalg cholesky on_error=nan of a matrix that is not positive definite",
+     [A], [ptsl.Cholesky(lower=True, on_error="nan")(A)],
+     [np.array([[1.0, 2.0], [2.0, 1.0]])])
+As = pt.tensor("As", shape=(5, 5), dtype="float64")
+Bs = pt.tensor("Bs", shape=(5, 2), dtype="float64")
+case("linalg gradients", [As, Bs],
+     pytensor.grad(pt.sum(ptsl.solve_triangular(ptsl.cholesky(As), Bs, lower=True) ** 2)
+                   + pt.sum(ptnl.matrix_inverse(As)) + pt.sum(ptsl.solve(As, Bs)),
+                   [As, Bs]),
+     [av, bv])
+case("linalg Blockwise (batched)", [A3, B3],
+     [ptsl.cholesky(A3), ptsl.solve(A3, B3), ptnl.matrix_inverse(A3),
+      ptsl.solve_triangular(ptsl.cholesky(A3), B3, lower=True)],
+     [spd(4, 3), vals(3, 4, 2)])
+
 BACKENDS = backends_available()
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """PyMC logp and dlogp through mode="KILN" against PyTensor's Python mode (pytest).
 
-Eight schools (centred and non-centred) and radon (hierarchical intercepts
-and slopes, 919 observations from ../shared/data/radon.csv): model.compile_logp
+Eight schools (centred and non-centred), radon (hierarchical intercepts
+and slopes, 919 observations from ../shared/data/radon.csv) and MvNormal
+(issue 28: a covariance from parameters, and a fixed Cholesky factor): model.compile_logp
 and compile_dlogp in the KILN mode equal Mode(linker="py", optimizer=None) to
 1e-9 relative at several points, on every backend of KILN_TEST_BACKENDS, and
 kiln runs the whole graph (no fallback warning).  SKIPs without PyMC.
@@ -88,7 +89,26 @@ def close(a, b):
     return None
 
 
-MODELS = ["eight_schools", "eight_schools_noncentered", "radon"]
+def mvnormal():
+    """issue 28: MvNormal with a covariance built from parameters (PyMC's
+    logp: cholesky(on_error="nan"), solve_triangular, the diagonal's logs)
+    and one with a fixed Cholesky factor"""
+    rng = np.random.default_rng(3)
+    obs = rng.normal(size=(6, 3))
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0, 1, shape=3)
+        s = pm.HalfNormal("s", 1, shape=3)
+        r = pm.Uniform("r", -0.4, 0.4)
+        corr = r + (1 - r) * np.eye(3)   # equicorrelation, r in (-1/2, 1)
+        cov = corr * s[:, None] * s[None, :]
+        pm.MvNormal("y", mu, cov=cov, observed=obs)
+        chol = np.linalg.cholesky(np.array([[2.0, 0.3, 0], [0.3, 1, 0.2],
+                                            [0, 0.2, 1.5]]))
+        pm.MvNormal("z", mu, chol=chol, observed=obs[:2])
+    return m
+
+
+MODELS = ["eight_schools", "eight_schools_noncentered", "radon", "mvnormal"]
 _built = {}
 
 
@@ -96,7 +116,7 @@ def model(name):
     if name not in _built:
         _built[name] = {"eight_schools": lambda: eight_schools(True),
                         "eight_schools_noncentered": lambda: eight_schools(False),
-                        "radon": radon}[name]()
+                        "radon": radon, "mvnormal": mvnormal}[name]()
     return _built[name]
 
 
