@@ -485,12 +485,13 @@ static void put_op(printer *pr, const kiln_node *nd)
     sb_puts(b, ")");
 }
 
-/* `  param NAME: TYPE [lower=L] [upper=U]` */
+/* `  param NAME: TYPE [lower=L] [upper=U]` or `  param NAME: TYPE
+ * TRANSFORM` */
 static void put_bound(printer *pr, const char *kw, kiln_value ref, double v)
 {
     sb_puts(&pr->b, kw);
     if (ref >= 0) {
-        put_name(pr, ref);
+        put_arg(pr, ref);
         return;
     }
     /* -0.0 as a float: "-0" would parse back as the integer 0 */
@@ -506,7 +507,13 @@ static void put_param(printer *pr, const kiln_param_rec *r)
     sb_puts(&pr->b, "  param ");
     sb_puts(&pr->b, r->name);
     sb_puts(&pr->b, ": ");
-    put_type(pr, &pr->g->nodes[r->unc].type);
+    /* a transform's input has the unconstrained shape: print the
+     * constrained value's (`param theta: f64[K] simplex`) */
+    put_type(pr, &pr->g->nodes[r->transform ? r->value : r->unc].type);
+    if (r->transform) {
+        sb_puts(&pr->b, " ");
+        sb_puts(&pr->b, kiln_param_transform_name(r->transform));
+    }
     if (r->lower_ref >= 0 || r->lower > -INFINITY)
         put_bound(pr, " lower=", r->lower_ref, r->lower);
     if (r->upper_ref >= 0 || r->upper < INFINITY)

@@ -54,22 +54,21 @@ static int check_ref(kiln_graph *g, const char *name, kiln_value ref,
 {
     if (ref < 0)
         return 0;
-    if (ref >= g->n_nodes || !g->nodes[ref].name ||
-        (g->nodes[ref].op != KILN_OP_CONST &&
-         g->nodes[ref].op != KILN_OP_SHARED))
+    if (ref >= g->n_nodes)
         return kiln_seterr(err, KILN_ERR_ARG,
-                           "param '%s': a bound must be a number or the "
-                           "name of a const or shared value", name);
+                           "param '%s': a bound must be a number or a "
+                           "value of the graph", name);
     const kiln_node *n = &g->nodes[ref];
+    const char *bn = n->name ? n->name : "(expression)";
     if (n->type.dtype == KILN_BOOL)
         return kiln_seterr(err, KILN_ERR_TYPE,
                            "param '%s': bound '%s' must have a numeric "
-                           "dtype, not bool", name, n->name);
+                           "dtype, not bool", name, bn);
     if (n->type.rank != 0) {
         char b[128];
         return kiln_seterr(err, KILN_ERR_SHAPE,
                            "param '%s': bound '%s' must be a scalar, got "
-                           "shape %s", name, n->name,
+                           "shape %s", name, bn,
                            kiln_ir_shape_str(g, n->type.rank, n->type.dims,
                                              b, sizeof b));
     }
@@ -92,6 +91,474 @@ static int push_param(kiln_graph *g, const kiln_param_rec *r, kiln_err *err)
     strcpy(g->params[g->n_params].name, r->name);
     g->n_params++;
     return 0;
+}
+
+/* The input `name`_unc of a constrained parameter. */
+static kiln_value unc_input(kiln_graph *g, const char *name, kiln_dtype dt,
+                            int rank, const int64_t *dims, kiln_err *err)
+{
+    size_t nl = strlen(name);
+    char *uname = malloc(nl + 5);
+    if (!uname) {
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    memcpy(uname, name, nl);
+    memcpy(uname + nl, "_unc", 5);
+    if (kiln_graph_lookup(g, name) >= 0) {
+        kiln_seterr(err, KILN_ERR_NAME, "duplicate name '%s'", name);
+        free(uname);
+        return -1;
+    }
+    kiln_value u = kiln_graph_input(g, uname, dt, rank, dims, err);
+    free(uname);
+    return u;
+}
+
+/* The constrained value x (cast to dt, named `name`) and the scalar
+ * log-Jacobian lj (-1: none) of record r, whose nodes are first.. */
+static kiln_value finish_param(kiln_graph *g, kiln_param_rec *r, kiln_value x,
+                               kiln_value lj, kiln_dtype dt, int first,
+                               kiln_err *err)
+{
+    if (x >= 0 && g->nodes[x].type.dtype != dt) {
+        kiln_attr a = {.key = "dtype", .kind = KILN_ATTR_DTYPE, .i = dt};
+        x = kiln_graph_op(g, "cast", 1, &x, &a, 1, err);
+    }
+    if (x < 0 || kiln_graph_set_name(g, x, r->name, err))
+        return -1;
+    r->value = x;
+    r->logjac = lj;
+    int idx = g->n_params + 1;
+    if (push_param(g, r, err))
+        return -1;
+    for (int i = first; i < g->n_nodes; i++)
+        g->nodes[i].param = idx;
+    return x;
+}
+
+/* ---- Stan's constraining transforms (kiln_graph_param_transform) ----
+ *
+ * Each builds the constrained value from the unconstrained input u with
+ * ops that have gradients, so the density's gradient comes for free; the
+ * formulas are StanHeaders 2.21's stan/math/prim/mat/fun/ *_constrain.hpp
+ * (the Stan Reference Manual, "Constraint transforms"), vectorised:
+ *
+ * simplex K (u: K-1)   z_k = sigmoid(u_k - log(K-1-k)), stick before k
+ *                      s_k = prod_{m<k} (1 - z_m) (an exclusive cumsum of
+ *                      log(1 - z) = -softplus(adj)), x_k = s_k z_k, x_K =
+ *                      s_K; log|J| = sum_k log s_k + log z_k + log(1-z_k)
+ * ordered K            x = cumsum([u_0, exp(u_1..)]); log|J| = sum u_1..
+ * positive_ordered K   x = cumsum(exp(u)); log|J| = sum u
+ * unit_vector K        x = u / |u|; log|J| = -u.u / 2
+ * sum_to_zero K (K-1)  Stan >= 2.36's isometric map: w_i = u_i /
+ *                      sqrt(i (i+1)), x_{i-1} += sum_{m>=i} w_m, x_i -=
+ *                      i w_i (i = 1..K-1); no Jacobian term
+ * cholesky_factor_corr K x K (K(K-1)/2): z = tanh(u) placed row by row
+ *                      in the strict lower triangle; with w_ij = prod_{m<j}
+ *                      (1 - z_im^2) (an exclusive cumsum along the row of
+ *                      log1p(-z^2)), x_ij = z_ij sqrt(w_ij), x_ii =
+ *                      sqrt(w_ii); log|J| = sum log(1 - z^2) + 1/2 sum_{i>j}
+ *                      log w_ij
+ * corr_matrix K x K    the same factor with z placed column by column
+ *                      (read_corr_L), x = L L^T; log|J| = sum_{i>j} (1 +
+ *                      (K-j-2)/2) log(1 - z_ij^2)
+ * cholesky_factor_cov M x N (N(N+1)/2 + (M-N)N): rows of u fill the lower
+ *                      triangle, exp on the diagonal; log|J| = sum of the
+ *                      diagonal's u
+ * cov_matrix K x K (K(K+1)/2): L as cholesky_factor_cov, x = L L^T;
+ *                      log|J| = K log 2 + sum_k (K-k+1) u_kk (k from 0)
+ *
+ * The matrix transforms place values with `take` and index constants, so
+ * their dims must be static; the vector ones take any dim, the
+ * unconstrained one a derived dim (`K-1`) when K is a symbol. */
+
+static const char *const tr_names[] = {
+    NULL, "simplex", "ordered", "positive_ordered", "unit_vector",
+    "sum_to_zero", "cholesky_factor_corr", "cholesky_factor_cov",
+    "cov_matrix", "corr_matrix"};
+
+const char *kiln_param_transform_name(int tr)
+{
+    return tr > 0 && tr < (int)(sizeof tr_names / sizeof *tr_names)
+               ? tr_names[tr] : NULL;
+}
+
+int kiln_param_transform_lookup(const char *name, size_t len)
+{
+    for (int k = 1; k < (int)(sizeof tr_names / sizeof *tr_names); k++)
+        if (strlen(tr_names[k]) == len && memcmp(tr_names[k], name, len) == 0)
+            return k;
+    return -1;
+}
+
+static int is_matrix_tr(int tr)
+{
+    return tr >= KILN_TRANSFORM_CHOLESKY_FACTOR_CORR;
+}
+
+/* The unconstrained size of a dim d of the constrained value: d + delta
+ * (static), or the derived symbol "S-1" / "(S)-1" for a named symbol. */
+static int64_t dim_minus1(kiln_graph *g, int64_t d)
+{
+    if (d >= 0)
+        return d - 1;
+    const char *sn = KILN_DIM_IS_SYM(d) && KILN_SYM_INDEX(d) < g->n_symbols
+                         ? g->symbols[KILN_SYM_INDEX(d)] : NULL;
+    if (!sn)
+        return KILN_DIM_UNKNOWN;
+    size_t n = strlen(sn);
+    char *t = malloc(n + 5);
+    if (!t)
+        return KILN_DIM_UNKNOWN;
+    snprintf(t, n + 5, kiln_ir_dim_is_expr(sn) ? "(%s)-1" : "%s-1", sn);
+    int64_t r = kiln_graph_symbol(g, t);
+    free(t);
+    return r;
+}
+
+/* The unconstrained input's dims for transform tr of a value of dims. */
+static int unc_dims(kiln_graph *g, const char *name, int tr, int rank,
+                    const int64_t *dims, int64_t *ud, kiln_err *err)
+{
+    const char *tn = tr_names[tr];
+    char b[128];
+    if (rank != (is_matrix_tr(tr) ? 2 : 1))
+        return kiln_seterr(err, KILN_ERR_SHAPE,
+                           "param '%s': a %s is a %s, got shape %s", name, tn,
+                           is_matrix_tr(tr) ? "matrix (rank 2)"
+                                            : "vector (rank 1)",
+                           kiln_ir_shape_str(g, rank, dims, b, sizeof b));
+    if (!is_matrix_tr(tr)) {
+        if (dims[0] == 0 || (dims[0] < 0 && !(KILN_DIM_IS_SYM(dims[0]) &&
+                                              g->symbols[KILN_SYM_INDEX(
+                                                  dims[0])])))
+            return kiln_seterr(err, KILN_ERR_SHAPE,
+                               "param '%s': a %s needs a size of at least 1 "
+                               "(a number or a named size), got %s", name, tn,
+                               kiln_ir_shape_str(g, rank, dims, b, sizeof b));
+        if (tr == KILN_TRANSFORM_SIMPLEX || tr == KILN_TRANSFORM_SUM_TO_ZERO)
+            ud[0] = dim_minus1(g, dims[0]);
+        else
+            ud[0] = dims[0];
+        if (ud[0] == KILN_DIM_UNKNOWN)
+            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    int64_t M = dims[0], N = dims[1];
+    if (M < 1 || N < 1 || (tr != KILN_TRANSFORM_CHOLESKY_FACTOR_COV && M != N)
+        || M < N || M > 4096)
+        return kiln_seterr(err, KILN_ERR_SHAPE,
+                           "param '%s': a %s needs static dims%s (1 to 4096), "
+                           "got %s", name, tn,
+                           tr == KILN_TRANSFORM_CHOLESKY_FACTOR_COV
+                               ? " M x N with M >= N" : " K x K",
+                           kiln_ir_shape_str(g, rank, dims, b, sizeof b));
+    switch (tr) {
+    case KILN_TRANSFORM_CHOLESKY_FACTOR_CORR:
+    case KILN_TRANSFORM_CORR_MATRIX:
+        ud[0] = N * (N - 1) / 2;
+        break;
+    case KILN_TRANSFORM_COV_MATRIX:
+        ud[0] = N * (N + 1) / 2;
+        break;
+    default:
+        ud[0] = N * (N + 1) / 2 + (M - N) * N;
+    }
+    return 0;
+}
+
+static kiln_value lit(kiln_graph *g, double v, kiln_err *err)
+{
+    return kiln_graph_literal(g, v, KILN_LIT_FLOAT, err);
+}
+
+/* op with one int attribute (axis) or an ints attribute (shape). */
+static kiln_value op_axis(kiln_graph *g, const char *op, int n,
+                          const kiln_value *in, int64_t axis, kiln_err *err)
+{
+    for (int i = 0; i < n; i++)
+        if (in[i] < 0)
+            return -1;
+    kiln_attr a = {.key = "axis", .kind = KILN_ATTR_INT, .i = axis};
+    return kiln_graph_op(g, op, n, in, &a, 1, err);
+}
+
+static kiln_value reshape_to(kiln_graph *g, kiln_value x, int rank,
+                             const int64_t *dims, kiln_err *err)
+{
+    if (x < 0)
+        return -1;
+    kiln_attr a = {.key = "shape", .kind = KILN_ATTR_INTS, .n = rank,
+                   .ints = dims};
+    return kiln_graph_op(g, "reshape", 1, &x, &a, 1, err);
+}
+
+/* A const of the transform's own (f64 or i64), under a fresh name. */
+static kiln_value tr_const(kiln_graph *g, const char *pname, const char *what,
+                           kiln_dtype dt, int rank, const int64_t *dims,
+                           const void *data, kiln_err *err)
+{
+    char nm[160];
+    snprintf(nm, sizeof nm, "_%.100s_%s", pname, what);
+    for (int k = 1; kiln_graph_lookup(g, nm) >= 0; k++)
+        snprintf(nm, sizeof nm, "_%.100s_%s%d", pname, what, k);
+    return kiln_graph_const(g, nm, dt, rank, dims, data, err);
+}
+
+static kiln_value join2(kiln_graph *g, kiln_value a, kiln_value b,
+                        kiln_err *err)
+{
+    kiln_value in[2] = {a, b};
+    return op_axis(g, "join", 2, in, 0, err);
+}
+
+/* take(join(v, pad), idx) with idx M x N (i64, owned by the caller). */
+static kiln_value place(kiln_graph *g, const char *pname, const char *what,
+                        kiln_value v, kiln_value pad, int64_t M, int64_t N,
+                        const int64_t *idx, kiln_err *err)
+{
+    int64_t d[2] = {M, N};
+    kiln_value ic = tr_const(g, pname, what, KILN_I64, 2, d, idx, err);
+    kiln_value in[2] = {join2(g, v, pad, err), ic};
+    if (in[0] < 0 || ic < 0)
+        return -1;
+    return op_axis(g, "take", 2, in, 0, err);
+}
+
+/* The strict lower triangle of a K x K CPC matrix from u: *zf (z, 1 on the
+ * diagonal, 0 above) and *lm (log(1 - z^2), 0 elsewhere); column-major
+ * placement for corr_matrix, row-major for cholesky_factor_corr. */
+static int cpc_mats(kiln_graph *g, const char *pname, kiln_value u, int64_t K,
+                    int colmajor, kiln_value *zf, kiln_value *lm,
+                    kiln_value *l1, kiln_err *err)
+{
+    int64_t n = K * (K - 1) / 2;
+    int64_t *ia = malloc(sizeof *ia * (size_t)(K * K)), two = 2;
+    if (!ia)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < K; i++)
+        for (int64_t j = 0; j < K; j++)
+            ia[i * K + j] = i == j ? n + 1 : j > i ? n
+                            : colmajor ? j * (2 * K - j - 1) / 2 + (i - j - 1)
+                                       : i * (i - 1) / 2 + j;
+    static const double zpad[2] = {0, 1}, lpad[2] = {0, 0};
+    kiln_value z = op1(g, "tanh", u, err);
+    *l1 = op1(g, "log1p", op1(g, "neg", op2(g, "mul", z, z, err), err), err);
+    *zf = place(g, pname, "cpc", z, tr_const(g, pname, "zpad", KILN_F64, 1,
+                                             &two, zpad, err), K, K, ia, err);
+    *lm = place(g, pname, "cpcl", *l1, tr_const(g, pname, "lpad", KILN_F64,
+                                                1, &two, lpad, err), K, K, ia,
+                err);
+    free(ia);
+    return *zf < 0 || *lm < 0 ? -1 : 0;
+}
+
+/* L of cholesky_factor_cov / cov_matrix, M x N; *ud gets the diagonal's
+ * unconstrained values (N). */
+static kiln_value chol_fill(kiln_graph *g, const char *pname, kiln_value u,
+                            int64_t M, int64_t N, kiln_value *ud,
+                            kiln_err *err)
+{
+    int64_t P = N * (N + 1) / 2 + (M - N) * N, one = 1;
+    int64_t *ia = malloc(sizeof *ia * (size_t)(M * N + N));
+    if (!ia) {
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    int64_t *dp = ia + M * N;
+    for (int64_t m = 0; m < N; m++)
+        dp[m] = m * (m + 3) / 2;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < N; k++)
+            ia[m * N + k] = m >= N ? N * (N + 1) / 2 + (m - N) * N + k
+                            : k < m ? m * (m + 1) / 2 + k
+                            : k == m ? P + m : P + N;
+    static const double zero = 0;
+    kiln_value dc = tr_const(g, pname, "diag", KILN_I64, 1, &N, dp, err);
+    kiln_value in[2] = {u, dc};
+    *ud = dc < 0 ? -1 : op_axis(g, "take", 2, in, 0, err);
+    kiln_value tail = join2(g, op1(g, "exp", *ud, err),
+                            tr_const(g, pname, "zero", KILN_F64, 1, &one,
+                                     &zero, err), err);
+    kiln_value L = place(g, pname, "tri", u, tail, M, N, ia, err);
+    free(ia);
+    return L;
+}
+
+static kiln_value self_outer(kiln_graph *g, kiln_value L, kiln_err *err)
+{
+    return op2(g, "matmul", L, op1(g, "transpose", L, err), err);
+}
+
+/* The transform's constrained value from u, and *lj (-1: none). */
+static kiln_value build_transform(kiln_graph *g, const char *pname, int tr,
+                                  kiln_value u, const int64_t *dims,
+                                  kiln_value *lj, kiln_err *err)
+{
+    kiln_value x = -1;
+    *lj = -1;
+    switch (tr) {
+    case KILN_TRANSFORM_SIMPLEX: {
+        kiln_value ones = op2(g, "fill", u, lit(g, 1, err), err);
+        kiln_value cnt = op_axis(g, "cumsum", 1, &ones, 0, err);
+        kiln_value tot = op1(g, "sum", ones, err);
+        kiln_value off = op1(g, "log", op2(g, "sub", op2(g, "add", tot,
+                                                         lit(g, 1, err), err),
+                                           cnt, err), err);
+        kiln_value adj = op2(g, "sub", u, off, err);
+        kiln_value lz = op1(g, "neg", op1(g, "softplus",
+                                          op1(g, "neg", adj, err), err), err);
+        kiln_value l1z = op1(g, "neg", op1(g, "softplus", adj, err), err);
+        kiln_value ls = op2(g, "sub", op_axis(g, "cumsum", 1, &l1z, 0, err),
+                            l1z, err);
+        kiln_value head = op1(g, "exp", op2(g, "add", ls, lz, err), err);
+        int64_t one = 1;
+        kiln_value last = reshape_to(g, op1(g, "exp", op1(g, "sum", l1z, err),
+                                            err), 1, &one, err);
+        x = reshape_to(g, join2(g, head, last, err), 1, dims, err);
+        *lj = op1(g, "sum", op2(g, "add", ls, op2(g, "add", lz, l1z, err),
+                                err), err);
+        break;
+    }
+    case KILN_TRANSFORM_ORDERED: {
+        kiln_index i0 = {.kind = KILN_INDEX_INT, .start = 0};
+        kiln_index rest = {.kind = KILN_INDEX_SLICE, .start = 1,
+                           .has_start = 1};
+        kiln_value first = kiln_graph_subtensor(g, u, 1, &i0, err);
+        kiln_value v = first < 0 ? -1
+                       : kiln_graph_set_subtensor(g, op1(g, "exp", u, err), 1,
+                                                  &i0, first, 0, err);
+        x = op_axis(g, "cumsum", 1, &v, 0, err);
+        kiln_value tail = kiln_graph_subtensor(g, u, 1, &rest, err);
+        *lj = op1(g, "sum", tail, err);
+        break;
+    }
+    case KILN_TRANSFORM_POSITIVE_ORDERED: {
+        kiln_value e = op1(g, "exp", u, err);
+        x = op_axis(g, "cumsum", 1, &e, 0, err);
+        *lj = op1(g, "sum", u, err);
+        break;
+    }
+    case KILN_TRANSFORM_UNIT_VECTOR: {
+        kiln_value sn = op1(g, "sum", op2(g, "mul", u, u, err), err);
+        x = op2(g, "true_div", u, op1(g, "sqrt", sn, err), err);
+        *lj = op2(g, "mul", lit(g, -0.5, err), sn, err);
+        break;
+    }
+    case KILN_TRANSFORM_SUM_TO_ZERO: {
+        kiln_value ones = op2(g, "fill", u, lit(g, 1, err), err);
+        kiln_value nn = op_axis(g, "cumsum", 1, &ones, 0, err);
+        kiln_value w = op2(g, "true_div", u,
+                           op1(g, "sqrt", op2(g, "mul", nn,
+                                              op2(g, "add", nn,
+                                                  lit(g, 1, err), err),
+                                              err), err), err);
+        kiln_value cw = op_axis(g, "cumsum", 1, &w, 0, err);
+        kiln_value S = op2(g, "add", op2(g, "sub", op1(g, "sum", w, err), cw,
+                                         err), w, err);
+        static const double zero = 0;
+        int64_t one = 1;
+        kiln_value z0 = tr_const(g, pname, "zero", KILN_F64, 1, &one, &zero,
+                                 err);
+        x = reshape_to(g, op2(g, "sub", join2(g, S, z0, err),
+                              join2(g, z0, op2(g, "mul", nn, w, err), err),
+                              err), 1, dims, err);
+        break;
+    }
+    case KILN_TRANSFORM_CHOLESKY_FACTOR_CORR:
+    case KILN_TRANSFORM_CORR_MATRIX: {
+        int64_t K = dims[0];
+        int cm = tr == KILN_TRANSFORM_CORR_MATRIX;
+        kiln_value zf = -1, lm = -1, l1 = -1;
+        if (cpc_mats(g, pname, u, K, cm, &zf, &lm, &l1, err))
+            return -1;
+        kiln_value logw = op2(g, "sub", op_axis(g, "cumsum", 1, &lm, 1, err),
+                              lm, err);
+        x = op2(g, "mul", zf, op1(g, "exp", op2(g, "mul", lit(g, 0.5, err),
+                                                 logw, err), err), err);
+        double *wt = malloc(sizeof *wt * (size_t)(K * K));
+        if (!wt)
+            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory"), -1;
+        for (int64_t i = 0; i < K; i++)
+            for (int64_t j = 0; j < K; j++)
+                wt[i * K + j] = i <= j ? 0 : cm ? 1 + 0.5 * (double)(K - j - 2)
+                                                : 0.5;
+        kiln_value wc = tr_const(g, pname, "jw", KILN_F64, 2, dims, wt, err);
+        free(wt);
+        if (cm) {
+            *lj = op1(g, "sum", op2(g, "mul", lm, wc, err), err);
+            x = self_outer(g, x, err);
+        } else {
+            *lj = op2(g, "add", op1(g, "sum", l1, err),
+                      op1(g, "sum", op2(g, "mul", logw, wc, err), err), err);
+        }
+        break;
+    }
+    case KILN_TRANSFORM_CHOLESKY_FACTOR_COV:
+    case KILN_TRANSFORM_COV_MATRIX: {
+        kiln_value ud = -1;
+        x = chol_fill(g, pname, u, dims[0], dims[1], &ud, err);
+        if (tr == KILN_TRANSFORM_CHOLESKY_FACTOR_COV) {
+            *lj = op1(g, "sum", ud, err);
+            break;
+        }
+        int64_t K = dims[0];
+        double *cf = malloc(sizeof *cf * (size_t)K);
+        if (!cf)
+            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory"), -1;
+        for (int64_t k = 0; k < K; k++)
+            cf[k] = (double)(K - k + 1);
+        kiln_value cc = tr_const(g, pname, "jw", KILN_F64, 1, &K, cf, err);
+        free(cf);
+        *lj = op2(g, "add", lit(g, (double)K * 0.69314718055994530942, err),
+                  op1(g, "sum", op2(g, "mul", ud, cc, err), err), err);
+        x = self_outer(g, x, err);
+        break;
+    }
+    default:
+        kiln_seterr(err, KILN_ERR_ARG, "param '%s': unknown transform %d",
+                    pname, tr);
+        return -1;
+    }
+    if (x < 0 || (tr != KILN_TRANSFORM_SUM_TO_ZERO && *lj < 0))
+        return -1;
+    return x;
+}
+
+kiln_value kiln_graph_param_transform(kiln_graph *g, const char *name,
+                                      kiln_dtype dt, int rank,
+                                      const int64_t *dims, int transform,
+                                      kiln_err *err)
+{
+    if (!g || !name || (rank > 0 && !dims)) {
+        kiln_seterr(err, KILN_ERR_ARG, "param: NULL argument");
+        return -1;
+    }
+    if (!kiln_param_transform_name(transform)) {
+        kiln_seterr(err, KILN_ERR_ARG, "param '%s': unknown transform %d",
+                    name, transform);
+        return -1;
+    }
+    if (dt != KILN_F64 && dt != KILN_F32) {
+        kiln_seterr(err, KILN_ERR_TYPE,
+                    "param '%s': dtype %s: a parameter is f64 or f32", name,
+                    kiln_dtype_name(dt));
+        return -1;
+    }
+    int64_t ud[KILN_MAX_RANK];
+    if (unc_dims(g, name, transform, rank, dims, ud, err))
+        return -1;
+    kiln_param_rec r = {(char *)name, -1, -1, -1, -1, -1, -INFINITY,
+                        INFINITY, transform};
+    int first = g->n_nodes;
+    if ((r.unc = unc_input(g, name, dt, 1, ud, err)) < 0)
+        return -1;
+    kiln_value lj;
+    kiln_value x = build_transform(g, name, transform, r.unc, dims, &lj, err);
+    if (x < 0)
+        return -1;
+    return finish_param(g, &r, x, lj, dt, first, err);
 }
 
 kiln_value kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype dt,
@@ -137,7 +604,7 @@ kiln_value kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype dt,
     }
     kiln_param_rec r = {(char *)name, -1, -1, -1, has_lo ? lower_ref : -1,
                         has_hi ? upper_ref : -1, has_lo ? lower : -INFINITY,
-                        has_hi ? upper : INFINITY};
+                        has_hi ? upper : INFINITY, 0};
     int first = g->n_nodes;
     int idx = g->n_params + 1;
     if (!has_lo && !has_hi) {
@@ -145,22 +612,7 @@ kiln_value kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype dt,
         if (r.unc < 0)
             return -1;
     } else {
-        size_t nl = strlen(name);
-        char *uname = malloc(nl + 5);
-        if (!uname) {
-            kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-            return -1;
-        }
-        memcpy(uname, name, nl);
-        memcpy(uname + nl, "_unc", 5);
-        if (kiln_graph_lookup(g, name) >= 0) {
-            kiln_seterr(err, KILN_ERR_NAME, "duplicate name '%s'", name);
-            free(uname);
-            return -1;
-        }
-        r.unc = kiln_graph_input(g, uname, dt, rank, dims, err);
-        free(uname);
-        if (r.unc < 0)
+        if ((r.unc = unc_input(g, name, dt, rank, dims, err)) < 0)
             return -1;
         kiln_value u = r.unc, x, lj;
         if (has_lo && has_hi) {
@@ -182,18 +634,11 @@ kiln_value kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype dt,
             x = op2(g, "sub", hi, op1(g, "exp", u, err), err);
             lj = u;
         }
-        if (x >= 0 && g->nodes[x].type.dtype != dt) {
-            kiln_attr a = {.key = "dtype", .kind = KILN_ATTR_DTYPE, .i = dt};
-            x = kiln_graph_op(g, "cast", 1, &x, &a, 1, err);
-        }
         if (lj >= 0 && rank > 0)
             lj = op1(g, "sum", lj, err);
         if (x < 0 || lj < 0)
             return -1;
-        if (kiln_graph_set_name(g, x, name, err))
-            return -1;
-        r.value = x;
-        r.logjac = lj;
+        return finish_param(g, &r, x, lj, dt, first, err);
     }
     if (push_param(g, &r, err))
         return -1;

@@ -109,6 +109,9 @@ static int check_inputs(kiln_context *ctx, const kiln_tensor *in,
             }
         }
     }
+    /* derived dims (`K-1`) from their names' sizes, and back */
+    if (kiln_ir_symbols_derive(g, ctx->symvals, err))
+        return err ? err->code : KILN_ERR_SHAPE;
     for (int i = 0; i < f->n_shared; i++) {
         const kiln_node *n = &g->nodes[f->shared[i]];
         if (!n->data)
