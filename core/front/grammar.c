@@ -224,9 +224,10 @@ static int parse_dim_expr(parser *p, int64_t *d, int *done)
             break;
         if (c == '(')
             depth++;
-        else if (c == ')' && --depth < 0)
-            break;
-        else if (c == '+' || c == '-' || c == '*' || c == '/')
+        else if (c == ')') {
+            if (--depth < 0)
+                break;
+        } else if (c == '+' || c == '-' || c == '*' || c == '/')
             ops = 1;
         else if (!(c == ' ' || c == '\t' || c == '_' ||
                    (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||

@@ -528,6 +528,18 @@ static int is_decl(int op)
     return op == KILN_OP_INPUT || op == KILN_OP_SHARED || op == KILN_OP_CONST;
 }
 
+/* 1 when a bound of r is a computed value (garch11's upper=(1 - alpha1)):
+ * its line goes among the computations, after the bound's. */
+static int late_param(const kiln_graph *g, const kiln_param_rec *r)
+{
+    kiln_value refs[2] = {r->lower_ref, r->upper_ref};
+    for (int b = 0; b < 2; b++)
+        if (refs[b] >= 0 && !is_decl(g->nodes[refs[b]].op) &&
+            g->nodes[refs[b]].op != KILN_OP_LITERAL)
+            return 1;
+    return 0;
+}
+
 /* The nodes a `param` line stands for (kiln_node.param): hidden[v] = 1
  * for each but the parameter's input (the line itself), unless it is
  * unnamed and something printed uses it (a gradient through the
@@ -634,7 +646,8 @@ char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
             continue;
         if (nd->op == KILN_OP_INPUT && nd->param > 0 &&
             nd->param <= g->n_params) {
-            put_param(&pr, &g->params[nd->param - 1]);
+            if (!late_param(g, &g->params[nd->param - 1]))
+                put_param(&pr, &g->params[nd->param - 1]);
             continue;
         }
         sb_puts(b, nd->op == KILN_OP_INPUT    ? "  input "
@@ -654,6 +667,10 @@ char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *nd = &g->nodes[i];
+        if (nd->op == KILN_OP_INPUT && nd->param > 0 &&
+            nd->param <= g->n_params &&
+            late_param(g, &g->params[nd->param - 1]))
+            put_param(&pr, &g->params[nd->param - 1]);
         if (is_decl(nd->op) || pr.inl[i] || hidden[i])
             continue;
         sb_puts(b, "  ");

@@ -222,7 +222,8 @@ static int64_t eval_sym(const kiln_graph *g, int s, const int64_t *vals,
     return v;
 }
 
-int kiln_ir_symbols_derive(const kiln_graph *g, int64_t *vals, kiln_err *err)
+int kiln_ir_symbols_derive(const kiln_graph *g, int64_t *vals, int *which,
+                           kiln_err *err)
 {
     int any = 0;
     for (int s = 0; s < g->n_symbols; s++)
@@ -236,6 +237,8 @@ int kiln_ir_symbols_derive(const kiln_graph *g, int64_t *vals, kiln_err *err)
                 continue;
             int unk, bad;
             int64_t v = eval_sym(g, s, vals, -1, 0, &unk, &bad);
+            if (which)
+                *which = s;
             if (unk == -1) {
                 if (bad || v < 0)
                     return kiln_seterr(err, KILN_ERR_SHAPE,

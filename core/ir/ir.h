@@ -351,8 +351,10 @@ int kiln_ir_dimexpr_names(const char *expr,
  * from their names' sizes, or a name's size from the derived one's when
  * it is the expression's only unknown.  Errors: KILN_ERR_SHAPE ("dim
  * 'K-1' is 4, but the sizes of its names make it 2"; "dim 'K*(K-1)/2'
- * is 4, which no size of 'K' gives"; a negative or inexact value). */
-int kiln_ir_symbols_derive(const kiln_graph *g, int64_t *vals, kiln_err *err);
+ * is 4, which no size of 'K' gives"; a negative or inexact value).
+ * *which (when not NULL) gets the derived symbol the error is about. */
+int kiln_ir_symbols_derive(const kiln_graph *g, int64_t *vals, int *which,
+                           kiln_err *err);
 
 /* 1 when d is a symbol id of g. */
 int kiln_ir_is_symbol(const kiln_graph *g, int64_t d);

@@ -1229,7 +1229,7 @@ kiln_model *kiln_model_new(const kiln_graph *g, const char *logp_output,
     for (int s = 0; s < w->n_symbols; s++)
         symsz[s] = -1;
     if (bind_data(w, d, symsz, err) ||
-        kiln_ir_symbols_derive(w, symsz, err) ||
+        kiln_ir_symbols_derive(w, symsz, NULL, err) ||
         layout_params(m, w, symsz, d, err))
         goto fail;
     if (!(m->fd = build_density(m, w, lp, opt, err)) ||
