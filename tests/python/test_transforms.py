@@ -296,3 +296,14 @@ def test_wrong_length_call():
     m = kiln.Model(g, data={"alpha": [1.0, 2.0, 3.0]})
     with pytest.raises(kiln.KilnError, match="3"):
         m.constrain([0.1, 0.2, 0.3])
+
+
+def test_python_builder():
+    """Graph.param(transform=...) makes the same graph as the .kg line."""
+    g = kiln.Graph("b")
+    x = g.param("x", shape=(4, 4), transform="cholesky_factor_corr")
+    g.output("logp", (x * 0).sum() if hasattr(x, "sum") else x)
+    text = str(g)
+    assert "param x: f64[4, 4] cholesky_factor_corr" in text
+    with pytest.raises(kiln.KilnError, match="unknown transform"):
+        g.param("y", shape=(3,), transform="simplx")
