@@ -138,6 +138,9 @@ static int64_t dx_term(dx *d)
         if (op == '*') {
             if (__builtin_mul_overflow(v, w, &v))
                 d->bad = d->bad ? d->bad : 3;
+        } else if (w == -1) {
+            if (__builtin_mul_overflow(v, -1, &v))
+                d->bad = d->bad ? d->bad : 3;
         } else if (w == 0 || v % w != 0) {
             /* with an unknown name the value is a placeholder */
             if (d->unknown == -1)
