@@ -336,15 +336,22 @@ static int grad_shape(gctx *c, kiln_value v, kiln_value gv)
     switch (n.op) {
     case KILN_OP_RESHAPE: {
         int64_t shape[KILN_MAX_RANK];
+        /* a named symbol (sized at run time from the inputs: `K`, a
+         * derived `K-1`) stays; at most one anonymous dim, inferred */
         int n_sym = 0;
         for (int i = 0; i < xt.rank; i++) {
-            shape[i] = xt.dims[i] >= 0 ? xt.dims[i] : -1;
-            n_sym += xt.dims[i] < 0;
+            int64_t d = xt.dims[i];
+            int named = KILN_DIM_IS_SYM(d) &&
+                        KILN_SYM_INDEX(d) < c->g->n_symbols &&
+                        c->g->symbols[KILN_SYM_INDEX(d)];
+            shape[i] = d >= 0 || named ? d : -1;
+            n_sym += d < 0 && !named;
         }
         if (n_sym > 1)
             return kiln_seterr(c->err, KILN_ERR_TYPE,
                                "grad: no gradient through reshape of a "
-                               "tensor with %d symbolic dims", n_sym);
+                               "tensor with %d unnamed symbolic dims",
+                               n_sym);
         return contribute(c, x, op1_axes(c, "reshape", gv, "shape", xt.rank,
                                          shape, -1));
     }

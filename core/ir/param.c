@@ -169,9 +169,11 @@ static kiln_value finish_param(kiln_graph *g, kiln_param_rec *r, kiln_value x,
  * cov_matrix K x K (K(K+1)/2): L as cholesky_factor_cov, x = L L^T;
  *                      log|J| = K log 2 + sum_k (K-k+1) u_kk (k from 0)
  *
- * The matrix transforms place values with `take` and index constants, so
- * their dims must be static; the vector ones take any dim, the
- * unconstrained one a derived dim (`K-1`) when K is a symbol. */
+ * The vector transforms apply along the last axis of a value of any rank
+ * >= 1 (Stan's `array[K] simplex[K] theta` is f64[K, K] simplex), the
+ * unconstrained value's last dim a derived dim (`K-1`) when K is a
+ * symbol; the matrix transforms place values with `take` and index
+ * constants, so their dims must be static. */
 
 static const char *const tr_names[] = {
     NULL, "simplex", "ordered", "positive_ordered", "unit_vector",
@@ -223,25 +225,25 @@ static int unc_dims(kiln_graph *g, const char *name, int tr, int rank,
 {
     const char *tn = tr_names[tr];
     char b[128];
-    if (rank != (is_matrix_tr(tr) ? 2 : 1))
+    if (is_matrix_tr(tr) ? rank != 2 : rank < 1)
         return kiln_seterr(err, KILN_ERR_SHAPE,
                            "param '%s': a %s is a %s, got shape %s", name, tn,
                            is_matrix_tr(tr) ? "matrix (rank 2)"
-                                            : "vector (rank 1)",
+                                            : "vector (rank >= 1: vectors "
+                                              "along the last axis)",
                            kiln_ir_shape_str(g, rank, dims, b, sizeof b));
     if (!is_matrix_tr(tr)) {
-        if (dims[0] == 0 || (dims[0] < 0 && !(KILN_DIM_IS_SYM(dims[0]) &&
-                                              g->symbols[KILN_SYM_INDEX(
-                                                  dims[0])])))
+        int64_t K = dims[rank - 1];
+        if (K == 0 || (K < 0 && !(KILN_DIM_IS_SYM(K) &&
+                                  g->symbols[KILN_SYM_INDEX(K)])))
             return kiln_seterr(err, KILN_ERR_SHAPE,
                                "param '%s': a %s needs a size of at least 1 "
                                "(a number or a named size), got %s", name, tn,
                                kiln_ir_shape_str(g, rank, dims, b, sizeof b));
+        memcpy(ud, dims, sizeof *ud * (size_t)rank);
         if (tr == KILN_TRANSFORM_SIMPLEX || tr == KILN_TRANSFORM_SUM_TO_ZERO)
-            ud[0] = dim_minus1(g, dims[0]);
-        else
-            ud[0] = dims[0];
-        if (ud[0] == KILN_DIM_UNKNOWN)
+            ud[rank - 1] = dim_minus1(g, K);
+        if (ud[rank - 1] == KILN_DIM_UNKNOWN)
             return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         return 0;
     }
@@ -306,11 +308,24 @@ static kiln_value tr_const(kiln_graph *g, const char *pname, const char *what,
     return kiln_graph_const(g, nm, dt, rank, dims, data, err);
 }
 
-static kiln_value join2(kiln_graph *g, kiln_value a, kiln_value b,
-                        kiln_err *err)
+/* join along `axis` */
+static kiln_value join_at(kiln_graph *g, int64_t axis, kiln_value a,
+                          kiln_value b, kiln_err *err)
 {
     kiln_value in[2] = {a, b};
-    return op_axis(g, "join", 2, in, 0, err);
+    return op_axis(g, "join", 2, in, axis, err);
+}
+
+/* sum over `axis`, kept as a dim of 1 */
+static kiln_value sum_keep(kiln_graph *g, kiln_value x, int64_t axis,
+                           kiln_err *err)
+{
+    if (x < 0)
+        return -1;
+    kiln_attr a[2] = {{.key = "axis", .kind = KILN_ATTR_INTS, .n = 1,
+                       .ints = &axis},
+                      {.key = "keepdims", .kind = KILN_ATTR_BOOL, .i = 1}};
+    return kiln_graph_op(g, "sum", 1, &x, a, 2, err);
 }
 
 /* take(join(v, pad), idx) with idx M x N (i64, owned by the caller). */
@@ -320,7 +335,7 @@ static kiln_value place(kiln_graph *g, const char *pname, const char *what,
 {
     int64_t d[2] = {M, N};
     kiln_value ic = tr_const(g, pname, what, KILN_I64, 2, d, idx, err);
-    kiln_value in[2] = {join2(g, v, pad, err), ic};
+    kiln_value in[2] = {join_at(g, 0, v, pad, err), ic};
     if (in[0] < 0 || ic < 0)
         return -1;
     return op_axis(g, "take", 2, in, 0, err);
@@ -378,7 +393,7 @@ static kiln_value chol_fill(kiln_graph *g, const char *pname, kiln_value u,
     kiln_value dc = tr_const(g, pname, "diag", KILN_I64, 1, &N, dp, err);
     kiln_value in[2] = {u, dc};
     *ud = dc < 0 ? -1 : op_axis(g, "take", 2, in, 0, err);
-    kiln_value tail = join2(g, op1(g, "exp", *ud, err),
+    kiln_value tail = join_at(g, 0, op1(g, "exp", *ud, err),
                             tr_const(g, pname, "zero", KILN_F64, 1, &one,
                                      &zero, err), err);
     kiln_value L = place(g, pname, "tri", u, tail, M, N, ia, err);
@@ -393,16 +408,17 @@ static kiln_value self_outer(kiln_graph *g, kiln_value L, kiln_err *err)
 
 /* The transform's constrained value from u, and *lj (-1: none). */
 static kiln_value build_transform(kiln_graph *g, const char *pname, int tr,
-                                  kiln_value u, const int64_t *dims,
+                                  kiln_value u, int rank, const int64_t *dims,
                                   kiln_value *lj, kiln_err *err)
 {
     kiln_value x = -1;
+    int64_t ax = rank - 1;      /* the vector transforms' axis */
     *lj = -1;
     switch (tr) {
     case KILN_TRANSFORM_SIMPLEX: {
         kiln_value ones = op2(g, "fill", u, lit(g, 1, err), err);
-        kiln_value cnt = op_axis(g, "cumsum", 1, &ones, 0, err);
-        kiln_value tot = op1(g, "sum", ones, err);
+        kiln_value cnt = op_axis(g, "cumsum", 1, &ones, ax, err);
+        kiln_value tot = sum_keep(g, ones, ax, err);
         kiln_value off = op1(g, "log", op2(g, "sub", op2(g, "add", tot,
                                                          lit(g, 1, err), err),
                                            cnt, err), err);
@@ -410,60 +426,60 @@ static kiln_value build_transform(kiln_graph *g, const char *pname, int tr,
         kiln_value lz = op1(g, "neg", op1(g, "softplus",
                                           op1(g, "neg", adj, err), err), err);
         kiln_value l1z = op1(g, "neg", op1(g, "softplus", adj, err), err);
-        kiln_value ls = op2(g, "sub", op_axis(g, "cumsum", 1, &l1z, 0, err),
+        kiln_value ls = op2(g, "sub", op_axis(g, "cumsum", 1, &l1z, ax, err),
                             l1z, err);
         kiln_value head = op1(g, "exp", op2(g, "add", ls, lz, err), err);
-        int64_t one = 1;
-        kiln_value last = reshape_to(g, op1(g, "exp", op1(g, "sum", l1z, err),
-                                            err), 1, &one, err);
-        x = reshape_to(g, join2(g, head, last, err), 1, dims, err);
+        kiln_value last = op1(g, "exp", sum_keep(g, l1z, ax, err), err);
+        x = reshape_to(g, join_at(g, ax, head, last, err), rank, dims, err);
         *lj = op1(g, "sum", op2(g, "add", ls, op2(g, "add", lz, l1z, err),
                                 err), err);
         break;
     }
     case KILN_TRANSFORM_ORDERED: {
-        kiln_index i0 = {.kind = KILN_INDEX_INT, .start = 0};
-        kiln_index rest = {.kind = KILN_INDEX_SLICE, .start = 1,
-                           .has_start = 1};
-        kiln_value first = kiln_graph_subtensor(g, u, 1, &i0, err);
+        kiln_index i0[KILN_MAX_RANK], rest[KILN_MAX_RANK];
+        memset(i0, 0, sizeof i0);
+        for (int k = 0; k < rank; k++)
+            i0[k].kind = KILN_INDEX_SLICE;
+        memcpy(rest, i0, sizeof rest);
+        i0[ax].kind = KILN_INDEX_INT;
+        rest[ax].start = 1;
+        rest[ax].has_start = 1;
+        kiln_value first = kiln_graph_subtensor(g, u, rank, i0, err);
         kiln_value v = first < 0 ? -1
-                       : kiln_graph_set_subtensor(g, op1(g, "exp", u, err), 1,
-                                                  &i0, first, 0, err);
-        x = op_axis(g, "cumsum", 1, &v, 0, err);
-        kiln_value tail = kiln_graph_subtensor(g, u, 1, &rest, err);
+                       : kiln_graph_set_subtensor(g, op1(g, "exp", u, err),
+                                                  rank, i0, first, 0, err);
+        x = op_axis(g, "cumsum", 1, &v, ax, err);
+        kiln_value tail = kiln_graph_subtensor(g, u, rank, rest, err);
         *lj = op1(g, "sum", tail, err);
         break;
     }
     case KILN_TRANSFORM_POSITIVE_ORDERED: {
         kiln_value e = op1(g, "exp", u, err);
-        x = op_axis(g, "cumsum", 1, &e, 0, err);
+        x = op_axis(g, "cumsum", 1, &e, ax, err);
         *lj = op1(g, "sum", u, err);
         break;
     }
     case KILN_TRANSFORM_UNIT_VECTOR: {
-        kiln_value sn = op1(g, "sum", op2(g, "mul", u, u, err), err);
+        kiln_value sn = sum_keep(g, op2(g, "mul", u, u, err), ax, err);
         x = op2(g, "true_div", u, op1(g, "sqrt", sn, err), err);
-        *lj = op2(g, "mul", lit(g, -0.5, err), sn, err);
+        *lj = op2(g, "mul", lit(g, -0.5, err), op1(g, "sum", sn, err), err);
         break;
     }
     case KILN_TRANSFORM_SUM_TO_ZERO: {
         kiln_value ones = op2(g, "fill", u, lit(g, 1, err), err);
-        kiln_value nn = op_axis(g, "cumsum", 1, &ones, 0, err);
+        kiln_value nn = op_axis(g, "cumsum", 1, &ones, ax, err);
         kiln_value w = op2(g, "true_div", u,
                            op1(g, "sqrt", op2(g, "mul", nn,
                                               op2(g, "add", nn,
                                                   lit(g, 1, err), err),
                                               err), err), err);
-        kiln_value cw = op_axis(g, "cumsum", 1, &w, 0, err);
-        kiln_value S = op2(g, "add", op2(g, "sub", op1(g, "sum", w, err), cw,
-                                         err), w, err);
-        static const double zero = 0;
-        int64_t one = 1;
-        kiln_value z0 = tr_const(g, pname, "zero", KILN_F64, 1, &one, &zero,
-                                 err);
-        x = reshape_to(g, op2(g, "sub", join2(g, S, z0, err),
-                              join2(g, z0, op2(g, "mul", nn, w, err), err),
-                              err), 1, dims, err);
+        kiln_value cw = op_axis(g, "cumsum", 1, &w, ax, err);
+        kiln_value tot = sum_keep(g, w, ax, err);
+        kiln_value S = op2(g, "add", op2(g, "sub", tot, cw, err), w, err);
+        kiln_value z0 = op2(g, "fill", tot, lit(g, 0, err), err);
+        x = reshape_to(g, op2(g, "sub", join_at(g, ax, S, z0, err),
+                              join_at(g, ax, z0, op2(g, "mul", nn, w, err),
+                                      err), err), rank, dims, err);
         break;
     }
     case KILN_TRANSFORM_CHOLESKY_FACTOR_CORR:
@@ -552,10 +568,12 @@ kiln_value kiln_graph_param_transform(kiln_graph *g, const char *name,
     kiln_param_rec r = {(char *)name, -1, -1, -1, -1, -1, -INFINITY,
                         INFINITY, transform};
     int first = g->n_nodes;
-    if ((r.unc = unc_input(g, name, dt, 1, ud, err)) < 0)
+    int urank = is_matrix_tr(transform) ? 1 : rank;
+    if ((r.unc = unc_input(g, name, dt, urank, ud, err)) < 0)
         return -1;
     kiln_value lj;
-    kiln_value x = build_transform(g, name, transform, r.unc, dims, &lj, err);
+    kiln_value x = build_transform(g, name, transform, r.unc, rank, dims, &lj,
+                                   err);
     if (x < 0)
         return -1;
     return finish_param(g, &r, x, lj, dt, first, err);

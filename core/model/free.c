@@ -137,15 +137,72 @@ static int chol_pack(const double *L, int64_t M, int64_t N,
     return 0;
 }
 
+/* One vector (K values at x) of a vector transform. */
+static int free_vector(int tr, const char *name, int64_t K, const double *x,
+                       double *y, kiln_err *err);
+
 int kiln_model_free_transform(int tr, const char *name, int crank,
                               const int64_t *cshape, const double *x,
                               double *y, kiln_err *err)
 {
-    int64_t K = cshape[0];
-    for (int64_t e = 0, ne = crank == 2 ? K * cshape[1] : K; e < ne; e++)
+    int64_t ne = 1;
+    for (int k = 0; k < crank; k++)
+        ne *= cshape[k];
+    for (int64_t e = 0; e < ne; e++)
         if (isnan(x[e]))
             return kiln_seterr(err, KILN_ERR_ARG,
                                "unconstrain: parameter '%s' has a NaN", name);
+    if (tr >= KILN_TRANSFORM_SIMPLEX && tr <= KILN_TRANSFORM_SUM_TO_ZERO) {
+        /* vectors along the last axis; the unconstrained ones one shorter
+         * for simplex and sum_to_zero */
+        int64_t K = cshape[crank - 1];
+        int64_t Ku = K - (tr == KILN_TRANSFORM_SIMPLEX ||
+                          tr == KILN_TRANSFORM_SUM_TO_ZERO);
+        for (int64_t r = 0; K > 0 && r < ne / K; r++) {
+            int rc = free_vector(tr, name, K, x + r * K, y + r * Ku, err);
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
+    int64_t K = cshape[0];
+    switch (tr) {
+    case KILN_TRANSFORM_CHOLESKY_FACTOR_CORR:
+        return cpcs(x, K, 0, name, y, err);
+    case KILN_TRANSFORM_CHOLESKY_FACTOR_COV:
+        return chol_pack(x, K, cshape[1], name, y, err);
+    case KILN_TRANSFORM_CORR_MATRIX:
+    case KILN_TRANSFORM_COV_MATRIX: {
+        if (check_symmetric(x, K, name, err))
+            return err ? err->code : KILN_ERR_ARG;
+        if (tr == KILN_TRANSFORM_CORR_MATRIX)
+            for (int64_t k = 0; k < K; k++)
+                if (!(fabs(x[k * K + k] - 1) <= TOL))
+                    return bad(err, name, "a correlation matrix: a diagonal "
+                               "entry is", x[k * K + k]);
+        double *L = malloc(sizeof *L * (size_t)(K * K));
+        if (!L)
+            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        int rc = cholesky(x, K, L)
+                     ? kiln_seterr(err, KILN_ERR_ARG,
+                                   "unconstrain: parameter '%s' is not "
+                                   "positive definite", name)
+                 : tr == KILN_TRANSFORM_CORR_MATRIX
+                     ? cpcs(L, K, 1, name, y, err)
+                     : chol_pack(L, K, K, name, y, err);
+        free(L);
+        return rc;
+    }
+    default:
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "unconstrain: parameter '%s': unknown transform %d",
+                           name, tr);
+    }
+}
+
+static int free_vector(int tr, const char *name, int64_t K, const double *x,
+                       double *y, kiln_err *err)
+{
     switch (tr) {
     case KILN_TRANSFORM_SIMPLEX: {
         double s = 0;
@@ -201,32 +258,6 @@ int kiln_model_free_transform(int tr, const char *name, int crank,
             suffix += w;
         }
         return 0;
-    }
-    case KILN_TRANSFORM_CHOLESKY_FACTOR_CORR:
-        return cpcs(x, K, 0, name, y, err);
-    case KILN_TRANSFORM_CHOLESKY_FACTOR_COV:
-        return chol_pack(x, K, cshape[1], name, y, err);
-    case KILN_TRANSFORM_CORR_MATRIX:
-    case KILN_TRANSFORM_COV_MATRIX: {
-        if (check_symmetric(x, K, name, err))
-            return err ? err->code : KILN_ERR_ARG;
-        if (tr == KILN_TRANSFORM_CORR_MATRIX)
-            for (int64_t k = 0; k < K; k++)
-                if (!(fabs(x[k * K + k] - 1) <= TOL))
-                    return bad(err, name, "a correlation matrix: a diagonal "
-                               "entry is", x[k * K + k]);
-        double *L = malloc(sizeof *L * (size_t)(K * K));
-        if (!L)
-            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-        int rc = cholesky(x, K, L)
-                     ? kiln_seterr(err, KILN_ERR_ARG,
-                                   "unconstrain: parameter '%s' is not "
-                                   "positive definite", name)
-                 : tr == KILN_TRANSFORM_CORR_MATRIX
-                     ? cpcs(L, K, 1, name, y, err)
-                     : chol_pack(L, K, K, name, y, err);
-        free(L);
-        return rc;
     }
     default:
         return kiln_seterr(err, KILN_ERR_ARG,

@@ -239,16 +239,19 @@ typedef enum kiln_param_transform {
 } kiln_param_transform;
 
 /* Declare parameter `name` of dims `dims` constrained by `transform`
- * (`param NAME: TYPE TRANSFORM`): an input `name`_unc of rank 1 holding
- * the unconstrained values (the sizes above; a derived dim `K-1` when K
- * is a symbol), the transform's nodes, the constrained value named
+ * (`param NAME: TYPE TRANSFORM`): an input `name`_unc holding the
+ * unconstrained values (the sizes above; a derived dim `K-1` when K is a
+ * symbol), the transform's nodes, the constrained value named
  * `name` and its log-Jacobian (kiln_graph_param_info; none for
- * sum_to_zero).  The vector transforms take a static or named size >= 1;
- * the matrix ones static dims from 1 to 4096.  Every node is made from
+ * sum_to_zero).  The vector transforms apply along the last axis of a
+ * value of any rank >= 1 (Stan's `array[K] simplex[K]` is f64[K, K]
+ * simplex, its input f64[K, K-1]), whose last dim is a static or named
+ * size >= 1; the matrix ones take static dims from 1 to 4096 and a
+ * rank-1 input.  Every node is made from
  * ops with gradients.  Edges: unit_vector at u = 0 is NaN (Stan rejects
  * it); a simplex of size 1 is [1].
  * Errors: KILN_ERR_SHAPE ("param 'theta': a simplex is a vector (rank
- * 1), got shape (3, 3)"; "param 'L': a cholesky_factor_corr needs static
+ * >= 1: vectors along the last axis), got shape ()"; "param 'L': a cholesky_factor_corr needs static
  * dims K x K ..."), KILN_ERR_TYPE (dtype), KILN_ERR_NAME (name or
  * name_unc defined), KILN_ERR_ARG (an unknown transform).
  * Returns the constrained value, or -1. */

@@ -279,7 +279,7 @@ def test_bad_input():
     with pytest.raises(kiln.KilnError, match="positive definite"):
         model("cov_matrix", [2, 2]).unconstrain([1, 2, 2, 1])
     with pytest.raises(kiln.KilnError, match="a simplex is a vector"):
-        kiln.Graph.parse("kiln 1\ngraph b\n  param s: f64[2, 2] simplex\n"
+        kiln.Graph.parse("kiln 1\ngraph b\n  param s: f64 simplex\n"
                          "  output logp = sum(s)\nend\n")
     with pytest.raises(kiln.KilnError, match="takes no bounds"):
         kiln.Graph.parse("kiln 1\ngraph b\n  param s: f64[3] simplex "
@@ -307,3 +307,60 @@ def test_python_builder():
     assert "param x: f64[4, 4] cholesky_factor_corr" in text
     with pytest.raises(kiln.KilnError, match="unknown transform"):
         g.param("y", shape=(3,), transform="simplx")
+
+
+@pytest.mark.parametrize("tr", ["simplex", "ordered", "positive_ordered",
+                                "unit_vector", "sum_to_zero"])
+def test_batched_rows(tr):
+    """A vector transform of f64[3, 4] is the transform of each row (Stan's
+    array[3] simplex[4]): values, log-Jacobian (the rows' sum), inverse,
+    gradient and backends."""
+    one = model(tr, [4])
+    m = model(tr, [3, 4])
+    n = one.n_unc
+    assert m.n_unc == 3 * n and m.n_params() == 12
+    rng = np.random.default_rng(3)
+    u = rng.normal(size=3 * n)
+    x = m.constrain(u)
+    rows = [one.constrain(u[r * n:(r + 1) * n]) for r in range(3)]
+    np.testing.assert_allclose(x, np.concatenate(rows), rtol=1e-15)
+    lj = sum(one.log_density(u[r * n:(r + 1) * n]) for r in range(3))
+    assert m.log_density(u) == pytest.approx(lj, rel=1e-14, abs=1e-14)
+    if tr != "unit_vector":
+        np.testing.assert_allclose(m.unconstrain(x), u, atol=1e-10)
+    w = model(tr, [3, 4], weights=True)
+    lp, g = w.log_density_gradient(u)
+    np.testing.assert_allclose(g, fd_grad(w.log_density, u), rtol=1e-6,
+                               atol=1e-6)
+    for b in backends():
+        lb, gb = model(tr, [3, 4], weights=True, backend=b) \
+            .log_density_gradient(u)
+        assert lb == pytest.approx(lp, rel=1e-12)
+        np.testing.assert_allclose(gb, g, rtol=1e-11, atol=1e-12)
+
+
+HMM = """kiln 1
+graph hmm
+  shared y: f64[K]
+  param theta: f64[K, K] simplex
+  param mu: f64[K] positive_ordered
+  output logp = add(sum(log(theta)), sum(mul(y, mu)))
+end
+"""
+
+
+def test_symbolic_array_of_simplexes():
+    """hmm_example's `array[K] simplex[K] theta` with K from data: the
+    input is f64[K, K-1]."""
+    m = kiln.Model(HMM, data={"y": [0.1, 0.2, 0.3]})
+    assert m.n_unc == 3 * 2 + 3 and m.n_params() == 9 + 3
+    assert m.param_unc_names()[:6] == ["theta.%d.%d" % (i, j)
+                                       for i in (1, 2, 3) for j in (1, 2)]
+    u = np.linspace(-1, 1, 9)
+    x = m.constrain(u)
+    np.testing.assert_allclose(x[:9].reshape(3, 3).sum(axis=1), 1,
+                               rtol=1e-15)
+    np.testing.assert_allclose(m.unconstrain(x), u, atol=1e-12)
+    lp, g = m.log_density_gradient(u)
+    np.testing.assert_allclose(g, fd_grad(m.log_density, u), rtol=1e-6,
+                               atol=1e-7)
