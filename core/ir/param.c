@@ -172,8 +172,9 @@ static kiln_value finish_param(kiln_graph *g, kiln_param_rec *r, kiln_value x,
  * The vector transforms apply along the last axis of a value of any rank
  * >= 1 (Stan's `array[K] simplex[K] theta` is f64[K, K] simplex), the
  * unconstrained value's last dim a derived dim (`K-1`) when K is a
- * symbol; the matrix transforms place values with `take` and index
- * constants, so their dims must be static. */
+ * symbol; the matrix transforms place values with `take` of index
+ * constants (static dims) or of indices computed from a K x K grid (one
+ * named size K: zeros, cumsum, where, cast). */
 
 static const char *const tr_names[] = {
     NULL, "simplex", "ordered", "positive_ordered", "unit_vector",
@@ -199,24 +200,33 @@ static int is_matrix_tr(int tr)
     return tr >= KILN_TRANSFORM_CHOLESKY_FACTOR_CORR;
 }
 
-/* The unconstrained size of a dim d of the constrained value: d + delta
- * (static), or the derived symbol "S-1" / "(S)-1" for a named symbol. */
-static int64_t dim_minus1(kiln_graph *g, int64_t d)
+/* The derived symbol `pattern` (with "%s" for the name, at most twice)
+ * of the named symbol d: "K-1", "K*(K-1)/2"; a name that is itself an
+ * expression is put in parentheses. */
+static int64_t sym_expr(kiln_graph *g, int64_t d, const char *pattern)
 {
-    if (d >= 0)
-        return d - 1;
     const char *sn = KILN_DIM_IS_SYM(d) && KILN_SYM_INDEX(d) < g->n_symbols
                          ? g->symbols[KILN_SYM_INDEX(d)] : NULL;
     if (!sn)
         return KILN_DIM_UNKNOWN;
-    size_t n = strlen(sn);
-    char *t = malloc(n + 5);
-    if (!t)
-        return KILN_DIM_UNKNOWN;
-    snprintf(t, n + 5, kiln_ir_dim_is_expr(sn) ? "(%s)-1" : "%s-1", sn);
-    int64_t r = kiln_graph_symbol(g, t);
+    size_t n = 2 * strlen(sn) + strlen(pattern) + 8;
+    char *name = malloc(n), *t = malloc(n);
+    int64_t r = KILN_DIM_UNKNOWN;
+    if (name && t) {
+        snprintf(name, n, kiln_ir_dim_is_expr(sn) ? "(%s)" : "%s", sn);
+        snprintf(t, n, pattern, name, name);
+        r = kiln_graph_symbol(g, t);
+    }
+    free(name);
     free(t);
     return r;
+}
+
+/* The unconstrained size of a vector's last dim d: d - 1 (static), or the
+ * derived symbol "S-1" for a named symbol. */
+static int64_t dim_minus1(kiln_graph *g, int64_t d)
+{
+    return d >= 0 ? d - 1 : sym_expr(g, d, "%s-1");
 }
 
 /* The unconstrained input's dims for transform tr of a value of dims. */
@@ -248,11 +258,20 @@ static int unc_dims(kiln_graph *g, const char *name, int tr, int rank,
         return 0;
     }
     int64_t M = dims[0], N = dims[1];
+    if (KILN_DIM_IS_SYM(M) && M == N && g->symbols[KILN_SYM_INDEX(M)]) {
+        /* a named size K from data: the input's size is a derived dim */
+        ud[0] = sym_expr(g, M, tr == KILN_TRANSFORM_CHOLESKY_FACTOR_CORR ||
+                                       tr == KILN_TRANSFORM_CORR_MATRIX
+                                   ? "%s*(%s-1)/2" : "%s*(%s+1)/2");
+        if (ud[0] == KILN_DIM_UNKNOWN)
+            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return 0;
+    }
     if (M < 1 || N < 1 || (tr != KILN_TRANSFORM_CHOLESKY_FACTOR_COV && M != N)
         || M < N || M > 4096)
         return kiln_seterr(err, KILN_ERR_SHAPE,
-                           "param '%s': a %s needs static dims%s (1 to 4096), "
-                           "got %s", name, tn,
+                           "param '%s': a %s needs dims%s, static (1 to "
+                           "4096) or one named size K x K, got %s", name, tn,
                            tr == KILN_TRANSFORM_CHOLESKY_FACTOR_COV
                                ? " M x N with M >= N" : " K x K",
                            kiln_ir_shape_str(g, rank, dims, b, sizeof b));
@@ -328,77 +347,164 @@ static kiln_value sum_keep(kiln_graph *g, kiln_value x, int64_t axis,
     return kiln_graph_op(g, "sum", 1, &x, a, 2, err);
 }
 
-/* take(join(v, pad), idx) with idx M x N (i64, owned by the caller). */
-static kiln_value place(kiln_graph *g, const char *pname, const char *what,
-                        kiln_value v, kiln_value pad, int64_t M, int64_t N,
-                        const int64_t *idx, kiln_err *err)
+/* take(join(v, pad), idx): idx an i64 matrix of positions in v, and
+ * len(v) + k for pad[k]. */
+static kiln_value place(kiln_graph *g, kiln_value v, kiln_value pad,
+                        kiln_value idx, kiln_err *err)
 {
-    int64_t d[2] = {M, N};
-    kiln_value ic = tr_const(g, pname, what, KILN_I64, 2, d, idx, err);
-    kiln_value in[2] = {join_at(g, 0, v, pad, err), ic};
-    if (in[0] < 0 || ic < 0)
+    kiln_value in[2] = {join_at(g, 0, v, pad, err), idx};
+    if (in[0] < 0 || idx < 0)
         return -1;
     return op_axis(g, "take", 2, in, 0, err);
+}
+
+/* The index or weight matrix `ia` (static dims) as a const, freeing ia. */
+static kiln_value grid_const(kiln_graph *g, const char *pname,
+                             const char *what, kiln_dtype dt, int rank,
+                             const int64_t *dims, void *ia, kiln_err *err)
+{
+    kiln_value c = ia ? tr_const(g, pname, what, dt, rank, dims, ia, err)
+                      : (kiln_seterr(err, KILN_ERR_NOMEM, "out of memory"),
+                         -1);
+    free(ia);
+    return c;
+}
+
+/* A K x K grid of a named size K, computed at run time: row and column
+ * indices (f64) and K as a K x 1 column. */
+typedef struct grid {
+    kiln_value I, J, K;
+} grid;
+
+static int dyn_grid(kiln_graph *g, const int64_t *dims, grid *gr,
+                    kiln_err *err)
+{
+    kiln_attr a = {.key = "shape", .kind = KILN_ATTR_INTS, .n = 2,
+                   .ints = dims};
+    kiln_value z = kiln_graph_op(g, "zeros", 0, NULL, &a, 1, err);
+    kiln_value ones = op2(g, "fill", z, lit(g, 1, err), err);
+    gr->I = op2(g, "sub", op_axis(g, "cumsum", 1, &ones, 0, err),
+                lit(g, 1, err), err);
+    gr->J = op2(g, "sub", op_axis(g, "cumsum", 1, &ones, 1, err),
+                lit(g, 1, err), err);
+    gr->K = sum_keep(g, ones, 1, err);
+    return gr->I < 0 || gr->J < 0 || gr->K < 0 ? -1 : 0;
+}
+
+/* Arithmetic on grid values (f64; exact integers below 2^53). */
+#define GA(a, b) op2(g, "add", (a), (b), err)
+#define GS(a, b) op2(g, "sub", (a), (b), err)
+#define GM(a, b) op2(g, "mul", (a), (b), err)
+#define GH(a) op2(g, "mul", (a), lit(g, 0.5, err), err)
+#define GL(v) lit(g, (v), err)
+
+static kiln_value where3(kiln_graph *g, kiln_value c, kiln_value a,
+                         kiln_value b, kiln_err *err)
+{
+    kiln_value in[3] = {c, a, b};
+    return c < 0 || a < 0 || b < 0 ? -1
+                                   : kiln_graph_op(g, "where", 3, in, NULL, 0,
+                                                   err);
+}
+
+static kiln_value to_i64(kiln_graph *g, kiln_value x, kiln_err *err)
+{
+    kiln_attr a = {.key = "dtype", .kind = KILN_ATTR_DTYPE, .i = KILN_I64};
+    return x < 0 ? -1 : kiln_graph_op(g, "cast", 1, &x, &a, 1, err);
 }
 
 /* The strict lower triangle of a K x K CPC matrix from u: *zf (z, 1 on the
  * diagonal, 0 above) and *lm (log(1 - z^2), 0 elsewhere); column-major
  * placement for corr_matrix, row-major for cholesky_factor_corr. */
-static int cpc_mats(kiln_graph *g, const char *pname, kiln_value u, int64_t K,
-                    int colmajor, kiln_value *zf, kiln_value *lm,
-                    kiln_value *l1, kiln_err *err)
+static int cpc_mats(kiln_graph *g, const char *pname, kiln_value u,
+                    const int64_t *dims, const grid *gr, int colmajor,
+                    kiln_value *zf, kiln_value *lm, kiln_value *l1,
+                    kiln_err *err)
 {
-    int64_t n = K * (K - 1) / 2;
-    int64_t *ia = malloc(sizeof *ia * (size_t)(K * K)), two = 2;
-    if (!ia)
-        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < K; i++)
-        for (int64_t j = 0; j < K; j++)
-            ia[i * K + j] = i == j ? n + 1 : j > i ? n
-                            : colmajor ? j * (2 * K - j - 1) / 2 + (i - j - 1)
-                                       : i * (i - 1) / 2 + j;
+    int64_t K = dims[0], two = 2;
+    kiln_value idx;
+    if (!gr) {
+        int64_t n = K * (K - 1) / 2;
+        int64_t *ia = malloc(sizeof *ia * (size_t)(K * K));
+        for (int64_t i = 0; ia && i < K; i++)
+            for (int64_t j = 0; j < K; j++)
+                ia[i * K + j] = i == j ? n + 1 : j > i ? n
+                                : colmajor ? j * (2 * K - j - 1) / 2 +
+                                                 (i - j - 1)
+                                           : i * (i - 1) / 2 + j;
+        idx = grid_const(g, pname, "cpc", KILN_I64, 2, dims, ia, err);
+    } else {
+        kiln_value I = gr->I, J = gr->J, Kc = gr->K;
+        kiln_value n = GH(GM(Kc, GS(Kc, GL(1))));
+        kiln_value pos = colmajor
+            ? GA(GH(GM(J, GS(GS(GM(GL(2), Kc), J), GL(1)))),
+                 GS(GS(I, J), GL(1)))
+            : GA(GH(GM(I, GS(I, GL(1)))), J);
+        idx = to_i64(g, where3(g, op2(g, "gt", I, J, err), pos,
+                               where3(g, op2(g, "eq", I, J, err),
+                                      GA(n, GL(1)), n, err), err), err);
+    }
     static const double zpad[2] = {0, 1}, lpad[2] = {0, 0};
     kiln_value z = op1(g, "tanh", u, err);
     *l1 = op1(g, "log1p", op1(g, "neg", op2(g, "mul", z, z, err), err), err);
-    *zf = place(g, pname, "cpc", z, tr_const(g, pname, "zpad", KILN_F64, 1,
-                                             &two, zpad, err), K, K, ia, err);
-    *lm = place(g, pname, "cpcl", *l1, tr_const(g, pname, "lpad", KILN_F64,
-                                                1, &two, lpad, err), K, K, ia,
-                err);
-    free(ia);
+    *zf = place(g, z, tr_const(g, pname, "zpad", KILN_F64, 1, &two, zpad,
+                               err), idx, err);
+    *lm = place(g, *l1, tr_const(g, pname, "lpad", KILN_F64, 1, &two, lpad,
+                                 err), idx, err);
     return *zf < 0 || *lm < 0 ? -1 : 0;
 }
 
 /* L of cholesky_factor_cov / cov_matrix, M x N; *ud gets the diagonal's
  * unconstrained values (N). */
 static kiln_value chol_fill(kiln_graph *g, const char *pname, kiln_value u,
-                            int64_t M, int64_t N, kiln_value *ud,
-                            kiln_err *err)
+                            const int64_t *dims, const grid *gr,
+                            kiln_value *ud, kiln_err *err)
 {
-    int64_t P = N * (N + 1) / 2 + (M - N) * N, one = 1;
-    int64_t *ia = malloc(sizeof *ia * (size_t)(M * N + N));
-    if (!ia) {
-        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-        return -1;
+    int64_t M = dims[0], N = dims[1], one = 1;
+    kiln_value idx, dc;
+    if (!gr) {
+        int64_t P = N * (N + 1) / 2 + (M - N) * N;
+        int64_t *ia = malloc(sizeof *ia * (size_t)(M * N));
+        int64_t *dp = malloc(sizeof *dp * (size_t)N);
+        for (int64_t m = 0; dp && m < N; m++)
+            dp[m] = m * (m + 3) / 2;
+        for (int64_t m = 0; ia && m < M; m++)
+            for (int64_t k = 0; k < N; k++)
+                ia[m * N + k] = m >= N ? N * (N + 1) / 2 + (m - N) * N + k
+                                : k < m ? m * (m + 1) / 2 + k
+                                : k == m ? P + m : P + N;
+        idx = grid_const(g, pname, "tri", KILN_I64, 2, dims, ia, err);
+        dc = grid_const(g, pname, "diag", KILN_I64, 1, &N, dp, err);
+    } else {
+        /* square, K a symbol: the strict lower triangle from u and the
+         * diagonal from exp(u_kk), placed apart (a join's gradient takes
+         * one input of a symbolic size) and added */
+        static const double zero = 0;
+        kiln_value I = gr->I, J = gr->J, Kc = gr->K;
+        kiln_value lower = op2(g, "gt", I, J, err);
+        kiln_value diag = op2(g, "eq", I, J, err);
+        idx = to_i64(g, where3(g, lower, GA(GH(GM(I, GA(I, GL(1)))), J),
+                               GH(GM(Kc, GA(Kc, GL(1)))), err), err);
+        kiln_index r0 = {.kind = KILN_INDEX_INT, .start = 0};
+        kiln_value m = kiln_graph_subtensor(g, J, 1, &r0, err);
+        dc = to_i64(g, GH(GM(m, GA(m, GL(3)))), err);
+        kiln_value in[2] = {u, dc};
+        *ud = dc < 0 ? -1 : op_axis(g, "take", 2, in, 0, err);
+        kiln_value z1 = tr_const(g, pname, "zero", KILN_F64, 1, &one, &zero,
+                                 err);
+        kiln_value off = place(g, u, z1, idx, err);
+        kiln_value dg = place(g, op1(g, "exp", *ud, err), z1,
+                              to_i64(g, where3(g, diag, I, Kc, err), err),
+                              err);
+        return GA(off, dg);
     }
-    int64_t *dp = ia + M * N;
-    for (int64_t m = 0; m < N; m++)
-        dp[m] = m * (m + 3) / 2;
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t k = 0; k < N; k++)
-            ia[m * N + k] = m >= N ? N * (N + 1) / 2 + (m - N) * N + k
-                            : k < m ? m * (m + 1) / 2 + k
-                            : k == m ? P + m : P + N;
     static const double zero = 0;
-    kiln_value dc = tr_const(g, pname, "diag", KILN_I64, 1, &N, dp, err);
     kiln_value in[2] = {u, dc};
     *ud = dc < 0 ? -1 : op_axis(g, "take", 2, in, 0, err);
     kiln_value tail = join_at(g, 0, op1(g, "exp", *ud, err),
-                            tr_const(g, pname, "zero", KILN_F64, 1, &one,
-                                     &zero, err), err);
-    kiln_value L = place(g, pname, "tri", u, tail, M, N, ia, err);
-    free(ia);
-    return L;
+                              tr_const(g, pname, "zero", KILN_F64, 1, &one,
+                                       &zero, err), err);
+    return place(g, u, tail, idx, err);
 }
 
 static kiln_value self_outer(kiln_graph *g, kiln_value L, kiln_err *err)
@@ -487,21 +593,29 @@ static kiln_value build_transform(kiln_graph *g, const char *pname, int tr,
         int64_t K = dims[0];
         int cm = tr == KILN_TRANSFORM_CORR_MATRIX;
         kiln_value zf = -1, lm = -1, l1 = -1;
-        if (cpc_mats(g, pname, u, K, cm, &zf, &lm, &l1, err))
+        grid gr;
+        if ((K < 0 && dyn_grid(g, dims, &gr, err)) ||
+            cpc_mats(g, pname, u, dims, K < 0 ? &gr : NULL, cm, &zf, &lm,
+                     &l1, err))
             return -1;
         kiln_value logw = op2(g, "sub", op_axis(g, "cumsum", 1, &lm, 1, err),
                               lm, err);
         x = op2(g, "mul", zf, op1(g, "exp", op2(g, "mul", lit(g, 0.5, err),
                                                  logw, err), err), err);
-        double *wt = malloc(sizeof *wt * (size_t)(K * K));
-        if (!wt)
-            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory"), -1;
-        for (int64_t i = 0; i < K; i++)
-            for (int64_t j = 0; j < K; j++)
-                wt[i * K + j] = i <= j ? 0 : cm ? 1 + 0.5 * (double)(K - j - 2)
-                                                : 0.5;
-        kiln_value wc = tr_const(g, pname, "jw", KILN_F64, 2, dims, wt, err);
-        free(wt);
+        kiln_value wc;
+        if (K >= 0) {
+            double *wt = malloc(sizeof *wt * (size_t)(K * K));
+            for (int64_t i = 0; wt && i < K; i++)
+                for (int64_t j = 0; j < K; j++)
+                    wt[i * K + j] = i <= j ? 0
+                                    : cm ? 1 + 0.5 * (double)(K - j - 2)
+                                         : 0.5;
+            wc = grid_const(g, pname, "jw", KILN_F64, 2, dims, wt, err);
+        } else {
+            kiln_value w = cm ? GA(GL(1), GH(GS(GS(gr.K, gr.J), GL(2))))
+                              : GL(0.5);
+            wc = where3(g, op2(g, "gt", gr.I, gr.J, err), w, GL(0), err);
+        }
         if (cm) {
             *lj = op1(g, "sum", op2(g, "mul", lm, wc, err), err);
             x = self_outer(g, x, err);
@@ -514,21 +628,31 @@ static kiln_value build_transform(kiln_graph *g, const char *pname, int tr,
     case KILN_TRANSFORM_CHOLESKY_FACTOR_COV:
     case KILN_TRANSFORM_COV_MATRIX: {
         kiln_value ud = -1;
-        x = chol_fill(g, pname, u, dims[0], dims[1], &ud, err);
+        int64_t K = dims[0];
+        grid gr;
+        if (K < 0 && dyn_grid(g, dims, &gr, err))
+            return -1;
+        x = chol_fill(g, pname, u, dims, K < 0 ? &gr : NULL, &ud, err);
         if (tr == KILN_TRANSFORM_CHOLESKY_FACTOR_COV) {
             *lj = op1(g, "sum", ud, err);
             break;
         }
-        int64_t K = dims[0];
-        double *cf = malloc(sizeof *cf * (size_t)K);
-        if (!cf)
-            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory"), -1;
-        for (int64_t k = 0; k < K; k++)
-            cf[k] = (double)(K - k + 1);
-        kiln_value cc = tr_const(g, pname, "jw", KILN_F64, 1, &K, cf, err);
-        free(cf);
-        *lj = op2(g, "add", lit(g, (double)K * 0.69314718055994530942, err),
-                  op1(g, "sum", op2(g, "mul", ud, cc, err), err), err);
+        kiln_value cc, kl;
+        if (K >= 0) {
+            double *cf = malloc(sizeof *cf * (size_t)K);
+            for (int64_t k = 0; cf && k < K; k++)
+                cf[k] = (double)(K - k + 1);
+            cc = grid_const(g, pname, "jw", KILN_F64, 1, &K, cf, err);
+            kl = GL((double)K * 0.69314718055994530942);
+        } else {    /* K - k + 1 from the diagonal's u: k = 0..K-1 */
+            kiln_value ones = op2(g, "fill", ud, GL(1), err);
+            kiln_value k0 = GS(op_axis(g, "cumsum", 1, &ones, 0, err), GL(1));
+            kiln_value Ks = op1(g, "sum", ones, err);
+            cc = GA(GS(Ks, k0), GL(1));
+            kl = GM(Ks, GL(0.69314718055994530942));
+        }
+        *lj = op2(g, "add", kl, op1(g, "sum", op2(g, "mul", ud, cc, err),
+                                    err), err);
         x = self_outer(g, x, err);
         break;
     }

@@ -246,13 +246,14 @@ typedef enum kiln_param_transform {
  * sum_to_zero).  The vector transforms apply along the last axis of a
  * value of any rank >= 1 (Stan's `array[K] simplex[K]` is f64[K, K]
  * simplex, its input f64[K, K-1]), whose last dim is a static or named
- * size >= 1; the matrix ones take static dims from 1 to 4096 and a
- * rank-1 input.  Every node is made from
+ * size >= 1; the matrix ones take a rank-1 input and static dims (1 to
+ * 4096) or one named size K x K (the triangle's indices then computed at
+ * run time, the input f64[K*(K-1)/2] or f64[K*(K+1)/2]).  Every node is made from
  * ops with gradients.  Edges: unit_vector at u = 0 is NaN (Stan rejects
  * it); a simplex of size 1 is [1].
  * Errors: KILN_ERR_SHAPE ("param 'theta': a simplex is a vector (rank
- * >= 1: vectors along the last axis), got shape ()"; "param 'L': a cholesky_factor_corr needs static
- * dims K x K ..."), KILN_ERR_TYPE (dtype), KILN_ERR_NAME (name or
+ * >= 1: vectors along the last axis), got shape ()"; "param 'L': a cholesky_factor_corr needs dims
+ * K x K, static (1 to 4096) or one named size K x K, got (K, J)"), KILN_ERR_TYPE (dtype), KILN_ERR_NAME (name or
  * name_unc defined), KILN_ERR_ARG (an unknown transform).
  * Returns the constrained value, or -1. */
 kiln_value kiln_graph_param_transform(kiln_graph *g, const char *name,

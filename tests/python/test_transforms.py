@@ -284,8 +284,8 @@ def test_bad_input():
     with pytest.raises(kiln.KilnError, match="takes no bounds"):
         kiln.Graph.parse("kiln 1\ngraph b\n  param s: f64[3] simplex "
                          "lower=0\n  output logp = sum(s)\nend\n")
-    with pytest.raises(kiln.KilnError, match="static dims"):
-        kiln.Graph.parse("kiln 1\ngraph b\n  param L: f64[K, K] "
+    with pytest.raises(kiln.KilnError, match="one named size K x K"):
+        kiln.Graph.parse("kiln 1\ngraph b\n  param L: f64[K, J] "
                          "cholesky_factor_corr\n  output logp = sum(L)\nend\n")
 
 
@@ -364,3 +364,34 @@ def test_symbolic_array_of_simplexes():
     lp, g = m.log_density_gradient(u)
     np.testing.assert_allclose(g, fd_grad(m.log_density, u), rtol=1e-6,
                                atol=1e-7)
+
+
+@pytest.mark.parametrize("tr", ["cholesky_factor_corr", "corr_matrix",
+                                "cov_matrix", "cholesky_factor_cov"])
+@pytest.mark.parametrize("K", [1, 2, 4])
+def test_symbolic_matrix(tr, K):
+    """f64[K, K] TRANSFORM with K from data (a shared f64[K]): the input is
+    f64[K*(K-1)/2] or f64[K*(K+1)/2] and the triangle is placed with
+    indices computed at run time; the same values, log-Jacobian, gradient
+    and inverse as the static K."""
+    src = ("kiln 1\ngraph s\n  shared v: f64[K]\n  param x: f64[K, K] %s\n"
+           "  output logp = add(sum(mul(x, 0.3)), sum(v))\nend\n" % tr)
+    m = kiln.Model(src, data={"v": np.zeros(K)})
+    st = model(tr, [K, K])
+    assert m.n_unc == st.n_unc and m.n_params() == K * K
+    rng = np.random.default_rng(K)
+    u = rng.normal(size=m.n_unc)
+    x = m.constrain(u)
+    np.testing.assert_allclose(x, st.constrain(u), rtol=1e-14, atol=1e-15)
+    lj = st.log_density(u)
+    assert m.log_density(u) - m.log_density(u, False) == \
+        pytest.approx(lj, rel=1e-13, abs=1e-13)
+    lp, g = m.log_density_gradient(u)
+    np.testing.assert_allclose(g, fd_grad(m.log_density, u), rtol=1e-6,
+                               atol=1e-6)
+    np.testing.assert_allclose(m.unconstrain(x), u, atol=1e-9)
+    for b in backends():
+        mb = kiln.Model(src, data={"v": np.zeros(K)}, backend=b)
+        lb, gb = mb.log_density_gradient(u)
+        assert lb == pytest.approx(lp, rel=1e-12, abs=1e-12)
+        np.testing.assert_allclose(gb, g, rtol=1e-11, atol=1e-12)
