@@ -284,6 +284,61 @@ def radon(tap, lib, rng):
               "radon: unconstrain(constrain(u)) == u")
 
 
+TRANSFORMS_KG = """kiln 1
+# Stan's transforms through BridgeStan (tests/test_bridgestan.py)
+graph transforms
+  shared alpha: f64[K]
+  param theta: f64[K] simplex
+  param L: f64[3, 3] cholesky_factor_corr
+  param c: f64[4] ordered
+  param a1: f64 lower=0 upper=1
+  param b1: f64 lower=0 upper=(1 - a1)
+  lp1 = sum(mul(sub(alpha, 1), log(theta)))
+  output logp = add(add(lp1, sum(mul(L, 0.5))), add(sum(c), log(b1)))
+end
+"""
+
+
+def transforms(tap, rng):
+    """A simplex of K from data (K-1 unconstrained), a 3 x 3 Cholesky
+    factor of a correlation matrix (3), an ordered vector and garch11's
+    bound on an earlier parameter: sizes, names, round trips."""
+    kg = os.path.join(TMP, "transforms.kg")
+    with open(kg, "w") as f:
+        f.write(TRANSFORMS_KG)
+    lib = make_library(KILN, kg, os.path.join(TMP, "transforms.so"))
+    m = bridgestan.StanModel(lib, json.dumps({"alpha": [1.5, 2, 0.5, 3]}),
+                             warn=False)
+    tap.ok((m.param_unc_num(), m.param_num()) == (3 + 3 + 4 + 2,
+                                                  4 + 9 + 4 + 2),
+           "transforms: 12 unconstrained, 19 constrained values")
+    tap.ok(m.param_unc_names()[:3] == names("theta", 3) and
+           m.param_names()[:4] == names("theta", 4),
+           "transforms: theta.1..3 unconstrained, theta.1..4 constrained")
+    u = rng.normal(size=12)
+    c = m.param_constrain(u)
+    tap.close(sum(c[:4]), 1.0, 1e-14, 0, "transforms: the simplex sums to 1")
+    Lm = np.reshape(c[4:13], (3, 3))
+    tap.close(np.sum(Lm * Lm, axis=1), np.ones(3), 1e-14, 0,
+              "transforms: the Cholesky factor's rows have norm 1")
+    tap.ok(bool(np.all(np.diff(c[13:17]) > 0)), "transforms: c is ordered")
+    tap.ok(0 < c[18] < 1 - c[17], "transforms: 0 < b1 < 1 - a1")
+    tap.close(m.param_unconstrain(c), u, 1e-9, 1e-9,
+              "transforms: param_unconstrain(param_constrain(u)) == u")
+    js = {"theta": list(c[:4]), "L": Lm.tolist(), "c": list(c[13:17]),
+          "a1": c[17], "b1": c[18]}
+    tap.close(m.param_unconstrain_json(json.dumps(js)), u, 1e-9, 1e-9,
+              "transforms: param_unconstrain_json of the same values")
+    lp, g = m.log_density_gradient(u)
+    tap.close(g, fd_gradient(m.log_density, u), 1e-6, 1e-6,
+              "transforms: gradient = central differences")
+    bad = dict(js, theta=[0.5, 0.5])
+    tap.raises(lambda: m.param_unconstrain_json(json.dumps(bad)),
+               ["theta", "(2)", "f64[4]"],
+               "transforms: a simplex of the wrong length names it and "
+               "both shapes")
+
+
 def run(tap):
     rng = np.random.default_rng(20261202)
     eight = make_library(KILN, P["eight_kg"], os.path.join(TMP, "eight.so"))
@@ -298,6 +353,7 @@ def run(tap):
     threads(tap, m, rng)
     second_process(tap, eight, m)
     radon(tap, radon_lib, rng)
+    transforms(tap, rng)
 
 
 main_guard(run)

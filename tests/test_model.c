@@ -647,6 +647,65 @@ static void test_callback(void)
     kiln_model_free(m);
 }
 
+/* Derived dims (core/ir/dimexpr.c): an unconstrained size K*(K-1)/2
+ * given by data sizes K, solved back; sizes that disagree or that no K
+ * gives are errors; bad expressions are parse errors, never a crash. */
+static void test_derived_dims(void)
+{
+    static const char *kg =
+        "kiln 1\ngraph d\n  param x: f64[K*(K-1)/2]\n  shared y: f64[K]\n"
+        "  output logp = add(sum(mul(x, x)), sum(y))\nend\n";
+    kiln_err e;
+    kiln_model *m = make(kg, "{\"y\": [1, 2, 3, 4, 5]}", "interp", &e);
+    ok(m && kiln_model_n_unc(m) == 10,
+       "f64[K*(K-1)/2] with K = 5 from data has 10 values (%d)",
+       m ? kiln_model_n_unc(m) : -1);
+    if (!m)
+        diag("%s", e.message);
+    kiln_model_free(m);
+    /* the other way: K from the derived size of a call's input */
+    kiln_graph *g = kiln_parse_string(
+        "kiln 1\ngraph s\n  input t: f64[K*(K-1)/2]\n  input v: f64[?]\n"
+        "  output o = add(sum(t), sum(v))\n  output k = zeros(shape=[K])\n"
+        "end\n", NULL, NULL, &e);
+    kiln_function *f = g ? kiln_compile(g, NULL, &e) : NULL;
+    double t6[6] = {1, 2, 3, 4, 5, 6}, v1 = 0;
+    kiln_tensor in[2] = {{KILN_F64, 1, {6}, t6}, {KILN_F64, 1, {1}, &v1}};
+    kiln_tensor out[2];
+    int rc = f ? kiln_function_call(f, in, out, &e) : -1;
+    ok(rc == 0 && out[1].rank == 1 && out[1].shape[0] == 4,
+       "an input of K*(K-1)/2 = 6 values solves K = 4 (zeros(shape=[K]))");
+    if (rc)
+        diag("%s", e.message);
+    in[0].shape[0] = 5;
+    rc = f ? kiln_function_call(f, in, out, &e) : -1;
+    ok(rc == KILN_ERR_SHAPE && strstr(e.message, "input 't'") &&
+           strstr(e.message, "'K*(K-1)/2' is 5, which no size of 'K' gives"),
+       "5 values: no K gives them, the message names the input and dim");
+    diag("%s", rc ? e.message : "(ran)");
+    kiln_function_free(f);
+    kiln_graph_free(g);
+    static const char *bad[] = {"f64[K-]", "f64[K*(K-1]", "f64[K+(]",
+                                "f64[2*3]", "f64[K/0+1]",
+                                "f64[K-9223372036854775807-9]",
+                                "f64[K)]", "f64[K--1]"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char text[256];
+        snprintf(text, sizeof text, "kiln 1\ngraph b\n  input x: %s\n"
+                 "  output o = sum(x)\nend\n", bad[k]);
+        kiln_graph *gb = kiln_parse_string(text, NULL, NULL, &e);
+        kiln_function *fb = gb ? kiln_compile(gb, NULL, &e) : NULL;
+        double x[3] = {0};
+        kiln_tensor xi = {KILN_F64, 1, {3}, x}, o;
+        int r = fb ? kiln_function_call(fb, &xi, &o, &e) : -1;
+        ok(!gb || r != 0 || k == 4 || k == 6,
+           "%s: an error (parse or call), no crash", bad[k]);
+        diag("%s", gb && !r ? "(ran)" : e.message);
+        kiln_function_free(fb);
+        kiln_graph_free(gb);
+    }
+}
+
 int main(void)
 {
     const char *bk[3];
@@ -663,6 +722,7 @@ int main(void)
     test_data_not_json();
     test_zero_size();
     test_symbol_not_int();
+    test_derived_dims();
     test_threads();
     test_callback();
     return done_testing();

@@ -1817,9 +1817,19 @@ static void test_params(void)
         "bound -1e+308 overflows (the width must be finite)",
         "bounds whose width overflows", "kiln 1", "graph m",
         "  param k: f64 lower=-1e308 upper=1e308", "end");
-    ERR(KILN_ERR_PARSE, "m.kg:3:16: expected lower=BOUND, upper=BOUND or "
-        "end of line, found 'low'", "unknown keyword", "kiln 1", "graph m",
+    ERR(KILN_ERR_PARSE, "m.kg:3:16: expected lower=BOUND, upper=BOUND, a "
+        "transform (simplex, ordered, ...) or end of line, found 'low'",
+        "unknown keyword", "kiln 1", "graph m",
         "  param k: f64 low=1", "end");
+    ERR(KILN_ERR_PARSE, "m.kg:3:19: param: a simplex takes no bounds",
+        "a transform with a bound", "kiln 1", "graph m",
+        "  param s: f64[3] simplex lower=0", "end");
+    ERR(KILN_ERR_PARSE, "m.kg:3:35: bound expression: expected a number, a "
+        "name or '('", "a bound expression cut short", "kiln 1", "graph m",
+        "  param k: f64 lower=0 upper=(1 - )", "end");
+    ERR(KILN_ERR_NAME, "m.kg:3:33: undefined name 'alpha'",
+        "a bound expression naming nothing", "kiln 1", "graph m",
+        "  param k: f64 lower=0 upper=(1-alpha)", "end");
     ERR(KILN_ERR_NAME, "m.kg:4:9: duplicate name 'k_unc'",
         "the unconstrained name is taken", "kiln 1", "graph m",
         "  input k_unc: f64", "  param k: f64 lower=0", "end");

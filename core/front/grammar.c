@@ -205,6 +205,57 @@ static int def_line_of(const parser *p, kiln_value v)
     return (size_t)v < p->def_cap ? p->def_line[v] : 0;
 }
 
+/* A derived dim (`K-1`, `K*(K-1)/2`; core/ir/dimexpr.c) at the current
+ * token, an integer or a name: read from the source up to the ',' or ']'
+ * that ends it, as one symbol named by its canonical text.  *d gets the
+ * symbol and the token after it is current; *done = 0 (nothing read) when
+ * the dim is a plain size or name.  Returns 0 or -1 (error set). */
+static int parse_dim_expr(parser *p, int64_t *d, int *done)
+{
+    *done = 0;
+    if (p->has_pk || (p->t.kind != T_IDENT && p->t.kind != T_INT))
+        return 0;
+    const char *s = p->t.s, *end = p->src + p->len;
+    size_t n = 0;
+    int depth = 0, ops = 0;
+    for (; s + n < end; n++) {
+        char c = s[n];
+        if ((c == ',' || c == ']') && depth == 0)
+            break;
+        if (c == '(')
+            depth++;
+        else if (c == ')') {
+            if (--depth < 0)
+                break;
+        } else if (c == '+' || c == '-' || c == '*' || c == '/')
+            ops = 1;
+        else if (!(c == ' ' || c == '\t' || c == '_' ||
+                   (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                   (c >= 'A' && c <= 'Z')))
+            break;
+    }
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        n--;
+    if (!ops)
+        return 0;
+    char canon[256];
+    size_t cn = kiln_ir_dimexpr_canon(s, n, canon, sizeof canon);
+    if (cn == 0 || cn >= sizeof canon || !strpbrk(canon, "abcdefghijklmnopq"
+                                                  "rstuvwxyzABCDEFGHIJKLMN"
+                                                  "OPQRSTUVWXYZ_"))
+        return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                                "bad dim expression '%.*s' (a derived dim "
+                                "is integers and names with + - * / and "
+                                "parentheses, e.g. K*(K-1)/2)",
+                                n > 60 ? 60 : (int)n, s);
+    *d = kiln_graph_symbol(p->g, canon);
+    if (*d == KILN_DIM_UNKNOWN)
+        return kiln_lex_nomem(p);
+    p->pos = (size_t)(s + n - p->src);
+    *done = 1;
+    return kiln_lex_advance(p);
+}
+
 /* The value named by identifier token t, or an error. */
 static int lookup_name(parser *p, const tok *t, kiln_value *out)
 {
@@ -459,7 +510,13 @@ static int parse_attr_value(parser *p, attr_item *it, int op)
             return -1;
         while (p->t.kind != T_RBRACK) {
             int64_t v;
-            if (starts_int(p)) {
+            int derived;
+            if (strcmp(it->key, "shape") == 0 &&
+                parse_dim_expr(p, &v, &derived))
+                return -1;
+            if (strcmp(it->key, "shape") == 0 && derived) {
+                /* v is the derived symbol; the token after it is current */
+            } else if (starts_int(p)) {
                 int vline = p->t.line, vcol = p->t.col;
                 if (parse_int(p, "an integer", &v))
                     return -1;
@@ -1067,6 +1124,7 @@ static int parse_arg(parser *p, operand **args, size_t *nargs, size_t *cargs)
     return 0;
 }
 
+
 /* ---- declarations --------------------------------------------------- */
 
 typedef struct decl_type {
@@ -1105,6 +1163,13 @@ static int parse_type(parser *p, decl_type *ty)
         if (ty->rank == KILN_MAX_RANK)
             return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
                            "too many dims (at most %d)", KILN_MAX_RANK);
+        int derived;
+        if (parse_dim_expr(p, &d, &derived))
+            return -1;
+        if (derived) {
+            ty->dims[ty->rank++] = d;
+            goto next_dim;
+        }
         if (p->t.kind == T_INT) {
             if (digits_to_i64(p->t.s, p->t.n, 0, &d))
                 return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
@@ -1126,6 +1191,7 @@ static int parse_type(parser *p, decl_type *ty)
         ty->dims[ty->rank++] = d;
         if (kiln_lex_advance(p))
             return -1;
+    next_dim:
         if (p->t.kind == T_COMMA) {
             if (kiln_lex_advance(p))
                 return -1;
@@ -1183,6 +1249,157 @@ out:
     return rc;
 }
 
+/* A bound written `(EXPR)`: numbers, names of scalar values, unary '-',
+ * + - * / and parentheses (garch11's `upper=(1 - alpha1)`), read from the
+ * source (kiln's other expressions are calls: add(a, b)) into add / sub /
+ * mul / true_div nodes.  The current token is the '('. */
+typedef struct bexpr {
+    parser *p;
+    const char *s;
+    size_t i, n;
+    int line, col0;
+} bexpr;
+
+static kiln_value bx_expr(bexpr *b);
+
+static int bx_fail(bexpr *b, const char *what)
+{
+    return kiln_lex_fail_at(b->p, b->line, b->col0 + (int)b->i,
+                            KILN_ERR_PARSE, "bound expression: %s", what);
+}
+
+/* A builder's result: on failure its message gets the position. */
+static kiln_value bx_built(bexpr *b, kiln_value v)
+{
+    if (v < 0)
+        kiln_lex_builder_fail(b->p, b->line, b->col0);
+    return v;
+}
+
+static void bx_ws(bexpr *b)
+{
+    while (b->i < b->n && (b->s[b->i] == ' ' || b->s[b->i] == '\t'))
+        b->i++;
+}
+
+static kiln_value bx_factor(bexpr *b)
+{
+    bx_ws(b);
+    if (b->i >= b->n)
+        return bx_fail(b, "expected a number, a name or '('");
+    char c = b->s[b->i];
+    kiln_graph *g = b->p->g;
+    if (c == '-') {
+        b->i++;
+        kiln_value x = bx_factor(b);
+        return x < 0 ? -1 : bx_built(b, kiln_graph_op(g, "neg", 1, &x, NULL,
+                                                      0, &b->p->e));
+    }
+    if (c == '(') {
+        b->i++;
+        kiln_value x = bx_expr(b);
+        bx_ws(b);
+        if (x >= 0 && (b->i >= b->n || b->s[b->i] != ')'))
+            return bx_fail(b, "expected ')'");
+        b->i++;
+        return x;
+    }
+    size_t at = b->i;
+    if ((c >= '0' && c <= '9') || c == '.') {
+        while (b->i < b->n && ((b->s[b->i] >= '0' && b->s[b->i] <= '9') ||
+                               b->s[b->i] == '.' || b->s[b->i] == 'e' ||
+                               b->s[b->i] == 'E' ||
+                               ((b->s[b->i] == '-' || b->s[b->i] == '+') &&
+                                (b->s[b->i - 1] == 'e' ||
+                                 b->s[b->i - 1] == 'E'))))
+            b->i++;
+        char buf[64];
+        size_t len = b->i - at;
+        if (len >= sizeof buf)
+            return bx_fail(b, "number too long");
+        memcpy(buf, b->s + at, len);
+        buf[len] = '\0';
+        char *end;
+        double v = strtod(buf, &end);
+        if (*end)
+            return bx_fail(b, "bad number");
+        return bx_built(b, kiln_graph_literal(g, v, KILN_LIT_FLOAT,
+                                              &b->p->e));
+    }
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_') {
+        while (b->i < b->n && ((b->s[b->i] >= 'a' && b->s[b->i] <= 'z') ||
+                               (b->s[b->i] >= 'A' && b->s[b->i] <= 'Z') ||
+                               (b->s[b->i] >= '0' && b->s[b->i] <= '9') ||
+                               b->s[b->i] == '_'))
+            b->i++;
+        tok t = {T_IDENT, b->s + at, b->i - at, b->line,
+                 b->col0 + (int)at};
+        kiln_value v;
+        return lookup_name(b->p, &t, &v) ? -1 : v;
+    }
+    return bx_fail(b, "expected a number, a name or '('");
+}
+
+static kiln_value bx_chain(bexpr *b, int mul)
+{
+    kiln_value v = mul ? bx_factor(b) : bx_chain(b, 1);
+    for (;;) {
+        bx_ws(b);
+        if (v < 0 || b->i >= b->n)
+            return v;
+        char c = b->s[b->i];
+        const char *op = mul ? (c == '*' ? "mul" : c == '/' ? "true_div"
+                                                            : NULL)
+                             : (c == '+' ? "add" : c == '-' ? "sub" : NULL);
+        if (!op)
+            return v;
+        b->i++;
+        kiln_value in[2] = {v, mul ? bx_factor(b) : bx_chain(b, 1)};
+        v = in[1] < 0 ? -1 : bx_built(b, kiln_graph_op(b->p->g, op, 2, in,
+                                                       NULL, 0, &b->p->e));
+    }
+}
+
+static kiln_value bx_expr(bexpr *b)
+{
+    return bx_chain(b, 0);
+}
+
+static int parse_bound_expr(parser *p, kiln_value *out)
+{
+    if (p->has_pk)
+        return kiln_lex_expected(p, "a bound");
+    const char *s = p->t.s, *end = p->src + p->len;
+    size_t n = 0;
+    int depth = 0;
+    for (; s + n < end && s[n] != '\n'; n++) {
+        if (s[n] == '(')
+            depth++;
+        else if (s[n] == ')' && --depth == 0) {
+            n++;
+            break;
+        }
+    }
+    if (depth != 0)
+        return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_PARSE,
+                                "bound expression: unclosed '('");
+    bexpr b = {p, s, 0, n, p->t.line, p->t.col};
+    int first = p->g->n_nodes;
+    kiln_value v = bx_expr(&b);
+    if (v < 0)
+        return -1;
+    bx_ws(&b);
+    if (b.i != b.n)
+        return bx_fail(&b, "unexpected text");
+    kiln_ir_stamp_lines(p->g, first, p->t.line);
+    /* the lexer saw the '(' (one open bracket); skip to after ')' */
+    if (p->nest)
+        p->nest--;
+    p->pos = (size_t)(s + n - p->src);
+    *out = v;
+    return kiln_lex_advance(p);
+}
+
 /* `param NAME: TYPE [lower=L] [upper=U]`: L and U are numbers or names
  * of scalar const/shared values (kiln_graph_param, core/ir/param.c). */
 static int stmt_param(parser *p)
@@ -1196,11 +1413,25 @@ static int stmt_param(parser *p)
     int seen[2] = {0, 0};
     if (decl_head(p, "param", &name, &s) || parse_type(p, &ty))
         goto out;
+    int transform = 0;
+    tok trtok = p->t;
     while (p->t.kind == T_IDENT) {
         tok kw = p->t;
         int which = kiln_lex_is_word(&kw, "lower") ? 0 : kiln_lex_is_word(&kw, "upper") ? 1 : -1;
+        int tr = which < 0 ? kiln_param_transform_lookup(kw.s, kw.n) : -1;
+        if (tr > 0 && !transform) {
+            transform = tr;
+            trtok = kw;
+            if (kiln_lex_advance(p))
+                goto out;
+            continue;
+        }
         if (which < 0) {
-            kiln_lex_expected(p, "lower=BOUND, upper=BOUND or end of line");
+            kiln_lex_expected(p, transform ? "end of line (one transform a "
+                                             "parameter)"
+                                           : "lower=BOUND, upper=BOUND, a "
+                                             "transform (simplex, ordered, "
+                                             "...) or end of line");
             goto out;
         }
         if (seen[which]) {
@@ -1226,17 +1457,28 @@ static int stmt_param(parser *p)
             tok bt = p->t;
             if (lookup_name(p, &bt, &ref[which]) || kiln_lex_advance(p))
                 goto out;
+        } else if (p->t.kind == T_LPAREN) {
+            if (parse_bound_expr(p, &ref[which]))
+                goto out;
         } else {
-            kiln_lex_expected(p, "a number or the name of a scalar const or shared "
-                        "value");
+            kiln_lex_expected(p, "a number, the name of a scalar value or "
+                                 "(EXPRESSION)");
             goto out;
         }
     }
     if (kiln_lex_end_of_statement(p))
         goto out;
-    kiln_value v = kiln_graph_param(p->g, s, ty.dt, ty.rank, ty.dims,
-                                    bound[0], ref[0], bound[1], ref[1],
-                                    &p->e);
+    if (transform && (seen[0] || seen[1])) {
+        kiln_lex_fail_at(p, trtok.line, trtok.col, KILN_ERR_PARSE,
+                         "param: a %s takes no bounds",
+                         kiln_param_transform_name(transform));
+        goto out;
+    }
+    kiln_value v = transform
+        ? kiln_graph_param_transform(p->g, s, ty.dt, ty.rank, ty.dims,
+                                     transform, &p->e)
+        : kiln_graph_param(p->g, s, ty.dt, ty.rank, ty.dims, bound[0],
+                           ref[0], bound[1], ref[1], &p->e);
     if (v < 0) {
         kiln_lex_builder_fail(p, name.line, name.col);
         goto out;

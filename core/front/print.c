@@ -495,12 +495,13 @@ static void put_op(printer *pr, const kiln_node *nd)
     sb_puts(b, ")");
 }
 
-/* `  param NAME: TYPE [lower=L] [upper=U]` */
+/* `  param NAME: TYPE [lower=L] [upper=U]` or `  param NAME: TYPE
+ * TRANSFORM` */
 static void put_bound(printer *pr, const char *kw, kiln_value ref, double v)
 {
     sb_puts(&pr->b, kw);
     if (ref >= 0) {
-        put_name(pr, ref);
+        put_arg(pr, ref);
         return;
     }
     /* -0.0 as a float: "-0" would parse back as the integer 0 */
@@ -516,7 +517,13 @@ static void put_param(printer *pr, const kiln_param_rec *r)
     sb_puts(&pr->b, "  param ");
     sb_puts(&pr->b, r->name);
     sb_puts(&pr->b, ": ");
-    put_type(pr, &pr->g->nodes[r->unc].type);
+    /* a transform's input has the unconstrained shape: print the
+     * constrained value's (`param theta: f64[K] simplex`) */
+    put_type(pr, &pr->g->nodes[r->transform ? r->value : r->unc].type);
+    if (r->transform) {
+        sb_puts(&pr->b, " ");
+        sb_puts(&pr->b, kiln_param_transform_name(r->transform));
+    }
     if (r->lower_ref >= 0 || r->lower > -INFINITY)
         put_bound(pr, " lower=", r->lower_ref, r->lower);
     if (r->upper_ref >= 0 || r->upper < INFINITY)
@@ -529,6 +536,18 @@ static void put_param(printer *pr, const kiln_param_rec *r)
 static int is_decl(int op)
 {
     return op == KILN_OP_INPUT || op == KILN_OP_SHARED || op == KILN_OP_CONST;
+}
+
+/* 1 when a bound of r is a computed value (garch11's upper=(1 - alpha1)):
+ * its line goes among the computations, after the bound's. */
+static int late_param(const kiln_graph *g, const kiln_param_rec *r)
+{
+    kiln_value refs[2] = {r->lower_ref, r->upper_ref};
+    for (int b = 0; b < 2; b++)
+        if (refs[b] >= 0 && !is_decl(g->nodes[refs[b]].op) &&
+            g->nodes[refs[b]].op != KILN_OP_LITERAL)
+            return 1;
+    return 0;
 }
 
 /* The nodes a `param` line stands for (kiln_node.param): hidden[v] = 1
@@ -637,7 +656,8 @@ char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
             continue;
         if (nd->op == KILN_OP_INPUT && nd->param > 0 &&
             nd->param <= g->n_params) {
-            put_param(&pr, &g->params[nd->param - 1]);
+            if (!late_param(g, &g->params[nd->param - 1]))
+                put_param(&pr, &g->params[nd->param - 1]);
             continue;
         }
         sb_puts(b, nd->op == KILN_OP_INPUT    ? "  input "
@@ -657,6 +677,10 @@ char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *nd = &g->nodes[i];
+        if (nd->op == KILN_OP_INPUT && nd->param > 0 &&
+            nd->param <= g->n_params &&
+            late_param(g, &g->params[nd->param - 1]))
+            put_param(&pr, &g->params[nd->param - 1]);
         if (is_decl(nd->op) || pr.inl[i] || hidden[i])
             continue;
         sb_puts(b, "  ");

@@ -233,6 +233,26 @@ static int grad_join(gctx *c, kiln_value v, kiln_value gv)
     int64_t ax = n.attrs->has_axes ? n.attrs->axes[0] : 0;
     if (ax < 0)
         ax += r;
+    /* one input may have a named symbolic size along the axis (a derived
+     * dim, `K-1`): the inputs after it are sliced from the end, and its
+     * own slice is reshaped to its declared dims (sized at run time) */
+    int sym = -1;
+    int64_t after = 0;
+    for (int i = 0; !stack && i < n.n_in; i++) {
+        const kiln_node *xn = NODE(c, NODE(c, v)->in[i]);
+        int64_t len = xn->type.dims[ax];
+        if (len >= 0) {
+            if (sym >= 0)
+                after += len;
+            continue;
+        }
+        if (sym >= 0 || !KILN_DIM_IS_SYM(len) ||
+            !c->g->symbols[KILN_SYM_INDEX(len)])
+            return kiln_seterr(c->err, KILN_ERR_TYPE,
+                               "grad: no gradient through join of "
+                               "symbolic sizes along its axis");
+        sym = i;
+    }
     int64_t off = 0;
     for (int i = 0; i < n.n_in; i++) {
         kiln_value x = NODE(c, v)->in[i];
@@ -244,20 +264,34 @@ static int grad_join(gctx *c, kiln_value v, kiln_value gv)
         if (stack) {
             idx[ax].kind = KILN_INDEX_INT;
             idx[ax].start = i;
-        } else {
-            if (len < 0 || off < 0)
-                return kiln_seterr(c->err, KILN_ERR_TYPE,
-                                   "grad: no gradient through join of "
-                                   "symbolic sizes along its axis");
+        } else if (sym < 0 || i < sym) {
             idx[ax].start = off;
             idx[ax].stop = off + len;
             idx[ax].has_start = idx[ax].has_stop = 1;
+        } else if (i == sym) {
+            idx[ax].start = off;
+            idx[ax].stop = -after;
+            idx[ax].has_start = 1;
+            idx[ax].has_stop = after > 0;
+        } else {
+            idx[ax].start = -after;
+            idx[ax].stop = -after + len;
+            idx[ax].has_start = 1;
+            idx[ax].has_stop = -after + len < 0;
+            after -= len;
         }
-        off += len;
+        if (len >= 0)
+            off += len;
         if (!c->path[x])
             continue;
         kiln_value part = kiln_graph_subtensor(c->g, gv, (int)ax + 1, idx,
                                                c->err);
+        if (i == sym && part >= 0) {
+            const kiln_type *xt = &NODE(c, x)->type;
+            kiln_attr a = {.key = "shape", .kind = KILN_ATTR_INTS,
+                           .n = xt->rank, .ints = xt->dims};
+            part = kiln_graph_op(c->g, "reshape", 1, &part, &a, 1, c->err);
+        }
         TRY(contribute(c, x, part));
     }
     return 0;
@@ -302,15 +336,22 @@ static int grad_shape(gctx *c, kiln_value v, kiln_value gv)
     switch (n.op) {
     case KILN_OP_RESHAPE: {
         int64_t shape[KILN_MAX_RANK];
+        /* a named symbol (sized at run time from the inputs: `K`, a
+         * derived `K-1`) stays; at most one anonymous dim, inferred */
         int n_sym = 0;
         for (int i = 0; i < xt.rank; i++) {
-            shape[i] = xt.dims[i] >= 0 ? xt.dims[i] : -1;
-            n_sym += xt.dims[i] < 0;
+            int64_t d = xt.dims[i];
+            int named = KILN_DIM_IS_SYM(d) &&
+                        KILN_SYM_INDEX(d) < c->g->n_symbols &&
+                        c->g->symbols[KILN_SYM_INDEX(d)];
+            shape[i] = d >= 0 || named ? d : -1;
+            n_sym += d < 0 && !named;
         }
         if (n_sym > 1)
             return kiln_seterr(c->err, KILN_ERR_TYPE,
                                "grad: no gradient through reshape of a "
-                               "tensor with %d symbolic dims", n_sym);
+                               "tensor with %d unnamed symbolic dims",
+                               n_sym);
         return contribute(c, x, op1_axes(c, "reshape", gv, "shape", xt.rank,
                                          shape, -1));
     }

@@ -257,12 +257,34 @@ int kiln_graph_n_nodes(const kiln_graph *g)
     return g ? g->n_nodes : 0;
 }
 
+static int base_symbol(const char *name, size_t len, void *arg)
+{
+    char buf[128];
+    if (len >= sizeof buf)
+        return 0;
+    memcpy(buf, name, len);
+    buf[len] = '\0';
+    return kiln_graph_symbol(arg, buf) == KILN_DIM_UNKNOWN;
+}
+
 int64_t kiln_graph_symbol(kiln_graph *g, const char *name)
 {
     if (!g)
         return KILN_DIM_UNKNOWN;
     if (!name)
         return kiln_ir_fresh_symbol(g);
+    /* a derived dim (core/ir/dimexpr.c): canonical text, and each name
+     * it uses a symbol too */
+    char canon[256];
+    if (kiln_ir_dim_is_expr(name)) {
+        size_t n = kiln_ir_dimexpr_canon(name, strlen(name), canon,
+                                         sizeof canon);
+        if (n > 0 && n < sizeof canon) {
+            name = canon;
+            if (kiln_ir_dimexpr_names(canon, base_symbol, g))
+                return KILN_DIM_UNKNOWN;
+        }
+    }
     for (int s = 0; s < g->n_symbols; s++)
         if (g->symbols[s] && strcmp(g->symbols[s], name) == 0)
             return KILN_SYM_ID(s);

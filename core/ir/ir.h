@@ -163,6 +163,7 @@ typedef struct kiln_param_rec {
     kiln_value unc, value, logjac;
     kiln_value lower_ref, upper_ref;
     double lower, upper;
+    int transform;              /* kiln_param_transform; 0: bounds only */
 } kiln_param_rec;
 
 /* What kiln_graph_grad made: result = d cost / d wrt.  Kept so that tools
@@ -336,6 +337,34 @@ const char *kiln_ir_shape_str(const kiln_graph *g, int rank,
 /* Format a type as "f64[3, n]" (or "f64" for rank 0) into buf. */
 const char *kiln_ir_type_str(const kiln_graph *g, const kiln_type *t,
                              char *buf, size_t size);
+
+/* ---- derived dims (dimexpr.c) ------------------------------------- */
+
+/* 1 when symbol name `name` is an expression (has + - * / or parens). */
+int kiln_ir_dim_is_expr(const char *name);
+
+/* Check the dim expression text[0..n) (integers, names, + - * /, parens)
+ * and write its canonical form (spaces dropped) into canon (cap bytes,
+ * NUL-terminated when it fits; canon may be NULL).  Returns the canonical
+ * length, or 0 for a syntax error. */
+size_t kiln_ir_dimexpr_canon(const char *text, size_t n, char *canon,
+                             size_t cap);
+
+/* Call each(name, len, arg) for every name in canonical expression
+ * `expr`, in order; stops at and returns the first non-zero result. */
+int kiln_ir_dimexpr_names(const char *expr,
+                          int (*each)(const char *name, size_t len,
+                                      void *arg),
+                          void *arg);
+
+/* Size g's derived symbols in vals (n_symbols entries, -1 = unknown):
+ * from their names' sizes, or a name's size from the derived one's when
+ * it is the expression's only unknown.  Errors: KILN_ERR_SHAPE ("dim
+ * 'K-1' is 4, but the sizes of its names make it 2"; "dim 'K*(K-1)/2'
+ * is 4, which no size of 'K' gives"; a negative or inexact value).
+ * *which (when not NULL) gets the derived symbol the error is about. */
+int kiln_ir_symbols_derive(const kiln_graph *g, int64_t *vals, int *which,
+                           kiln_err *err);
 
 /* 1 when d is a symbol id of g. */
 int kiln_ir_is_symbol(const kiln_graph *g, int64_t d);

@@ -23,6 +23,7 @@
 #include "ir.h"
 #include "suggest.h"
 #include "excerpt.h"
+#include "free.h"
 
 #include <kiln/cache.h>
 #include <kiln/model.h>
@@ -36,11 +37,17 @@
 
 typedef struct mparam {
     char *name;                 /* constrained name (names are built from it) */
-    int rank;
+    int rank;                   /* the unconstrained input's */
     int64_t shape[KILN_MAX_RANK];
     int64_t numel, off;         /* offset in the unconstrained vector */
+    int crank;                  /* the constrained value's (a transform's
+                                   differ: simplex K has K-1 unconstrained) */
+    int64_t cshape[KILN_MAX_RANK];
+    int64_t cnumel, coff;       /* offset in the constrained vector */
+    int transform;              /* kiln_param_transform */
     int has_lo, has_hi;
     double lo, hi;
+    int dyn_lo, dyn_hi;         /* bound computed by fb: its output, or -1 */
 } mparam;
 
 typedef struct mout {           /* a tp or gq output */
@@ -61,9 +68,13 @@ struct kiln_model {
     char *name;
     char *info;
     kiln_function *fd, *fc;
+    kiln_function *fb;          /* bounds that are not data (garch11's
+                                   upper=(1 - alpha1)): inputs as fc,
+                                   outputs the bounds; NULL: none */
+    int n_dyn;
     int n_par;
     mparam *par;
-    int64_t n_unc;
+    int64_t n_unc, n_con;       /* unconstrained / constrained values */
     int has_jac;                /* fd takes jacobian__ last */
     int n_tp, n_gq;             /* tp / gq outputs of fc, after n_par */
     mout *outs;                 /* n_tp + n_gq */
@@ -284,6 +295,14 @@ static const kiln_param_rec *param_of(const kiln_graph *g, const int *ix,
     return ix[v] >= 0 ? &g->params[ix[v]] : NULL;
 }
 
+/* 1 when bound `ref` is a value the model computes (not data). */
+static int bound_is_dynamic(const kiln_graph *g, kiln_value ref)
+{
+    return ref >= 0 && !((g->nodes[ref].op == KILN_OP_CONST ||
+                          g->nodes[ref].op == KILN_OP_SHARED) &&
+                         g->nodes[ref].data);
+}
+
 static int bound_value(const kiln_graph *g, const char *pname, kiln_value ref,
                        double num, double *out, kiln_err *err)
 {
@@ -368,12 +387,49 @@ static int layout_params_at(kiln_model *m, const kiln_graph *g,
         if (m->n_unc > INT32_MAX / 2)
             return kiln_seterr(err, KILN_ERR_SHAPE,
                                "model: too many parameter values");
+        p->dyn_lo = p->dyn_hi = -1;
+        p->crank = p->rank;
+        memcpy(p->cshape, p->shape, sizeof p->cshape);
+        p->cnumel = p->numel;
+        if (r && r->transform) {
+            /* the constrained value's dims: its symbols are sized (a
+             * derived `K-1` of the input was solved for K) */
+            const kiln_type *ct = &g->nodes[r->value].type;
+            p->transform = r->transform;
+            p->crank = ct->rank;
+            p->cnumel = 1;
+            for (int k = 0; k < ct->rank; k++) {
+                int64_t d = ct->dims[k];
+                if (KILN_DIM_IS_SYM(d))
+                    d = symsz[KILN_SYM_INDEX(d)];
+                if (d < 0 || d > INT32_MAX / 2)
+                    return kiln_seterr(err, KILN_ERR_SHAPE,
+                                       "model: the size of parameter '%s' "
+                                       "is not known", p->name);
+                p->cshape[k] = d;
+                p->cnumel *= d;
+            }
+        }
+        p->coff = m->n_con;
+        m->n_con += p->cnumel;
+        if (m->n_con > INT32_MAX / 2)
+            return kiln_seterr(err, KILN_ERR_SHAPE,
+                               "model: too many parameter values");
         if (r) {
             p->has_lo = r->lower_ref >= 0 || r->lower > -INFINITY;
             p->has_hi = r->upper_ref >= 0 || r->upper < INFINITY;
-            if (bound_value(g, p->name, r->lower_ref, r->lower, &p->lo, err) ||
-                bound_value(g, p->name, r->upper_ref, r->upper, &p->hi, err))
+            if (bound_is_dynamic(g, r->lower_ref))
+                p->dyn_lo = m->n_dyn++;
+            else if (bound_value(g, p->name, r->lower_ref, r->lower, &p->lo,
+                                 err))
                 return err->code;
+            if (bound_is_dynamic(g, r->upper_ref))
+                p->dyn_hi = m->n_dyn++;
+            else if (bound_value(g, p->name, r->upper_ref, r->upper, &p->hi,
+                                 err))
+                return err->code;
+            if (p->dyn_lo >= 0 || p->dyn_hi >= 0)
+                continue;
             if (p->has_lo && p->has_hi && !(p->lo < p->hi))
                 return kiln_seterr(err, KILN_ERR_ARG,
                                    "model: parameter '%s': lower bound %g is "
@@ -502,6 +558,40 @@ out:
     return f;
 }
 
+/* The function of the bounds that are not data (m->n_dyn of them, in
+ * parameter order, lower before upper), or NULL when there are none. */
+static int build_bounds(kiln_model *m, const kiln_graph *w,
+                        const kiln_options *opt, kiln_err *err)
+{
+    if (!m->n_dyn)
+        return 0;
+    int rc = -1;
+    kiln_graph *c = kiln_ir_clone(w, err);
+    int *ix = NULL;
+    if (!c || drop_outputs(c, err) || !(ix = param_index(c, err)))
+        goto out;
+    int k = 0;
+    for (int i = 0; i < c->n_nodes; i++) {
+        const kiln_param_rec *r = c->nodes[i].op == KILN_OP_INPUT
+                                      ? param_of(c, ix, i) : NULL;
+        kiln_value refs[2] = {r ? r->lower_ref : -1, r ? r->upper_ref : -1};
+        for (int b = 0; b < 2; b++) {
+            if (!bound_is_dynamic(c, refs[b]))
+                continue;
+            char on[32];
+            snprintf(on, sizeof on, "bound%d__", k++);
+            if (kiln_graph_output(c, on, refs[b], err))
+                goto out;
+        }
+    }
+    m->fb = kiln_compile(c, opt, err);
+    rc = m->fb ? 0 : -1;
+out:
+    free(ix);
+    kiln_graph_free(c);
+    return rc;
+}
+
 /* ---- calls ----------------------------------------------------------- */
 
 /* Input tensors for the parameters at unc (plus jacobian__). */
@@ -589,7 +679,7 @@ int kiln_model_constrain(const kiln_model *m, int include_tp, int include_gq,
         if ((is_tp && !include_tp) || (is_gq && !include_gq))
             continue;
         int64_t ne = kiln_shape_numel(res[i].rank, res[i].shape);
-        int64_t want = i < m->n_par ? m->par[i].numel
+        int64_t want = i < m->n_par ? m->par[i].cnumel
                                     : m->outs[i - m->n_par].numel;
         if (ne != want) {
             rc = kiln_seterr(err, KILN_ERR_SHAPE,
@@ -625,47 +715,93 @@ static void elem_name(char *buf, size_t size, const char *name, int rank,
                               (long long)idx[a] + 1);
 }
 
+/* The bounds fb computes, at unc (parameters not yet unconstrained are
+ * 0 there: a bound depends only on earlier ones). */
+static int dyn_bounds(const kiln_model *m, const double *unc, double *out,
+                      kiln_err *err)
+{
+    kiln_tensor *in = param_tensors(m, unc, NULL, NULL, 0);
+    kiln_tensor *res = malloc(sizeof *res * (size_t)m->n_dyn);
+    int rc = !in || !res ? kiln_seterr(err, KILN_ERR_NOMEM, "out of memory")
+                         : kiln_function_call(m->fb, in, res, err);
+    for (int k = 0; !rc && k < m->n_dyn; k++)
+        out[k] = read_scalar(res[k].dtype, res[k].data, 0);
+    free(in);
+    free(res);
+    return rc;
+}
+
 int kiln_model_unconstrain(const kiln_model *m, const double *theta,
                            double *unc, kiln_err *err)
 {
     if (!m || (!theta && m->n_unc) || (!unc && m->n_unc))
         return kiln_seterr(err, KILN_ERR_ARG, "unconstrain: NULL argument");
-    for (int i = 0; i < m->n_par; i++) {
+    double dsmall[16], *dyn = dsmall;
+    if (m->n_dyn > 16 && !(dyn = malloc(sizeof *dyn * (size_t)m->n_dyn)))
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    if (m->n_dyn)
+        memset(unc, 0, sizeof *unc * (size_t)m->n_unc);
+    int rc = 0;
+    for (int i = 0; !rc && i < m->n_par; i++) {
         const mparam *p = &m->par[i];
+        const double *x = theta + p->coff;
+        if (p->transform) {
+            rc = kiln_model_free_transform(p->transform, p->name, p->crank,
+                                           p->cshape, x, unc + p->off, err);
+            continue;
+        }
+        double lo = p->lo, hi = p->hi;
+        if (p->dyn_lo >= 0 || p->dyn_hi >= 0) {
+            if ((rc = dyn_bounds(m, unc, dyn, err)))
+                break;
+            lo = p->dyn_lo >= 0 ? dyn[p->dyn_lo] : lo;
+            hi = p->dyn_hi >= 0 ? dyn[p->dyn_hi] : hi;
+            if ((p->has_lo && isnan(lo)) || (p->has_hi && isnan(hi)) ||
+                (p->has_lo && p->has_hi && !(lo < hi))) {
+                rc = kiln_seterr(err, KILN_ERR_ARG,
+                                 "unconstrain: parameter '%s': its bounds "
+                                 "are %.17g and %.17g at this point", p->name,
+                                 p->has_lo ? lo : -INFINITY,
+                                 p->has_hi ? hi : INFINITY);
+                break;
+            }
+        }
         for (int64_t e = 0; e < p->numel; e++) {
-            double x = theta[p->off + e], u;
+            double v = x[e], u;
             const char *why = NULL;
             double b = 0;
-            if (isnan(x))
+            if (isnan(v))
                 why = "NaN";
-            else if (p->has_lo && x < p->lo)
-                why = "below its lower bound", b = p->lo;
-            else if (p->has_hi && x > p->hi)
-                why = "above its upper bound", b = p->hi;
+            else if (p->has_lo && v < lo)
+                why = "below its lower bound", b = lo;
+            else if (p->has_hi && v > hi)
+                why = "above its upper bound", b = hi;
             if (why) {
                 char nm[256];
                 elem_name(nm, sizeof nm, p->name, p->rank, p->shape, e);
-                if (isnan(x))
-                    return kiln_seterr(err, KILN_ERR_ARG,
-                                       "unconstrain: parameter '%s' is NaN",
-                                       nm);
-                return kiln_seterr(err, KILN_ERR_ARG,
-                                   "unconstrain: parameter '%s' is %.17g, %s "
-                                   "%.17g", nm, x, why, b);
+                rc = isnan(v) ? kiln_seterr(err, KILN_ERR_ARG,
+                                            "unconstrain: parameter '%s' is "
+                                            "NaN", nm)
+                              : kiln_seterr(err, KILN_ERR_ARG,
+                                            "unconstrain: parameter '%s' is "
+                                            "%.17g, %s %.17g", nm, v, why, b);
+                break;
             }
             if (p->has_lo && p->has_hi) {
-                double y = (x - p->lo) / (p->hi - p->lo);
+                double y = (v - lo) / (hi - lo);
                 u = log(y) - log1p(-y);
             } else if (p->has_lo)
-                u = log(x - p->lo);
+                u = log(v - lo);
             else if (p->has_hi)
-                u = log(p->hi - x);
+                u = log(hi - v);
             else
-                u = x;
+                u = v;
             unc[p->off + e] = u;
         }
     }
-    return 0;
+    if (dyn != dsmall)
+        free(dyn);
+    return rc;
 }
 
 int kiln_model_unconstrain_json(const kiln_model *m, const char *json,
@@ -678,18 +814,18 @@ int kiln_model_unconstrain_json(const kiln_model *m, const char *json,
                                              err);
     if (!d)
         return err ? err->code : KILN_ERR_PARSE;
-    double *theta = malloc(sizeof *theta * (size_t)(m->n_unc ? m->n_unc : 1));
+    double *theta = malloc(sizeof *theta * (size_t)(m->n_con ? m->n_con : 1));
     int rc = 0;
     if (!theta)
         rc = kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
     for (int i = 0; !rc && i < m->n_par; i++) {
         const mparam *p = &m->par[i];
         kiln_tensor t;
-        rc = kiln_json_data_get(d, p->name, KILN_F64, p->rank, p->shape, &t,
-                                err);
+        rc = kiln_json_data_get(d, p->name, KILN_F64, p->crank, p->cshape,
+                                &t, err);
         if (rc)
             break;
-        memcpy(theta + p->off, t.data, sizeof(double) * (size_t)p->numel);
+        memcpy(theta + p->coff, t.data, sizeof(double) * (size_t)p->cnumel);
         free(t.data);
     }
     if (!rc)
@@ -829,8 +965,8 @@ static char *make_names(const kiln_model *m, int tp, int gq)
     sbuf b = {0};
     sb_add(&b, "");
     for (int i = 0; i < m->n_par; i++)
-        sb_names(&b, m->par[i].name, m->par[i].rank, m->par[i].shape,
-                 m->par[i].numel);
+        sb_names(&b, m->par[i].name, m->par[i].crank, m->par[i].cshape,
+                 m->par[i].cnumel);
     for (int j = 0; j < m->n_tp + m->n_gq; j++) {
         if ((j < m->n_tp && !tp) || (j >= m->n_tp && !gq))
             continue;
@@ -952,6 +1088,7 @@ void kiln_model_free(kiln_model *m)
         return;
     kiln_function_free(m->fd);
     kiln_function_free(m->fc);
+    kiln_function_free(m->fb);
     for (int i = 0; i < m->n_par; i++)
         free(m->par[i].name);
     free(m->par);
@@ -1091,10 +1228,13 @@ kiln_model *kiln_model_new(const kiln_graph *g, const char *logp_output,
     }
     for (int s = 0; s < w->n_symbols; s++)
         symsz[s] = -1;
-    if (bind_data(w, d, symsz, err) || layout_params(m, w, symsz, d, err))
+    if (bind_data(w, d, symsz, err) ||
+        kiln_ir_symbols_derive(w, symsz, NULL, err) ||
+        layout_params(m, w, symsz, d, err))
         goto fail;
     if (!(m->fd = build_density(m, w, lp, opt, err)) ||
-        !(m->fc = build_constrain(m, w, opt, err)))
+        !(m->fc = build_constrain(m, w, opt, err)) ||
+        build_bounds(m, w, opt, err))
         goto fail;
     /* the sizes of tp and gq: one call at u = 0 */
     int nout = m->n_tp + m->n_gq;
@@ -1174,7 +1314,7 @@ int kiln_model_n_params(const kiln_model *m, int include_tp, int include_gq)
 {
     if (!m)
         return 0;
-    return (int)(m->n_unc + (include_tp ? m->n_tp_vals : 0) +
+    return (int)(m->n_con + (include_tp ? m->n_tp_vals : 0) +
                  (include_gq ? m->n_gq_vals : 0));
 }
 

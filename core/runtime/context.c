@@ -109,6 +109,14 @@ static int check_inputs(kiln_context *ctx, const kiln_tensor *in,
             }
         }
     }
+    /* derived dims (`K-1`) from their names' sizes, and back */
+    int ds = -1;
+    if (kiln_ir_symbols_derive(g, ctx->symvals, &ds, err)) {
+        if (ds >= 0 && ctx->symsrc[ds] >= 0)
+            kiln_err_prefix(err, "input '%s': ",
+                            g->nodes[f->inputs[ctx->symsrc[ds]]].name);
+        return err ? err->code : KILN_ERR_SHAPE;
+    }
     for (int i = 0; i < f->n_shared; i++) {
         const kiln_node *n = &g->nodes[f->shared[i]];
         if (!n->data)

@@ -200,10 +200,12 @@ int kiln_graph_output(kiln_graph *g, const char *name, kiln_value v,
  * kiln_graph_param_info).
  *
  * A bound is a number (`lower`, `upper`; -INFINITY and INFINITY mean
- * none) unless its `*_ref` is >= 0: then it is that named scalar value of
- * g (a const or a shared value of float or integer dtype, whose value is
- * read when the model is made).  When both are given, the lower bound
- * must be below the upper (checked now for numbers).
+ * none) unless its `*_ref` is >= 0: then it is that scalar value of g, of
+ * float or integer dtype: a const or a shared value (read when the model
+ * is made), or any value computed before the parameter, such as an
+ * expression of earlier parameters and data (garch11's `upper=(1 -
+ * alpha1)`; the model evaluates it at each point).  When both are given,
+ * the lower bound must be below the upper (checked now for numbers).
  * The constrained value has dtype `dt`: f64 or f32.
  * Errors: those of kiln_graph_input; KILN_ERR_TYPE ("param 'x': dtype i64:
  * a parameter is f64 or f32"; "param 'x': bound 'k' must have a numeric
@@ -217,6 +219,52 @@ kiln_value kiln_graph_param(kiln_graph *g, const char *name, kiln_dtype dt,
                             int rank, const int64_t *dims, double lower,
                             kiln_value lower_ref, double upper,
                             kiln_value upper_ref, kiln_err *err);
+
+/* Stan's constraining transforms of a vector or matrix parameter (Stan
+ * Reference Manual, "Constraint transforms"; values and log-Jacobians as
+ * StanHeaders 2.21's *_constrain.hpp; sum_to_zero as Stan 2.36's
+ * isometric one).  The unconstrained sizes: */
+typedef enum kiln_param_transform {
+    KILN_TRANSFORM_NONE = 0,
+    KILN_TRANSFORM_SIMPLEX,              /* f64[K]: K-1 */
+    KILN_TRANSFORM_ORDERED,              /* f64[K]: K */
+    KILN_TRANSFORM_POSITIVE_ORDERED,     /* f64[K]: K */
+    KILN_TRANSFORM_UNIT_VECTOR,          /* f64[K]: K */
+    KILN_TRANSFORM_SUM_TO_ZERO,          /* f64[K]: K-1 */
+    KILN_TRANSFORM_CHOLESKY_FACTOR_CORR, /* f64[K,K]: K(K-1)/2 */
+    KILN_TRANSFORM_CHOLESKY_FACTOR_COV,  /* f64[M,N], M >= N:
+                                            N(N+1)/2 + (M-N)N */
+    KILN_TRANSFORM_COV_MATRIX,           /* f64[K,K]: K(K+1)/2 */
+    KILN_TRANSFORM_CORR_MATRIX           /* f64[K,K]: K(K-1)/2 */
+} kiln_param_transform;
+
+/* Declare parameter `name` of dims `dims` constrained by `transform`
+ * (`param NAME: TYPE TRANSFORM`): an input `name`_unc holding the
+ * unconstrained values (the sizes above; a derived dim `K-1` when K is a
+ * symbol), the transform's nodes, the constrained value named
+ * `name` and its log-Jacobian (kiln_graph_param_info; none for
+ * sum_to_zero).  The vector transforms apply along the last axis of a
+ * value of any rank >= 1 (Stan's `array[K] simplex[K]` is f64[K, K]
+ * simplex, its input f64[K, K-1]), whose last dim is a static or named
+ * size >= 1; the matrix ones take a rank-1 input and static dims (1 to
+ * 4096) or one named size K x K (the triangle's indices then computed at
+ * run time, the input f64[K*(K-1)/2] or f64[K*(K+1)/2]).  Every node is made from
+ * ops with gradients.  Edges: unit_vector at u = 0 is NaN (Stan rejects
+ * it); a simplex of size 1 is [1].
+ * Errors: KILN_ERR_SHAPE ("param 'theta': a simplex is a vector (rank
+ * >= 1: vectors along the last axis), got shape ()"; "param 'L': a cholesky_factor_corr needs dims
+ * K x K, static (1 to 4096) or one named size K x K, got (K, J)"), KILN_ERR_TYPE (dtype), KILN_ERR_NAME (name or
+ * name_unc defined), KILN_ERR_ARG (an unknown transform).
+ * Returns the constrained value, or -1. */
+kiln_value kiln_graph_param_transform(kiln_graph *g, const char *name,
+                                      kiln_dtype dt, int rank,
+                                      const int64_t *dims, int transform,
+                                      kiln_err *err);
+
+/* A transform's `.kg` word ("simplex", ...; NULL for none or out of
+ * range), and the transform named by name[0..len) (-1: none). */
+const char *kiln_param_transform_name(int transform);
+int kiln_param_transform_lookup(const char *name, size_t len);
 
 /* Number of parameters of g, and parameter i (0 <= i < n): its name,
  * the unconstrained input, the constrained value, the log-Jacobian node

@@ -14,10 +14,17 @@
  *   lower L, upper U    x = L + (U - L) inv_logit(u)
  *                       log|J| = log(U - L) - softplus(-u) - softplus(u)
  *
- * applied elementwise.  The unconstrained vector is the concatenation of
+ * applied elementwise, the bounds numbers, data or values computed from
+ * earlier parameters (then evaluated at each point); or one of Stan's
+ * vector and matrix transforms (kiln_graph_param_transform: simplex,
+ * ordered, positive_ordered, unit_vector, sum_to_zero,
+ * cholesky_factor_corr, cholesky_factor_cov, cov_matrix, corr_matrix),
+ * whose unconstrained value is a vector of another size (a simplex of K
+ * values has K-1).  The unconstrained vector is the concatenation of
  * the parameters' unconstrained values in declaration order, each
- * flattened in C (row-major) order; the constrained vector is laid out
- * the same way, followed (on request) by the outputs the graph marks as
+ * flattened in C (row-major) order; the constrained vector is the
+ * parameters' constrained values laid out the same way (a matrix in C
+ * order), followed (on request) by the outputs the graph marks as
  * transformed parameters (`output tp NAME`) and then as generated
  * quantities (`output gq NAME`), each flattened in C order.  Names follow
  * Stan's dotted, 1-based form: `theta.1`, `m.2.3` (m[1][2] in C order).
@@ -116,7 +123,12 @@ int kiln_model_constrain(const kiln_model *m, int include_tp, int include_gq,
 /* The inverse: constrained parameter values `theta` (the first
  * kiln_model_n_params(m, 0, 0) of a constrained vector) to unconstrained.
  * Errors: KILN_ERR_ARG ("unconstrain: parameter 'tau.1' is -1, below its
- * lower bound 0"; a value above its upper bound; NaN). */
+ * lower bound 0"; a value above its upper bound; NaN; a transform's value
+ * off its constraint by more than 1e-8: "unconstrain: parameter 'theta'
+ * is not a simplex: its values sum to (1.5)", "... is not positive
+ * definite"; a bound computed from earlier parameters that is not below
+ * the other at this point), and the errors of kiln_function_call for
+ * such a bound. */
 int kiln_model_unconstrain(const kiln_model *m, const double *theta,
                            double *unc, kiln_err *err);
 

@@ -236,10 +236,29 @@ class Graph:
                                             _dtype_code(dtype), rank, dims,
                                             ctypes.byref(e)), e)
 
-    def param(self, name, dtype="f64", shape=(), lower=None, upper=None):
+    def param(self, name, dtype="f64", shape=(), lower=None, upper=None,
+              transform=None):
         """Declare model parameter ``name`` (``param`` in .kg), with
-        optional bounds: numbers or named scalar Values."""
+        optional bounds: numbers or scalar Values (a const, a shared
+        value, or a value computed from earlier parameters), or one of
+        Stan's transforms by name (``transform="simplex"``, "ordered",
+        "positive_ordered", "unit_vector", "sum_to_zero",
+        "cholesky_factor_corr", "cholesky_factor_cov", "cov_matrix",
+        "corr_matrix"; docs/kg.md)."""
         rank, dims = self._dims(shape)
+        if transform is not None:
+            if lower is not None or upper is not None:
+                raise KilnError("param %r: a %s takes no bounds"
+                                % (name, transform), _lib.ERR_ARG)
+            t = _b(transform)
+            tr = lib.kiln_param_transform_lookup(t, len(t))
+            if tr < 0:
+                raise KilnError("param %r: unknown transform %r"
+                                % (name, transform), _lib.ERR_ARG)
+            e = _lib.kiln_err()
+            return self._v(lib.kiln_graph_param_transform(
+                self._ptr, _b(name), _dtype_code(dtype), rank, dims, tr,
+                ctypes.byref(e)), e)
 
         def bound(b, inf):
             if b is None:

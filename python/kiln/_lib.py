@@ -200,6 +200,9 @@ _decl("kiln_graph_output", c_int, G, c_char_p, c_int32, E)
 _decl("kiln_graph_param", c_int32, G, c_char_p, c_int, c_int, P(c_int64),
       c_double, c_int32, c_double, c_int32, E)
 _decl("kiln_graph_n_params", c_int, G)
+_decl("kiln_graph_param_transform", c_int32, G, c_char_p, c_int, c_int,
+      P(c_int64), c_int, E)
+_decl("kiln_param_transform_lookup", c_int, c_char_p, c_size_t)
 _decl("kiln_graph_param_info", c_int, G, c_int, P(c_char_p), P(c_int32),
       P(c_int32), P(c_int32))
 _decl("kiln_graph_set_output_kind", c_int, G, c_char_p, c_int, E)
