@@ -915,6 +915,7 @@ static const op_case op_cases[] = {
     {"betainc(1, 2, s)", "f32[3]"}, {"betainc(a, k, 0.5)", "f64[3]"},
     {"gammainc_da(s, 1)", "f32[3]"}, {"betainc_da(1, 2, s)", "f32[3]"},
     {"betainc_db(a, k, 0.5)", "f64[3]"},
+    {"i0e(s)", "f32[3]"}, {"i1e(k)", "f64[3]"},   /* issue 28 */
 };
 
 static void test_ops(void)

@@ -57,6 +57,8 @@ typedef enum kiln_op {
     KILN_OP_MOD, KILN_OP_CLIP, KILN_OP_ERFCX, KILN_OP_ERFINV,
     KILN_OP_ERFCINV, KILN_OP_GAMMAINC, KILN_OP_GAMMAINCC, KILN_OP_BETAINC,
     KILN_OP_GAMMAINC_DA, KILN_OP_BETAINC_DA, KILN_OP_BETAINC_DB,
+    /* issue 28: SciPy's exponentially scaled Bessel I0, I1 */
+    KILN_OP_I0E, KILN_OP_I1E,
     KILN_OP_COUNT
 } kiln_op;
 

@@ -210,7 +210,7 @@ static void kiln_runtime_sgemm_rt(const kiln_runtime *rt, int transa,
 
 static const kiln_runtime_own kiln_runtime_table = { .rt = {
     .struct_size = sizeof(kiln_runtime),
-    .version = 4,
+    .version = 5,
     .exp = exp,
     .expm1 = expm1,
     .log = log,
@@ -249,6 +249,9 @@ static const kiln_runtime_own kiln_runtime_table = { .rt = {
     /* version 4 */
     .dgemm_rt = kiln_runtime_dgemm_rt,
     .sgemm_rt = kiln_runtime_sgemm_rt,
+    /* version 5 */
+    .i0e = kiln_i0e,
+    .i1e = kiln_i1e,
 }, .gemv = { KILN_GEMV_AUTO, { -1, -1 } } };
 
 const kiln_runtime *kiln_runtime_get(void)

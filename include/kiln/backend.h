@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1
-#define KILN_ABI_MINOR 8
+#define KILN_ABI_MINOR 9
 
 /* The one frozen bootstrap symbol every plugin exports. */
 #define KILN_BACKEND_ENTRY "kiln_backend_entry"
@@ -92,6 +92,9 @@ typedef enum kiln_opcode {
      * between the calls of one call site, so a prepared call (prepare)
      * may read it once. */
     KILN_I_PARAM,
+    /* ABI 1.9: float-only functions of the runtime table (version 5):
+     * SciPy's i0e(x) = e^{-|x|} I0(x), i1e(x) = e^{-|x|} I1(x) */
+    KILN_I_I0E, KILN_I_I1E,
     KILN_I_COUNT
 } kiln_opcode;
 
@@ -330,6 +333,9 @@ typedef struct kiln_runtime {
                      int64_t m, int64_t n, int64_t k, float alpha,
                      const float *a, int64_t lda, const float *b,
                      int64_t ldb, float beta, float *c, int64_t ldc);
+    /* version 5 (ABI 1.9); check struct_size before use */
+    double (*i0e)(double);         /* e^{-|x|} I0(x) */
+    double (*i1e)(double);         /* e^{-|x|} I1(x) */
 } kiln_runtime;
 
 /* Arguments of one kernel call (host-owned, valid during the call). */
