@@ -235,4 +235,177 @@ emit("lchoose", "lchoose", "elem", R, (nn, kk),
      [-np.log1p(nn[5]) - sp.betaln(nn[5] - kk[5] + 1, kk[5] + 1)],
      sp.gammaln(nn + 1) + sp.gammaln(kk + 1) + sp.gammaln(nn - kk + 1))
 
+# ---- issue 28: more densities ----
+th = f(0.2, 0.05, 0.75)
+for al in (f(1, 1, 1), f(0.5, 2, 7.5), f(1e-3, 30, 1e3)):
+    dens("dirichlet(a=%s)" % ",".join("%g" % v for v in al), "dirichlet_lpdf",
+         (th, al), st.dirichlet.logpdf(th, al),
+         (sp.gammaln(al.sum()), sp.gammaln(al), (al - 1) * np.log(th)))
+thd = f(1e-300, 0.5, 0.5)
+dens("dirichlet(edge theta)", "dirichlet_lpdf", (thd, f(2, 1, 3)),
+     sp.gammaln(6) - sp.gammaln(2) - sp.gammaln(3) + np.log(thd[0]) +
+     2 * np.log(0.5), (np.log(thd[0]), 5))
+# ordered_logistic (0-based y): P(y = k) = expit(eta - c[k-1]) -
+# expit(eta - c[k]) with c[-1] = -inf, c[K-1] = inf, from scipy.special
+cut = f(-1.5, 0.2, 3.0)
+cx = np.concatenate([[-np.inf], cut, [np.inf]])
+
+
+def olog(y, eta):
+    # expit(a) - expit(b) = expit(a) expit(-b) (1 - e^(b-a)), each factor
+    # on the log scale: no cancellation where both are near 1 (eta >> c)
+    a, b = eta - cx[y], eta - cx[y + 1]
+    with np.errstate(invalid="ignore"):
+        mid = sp.log_expit(a) + sp.log_expit(-b) + np.log(-np.expm1(b - a))
+    return np.where(np.isinf(cx[y]), sp.log_expit(-b),
+                    np.where(np.isinf(cx[y + 1]), sp.log_expit(a), mid))
+
+
+yo = A([0, 1, 2, 3, 3, 0, 1])
+for eta in (0.0, -4.0, 2.5, 30.0):
+    dens("ordered_logistic(eta=%g)" % eta, "ordered_logistic_lpmf",
+         (yo, eta, cut), olog(yo, eta), (np.abs(olog(yo, eta)) + 1,))
+etav = f(-3, 0.5, 1, 2, 10, -1, 0)
+dens("ordered_logistic(eta vector)", "ordered_logistic_lpmf",
+     (yo, etav, cut), olog(yo, etav), (np.abs(olog(yo, etav)) + 1,))
+dens("ordered_logistic(K=2)", "ordered_logistic_lpmf",
+     (A([0, 1, 1]), f(0.3, -2, 4), f(0.5)),
+     [sp.log_expit(-(0.3 - 0.5)), sp.log_expit(-2 - 0.5), sp.log_expit(3.5)])
+emit("ordered_logistic(y out of range)", "ordered_logistic_lpmf", "sum", R,
+     (A([1, 4]), 0.0, cut), -np.inf)
+nb_ = A([0, 3, 10, 7])
+Nb = A([10, 10, 10, 20])
+for a, b in ((1.0, 1.0), (0.5, 2.5), (30.0, 4.0), (1e3, 2e3)):
+    lp = st.betabinom.logpmf(nb_, Nb, a, b)
+    dens("beta_binomial(a=%g,b=%g)" % (a, b), "beta_binomial_lpmf",
+         (nb_, Nb, a, b), lp,
+         (sp.gammaln(Nb + 1.0), sp.gammaln(nb_ + a), sp.gammaln(Nb - nb_ + b),
+          sp.gammaln(Nb + a + b) + 0 * nb_, sp.gammaln(a) + sp.gammaln(b) +
+          sp.gammaln(a + b) + 0 * nb_))
+emit("beta_binomial(n out of support)", "beta_binomial_lpmf", "sum", R,
+     (A([-1, 11]), A([10, 10]), 2.0, 3.0), -np.inf)
+yvm = f(-np.pi, -2, -0.3, 0, 1, 3)
+for mu, k in ((0.0, 1e-8), (0.5, 0.5), (-1.0, 4.0), (2.0, 25.0),
+              (0.0, 700.0), (1.0, 1e5)):
+    # scipy's vonmises.logpdf is k cos(x - mu) - log(2 pi i0e(k)) - k
+    lp = k * (np.cos(yvm - mu) - 1) - np.log(2 * np.pi * sp.i0e(k))
+    dens("von_mises(mu=%g,k=%g)" % (mu, k), "von_mises_lpdf", (yvm, mu, k),
+         lp, (k * np.abs(np.cos(yvm - mu) - 1), np.log(sp.i0e(k)) + 1.9))
+dens("von_mises(stats)", "von_mises_lpdf", (yvm, 0.5, 2.0),
+     st.vonmises.logpdf(yvm, 2.0, loc=0.5), (2 * np.abs(np.cos(yvm - .5)),
+                                             2.0 + 1.9 + 0 * yvm))
+ysn = f(-40, -6, -1, 0, 0.5, 3, 12, 50)
+for xi, om, al in ((0.0, 1.0, 0.0), (1.0, 2.0, 3.0), (-0.5, 0.5, -8.0),
+                   (0.0, 1.0, 40.0)):
+    lp = st.skewnorm.logpdf(ysn, al, xi, om)
+    z = (ysn - xi) / om
+    dens("skew_normal(a=%g)" % al, "skew_normal_lpdf", (ysn, xi, om, al), lp,
+         (0.5 * z * z, np.log(om) + 1, 0.5 * (al * z) ** 2))
+thc = f(0.1, 0.6, 0.3)
+yc2 = A([0, 1, 1, 2, 0])
+dens("categorical(0-based)", "categorical_lpmf", (yc2, thc),
+     np.log(thc[yc2]))
+emit("categorical(scalar y)", "categorical_lpmf", "sum", R,
+     (np.int64(2), thc), np.log(0.3))
+for ym in (A([3, 0, 5]), A([0, 0, 1]), A([400, 100, 1000])):
+    dens("multinomial(%s)" % ",".join(str(v) for v in ym), "multinomial_lpmf",
+         (ym, thc), st.multinomial.logpmf(ym, ym.sum(), thc),
+         (sp.gammaln(ym.sum() + 1.0), sp.gammaln(ym + 1.0), ym * np.log(thc)))
+yem = f(-30, -3, -0.5, 0, 1, 4, 20, 200)
+for mu, sg, lam in ((0.0, 1.0, 1.0), (1.0, 0.5, 3.0), (-2.0, 3.0, 0.1),
+                    (0.0, 1.0, 40.0), (0.0, 2.0, 1e-3)):
+    lp = st.exponnorm.logpdf(yem, 1 / (sg * lam), mu, sg)
+    u = (mu + lam * sg * sg - yem) / (sg * np.sqrt(2))
+    dens("exp_mod_normal(s=%g,l=%g)" % (sg, lam), "exp_mod_normal_lpdf",
+         (yem, mu, sg, lam), lp,
+         (np.abs(np.log(lam)) + 0.7 + lam * np.abs(mu - yem),
+          0.5 * (lam * sg) ** 2 + u * u))
+yg_ = f(-20, -3, -0.5, 0, 1, 4, 30)
+for mu, b in ((0.0, 1.0), (2.0, 0.3), (-1.0, 10.0)):
+    z = (yg_ - mu) / b
+    dens("gumbel(mu=%g,b=%g)" % (mu, b), "gumbel_lpdf", (yg_, mu, b),
+         st.gumbel_r.logpdf(yg_, mu, b),
+         (np.abs(z), np.exp(-z), np.log(b) + 0 * z))
+ypa = f(0.5, 0.5000001, 1, 3, 1e3, 1e200)
+for al in (0.1, 1.0, 3.5, 100.0):
+    dens("pareto(a=%g)" % al, "pareto_lpdf", (ypa, 0.5, al),
+         st.pareto.logpdf(ypa, al, scale=0.5),
+         (np.log(al) + 0 * ypa, al * np.log(0.5) + 0 * ypa,
+          (al + 1) * np.log(ypa)))
+emit("pareto(y < y_min)", "pareto_lpdf", "sum", R, (f(0.49, 2.0), 0.5, 2.0),
+     -np.inf)
+yra = f(1e-300, 1e-5, 0.3, 1, 2.5, 9, 40)
+for sg in (1e-3, 1.0, 7.5):
+    dens("rayleigh(s=%g)" % sg, "rayleigh_lpdf", (yra, sg),
+         st.rayleigh.logpdf(yra, scale=sg),
+         (np.log(yra), 2 * np.log(sg) + 0 * yra, 0.5 * (yra / sg) ** 2))
+
+# ---- issue 28: log CDFs and CCDFs ----
+# normal in the far tails (the lcdf now follows log(erfcx(u)) - u^2 where
+# erfc would underflow: finite at z = -40 .. -1e5)
+zf = f(-1e5, -300, -40, -38.5)
+emit("normal_lcdf(far tail)", "normal_lcdf", "sum", R,
+     (zf, 0.0, 1.0), np.sum(st.norm.logcdf(zf)))
+emit("normal_lccdf(far tail)", "normal_lccdf", "sum", R,
+     (-zf, 0.0, 1.0), np.sum(st.norm.logsf(-zf)))
+yln = f(1e-300, 1e-20, 1e-3, 0.3, 1, 2.5, 40, 1e5, 1e30)
+for mu, s in ((0.0, 1.0), (2.0, 0.3), (-1.0, 10.0)):
+    lc = st.lognorm.logcdf(yln, s, scale=np.exp(mu))
+    ls = st.lognorm.logsf(yln, s, scale=np.exp(mu))
+    ok_ = np.isfinite(lc) & np.isfinite(ls)
+    emit("lognormal_lcdf(mu=%g,s=%g)" % (mu, s), "lognormal_lcdf", "sum", R,
+         (yln[ok_], mu, s), np.sum(lc[ok_]), np.sum(np.abs(lc[ok_])) + 1)
+    emit("lognormal_lccdf(mu=%g,s=%g)" % (mu, s), "lognormal_lccdf", "sum",
+         R, (yln[ok_], mu, s), np.sum(ls[ok_]), np.sum(np.abs(ls[ok_])) + 1)
+emit("lognormal_lcdf(y=0)", "lognormal_lcdf", "sum", R, (0.0, 0.0, 1.0),
+     -np.inf)
+emit("lognormal_lccdf(y=0)", "lognormal_lccdf", "sum", R, (0.0, 0.0, 1.0),
+     0.0)
+ye = f(1e-300, 1e-10, 1e-3, 0.5, 2, 30, 700)
+for b in (1e-3, 1.0, 50.0):
+    emit("exponential_lcdf(b=%g)" % b, "exponential_lcdf", "sum", R, (ye[ye * b < 700], b),
+         np.sum(st.expon.logcdf(ye[ye * b < 700], scale=1 / b)))
+    emit("exponential_lccdf(b=%g)" % b, "exponential_lccdf", "sum", R,
+         (ye, b), np.sum(st.expon.logsf(ye, scale=1 / b)))
+emit("exponential_lcdf(y=0)", "exponential_lcdf", "sum", R, (0.0, 2.0),
+     -np.inf)
+yga = f(1e-8, 1e-3, 0.3, 1, 2.5, 10, 40)
+for a, b in ((1e-3, 1.0), (0.5, 2.0), (1.0, 0.5), (7.5, 3.0), (300.0, 10.0)):
+    # log of scipy.special's P and Q (stats' logcdf is the same log(P))
+    P, Q = sp.gammainc(a, b * yga), sp.gammaincc(a, b * yga)
+    okp, okq = P > 1e-300, Q > 1e-300
+    emit("gamma_lcdf(a=%g,b=%g)" % (a, b), "gamma_lcdf", "sum", 2e-11,
+         (yga[okp], a, b), np.sum(np.log(P[okp])),
+         np.sum(np.abs(np.log(P[okp]))) + 1)
+    emit("gamma_lccdf(a=%g,b=%g)" % (a, b), "gamma_lccdf", "sum", 2e-11,
+         (yga[okq], a, b), np.sum(np.log(Q[okq])),
+         np.sum(np.abs(np.log(Q[okq]))) + 1)
+emit("gamma_lcdf(y=0)", "gamma_lcdf", "sum", R, (0.0, 2.0, 1.0), -np.inf)
+emit("gamma_lccdf(y=0)", "gamma_lccdf", "sum", R, (0.0, 2.0, 1.0), 0.0)
+thb = f(1e-12, 1e-3, 0.2, 0.5, 0.9, 1 - 1e-9)
+for a, b in ((0.5, 0.5), (1.0, 1.0), (2.0, 5.0), (0.1, 30.0), (30.0, 20.0)):
+    with np.errstate(divide="ignore"):
+        lc = np.log(sp.betainc(a, b, thb))
+        ls = np.log(sp.betainc(b, a, 1 - thb))
+    okc, oks = np.isfinite(lc), np.isfinite(ls)
+    emit("beta_lcdf(a=%g,b=%g)" % (a, b), "beta_lcdf", "sum", 5e-11,
+         (thb[okc], a, b), np.sum(lc[okc]), np.sum(np.abs(lc[okc])) + 1)
+    emit("beta_lccdf(a=%g,b=%g)" % (a, b), "beta_lccdf", "sum", 5e-11,
+         (thb[oks], a, b), np.sum(ls[oks]), np.sum(np.abs(ls[oks])) + 1)
+emit("beta_lcdf(0)", "beta_lcdf", "sum", R, (0.0, 2.0, 3.0), -np.inf)
+emit("beta_lccdf(1)", "beta_lccdf", "sum", R, (1.0, 2.0, 3.0), -np.inf)
+ytl = f(-1e4, -30, -2, -0.1, 0, 0.3, 5, 1e3)
+for nu in (0.5, 1.0, 3.0, 30.0, 1e4):
+    lc = st.t.logcdf(ytl, nu, 0.25, 1.5)
+    ls = st.t.logsf(ytl, nu, 0.25, 1.5)
+    emit("student_t_lcdf(nu=%g)" % nu, "student_t_lcdf", "sum", 5e-11,
+         (ytl, nu, 0.25, 1.5), np.sum(lc), np.sum(np.abs(lc)) + 1)
+    emit("student_t_lccdf(nu=%g)" % nu, "student_t_lccdf", "sum", 5e-11,
+         (ytl, nu, 0.25, 1.5), np.sum(ls), np.sum(np.abs(ls)) + 1)
+
+# ---- issue 28 helpers: i0, i1 (elementwise) ----
+xb = f(-30, -2, -1e-8, 0, 0.5, 3, 19.5, 20.5, 100, 700)
+emit("i0", "i0", "elem", R, (xb,), sp.i0(xb))
+emit("i1", "i1", "elem", R, (xb,), sp.i1(xb))
+
 print("\n".join(out))

@@ -47,6 +47,10 @@ static const struct { const char *label, *text; } grads[] = {
       "  output cost = sum(mul(clip(x, lo, hi), x))\nend\n" },
     { "erfcx", HDR "  input x: f64[6]\n# range x -3 12\n"
       "  output cost = sum(erfcx(x))\nend\n" },
+    { "i0e", HDR "  input x: f64[6]\n# range x -30 30\n"
+      "  output cost = sum(i0e(x))\nend\n" },
+    { "i1e", HDR "  input x: f64[6]\n# range x -30 30\n"
+      "  output cost = sum(i1e(x))\nend\n" },
     { "erfinv", HDR "  input x: f64[6]\n# range x -0.95 0.95\n"
       "  output cost = sum(erfinv(x))\nend\n" },
     { "erfcinv", HDR "  input x: f64[6]\n# range x 0.05 1.95\n"
@@ -142,7 +146,8 @@ static void parse_tests(void)
         "  output m = mod(k, 3)\n  output n = clip(x, 0, 1)\n"
         "  output o = erfcx(x)\n  output p = erfinv(x)\n"
         "  output q = erfcinv(x)\n  output r = gammainc(x, x)\n"
-        "  output s = gammaincc(x, x)\n  output t = betainc(x, x, x)\nend\n";
+        "  output s = gammaincc(x, x)\n  output t = betainc(x, x, x)\n"
+        "  output u = i0e(x)\n  output v = i1e(x)\nend\n";
     g = kiln_parse_string(txt, "p.kg", NULL, &err);
     char *p1 = g ? kiln_graph_print(g, &err) : NULL;
     kiln_graph *g2 = p1 ? kiln_parse_string(p1, "p2.kg", NULL, &err) : NULL;
@@ -151,7 +156,7 @@ static void parse_tests(void)
         "log1mexp(", "isnan(", "isinf(", "floor(", "ceil(", "trunc(",
         "round(", "round_half_to_even(", "round_half_away_from_zero(",
         "sign(", "mod(", "clip(", "erfcx(", "erfinv(", "erfcinv(",
-        "gammainc(", "gammaincc(", "betainc("};
+        "gammainc(", "gammaincc(", "betainc(", "i0e(", "i1e("};
     int all = p1 != NULL;
     for (size_t i = 0; all && i < sizeof names / sizeof names[0]; i++)
         if (!strstr(p1, names[i])) {

@@ -1727,9 +1727,10 @@ static void test_trigamma(void)
     old.version = 2;
     ok(kiln_runtime_get()->version == 5 && kiln_runtime_get()->betainc
        && kiln_runtime_get()->dgemm_rt && kiln_runtime_get()->sgemm_rt
-       && kiln_runtime_get()->lapack_run,
+       && kiln_runtime_get()->lapack_run
+       && kiln_runtime_get()->i0e && kiln_runtime_get()->i1e,
        "the host's runtime table is version 5 (ABI 1.9) and has betainc, "
-       "dgemm_rt, sgemm_rt and lapack_run");
+       "dgemm_rt, sgemm_rt, lapack_run, i0e and i1e");
     static const unsigned v3ops[2] = { KILN_I_ERFCX, KILN_I_BETAINC };
     for (int t = 0; t < 2; t++) {
         prog q3 = { .n = 0 };
@@ -1749,6 +1750,24 @@ static void test_trigamma(void)
                                  : kiln_erfcx(1.0)),
            "and runs with the host's table (rc %d)", rc);
     }
+    /* version 5 (ABI 1.9, issue 28): a version-4 table lacks i0e */
+    old = *kiln_runtime_get();
+    old.struct_size = offsetof(kiln_runtime, sgemm_rt) + sizeof old.sgemm_rt;
+    old.version = 4;
+    prog q5 = { .n = 0 };
+    int32_t l5 = LOAD(&q5, 0, KILN_F64);
+    int32_t r5[1] = { OP1(&q5, KILN_I_I0E, KILN_F64, l5) };
+    with_prog(&k, &q5, r5);
+    RT = &old;
+    o[0] = 0;
+    rc = run(&k, vi, vo);
+    RT = NULL;
+    ok(rc == KILN_ERR_ARG && strstr(errbuf, "i0e") && o[0] == 0,
+       "a version-5 opcode with a version-4 table fails cleanly: %s",
+       errbuf);
+    rc = run(&k, vi, vo);
+    ok(rc == 0 && o[0] == kiln_i0e(1.0),
+       "and runs with the host's table (rc %d)", rc);
 }
 
 /* ------------------------------------------------------------------ */

@@ -129,6 +129,88 @@ static const struct { const char *label, *text; } grads[] = {
     { "lchoose", HDR "  input n: f64[3]\n  input k: f64[3]\n"
       "# range n 8 12\n# range k 0.5 6\n"
       "  output cost = sum(lchoose(n, k))\nend\n" },
+    /* issue 28 */
+    { "normal_lcdf (far tail)", HDR "  input y: f64[3]\n  input mu: f64\n"
+      "  input s: f64\n# range y -90 -45\n# range s 0.9 1.1\n"
+      "  output cost = normal_lcdf(y, mu, s)\nend\n" },
+    { "normal_lccdf (far tail)", HDR "  input y: f64[3]\n  input mu: f64\n"
+      "  input s: f64\n# range y 45 90\n# range s 0.9 1.1\n"
+      "  output cost = normal_lccdf(y, mu, s)\nend\n" },
+    { "dirichlet_lpdf", HDR "  input t: f64[3]\n  input a: f64[3]\n"
+      "# range t 0.1 0.9\n# range a 0.5 5\n"
+      "  output cost = dirichlet_lpdf(t, a)\nend\n" },
+    { "ordered_logistic_lpmf", HDR "  const y: i64[7] = [0, 1, 2, 3, 3, 1, 2]\n"
+      "  input eta: f64[7]\n  input d: f64[3]\n# range eta -3 3\n"
+      "# range d 0.5 2\n  c = sub(cumsum(d, axis=0), 2.5)\n"
+      "  output cost = ordered_logistic_lpmf(y, eta, c)\nend\n" },
+    { "beta_binomial_lpmf", HDR "  const n: i64[3] = [0, 3, 7]\n"
+      "  const N: i64[3] = [5, 9, 7]\n  input a: f64\n  input b: f64[3]\n"
+      "# range a 0.5 5\n# range b 0.5 5\n"
+      "  output cost = beta_binomial_lpmf(n, N, a, b)\nend\n" },
+    { "von_mises_lpdf", HDR "  input y: f64[3]\n  input mu: f64\n"
+      "  input k: f64[3]\n# range y -3 3\n# range k 0.05 40\n"
+      "  output cost = von_mises_lpdf(y, mu, k)\nend\n" },
+    { "skew_normal_lpdf", HDR "  input y: f64[4]\n  input xi: f64\n"
+      "  input om: f64\n  input al: f64[4]\n# range y -4 4\n"
+      "# range om 0.5 3\n# range al -6 6\n"
+      "  output cost = skew_normal_lpdf(y, xi, om, al)\nend\n" },
+    { "categorical_lpmf", HDR "  const y: i64[5] = [0, 2, 2, 1, 0]\n"
+      "  input t: f64[3]\n# range t 0.1 0.9\n"
+      "  output cost = categorical_lpmf(y, t)\nend\n" },
+    { "multinomial_lpmf", HDR "  const y: i64[3] = [3, 0, 5]\n"
+      "  input t: f64[3]\n# range t 0.1 0.9\n"
+      "  output cost = multinomial_lpmf(y, t)\nend\n" },
+    { "exp_mod_normal_lpdf", HDR "  input y: f64[4]\n  input mu: f64\n"
+      "  input s: f64\n  input l: f64[4]\n# range y -3 6\n"
+      "# range s 0.5 3\n# range l 0.2 8\n"
+      "  output cost = exp_mod_normal_lpdf(y, mu, s, l)\nend\n" },
+    { "gumbel_lpdf", HDR "  input y: f64[3]\n  input mu: f64\n"
+      "  input b: f64\n# range y -3 5\n# range b 0.5 3\n"
+      "  output cost = gumbel_lpdf(y, mu, b)\nend\n" },
+    { "pareto_lpdf", HDR "  input y: f64[3]\n  input m: f64\n"
+      "  input a: f64\n# range y 2 5\n# range m 0.5 1.5\n# range a 0.5 5\n"
+      "  output cost = pareto_lpdf(y, m, a)\nend\n" },
+    { "rayleigh_lpdf", HDR "  input y: f64[3]\n  input s: f64\n"
+      "# range y 0.1 5\n# range s 0.5 3\n"
+      "  output cost = rayleigh_lpdf(y, s)\nend\n" },
+    { "lognormal_lcdf", HDR "  input y: f64[3]\n  input mu: f64\n"
+      "  input s: f64\n# range y 0.1 5\n# range s 0.5 3\n"
+      "  output cost = lognormal_lcdf(y, mu, s)\nend\n" },
+    { "lognormal_lccdf", HDR "  input y: f64[3]\n  input mu: f64\n"
+      "  input s: f64\n# range y 0.1 5\n# range s 0.5 3\n"
+      "  output cost = lognormal_lccdf(y, mu, s)\nend\n" },
+    { "exponential_lcdf", HDR "  input y: f64[3]\n  input b: f64\n"
+      "# range y 0.1 5\n# range b 0.5 3\n"
+      "  output cost = exponential_lcdf(y, b)\nend\n" },
+    { "exponential_lccdf", HDR "  input y: f64[3]\n  input b: f64\n"
+      "# range y 0.1 5\n# range b 0.5 3\n"
+      "  output cost = exponential_lccdf(y, b)\nend\n" },
+    { "gamma_lcdf", HDR "  input y: f64[3]\n  input a: f64\n"
+      "  input b: f64\n# range y 0.1 5\n# range a 0.5 5\n# range b 0.5 3\n"
+      "  output cost = gamma_lcdf(y, a, b)\nend\n" },
+    { "gamma_lccdf", HDR "  input y: f64[3]\n  input a: f64\n"
+      "  input b: f64\n# range y 0.1 5\n# range a 0.5 5\n# range b 0.5 3\n"
+      "  output cost = gamma_lccdf(y, a, b)\nend\n" },
+    { "beta_lcdf", HDR "  input t: f64[3]\n  input a: f64\n"
+      "  input b: f64\n# range t 0.05 0.95\n# range a 0.5 5\n"
+      "# range b 0.5 5\n"
+      "  output cost = beta_lcdf(t, a, b)\nend\n" },
+    { "beta_lccdf", HDR "  input t: f64[3]\n  input a: f64\n"
+      "  input b: f64\n# range t 0.05 0.95\n# range a 0.5 5\n"
+      "# range b 0.5 5\n"
+      "  output cost = beta_lccdf(t, a, b)\nend\n" },
+    { "student_t_lcdf", HDR "  input y: f64[4]\n  input nu: f64\n"
+      "  input mu: f64\n  input s: f64\n# range y -6 6\n# range nu 0.5 30\n"
+      "# range s 0.5 3\n"
+      "  output cost = student_t_lcdf(y, nu, mu, s)\nend\n" },
+    { "student_t_lccdf", HDR "  input y: f64[4]\n  input nu: f64\n"
+      "  input mu: f64\n  input s: f64\n# range y -6 6\n# range nu 0.5 30\n"
+      "# range s 0.5 3\n"
+      "  output cost = student_t_lccdf(y, nu, mu, s)\nend\n" },
+    { "i0", HDR "  input x: f64[4]\n# range x -12 12\n"
+      "  output cost = sum(i0(x))\nend\n" },
+    { "i1", HDR "  input x: f64[4]\n# range x -12 12\n"
+      "  output cost = sum(i1(x))\nend\n" },
 };
 
 /* ---- build-time errors ---------------------------------------------- */
@@ -167,6 +249,27 @@ static void error_tests(void)
     v = kiln_graph_op(g, "categorical_logit_lpmf", 2, cin2, NULL, 0, &err);
     ok(v < 0 && strstr(err.message, "argument 2 (beta) must be a vector"),
        "categorical_logit with scalar beta: %s", err.message);
+    /* issue 28: vector arguments other than the last */
+    kiln_value din[2] = { mu, y };
+    v = kiln_graph_op(g, "dirichlet_lpdf", 2, din, NULL, 0, &err);
+    ok(v < 0 && strstr(err.message, "dirichlet_lpdf: argument 1 (theta) "
+                       "must be a vector, got rank 0"),
+       "dirichlet with scalar theta: %s", err.message);
+    kiln_value min_[2] = { y, y };
+    v = kiln_graph_op(g, "multinomial_lpmf", 2, min_, NULL, 0, &err);
+    ok(v < 0 && strstr(err.message, "multinomial_lpmf: argument 1 (y) has "
+                       "dtype f64; expected an integer"),
+       "multinomial with float counts: %s", err.message);
+    kiln_value oin[3] = { k, mu, mu };
+    v = kiln_graph_op(g, "ordered_logistic_lpmf", 3, oin, NULL, 0, &err);
+    ok(v < 0 && strstr(err.message, "argument 3 (c) must be a vector"),
+       "ordered_logistic with scalar cutpoints: %s", err.message);
+    kiln_value oin2[3] = { k, w, y };   /* y: 3 outcomes, eta: 2 */
+    v = kiln_graph_op(g, "ordered_logistic_lpmf", 3, oin2, NULL, 0, &err);
+    ok(v < 0 && strncmp(err.message, "ordered_logistic_lpmf: ", 23) == 0 &&
+       (strstr(err.message, "(2) and (3)") ||
+        strstr(err.message, "(3) and (2)")),
+       "ordered_logistic y/eta shape clash: %s", err.message);
     kiln_attr at = { "axis", KILN_ATTR_INT, 0, 0, 0, NULL, NULL};
     kiln_value nin[3] = { y, mu, mu };
     v = kiln_graph_op(g, "normal_lpdf", 3, nin, &at, 1, &err);

@@ -131,6 +131,8 @@ static const kiln_interp_opinfo kiln_interp_ops[KILN_I_COUNT] = {
     [KILN_I_BETAINC_DA] = { "betainc_da", 3, KILN_INTERP_C_FLOAT, 1 },
     [KILN_I_BETAINC_DB] = { "betainc_db", 3, KILN_INTERP_C_FLOAT, 1 },
     [KILN_I_PARAM] = { "param", 0, KILN_INTERP_C_PARAM, 0 },
+    [KILN_I_I0E] = { "i0e", 1, KILN_INTERP_C_FLOAT, 1 },
+    [KILN_I_I1E] = { "i1e", 1, KILN_INTERP_C_FLOAT, 1 },
 };
 
 /* The operands of an instruction that name earlier instructions (TAKE's

@@ -145,6 +145,9 @@ static kiln_interp_d2d kiln_interp_rt_unary(const kiln_runtime *rt,
     case KILN_I_ERFCX: return KILN_INTERP_RT_GET(rt, erfcx);
     case KILN_I_ERFINV: return KILN_INTERP_RT_GET(rt, erfinv);
     case KILN_I_ERFCINV: return KILN_INTERP_RT_GET(rt, erfcinv);
+    /* runtime version 5 */
+    case KILN_I_I0E: return KILN_INTERP_RT_GET(rt, i0e);
+    case KILN_I_I1E: return KILN_INTERP_RT_GET(rt, i1e);
     default: return NULL;
     }
 }

@@ -123,6 +123,9 @@ static size_t kl_rt_offset(unsigned op)
     case KILN_I_GAMMAINC_DA: return offsetof(kiln_runtime, gammainc_da);
     case KILN_I_BETAINC_DA: return offsetof(kiln_runtime, betainc_da);
     case KILN_I_BETAINC_DB: return offsetof(kiln_runtime, betainc_db);
+    /* runtime version 5 (ABI 1.9) */
+    case KILN_I_I0E: return offsetof(kiln_runtime, i0e);
+    case KILN_I_I1E: return offsetof(kiln_runtime, i1e);
     default: return 0;
     }
 }

@@ -39,6 +39,15 @@ static kiln_value op2(cb *c, const char *op, kiln_value x, kiln_value y)
     return kiln_graph_op(c->g, op, 2, in, NULL, 0, c->err);
 }
 
+static kiln_value op3(cb *c, const char *op, kiln_value x, kiln_value y,
+                      kiln_value z)
+{
+    if (x < 0 || y < 0 || z < 0)
+        return -1;
+    kiln_value in[3] = { x, y, z };
+    return kiln_graph_op(c->g, op, 3, in, NULL, 0, c->err);
+}
+
 static kiln_value lit(cb *c, double v)
 {
     return kiln_graph_literal(c->g, v, KILN_LIT_FLOAT, c->err);
@@ -59,10 +68,21 @@ static const double SQRT1_2 = 0.70710678118654752; /* 1/sqrt(2) */
 
 static kiln_value where3(cb *c, kiln_value k, kiln_value a, kiln_value b)
 {
-    if (k < 0 || a < 0 || b < 0)
-        return -1;
-    kiln_value in[3] = { k, a, b };
-    return kiln_graph_op(c->g, "where", 3, in, NULL, 0, c->err);
+    return op3(c, "where", k, a, b);
+}
+
+/* log(erfc(x)) without underflow: log(erfcx(x)) - x^2 for x > 0 (erfcx
+ * = e^{x^2} erfc(x), finite up to +inf), log(erfc(x)) otherwise.  Each
+ * branch reads x only where it is taken (the other sees 0), so neither
+ * makes a NaN that `where`'s zero adjoint would multiply. */
+static kiln_value log_erfc(cb *c, kiln_value x)
+{
+    kiln_value pos = op2(c, "gt", x, L(0));
+    kiln_value xp = where3(c, pos, x, L(0));
+    kiln_value xn = where3(c, pos, L(0), x);
+    return where3(c, pos,
+                  SUB(LOG(op1(c, "erfcx", xp)), op1(c, "square", xp)),
+                  LOG(op1(c, "erfc", xn)));
 }
 
 /* where(x == 0, 0, x * log(y)): Stan's multiply_log (0 log 0 = 0). */
@@ -125,6 +145,11 @@ X(log_sum_exp) { return lse2(c, a[0], a[1]); }
 X(lbeta) { return lbeta(c, a[0], a[1]); }
 X(lchoose) { return lchoose(c, a[0], a[1]); }
 
+/* SciPy's i0, i1 (PyTensor's): the scaled forms times e^{|x|}; +inf
+ * beyond |x| ~ 713 as theirs */
+X(i0) { return MUL(op1(c, "i0e", a[0]), op1(c, "exp", op1(c, "abs", a[0]))); }
+X(i1) { return MUL(op1(c, "i1e", a[0]), op1(c, "exp", op1(c, "abs", a[0]))); }
+
 /* log_mix(theta, lp1, lp2) = log(theta e^lp1 + (1 - theta) e^lp2) */
 X(log_mix)
 {
@@ -147,20 +172,14 @@ X(normal_lpdf)
                       L(HALF_LOG_2PI)));
 }
 
-/* log Phi(z) = log(erfc(-z / sqrt 2) / 2) */
-X(normal_lcdf)
+/* log Phi(z) = log(erfc(-z / sqrt 2) / 2), elementwise */
+static kiln_value log_Phi(cb *c, kiln_value z)
 {
-    kiln_value z = zscore(c, a);
-    return sum(c, SUB(LOG(op1(c, "erfc", MUL(z, L(-SQRT1_2)))),
-                      L(LOG_2)));
+    return SUB(log_erfc(c, MUL(z, L(-SQRT1_2))), L(LOG_2));
 }
 
-X(normal_lccdf)
-{
-    kiln_value z = zscore(c, a);
-    return sum(c, SUB(LOG(op1(c, "erfc", MUL(z, L(SQRT1_2)))),
-                      L(LOG_2)));
-}
+X(normal_lcdf) { return sum(c, log_Phi(c, zscore(c, a))); }
+X(normal_lccdf) { return sum(c, log_Phi(c, NEG(zscore(c, a)))); }
 
 /* student_t(y | nu, mu, sigma) */
 X(student_t_lpdf)
@@ -481,6 +500,206 @@ X(gp_exp_quad_cov)
     return MUL(op1(c, "square", a[1]), op1(c, "exp", NEG(s)));
 }
 
+/* ---- issue 28 --------------------------------------------------------- */
+
+/* dirichlet(theta | alpha), both vectors:
+ * lgamma(sum alpha) - sum lgamma(alpha) + sum (alpha - 1) log theta */
+X(dirichlet_lpdf)
+{
+    kiln_value t = SUB(op1(c, "gammaln", sum(c, a[1])),
+                       sum(c, op1(c, "gammaln", a[1])));
+    return ADD(t, sum(c, MUL(SUB(a[1], L(1)), LOG(a[0]))));
+}
+
+static kiln_value cast_i64(cb *c, kiln_value x)
+{
+    if (x < 0)
+        return -1;
+    kiln_attr at = { "dtype", KILN_ATTR_DTYPE, KILN_I64, 0, 0, NULL, NULL };
+    return kiln_graph_op(c->g, "cast", 1, &x, &at, 1, c->err);
+}
+
+/* ordered_logistic(y | eta, c), y 0-based in 0 .. K-1, c the K-1
+ * increasing cutpoints (a vector).  With a = eta - c[y-1], b = eta - c[y]:
+ * y = 0: log1m_inv_logit(b); y = K-1: log_inv_logit(a); otherwise
+ * log(inv_logit(a) - inv_logit(b)) = a - sp(a) + log1mexp(b - a) - sp(b)
+ * (Stan's log_inv_logit_diff).  The indices are clamped into c and each
+ * branch sees its own arguments only where it is taken (as log_erfc);
+ * y outside 0 .. K-1 gives -inf. */
+X(ordered_logistic_lpmf)
+{
+    kiln_value y = a[0], eta = a[1], cut = a[2];
+    kiln_value k1 = cast_i64(c, sum(c, op2(c, "fill", cut, L(1))));
+    kiln_value one = kiln_graph_literal(c->g, 1, KILN_LIT_INT, c->err);
+    kiln_value zero = kiln_graph_literal(c->g, 0, KILN_LIT_INT, c->err);
+    kiln_value top = SUB(k1, one);
+    kiln_value lo = op2(c, "maximum", op2(c, "minimum", SUB(y, one), top),
+                        zero);
+    kiln_value hi = op2(c, "maximum", op2(c, "minimum", y, top), zero);
+    kiln_value av = SUB(eta, op2(c, "take", cut, lo));
+    kiln_value bv = SUB(eta, op2(c, "take", cut, hi));
+    kiln_value first = op2(c, "le", y, zero);
+    kiln_value last = op2(c, "ge", y, k1);
+    kiln_value mid = op1(c, "not", op2(c, "or", first, last));
+    kiln_value am = where3(c, mid, av, L(1));
+    kiln_value bm = where3(c, mid, bv, L(0));
+    kiln_value vmid = SUB(am, op1(c, "softplus", am));
+    vmid = ADD(vmid, op1(c, "log1mexp", SUB(bm, am)));
+    vmid = SUB(vmid, op1(c, "softplus", bm));
+    kiln_value v = where3(c, first, log1m_inv_logit(c, bv),
+                          where3(c, last, log_inv_logit(c, av), vmid));
+    kiln_value out = op2(c, "or", op2(c, "lt", y, zero), op2(c, "gt", y, k1));
+    return sum(c, where3(c, out, L(-INFINITY), v));
+}
+
+/* beta_binomial(n | N, alpha, beta) = lchoose(N, n)
+ * + lbeta(n + alpha, N - n + beta) - lbeta(alpha, beta); -inf for n < 0
+ * or n > N (Stan's LOG_ZERO) */
+X(beta_binomial_lpmf)
+{
+    kiln_value n = a[0], N = a[1];
+    kiln_value t = ADD(lchoose(c, N, n),
+                       lbeta(c, ADD(n, a[2]), ADD(SUB(N, n), a[3])));
+    t = SUB(t, lbeta(c, a[2], a[3]));
+    kiln_value out = op2(c, "or", op2(c, "lt", n, L(0)), op2(c, "gt", n, N));
+    return sum(c, where3(c, out, L(-INFINITY), t));
+}
+
+/* skew_normal(y | xi, omega, alpha) =
+ * -log(2 pi)/2 - log omega - z^2/2 + log(erfc(-alpha z / sqrt 2)) */
+X(skew_normal_lpdf)
+{
+    kiln_value z = zscore(c, a);
+    kiln_value t = SUB(MUL(L(-0.5), op1(c, "square", z)), LOG(a[2]));
+    t = ADD(t, log_erfc(c, MUL(MUL(a[3], z), L(-SQRT1_2))));
+    return sum(c, SUB(t, L(HALF_LOG_2PI)));
+}
+
+/* categorical(y | theta), theta a probability vector, y 0-based */
+X(categorical_lpmf)
+{
+    return sum(c, LOG(op2(c, "take", a[1], a[0])));
+}
+
+/* multinomial(y | theta), y a count vector, theta a probability vector:
+ * lgamma(sum y + 1) - sum lgamma(y + 1) + sum xlogy(y, theta) */
+X(multinomial_lpmf)
+{
+    kiln_value t = SUB(op1(c, "gammaln", ADD(sum(c, a[0]), L(1))),
+                       sum(c, op1(c, "gammaln", ADD(a[0], L(1)))));
+    return ADD(t, sum(c, xlogy(c, a[0], a[1])));
+}
+
+/* exp_mod_normal(y | mu, sigma, lambda) = log lambda - log 2
+ * + lambda (mu - y) + (lambda sigma)^2 / 2 + log(erfc(u)),
+ * u = (mu + lambda sigma^2 - y) / (sigma sqrt 2) */
+X(exp_mod_normal_lpdf)
+{
+    kiln_value ls = MUL(a[3], a[2]);
+    kiln_value u = DIV(SUB(ADD(a[1], MUL(ls, a[2])), a[0]),
+                       MUL(a[2], L(1 / SQRT1_2)));
+    kiln_value t = SUB(LOG(a[3]), L(LOG_2));
+    t = ADD(t, MUL(a[3], SUB(a[1], a[0])));
+    t = ADD(t, MUL(L(0.5), op1(c, "square", ls)));
+    return sum(c, ADD(t, log_erfc(c, u)));
+}
+
+/* gumbel(y | mu, beta) = -log beta - z - exp(-z) */
+X(gumbel_lpdf)
+{
+    kiln_value z = zscore(c, a);
+    return sum(c, SUB(SUB(NEG(LOG(a[2])), z), op1(c, "exp", NEG(z))));
+}
+
+/* pareto(y | y_min, alpha) = log alpha + alpha log y_min
+ * - (alpha + 1) log y for y >= y_min, -inf below (Stan's LOG_ZERO) */
+X(pareto_lpdf)
+{
+    kiln_value t = ADD(LOG(a[2]), MUL(a[2], LOG(a[1])));
+    t = SUB(t, MUL(ADD(a[2], L(1)), LOG(a[0])));
+    return sum(c, where3(c, op2(c, "lt", a[0], a[1]), L(-INFINITY), t));
+}
+
+/* rayleigh(y | sigma) = log y - 2 log sigma - y^2 / (2 sigma^2) */
+X(rayleigh_lpdf)
+{
+    kiln_value t = SUB(LOG(a[0]), MUL(L(2), LOG(a[1])));
+    return sum(c, SUB(t, MUL(L(0.5),
+                             op1(c, "square", DIV(a[0], a[1])))));
+}
+
+/* von_mises(y | mu, kappa) = kappa cos(y - mu) - log(2 pi) - log I0(kappa)
+ * with log I0(kappa) = log(i0e(kappa)) + kappa (kappa >= 0) */
+X(von_mises_lpdf)
+{
+    kiln_value t = MUL(a[2], SUB(op1(c, "cos", SUB(a[0], a[1])), L(1)));
+    t = SUB(t, LOG(op1(c, "i0e", a[2])));
+    return sum(c, SUB(t, L(2 * HALF_LOG_2PI)));
+}
+
+/* ---- log CDFs and CCDFs --------------------------------------------- */
+
+X(lognormal_lcdf)
+{
+    kiln_value b[3] = { LOG(a[0]), a[1], a[2] };
+    return sum(c, log_Phi(c, zscore(c, b)));
+}
+
+X(lognormal_lccdf)
+{
+    kiln_value b[3] = { LOG(a[0]), a[1], a[2] };
+    return sum(c, log_Phi(c, NEG(zscore(c, b))));
+}
+
+/* exponential(y | beta): log(1 - e^{-beta y}), -beta y */
+X(exponential_lcdf)
+{
+    return sum(c, op1(c, "log1mexp", NEG(MUL(a[1], a[0]))));
+}
+
+X(exponential_lccdf) { return sum(c, NEG(MUL(a[1], a[0]))); }
+
+/* gamma(y | alpha, beta): log P(alpha, beta y), log Q(alpha, beta y) */
+X(gamma_lcdf)
+{
+    return sum(c, LOG(op2(c, "gammainc", a[1], MUL(a[2], a[0]))));
+}
+
+X(gamma_lccdf)
+{
+    return sum(c, LOG(op2(c, "gammaincc", a[1], MUL(a[2], a[0]))));
+}
+
+/* beta(theta | alpha, beta): log I_theta(alpha, beta) and
+ * log I_{1-theta}(beta, alpha) */
+X(beta_lcdf)
+{
+    return sum(c, LOG(op3(c, "betainc", a[1], a[2], a[0])));
+}
+
+X(beta_lccdf)
+{
+    return sum(c, LOG(op3(c, "betainc", a[2], a[1], SUB(L(1), a[0]))));
+}
+
+/* student_t(y | nu, mu, sigma) at t = (y - mu)/sigma: the tail beyond |t|
+ * is h = I_x(nu/2, 1/2) / 2, x = nu / (nu + t^2) (A&S 26.7.1, 26.5.27);
+ * log F(t) = log h for t < 0, log1p(-h) for t >= 0.  sgn = -1 gives the
+ * CCDF (F(-t)). */
+static kiln_value student_t_lcdf_(cb *c, const kiln_value *a, double sgn)
+{
+    kiln_value nu = a[1];
+    kiln_value b[3] = { a[0], a[2], a[3] };
+    kiln_value t = MUL(zscore(c, b), L(sgn));
+    kiln_value x = DIV(nu, ADD(nu, op1(c, "square", t)));
+    kiln_value h = MUL(L(0.5), op3(c, "betainc", MUL(L(0.5), nu), L(0.5), x));
+    return sum(c, where3(c, op2(c, "lt", t, L(0)), LOG(h),
+                         op1(c, "log1p", NEG(h))));
+}
+
+X(student_t_lcdf) { return student_t_lcdf_(c, a, 1); }
+X(student_t_lccdf) { return student_t_lcdf_(c, a, -1); }
+
 #undef X
 
 /* ---- the table ------------------------------------------------------ */
@@ -492,7 +711,7 @@ typedef struct composite {
     int arity;
     const char *args;       /* for messages: "y, mu, sigma" */
     unsigned int_args;      /* bit i: argument i must be an integer */
-    int vec_last;           /* the last argument must be a vector */
+    unsigned vec_args;      /* bit i: argument i must be a vector */
     kiln_value (*expand)(cb *, const kiln_value *);
 } composite;
 
@@ -520,7 +739,28 @@ static const composite table[] = {
     C(poisson_log_lpmf, 2, "n, alpha", 0, 0),
     C(neg_binomial_2_lpmf, 3, "n, mu, phi", 0, 0),
     C(neg_binomial_2_log_lpmf, 3, "n, eta, phi", 0, 0),
-    C(categorical_logit_lpmf, 2, "y, beta", 1u, 1),
+    C(categorical_logit_lpmf, 2, "y, beta", 1u, 2u),
+    C(dirichlet_lpdf, 2, "theta, alpha", 0, 3u),
+    C(ordered_logistic_lpmf, 3, "y, eta, c", 1u, 4u),
+    C(beta_binomial_lpmf, 4, "n, N, alpha, beta", 0, 0),
+    C(von_mises_lpdf, 3, "y, mu, kappa", 0, 0),
+    C(skew_normal_lpdf, 4, "y, xi, omega, alpha", 0, 0),
+    C(categorical_lpmf, 2, "y, theta", 1u, 2u),
+    C(multinomial_lpmf, 2, "y, theta", 1u, 3u),
+    C(exp_mod_normal_lpdf, 4, "y, mu, sigma, lambda", 0, 0),
+    C(gumbel_lpdf, 3, "y, mu, beta", 0, 0),
+    C(pareto_lpdf, 3, "y, y_min, alpha", 0, 0),
+    C(rayleigh_lpdf, 2, "y, sigma", 0, 0),
+    C(lognormal_lcdf, 3, "y, mu, sigma", 0, 0),
+    C(lognormal_lccdf, 3, "y, mu, sigma", 0, 0),
+    C(exponential_lcdf, 2, "y, beta", 0, 0),
+    C(exponential_lccdf, 2, "y, beta", 0, 0),
+    C(gamma_lcdf, 3, "y, alpha, beta", 0, 0),
+    C(gamma_lccdf, 3, "y, alpha, beta", 0, 0),
+    C(beta_lcdf, 3, "theta, alpha, beta", 0, 0),
+    C(beta_lccdf, 3, "theta, alpha, beta", 0, 0),
+    C(student_t_lcdf, 4, "y, nu, mu, sigma", 0, 0),
+    C(student_t_lccdf, 4, "y, nu, mu, sigma", 0, 0),
     C(inv_logit, 1, "x", 0, 0),
     C(log_inv_logit, 1, "x", 0, 0),
     C(log1m_inv_logit, 1, "x", 0, 0),
@@ -535,6 +775,8 @@ static const composite table[] = {
     C(multi_normal_lpdf, 3, "y, mu, Sigma", 0, 0),
     C(lkj_corr_cholesky_lpdf, 2, "L, eta", 0, 0),
     C(gp_exp_quad_cov, 3, "x, alpha, rho", 0, 0),
+    C(i0, 1, "x", 0, 0),
+    C(i1, 1, "x", 0, 0),
 };
 #undef C
 
@@ -610,7 +852,7 @@ kiln_value kiln_composite_build(kiln_graph *g, int ci, int n_in,
                                (d->int_args >> k & 1u)
                                    ? "an integer (i64 or i32)"
                                    : "a number (f64, f32, i64 or i32)"), -1;
-        if (d->vec_last && k == n_in - 1 && t->rank != 1)
+        if ((d->vec_args >> k & 1u) && t->rank != 1)
             return kiln_seterr(err, KILN_ERR_SHAPE,
                                "%s: argument %d (%s) must be a vector, got "
                                "rank %d", d->name, k + 1,

@@ -854,6 +854,22 @@ static int grad_elemwise(gctx *c, kiln_value v, kiln_value gv)
             d = op1(c, "neg", d);
         return contribute(c, y, op2(c, "mul", gv, d));
     }
+    case KILN_OP_I0E: /* i1e(x) - sign(x) i0e(x) (I0' = I1, A&S 9.6.27) */
+        return contribute(c, x, op2(c, "mul", gv,
+                                    op2(c, "sub", op1(c, "i1e", x),
+                                        op2(c, "mul", op1(c, "sign", x), v))));
+    case KILN_OP_I1E: {
+        /* i0e(x) - i1e(x)/x - sign(x) i1e(x) (I1' = I0 - I1/x, A&S
+         * 9.6.26); 1/2 at x = 0, where i1e(x)/x -> 1/2 */
+        kiln_value z = op2(c, "eq", x, lit(c, 0.0));
+        kiln_value xs = op3(c, "where", z, lit(c, 1.0), x);
+        kiln_value d = op2(c, "sub",
+                           op2(c, "sub", op1(c, "i0e", x),
+                               op2(c, "true_div", v, xs)),
+                           op2(c, "mul", op1(c, "sign", x), v));
+        return contribute(c, x, op2(c, "mul", gv,
+                                    op3(c, "where", z, lit(c, 0.5), d)));
+    }
     case KILN_OP_BETAINC: {
         /* d/dx I_x(a, b) = x^(a-1) (1-x)^(b-1) / B(a, b); d/da and
          * d/db are betainc_da and betainc_db (core/special.c) */

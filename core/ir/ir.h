@@ -63,6 +63,8 @@ typedef enum kiln_op {
     KILN_OP_CHOLESKY, KILN_OP_CHOLESKY_GRAD, KILN_OP_SOLVE_TRIANGULAR,
     KILN_OP_SOLVE, KILN_OP_INVERSE, KILN_OP_LOG_DET, KILN_OP_TRIL,
     KILN_OP_TRIU, KILN_OP_DIAG, KILN_OP_DIAGONAL,
+    /* issue 28: SciPy's exponentially scaled Bessel I0, I1 */
+    KILN_OP_I0E, KILN_OP_I1E,
     KILN_OP_COUNT
 } kiln_op;
 

@@ -133,6 +133,8 @@ static const kiln_op_info op_table[KILN_OP_COUNT] = {
     E(KILN_OP_TRIU, "triu", KILN_CAT_LINALG, 1, 1, -1),
     E(KILN_OP_DIAG, "diag", KILN_CAT_LINALG, 1, 1, -1),
     E(KILN_OP_DIAGONAL, "diagonal", KILN_CAT_LINALG, 1, 1, -1),
+    E(KILN_OP_I0E, "i0e", KILN_CAT_ELEMWISE, 1, 1, KILN_I_I0E),
+    E(KILN_OP_I1E, "i1e", KILN_CAT_ELEMWISE, 1, 1, KILN_I_I1E),
 };
 
 #undef E
@@ -213,6 +215,7 @@ static int op_is_float_only(int op)
     case KILN_OP_ERFCX: case KILN_OP_ERFINV: case KILN_OP_ERFCINV:
     case KILN_OP_GAMMAINC: case KILN_OP_GAMMAINCC: case KILN_OP_BETAINC:
     case KILN_OP_GAMMAINC_DA: case KILN_OP_BETAINC_DA: case KILN_OP_BETAINC_DB:
+    case KILN_OP_I0E: case KILN_OP_I1E:   /* issue 28 */
         return 1;
     default:
         return 0;

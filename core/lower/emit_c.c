@@ -203,6 +203,8 @@ static const opinfo ops[KILN_I_COUNT] = {
     [KILN_I_BETAINC_DA] = {"betainc_da", 3, C_FLOAT, "betainc_da"},
     [KILN_I_BETAINC_DB] = {"betainc_db", 3, C_FLOAT, "betainc_db"},
     [KILN_I_PARAM] = {"param", 0, C_PARAM, NULL},
+    [KILN_I_I0E] = {"i0e", 1, C_FLOAT, "i0e"},
+    [KILN_I_I1E] = {"i1e", 1, C_FLOAT, "i1e"},
 };
 
 static const char *const dt_name[KILN_NDTYPES] = {"f64", "f32", "i64",
@@ -1954,6 +1956,7 @@ static const char preamble[] =
     "                   float *, i64);\n"
     "  int (*lapack_run)(const struct krt *, u32, u32, const kv *, u32,\n"
     "                    const kv *, char *, usize);\n"
+    "  double (*i0e)(double); double (*i1e)(double);\n"
     "} krt;\n"
     "typedef struct kcall { usize struct_size; u32 n_inputs, n_outputs;\n"
     "  const kv *inputs; const kv *outputs; const krt *rt;\n"

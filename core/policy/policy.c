@@ -73,6 +73,8 @@ static const struct {
     [KILN_I_GAMMAINC_DA] = {"gammainc_da", 300},
     [KILN_I_BETAINC_DA] = {"betainc_da", 600},
     [KILN_I_BETAINC_DB] = {"betainc_db", 600},
+    /* ABI 1.9 (issue 28): series of up to ~40 terms */
+    [KILN_I_I0E] = {"i0e", 60}, [KILN_I_I1E] = {"i1e", 60},
 };
 
 /* Weights that are not opcodes: per element of every kernel (the store

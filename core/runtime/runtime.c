@@ -251,6 +251,8 @@ static const kiln_runtime_own kiln_runtime_table = { .rt = {
     .sgemm_rt = kiln_runtime_sgemm_rt,
     /* version 5 */
     .lapack_run = kiln_runtime_lapack_run,
+    .i0e = kiln_i0e,
+    .i1e = kiln_i1e,
 }, .gemv = { KILN_GEMV_AUTO, { -1, -1 } } };
 
 const kiln_runtime *kiln_runtime_get(void)

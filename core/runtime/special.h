@@ -75,4 +75,12 @@ double kiln_gammainc_da(double a, double x);
 double kiln_betainc_da(double a, double b, double x);
 double kiln_betainc_db(double a, double b, double x);
 
+/* Exponentially scaled modified Bessel functions of the first kind,
+ * SciPy's i0e(x) = e^{-|x|} I0(x) and i1e(x) = e^{-|x|} I1(x) (odd);
+ * 0 at +-inf, NaN at NaN.  Series and asymptotic expansion (special.c,
+ * A&S 9.6.10 and 9.7.1).  log I0(x) = log(i0e(x)) + |x| never
+ * overflows. */
+double kiln_i0e(double x);
+double kiln_i1e(double x);
+
 #endif

@@ -92,6 +92,9 @@ typedef enum kiln_opcode {
      * between the calls of one call site, so a prepared call (prepare)
      * may read it once. */
     KILN_I_PARAM,
+    /* ABI 1.9: float-only functions of the runtime table (version 5):
+     * SciPy's i0e(x) = e^{-|x|} I0(x), i1e(x) = e^{-|x|} I1(x) */
+    KILN_I_I0E, KILN_I_I1E,
     KILN_I_COUNT
 } kiln_opcode;
 
@@ -378,6 +381,10 @@ typedef struct kiln_runtime {
                       uint32_t n_inputs, const kiln_view *inputs,
                       uint32_t n_outputs, const kiln_view *outputs,
                       char *errbuf, size_t errbuf_size);
+    /* version 5 (ABI 1.9), too: SciPy's exponentially scaled Bessel
+     * functions behind the I0E / I1E opcodes */
+    double (*i0e)(double);         /* e^{-|x|} I0(x) */
+    double (*i1e)(double);         /* e^{-|x|} I1(x) */
 } kiln_runtime;
 
 /* Arguments of one kernel call (host-owned, valid during the call). */

@@ -314,7 +314,8 @@ for _c, _k in [(ps.Neg, "neg"), (ps.Abs, "abs"), (ps.Sqr, "square"),
                (psm.Erfinv, "erfinv"), (ps.Floor, "floor"), (ps.Ceil, "ceil"),
                (ps.Trunc, "trunc"), (ps.RoundHalfToEven, "round"),
                (ps.RoundHalfAwayFromZero, "round_half_away_from_zero"),
-               (psm.Erfcinv, "erfcinv"), (ps.Sign, "sign")]:
+               (psm.Erfcinv, "erfcinv"), (ps.Sign, "sign"),
+               (psm.I0, "i0"), (psm.I1, "i1")]:
     KG_SCALAR_CONVERTERS[_c] = _simple(_k, 1)
 for _c, _k in [(ps.Sub, "sub"), (ps.TrueDiv, "true_div"), (ps.Pow, "pow"),
                (ps.ScalarMaximum, "maximum"), (ps.ScalarMinimum, "minimum"),
@@ -336,6 +337,83 @@ def _betainc_grad_wrtp(sop):
     return 66.0 in consts and 46.0 in consts
 
 
+def _loop_rest(em, value, odts):
+    """The outputs of a replaced ScalarLoop: VALUE first, then a stand-in
+    of each other output's dtype (the gradients read only the first and
+    the `converged` flag, which is true)."""
+    out = [value]
+    for dt in odts[1:]:
+        k = _kdt(dt)
+        if k == "bool":
+            out.append(em.let(f"fill({value}, {em.const(np.array(True), 'bool')})", "bool"))
+        elif k in ("f64", "f32"):
+            out.append(em.cast(value, k))
+        else:
+            out.append(em.let(f"fill({value}, {em.const(np.array(0), k)})", k))
+    return out
+
+
+def _gamma_loop(em, sop, args, idt, odts):
+    """PyTensor 2.27's four ScalarLoops of gammainc_grad / gammaincc_grad
+    (what GammaInc.grad and GammaIncC.grad build: dP/dk by Gautschi's
+    series, dQ/dk by a 9-term asymptotic series or an alternating series)
+    as the exact sums those loops approximate, from kiln's gammainc,
+    gammaincc and gammainc_da = dP/dk (core/runtime/special.c):
+      gammainc_grad_a   sum_a = e^x P(k, x)         (so that
+      gammainc_grad_b   sum_b = e^x (log x P - dP/dk)   e^-x (log x sum_a - sum_b) = dP/dk)
+      gammaincc_grad_a  sum_a = (dQ/dk - Q (log x - psi k)) Gamma(k) e^x x^(1-k)
+      gammaincc_grad_b  sum_b = (dQ/dk - P (psi k - log x)) Gamma(k) x^-k
+    with dQ/dk = -dP/dk; Gamma(k) x^... as exp of logs.  The loops stop
+    at a term of 1e-10 (P) or 1e-6 (Q's alternating series) or after 9
+    terms, so PyTensor's own value differs from the exact one by up to
+    about those amounts; kiln's is within ~1e-13 (docs/ops.md)."""
+    name = sop.name
+    dt = odts[0]
+    if dt not in ("float64", "float32"):
+        raise Unsupported(f"{name} in {dt}")
+    _need("gammainc_da", 2)
+    k_ = _kdt(dt)
+    def a(i):
+        return em.cast(args[i], k_)
+    # args: n_steps, the loop's initial state, its constants
+    if name == "gammainc_grad_a":      # init sum, lgamma(k+1), k; const log x
+        k, lx = a(3), a(4)
+    elif name == "gammainc_grad_b":    # init sum, lgamma(k+1), n, k; const log x
+        k, lx = a(4), a(5)
+    elif name == "gammaincc_grad_a":   # init sum, delta, x, k-1, fac, dfac; const x
+        k = em.let(f"add({a(4)}, 1)", k_)
+        lx = em.let(f"log({a(7)})", k_)
+    else:                              # gammaincc_grad_b: init sum, log_s,
+        k, lx = a(6), a(7)             # sign, log_delta, n; const k, log x
+    x = em.let(f"exp({lx})", k_)
+    da = em.let(f"gammainc_da({k}, {x})", k_)
+    if name == "gammainc_grad_a":
+        v = em.let(f"mul(exp({x}), gammainc({k}, {x}))", k_)
+    elif name == "gammainc_grad_b":
+        v = em.let(f"mul(exp({x}), sub(mul({lx}, gammainc({k}, {x})), {da}))", k_)
+    elif name == "gammaincc_grad_a":
+        v = em.let(f"mul(sub(neg({da}), mul(gammaincc({k}, {x}), sub({lx}, digamma({k})))), "
+                   f"exp(sub(add(gammaln({k}), {x}), mul(sub({k}, 1), {lx}))))", k_)
+    else:
+        v = em.let(f"mul(sub(neg({da}), mul(gammainc({k}, {x}), sub(digamma({k}), {lx}))), "
+                   f"exp(sub(gammaln({k}), mul({k}, {lx}))))", k_)
+    return _loop_rest(em, v, odts)
+
+
+_GAMMA_LOOPS = {"gammainc_grad_a": 5, "gammainc_grad_b": 6,
+                "gammaincc_grad_a": 8, "gammaincc_grad_b": 8}
+
+
+@_scalar(psm.Gamma)
+def _gamma(em, sop, args, idt, odt):
+    """Gamma(x) = sign exp(gammaln(x)), the sign (-1)^ceil(-x) for x < 0
+    (negative on (-1, 0), (-3, -2), ...)."""
+    k = _kdt(odt)
+    x = em.cast(args[0], k)
+    sg = em.let(f"where(or(gt({x}, 0), eq(mod(floor({x}), 2), 0)), 1.0, -1.0)", k)
+    return em.let(f"mul({sg}, exp(gammaln({x})))", k)
+
+
 @_scalar(ScalarLoop)
 def _scalar_loop(em, sop, args, idt, odts):
     """PyTensor's betainc_grad loop (what BetaInc.grad builds: the
@@ -348,9 +426,12 @@ def _scalar_loop(em, sop, args, idt, odts):
     I_x(p, q) = 1 - I_{1-x}(q, p) so that 1 - x is never formed from x.
     Outputs: the derivative, the loop's other state (unused by the
     gradient; the derivative again, n = 1) and `converged` = true."""
+    if _GAMMA_LOOPS.get(getattr(sop, "name", None)) == sop.nin:
+        return _gamma_loop(em, sop, args, idt, odts)
     wrtp = _betainc_grad_wrtp(sop)
     if wrtp is None:
-        raise Unsupported("kiln has no scalar op ScalarLoop (only PyTensor's betainc_grad)")
+        raise Unsupported("kiln has no scalar op ScalarLoop (only PyTensor's "
+                          "betainc_grad and gammainc(c)_grad)")
     dt = odts[0]
     if dt not in ("float64", "float32") or any(d != dt for d in idt[11:16]):
         raise Unsupported(f"betainc_grad in {dt}")
@@ -738,6 +819,25 @@ def _join(em, node, ins):
     if len(xs) == 1:
         return [xs[0]]
     return [em.let(f"join({axis}, {', '.join(xs)})", k)]
+
+
+@kg_convert(ptb.Split)
+def _split(em, node, ins):
+    """Split(x, axis, sizes) with constant sizes (Join's gradient): one
+    basic slice of x per output."""
+    nd = node.outputs[0].type.ndim
+    axis = int(_const_value(node.inputs[1])) % nd
+    sv = node.inputs[2]
+    if sv.owner is not None and isinstance(sv.owner.op, ptb.MakeVector):
+        sizes = [_const_value(v) for v in sv.owner.inputs]
+    else:
+        sizes = _const_value(sv)
+    out, at = [], 0
+    for n in np.ravel(sizes).astype(int):
+        idx = ", ".join([":"] * axis + [f"{at}:{at + n}"])
+        out.append(em.let(f"{ins[0]}[{idx}]", em.kdt[ins[0]]))
+        at += n
+    return out
 
 
 @kg_convert(ptb.MakeVector)
