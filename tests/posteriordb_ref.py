@@ -288,7 +288,265 @@ MODELS.update({
                   ("sigma", None, 0)], diamonds),
 })
 
+# ---- the nine models of issue 28: recursions, HMMs, GPs, ODEs -----------
+
+def lognormal(y, mu, s):
+    y, mu, s = np.broadcast_arrays(np.asarray(y), np.asarray(mu),
+                                   np.asarray(s))
+    z = (np.log(y) - mu) / s
+    return np.sum(-0.5 * z * z - np.log(s) - np.log(y) - LOG_SQRT_2PI)
+
+
+def gamma_lpdf(y, a, b):
+    return a * math.log(b) - math.lgamma(a) + (a - 1) * np.log(y) - b * y
+
+
+def exponential(y, beta):
+    return np.log(beta) - beta * y
+
+
+def dirichlet(theta, alpha):
+    alpha = np.asarray(alpha, dtype=float)
+    return (math.lgamma(alpha.sum()) - sum(math.lgamma(a) for a in alpha)
+            + np.sum((alpha - 1) * np.log(theta)))
+
+
+def log_sum_exp(a, axis=None):
+    """Complex-safe: the shift is the real part's maximum (analytic)."""
+    m = np.max(np.real(a), axis=axis, keepdims=True)
+    r = m + np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True))
+    return np.squeeze(r, axis=axis) if axis is not None else r.reshape(())
+
+
+def arma11(p, d):
+    y = A(d, "y")
+    mu, phi, theta = p["mu"], p["phi"], p["theta"]
+    err = []
+    nu = mu + phi * mu               # err[0] == 0
+    err.append(y[0] - nu)
+    for t in range(1, len(y)):
+        nu = mu + phi * y[t - 1] + theta * err[t - 1]
+        err.append(y[t] - nu)
+    return (normal(mu, 0, 10) + normal(phi, 0, 2) + normal(theta, 0, 2)
+            + cauchy(p["sigma"], 0, 2.5) + normal(np.array(err), 0,
+                                                    p["sigma"]))
+
+
+def garch11(p, d):
+    y = A(d, "y")
+    sig = [d["sigma1"] + 0 * p["mu"]]
+    for t in range(1, len(y)):
+        sig.append(np.sqrt(p["alpha0"] + p["alpha1"] * (y[t - 1] - p["mu"])
+                           ** 2 + p["beta1"] * sig[t - 1] ** 2))
+    return normal(y, p["mu"], np.array(sig))
+
+
+def hmm_forward(log_theta, em):
+    """log p(y) by the forward algorithm: em[t, k] the emission log
+    density of y[t] in state k, log_theta[j, k] of moving from j to k."""
+    g = em[0]
+    for t in range(1, em.shape[0]):
+        g = log_sum_exp(g[:, None] + log_theta, axis=0) + em[t]
+    return log_sum_exp(g)
+
+
+def hmm_example(p, d):
+    y = A(d, "y")
+    p["theta"] = np.array([p["theta1"], p["theta2"]])
+    em = np.array([[normal(y[t], p["mu"][k], 1) for k in range(d["K"])]
+                   for t in range(d["N"])])
+    return (normal(p["mu"][0], 3, 1) + normal(p["mu"][1], 10, 1)
+            + hmm_forward(np.log(p["theta"]), em))
+
+
+def hmm_drive(kind):
+    def m(p, d):
+        u, v, al = A(d, "u"), A(d, "v"), A(d, "alpha")
+        p["theta"] = np.array([p["theta1"], p["theta2"]])
+        lp = sum(dirichlet(p["theta"][k], al[k]) for k in range(d["K"]))
+        lp = lp + (normal(p["phi"][0], 0, 1) + normal(p["phi"][1], 3, 1)
+                   + normal(p["lambda"][0], 0, 1)
+                   + normal(p["lambda"][1], 3, 1))
+        ph, la = p["phi"][None, :], p["lambda"][None, :]
+        if kind == 0:
+            em = exponential(u[:, None], ph) + exponential(v[:, None], la)
+        else:
+            em = (-0.5 * ((u[:, None] - ph) / d["tau"]) ** 2
+                  - math.log(d["tau"]) - LOG_SQRT_2PI
+                  - 0.5 * ((v[:, None] - la) / d["rho"]) ** 2
+                  - math.log(d["rho"]) - LOG_SQRT_2PI)
+        return lp + hmm_forward(np.log(p["theta"]), em)
+    return m
+
+
+def cholesky(a):
+    """Lower Cholesky factor by the textbook loop (Cholesky-Banachiewicz),
+    with no complex conjugation, so that it is analytic and the
+    complex-step derivative passes through it."""
+    n = a.shape[0]
+    L = np.zeros_like(a)
+    for i in range(n):
+        for j in range(i + 1):
+            s = a[i, j] - np.sum(L[i, :j] * L[j, :j])
+            L[i, j] = np.sqrt(s) if i == j else s / L[j, j]
+    return L
+
+
+def gp_exp_quad_cov(x, alpha, rho):
+    x = np.asarray(x, dtype=float)
+    return alpha ** 2 * np.exp(-(x[:, None] - x[None, :]) ** 2
+                               / (2 * rho ** 2))
+
+
+def gp_regr(p, d):
+    n = d["N"]
+    cov = gp_exp_quad_cov(d["x"], p["alpha"], p["rho"]) \
+        + np.eye(n) * p["sigma"]
+    L = cholesky(cov)
+    z = np.zeros(n, dtype=L.dtype)     # L z = y, forward substitution
+    y = A(d, "y")
+    for i in range(n):
+        z[i] = (y[i] - np.sum(L[i, :i] * z[:i])) / L[i, i]
+    mvn = (-n * LOG_SQRT_2PI - np.sum(np.log(np.diagonal(L)))
+           - 0.5 * np.sum(z * z))
+    return (gamma_lpdf(p["rho"], 25, 4) + normal(p["alpha"], 0, 2)
+            + normal(p["sigma"], 0, 1) + mvn)
+
+
+def gp_pois_regr(p, d):
+    n = d["N"]
+    cov = gp_exp_quad_cov(d["x"], p["alpha"], p["rho"]) + np.eye(n) * 1e-10
+    p["f"] = cholesky(cov) @ p["f_tilde"]
+    k = A(d, "k")
+    return (gamma_lpdf(p["rho"], 25, 4) + normal(p["alpha"], 0, 2)
+            + normal(p["f_tilde"], 0, 1)
+            + np.sum(k * p["f"] - np.exp(p["f"])
+                     - np.array([math.lgamma(q + 1) for q in k])))
+
+
+# ODEs: SciPy's solve_ivp at a tight tolerance on the system augmented with
+# its forward sensitivities (dS/dt = J_y S + df/dtheta, S(t0) = dy0/dtheta),
+# so the solution's derivative is the ODE's own, not the solver's; the
+# complex step enters as y + i S Im(theta): exact to first order, which is
+# all the complex step keeps.
+ODE_RTOL = 1e-12
+ODE_ATOL = 1e-12
+
+
+def ode_with_sens(rhs, jac_y, jac_p, y0, s0, t0, ts, pr, method):
+    from scipy.integrate import solve_ivp
+    n, q = len(y0), s0.shape[1]
+
+    def f(t, w):
+        y, S = w[:n], w[n:].reshape(n, q)
+        return np.concatenate([rhs(t, y, pr),
+                               (jac_y(t, y, pr) @ S
+                                + jac_p(t, y, pr)).ravel()])
+    r = solve_ivp(f, (t0, ts[-1]), np.concatenate([y0, s0.ravel()]),
+                  method=method, t_eval=ts, rtol=ODE_RTOL, atol=ODE_ATOL)
+    if not r.success:
+        raise RuntimeError("solve_ivp: " + r.message)
+    return r.y[:n].T, r.y[n:].T.reshape(len(ts), n, q)
+
+
+def lv_rhs(t, z, th):
+    a, b, g, dl = th
+    return np.array([(a - b * z[1]) * z[0], (-g + dl * z[0]) * z[1]])
+
+
+def lotka_volterra(p, d, z=None):
+    """z: the ODE's solution given instead of solved for (ode_tolerances
+    differentiates lp with respect to it)."""
+    ts = A(d, "ts")
+    prm = np.concatenate([p["theta"], p["z_init"]])   # theta, then z0
+    pr = prm.real
+
+    def jy(t, z, q):
+        a, b, g, dl = q[:4]
+        return np.array([[a - b * z[1], -b * z[0]],
+                         [dl * z[1], -g + dl * z[0]]])
+
+    def jp(t, z, q):
+        return np.array([[z[0], -z[0] * z[1], 0, 0, 0, 0],
+                         [0, 0, -z[1], z[0] * z[1], 0, 0]])
+    s0 = np.zeros((2, 6))
+    s0[0, 4] = s0[1, 5] = 1
+    if z is None:
+        z, S = ode_with_sens(lambda t, y, q: lv_rhs(t, y, q[:4]), jy, jp,
+                             pr[4:], s0, 0.0, ts, pr, "DOP853")
+        z = z + 1j * (S @ np.imag(prm)) if np.iscomplexobj(prm) else z
+    p["z"] = z
+    th, si = p["theta"], p["sigma"]
+    y, yi = A(d, "y"), A(d, "y_init")
+    lp = (normal(th[[0, 2]], 1, 0.5) + normal(th[[1, 3]], 0.05, 0.05)
+          + lognormal(si, -1, 1) + lognormal(p["z_init"], math.log(10), 1))
+    for k in range(2):
+        lp = lp + lognormal(yi[k], np.log(p["z_init"][k]), si[k])
+        lp = lp + lognormal(y[:, k], np.log(z[:, k]), si[k])
+    return lp
+
+
+def one_comp_mm_elim_abs(p, d, z=None):
+    D, V = float(d["D"]), float(d["V"])
+    ts = A(d, "times")
+    prm = np.array([p["k_a"], p["K_m"], p["V_m"]])
+    pr = prm.real
+
+    def rhs(t, y, q):
+        ka, km, vm = q
+        dose = math.exp(-ka * t) * D * ka / V if t > 0 else 0.0
+        return np.array([dose - vm / V * y[0] / (km + y[0])])
+
+    def jy(t, y, q):
+        ka, km, vm = q
+        return np.array([[-vm / V * km / (km + y[0]) ** 2]])
+
+    def jp(t, y, q):
+        ka, km, vm = q
+        dd = math.exp(-ka * t) * D / V * (1 - ka * t) if t > 0 else 0.0
+        return np.array([[dd, vm / V * y[0] / (km + y[0]) ** 2,
+                          -y[0] / (V * (km + y[0]))]])
+    C = z
+    if C is None:
+        C, S = ode_with_sens(rhs, jy, jp, np.array([0.0]), np.zeros((1, 3)),
+                             float(d["t0"]), ts, pr, "Radau")
+        C = C + 1j * (S @ np.imag(prm)) if np.iscomplexobj(prm) else C
+    p["C"] = C
+    return (cauchy(p["k_a"], 0, 1) + cauchy(p["K_m"], 0, 1)
+            + cauchy(p["V_m"], 0, 1) + cauchy(p["sigma"], 0, 1)
+            + lognormal(A(d, "C_hat"), np.log(C[:, 0]), p["sigma"]))
+
+
+MODELS.update({
+    "arma11": ([("mu", None, None), ("phi", None, None),
+                ("theta", None, None), ("sigma", None, 0)], arma11),
+    "garch11": ([("mu", None, None), ("alpha0", None, 0),
+                 ("alpha1", None, ("lub", 0, 1)),
+                 ("beta1", None, ("lub", 0, lambda p: 1 - p["alpha1"]))],
+                garch11),
+    "hmm_example": ([("theta1", "K", "simplex"), ("theta2", "K", "simplex"),
+                     ("mu", "K", "positive_ordered")], hmm_example),
+    "hmm_drive_0": ([("theta1", "K", "simplex"), ("theta2", "K", "simplex"),
+                     ("phi", "K", "positive_ordered"),
+                     ("lambda", "K", "positive_ordered")], hmm_drive(0)),
+    "hmm_drive_1": ([("theta1", "K", "simplex"), ("theta2", "K", "simplex"),
+                     ("phi", "K", "ordered"), ("lambda", "K", "ordered")],
+                    hmm_drive(1)),
+    "gp_regr": ([("rho", None, 0), ("alpha", None, 0), ("sigma", None, 0)],
+                gp_regr),
+    "gp_pois_regr": ([("rho", None, 0), ("alpha", None, 0),
+                      ("f_tilde", "N", None)], gp_pois_regr),
+    "lotka_volterra": ([("theta", 4, 0), ("z_init", 2, 0), ("sigma", 2, 0)],
+                       lotka_volterra),
+    "one_comp_mm_elim_abs": ([("k_a", None, 0), ("K_m", None, 0),
+                              ("V_m", None, 0), ("sigma", None, 0)],
+                             one_comp_mm_elim_abs),
+})
+
 TPS = {"eight_schools_noncentered": ["theta"],
+       "hmm_example": ["theta"], "hmm_drive_0": ["theta"],
+       "hmm_drive_1": ["theta"], "gp_pois_regr": ["f"],
+       "lotka_volterra": ["z"], "one_comp_mm_elim_abs": ["C"],
        "accel_gp": ["vsdgp_1", "vlscale_1", "vsdgp_sigma_1",
                     "vlscale_sigma_1"]}
 for _k in RADON_PARAMS:
@@ -307,16 +565,53 @@ def size(s, d):
     return d[s]
 
 
+def n_unc(s, tr, d):
+    """How many unconstrained values a parameter of size s has."""
+    n = size(s, d)
+    k = 1 if n is None else n
+    return k - 1 if tr == "simplex" else k
+
+
+def constrain(tr, v, p):
+    """Stan's constraining transform tr of the unconstrained values v
+    (Stan Reference Manual, "Constraint transforms"; StanHeaders 2.21
+    prim/*/fun/*_constrain.hpp): (constrained, log |Jacobian|).  tr is
+    None, a number (lower bound), ("lub", L, U) with U a number or a
+    function of the parameters constrained so far, "simplex" (K - 1
+    values, stick-breaking), "ordered" or "positive_ordered"."""
+    if tr is None:
+        return v, 0
+    if tr == "simplex":
+        K1 = len(v)
+        x, stick, jac = [], 1.0, 0
+        for k in range(K1):
+            a = v[k] - math.log(K1 - k)
+            z = 1 / (1 + np.exp(-a))
+            x.append(stick * z)
+            jac = jac + np.log(stick) + np.log(z) + np.log(1 - z)
+            stick = stick - x[-1]
+        return np.array(x + [stick]), jac
+    if tr in ("ordered", "positive_ordered"):
+        e = np.exp(v)
+        first = e[:1] if tr == "positive_ordered" else v[:1]
+        x = np.cumsum(np.concatenate([first, e[1:]]))
+        return x, np.sum(v) if tr == "positive_ordered" else np.sum(v[1:])
+    if isinstance(tr, tuple) and tr[0] == "lub":
+        lo, hi = (b(p) if callable(b) else b for b in tr[1:])
+        z = 1 / (1 + np.exp(-v))
+        return lo + (hi - lo) * z, np.sum(np.log(hi - lo) + np.log(z)
+                                          + np.log(1 - z))
+    return tr + np.exp(v), np.sum(v)
+
+
 def logp(params, fn, u, d):
     """Log density with Jacobian at unconstrained u (real or complex)."""
     p, i, jac = {}, 0, 0
-    for name, s, lower in params:
+    for name, s, tr in params:
         n = size(s, d)
-        k = 1 if n is None else n
-        v = u[i:i + k]
-        if lower is not None:
-            jac = jac + np.sum(v)
-            v = lower + np.exp(v)
+        k = n_unc(s, tr, d)
+        v, j = constrain(tr, u[i:i + k], p)
+        jac = jac + j
         p[name] = v[0] if n is None else v
         i += k
     return fn(p, d) + jac, p
@@ -331,46 +626,161 @@ def data_path(src, dname):
     return None
 
 
+def evaluate(params, fn, d, u, model):
+    """A point in the form of the references: unc, lp, grad (complex
+    step), constrained (parameters and the model's TPS)."""
+    n = len(u)
+    lp, p = logp(params, fn, u, d)
+    g = np.empty(n)
+    h = 1e-30
+    for j in range(n):
+        uc = u.astype(complex)
+        uc[j] += 1j * h
+        g[j] = logp(params, fn, uc, d)[0].imag / h
+    con = {}
+    for name_, _, _ in params + [(t, None, None)
+                                  for t in TPS.get(model, [])]:
+        v = np.asarray(p[name_]).real
+        if not v.ndim:
+            con[name_] = float(v)
+            continue
+        for ix in np.ndindex(v.shape):   # "alpha[3]", "z[2,1]"
+            con["%s[%s]" % (name_, ",".join(str(q + 1) for q in ix))] \
+                = float(v[ix])
+    return {"unc": u.tolist(), "lp": float(np.real(lp)), "grad": g.tolist(),
+            "constrained": con}
+
+
+def load(src, name):
+    """(params, fn, data, model) of a posterior, or a reason it is not
+    here."""
+    dname, model = name.split("-", 1)
+    f = data_path(src, dname)
+    if model not in MODELS or f is None:
+        return "no data" if f else "no model"
+    with open(f) as fh:
+        d = json.load(fh)
+    params, fn = MODELS[model]
+    return params, fn, d, model
+
+
+# ODE posteriors: Stan's solution is accurate to its own tolerances (the
+# rstan references hold Stan's), this file's to ODE_RTOL.  The error of an
+# adaptive solver's solution is of the order of its tolerance times the
+# growth of perturbations along the trajectory, which for these two short,
+# non-chaotic solves is a few units; lp moves by sum_i |dlp/dz_i| dz_i.  So
+# the allowed difference is RTOL_FACTOR * (rtol * |z| + atol) pushed
+# through |dlp/dz| (for lp), and RTOL_FACTOR * rtol relative (gradient),
+# with rtol, atol the Stan program's own (integrate_ode_rk45(..., 1e-5,
+# 1e-3, 500) in lotka_volterra; integrate_ode_bdf's defaults 1e-10,
+# 1e-10 in one_comp_mm_elim_abs).
+ODE_TOL = {"lotka_volterra": (1e-5, 1e-3), "one_comp_mm_elim_abs": (1e-10,
+                                                                    1e-10)}
+RTOL_FACTOR = 100
+ODE_STATE = {"lotka_volterra": "z", "one_comp_mm_elim_abs": "C"}
+
+
+def ode_tolerances(model, params, fn, d, u, rtol, atol):
+    """(gradient tolerance, lp tolerance) for an ODE model at u, or None
+    when model is not an ODE model."""
+    if model not in ODE_STATE:
+        return None
+    lp, p = logp(params, fn, u, d)
+    z = np.asarray(p[ODE_STATE[model]]).real
+    dz = np.zeros(z.shape)     # |dlp/dz| by the complex step on z itself
+    for ix in np.ndindex(z.shape):
+        e = np.zeros(z.shape, dtype=complex)
+        e[ix] = 1e-30j
+        dz[ix] = abs(fn(dict(p), d, z=z + e).imag / 1e-30)
+    tol_lp = RTOL_FACTOR * float(np.sum(dz * (rtol * np.abs(z) + atol)))
+    return RTOL_FACTOR * rtol, tol_lp
+
+
+def check(src, names):
+    """TAP: this file's densities against Stan's references at Stan's own
+    points (examples/posteriordb/references/NAME.json): the gradient to
+    1e-8 relative (against max(1, |g|)), lp differences between points to
+    1e-9 of max(1, |lp|), constrained values to 1e-10 relative; ODE
+    posteriors to tolerances derived from the programs' solver tolerances
+    (ode_tolerances)."""
+    tests = []
+    for name in names:
+        got = load(src, name)
+        rp = os.path.join(src, "examples/posteriordb/references",
+                          name + ".json")
+        if isinstance(got, str) or not os.path.exists(rp):
+            tests.append((True, "%s # SKIP %s" % (
+                name, got if isinstance(got, str) else "no reference")))
+            continue
+        params, fn, d, model = got
+        with open(rp) as fh:
+            ref = json.load(fh)
+        # the solver tolerances Stan's solution has: the reference's own
+        # record (tools/stan-references.R) where it has one
+        rtol, atol = ref.get("ode_rtol"), ref.get("ode_atol")
+        if rtol is None and model in ODE_TOL:
+            rtol, atol = ODE_TOL[model]
+        wg = wlp = wc = 0.0
+        tg, tlp = 1e-8, 1e-9
+        lp0 = None
+        for pt in ref["points"]:
+            u = np.array(pt["unc"], dtype=float)
+            me = evaluate(params, fn, d, u, model)
+            ot = ode_tolerances(model, params, fn, d, u, rtol, atol)
+            sg = np.array(pt["grad"])
+            wg = max(wg, float(np.max(np.abs(np.array(me["grad"]) - sg)
+                                      / np.maximum(1, np.abs(sg)))))
+            if lp0 is None:
+                lp0 = (me["lp"], pt["lp"])
+            else:
+                dd = abs((me["lp"] - lp0[0]) - (pt["lp"] - lp0[1]))
+                sc = max(1, abs(lp0[1]), abs(pt["lp"]))
+                wlp = max(wlp, dd / sc if not ot else dd)
+            for k, v in me["constrained"].items():
+                if k in pt["constrained"] and pt["constrained"][k] is not None:
+                    s_ = pt["constrained"][k]
+                    wc = max(wc, abs(v - s_) / max(1, abs(s_)))
+            if ot:
+                tg, tlp = max(tg, ot[0]), max(tlp, 2 * ot[1])
+        tc = 1e-10 if rtol is None else RTOL_FACTOR * (rtol + atol)
+        how = " (ODE: tolerances from the solver's rtol)" if rtol else ""
+        tests.append((wg <= tg, "%s: gradient agrees with Stan at %d points "
+                      "(largest error %.2g, allowed %.2g)%s"
+                      % (name, len(ref["points"]), wg, tg, how)))
+        tests.append((wlp <= tlp, "%s: log density differences agree with "
+                      "Stan (largest error %.2g, allowed %.2g)"
+                      % (name, wlp, tlp)))
+        tests.append((wc <= tc, "%s: constrained values agree with Stan "
+                      "(largest error %.2g, allowed %.2g)" % (name, wc, tc)))
+    print("1..%d" % len(tests))
+    for i, (good, what) in enumerate(tests):
+        print("%s %d - %s" % ("ok" if good else "not ok", i + 1, what))
+    return all(t[0] for t in tests)
+
+
 def main():
+    if sys.argv[1] == "--check":
+        sys.exit(0 if check(sys.argv[2], sys.argv[3:]) else 1)
     src, out, names = sys.argv[1], sys.argv[2], sys.argv[3:]
     os.makedirs(out, exist_ok=True)
     for name in names:
-        dname, model = name.split("-", 1)
-        f = data_path(src, dname)
-        if model not in MODELS or f is None:
-            print("skip %s: %s" % (name, "no data" if f else "no model"),
-                  file=sys.stderr)
+        got = load(src, name)
+        if isinstance(got, str):
+            print("skip %s: %s" % (name, got), file=sys.stderr)
             continue
-        with open(f) as fh:
-            d = json.load(fh)
-        params, fn = MODELS[model]
-        n = sum(1 if s is None else size(s, d) for _, s, _ in params)
+        params, fn, d, model = got
+        n = sum(n_unc(s, tr, d) for _, s, tr in params)
         points = []
         for k in range(3):
             u = np.array([0.3 * math.sin(1.7 * i + 0.5) + 0.2 * k
                           * math.cos(0.9 * i + k) for i in range(n)])
-            lp, p = logp(params, fn, u, d)
-            g = np.empty(n)
-            h = 1e-30
-            for j in range(n):
-                uc = u.astype(complex)
-                uc[j] += 1j * h
-                g[j] = logp(params, fn, uc, d)[0].imag / h
-            con = {}
-            for name_, _, _ in params + [(t, None, None)
-                                          for t in TPS.get(model, [])]:
-                v = np.asarray(p[name_]).real
-                if not v.ndim:
-                    con[name_] = float(v)
-                    continue
-                for ix in np.ndindex(v.shape):   # "alpha[3]", "z[2,1]"
-                    con["%s[%s]" % (name_, ",".join(str(q + 1) for q in ix))] \
-                        = float(v[ix])
-            points.append({"unc": u.tolist(), "lp": float(np.real(lp)),
-                           "grad": g.tolist(), "constrained": con})
+            points.append(evaluate(params, fn, d, u, model))
+        rec = {"points": points, "propto": 0,
+               "source": "tests/posteriordb_ref.py"}
+        if model in ODE_TOL:    # kiln solves at the program's tolerances
+            rec["ode_rtol"], rec["ode_atol"] = ODE_TOL[model]
         with open(os.path.join(out, name + ".json"), "w") as fh:
-            json.dump({"points": points, "propto": 0,
-                       "source": "tests/posteriordb_ref.py"}, fh)
+            json.dump(rec, fh)
         print(name)
 
 
