@@ -205,7 +205,8 @@ def main():
     if not sys.argv[2:]:        # + the references without a model yet
         refdir = os.path.join(SRC, "examples/posteriordb/references")
         names += sorted(f[:-5] for f in os.listdir(refdir)
-                        if f.endswith(".json") and f[:-5] not in names)
+                        if f.endswith(".json") and not f.endswith(".tol.json")
+                        and f[:-5] not in names)
     why = have_rstan()
     if why:
         say("bench-stan: skipped: " + why)

@@ -21,18 +21,14 @@
  * constant, and its lp is compared as it is (1e-11).  Without a
  * reference file the comparison is a SKIP line saying so.
  *
- * ODE posteriors: a reference with "ode_rtol" and "ode_atol" at its top
- * level (the Stan program's solver tolerances, tools/stan-references.R)
- * was computed by a solver exact only to them, and kiln's solver is
- * another one.  An adaptive solver's global error is its tolerance times
- * the growth of perturbations along the trajectory, a few units for these
- * short non-chaotic solves: the tolerances are ODE_FACTOR * ode_rtol for
- * the gradient (relative) and the lp differences (relative to max(1,
- * |lp|)), and ODE_FACTOR * (ode_rtol + ode_atol) for the constrained
- * values (the solution, relative to max(1, |z|)); never tighter than the
- * tolerances above.  tests/posteriordb_ref.py --check holds the NumPy
- * densities (solve_ivp at 1e-12 with forward sensitivities) to Stan's
- * references with the same factor.
+ * ODE posteriors: Stan's solution is exact only to the Stan program's
+ * solver tolerances, and kiln's solver is another one.  NAME.tol.json
+ * beside the reference (tests/posteriordb_ref.py --tolerances: {"points":
+ * [{"tol_grad": [P], "tol_lp": x, "tol_con": {"z[1,1]": x, ...}}, ...]})
+ * bounds what one solve at those tolerances may change at each point
+ * (derived in posteriordb_ref.py, ode_bounds); two solves (kiln's and the
+ * reference's) are allowed twice that on top of the tolerances above.
+ * Errors are reported as a fraction of what is allowed.
  *
  * $KILN_POSTERIORDB_REFDIR, when set, names another directory of files
  * in that form (tests/test_posteriordb_py.sh: tests/posteriordb_ref.py's
@@ -64,7 +60,6 @@
 #include <unistd.h>
 
 #define MAX_POINTS 16
-#define ODE_FACTOR 100   /* tests/posteriordb_ref.py RTOL_FACTOR */
 
 static const char *srcdir;
 
@@ -127,7 +122,6 @@ static size_t find_key(const char *s, size_t a, size_t b, const char *key)
 typedef struct {
     int n;                       /* points */
     int all_constants;           /* "propto": 0 at the top: lp is absolute */
-    double ode_rtol, ode_atol;   /* the ODE solve's tolerances, or 0 */
     kiln_json_data *pt[MAX_POINTS];   /* unc, lp, grad */
     kiln_json_data *con[MAX_POINTS];  /* constrained, or NULL */
 } reference;
@@ -197,12 +191,6 @@ static int ref_read(const char *path, reference *r, char *why, size_t wsz)
     size_t pk = find_key(s, 0, n, "propto");
     if (pk)
         r->all_constants = strtod(s + after_colon(s, n, pk), NULL) == 0;
-    size_t tk = find_key(s, 0, n, "ode_rtol");
-    if (tk)
-        r->ode_rtol = strtod(s + after_colon(s, n, tk), NULL);
-    tk = find_key(s, 0, n, "ode_atol");
-    if (tk)
-        r->ode_atol = strtod(s + after_colon(s, n, tk), NULL);
     size_t k = find_key(s, 0, n, "points");
     size_t i = k ? after_colon(s, n, k) : 0;
     size_t end = (k && s[i] == '[') ? value_end(s, n, i) : 0;
@@ -224,6 +212,8 @@ static int ref_read(const char *path, reference *r, char *why, size_t wsz)
         memcpy(pt, s + i, len);
         pt[len] = '\0';
         size_t ck = find_key(pt, 0, len, "constrained");
+        if (!ck)                 /* a NAME.tol.json point */
+            ck = find_key(pt, 0, len, "tol_con");
         if (ck) {
             size_t cv = after_colon(pt, len, ck);
             size_t ce = pt[cv] == '{' ? value_end(pt, len, cv) : 0;
@@ -302,10 +292,13 @@ static kiln_model *make(const char *kg, const char *data, const char *be,
 /* Compare kiln's constrained values (parameters and tps) at unc with the
  * reference's "constrained" object, whose members are single values
  * named as posteriordb's draws: "sigma", "alpha[3]", "z[2,1]" (kiln's
- * "alpha.3", "z.2.1"); returns the largest relative error and counts the
+ * "alpha.3", "z.2.1"); returns the largest error as a fraction of the
+ * allowed, 1e-10 max(1, |value|) plus twice tcon's bound for that name
+ * (an ODE solution's, NAME.tol.json; tcon may be NULL), and counts the
  * values compared in *nc (names the reference lacks are not compared). */
 static double check_constrained(const kiln_model *m, const double *unc,
-                                const kiln_json_data *con, int *nc)
+                                const kiln_json_data *con,
+                                const kiln_json_data *tcon, int *nc)
 {
     int np = kiln_model_n_params(m, 1, 0);
     double *th = malloc((size_t)(np ? np : 1) * sizeof *th);
@@ -336,7 +329,10 @@ static double check_constrained(const kiln_model *m, const double *unc,
         double s;
         if (kiln_json_data_has(con, key) &&
             get_scalar(con, key, &s, &e) == 0) {
-            double d = fabs(th[i] - s) / fmax(1, fabs(s));
+            double b = 0;
+            if (tcon && kiln_json_data_has(tcon, key))
+                get_scalar(tcon, key, &b, &e);
+            double d = fabs(th[i] - s) / (1e-10 * fmax(1, fabs(s)) + 2 * b);
             if (!(d <= worst))
                 worst = d;
             (*nc)++;
@@ -398,19 +394,32 @@ static void check_posterior(const char *name, const char **bk, int nb)
     else
         snprintf(refp, sizeof refp,
                  "%s/examples/posteriordb/references/%s.json", srcdir, name);
-    reference ref;
-    char why[1024] = "";
-    int have_ref = exists(refp);
+    reference ref, tol;
+    char why[1024] = "", tolp[4200];
+    int have_ref = exists(refp), have_tol = 0;
     if (have_ref && ref_read(refp, &ref, why, sizeof why) != 0) {
         ok(0, "%s: reference %s read", name, refp);
         diag("%s", why);
         have_ref = 0;
     }
+    /* an ODE posterior's bounds (NAME.tol.json beside NAME.json) */
+    snprintf(tolp, sizeof tolp, "%.*s.tol.json", (int)(strlen(refp) - 5),
+             refp);
+    if (have_ref && exists(tolp)) {
+        have_tol = ref_read(tolp, &tol, why, sizeof why) == 0;
+        if (!ok(have_tol && tol.n == ref.n, "%s: bounds %s read, %d points",
+                name, tolp, ref.n)) {
+            diag("%s", why);
+            if (have_tol)
+                ref_free(&tol);
+            have_tol = 0;
+        }
+    }
 
     int n = -1;
     double *u = NULL, *g = NULL, *g0 = NULL, *gp = NULL;
     double lp0 = 0;
-    double ref_lp0 = 0, kiln_lp0 = 0;
+    double ref_lp0 = 0, kiln_lp0 = 0, tlp0 = 0;
     for (int b = 0; b <= nb; b++) {
         const char *be = b < nb ? bk[b] : NULL;
         const char *bn = be ? be : "default policy";
@@ -497,71 +506,81 @@ static void check_posterior(const char *name, const char **bk, int nb)
                 fail = 1;
                 break;
             }
-            double klp;
+            double klp, tlp = 0;
             double *kg_ = malloc((size_t)(n ? n : 1) * sizeof *kg_);
+            double *tg = calloc((size_t)(n ? n : 1), sizeof *tg);
             if (eval(m, su, &klp, kg_) != 0 ||
-                get_vec(ref.pt[p], "grad", n, g, &e) != 0) {
+                get_vec(ref.pt[p], "grad", n, g, &e) != 0 ||
+                (have_tol && (get_vec(tol.pt[p], "tol_grad", n, tg, &e) != 0 ||
+                              get_scalar(tol.pt[p], "tol_lp", &tlp, &e) != 0))) {
+                diag("point %d: %s", p, e.message);
                 free(kg_);
+                free(tg);
                 fail = 1;
                 break;
             }
             for (int i = 0; i < n; i++) {
-                double d = fabs(kg_[i] - g[i]) / fmax(1, fabs(g[i]));
+                double d = fabs(kg_[i] - g[i]) /
+                           (1e-8 * fmax(1, fabs(g[i])) + 2 * tg[i]);
                 if (!(d <= wg))
                     wg = d;
             }
             if (ref.all_constants) {
-                double d = fabs(klp - slp) / fmax(1, fabs(slp));
+                double d = fabs(klp - slp) /
+                           (1e-11 * fmax(1, fabs(slp)) + 2 * tlp);
                 if (!(d <= wabs))
                     wabs = d;
             }
             if (p == 0) {
                 ref_lp0 = slp;
                 kiln_lp0 = klp;
+                tlp0 = tlp;
             } else {
                 double scale = fmax(1, fmax(fabs(ref_lp0), fabs(slp)));
-                double d = fabs((klp - kiln_lp0) - (slp - ref_lp0)) / scale;
+                double d = fabs((klp - kiln_lp0) - (slp - ref_lp0)) /
+                           (1e-9 * scale + 2 * (tlp0 + tlp));
                 if (!(d <= wlp))
                     wlp = d;
             }
             if (ref.con[p]) {
                 int nc;
-                double d = check_constrained(m, su, ref.con[p], &nc);
+                double d = check_constrained(m, su, ref.con[p],
+                                             have_tol ? tol.con[p] : NULL,
+                                             &nc);
                 if (!(d <= wc))
                     wc = d;
                 ncon += nc;
             }
             free(kg_);
+            free(tg);
         }
-        double tg = fmax(1e-8, ODE_FACTOR * ref.ode_rtol);
-        double tlp = fmax(1e-9, ODE_FACTOR * ref.ode_rtol);
-        double tc = fmax(1e-10, ODE_FACTOR * (ref.ode_rtol + ref.ode_atol));
-        const char *how = ref.ode_rtol > 0 ? " (ODE: from the solver's "
-                                             "tolerances)" : "";
-        ok(!fail && wg <= tg, "%s [%s]: gradient agrees with %s at %d "
-           "points (largest error %.2g, allowed %.2g)%s", name, bn, who,
-           ref.n, wg, tg, how);
+        const char *how = have_tol ? " (with the ODE bounds)" : "";
+        ok(!fail && wg <= 1, "%s [%s]: gradient agrees with %s at %d "
+           "points (largest error %.2g of the allowed)%s", name, bn, who,
+           ref.n, wg, how);
         if (ref.n > 1)
-            ok(!fail && wlp <= tlp, "%s [%s]: log density differences agree "
-               "with %s (largest error %.2g, allowed %.2g)", name, bn, who,
-               wlp, tlp);
+            ok(!fail && wlp <= 1, "%s [%s]: log density differences agree "
+               "with %s (largest error %.2g of the allowed)", name, bn, who,
+               wlp);
         else
             ok(1, "%s [%s]: log density differences # SKIP one point", name,
                bn);
         if (ncon)
-            ok(wc <= tc, "%s [%s]: %d constrained values agree with "
-               "%s (largest error %.2g, allowed %.2g)", name, bn, ncon, who,
-               wc, tc);
+            ok(wc <= 1, "%s [%s]: %d constrained values agree with "
+               "%s (largest error %.2g of the allowed)", name, bn, ncon,
+               who, wc);
         if (ref.all_constants)
-            ok(!fail && wabs <= fmax(1e-11, tlp), "%s [%s]: log density "
-               "with every constant agrees with %s (largest error %.2g)",
-               name, bn, who, wabs);
+            ok(!fail && wabs <= 1, "%s [%s]: log density with every "
+               "constant agrees with %s (largest error %.2g of the "
+               "allowed)", name, bn, who, wabs);
         kiln_model_free(m);
     }
     if (!have_ref && !why[0])
         ok(1, "%s: against the reference # SKIP no %s", name, refp);
     if (have_ref)
         ref_free(&ref);
+    if (have_tol)
+        ref_free(&tol);
     free(u);
     free(g);
     free(g0);

@@ -61,6 +61,14 @@ recover_param <- function(model, b, nm, ch, k) {
   if (model == "eight_schools_noncentered" && b == "theta_trans")
     # theta = theta_trans * tau + mu
     return(vapply(sub("theta_trans", "theta", nm), function(x) (g(x) - g("mu")) / g("tau"), 0))
+  if (model == "gp_pois_regr" && b == "f_tilde") {
+    # f = L f_tilde, L = cholesky(gp_exp_quad_cov(x, alpha, rho) + 1e-10 I)
+    x <- read_data("gp_pois_regr")$x
+    K <- g("alpha")^2 * exp(-outer(x, x, "-")^2 / (2 * g("rho")^2)) +
+      diag(1e-10, length(x))
+    f <- vapply(sub("f_tilde", "f", nm), g, 0)
+    return(forwardsolve(t(chol(K)), f))
+  }
   stop(sprintf("%s: parameter %s not in the reference draws", model, b))
 }
 
