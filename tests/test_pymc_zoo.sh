@@ -8,6 +8,12 @@
 # parameters and observations must be the ones each docstring documents.
 # Eight schools is also checked against an independent scipy evaluation
 # of its log density (with the log-transform's Jacobian) at a fixed point.
+# The distributions of issue 28 (pymc_models.DISTRIBUTIONS: so far AR;
+# see PENDING there) are compiled in the KILN mode: logp and
+# PyTensor's dlogp with no node left to PyTensor's VM (a
+# KilnFallbackWarning fails), and kiln.pymc.compile_model, both against
+# the Python mode at a point off the initial one, 1e-10 relative
+# (SKIP without $KILN_BUILDDIR/.libs/libkiln.so).
 # SKIPs without the shared PyTensor/PyMC (KILN_SHARED, else
 # $KILN_SRCDIR/../shared) or without numpy/scipy in /usr/bin/python3.
 src=${KILN_SRCDIR:-.}
@@ -25,9 +31,14 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln_zoo.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 KILN_SHARED=$shared
-PYTHONPATH="$pt:$shared/python/site${PYTHONPATH:+:$PYTHONPATH}"
+PYTHONPATH="$pt:$shared/python/site:$src/python${PYTHONPATH:+:$PYTHONPATH}"
 PYTENSOR_FLAGS="base_compiledir=$tmp/pytensor,cxx="
 export KILN_SHARED PYTHONPATH PYTENSOR_FLAGS
+lib=${KILN_BUILDDIR:-.}/.libs/libkiln.so
+if [ -f "$lib" ] && [ -z "$SAN_CFLAGS" ]; then
+  KILN_LIBRARY=$lib
+  export KILN_LIBRARY
+fi
 exec "$python" - "$src/bench" <<'EOF'
 import sys
 import warnings
@@ -130,6 +141,69 @@ ok(pt_names == {"mu", "tau_log__", "theta_t"}
    and abs(got - want) <= 1e-7 * abs(want),
    "eight_schools: logp equals scipy's at a fixed point",
    f"kiln zoo {got!r}, scipy {want!r}, value vars {pt_names}")
+
+# issue 28's distributions in the KILN mode against the Python mode
+DIST_EXPECT = {"ar2": (3, 100)}
+ok(sorted(DIST_EXPECT) == sorted(zoo.DISTRIBUTIONS),
+   "the distributions are the documented ones",
+   f"have: {sorted(zoo.DISTRIBUTIONS)}")
+
+
+def rel_err(a, b):
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return float(np.max(np.abs(a - b) / np.maximum(1.0, np.abs(b))))
+
+
+kiln_ok = None
+if "KILN_LIBRARY" not in __import__("os").environ:
+    kiln_ok = "no libkiln.so in the build tree (or a sanitizer build)"
+else:
+    try:
+        import kiln.pymc
+        import kiln.pytensor as kpt
+    except Exception as e:  # noqa: BLE001
+        kiln_ok = f"kiln does not import: {e}"
+for name, fn in zoo.DISTRIBUTIONS.items():
+    if kiln_ok:
+        print(f"ok {n + 1} - {name}: KILN mode # SKIP {kiln_ok}")
+        n += 1
+        continue
+    try:
+        from pymc.blocking import DictToArrayBijection
+        m = fn()
+        ip = m.initial_point(0)
+        vv = m.value_vars
+        rng = np.random.default_rng(1)
+        point = {k: np.asarray(v) + 0.1 * rng.normal(size=np.shape(v))
+                 for k, v in ip.items()}
+        nunc = sum(int(np.size(v)) for v in ip.values())
+        nobs = sum(int(np.size(m.rvs_to_values[rv].data))
+                   for rv in m.observed_RVs)
+        ok((nunc, nobs) == DIST_EXPECT[name],
+           f"{name}: {DIST_EXPECT[name][0]} unconstrained, "
+           f"{DIST_EXPECT[name][1]} observed",
+           f"got {nunc} unconstrained, {nobs} observed")
+        lp = m.logp()
+        outs = [lp] + pytensor.grad(lp, vv)
+        args = [point[v.name] for v in vv]
+        want = pytensor.function(vv, outs, mode=REF)(*args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", kpt.KilnFallbackWarning)
+            got = pytensor.function(vv, outs, mode="KILN")(*args)
+        e = max(rel_err(a, b) for a, b in zip(got, want))
+        ok(e <= 1e-10, f"{name}: logp and dlogp in the KILN mode, all in "
+           f"kiln, equal the Python mode's (largest error {e:.2g})")
+        x = DictToArrayBijection.map({v.name: point[v.name]
+                                      for v in vv}).data
+        km = kiln.pymc.compile_model(m)
+        klp, kg = km.log_density_gradient(x)
+        e = max(rel_err(klp, want[0]),
+                rel_err(kg, np.concatenate([np.ravel(a) for a in want[1:]])))
+        ok(e <= 1e-10, f"{name}: kiln.pymc.compile_model's log density and "
+           f"gradient equal the Python mode's (largest error {e:.2g})")
+    except Exception as e:  # noqa: BLE001
+        ok(False, f"{name}: compiles in the KILN mode",
+           f"{type(e).__name__}: {e}")
 
 print(f"1..{n}")
 sys.exit(1 if failed else 0)

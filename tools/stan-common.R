@@ -21,9 +21,13 @@ cache_dir <- function() {
 
 # posteriordb's programs use the Stan >= 2.26 array syntax
 # (`array[N] int<lower=1> x;`); rstan 2.21 only knows the old one
-# (`int<lower=1> x[N];`).  Rewrite declarations (not function signatures);
-# nothing else is changed.
+# (`int<lower=1> x[N];`).  Rewrite declarations, and the unsized array
+# types of function signatures (`array[] real f(array[] real z, ...)` is
+# `real[] f(real[] z, ...)`, `array[,] real` is `real[,]`); nothing else
+# is changed.
 old_array_syntax <- function(lines) {
+  lines <- gsub("array\\[(,*)\\]\\s+(data\\s+)?(real|int|vector|row_vector|matrix)\\b",
+                "\\2\\3[\\1]", lines, perl = TRUE)
   re <- "^(\\s*)array\\[([^]]*)\\]\\s+([A-Za-z_][A-Za-z0-9_]*(<[^>]*>)?(\\[[^]]*\\])?)\\s+([A-Za-z_][A-Za-z0-9_]*)(.*)$"
   out <- lines
   hit <- grepl(re, lines, perl = TRUE)

@@ -61,6 +61,14 @@ recover_param <- function(model, b, nm, ch, k) {
   if (model == "eight_schools_noncentered" && b == "theta_trans")
     # theta = theta_trans * tau + mu
     return(vapply(sub("theta_trans", "theta", nm), function(x) (g(x) - g("mu")) / g("tau"), 0))
+  if (model == "gp_pois_regr" && b == "f_tilde") {
+    # f = L f_tilde, L = cholesky(gp_exp_quad_cov(x, alpha, rho) + 1e-10 I)
+    x <- read_data("gp_pois_regr")$x
+    K <- g("alpha")^2 * exp(-outer(x, x, "-")^2 / (2 * g("rho")^2)) +
+      diag(1e-10, length(x))
+    f <- vapply(sub("f_tilde", "f", nm), g, 0)
+    return(forwardsolve(t(chol(K)), f))
+  }
   stop(sprintf("%s: parameter %s not in the reference draws", model, b))
 }
 
@@ -74,6 +82,32 @@ g17 <- function(x) {
 }
 jnum <- function(x) structure(g17(x), class = "json")
 jvec <- function(x) structure(paste0("[", paste(g17(x), collapse = ","), "]"), class = "json")
+
+# The solver tolerances of a program's ODE solve (integrate_ode_rk45/bdf/
+# adams), or NULL: the 8th and 9th arguments when given, else Stan 2.21's
+# defaults (rk45 1e-6, 1e-6; bdf and adams 1e-10, 1e-10).  Recorded in the
+# reference as ode_rtol / ode_atol: Stan's solution, and so lp and grad,
+# are exact only to them, and the tests derive their tolerances from them.
+ode_tolerances <- function(model) {
+  src <- paste(readLines(file.path(pdb_root(), "models", paste0(model, ".stan"))),
+               collapse = "\n")
+  at <- regexpr("integrate_ode_(rk45|bdf|adams)\\s*\\(", src, perl = TRUE)
+  if (at < 0) return(NULL)
+  kind <- sub("integrate_ode_([a-z0-9]+).*", "\\1",
+              substr(src, at, at + attr(at, "match.length")))
+  ch <- strsplit(substr(src, at + attr(at, "match.length"), nchar(src)), "")[[1]]
+  depth <- 0; cur <- ""; args <- character(0)
+  for (c in ch) {
+    if (c %in% c("(", "{", "[")) depth <- depth + 1
+    if (c %in% c(")", "}", "]")) {
+      if (depth == 0) { args <- c(args, cur); break }
+      depth <- depth - 1
+    }
+    if (c == "," && depth == 0) { args <- c(args, cur); cur <- "" } else cur <- paste0(cur, c)
+  }
+  if (length(args) >= 9) return(as.numeric(trimws(args[8:9])))
+  if (kind == "rk45") c(1e-6, 1e-6) else c(1e-10, 1e-10)
+}
 
 models <- list()
 for (name in names_) {
@@ -122,6 +156,7 @@ for (name in names_) {
     list(unc = jvec(up), lp = jnum(lp), grad = jvec(g),
          constrained = cons)
   })
+  ode_tol <- ode_tolerances(info$model_name)
   rec <- list(
     posterior = unbox(name), model = unbox(info$model_name), data = unbox(info$data_name),
     stan_version = unbox(stan_version()),
@@ -139,8 +174,11 @@ for (name in names_) {
       "named like posteriordb's draws.")),
     points_from = unbox(how),
     num_unconstrained = unbox(P),
+    ode_rtol = if (is.null(ode_tol)) NULL else jnum(ode_tol[1]),
+    ode_atol = if (is.null(ode_tol)) NULL else jnum(ode_tol[2]),
     unconstrained_names = unc_names,
     points = pts)
+  rec <- rec[!vapply(rec, is.null, TRUE)]
   writeLines(toJSON(rec, json_verbatim = TRUE, pretty = FALSE),
              file.path(out_dir, paste0(name, ".json")))
   cat(sprintf("%s: P=%d lp=%s  (%.1f s, compile %s)\n", name, P,
