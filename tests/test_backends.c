@@ -250,7 +250,9 @@ static kiln_function *compile_with(const kiln_graph *g, const char *backend,
     *n_other = 0;
     for (int i = 0; f && i < kiln_function_n_kernels(f); i++) {
         const char *b = kiln_function_kernel_backend(f, i);
-        if (!b || strcmp(b, backend) != 0)
+        /* a scan's RECUR kernel is run by the host (its body's kernels
+         * are compiled by `backend`, as the options ask: issue 28) */
+        if (!b || (strcmp(b, backend) != 0 && strcmp(b, "host") != 0))
             (*n_other)++;
     }
     return f;

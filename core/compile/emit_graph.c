@@ -66,6 +66,15 @@ int kiln_emit_c_graph(const kiln_graph *graph, const kiln_options *opt,
         fprintf(out, "/* ==== kernel %d of %d: %s, node %s%s%s ==== */\n", i,
                 prog.n_steps, s->label, name ? "'" : "", name ? name : "-",
                 name ? "'" : "");
+        if (s->kernel.kind == KILN_KERNEL_RECUR) {
+            /* issue 28: no C of its own; the host steps the body, which is
+             * compiled as a function of its own */
+            fprintf(out, "/* kiln recur kernel: run by the host, calling "
+                         "body '%s' once per step (its kernels: kiln "
+                         "emit-c on that graph) */\n\n",
+                    g->nodes[s->node].attrs->body->name);
+            continue;
+        }
         if (kiln_emit_c(&s->kernel, &src, &len, why, sizeof why)) {
             rc = kiln_seterr(err, KILN_ERR_BACKEND, "kernel %d (%s): %s", i,
                              s->label, why);

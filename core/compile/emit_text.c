@@ -47,6 +47,12 @@ int kiln_emit_text_graph(const kiln_graph *graph, const kiln_options *opt,
                 nn ? "'" : "");
         char *text = NULL;
         kiln_plugin_error *pe = NULL;
+        if (s->kernel.kind == KILN_KERNEL_RECUR) {   /* run by the host */
+            fprintf(out, "; kiln recur kernel: the host calls body '%s' "
+                         "once per step\n\n",
+                    g->nodes[s->node].attrs->body->name);
+            continue;
+        }
         if (be->emit_text(&s->kernel, &co, &text, &pe)) {
             rc = kiln_seterr(err, KILN_ERR_BACKEND, "kernel %d (%s): %s", i,
                              s->label, pe && pe->message ? pe->message
