@@ -1063,6 +1063,8 @@ static int grad_linalg(gctx *c, kiln_value v, kiln_value gv)
                     "supported", kiln_ir_op_info(n.op)->name);
         return -1;
     }
+}
+
 /* ---- scan (issue 28) -------------------------------------------------
  *
  * Reverse mode through the stored trajectory.  The forward scan is run
