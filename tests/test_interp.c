@@ -1725,10 +1725,11 @@ static void test_trigamma(void)
     old = *kiln_runtime_get();
     old.struct_size = offsetof(kiln_runtime, trigamma) + sizeof old.trigamma;
     old.version = 2;
-    ok(kiln_runtime_get()->version == 4 && kiln_runtime_get()->betainc
-       && kiln_runtime_get()->dgemm_rt && kiln_runtime_get()->sgemm_rt,
-       "the host's runtime table is version 4 (ABI 1.8) and has betainc, "
-       "dgemm_rt and sgemm_rt");
+    ok(kiln_runtime_get()->version == 5 && kiln_runtime_get()->betainc
+       && kiln_runtime_get()->dgemm_rt && kiln_runtime_get()->sgemm_rt
+       && kiln_runtime_get()->ode_solve,
+       "the host's runtime table is version 5 (ABI 1.9) and has betainc, "
+       "dgemm_rt, sgemm_rt and ode_solve");
     static const unsigned v3ops[2] = { KILN_I_ERFCX, KILN_I_BETAINC };
     for (int t = 0; t < 2; t++) {
         prog q3 = { .n = 0 };

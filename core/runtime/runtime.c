@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #endif
 
+#include "ode.h"
 #include "runtime.h"
 #include "special.h"
 
@@ -210,7 +211,7 @@ static void kiln_runtime_sgemm_rt(const kiln_runtime *rt, int transa,
 
 static const kiln_runtime_own kiln_runtime_table = { .rt = {
     .struct_size = sizeof(kiln_runtime),
-    .version = 4,
+    .version = 5,
     .exp = exp,
     .expm1 = expm1,
     .log = log,
@@ -249,6 +250,8 @@ static const kiln_runtime_own kiln_runtime_table = { .rt = {
     /* version 4 */
     .dgemm_rt = kiln_runtime_dgemm_rt,
     .sgemm_rt = kiln_runtime_sgemm_rt,
+    /* version 5: the LAPACK entries, then the ODE solver */
+    .ode_solve = kiln_ode_solve,
 }, .gemv = { KILN_GEMV_AUTO, { -1, -1 } } };
 
 const kiln_runtime *kiln_runtime_get(void)

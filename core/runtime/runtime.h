@@ -13,7 +13,7 @@
 
 #include "gemv.h"
 
-/* The table: static, fully filled (version 4), valid for the life of the
+/* The table: static, fully filled (version 5), valid for the life of the
  * process, safe to use from several threads at once.
  *
  * The gemm entries take row-major CBLAS arguments.  Unlike raw CBLAS they
