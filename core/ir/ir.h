@@ -341,6 +341,17 @@ int kiln_ir_copy_symbols(kiln_graph *c, const kiln_graph *g);
 /* Deep-copy a graph (for kiln_compile, which keeps its own). */
 kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err);
 
+/* The Jacobian graph of an ODE right-hand side (core/ir/ode.c, issue
+ * 28).  `body` has the inputs (t: f64 scalar, y: f64[N], theta: f64[P]),
+ * in that order, and one output dy: f64[N]; N >= 1 and P >= 0 static.
+ * Returns a new graph (caller frees) with the same inputs and one output
+ * `jac`: f64[N, N+P], row i = [d dy_i / d y, d dy_i / d theta], built by
+ * N reverse passes of kiln_graph_grad over a copy of the body (a value the
+ * body does not use gets zeros).  Errors: KILN_ERR_TYPE (the signature),
+ * KILN_ERR_SHAPE (sizes not static), those of kiln_graph_grad (an op
+ * without a gradient), KILN_ERR_NOMEM. */
+kiln_graph *kiln_ir_ode_jacobian(const kiln_graph *body, kiln_err *err);
+
 /* Rebuild g's name map from its nodes and outputs, after a caller (the
  * rewrite passes, core/rewrite) filled the arrays directly.  Names must be
  * unique.  Errors: KILN_ERR_NOMEM. */

@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,3 +438,195 @@ int kiln_ode_solve(const kiln_ode_problem *pb, double t0, const double *y0,
                 label_of(pb));
 #endif
 }
+
+/* ---- the host's ODE kernels (the ops ode_rk45, ode_bdf) ---- */
+
+typedef struct ode_state {
+    kiln_function *rhs, *jac;   /* owned: the body and its Jacobian */
+    kiln_ode_problem pb;        /* method, tolerances, label; n, p, ctx
+                                   per call */
+    char label[128];
+} ode_state;
+
+/* One call's evaluation context: the body functions run on the calling
+ * thread (each keeps a context per thread, so calls on several threads
+ * at once are fine). */
+typedef struct ode_eval {
+    const ode_state *st;
+    int64_t n, p;
+    kiln_err e;
+    int failed;
+} ode_eval;
+
+static int ode_eval_fn(ode_eval *ev, kiln_function *f, double t,
+                       const double *y, const double *theta, double *out,
+                       int64_t m)
+{
+    static const double none = 0;
+    kiln_tensor in[3] = {
+        {.dtype = KILN_F64, .rank = 0, .data = &t},
+        {.dtype = KILN_F64, .rank = 1, .shape = {ev->n},
+         .data = (void *)(uintptr_t)y},
+        {.dtype = KILN_F64, .rank = 1, .shape = {ev->p},
+         .data = (void *)(uintptr_t)(ev->p ? theta : &none)}};
+    kiln_tensor o[1];
+    memset(o, 0, sizeof o);
+    if (kiln_function_call(f, in, o, &ev->e)) {
+        ev->failed = 1;
+        return -1;
+    }
+    memcpy(out, o[0].data, sizeof(double) * (size_t)m);
+    return 0;
+}
+
+static int ode_rhs_cb(void *ctx, double t, const double *y,
+                      const double *theta, double *out)
+{
+    ode_eval *ev = ctx;
+    return ode_eval_fn(ev, ev->st->rhs, t, y, theta, out, ev->n);
+}
+
+static int ode_jac_cb(void *ctx, double t, const double *y,
+                      const double *theta, double *out)
+{
+    ode_eval *ev = ctx;
+    return ode_eval_fn(ev, ev->st->jac, t, y, theta, out,
+                       ev->n * (ev->n + ev->p));
+}
+
+static int64_t view_numel(const kiln_view *v)
+{
+    int64_t n = 1;
+    for (int d = 0; d < v->rank; d++)
+        n *= v->shape[d];
+    return n;
+}
+
+/* Between a strided f64 view and contiguous memory (to_view: into v). */
+static void view_copy(const kiln_view *v, double *buf, int to_view)
+{
+    int64_t n = view_numel(v), idx[KILN_MAX_RANK] = {0};
+    double *base = v->data;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t off = 0;
+        for (int d = 0; d < v->rank; d++)
+            off += idx[d] * v->strides[d];
+        if (to_view)
+            base[off] = buf[k];
+        else
+            buf[k] = base[off];
+        for (int d = v->rank - 1; d >= 0; d--) {
+            if (++idx[d] < v->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+static int ode_run(void *state, const kiln_call *call)
+{
+    const ode_state *st = state;
+    if (call->n_inputs != 4 || call->n_outputs < 1 || call->n_outputs > 2)
+        return fail(call->errbuf, call->errbuf_size, KILN_ERR_ARG,
+                    "%s: %u inputs and %u outputs, expected 4 and 1 or 2",
+                    st->label, call->n_inputs, call->n_outputs);
+    const kiln_view *in = call->inputs, *out = call->outputs;
+    ode_eval ev = {.st = st, .n = view_numel(&in[0]),
+                   .p = view_numel(&in[3])};
+    int64_t nts = view_numel(&in[2]);
+    int64_t m = ev.n + ev.p;
+    int sens = call->n_outputs == 2;
+    size_t total = (size_t)(ev.n + 1 + nts + ev.p + nts * ev.n +
+                            (sens ? nts * ev.n * m : 0));
+    double *buf = malloc(sizeof(double) * (total ? total : 1));
+    if (!buf)
+        return fail(call->errbuf, call->errbuf_size, KILN_ERR_NOMEM,
+                    "%s: out of memory", st->label);
+    double *y0 = buf, *t0 = y0 + ev.n, *ts = t0 + 1, *th = ts + nts;
+    double *Y = th + ev.p, *S = sens ? Y + nts * ev.n : NULL;
+    view_copy(&in[0], y0, 0);
+    view_copy(&in[1], t0, 0);
+    view_copy(&in[2], ts, 0);
+    view_copy(&in[3], th, 0);
+    kiln_ode_problem pb = st->pb;
+    pb.n = ev.n;
+    pb.p = ev.p;
+    pb.ctx = &ev;
+    int rc = kiln_ode_solve(&pb, *t0, y0, th, nts, ts, Y, S, call->errbuf,
+                            call->errbuf_size);
+    if (rc && ev.failed) {
+        /* the body's own error says more than the solver's flag */
+        fail(call->errbuf, call->errbuf_size, rc,
+             "%s: the right-hand side failed: %s", st->label,
+             ev.e.message);
+    } else if (!rc) {
+        view_copy(&out[0], Y, 1);
+        if (sens)
+            view_copy(&out[1], S, 1);
+    }
+    free(buf);
+    return rc;
+}
+
+int kiln_ode_callable(kiln_function *rhs, kiln_function *jac, int method,
+                      double rtol, double atol, int64_t max_num_steps,
+                      const char *label, kiln_callable **out)
+{
+    ode_state *st = calloc(1, sizeof *st);
+    kiln_callable *c = calloc(1, sizeof *c);
+    if (!st || !c) {
+        free(st);
+        free(c);
+        return KILN_ERR_NOMEM;
+    }
+    st->rhs = rhs;
+    st->jac = jac;
+    snprintf(st->label, sizeof st->label, "%s",
+             label ? label : method == KILN_ODE_BDF ? "ode_bdf" : "ode_rk45");
+    st->pb = (kiln_ode_problem){
+        .struct_size = sizeof st->pb, .method = (uint32_t)method,
+        .rtol = rtol, .atol = atol, .max_num_steps = max_num_steps,
+        .label = st->label, .rhs = ode_rhs_cb, .jac = ode_jac_cb};
+    c->struct_size = sizeof *c;
+    c->fn = ode_run;
+    c->state = st;
+    *out = c;
+    return 0;
+}
+
+static int ode_host_supports(const kiln_kernel *k, kiln_plugin_error **err)
+{
+    (void)err;
+    return k && k->kind == KILN_KERNEL_ODE;
+}
+
+static void ode_host_callable_free(kiln_callable *c)
+{
+    if (!c)
+        return;
+    ode_state *st = c->state;
+    if (st) {
+        kiln_function_free(st->rhs);
+        kiln_function_free(st->jac);
+    }
+    free(st);
+    free(c);
+}
+
+static void ode_host_error_free(kiln_plugin_error *e)
+{
+    (void)e;
+}
+
+const kiln_backend kiln_ode_backend = {
+    .struct_size = sizeof(kiln_backend),
+    .abi_major = KILN_ABI_MAJOR,
+    .abi_minor = KILN_ABI_MINOR,
+    .name = "host_ode",
+    .version = "1",
+    .build_id = "host-ode-1",
+    .flags = KILN_BACKEND_THREAD_SAFE,
+    .supports = ode_host_supports,
+    .callable_free = ode_host_callable_free,
+    .error_free = ode_host_error_free,
+};

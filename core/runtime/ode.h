@@ -38,6 +38,25 @@ int kiln_ode_solve(const kiln_ode_problem *pb, double t0, const double *y0,
                    double *y_out, double *sens_out, char *errbuf,
                    size_t errbuf_size);
 
+/* A callable running an ODE kernel (KILN_KERNEL_ODE: the ops ode_rk45 and
+ * ode_bdf) in the host: `rhs` is the node's body compiled as a function
+ * of its own, (t: f64, y: f64[N], theta: f64[P]) -> dy: f64[N], and `jac`
+ * its Jacobian's graph (kiln_ir_ode_jacobian) compiled likewise, -> f64[N,
+ * N+P]; both are taken (freed with the callable, or by the caller on
+ * failure).  The kernel's inputs are the views y0 [N], t0 (scalar), ts
+ * [T], theta [P], all f64; its outputs Y [T, N] and, when it has two,
+ * the sensitivities S [T, N, N+P] (S[i, j, k] = d Y[i, j] / d (y0,
+ * theta)[k]).  `label` starts its messages ("ode_bdf 'z'"; copied).
+ * Each call solves with kiln_ode_solve on the calling thread; reentrant.
+ * Returns 0 or KILN_ERR_NOMEM.  It belongs to kiln_ode_backend. */
+int kiln_ode_callable(kiln_function *rhs, kiln_function *jac, int method,
+                      double rtol, double atol, int64_t max_num_steps,
+                      const char *label, kiln_callable **out);
+
+/* The pseudo backend "host_ode" owning those callables (supports ODE
+ * kernels only; never compiles: the driver attaches callables). */
+extern const kiln_backend kiln_ode_backend;
+
 /* 1 when kiln was built with SUNDIALS (the ODE ops can run), else 0. */
 int kiln_ode_available(void);
 

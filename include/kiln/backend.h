@@ -180,7 +180,17 @@ typedef enum kiln_kernel_kind {
      * input and one output view of one shape and one dtype (f64, f32,
      * i64 or i32), no program.  The output aliases nothing.  Older
      * plugins refuse the kind, so the host falls back. */
-    KILN_KERNEL_SCAN = 8
+    KILN_KERNEL_SCAN = 8,
+    /* ABI 1.9: an ODE solve (ops ode_rk45, ode_bdf; docs/ops.md "ODEs").
+     * Inputs y0 [N], t0 (rank 0), ts [T], theta [P], all f64; outputs
+     * Y [T, N] = y(ts[i]) for y' = f(t, y, theta), y(t0) = y0, and
+     * optionally (two outputs) the sensitivities S [T, N, N+P],
+     * S[i, j, k] = d Y[i, j] / d (y0, theta)[k].  f is the node's body:
+     * the host compiles it (and its Jacobian) as functions of their own,
+     * through the policy and the backends like any graph, and runs the
+     * kernel itself (core/runtime/ode.c, through kiln_runtime.ode_solve);
+     * `reduce_op` carries the kiln_ode_method.  Plugins refuse the kind. */
+    KILN_KERNEL_ODE = 11
 } kiln_kernel_kind;
 
 /* The role of an argument of a LOOP kernel (ABI 1.5). */
