@@ -554,6 +554,11 @@ static int ode_run(void *state, const kiln_call *call)
     pb.ctx = &ev;
     int rc = kiln_ode_solve(&pb, *t0, y0, th, nts, ts, Y, S, call->errbuf,
                             call->errbuf_size);
+    /* a solver's failure or a non-finite value rejects the point, as
+     * Stan's ODE functions throw a domain error that rejects the draw:
+     * KILN_ERR_CHECK (a model's log density then rejects it) */
+    if (rc == KILN_ERR_RUNTIME && kiln_ode_available() && !ev.failed)
+        rc = KILN_ERR_CHECK;
     if (rc && ev.failed) {
         /* the body's own error says more than the solver's flag */
         fail(call->errbuf, call->errbuf_size, rc,
