@@ -21,6 +21,7 @@
 #include "ode.h"
 #include "runtime.h"
 #include "tap.h"
+#include "ode_lv.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -45,27 +46,6 @@ static int decay_j(void *c, double t, const double *y, const double *th,
     (void)c, (void)t;
     o[0] = -th[0];
     o[1] = -y[0];
-    return 0;
-}
-
-static int lv_f(void *c, double t, const double *y, const double *th,
-                double *o)
-{
-    (void)c, (void)t;
-    o[0] = (th[0] - th[1] * y[1]) * y[0];
-    o[1] = (-th[2] + th[3] * y[0]) * y[1];
-    return 0;
-}
-
-static int lv_j(void *c, double t, const double *y, const double *th,
-                double *o)
-{
-    (void)c, (void)t;
-    double u = y[0], v = y[1];
-    double r0[6] = {th[0] - th[1] * v, -th[1] * u, u, -u * v, 0, 0};
-    double r1[6] = {th[3] * v, -th[2] + th[3] * u, 0, 0, -v, u * v};
-    memcpy(o, r0, sizeof r0);
-    memcpy(o + 6, r1, sizeof r1);
     return 0;
 }
 

@@ -16,45 +16,12 @@
 #include "ode.h"
 #include "tap.h"
 #include "found_backends.h"
+#include "ode_lv.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Lotka-Volterra as posteriordb's lotka_volterra.stan writes it. */
-static const char LV[] =
-    "kiln 1\n"
-    "graph lv\n"
-    "  input t: f64\n"
-    "  input y: f64[2]\n"
-    "  input theta: f64[4]\n"
-    "  u = y[0]\n"
-    "  v = y[1]\n"
-    "  du = mul(sub(theta[0], mul(theta[1], v)), u)\n"
-    "  dv = mul(add(neg(theta[2]), mul(theta[3], u)), v)\n"
-    "  output dy = stack(du, dv, axis=0)\n"
-    "end\n";
-
-static int lv_f(void *c, double t, const double *y, const double *th,
-                double *o)
-{
-    (void)c, (void)t;
-    o[0] = (th[0] - th[1] * y[1]) * y[0];
-    o[1] = (-th[2] + th[3] * y[0]) * y[1];
-    return 0;
-}
-
-static int lv_j(void *c, double t, const double *y, const double *th,
-                double *o)
-{
-    (void)c, (void)t;
-    double u = y[0], v = y[1];
-    double r[12] = {th[0] - th[1] * v, -th[1] * u, u, -u * v, 0, 0,
-                    th[3] * v, -th[2] + th[3] * u, 0, 0, -v, u * v};
-    memcpy(o, r, sizeof r);
-    return 0;
-}
 
 static kiln_function *compile_on(kiln_graph *g, const char *backend,
                                  kiln_err *err)
@@ -204,7 +171,7 @@ int main(void)
         return done_testing();
     }
     kiln_err err = {0, ""};
-    kiln_graph *body = kiln_parse_string(LV, "lv.kg", NULL, &err);
+    kiln_graph *body = kiln_parse_string(LV_BODY, "lv.kg", NULL, &err);
     kiln_graph *jg = body ? kiln_ir_ode_jacobian(body, &err) : NULL;
     if (!ok(body && jg, "the Lotka-Volterra body and its Jacobian graph "
             "(%s)", err.message)) {
