@@ -458,9 +458,11 @@ static void test_errors(void)
         "graph without name", "kiln 1", "graph", "end");
     ERR(P, "m.kg:4:1: expected 'end' to close graph 'm', found end of file",
         "missing end", "kiln 1", "graph m", "  input x: f64");
-    ERR(P, "m.kg:4:1: expected end of file after 'end' (one graph per "
-        "file), found 'graph'", "two graphs", "kiln 1", "graph m", "end",
-        "graph n", "end");
+    ERR(P, "m.kg:4:7: graph 'm' defined twice", "two graphs of one name",
+        "kiln 1", "graph m", "end", "graph m", "end");
+    ERR(P, "m.kg:4:1: expected end of file or another 'graph NAME' block "
+        "after 'end', found 'x'", "junk after a graph", "kiln 1", "graph m",
+        "end", "x = 1");
     ERR(P, "m.kg:3:7: expected end of line after 'end', found 'x'",
         "junk after end", "kiln 1", "graph m", "  end x");
     ERR(P, "m.kg:3:12: unknown dtype 'f65' (expected f64, f32, i64, i32 or "
@@ -915,6 +917,11 @@ static const op_case op_cases[] = {
     {"betainc(1, 2, s)", "f32[3]"}, {"betainc(a, k, 0.5)", "f64[3]"},
     {"gammainc_da(s, 1)", "f32[3]"}, {"betainc_da(1, 2, s)", "f32[3]"},
     {"betainc_db(a, k, 0.5)", "f64[3]"},
+    /* issue 28: a scan over body `acc` (declared before graph ops) and
+     * its per-step output */
+    {"result(scan(0.0, a, b, body=acc, carries=1, seqs=1), index=1)",
+     "f64[3]"},
+    {"scan(0.0, 1.5, b, body=acc, carries=1, seqs=0, n_steps=4)", "f64"},
 };
 
 static void test_ops(void)
@@ -925,7 +932,10 @@ static void test_ops(void)
         cap += strlen(op_cases[i].expr) + 32;
     char *t = malloc(cap);
     char *q = t;
-    q += sprintf(q, "kiln 1\ngraph ops\n"
+    q += sprintf(q, "kiln 1\ngraph acc\n  input h: f64\n  input x: f64\n"
+                    "  input w: f64[3]\n  o = add(h, mul(x, sum(w)))\n"
+                    "  output o\n  output y = mul(o, 2)\nend\n\n"
+                    "graph ops\n"
                     "  input a: f64[3]\n  input b: f64[3]\n"
                     "  input m: f64[2, 3]\n  input t: f64[3, 2]\n"
                     "  input i: i64[2]\n  input j: i32[2, 2]\n"

@@ -20,8 +20,8 @@ static const char *kind_name(int kind)
 {
     static const char *const names[] = {"?", "elemwise", "reduce", "join",
                                         "gather", "scatter", "dot",
-                                        "loop", "scan"};
-    return kind > 0 && kind < 9 ? names[kind] : "?";
+                                        "loop", "scan", "recur"};
+    return kind > 0 && kind < 10 ? names[kind] : "?";
 }
 
 static const char *cache_word(int r)

@@ -128,7 +128,12 @@ size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
 {
     if (!k || k->struct_size < offsetof(kiln_kernel, label))
         return 0;
-    if (k->kind < KILN_KERNEL_ELEMWISE || k->kind > KILN_KERNEL_SCAN)
+    if (k->kind < KILN_KERNEL_ELEMWISE || k->kind > KILN_KERNEL_RECUR)
+        return 0;
+    if (k->kind == KILN_KERNEL_RECUR &&
+        (k->struct_size < offsetof(kiln_kernel, n_body_bytes) +
+                              sizeof k->n_body_bytes ||
+         !k->body_bytes || !k->n_body_bytes))
         return 0;
     if (k->kind == KILN_KERNEL_LOOP &&
         (k->struct_size < offsetof(kiln_kernel, out_index) +
@@ -195,6 +200,16 @@ size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
         }
         put_u8(&b, k->reduce_op);
         put_u32(&b, k->reduce_axes);
+        break;
+    case KILN_KERNEL_RECUR:
+        /* the body by structure (no names), so the same body keys alike
+         * in any model */
+        put_u32(&b, k->n_carry);
+        put_u32(&b, k->n_seq);
+        put_u64(&b, (uint64_t)k->n_steps);
+        put_u64(&b, (uint64_t)k->n_body_bytes);
+        for (size_t i = 0; i < k->n_body_bytes; i++)
+            put_u8(&b, k->body_bytes[i]);
         break;
     default:
         break;

@@ -21,6 +21,7 @@
 #define _POSIX_C_SOURCE 200809L  /* strdup, sysconf */
 #include "function.h"
 #include "loader.h"
+#include "recur.h"
 #include "progress.h"
 #include "rewrite/rewrite.h"
 #include "vm.h"
@@ -722,6 +723,12 @@ static int compile_tiered(kiln_function *f, const kiln_policy_knobs *kn,
         t->swapped_s = -1;
         t->queued_call = -1;
         t->queued_s = -1;
+        if (s->callable) {   /* a scan, run by the host (attach_recur) */
+            t->tier = 0;
+            t->be0 = s->backend;
+            atomic_init(&t->state, KILN_TIER_FIXED);
+            continue;
+        }
         if (mode == KILN_TIERS_POLICY && MAY_HAVE(name1)) {
             const kiln_backend *b1 = tier_backend(&tb, ch, name1, out);
             if (b1 && start_cached(f, s, b1, c1)) {
@@ -807,6 +814,50 @@ static int compile_all(kiln_function *f, kiln_plan *pl, const char *name,
                        int tiers, int tier_threads,
                        const kiln_compile_options *cop, FILE *out,
                        kiln_err *err);
+static kiln_function *compile_graph(const kiln_graph *graph,
+                                    const kiln_options *opt, int allow_hoist,
+                                    kiln_err *err);
+
+/* Scans (RECUR steps, issue 28): compile each body as a function of its
+ * own, with the caller's options (its kernels go through the policy, the
+ * cache and the backends as any), and give the step the host's callable
+ * that calls it once per step (core/runtime/recur.c). */
+static int attach_recur(kiln_function *f, const kiln_options *opt,
+                        kiln_err *err)
+{
+    for (int i = 0; i < f->prog.n_steps; i++) {
+        kiln_step *s = &f->prog.steps[i];
+        if (s->kernel.kind != KILN_KERNEL_RECUR)
+            continue;
+        const kiln_node *n = &f->g->nodes[s->node];
+        kiln_options po;
+        memset(&po, 0, sizeof po);
+        if (opt)
+            memcpy(&po, opt, opt->struct_size < sizeof po ? opt->struct_size
+                                                          : sizeof po);
+        po.struct_size = sizeof po;
+        po.quiet = 1;   /* the model's compile said what the backends do */
+        kiln_function *bf = compile_graph(n->attrs->body, &po, 0, err);
+        if (!bf) {
+            char lbl[160];
+            kiln_err_prefix(err, "%s: body '%s': ",
+                            kiln_vm_node_label(f->g, s->node, lbl,
+                                               sizeof lbl),
+                            n->attrs->body->name);
+            return err ? err->code : KILN_ERR_BACKEND;
+        }
+        int nc = n->attrs->n_carry, ns = n->attrs->n_seq;
+        if (kiln_recur_callable(bf, nc, ns, n->n_in - nc - ns,
+                                (int)s->n_out, n->attrs->n_steps,
+                                &s->callable)) {
+            kiln_function_free(bf);
+            return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        }
+        s->backend = &kiln_recur_backend;
+        kiln_key_of_kernel(&s->kernel, &s->key, NULL);
+    }
+    return 0;
+}
 
 /* Compile every step with the backend the plan (core/policy/policy.c: the
  * policy, or an explicit backend) chose for it, walking down the plan's
@@ -867,6 +918,8 @@ static int compile_steps(kiln_function *f, const kiln_options *opt,
     kiln_plan *pl = f->plan;
     if (begin_cache(f, opt, err))
         return err ? err->code : KILN_ERR_ARG;
+    if (attach_recur(f, opt, err))
+        return err ? err->code : KILN_ERR_NOMEM;
     kiln_progress prog;
     kiln_progress_begin(&prog, f->prog.n_steps, diag, quiet);
     f->progress = &prog;

@@ -527,6 +527,14 @@ static int parse_attr_value(parser *p, attr_item *it, int op)
         a->s = it->str;
         return kiln_lex_advance(p);
     }
+    if (p->t.kind == T_IDENT && strcmp(it->key, "body") == 0) {
+        /* body=NAME: an earlier graph block (issue 28) */
+        if (!(it->str = kiln_lex_tok_str(&p->t)))
+            return kiln_lex_nomem(p);
+        a->kind = KILN_ATTR_STRING;
+        a->s = it->str;
+        return kiln_lex_advance(p);
+    }
     if (starts_scalar(p)) {
         scalar sc;
         if (parse_scalar(p, &sc))
@@ -853,6 +861,55 @@ static int set_step(parser *p, xstack *st, const operand *in, operand *res)
 }
 
 /* Add op `f` to the graph with its arguments (the current token is ')'). */
+/* scan(..., body=NAME, ...): NAME is an earlier graph block. */
+static kiln_value call_body(parser *p, const frame *f, const kiln_value *in,
+                            int nin, kiln_attr *ka, int nka)
+{
+    int k = 0;
+    while (k < nka && strcmp(ka[k].key, "body") != 0)
+        k++;
+    if (k == nka) {
+        kiln_lex_fail_at(p, f->name.line, f->name.col, KILN_ERR_PARSE,
+                         "%s: attribute 'body' (an earlier graph's name) "
+                         "is required", f->opname);
+        return -2;
+    }
+    if (ka[k].kind != KILN_ATTR_STRING) {
+        kiln_lex_fail_at(p, f->name.line, f->name.col, KILN_ERR_PARSE,
+                         "%s: attribute 'body' must name a graph",
+                         f->opname);
+        return -2;
+    }
+    kiln_graph *body = NULL;
+    for (int i = p->n_bodies - 1; i >= 0 && !body; i--)
+        if (strcmp(p->bodies[i]->name, ka[k].s) == 0)
+            body = p->bodies[i];
+    if (!body) {
+        kiln_lex_fail_at(p, f->name.line, f->name.col, KILN_ERR_NAME,
+                         "%s: no graph named '%s' before this one (a body "
+                         "is a 'graph NAME ... end' block earlier in the "
+                         "file)", f->opname, ka[k].s);
+        return -2;
+    }
+    ka[k] = ka[nka - 1];
+    return kiln_graph_op_body(p->g, f->opname, nin, in, body, ka, nka - 1,
+                              &p->e);
+}
+
+/* result(v, index=I) */
+static kiln_value call_result(parser *p, const frame *f, const kiln_value *in,
+                              int nin, const kiln_attr *ka, int nka)
+{
+    if (nin != 1 || nka != 1 || strcmp(ka[0].key, "index") != 0 ||
+        ka[0].kind != KILN_ATTR_INT || ka[0].i < 0 || ka[0].i > INT32_MAX) {
+        kiln_lex_fail_at(p, f->name.line, f->name.col, KILN_ERR_TYPE,
+                         "result: expected result(VALUE, index=I) with I "
+                         ">= 0");
+        return -2;
+    }
+    return kiln_graph_result(p->g, in[0], (int)ka[0].i, &p->e);
+}
+
 static int call_finish(parser *p, xstack *st, operand *res)
 {
     frame *f = &st->f[st->n - 1];
@@ -896,10 +953,19 @@ static int call_finish(parser *p, xstack *st, operand *res)
         ka[nattrs].kind = KILN_ATTR_INT;
         ka[nattrs].i = join_axis;
     }
-    kiln_value v = kiln_graph_op(p->g, f->opname, (int)nin, in, ka, (int)nka,
-                                 &p->e);
+    kiln_value v;
+    if (f->op == KILN_OP_SCAN) {
+        v = call_body(p, f, in, (int)nin, ka, (int)nka);
+    } else if (f->op == KILN_OP_RESULT) {
+        v = call_result(p, f, in, (int)nin, ka, (int)nka);
+    } else {
+        v = kiln_graph_op(p->g, f->opname, (int)nin, in, ka, (int)nka,
+                          &p->e);
+    }
     free(in);
     free(ka);
+    if (v == -2)   /* reported with its position already */
+        return -1;
     if (v < 0)
         return kiln_lex_builder_fail(p, f->name.line, f->name.col);
     if (kiln_lex_advance(p)) /* ')' */
@@ -1981,6 +2047,8 @@ static int skip_blank_lines(parser *p)
     return 0;
 }
 
+static int parse_block(parser *p);
+
 static int parse_graph(parser *p)
 {
     char b[64];
@@ -1998,6 +2066,39 @@ static int parse_graph(parser *p)
                        "version 1)", kiln_lex_tok_desc(&p->t, b, sizeof b));
     if (kiln_lex_advance(p) || kiln_lex_end_of_statement(p) || skip_blank_lines(p))
         return -1;
+    for (;;) {
+        int rc = parse_block(p);
+        if (rc)
+            return rc;
+        if (skip_blank_lines(p))
+            return -1;
+        if (p->t.kind == T_EOF)
+            return 0;
+        /* another block: the one just read is a body for later ones */
+        if (p->n_bodies == p->cap_bodies) {
+            int cap = p->cap_bodies ? 2 * p->cap_bodies : 4;
+            kiln_graph **q = realloc(p->bodies, sizeof *q * (size_t)cap);
+            if (!q)
+                return kiln_lex_nomem(p);
+            p->bodies = q;
+            p->cap_bodies = cap;
+        }
+        p->bodies[p->n_bodies++] = p->g;
+        p->g = NULL;
+        free(p->def_line);
+        free(p->out_line);
+        p->def_line = NULL;
+        p->out_line = NULL;
+        p->def_cap = p->out_cap = 0;
+        if (!kiln_lex_is_word(&p->t, "graph"))
+            return kiln_lex_expected(p, "end of file or another 'graph "
+                                        "NAME' block after 'end'");
+    }
+}
+
+/* One `graph NAME ... end` block into p->g. */
+static int parse_block(parser *p)
+{
     if (!kiln_lex_is_word(&p->t, "graph"))
         return kiln_lex_expected(p, "'graph NAME'");
     if (kiln_lex_advance(p))
@@ -2008,6 +2109,14 @@ static int parse_graph(parser *p)
     char *s = kiln_lex_tok_str(&gname);
     if (!s)
         return kiln_lex_nomem(p);
+    for (int i = 0; i < p->n_bodies; i++)
+        if (strcmp(p->bodies[i]->name, s) == 0) {
+            free(s);
+            return kiln_lex_fail_at(p, gname.line, gname.col, KILN_ERR_PARSE,
+                                    "graph '%.*s' defined twice",
+                                    gname.n > 60 ? 60 : (int)gname.n,
+                                    gname.s);
+        }
     p->g = kiln_graph_new(s, &p->e);
     free(s);
     if (!p->g)
@@ -2065,10 +2174,8 @@ static int parse_graph(parser *p)
             return -1;
         kiln_ir_stamp_lines(p->g, n0, line); /* kiln run --trace-nonfinite */
     }
-    if (kiln_lex_advance(p) || kiln_lex_end_of_statement(p) || skip_blank_lines(p))
+    if (kiln_lex_advance(p) || kiln_lex_end_of_statement(p))
         return -1;
-    if (p->t.kind != T_EOF)
-        return kiln_lex_expected(p, "end of file after 'end' (one graph per file)");
     return 0;
 }
 
@@ -2090,6 +2197,9 @@ static kiln_graph *parse_text(const char *text, size_t len,
     p.base_dir = base_dir && *base_dir ? base_dir : NULL;
     p.data = data;
     int rc = parse_graph(&p);
+    for (int i = 0; i < p.n_bodies; i++)
+        kiln_graph_free(p.bodies[i]);   /* scans hold their own references */
+    free(p.bodies);
     kiln_json_data_free(p.json);
     free(p.json_path);
     free(p.def_line);

@@ -50,6 +50,11 @@ typedef struct parser {
      * kept so that a model's many json() values read it once */
     char *json_path;
     kiln_json_data *json;
+    /* issue 28: the graph blocks before the current one, which a later
+     * block's `scan(..., body=NAME)` names (the last block is the graph
+     * the text defines) */
+    kiln_graph **bodies;
+    int n_bodies, cap_bodies;
 } parser;
 
 /* Report an error at line:col (code: KILN_ERR_PARSE for syntax) into

@@ -162,12 +162,31 @@ static void put_literal(sbuf *b, const kiln_node *nd)
 
 /* ---- names ---------------------------------------------------------- */
 
+/* The bodies a graph's nodes hold (issue 28), each once, in the order
+ * they print (a body's own bodies before it), with the block name each
+ * prints under: its graph name, made unique with _2, _3, ... */
+typedef struct body_list {
+    const kiln_graph **g;
+    char **name;
+    int n, cap;
+    int oom;
+} body_list;
+
 typedef struct printer {
     const kiln_graph *g;
     sbuf b;
     int *gen;          /* generated name number, or -1 */
     unsigned char *inl;  /* 1: literal written inline */
+    const body_list *bodies;
 } printer;
+
+static const char *body_name(const body_list *bl, const kiln_graph *g)
+{
+    for (int i = 0; i < bl->n; i++)
+        if (bl->g[i] == g)
+            return bl->name[i];
+    return "?";
+}
 
 static void put_name(printer *pr, kiln_value v)
 {
@@ -464,6 +483,15 @@ static void put_op(printer *pr, const kiln_node *nd)
     case KILN_OP_CUMSUM: case KILN_OP_CUMPROD:
         sb_printf(b, ", axis=%lld", (long long)a->axes[0]);
         break;
+    case KILN_OP_SCAN:
+        sb_printf(b, ", body=%s, carries=%d, seqs=%d",
+                  body_name(pr->bodies, a->body), a->n_carry, a->n_seq);
+        if (a->n_steps >= 0)
+            sb_printf(b, ", n_steps=%lld", (long long)a->n_steps);
+        break;
+    case KILN_OP_RESULT:
+        sb_printf(b, ", index=%d", a->index);
+        break;
     case KILN_OP_CHECK:
         if (a->msg) {
             /* the parser's escapes: only \\ and \" */
@@ -597,15 +625,107 @@ int *kiln_graph_temp_names(const kiln_graph *g)
     return gen;
 }
 
+static int name_taken(const body_list *bl, const char *s, const char *main)
+{
+    if (strcmp(s, main) == 0)
+        return 1;
+    for (int i = 0; i < bl->n; i++)
+        if (strcmp(bl->name[i], s) == 0)
+            return 1;
+    return 0;
+}
+
+/* Add g's bodies (theirs first) to bl; depth bounds a cycle. */
+static void collect_bodies(body_list *bl, const kiln_graph *g,
+                           const char *main, int depth)
+{
+    for (int v = 0; v < g->n_nodes && !bl->oom; v++) {
+        const kiln_graph *c = g->nodes[v].attrs->body;
+        if (!c || depth > 64)
+            continue;
+        int seen = 0;
+        for (int i = 0; i < bl->n; i++)
+            seen |= bl->g[i] == c;
+        if (seen)
+            continue;
+        collect_bodies(bl, c, main, depth + 1);
+        if (bl->n == bl->cap) {
+            int cap = bl->cap ? 2 * bl->cap : 4;
+            const kiln_graph **q = realloc(bl->g, sizeof *q * (size_t)cap);
+            char **r = q ? realloc(bl->name, sizeof *r * (size_t)cap) : NULL;
+            if (q)
+                bl->g = q;
+            if (!q || !r) {
+                bl->oom = 1;
+                return;
+            }
+            bl->name = r;
+            bl->cap = cap;
+        }
+        const char *base = c->name ? c->name : "body";
+        size_t n = strlen(base) + 16;
+        char *nm = malloc(n);
+        if (!nm) {
+            bl->oom = 1;
+            return;
+        }
+        snprintf(nm, n, "%s", base);
+        for (int k = 2; name_taken(bl, nm, main); k++)
+            snprintf(nm, n, "%s_%d", base, k);
+        bl->g[bl->n] = c;
+        bl->name[bl->n++] = nm;
+    }
+}
+
+static char *print_block(const kiln_graph *g, const char *name,
+                         const body_list *bl, kiln_err *err);
+
 char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
 {
     if (!g) {
         kiln_seterr(err, KILN_ERR_ARG, "kiln_graph_print: NULL graph");
         return NULL;
     }
+    const char *main = g->name ? g->name : "main";
+    body_list bl;
+    memset(&bl, 0, sizeof bl);
+    collect_bodies(&bl, g, main, 0);
+    sbuf all;
+    memset(&all, 0, sizeof all);
+    sb_puts(&all, "kiln 1\n");
+    for (int i = 0; i <= bl.n && !bl.oom && !all.oom; i++) {
+        char *t = print_block(i < bl.n ? bl.g[i] : g,
+                              i < bl.n ? bl.name[i] : main, &bl, err);
+        if (!t) {
+            free(all.s);
+            all.s = NULL;
+            break;
+        }
+        if (i)
+            sb_puts(&all, "\n");
+        sb_puts(&all, t);
+        free(t);
+    }
+    for (int i = 0; i < bl.n; i++)
+        free(bl.name[i]);
+    free(bl.name);
+    free(bl.g);
+    if (bl.oom || all.oom) {
+        free(all.s);
+        kiln_seterr(err, KILN_ERR_NOMEM, "kiln_graph_print: out of memory");
+        return NULL;
+    }
+    return all.s;
+}
+
+/* One `graph NAME ... end` block. */
+static char *print_block(const kiln_graph *g, const char *name,
+                         const body_list *bl, kiln_err *err)
+{
     printer pr;
     memset(&pr, 0, sizeof pr);
     pr.g = g;
+    pr.bodies = bl;
     size_t nn = (size_t)g->n_nodes;
     int *uses = calloc(nn + 1, sizeof *uses);
     pr.gen = malloc((nn + 1) * sizeof *pr.gen);
@@ -618,8 +738,8 @@ char *kiln_graph_print(const kiln_graph *g, kiln_err *err)
     print_names(g, uses, is_out, pr.gen, pr.inl, hidden);
 
     sbuf *b = &pr.b;
-    sb_puts(b, "kiln 1\ngraph ");
-    sb_puts(b, g->name ? g->name : "main");
+    sb_puts(b, "graph ");
+    sb_puts(b, name);
     sb_puts(b, "\n");
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *nd = &g->nodes[i];

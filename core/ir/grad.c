@@ -27,12 +27,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The adjoint of output k >= 1 of a scan (result(s, index=k)). */
+typedef struct radj {
+    kiln_value scan, adj;
+    int index;
+} radj;
+
 typedef struct gctx {
     kiln_graph *g;
     kiln_err *err;
     kiln_value *adj;        /* adjoint of each original node, or -1 */
     unsigned char *path;    /* depends on a wrt, and the cost on it */
     int n;                  /* nodes before differentiation */
+    radj *radj;             /* scans' other outputs' adjoints */
+    int n_radj, cap_radj;
 } gctx;
 
 #define NODE(c, v) (&(c)->g->nodes[(v)])
@@ -882,10 +890,354 @@ static int grad_scan(gctx *c, kiln_value v, kiln_value gv)
     return contribute(c, x, t);
 }
 
+/* ---- scan (issue 28) -------------------------------------------------
+ *
+ * Reverse mode through the stored trajectory.  The forward scan is run
+ * again with a body that also outputs its carries as it received them
+ * (the trajectory c_0 .. c_{T-1}, stacked).  A reverse scan then walks
+ * t = T-1 .. 0 with the carries' adjoints (lambda) and the args'
+ * accumulated adjoints (mu) as its carries; its body recomputes the
+ * forward step from c_t, x_t and the args and is the VJP of it:
+ * d/d(c_t, x_t, a) of <lambda, c_{t+1}> + <gy_t, y_t> (kiln_graph_grad on
+ * the body), as PyTensor's Scan.L_op and JAX's scan transpose do.  Its
+ * final carries are the adjoints of the initial carries and of the args;
+ * its stacked outputs, reversed, those of the sequences. */
+
+static int note_radj(gctx *c, kiln_value scan, int index, kiln_value gv)
+{
+    if (gv < 0)
+        return -1;
+    for (int i = 0; i < c->n_radj; i++)
+        if (c->radj[i].scan == scan && c->radj[i].index == index) {
+            c->radj[i].adj = op2(c, "add", c->radj[i].adj, gv);
+            return c->radj[i].adj < 0 ? -1 : 0;
+        }
+    if (c->n_radj == c->cap_radj) {
+        int cap = c->cap_radj ? 2 * c->cap_radj : 8;
+        radj *q = realloc(c->radj, sizeof *q * (size_t)cap);
+        if (!q)
+            return kiln_seterr(c->err, KILN_ERR_NOMEM, "out of memory"), -1;
+        c->radj = q;
+        c->cap_radj = cap;
+    }
+    c->radj[c->n_radj++] = (radj){scan, gv, index};
+    /* the scan's own adjoint (output 0) may stay zero; it must exist for
+     * the scan's rule to run */
+    if (c->adj[scan] < 0 && (c->adj[scan] = zeros_like(c, scan)) < 0)
+        return -1;
+    return 0;
+}
+
+static kiln_value find_radj(const gctx *c, kiln_value scan, int index)
+{
+    for (int i = 0; i < c->n_radj; i++)
+        if (c->radj[i].scan == scan && c->radj[i].index == index)
+            return c->radj[i].adj;
+    return -1;
+}
+
+#define BODY_MAX 64
+
+/* The reverse body of scan node n (see above).  gy[k]: per-step output k
+ * has an adjoint.  Fills the counts of what it declares. */
+static kiln_graph *vjp_body(gctx *c, const kiln_node *n, const int *gy,
+                            int *n_lam, int *n_mu)
+{
+    const kiln_graph *b = n->attrs->body;
+    int nc = n->attrs->n_carry, ns = n->attrs->n_seq;
+    int na = n->n_in - nc - ns, ny = b->n_outputs - nc;
+    kiln_value bin[BODY_MAX];
+    kiln_ir_body_inputs(b, bin, BODY_MAX);
+    char name[160];
+    snprintf(name, sizeof name, "%s_vjp", b->name);
+    kiln_graph *r = kiln_graph_new(name, c->err);
+    if (!r)
+        return NULL;
+    if (kiln_ir_copy_symbols(r, b)) {
+        kiln_seterr(c->err, KILN_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    kiln_value *map = malloc(sizeof *map * (size_t)(b->n_nodes + 1));
+    kiln_value lam[BODY_MAX], mu[BODY_MAX], gyin[BODY_MAX], wrt[BODY_MAX];
+    int wsrc[BODY_MAX];   /* body input index of each wrt */
+    if (!map) {
+        kiln_seterr(c->err, KILN_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    int nl = 0, nm = 0, nw = 0;
+    const kiln_type *bt;
+#define DECL(fmt, idx, type)                                              \
+    (snprintf(name, sizeof name, fmt, idx),                               \
+     kiln_graph_input(r, name, (type)->dtype, (type)->rank, (type)->dims, \
+                      c->err))
+    for (int j = 0; j < nc; j++) {           /* carries: lambda, mu */
+        bt = &b->nodes[bin[j]].type;
+        if (is_float(bt->dtype) && (lam[j] = DECL("lam%d", j, bt)) < 0)
+            goto fail_map;
+        nl += is_float(bt->dtype);
+    }
+    for (int i = 0; i < na; i++) {
+        bt = &b->nodes[bin[nc + ns + i]].type;
+        if (is_float(bt->dtype) && (mu[i] = DECL("mu%d", i, bt)) < 0)
+            goto fail_map;
+        nm += is_float(bt->dtype);
+    }
+    for (int j = 0; j < nc + ns; j++) {      /* seqs: c_t, x_t, then gy_t */
+        bt = &b->nodes[bin[j]].type;
+        if ((map[bin[j]] = DECL(j < nc ? "c%d" : "x%d", j < nc ? j : j - nc,
+                                bt)) < 0)
+            goto fail_map;
+        if (is_float(bt->dtype)) {
+            wsrc[nw] = j;
+            wrt[nw++] = map[bin[j]];
+        }
+    }
+    for (int k = 0; k < ny; k++) {
+        bt = &b->nodes[b->outputs[nc + k].value].type;
+        if (gy[k] && (gyin[k] = DECL("gy%d", k, bt)) < 0)
+            goto fail_map;
+    }
+    for (int i = 0; i < na; i++) {           /* args */
+        int j = nc + ns + i;
+        bt = &b->nodes[bin[j]].type;
+        if ((map[bin[j]] = DECL("a%d", i, bt)) < 0)
+            goto fail_map;
+        if (is_float(bt->dtype)) {
+            wsrc[nw] = j;
+            wrt[nw++] = map[bin[j]];
+        }
+    }
+#undef DECL
+    /* the forward step, inlined */
+    for (int v = 0; v < b->n_nodes; v++) {
+        const kiln_node *o = &b->nodes[v];
+        if (o->op == KILN_OP_INPUT)
+            continue;
+        kiln_node nd = *o;
+        kiln_value small[8], *in = small;
+        if (o->n_in > 8 && !(in = malloc(sizeof *in * (size_t)o->n_in))) {
+            kiln_seterr(c->err, KILN_ERR_NOMEM, "out of memory");
+            goto fail_map;
+        }
+        for (int i = 0; i < o->n_in; i++)
+            in[i] = map[o->in[i]];
+        nd.in = in;
+        nd.name = NULL;
+        nd.param = 0;
+        map[v] = kiln_ir_append(r, &nd, c->err);
+        if (in != small)
+            free(in);
+        if (map[v] < 0)
+            goto fail_map;
+    }
+    /* the cost <lambda, c'> + <gy, y> */
+    kiln_value cost = -1;
+    for (int k = 0; k < nc + ny; k++) {
+        kiln_value o = map[b->outputs[k].value];
+        if (k < nc ? !is_float(r->nodes[o].type.dtype) : !gy[k - nc])
+            continue;
+        kiln_value pr[2] = {k < nc ? lam[k] : gyin[k - nc], o};
+        kiln_value m = kiln_graph_op(r, "mul", 2, pr, NULL, 0, c->err);
+        if (m >= 0 && r->nodes[m].type.rank > 0)
+            m = kiln_graph_op(r, "sum", 1, &m, NULL, 0, c->err);
+        if (m >= 0 && r->nodes[m].type.dtype != KILN_F64) {
+            kiln_attr at = {.key = "dtype", .kind = KILN_ATTR_DTYPE,
+                            .i = KILN_F64};
+            m = kiln_graph_op(r, "cast", 1, &m, &at, 1, c->err);
+        }
+        if (m < 0)
+            goto fail_map;
+        kiln_value ab[2] = {cost, m};
+        cost = cost < 0 ? m : kiln_graph_op(r, "add", 2, ab, NULL, 0, c->err);
+        if (cost < 0)
+            goto fail_map;
+    }
+    if (cost < 0 && (cost = kiln_graph_literal(r, 0.0, KILN_LIT_FLOAT,
+                                               c->err)) < 0)
+        goto fail_map;
+    kiln_value d[BODY_MAX];
+    if (nw && kiln_graph_grad(r, cost, nw, wrt, KILN_GRAD_DISCONNECTED_ZERO,
+                              d, c->err))
+        goto fail_map;
+    /* outputs: new lambda (d c_t), new mu (mu + d a), then d x_t */
+    int w = 0;
+    for (int j = 0; j < nc; j++) {
+        if (!is_float(b->nodes[bin[j]].type.dtype))
+            continue;
+        while (wsrc[w] != j)
+            w++;
+        snprintf(name, sizeof name, "lam%d_next", j);
+        if (kiln_graph_output(r, name, d[w], c->err))
+            goto fail_map;
+    }
+    for (int i = 0; i < na; i++) {
+        int j = nc + ns + i;
+        if (!is_float(b->nodes[bin[j]].type.dtype))
+            continue;
+        for (w = 0; wsrc[w] != j; w++)
+            ;
+        kiln_value ab[2] = {mu[i], d[w]};
+        kiln_value s2 = kiln_graph_op(r, "add", 2, ab, NULL, 0, c->err);
+        snprintf(name, sizeof name, "mu%d_next", i);
+        if (s2 < 0 || kiln_graph_output(r, name, s2, c->err))
+            goto fail_map;
+    }
+    for (int i = 0; i < ns; i++) {
+        int j = nc + i;
+        if (!is_float(b->nodes[bin[j]].type.dtype))
+            continue;
+        for (w = 0; wsrc[w] != j; w++)
+            ;
+        snprintf(name, sizeof name, "dx%d", i);
+        if (kiln_graph_output(r, name, d[w], c->err))
+            goto fail_map;
+    }
+    free(map);
+    *n_lam = nl;
+    *n_mu = nm;
+    return r;
+fail_map:
+    free(map);
+fail:
+    kiln_graph_free(r);
+    return NULL;
+}
+
+/* The body b with its carry inputs also as outputs (the trajectory). */
+static kiln_graph *traj_body(gctx *c, const kiln_graph *b, int nc)
+{
+    kiln_graph *t = kiln_ir_clone(b, c->err);
+    kiln_value bin[BODY_MAX];
+    kiln_ir_body_inputs(b, bin, BODY_MAX);
+    for (int j = 0; t && j < nc; j++) {
+        char name[48];
+        snprintf(name, sizeof name, "_kiln_traj%d", j);
+        if (kiln_graph_output(t, name, bin[j], c->err)) {
+            kiln_graph_free(t);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+static int grad_recur(gctx *c, kiln_value v, kiln_value gv)
+{
+    if (NODE(c, v)->op == KILN_OP_RESULT) {
+        kiln_value s = NODE(c, v)->in[0];
+        int k = NODE(c, v)->attrs->index;
+        if (k == 0)
+            return contribute(c, s, gv);
+        return note_radj(c, s, k, gv);
+    }
+    kiln_node n = *NODE(c, v);
+    const kiln_graph *b = n.attrs->body;
+    int nc = n.attrs->n_carry, ns = n.attrs->n_seq;
+    int na = n.n_in - nc - ns, ny = b->n_outputs - nc;
+    if (n.n_in > BODY_MAX || b->n_outputs > BODY_MAX)
+        return kiln_seterr(c->err, KILN_ERR_TYPE,
+                           "grad: scan with more than %d inputs or outputs",
+                           BODY_MAX), -1;
+    kiln_value G[BODY_MAX];
+    int gy[BODY_MAX];
+    for (int k = 0; k < b->n_outputs; k++)
+        G[k] = k == 0 ? gv : find_radj(c, v, k);
+    for (int k = 0; k < ny; k++) {
+        kiln_dtype dt = b->nodes[b->outputs[nc + k].value].type.dtype;
+        gy[k] = G[nc + k] >= 0 && is_float(dt);
+    }
+    kiln_value in[BODY_MAX];
+    for (int i = 0; i < n.n_in; i++)
+        in[i] = n.in[i];
+    /* the trajectory */
+    kiln_value traj[BODY_MAX];
+    if (nc > 0) {
+        kiln_graph *tb = traj_body(c, b, nc);
+        if (!tb)
+            return -1;
+        kiln_value ts = kiln_graph_scan(c->g, tb, nc, in, ns, in + nc, na,
+                                        in + nc + ns, n.attrs->n_steps,
+                                        c->err);
+        kiln_graph_free(tb);   /* the scan holds it */
+        TRY(ts);
+        for (int j = 0; j < nc; j++)
+            TRY(traj[j] = kiln_graph_result(c->g, ts, nc + ny + j, c->err));
+    }
+    int nl = 0, nm = 0;
+    kiln_graph *rb = vjp_body(c, &n, gy, &nl, &nm);
+    if (!rb)
+        return -1;
+    /* reverse scan: carries lambda (final carries' adjoints), mu (0);
+     * sequences reversed: trajectory, x, gy; args */
+    kiln_value rin[3 * BODY_MAX];
+    int m = 0;
+    for (int j = 0; j < nc; j++) {
+        kiln_dtype dt = NODE(c, in[j])->type.dtype;
+        if (!is_float(dt))
+            continue;
+        kiln_value gj = G[j];
+        if (gj < 0)
+            gj = zeros_like(c, in[j]);
+        else if (NODE(c, gj)->op == KILN_OP_LITERAL ||
+                 NODE(c, gj)->type.dtype != dt)
+            gj = op2(c, "fill", in[j], gj);
+        TRY(rin[m++] = gj);
+    }
+    for (int i = 0; i < na; i++)
+        if (is_float(NODE(c, in[nc + ns + i])->type.dtype))
+            TRY(rin[m++] = zeros_like(c, in[nc + ns + i]));
+    int nseq = 0;
+    for (int j = 0; j < nc + ns; j++, nseq++)
+        TRY(rin[m++] = reverse_axis(c, j < nc ? traj[j] : in[j], 0));
+    for (int k = 0; k < ny; k++)
+        if (gy[k]) {
+            kiln_value gk = G[nc + k];
+            if (NODE(c, gk)->type.dtype !=
+                b->nodes[b->outputs[nc + k].value].type.dtype)
+                gk = cast_to(c, gk,
+                             b->nodes[b->outputs[nc + k].value].type.dtype);
+            TRY(rin[m++] = reverse_axis(c, gk, 0));
+            nseq++;
+        }
+    for (int i = 0; i < na; i++)
+        rin[m++] = in[nc + ns + i];
+    kiln_value rs = kiln_graph_scan(c->g, rb, nl + nm, rin, nseq,
+                                    rin + nl + nm, na, rin + nl + nm + nseq,
+                                    nseq ? -1 : n.attrs->n_steps, c->err);
+    kiln_graph_free(rb);
+    TRY(rs);
+    int o = 0;
+    for (int j = 0; j < nc; j++)
+        if (is_float(NODE(c, in[j])->type.dtype)) {
+            kiln_value r = o == 0 ? rs : kiln_graph_result(c->g, rs, o,
+                                                           c->err);
+            o++;
+            if (contribute(c, in[j], r))
+                return -1;
+        }
+    for (int i = 0; i < na; i++)
+        if (is_float(NODE(c, in[nc + ns + i])->type.dtype)) {
+            kiln_value r = o == 0 ? rs : kiln_graph_result(c->g, rs, o,
+                                                           c->err);
+            o++;
+            if (contribute(c, in[nc + ns + i], r))
+                return -1;
+        }
+    for (int i = 0; i < ns; i++)
+        if (is_float(NODE(c, in[nc + i])->type.dtype)) {
+            kiln_value r = o == 0 ? rs : kiln_graph_result(c->g, rs, o,
+                                                           c->err);
+            o++;
+            if (contribute(c, in[nc + i], reverse_axis(c, r, 0)))
+                return -1;
+        }
+    return 0;
+}
+
 static int grad_node(gctx *c, kiln_value v)
 {
     kiln_value gv = c->adj[v];
     switch (kiln_ir_op_info(NODE(c, v)->op)->category) {
+    case KILN_CAT_RECUR: return grad_recur(c, v, gv);
     case KILN_CAT_ELEMWISE: return grad_elemwise(c, v, gv);
     case KILN_CAT_REDUCE: return grad_reduce(c, v, gv);
     case KILN_CAT_SHAPE: return grad_shape(c, v, gv);
@@ -955,7 +1307,7 @@ int kiln_graph_grad(kiln_graph *g, kiln_value cost, int n_wrt,
     int rc = check_args(g, cost, n_wrt, wrt, out, err);
     if (rc)
         return rc;
-    gctx c = {g, err, NULL, NULL, g->n_nodes};
+    gctx c = {g, err, NULL, NULL, g->n_nodes, NULL, 0, 0};
     c.adj = malloc(sizeof *c.adj * (size_t)c.n);
     c.path = calloc((size_t)c.n, 1);
     unsigned char *needed = calloc((size_t)c.n, 1);
@@ -970,7 +1322,9 @@ int kiln_graph_grad(kiln_graph *g, kiln_value cost, int n_wrt,
         c.path[wrt[i]] = 1;
     for (int v = 0; v <= cost; v++) {
         const kiln_node *n = &g->nodes[v];
-        if (c.path[v] || !is_float(n->type.dtype))
+        /* a scan's own type is its output 0's: another may be float */
+        if (c.path[v] || (!is_float(n->type.dtype) &&
+                          n->op != KILN_OP_SCAN))
             continue;
         for (int k = 0; k < n->n_in; k++)
             if (c.path[n->in[k]])
@@ -1036,6 +1390,7 @@ int kiln_graph_grad(kiln_graph *g, kiln_value cost, int n_wrt,
     for (int i = 0; i < n_wrt; i++)
         g->grads[g->n_grads++] = (kiln_grad_rec){cost, wrt[i], out[i]};
 done:
+    free(c.radj);
     free(c.adj);
     free(c.path);
     free(needed);

@@ -190,7 +190,15 @@ const kiln_attrs kiln_ir_no_attrs = {.dtype = -1};
 int kiln_ir_attrs_empty(const kiln_attrs *a)
 {
     return !a->has_axes && a->naxes == 0 && !a->keepdims &&
-           a->nshape == 0 && a->dtype == -1 && a->nidx == 0 && !a->msg;
+           a->nshape == 0 && a->dtype == -1 && a->nidx == 0 && !a->msg &&
+           !a->body && !a->n_carry && !a->n_seq && !a->n_steps && !a->index;
+}
+
+kiln_graph *kiln_ir_body_ref(kiln_graph *b)
+{
+    if (b)
+        __atomic_add_fetch(&b->body_refs, 1, __ATOMIC_RELAXED);
+    return b;
 }
 
 int kiln_ir_node_set_attrs(kiln_node *n, const kiln_attrs *a)
@@ -201,6 +209,7 @@ int kiln_ir_node_set_attrs(kiln_node *n, const kiln_attrs *a)
         if (!c)
             return KILN_ERR_NOMEM;
         *c = *a;
+        kiln_ir_body_ref(c->body);
         na = c;
     }
     kiln_ir_node_drop_attrs(n);
@@ -210,8 +219,10 @@ int kiln_ir_node_set_attrs(kiln_node *n, const kiln_attrs *a)
 
 void kiln_ir_node_drop_attrs(kiln_node *n)
 {
-    if (n->attrs && n->attrs != &kiln_ir_no_attrs)
+    if (n->attrs && n->attrs != &kiln_ir_no_attrs) {
+        kiln_graph_free(n->attrs->body);   /* drops one reference */
         free((kiln_attrs *)n->attrs);
+    }
     n->attrs = &kiln_ir_no_attrs;
 }
 
@@ -227,6 +238,10 @@ static void node_release(kiln_node *n)
 void kiln_graph_free(kiln_graph *g)
 {
     if (!g)
+        return;
+    /* a body held by other nodes too: drop this holder's reference */
+    if (__atomic_load_n(&g->body_refs, __ATOMIC_ACQUIRE) > 0 &&
+        __atomic_sub_fetch(&g->body_refs, 1, __ATOMIC_ACQ_REL) >= 0)
         return;
     for (int i = 0; i < g->n_nodes; i++)
         node_release(&g->nodes[i]);
@@ -885,10 +900,24 @@ static kiln_value build(kiln_graph *g, int op, int n_in, const kiln_value *in,
     return push_node(g, &nd, err);
 }
 
+kiln_value kiln_ir_build(kiln_graph *g, int op, int n_in,
+                         const kiln_value *in, kiln_attrs *attrs,
+                         kiln_err *err)
+{
+    if (!g)
+        return kiln_seterr(err, KILN_ERR_ARG, "NULL graph"), -1;
+    return build(g, op, n_in, in, attrs, err);
+}
+
 kiln_value kiln_ir_graph_op(kiln_graph *g, int o, const char *op, int n_in,
                            const kiln_value *in, const kiln_attr *attrs,
                            int n_attrs, kiln_err *err)
 {
+    if (o == KILN_OP_SCAN || o == KILN_OP_RESULT)
+        return kiln_seterr(err, KILN_ERR_TYPE,
+                           "%s: build it with %s", op,
+                           o == KILN_OP_SCAN ? "kiln_graph_scan (a body)"
+                                             : "kiln_graph_result"), -1;
     if (o == KILN_OP_SUBTENSOR || o == KILN_OP_SET_SUBTENSOR ||
         o == KILN_OP_INC_SUBTENSOR)
         return kiln_seterr(err, KILN_ERR_TYPE,
@@ -1066,4 +1095,99 @@ kiln_value kiln_graph_lookup(const kiln_graph *g, const char *name)
         return -1;
     int32_t e = map_find(g, name, 0);
     return e >= 0 ? e : -1;
+}
+
+/* ---- node bodies (issue 28; the types: recur.c) ------------------------ */
+
+kiln_value kiln_graph_op_body(kiln_graph *g, const char *op, int n_in,
+                              const kiln_value *in, kiln_graph *body,
+                              const kiln_attr *attrs, int n_attrs,
+                              kiln_err *err)
+{
+    if (!g || !op || !body)
+        return kiln_seterr(err, KILN_ERR_ARG, "%s: NULL argument",
+                           op ? op : "kiln_graph_op_body"), -1;
+    int o = kiln_ir_op_lookup(op);
+    if (o != KILN_OP_SCAN)
+        return kiln_seterr(err, KILN_ERR_TYPE, "%s: not an op with a body "
+                           "(scan)", op), -1;
+    if (body == g)
+        return kiln_seterr(err, KILN_ERR_ARG, "%s: a graph cannot be its "
+                           "own body", op), -1;
+    if (n_attrs < 0)
+        return kiln_seterr(err, KILN_ERR_ARG, "%s: bad attribute count",
+                           op), -1;
+    kiln_attrs a;
+    if (kiln_ir_parse_attrs(o, attrs, n_attrs, &a, err))
+        return -1;
+    a.body = body;
+    return kiln_ir_build(g, o, n_in, in, &a, err);
+}
+
+kiln_value kiln_graph_scan(kiln_graph *g, kiln_graph *body, int n_carry,
+                           const kiln_value *init, int n_seq,
+                           const kiln_value *seqs, int n_args,
+                           const kiln_value *args, int64_t n_steps,
+                           kiln_err *err)
+{
+    if (!g || !body || n_carry < 0 || n_seq < 0 || n_args < 0 ||
+        (n_carry && !init) || (n_seq && !seqs) || (n_args && !args))
+        return kiln_seterr(err, KILN_ERR_ARG, "scan: bad argument"), -1;
+    int n = n_carry + n_seq + n_args;
+    kiln_value small[16], *in = small;
+    if (n > 16 && !(in = malloc(sizeof *in * (size_t)n)))
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory"), -1;
+    for (int i = 0; i < n_carry; i++)
+        in[i] = init[i];
+    for (int i = 0; i < n_seq; i++)
+        in[n_carry + i] = seqs[i];
+    for (int i = 0; i < n_args; i++)
+        in[n_carry + n_seq + i] = args[i];
+    kiln_attr at[3] = {
+        {.key = "carries", .kind = KILN_ATTR_INT, .i = n_carry},
+        {.key = "seqs", .kind = KILN_ATTR_INT, .i = n_seq},
+        {.key = "n_steps", .kind = KILN_ATTR_INT, .i = n_steps},
+    };
+    kiln_value r = kiln_graph_op_body(g, "scan", n, in, body, at,
+                                      n_steps >= 0 ? 3 : 2, err);
+    if (in != small)
+        free(in);
+    return r;
+}
+
+kiln_value kiln_graph_result(kiln_graph *g, kiln_value v, int index,
+                             kiln_err *err)
+{
+    if (!g || v < 0 || v >= g->n_nodes)
+        return kiln_seterr(err, KILN_ERR_ARG, "result: bad value"), -1;
+    const kiln_node *s = &g->nodes[v];
+    if (s->op != KILN_OP_SCAN)
+        return kiln_seterr(err, KILN_ERR_TYPE,
+                           "result: input must be a node with several "
+                           "outputs (scan), got %s",
+                           kiln_ir_op_info(s->op)->name), -1;
+    if (index < 0)
+        return kiln_seterr(err, KILN_ERR_TYPE,
+                           "result: index %d must be >= 0", index), -1;
+    kiln_type small[8] = {{0}}, *types = small;
+    if (s->n_in > 8 && !(types = malloc(sizeof *types * (size_t)s->n_in)))
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory"), -1;
+    for (int i = 0; i < s->n_in; i++)
+        types[i] = g->nodes[s->in[i]].type;
+    kiln_shape_ctx ctx = {g, NULL};
+    kiln_type t;
+    int rc = kiln_ir_scan_types(&ctx, s->attrs, s->n_in, types, index, &t,
+                                err);
+    if (types != small)
+        free(types);
+    if (rc)
+        return -1;
+    kiln_attrs a;
+    memset(&a, 0, sizeof a);
+    a.dtype = t.dtype;
+    a.nshape = t.rank;
+    memcpy(a.shape, t.dims, sizeof *a.shape * (size_t)t.rank);
+    a.index = index;
+    kiln_value in = v;
+    return kiln_ir_build(g, KILN_OP_RESULT, 1, &in, &a, err);
 }

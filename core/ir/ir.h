@@ -57,6 +57,11 @@ typedef enum kiln_op {
     KILN_OP_MOD, KILN_OP_CLIP, KILN_OP_ERFCX, KILN_OP_ERFINV,
     KILN_OP_ERFCINV, KILN_OP_GAMMAINC, KILN_OP_GAMMAINCC, KILN_OP_BETAINC,
     KILN_OP_GAMMAINC_DA, KILN_OP_BETAINC_DA, KILN_OP_BETAINC_DB,
+    /* issue 28: node bodies.  scan(init..., seqs..., args..., body=G,
+     * carries=C, seqs=S) runs body graph G once per step; its value is
+     * output 0, result(s, index=i) selects output i (docs/ops.md,
+     * "scan") */
+    KILN_OP_SCAN, KILN_OP_RESULT,
     KILN_OP_COUNT
 } kiln_op;
 
@@ -69,7 +74,8 @@ enum {
     KILN_CAT_INDEX,
     KILN_CAT_DOT,
     KILN_CAT_SCAN,       /* cumsum, cumprod (issue 25) */
-    KILN_CAT_CHECK       /* check: x, then its conditions (issue 25) */
+    KILN_CAT_CHECK,      /* check: x, then its conditions (issue 25) */
+    KILN_CAT_RECUR       /* scan with a body, and result (issue 28) */
 };
 
 typedef struct kiln_type {
@@ -96,6 +102,18 @@ typedef struct kiln_attrs {
     const char *msg;              /* check: its message, interned
                                      (kiln_ir_intern: equal texts are one
                                      pointer, never freed); NULL unset */
+    /* issue 28, node bodies.  `body` is the node's subgraph (scan, and
+     * later ops with bodies such as an ODE's right-hand side): an
+     * immutable graph shared by reference count between every copy of
+     * these attributes (kiln_ir_node_set_attrs takes a reference,
+     * kiln_ir_node_drop_attrs drops it), so a node owns its body and the
+     * body goes with the last node holding it.  NULL: none. */
+    kiln_graph *body;
+    int n_carry, n_seq;           /* scan: carried values, sequences (the
+                                     remaining inputs are args) */
+    int64_t n_steps;              /* scan: steps when there is no sequence
+                                     (attribute n_steps=), else -1 */
+    int index;                    /* result: which output (>= 0) */
 } kiln_attrs;
 
 typedef struct kiln_node {
@@ -178,7 +196,14 @@ struct kiln_graph {
     /* name -> node map (open addressing; see ir.c) */
     int32_t *map;
     int map_cap;
+    /* a body (issue 28): references held besides the first owner's;
+     * kiln_graph_free drops one while it is > 0 (atomic) */
+    int body_refs;
 };
+
+/* Take a reference to body b (NULL allowed); returns b.  A body is
+ * immutable once a node holds it.  Thread-safe. */
+kiln_graph *kiln_ir_body_ref(kiln_graph *b);
 
 /* The attributes of a node with none set (all defaults: dtype -1, no
  * axes, shape or indices).  Shared by every such node, never freed. */
@@ -288,6 +313,45 @@ typedef struct kiln_shape_ctx {
 int kiln_ir_infer(const kiln_shape_ctx *ctx, int op, const kiln_attrs *attrs,
                   int n_in, const kiln_type *in, const int *in_weak,
                   kiln_type *out, int *out_weak, kiln_err *err);
+
+/* ---- node bodies (recur.c, issue 28) ------------------------------- */
+
+/* The type of output `which` of a scan with attributes *a over inputs of
+ * types in[0..n_in-1] (carries, then sequences, then args), checked
+ * against a->body: body inputs in declaration order are the carries, one
+ * step of each sequence (its leading axis dropped) and the args, with
+ * equal dtypes and ranks and consistent dims; body outputs are the new
+ * carries (each exactly its input's type) then the per-step outputs,
+ * stacked along a new leading axis of the step count T (the sequences'
+ * common leading size, or a->n_steps).  Outputs 0..C-1 are the final
+ * carries, C.. the stacked ones.  `which` = -1 checks only.  Errors
+ * (KILN_ERR_TYPE, KILN_ERR_SHAPE) name the body, its value and both
+ * types ("scan: body 'step' changes carry 'h' from f64[3] to f64[4]"). */
+int kiln_ir_scan_types(const kiln_shape_ctx *ctx, const kiln_attrs *a,
+                       int n_in, const kiln_type *in, int which,
+                       kiln_type *out, kiln_err *err);
+
+/* Append a node of op `op` with attributes *attrs (a body in it gets a
+ * reference) over `in`, its type inferred: the builders' common path.
+ * Returns the node or -1 with *err set. */
+kiln_value kiln_ir_build(kiln_graph *g, int op, int n_in,
+                         const kiln_value *in, kiln_attrs *attrs,
+                         kiln_err *err);
+
+/* The number of outputs of a scan (its body's output count). */
+int kiln_ir_scan_n_out(const kiln_attrs *a);
+
+/* The inputs of body b in declaration order (INPUT nodes): fills ids
+ * (when not NULL, room for max) and returns their count. */
+int kiln_ir_body_inputs(const kiln_graph *b, kiln_value *ids, int max);
+
+/* Canonical bytes of graph g's structure for cache keys (docs/cache.md):
+ * ops, types (symbols by index), attributes, inputs, literal and constant
+ * values, outputs by position; no names.  Appended to *buf (realloc'd,
+ * the length and capacity updated).  Same body, same bytes, in any model.  Returns 0 or
+ * KILN_ERR_NOMEM. */
+int kiln_ir_graph_canon(const kiln_graph *g, unsigned char **buf,
+                        size_t *len, size_t *cap);
 
 /* NumPy 2 promotion of two dtypes, with weak (literal) flags. */
 kiln_dtype kiln_ir_promote(kiln_dtype a, int a_weak, kiln_dtype b,

@@ -120,6 +120,8 @@ static const kiln_op_info op_table[KILN_OP_COUNT] = {
       KILN_I_GAMMAINC_DA),
     E(KILN_OP_BETAINC_DA, "betainc_da", KILN_CAT_ELEMWISE, 3, 3,
       KILN_I_BETAINC_DA),
+    E(KILN_OP_SCAN, "scan", KILN_CAT_RECUR, 0, -1, -1),
+    E(KILN_OP_RESULT, "result", KILN_CAT_RECUR, 1, -1, -1),
     E(KILN_OP_BETAINC_DB, "betainc_db", KILN_CAT_ELEMWISE, 3, 3,
       KILN_I_BETAINC_DB),
 };
@@ -238,7 +240,7 @@ kiln_dtype kiln_ir_compute_dtype(int op, kiln_dtype promoted)
 enum {
     A_AXIS = 1, A_AXES = 2, A_KEEPDIMS = 4, A_SHAPE = 8, A_DTYPE = 16,
     A_AXIS_REQ = 32, A_SHAPE_REQ = 64, A_DTYPE_REQ = 128, A_AXIS_ONE = 256,
-    A_MSG = 512
+    A_MSG = 512, A_SCAN = 1024, A_INDEX = 2048
 };
 
 static unsigned op_attrs(int op)
@@ -251,6 +253,8 @@ static unsigned op_attrs(int op)
     case KILN_OP_CUMSUM: case KILN_OP_CUMPROD:
         return A_AXIS | A_AXIS_REQ | A_AXIS_ONE;
     case KILN_OP_CHECK: return A_MSG;
+    case KILN_OP_SCAN: return A_SCAN;
+    case KILN_OP_RESULT: return A_INDEX;
     case KILN_OP_TRANSPOSE: return A_AXES;
     case KILN_OP_EXPAND_DIMS: return A_AXIS | A_AXIS_REQ;
     case KILN_OP_SQUEEZE: return A_AXIS;
@@ -301,6 +305,8 @@ int kiln_ir_parse_attrs(int op, const kiln_attr *attrs, int n_attrs,
     memset(out, 0, sizeof *out);
     out->dtype = -1;
     unsigned allowed = op_attrs(op);
+    if (allowed & A_SCAN)
+        out->n_steps = -1;
     int seen_shape = 0;
     if (n_attrs > 0 && !attrs)
         return kiln_seterr(err, KILN_ERR_ARG, "%s: attributes are NULL",
@@ -362,6 +368,25 @@ int kiln_ir_parse_attrs(int op, const kiln_attr *attrs, int n_attrs,
                                        (unsigned)(unsigned char)*q);
             if (!(out->msg = kiln_ir_intern(a->s)))
                 return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        } else if ((allowed & A_SCAN) && (strcmp(k, "carries") == 0 ||
+                                          strcmp(k, "seqs") == 0 ||
+                                          strcmp(k, "n_steps") == 0)) {
+            if (a->kind != KILN_ATTR_INT || a->i < 0 || a->i > INT32_MAX)
+                return kiln_seterr(err, KILN_ERR_TYPE,
+                                   "%s: attribute '%s' must be an integer "
+                                   ">= 0", info->name, k);
+            if (k[0] == 'c')
+                out->n_carry = (int)a->i;
+            else if (k[0] == 's')
+                out->n_seq = (int)a->i;
+            else
+                out->n_steps = a->i;
+        } else if ((allowed & A_INDEX) && strcmp(k, "index") == 0) {
+            if (a->kind != KILN_ATTR_INT || a->i < 0 || a->i > INT32_MAX)
+                return kiln_seterr(err, KILN_ERR_TYPE,
+                                   "%s: attribute 'index' must be an integer "
+                                   ">= 0", info->name);
+            out->index = (int)a->i;
         } else {
             return kiln_seterr(err, KILN_ERR_TYPE,
                                "%s: unknown attribute '%s'", info->name, k);
@@ -1143,6 +1168,27 @@ int kiln_ir_infer(const kiln_shape_ctx *ctx, int op, const kiln_attrs *attrs,
          * dtype (nonzero is true, as all() reads them) */
         t = in[0];
         weak = in_weak ? in_weak[0] : 0;
+        break;
+    case KILN_CAT_RECUR:
+        if (op == KILN_OP_SCAN) {
+            /* a scan's own value is its output 0 (recur.c) */
+            rc = kiln_ir_scan_types(ctx, attrs, n_in, in, 0, &t, err);
+        } else if (attrs->body) {
+            /* result in a lowered program (core/lower/lower.c): over the
+             * scan's inputs, with the scan's attributes */
+            rc = kiln_ir_scan_types(ctx, attrs, n_in, in, attrs->index, &t,
+                                    err);
+        } else {
+            /* result: the type the builder stored (kiln_graph_result), its
+             * symbols sized at run time */
+            t.dtype = (kiln_dtype)attrs->dtype;
+            t.rank = attrs->nshape;
+            for (int i = 0; i < t.rank; i++) {
+                int64_t d = attrs->shape[i];
+                t.dims[i] = ctx->symvals && KILN_DIM_IS_SYM(d)
+                                ? ctx->symvals[KILN_SYM_INDEX(d)] : d;
+            }
+        }
         break;
     }
     if (rc)

@@ -2093,6 +2093,7 @@ static const char *kind_name(uint32_t kind)
     case KILN_KERNEL_SCATTER: return "scatter";
     case KILN_KERNEL_LOOP: return "loop";
     case KILN_KERNEL_SCAN: return "scan";
+    case KILN_KERNEL_RECUR: return "recur";
     default: return "dot";
     }
 }

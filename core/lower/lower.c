@@ -25,6 +25,8 @@
 #include <string.h>
 
 static int lower_all(kiln_graph *g, kiln_program *p, kiln_err *err);
+static int result_buf(kiln_program *p, const kiln_graph *g, int v, int k,
+                      const kiln_type *t, kiln_err *err);
 
 /* ---- buffers ------------------------------------------------------- */
 
@@ -1189,6 +1191,106 @@ static int lower_scan(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     return 0;
 }
 
+/* ---- scan (issue 28) ------------------------------------------------- */
+
+/* The result node that receives output k of scan v: the first
+ * result(v, index=k) after v, or -1. */
+static int result_of(const kiln_graph *g, int v, int k)
+{
+    for (int u = v + 1; u < g->n_nodes; u++) {
+        const kiln_node *r = &g->nodes[u];
+        if (r->op == KILN_OP_RESULT && r->in[0] == v && r->attrs->index == k)
+            return u;
+    }
+    return -1;
+}
+
+/* A buffer for output k of scan v: its run-time shape is inferred from
+ * the scan's inputs with the scan's attributes (ops.c, result). */
+static int result_buf(kiln_program *p, const kiln_graph *g, int v, int k,
+                      const kiln_type *t, kiln_err *err)
+{
+    const kiln_node *n = &g->nodes[v];
+    kiln_attrs ra = *n->attrs;
+    ra.index = k;
+    int small[16] = {0}, *ins = small;
+    if (n->n_in > 16 && !(ins = malloc(sizeof *ins * (size_t)n->n_in)))
+        return -kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n->n_in; i++)
+        ins[i] = p->node_buf[n->in[i]];
+    int ob = add_temp(p, -1, t, KILN_OP_RESULT, &ra, n->n_in, ins, err);
+    if (ins != small)
+        free(ins);
+    return ob;
+}
+
+/* A scan is one RECUR step: its inputs as they are, output 0 into the
+ * scan's own buffer, output k into its first result node's buffer (or a
+ * temporary nothing reads).  The body runs whole at each step
+ * (core/runtime/recur.c). */
+static int lower_recur(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    if (n->op == KILN_OP_RESULT) {
+        int sv = n->in[0], k = n->attrs->index;
+        int first = k == 0 ? sv : result_of(g, sv, k);
+        if (first == v)
+            return 0;   /* the scan's step writes it */
+        return lower_copy(p, g, v, first, KILN_VIEW_FULL, p->node_buf[v],
+                          KILN_VIEW_FULL, NULL, "result", err);
+    }
+    const kiln_attrs *a = n->attrs;
+    int n_out = kiln_ir_scan_n_out(a);
+    kiln_step *s = new_step(p, KILN_KERNEL_RECUR, v, n->n_in, n_out, "scan",
+                            err);
+    if (!s)
+        return err ? err->code : KILN_ERR_NOMEM;
+    for (int i = 0; i < n->n_in; i++) {
+        int b = p->node_buf[n->in[i]];
+        set_arg(p, s, 0, i, b, KILN_VIEW_FULL, p->bufs[b].type.rank);
+    }
+    kiln_type small[8], *types = small;
+    if (n->n_in > 8 && !(types = malloc(sizeof *types * (size_t)n->n_in)))
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n->n_in; i++)
+        types[i] = g->nodes[n->in[i]].type;
+    int rc = 0;
+    for (int k = 0; k < n_out && !rc; k++) {
+        int ob;
+        if (k == 0) {
+            ob = p->node_buf[v];
+        } else if (result_of(g, v, k) >= 0) {
+            ob = p->node_buf[result_of(g, v, k)];
+        } else {
+            kiln_shape_ctx ctx = {g, NULL};
+            kiln_type t;
+            if ((rc = kiln_ir_scan_types(&ctx, a, n->n_in, types, k, &t,
+                                         err)))
+                break;
+            ob = result_buf(p, g, v, k, &t, err);
+            if (ob < 0) {
+                rc = -ob;
+                break;
+            }
+            s = &p->steps[p->n_steps - 1];   /* add_temp may not move it */
+        }
+        set_arg(p, s, 1, k, ob, KILN_VIEW_FULL, p->bufs[ob].type.rank);
+    }
+    if (types != small)
+        free(types);
+    if (rc)
+        return rc;
+    s->kernel.n_carry = (uint32_t)a->n_carry;
+    s->kernel.n_seq = (uint32_t)a->n_seq;
+    s->kernel.n_steps = a->n_steps;
+    size_t len = 0, cap = 0;
+    if (kiln_ir_graph_canon(a->body, &s->body_bytes, &len, &cap))
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    s->kernel.body_bytes = s->body_bytes;
+    s->kernel.n_body_bytes = len;
+    return 0;
+}
+
 /* ---- loops ---------------------------------------------------------- */
 
 static int lower_node(kiln_program *p, kiln_graph *g, int v, int k,
@@ -1917,6 +2019,13 @@ static int make_buffers(kiln_program *p, kiln_graph *g, kiln_err *err)
             id = add_buf(p, KILN_BUF_CONST, v, &n->type, err);
             break;
         default: {
+            if (n->op == KILN_OP_RESULT) {   /* issue 28 */
+                id = result_buf(p, g, n->in[0], n->attrs->index, &n->type,
+                                err);
+                if (id >= 0)
+                    p->bufs[id].node = v;
+                break;
+            }
             id = add_buf(p, KILN_BUF_TEMP, v, &n->type, err);
             if (id >= 0) {
                 kiln_buf *b = &p->bufs[id];
@@ -2065,6 +2174,7 @@ static int lower_node(kiln_program *p, kiln_graph *g, int v, int k,
     case KILN_CAT_DOT: return lower_dot(p, g, v, err);
     case KILN_CAT_SCAN: return lower_scan(p, g, v, err);
     case KILN_CAT_CHECK: return lower_check(p, g, v, err);
+    case KILN_CAT_RECUR: return lower_recur(p, g, v, err);
     }
     return 0;
 }
@@ -2213,6 +2323,7 @@ void kiln_lower_free(kiln_program *p)
         free(s->roles);
         free(s->out_index);
         free(s->consts);
+        free(s->body_bytes);
     }
     free(p->bufs);
     free(p->steps);

@@ -146,6 +146,9 @@ typedef struct kiln_step {
      * (kiln_call.consts); NULL and 0 when nothing was lifted */
     double *consts;
     uint32_t n_consts;
+    /* ABI 1.9, RECUR: the body's canonical bytes (kernel.body_bytes),
+     * owned */
+    unsigned char *body_bytes;
 } kiln_step;
 
 typedef struct kiln_program {

@@ -106,7 +106,10 @@ static int attrs_equal(const kiln_attrs *a, const kiln_attrs *b)
     if (a->has_axes != b->has_axes || a->naxes != b->naxes ||
         a->keepdims != b->keepdims || a->nshape != b->nshape ||
         a->dtype != b->dtype || a->nidx != b->nidx ||
-        a->msg != b->msg)   /* interned: equal texts, one pointer */
+        a->msg != b->msg ||  /* interned: equal texts, one pointer */
+        a->body != b->body || a->n_carry != b->n_carry ||
+        a->n_seq != b->n_seq || a->n_steps != b->n_steps ||
+        a->index != b->index)
         return 0;
     for (int i = 0; i < a->naxes && i < KILN_MAX_RANK; i++)
         if (a->axes[i] != b->axes[i])

@@ -181,6 +181,16 @@ typedef enum kiln_kernel_kind {
      * i64 or i32), no program.  The output aliases nothing.  Older
      * plugins refuse the kind, so the host falls back. */
     KILN_KERNEL_SCAN = 8,
+    /* ABI 1.9 (issue 28): a recurrence (scan with a body).  Inputs: the
+     * n_carry initial carries, the n_seq sequences (stepped along axis
+     * 0), the args; outputs: the final carries, then the per-step
+     * outputs stacked along a new axis 0.  The body is the graph whose
+     * canonical bytes are body_bytes (core/ir/recur.c,
+     * kiln_ir_graph_canon): the key's share of it, not code.  The host
+     * runs these kernels itself today, calling the body's compiled
+     * function once per step (core/runtime/recur.c); a plugin that does
+     * not compile RECUR refuses the kind. */
+    KILN_KERNEL_RECUR = 9,
     /* ABI 1.9: an ODE solve (ops ode_rk45, ode_bdf; docs/ops.md "ODEs").
      * Inputs y0 [N], t0 (rank 0), ts [T], theta [P], all f64; outputs
      * Y [T, N] = y(ts[i]) for y' = f(t, y, theta), y(t0) = y0, and
@@ -256,6 +266,14 @@ typedef struct kiln_kernel {
     const uint8_t *in_roles;       /* n_inputs entries */
     const uint8_t *out_roles;      /* n_outputs entries */
     const int32_t *out_index;      /* n_outputs entries */
+    /* ABI 1.9, RECUR kernels (0/NULL elsewhere; read only inside
+     * struct_size): carried values and sequences among the inputs, and
+     * the body's canonical bytes (host-owned, n_body_bytes long); the
+     * step count when there is no sequence (n_steps, else -1) */
+    uint32_t n_carry, n_seq;
+    int64_t n_steps;
+    const uint8_t *body_bytes;
+    size_t n_body_bytes;
 } kiln_kernel;
 
 /* ------------------------------------------------------------------ */

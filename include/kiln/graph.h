@@ -154,6 +154,63 @@ kiln_value kiln_graph_advanced_set_subtensor(kiln_graph *g, kiln_value x,
                                              kiln_value v, int inc,
                                              kiln_err *err);
 
+/* ---- node bodies (issue 28; docs/kg.md, "Bodies") ----------------------
+ *
+ * Some ops own a *body*: a whole graph run by the op (scan runs it once
+ * per step; an ODE solver would run its right-hand side).  A body is an
+ * ordinary graph built with these same calls; its inputs, in declaration
+ * order, and its outputs, in declaration order, are its signature, and
+ * the op says what each position means.  The op takes a reference to the
+ * body: the caller still frees its own handle with kiln_graph_free
+ * whenever it likes, and must not change the body after passing it (a
+ * body is shared, never copied, by every copy of the node: rewrites,
+ * clones, compiled functions).  A body may not read shared values (pass
+ * data as an argument); it may hold constants, literals and nodes with
+ * bodies of their own.  The body's structure (never its names) enters
+ * the cache key of the kernel that runs it, so the same body in two
+ * models gives the same key.  An op with several outputs has as its own
+ * value its output 0; kiln_graph_result selects any of them.
+ */
+
+/* Append op `op` (an op with a body: "scan") over `n_in` values with
+ * body `body` and key/value attributes.  Prefer the op's own builder
+ * (kiln_graph_scan); this one is the general path the parser uses.
+ * Errors: KILN_ERR_TYPE (not an op with a body, bad attributes, the body's
+ * signature does not fit: kiln_graph_scan), KILN_ERR_SHAPE, KILN_ERR_ARG
+ * (NULL, body == g). */
+kiln_value kiln_graph_op_body(kiln_graph *g, const char *op, int n_in,
+                              const kiln_value *in, kiln_graph *body,
+                              const kiln_attr *attrs, int n_attrs,
+                              kiln_err *err);
+
+/* scan (PyTensor's Scan, JAX's lax.scan): for t = 0 .. T-1,
+ *   (c_1..c_C, y_1..y_K) = body(c_1..c_C, seq_1[t]..seq_S[t], arg_1..arg_A)
+ * starting from c = init.  The body's inputs are the C carries (each of
+ * its init's type), one step of each sequence (the sequence's type
+ * without its leading axis) and the A args, in that order; its outputs
+ * are the C new carries (each exactly the type of its carry input:
+ * dtype and every dim, else KILN_ERR_SHAPE naming the body, the carry and
+ * both types) and K per-step outputs.  T is the sequences' common leading
+ * size; with no sequence, `n_steps` (>= 0; pass -1 otherwise; with
+ * sequences it must agree).  Outputs: 0..C-1 the carries after the last
+ * step (init when T = 0), C..C+K-1 the per-step outputs stacked, shape
+ * (T, ...) (empty when T = 0).  The node's own value is output 0; take
+ * the others with kiln_graph_result.  Differentiable (reverse mode through
+ * the stored trajectory; docs/ops.md, "scan").  Body dims that are
+ * symbols are matched to the scan's input dims; a per-step output dim no
+ * input fixes is KILN_ERR_SHAPE.  Errors: as kiln_graph_op_body. */
+kiln_value kiln_graph_scan(kiln_graph *g, kiln_graph *body, int n_carry,
+                           const kiln_value *init, int n_seq,
+                           const kiln_value *seqs, int n_args,
+                           const kiln_value *args, int64_t n_steps,
+                           kiln_err *err);
+
+/* Output `index` of a node with several outputs (a scan); like XLA's
+ * get-tuple-element.  Errors: KILN_ERR_TYPE (v has one output, index out
+ * of range), KILN_ERR_ARG. */
+kiln_value kiln_graph_result(kiln_graph *g, kiln_value v, int index,
+                             kiln_err *err);
+
 /* Flags of kiln_graph_grad. */
 #define KILN_GRAD_DISCONNECTED_ZERO 1u  /* a wrt the cost does not depend on
                                            gets a zero gradient, not an
