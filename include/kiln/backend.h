@@ -191,7 +191,9 @@ typedef enum kiln_kernel_kind {
      * function once per step (core/runtime/recur.c); a plugin that does
      * not compile RECUR refuses the kind. */
     KILN_KERNEL_RECUR = 9,
-    /* ABI 1.9: an ODE solve (ops ode_rk45, ode_bdf; docs/ops.md "ODEs").
+    /* ABI 1.9: an ODE solve (for the ops ode_rk45, ode_bdf of issue 28,
+     * whose IR and lowering are still to come; the host's callable that
+     * runs the kernel is core/runtime/ode.c, kiln_ode_callable).
      * Inputs y0 [N], t0 (rank 0), ts [T], theta [P], all f64; outputs
      * Y [T, N] = y(ts[i]) for y' = f(t, y, theta), y(t0) = y0, and
      * optionally (two outputs) the sensitivities S [T, N, N+P],
