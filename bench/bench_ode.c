@@ -135,7 +135,7 @@ int main(void)
             kiln_callable *c = NULL;
             if (!j || kiln_ode_callable(r, j, M[m].method, M[m].rtol,
                                         M[m].atol, 100000000, M[m].name,
-                                        &c)) {
+                                        0, &c)) {
                 kiln_function_free(r);
                 kiln_function_free(j);
                 printf("%-9s %-6s %10s\n", M[m].name, bks[k], "n/a");

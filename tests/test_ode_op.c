@@ -16,6 +16,7 @@
 #include "ode.h"
 #include "tap.h"
 #include "found_backends.h"
+#include "gradcheck.h"
 #include "ode_lv.h"
 
 #include <math.h>
@@ -96,7 +97,7 @@ static void kernel_tests(const char *bk, kiln_graph *body, kiln_graph *jg)
         kiln_function *j2 = compile_on(jg, bk, &err);
         double rtol = 1e-8;
         if (!ok(r2 && j2 && !kiln_ode_callable(r2, j2, method, rtol, rtol,
-                                               1000000, mn, &c),
+                                               1000000, mn, 0, &c),
                 "%s %s: a host callable", bk, mn)) {
             kiln_function_free(r2);
             kiln_function_free(j2);
@@ -145,7 +146,8 @@ static void kernel_tests(const char *bk, kiln_graph *body, kiln_graph *jg)
         j2 = compile_on(jg, bk, &err);
         if (r2 && j2 && !kiln_ode_callable(r2, j2, method, rtol, rtol, 3,
                                            method ? "ode_bdf 'z'"
-                                                  : "ode_rk45 'z'", &c)) {
+                                                  : "ode_rk45 'z'", 0,
+                                           &c)) {
             rc = c->fn(c->state, &call);
             /* KILN_ERR_CHECK: the point is rejected (Stan: the draw) */
             ok(rc == KILN_ERR_CHECK &&
@@ -162,6 +164,115 @@ static void kernel_tests(const char *bk, kiln_graph *body, kiln_graph *jg)
     }
     kiln_function_free(rhs);
     kiln_function_free(jac);
+}
+
+/* The op in .kg: the body block, then the graph using it. */
+#define LV_OP_BODY                                                       \
+    "kiln 1\ngraph lv\n  input t: f64\n  input y: f64[2]\n"             \
+    "  input theta: f64[4]\n  u = y[0]\n  v = y[1]\n"                    \
+    "  du = mul(sub(theta[0], mul(theta[1], v)), u)\n"                   \
+    "  dv = mul(add(neg(theta[2]), mul(theta[3], u)), v)\n"              \
+    "  output dy = stack(du, dv, axis=0)\nend\n"
+
+static char *op_text(const char *op, const char *attrs, const char *tail)
+{
+    static char buf[2048];
+    snprintf(buf, sizeof buf,
+             LV_OP_BODY
+             "graph g\n"
+             "  # range y0 20 40\n"
+             "  # range theta 0.01 0.6\n"
+             "  input y0: f64[2]\n"
+             "  input theta: f64[4]\n"
+             "  const t0: f64 = 0.0\n"
+             "  const ts: f64[4] = [1.0, 2.0, 2.0, 5.0]\n"
+             "  z = %s(y0, t0, ts, theta, body=lv, rtol=1e-10, atol=1e-10%s)\n"
+             "%s"
+             "end\n", op, attrs, tail);
+    return buf;
+}
+
+static void op_tests(const char **bk, int nbk)
+{
+    for (int m = 0; m < 2; m++) {
+        const char *op = m ? "ode_bdf" : "ode_rk45";
+        kiln_err err = {0, ""};
+        kiln_graph *g = kiln_parse_string(op_text(op, "", "  output z2 = z\n"),
+                                          "ode.kg", NULL, &err);
+        if (!ok(g != NULL, "%s: parses (%s)", op, err.message))
+            continue;
+        double y0[2] = {33.956, 5.933}, th[4] = {0.55, 0.028, 0.8, 0.024};
+        double ts[4] = {1, 2, 2, 5}, want[8];
+        kiln_ode_problem pb = {
+            .struct_size = sizeof pb, .method = (uint32_t)m, .n = 2, .p = 4,
+            .rtol = 1e-10, .atol = 1e-10, .max_num_steps = 100000000,
+            .rhs = lv_f, .jac = lv_j};
+        char e2[256];
+        kiln_ode_solve(&pb, 0, y0, th, 4, ts, want, NULL, e2, sizeof e2);
+        for (int b = 0; b < nbk; b++) {
+            kiln_function *f = compile_on(g, bk[b], &err);
+            kiln_tensor in[2] = {
+                {.dtype = KILN_F64, .rank = 1, .shape = {2}, .data = y0},
+                {.dtype = KILN_F64, .rank = 1, .shape = {4}, .data = th}};
+            kiln_tensor out[1];
+            int rc = f ? kiln_function_call(f, in, out, &err) : -1;
+            double w = rc ? INFINITY : 0;
+            for (int i = 0; !rc && i < 8; i++)
+                w = fmax(w, fabs(((double *)out[0].data)[i] - want[i]) /
+                                fmax(1, fabs(want[i])));
+            ok(!rc && out[0].rank == 2 && out[0].shape[0] == 4 &&
+                   out[0].shape[1] == 2 && w <= 1e-9,
+               "%s on %s: [4, 2] equal to the C right-hand side's solve "
+               "(worst %.3g) %s", op, bk[b], w, rc ? err.message : "");
+            kiln_function_free(f);
+        }
+        /* print -> parse keeps the op, body and attributes */
+        char *t = kiln_graph_print(g, &err);
+        kiln_graph *g2 = t ? kiln_parse_string(t, "p.kg", NULL, &err) : NULL;
+        char *t2 = g2 ? kiln_graph_print(g2, &err) : NULL;
+        ok(t && t2 && !strcmp(t, t2) && strstr(t, "rtol=1e-10"),
+           "%s: print -> parse -> print is stable", op);
+        free(t);
+        free(t2);
+        kiln_graph_free(g2);
+        kiln_graph_free(g);
+        /* gradients by forward sensitivities vs central differences */
+        char label[64];
+        snprintf(label, sizeof label, "%s gradient", op);
+        gc_check(label, op_text(op, "", "  w = sum(mul(z, z))\n"
+                                    "  output cost = mul(1e-3, w)\n"),
+                 1e-5);
+        /* too many steps: the point is rejected (KILN_ERR_CHECK) */
+        const char *txt = op_text(op, ", max_num_steps=2",
+                                  "  output z2 = z\n");
+        g = kiln_parse_string(txt, "ode.kg", NULL, &err);
+        kiln_function *f = g ? compile_on(g, "interp", &err) : NULL;
+        kiln_tensor in[2] = {
+            {.dtype = KILN_F64, .rank = 1, .shape = {2}, .data = y0},
+            {.dtype = KILN_F64, .rank = 1, .shape = {4}, .data = th}};
+        kiln_tensor out[1];
+        int rc = f ? kiln_function_call(f, in, out, &err) : -1;
+        ok(rc == KILN_ERR_CHECK && strstr(err.message, "_TOO_MUCH_WORK)") &&
+               strstr(err.message, m ? "ode_bdf 'z': CVODE failed at t="
+                                     : "ode_rk45 'z': ARKODE failed at t="),
+           "%s: max_num_steps 2 rejects: %s", op, err.message);
+        kiln_function_free(f);
+        kiln_graph_free(g);
+    }
+    /* a body returning the wrong size */
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string(
+        "kiln 1\ngraph f\n  input t: f64\n  input y: f64[2]\n"
+        "  input theta: f64[1]\n  output dy = y[0:1]\nend\n"
+        "graph g\n  input y0: f64[2]\n  input theta: f64[1]\n"
+        "  const ts: f64[1] = [1.0]\n"
+        "  output z = ode_rk45(y0, 0.0, ts, theta, body=f)\nend\n",
+        "bad.kg", NULL, &err);
+    ok(!g && err.code == KILN_ERR_SHAPE &&
+           strstr(err.message, "ode_rk45: body 'f' returns f64[1], but its "
+                               "state y is f64[2]"),
+       "a body of the wrong output size: %s", err.message);
+    kiln_graph_free(g);
 }
 
 int main(void)
@@ -182,6 +293,7 @@ int main(void)
     int nbk = found_backends(bk);
     for (int i = 0; i < nbk; i++)
         kernel_tests(bk[i], body, jg);
+    op_tests(bk, nbk);
     /* a body that is not (t, y, theta) -> dy */
     static const char BAD[] = "kiln 1\ngraph b\n  input y: f64[2]\n"
                               "  output dy = neg(y)\nend\n";

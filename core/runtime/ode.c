@@ -446,6 +446,7 @@ typedef struct ode_state {
     kiln_ode_problem pb;        /* method, tolerances, label; n, p, ctx
                                    per call */
     char label[128];
+    int sens_only;              /* one output: S */
 } ode_state;
 
 /* One call's evaluation context: the body functions run on the calling
@@ -535,7 +536,7 @@ static int ode_run(void *state, const kiln_call *call)
                    .p = view_numel(&in[3])};
     int64_t nts = view_numel(&in[2]);
     int64_t m = ev.n + ev.p;
-    int sens = call->n_outputs == 2;
+    int sens = call->n_outputs == 2 || st->sens_only;
     size_t total = (size_t)(ev.n + 1 + nts + ev.p + nts * ev.n +
                             (sens ? nts * ev.n * m : 0));
     double *buf = malloc(sizeof(double) * (total ? total : 1));
@@ -564,6 +565,8 @@ static int ode_run(void *state, const kiln_call *call)
         fail(call->errbuf, call->errbuf_size, rc,
              "%s: the right-hand side failed: %s", st->label,
              ev.e.message);
+    } else if (!rc && st->sens_only) {
+        view_copy(&out[0], S, 1);
     } else if (!rc) {
         view_copy(&out[0], Y, 1);
         if (sens)
@@ -575,7 +578,7 @@ static int ode_run(void *state, const kiln_call *call)
 
 int kiln_ode_callable(kiln_function *rhs, kiln_function *jac, int method,
                       double rtol, double atol, int64_t max_num_steps,
-                      const char *label, kiln_callable **out)
+                      const char *label, int sens_only, kiln_callable **out)
 {
     ode_state *st = calloc(1, sizeof *st);
     kiln_callable *c = calloc(1, sizeof *c);
@@ -586,6 +589,7 @@ int kiln_ode_callable(kiln_function *rhs, kiln_function *jac, int method,
     }
     st->rhs = rhs;
     st->jac = jac;
+    st->sens_only = sens_only;
     snprintf(st->label, sizeof st->label, "%s",
              label ? label : method == KILN_ODE_BDF ? "ode_bdf" : "ode_rk45");
     st->pb = (kiln_ode_problem){

@@ -46,12 +46,13 @@ int kiln_ode_solve(const kiln_ode_problem *pb, double t0, const double *y0,
  * failure).  The kernel's inputs are the views y0 [N], t0 (scalar), ts
  * [T], theta [P], all f64; its outputs Y [T, N] and, when it has two,
  * the sensitivities S [T, N, N+P] (S[i, j, k] = d Y[i, j] / d (y0,
- * theta)[k]).  `label` starts its messages ("ode_bdf 'z'"; copied).
+ * theta)[k]).  With sens_only the kernel has one output, S (the node
+ * the gradient makes).  `label` starts its messages ("ode_bdf 'z'"; copied).
  * Each call solves with kiln_ode_solve on the calling thread; reentrant.
  * Returns 0 or KILN_ERR_NOMEM.  It belongs to kiln_ode_backend. */
 int kiln_ode_callable(kiln_function *rhs, kiln_function *jac, int method,
                       double rtol, double atol, int64_t max_num_steps,
-                      const char *label, kiln_callable **out);
+                      const char *label, int sens_only, kiln_callable **out);
 
 /* The pseudo backend "host_ode" owning those callables (supports ODE
  * kernels only; never compiles: the driver attaches callables). */
