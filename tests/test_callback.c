@@ -408,24 +408,65 @@ static void test_nonfinite(void)
     kiln_function_free(f);
 }
 
+/* The logp callback of `text`'s output lp over input x, dx recorded as
+ * its gradient; *f is the compiled function (NULL on failure). */
+static kiln_logp_fn lp_callback(const char *text, kiln_function **f,
+                                uint64_t *dim, void **ud, kiln_err *err)
+{
+    kiln_graph *g = parse(text);
+    if (g && record_grad(g, "lp", "x", "dx")) {
+        kiln_graph_free(g);
+        g = NULL;
+    }
+    *f = compile(g);
+    return *f ? kiln_function_logp_callback(*f, "lp", dim, ud, err) : NULL;
+}
+
+/* A point the function rejects (a `check` op's false condition, as an
+ * ODE solver's failure: KILN_ERR_CHECK) is KILN_LOGP_NONFINITE with logp
+ * -inf, as Stan rejects a draw; a true condition runs as usual. */
+static void test_call_reject(void)
+{
+    kiln_err err = {0, ""};
+    kiln_function *f = NULL;
+    uint64_t dim = 0;
+    void *ud = NULL;
+    kiln_logp_fn fn = lp_callback("kiln 1\ngraph g\n  input x: f64\n"
+                                  "  lp0 = neg(square(x))\n"
+                                  "  output lp = check(lp0, gt(x, 0.0), "
+                                  "msg=\"x must be positive\")\n"
+                                  "  output dx = mul(-2.0, x)\nend\n",
+                                  &f, &dim, &ud, &err);
+    if (!ok(fn && dim == 1, "callback over a check %s", err.message)) {
+        kiln_function_free(f);
+        return;
+    }
+    double x = -1, grad = 0, lp = 0;
+    int rc = fn(1, &x, &grad, &lp, ud);
+    ok(rc == KILN_LOGP_NONFINITE && lp == -INFINITY &&
+           strstr(kiln_logp_callback_message(ud), "x must be positive"),
+       "a rejected point -> KILN_LOGP_NONFINITE, logp -inf: %s",
+       kiln_logp_callback_message(ud));
+    x = 2;
+    rc = fn(1, &x, &grad, &lp, ud);
+    ok(rc == KILN_LOGP_OK && lp == -4 && grad == -4,
+       "then an accepted point: logp %g", lp);
+    kiln_function_free(f);
+}
+
 /* A call that fails inside kiln (a shared value never bound) is
  * KILN_LOGP_ERROR with kiln's message; binding it fixes the calls. */
 static void test_call_error(void)
 {
     kiln_err err = {0, ""};
-    kiln_graph *g = parse("kiln 1\ngraph g\n  shared s: f64\n"
-                          "  input x: f64\n  output lp = mul(s, square(x))\n"
-                          "  output dx = mul(mul(2.0, s), x)\nend\n");
-    if (g && record_grad(g, "lp", "x", "dx")) {
-        kiln_graph_free(g);
-        g = NULL;
-    }
-    kiln_function *f = compile(g);
+    kiln_function *f = NULL;
     uint64_t dim = 0;
     void *ud = NULL;
-    kiln_logp_fn fn = f ? kiln_function_logp_callback(f, "lp", &dim, &ud,
-                                                      &err)
-                        : NULL;
+    kiln_logp_fn fn = lp_callback("kiln 1\ngraph g\n  shared s: f64\n"
+                                  "  input x: f64\n"
+                                  "  output lp = mul(s, square(x))\n"
+                                  "  output dx = mul(mul(2.0, s), x)\n"
+                                  "end\n", &f, &dim, &ud, &err);
     ok(fn && dim == 1, "callback with an unbound shared value %s",
        err.message);
     if (!fn) {
@@ -897,6 +938,7 @@ int main(void)
     test_errors();
     test_nonfinite();
     test_call_error();
+    test_call_reject();
     test_no_alloc();
     test_threads();
     test_samplers();

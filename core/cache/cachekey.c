@@ -129,9 +129,9 @@ size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
     if (!k || k->struct_size < offsetof(kiln_kernel, label))
         return 0;
     if ((k->kind < KILN_KERNEL_ELEMWISE || k->kind > KILN_KERNEL_RECUR) &&
-        k->kind != KILN_KERNEL_LINALG)
+        k->kind != KILN_KERNEL_LINALG && k->kind != KILN_KERNEL_ODE)
         return 0;
-    if (k->kind == KILN_KERNEL_RECUR &&
+    if ((k->kind == KILN_KERNEL_RECUR || k->kind == KILN_KERNEL_ODE) &&
         (k->struct_size < offsetof(kiln_kernel, n_body_bytes) +
                               sizeof k->n_body_bytes ||
          !k->body_bytes || !k->n_body_bytes))
@@ -204,6 +204,13 @@ size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
         }
         put_u8(&b, k->reduce_op);
         put_u32(&b, k->reduce_axes);
+        break;
+    case KILN_KERNEL_ODE:
+        /* the method, the body by structure, tolerances and steps */
+        put_u8(&b, k->reduce_op);
+        put_u64(&b, (uint64_t)k->n_body_bytes);
+        for (size_t i = 0; i < k->n_body_bytes; i++)
+            put_u8(&b, k->body_bytes[i]);
         break;
     case KILN_KERNEL_RECUR:
         /* the body by structure (no names), so the same body keys alike

@@ -21,6 +21,7 @@
 #define _POSIX_C_SOURCE 200809L  /* strdup, sysconf */
 #include "function.h"
 #include "loader.h"
+#include "ode.h"
 #include "recur.h"
 #include "progress.h"
 #include "rewrite/rewrite.h"
@@ -822,21 +823,75 @@ static kiln_function *compile_graph(const kiln_graph *graph,
  * own, with the caller's options (its kernels go through the policy, the
  * cache and the backends as any), and give the step the host's callable
  * that calls it once per step (core/runtime/recur.c). */
+/* The options a body is compiled with: the caller's, quiet (the model's
+ * compile said what the backends do). */
+static void body_options(kiln_options *po, const kiln_options *opt)
+{
+    memset(po, 0, sizeof *po);
+    if (opt)
+        memcpy(po, opt, opt->struct_size < sizeof *po ? opt->struct_size
+                                                      : sizeof *po);
+    po->struct_size = sizeof *po;
+    po->quiet = 1;
+}
+
+/* ODE steps (issue 28): the body (the right-hand side) and its Jacobian
+ * graph (kiln_ir_ode_jacobian) compiled as functions of their own with
+ * the caller's options, run by the host's ODE callable
+ * (core/runtime/ode.c). */
+static int attach_ode(kiln_function *f, kiln_step *s,
+                      const kiln_options *opt, kiln_err *err)
+{
+    const kiln_node *n = &f->g->nodes[s->node];
+    const kiln_attrs *a = n->attrs;
+    char lbl[160];
+    kiln_vm_node_label(f->g, s->node, lbl, sizeof lbl);
+    kiln_options po;
+    body_options(&po, opt);
+    kiln_graph *jg = kiln_ir_ode_jacobian(a->body, err);
+    kiln_function *rf = jg ? compile_graph(a->body, &po, 0, err) : NULL;
+    kiln_function *jf = rf ? compile_graph(jg, &po, 0, err) : NULL;
+    kiln_graph_free(jg);
+    if (!jf) {
+        kiln_function_free(rf);
+        kiln_err_prefix(err, "%s: body '%s': ", lbl,
+                        a->body->name ? a->body->name : "?");
+        return err ? err->code : KILN_ERR_BACKEND;
+    }
+    const char *op = kiln_ir_op_info(n->op)->name;
+    char label[200];
+    if (n->name)
+        snprintf(label, sizeof label, "%s '%s'", op, n->name);
+    else
+        snprintf(label, sizeof label, "%s", op);
+    if (kiln_ode_callable(rf, jf, n->op == KILN_OP_ODE_BDF ? KILN_ODE_BDF
+                                                           : KILN_ODE_RK45,
+                          a->rtol, a->atol, a->max_steps, label, a->sens,
+                          &s->callable)) {
+        kiln_function_free(rf);
+        kiln_function_free(jf);
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    s->backend = &kiln_ode_backend;
+    kiln_key_of_kernel(&s->kernel, &s->key, NULL);
+    return 0;
+}
+
 static int attach_recur(kiln_function *f, const kiln_options *opt,
                         kiln_err *err)
 {
     for (int i = 0; i < f->prog.n_steps; i++) {
         kiln_step *s = &f->prog.steps[i];
+        if (s->kernel.kind == KILN_KERNEL_ODE) {
+            if (attach_ode(f, s, opt, err))
+                return err ? err->code : KILN_ERR_BACKEND;
+            continue;
+        }
         if (s->kernel.kind != KILN_KERNEL_RECUR)
             continue;
         const kiln_node *n = &f->g->nodes[s->node];
         kiln_options po;
-        memset(&po, 0, sizeof po);
-        if (opt)
-            memcpy(&po, opt, opt->struct_size < sizeof po ? opt->struct_size
-                                                          : sizeof po);
-        po.struct_size = sizeof po;
-        po.quiet = 1;   /* the model's compile said what the backends do */
+        body_options(&po, opt);
         kiln_function *bf = compile_graph(n->attrs->body, &po, 0, err);
         if (!bf) {
             char lbl[160];

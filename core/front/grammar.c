@@ -1011,7 +1011,8 @@ static int call_finish(parser *p, xstack *st, operand *res)
         ka[nattrs].i = join_axis;
     }
     kiln_value v;
-    if (f->op == KILN_OP_SCAN) {
+    if (f->op == KILN_OP_SCAN || f->op == KILN_OP_ODE_RK45 ||
+        f->op == KILN_OP_ODE_BDF) {
         v = call_body(p, f, in, (int)nin, ka, (int)nka);
     } else if (f->op == KILN_OP_RESULT) {
         v = call_result(p, f, in, (int)nin, ka, (int)nka);

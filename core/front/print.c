@@ -492,6 +492,13 @@ static void put_op(printer *pr, const kiln_node *nd)
     case KILN_OP_RESULT:
         sb_printf(b, ", index=%d", a->index);
         break;
+    case KILN_OP_ODE_RK45: case KILN_OP_ODE_BDF:
+        sb_printf(b, ", body=%s, rtol=%.17g, atol=%.17g, max_num_steps=%lld",
+                  body_name(pr->bodies, a->body), a->rtol, a->atol,
+                  (long long)a->max_steps);
+        if (a->sens)
+            sb_printf(b, ", sens=1");
+        break;
     case KILN_OP_CHECK:
         if (a->msg) {
             /* the parser's escapes: only \\ and \" */

@@ -1408,11 +1408,63 @@ static int grad_recur(gctx *c, kiln_value v, kiln_value gv)
     return 0;
 }
 
+/* ---- ODEs (issue 28) --------------------------------------------------
+ *
+ * Forward sensitivities: a second node of the same op with sens=1 solves
+ * the same problem with S = d Y / d (y0, theta) [T, N, N+P] (CVODES's
+ * staggered sensitivities, ARKODE on the coupled system:
+ * core/runtime/ode.c); the vector-Jacobian product is
+ * z = sum_{t,n} gY[t,n] S[t,n,:], y0 getting z[:N] and theta z[N:]
+ * (Stan's ODE functions do the same with their coupled system). */
+static int grad_ode(gctx *c, kiln_value v, kiln_value gv)
+{
+    kiln_node n = *NODE(c, v);
+    const char *op = kiln_ir_op_info(n.op)->name;
+    if (n.attrs->sens)
+        return kiln_seterr(c->err, KILN_ERR_TYPE, "grad: %s: no second "
+                           "derivatives (through the sensitivities)", op),
+               -1;
+    if (c->path[n.in[1]] || c->path[n.in[2]])
+        return kiln_seterr(c->err, KILN_ERR_TYPE, "grad: %s: no gradient "
+                           "with respect to t0 or ts (pass them as data)",
+                           op), -1;
+    int64_t N = NODE(c, n.in[0])->type.dims[0];
+    const kiln_attrs *a = n.attrs;
+    kiln_attr at[4] = {
+        {.key = "rtol", .kind = KILN_ATTR_FLOAT, .f = a->rtol},
+        {.key = "atol", .kind = KILN_ATTR_FLOAT, .f = a->atol},
+        {.key = "max_num_steps", .kind = KILN_ATTR_INT, .i = a->max_steps},
+        {.key = "sens", .kind = KILN_ATTR_INT, .i = 1}};
+    kiln_value S = kiln_graph_op_body(c->g, op, 4, n.in, a->body, at, 4,
+                                      c->err);
+    TRY(S);
+    if (NODE(c, gv)->op == KILN_OP_LITERAL)
+        gv = op2(c, "fill", v, gv);
+    int64_t two = 2, ax01[2] = {0, 1};
+    kiln_value w = op1_axes(c, "expand_dims", gv, "axis", 1, &two, -1);
+    TRY(w);
+    kiln_value z = op1_axes(c, "sum", op2(c, "mul", w, S), "axis", 2, ax01,
+                            -1);
+    TRY(z);
+    kiln_index lo = {.kind = KILN_INDEX_SLICE, .stop = N, .has_stop = 1};
+    kiln_index hi = {.kind = KILN_INDEX_SLICE, .start = N, .has_start = 1};
+    if (c->path[n.in[0]] &&
+        contribute(c, n.in[0], kiln_graph_subtensor(c->g, z, 1, &lo,
+                                                    c->err)))
+        return -1;
+    if (c->path[n.in[3]] &&
+        contribute(c, n.in[3], kiln_graph_subtensor(c->g, z, 1, &hi,
+                                                    c->err)))
+        return -1;
+    return 0;
+}
+
 static int grad_node(gctx *c, kiln_value v)
 {
     kiln_value gv = c->adj[v];
     switch (kiln_ir_op_info(NODE(c, v)->op)->category) {
     case KILN_CAT_RECUR: return grad_recur(c, v, gv);
+    case KILN_CAT_ODE: return grad_ode(c, v, gv);
     case KILN_CAT_ELEMWISE: return grad_elemwise(c, v, gv);
     case KILN_CAT_REDUCE: return grad_reduce(c, v, gv);
     case KILN_CAT_SHAPE: return grad_shape(c, v, gv);

@@ -1131,9 +1131,9 @@ kiln_value kiln_graph_op_body(kiln_graph *g, const char *op, int n_in,
         return kiln_seterr(err, KILN_ERR_ARG, "%s: NULL argument",
                            op ? op : "kiln_graph_op_body"), -1;
     int o = kiln_ir_op_lookup(op);
-    if (o != KILN_OP_SCAN)
+    if (o != KILN_OP_SCAN && o != KILN_OP_ODE_RK45 && o != KILN_OP_ODE_BDF)
         return kiln_seterr(err, KILN_ERR_TYPE, "%s: not an op with a body "
-                           "(scan)", op), -1;
+                           "(scan, ode_rk45, ode_bdf)", op), -1;
     if (body == g)
         return kiln_seterr(err, KILN_ERR_ARG, "%s: a graph cannot be its "
                            "own body", op), -1;

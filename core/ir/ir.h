@@ -70,6 +70,9 @@ typedef enum kiln_op {
      * output 0, result(s, index=i) selects output i (docs/ops.md,
      * "scan") */
     KILN_OP_SCAN, KILN_OP_RESULT,
+    /* issue 28: ODE solves, body = the right-hand side (docs/ops.md,
+     * "ODEs"): ode_rk45(y0, t0, ts, theta, body=f, ...) */
+    KILN_OP_ODE_RK45, KILN_OP_ODE_BDF,
     KILN_OP_COUNT
 } kiln_op;
 
@@ -84,7 +87,8 @@ enum {
     KILN_CAT_SCAN,       /* cumsum, cumprod (issue 25) */
     KILN_CAT_CHECK,      /* check: x, then its conditions (issue 25) */
     KILN_CAT_LINALG,     /* cholesky, solve, ... (issue 28): LINALG kernels */
-    KILN_CAT_RECUR       /* scan with a body, and result (issue 28) */
+    KILN_CAT_RECUR,      /* scan with a body, and result (issue 28) */
+    KILN_CAT_ODE         /* ode_rk45, ode_bdf (issue 28) */
 };
 
 typedef struct kiln_type {
@@ -126,6 +130,12 @@ typedef struct kiln_attrs {
     int64_t n_steps;              /* scan: steps when there is no sequence
                                      (attribute n_steps=), else -1 */
     int index;                    /* result: which output (>= 0) */
+    /* ode_rk45, ode_bdf: tolerances and steps (Stan's defaults unless
+     * given), and sens = 1 for the node the gradient makes, whose value
+     * is the sensitivities [T, N, N+P] instead of the states [T, N] */
+    double rtol, atol;
+    int64_t max_steps;
+    int sens;
 } kiln_attrs;
 
 typedef struct kiln_node {
@@ -445,6 +455,26 @@ int kiln_ir_copy_symbols(kiln_graph *c, const kiln_graph *g);
 
 /* Deep-copy a graph (for kiln_compile, which keeps its own). */
 kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err);
+
+/* The Jacobian graph of an ODE right-hand side (core/ir/ode.c, issue
+ * 28).  `body` has the inputs (t: f64 scalar, y: f64[N], theta: f64[P]),
+ * in that order, and one output dy: f64[N]; N >= 1 and P >= 0 static.
+ * Returns a new graph (caller frees) with the same inputs and one output
+ * `jac`: f64[N, N+P], row i = [d dy_i / d y, d dy_i / d theta], built by
+ * N reverse passes of kiln_graph_grad over a copy of the body (a value the
+ * body does not use gets zeros).  Errors: KILN_ERR_TYPE (the signature),
+ * KILN_ERR_SHAPE (sizes not static), those of kiln_graph_grad (an op
+ * without a gradient), KILN_ERR_NOMEM. */
+kiln_graph *kiln_ir_ode_jacobian(const kiln_graph *body, kiln_err *err);
+
+/* The type of an ode_rk45 / ode_bdf node (op) with attributes *a over
+ * inputs y0 [N], t0 (scalar), ts [T], theta [P] (all f64), checked
+ * against a->body (t: f64, y: f64[N], theta: f64[P]) -> dy: f64[N]:
+ * f64[T, N], or with a->sens f64[T, N, N+P].  Errors (KILN_ERR_TYPE,
+ * KILN_ERR_SHAPE) name the op, the value and both types. */
+int kiln_ir_ode_type(const kiln_shape_ctx *ctx, int op, const kiln_attrs *a,
+                     int n_in, const kiln_type *in, kiln_type *out,
+                     kiln_err *err);
 
 /* Rebuild g's name map from its nodes and outputs, after a caller (the
  * rewrite passes, core/rewrite) filled the arrays directly.  Names must be

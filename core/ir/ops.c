@@ -14,6 +14,7 @@
  */
 #include "ir.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,8 @@ static const kiln_op_info op_table[KILN_OP_COUNT] = {
       KILN_I_BETAINC_DA),
     E(KILN_OP_SCAN, "scan", KILN_CAT_RECUR, 0, -1, -1),
     E(KILN_OP_RESULT, "result", KILN_CAT_RECUR, 1, -1, -1),
+    E(KILN_OP_ODE_RK45, "ode_rk45", KILN_CAT_ODE, 4, 4, -1),
+    E(KILN_OP_ODE_BDF, "ode_bdf", KILN_CAT_ODE, 4, 4, -1),
     E(KILN_OP_BETAINC_DB, "betainc_db", KILN_CAT_ELEMWISE, 3, 3,
       KILN_I_BETAINC_DB),
     E(KILN_OP_CHOLESKY, "cholesky", KILN_CAT_LINALG, 1, 1, -1),
@@ -255,7 +258,7 @@ enum {
     A_AXIS = 1, A_AXES = 2, A_KEEPDIMS = 4, A_SHAPE = 8, A_DTYPE = 16,
     A_AXIS_REQ = 32, A_SHAPE_REQ = 64, A_DTYPE_REQ = 128, A_AXIS_ONE = 256,
     A_MSG = 512, A_LINALG = 1024, A_NANERR = 2048, A_SCAN = 4096,
-    A_INDEX = 8192
+    A_INDEX = 8192, A_ODE = 16384
 };
 
 static unsigned op_attrs(int op)
@@ -271,6 +274,7 @@ static unsigned op_attrs(int op)
     case KILN_OP_SOLVE_TRIANGULAR: return A_LINALG;
     case KILN_OP_CHOLESKY: return A_NANERR;
     case KILN_OP_SCAN: return A_SCAN;
+    case KILN_OP_ODE_RK45: case KILN_OP_ODE_BDF: return A_ODE;
     case KILN_OP_RESULT: return A_INDEX;
     case KILN_OP_TRANSPOSE: return A_AXES;
     case KILN_OP_EXPAND_DIMS: return A_AXIS | A_AXIS_REQ;
@@ -324,6 +328,12 @@ int kiln_ir_parse_attrs(int op, const kiln_attr *attrs, int n_attrs,
     unsigned allowed = op_attrs(op);
     if (allowed & A_SCAN)
         out->n_steps = -1;
+    if (allowed & A_ODE) {   /* Stan's defaults (core/runtime/ode.h) */
+        int bdf = op == KILN_OP_ODE_BDF;
+        out->rtol = bdf ? 1e-10 : 1e-6;
+        out->atol = bdf ? 1e-10 : 1e-6;
+        out->max_steps = bdf ? 100000000 : 1000000;
+    }
     int seen_shape = 0;
     if (n_attrs > 0 && !attrs)
         return kiln_seterr(err, KILN_ERR_ARG, "%s: attributes are NULL",
@@ -414,6 +424,30 @@ int kiln_ir_parse_attrs(int op, const kiln_attr *attrs, int n_attrs,
                 out->n_seq = (int)a->i;
             else
                 out->n_steps = a->i;
+        } else if ((allowed & A_ODE) &&
+                   (strcmp(k, "rtol") == 0 || strcmp(k, "atol") == 0)) {
+            double v = a->kind == KILN_ATTR_INT ? (double)a->i
+                       : a->kind == KILN_ATTR_FLOAT ? a->f : -1;
+            if (!(v > 0) || !isfinite(v))
+                return kiln_seterr(err, KILN_ERR_TYPE,
+                                   "%s: attribute '%s' must be a positive "
+                                   "finite number", info->name, k);
+            if (k[0] == 'r')
+                out->rtol = v;
+            else
+                out->atol = v;
+        } else if ((allowed & A_ODE) && (strcmp(k, "max_num_steps") == 0 ||
+                                         strcmp(k, "sens") == 0)) {
+            if (a->kind != KILN_ATTR_INT || a->i < (k[0] == 'm') ||
+                (k[0] == 's' && a->i > 1))
+                return kiln_seterr(err, KILN_ERR_TYPE,
+                                   "%s: attribute '%s' must be %s",
+                                   info->name, k, k[0] == 'm'
+                                   ? "an integer >= 1" : "0 or 1");
+            if (k[0] == 'm')
+                out->max_steps = a->i;
+            else
+                out->sens = (int)a->i;
         } else if ((allowed & A_INDEX) && strcmp(k, "index") == 0) {
             if (a->kind != KILN_ATTR_INT || a->i < 0 || a->i > INT32_MAX)
                 return kiln_seterr(err, KILN_ERR_TYPE,
@@ -1279,6 +1313,9 @@ int kiln_ir_infer(const kiln_shape_ctx *ctx, int op, const kiln_attrs *attrs,
          * dtype (nonzero is true, as all() reads them) */
         t = in[0];
         weak = in_weak ? in_weak[0] : 0;
+        break;
+    case KILN_CAT_ODE:
+        rc = kiln_ir_ode_type(ctx, op, attrs, n_in, in, &t, err);
         break;
     case KILN_CAT_RECUR:
         if (op == KILN_OP_SCAN) {

@@ -288,6 +288,10 @@ static void put_attrs(canon *c, const kiln_attrs *a)
     put64(c, a->n_seq);
     put64(c, a->n_steps);
     put64(c, a->index);
+    put(c, &a->rtol, sizeof a->rtol);
+    put(c, &a->atol, sizeof a->atol);
+    put64(c, a->max_steps);
+    put64(c, a->sens);
     put64(c, a->body != NULL);
 }
 

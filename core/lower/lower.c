@@ -1228,6 +1228,45 @@ static int result_buf(kiln_program *p, const kiln_graph *g, int v, int k,
  * scan's own buffer, output k into its first result node's buffer (or a
  * temporary nothing reads).  The body runs whole at each step
  * (core/runtime/recur.c). */
+/* An ODE solve is one ODE step (issue 28): inputs y0, t0, ts, theta as
+ * they are, one output (the states, or with sens the sensitivities);
+ * the kernel carries the body's canonical bytes for its key and the
+ * method in reduce_op.  The driver attaches the host's callable. */
+static int lower_ode(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    const kiln_attrs *a = n->attrs;
+    kiln_step *s = new_step(p, KILN_KERNEL_ODE, v, n->n_in, 1,
+                            kiln_ir_op_info(n->op)->name, err);
+    if (!s)
+        return err ? err->code : KILN_ERR_NOMEM;
+    for (int i = 0; i < n->n_in; i++) {
+        int b = p->node_buf[n->in[i]];
+        set_arg(p, s, 0, i, b, KILN_VIEW_FULL, p->bufs[b].type.rank);
+    }
+    int ob = p->node_buf[v];
+    set_arg(p, s, 1, 0, ob, KILN_VIEW_FULL, p->bufs[ob].type.rank);
+    s->kernel.reduce_op = n->op == KILN_OP_ODE_BDF ? 1u : 0u;
+    size_t len = 0, cap = 0;
+    /* the body, then the attributes that change the result (its nodes'
+     * canon holds theirs, not the ODE node's own) */
+    if (kiln_ir_graph_canon(a->body, &s->body_bytes, &len, &cap))
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    double tol[2] = {a->rtol, a->atol};
+    int64_t extra[2] = {a->max_steps, a->sens};
+    size_t need = len + sizeof tol + sizeof extra;
+    unsigned char *q = need > cap ? realloc(s->body_bytes, need)
+                                  : s->body_bytes;
+    if (!q)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    memcpy(q + len, tol, sizeof tol);
+    memcpy(q + len + sizeof tol, extra, sizeof extra);
+    s->body_bytes = q;
+    s->kernel.body_bytes = q;
+    s->kernel.n_body_bytes = need;
+    return 0;
+}
+
 static int lower_recur(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
 {
     kiln_node *n = &g->nodes[v];
@@ -2221,6 +2260,7 @@ static int lower_node(kiln_program *p, kiln_graph *g, int v, int k,
     case KILN_CAT_CHECK: return lower_check(p, g, v, err);
     case KILN_CAT_LINALG: return lower_linalg(p, g, v, err);
     case KILN_CAT_RECUR: return lower_recur(p, g, v, err);
+    case KILN_CAT_ODE: return lower_ode(p, g, v, err);
     }
     return 0;
 }

@@ -1049,9 +1049,14 @@ static int model_logp(uint64_t dim, const double *x, double *grad,
     }
     kiln_err e;
     double unused = 0;
-    if (kiln_model_log_density(m, c->jacobian, x ? x : &unused, logp, grad,
-                               &e)) {
+    int rc = kiln_model_log_density(m, c->jacobian, x ? x : &unused, logp,
+                                    grad, &e);
+    if (rc) {
         snprintf(cb_msg, sizeof cb_msg, "%s", e.message);
+        if (rc == KILN_ERR_CHECK) {   /* rejected (Stan: reject the draw) */
+            *logp = -INFINITY;
+            return KILN_LOGP_NONFINITE;
+        }
         return KILN_LOGP_ERROR;
     }
     if (!isfinite(*logp)) {

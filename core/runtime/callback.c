@@ -194,7 +194,12 @@ static int logp_call(const logp_ctx *c, cb_slot *s, uint64_t dim,
             s->in[i].data = (void *)(uintptr_t)src;
         }
     }
-    if (kiln_function_call(c->f, s->in, s->out, &s->err))
+    int rc = kiln_function_call(c->f, s->in, s->out, &s->err);
+    if (rc == KILN_ERR_CHECK) {   /* a rejected point (a check, an ODE) */
+        *logp = -INFINITY;
+        return KILN_LOGP_NONFINITE;
+    }
+    if (rc)
         return KILN_LOGP_ERROR;
     double lp = read_scalar(&s->out[c->logp_out]);
     *logp = lp;

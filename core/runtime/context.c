@@ -373,8 +373,9 @@ static int run_step(kiln_context *ctx, kiln_step *s, kiln_err *err)
     kiln_call call = {sizeof call, (uint32_t)s->n_in, (uint32_t)s->n_out,
                       s->vin, s->vout, ctx->f->rt, ctx->errbuf,
                       sizeof ctx->errbuf, s->consts, s->n_consts};
-    if (s->plan ? s->callable->run(s->plan, &call)
-                : s->callable->fn(s->callable->state, &call)) {
+    int krc = s->plan ? s->callable->run(s->plan, &call)
+                      : s->callable->fn(s->callable->state, &call);
+    if (krc) {
         char lbl[160];
         /* an index one past the end is what 1-based indices (Stan's,
          * R's) give: say that kiln's are 0-based */
@@ -385,7 +386,11 @@ static int run_step(kiln_context *ctx, kiln_step *s, kiln_err *err)
                    "with size %lld", &idx, &axis, &len) == 3 && idx == len)
             hint = " (kiln's indices are 0-based, 0 to size-1: for 1-based "
                    "data, index with sub(i, 1))";
-        return kiln_seterr(err, KILN_ERR_RUNTIME, "%s: %s%s",
+        /* a kernel that rejects the point (an ODE solver's failure, as
+         * Stan rejects a draw) says so with KILN_ERR_CHECK */
+        return kiln_seterr(err, krc == KILN_ERR_CHECK ? KILN_ERR_CHECK
+                                                      : KILN_ERR_RUNTIME,
+                           "%s: %s%s",
                            kiln_vm_node_label(ctx->f->g, s->node, lbl,
                                               sizeof lbl),
                            ctx->errbuf[0] ? ctx->errbuf : "kernel failed",

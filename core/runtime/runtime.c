@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #endif
 
+#include "ode.h"
 #include "runtime.h"
 #include "special.h"
 
@@ -249,10 +250,12 @@ static const kiln_runtime_own kiln_runtime_table = { .rt = {
     /* version 4 */
     .dgemm_rt = kiln_runtime_dgemm_rt,
     .sgemm_rt = kiln_runtime_sgemm_rt,
-    /* version 5 */
+    /* version 5: the LAPACK entries, the Bessel functions, then the ODE
+     * solver */
     .lapack_run = kiln_runtime_lapack_run,
     .i0e = kiln_i0e,
     .i1e = kiln_i1e,
+    .ode_solve = kiln_ode_solve,
 }, .gemv = { KILN_GEMV_AUTO, { -1, -1 } } };
 
 const kiln_runtime *kiln_runtime_get(void)

@@ -202,7 +202,19 @@ typedef enum kiln_kernel_kind {
      * its views, which does the work (LAPACK / BLAS) and reports a
      * singular or non-positive-definite matrix as an error.  Older
      * plugins refuse the kind, so the host falls back. */
-    KILN_KERNEL_LINALG = 10
+    KILN_KERNEL_LINALG = 10,
+    /* ABI 1.9: an ODE solve (for the ops ode_rk45, ode_bdf of issue 28,
+     * whose IR and lowering are still to come; the host's callable that
+     * runs the kernel is core/runtime/ode.c, kiln_ode_callable).
+     * Inputs y0 [N], t0 (rank 0), ts [T], theta [P], all f64; outputs
+     * Y [T, N] = y(ts[i]) for y' = f(t, y, theta), y(t0) = y0, and
+     * optionally (two outputs) the sensitivities S [T, N, N+P],
+     * S[i, j, k] = d Y[i, j] / d (y0, theta)[k].  f is the node's body:
+     * the host compiles it (and its Jacobian) as functions of their own,
+     * through the policy and the backends like any graph, and runs the
+     * kernel itself (core/runtime/ode.c, through kiln_runtime.ode_solve);
+     * `reduce_op` carries the kiln_ode_method.  Plugins refuse the kind. */
+    KILN_KERNEL_ODE = 11
 } kiln_kernel_kind;
 
 /* The operation of a LINALG kernel (ABI 1.9), in kiln_kernel.reduce_op.
@@ -317,6 +329,53 @@ typedef struct kiln_view {
     int32_t dtype;
 } kiln_view;
 
+/* ABI 1.9 (runtime table version 5): an initial-value problem for the
+ * runtime's ODE solvers (kiln_runtime.ode_solve), as the ops ode_rk45 and
+ * ode_bdf (docs/ops.md "ODEs") pose it: y' = f(t, y, theta), y(t0) = y0,
+ * y an n-vector, theta a p-vector.  A backend compiles the right-hand
+ * side (and its Jacobian) of an ode_* node's body and passes them as C
+ * functions; the runtime drives SUNDIALS with them.  Host- or
+ * caller-owned, read during the ode_solve call only. */
+typedef enum kiln_ode_method {
+    KILN_ODE_RK45 = 0,   /* explicit Dormand-Prince 5(4) (ARKODE ERKStep) on
+                            the state and, when sensitivities are asked
+                            for, on the coupled state + sensitivity system
+                            under one error control (Stan's ode_rk45) */
+    KILN_ODE_BDF = 1     /* variable-order BDF (CVODES) with a dense Newton
+                            solver using `jac`, sensitivities staggered
+                            (CVodeSensInit1, CV_STAGGERED) (Stan's ode_bdf) */
+} kiln_ode_method;
+
+/* f(ctx, t, y, theta, out): writes out[0..m) from y[0..n) and
+ * theta[0..p).  For `rhs` m = n: out = f(t, y, theta).  For `jac`
+ * m = n*(n+p), row-major: out[i*(n+p) + k] = d f_i / d y_k for k < n and
+ * d f_i / d theta_{k-n} for k >= n.  Returns 0, a positive value when
+ * the point cannot be evaluated (the solver retries with a smaller step;
+ * a non-finite output counts as this), or a negative value for a failure
+ * that ends the solve.  Called on the thread that called ode_solve, any
+ * number of times, never concurrently for one solve. */
+typedef int (*kiln_ode_fn)(void *ctx, double t, const double *y,
+                           const double *theta, double *out);
+
+typedef struct kiln_ode_problem {
+    size_t struct_size;      /* sizeof(kiln_ode_problem) */
+    uint32_t method;         /* kiln_ode_method */
+    uint32_t reserved;       /* 0 */
+    int64_t n;               /* states, >= 1 */
+    int64_t p;               /* parameters, >= 0 */
+    double rtol, atol;       /* > 0: the solver's relative and absolute
+                                tolerances (also on the sensitivities) */
+    int64_t max_num_steps;   /* > 0: steps allowed between two output
+                                times (Stan's max_num_steps) */
+    const char *label;       /* starts every message, e.g.
+                                "ode_bdf 'z'"; NULL: the method's name */
+    kiln_ode_fn rhs;         /* required */
+    kiln_ode_fn jac;         /* required for sensitivities and for BDF
+                                (its Newton matrix); may be NULL for RK45
+                                without sensitivities */
+    void *ctx;               /* passed to rhs and jac */
+} kiln_ode_problem;
+
 /* Functions kernels call instead of resolving symbols themselves, so that
  * the same code works in memory and when loaded from a cache.  The table
  * is host-owned and outlives every call.  Append-only; `version` counts
@@ -325,7 +384,8 @@ typedef struct kiln_runtime {
     size_t struct_size;
     uint32_t version;              /* 5 (1: up to sgemm, 2: trigamma,
                                       3: floor..betainc_db, 4: dgemm_rt,
-                                      sgemm_rt, 5: lapack_run) */
+                                      sgemm_rt, 5: lapack_run, i0e,
+                                      i1e, ode_solve) */
     double (*exp)(double);
     double (*expm1)(double);
     double (*log)(double);
@@ -402,6 +462,24 @@ typedef struct kiln_runtime {
      * functions behind the I0E / I1E opcodes */
     double (*i0e)(double);         /* e^{-|x|} I0(x) */
     double (*i1e)(double);         /* e^{-|x|} I1(x) */
+    /* version 5 (ABI 1.9), too: ode_solve: solves pb from t0 and writes the state at each of the
+     * nts output times ts (t0 < ts[0] <= ts[1] <= ...; equal times
+     * repeat the row) into y_out[nts*n] (row-major [nts, n]).  When
+     * sens_out is not NULL it also writes the forward sensitivities of
+     * those states to z = (y0, theta) into sens_out[nts*n*(n+p)]:
+     * sens_out[(i*n + j)*(n+p) + k] = d y_j(ts[i]) / d z_k.  Returns 0,
+     * or a kiln_code after writing one line into errbuf (errbuf_size
+     * bytes): KILN_ERR_ARG for a bad problem (bad sizes, tolerances,
+     * times, a NULL function), KILN_ERR_RUNTIME when the solver fails
+     * ("ode_bdf 'z': CVODE failed at t=2.5 (CV_TOO_MUCH_WORK)"), a
+     * non-finite y0 or theta, or kiln was built without SUNDIALS,
+     * KILN_ERR_NOMEM.  Outputs are unspecified after a failure.
+     * Thread-safe: each call has its own SUNDIALS context and memory
+     * (allocated and freed within the call). */
+    int (*ode_solve)(const kiln_ode_problem *pb, double t0, const double *y0,
+                     const double *theta, int64_t nts, const double *ts,
+                     double *y_out, double *sens_out, char *errbuf,
+                     size_t errbuf_size);
 } kiln_runtime;
 
 /* Arguments of one kernel call (host-owned, valid during the call). */

@@ -58,7 +58,11 @@ typedef enum kiln_code {
                          "check failed: MSG (NODE)", MSG the check's msg
                          attribute ("check failed (NODE)" when it has
                          none), NODE as in KILN_ERR_RUNTIME messages,
-                         e.g. "node 'lp' (check, .kg line 7)" */
+                         e.g. "node 'lp' (check, .kg line 7)"; or a
+                         kernel rejected the point as Stan rejects a
+                         draw (issue 28: an ODE solver failed,
+                         "NODE: ode_bdf 'z': CVODE failed at t=2.5
+                         (CV_TOO_MUCH_WORK)") */
 } kiln_code;
 
 /* Caller-owned error record; see the conventions above. */
@@ -415,7 +419,10 @@ const char *kiln_function_kernel_backend(const kiln_function *f, int i);
  * code is a recoverable failure that rejects the point and a negative one
  * stops sampling):
  *   KILN_LOGP_NONFINITE  logp is NaN or +-inf; *logp holds it, the
- *                        contents of grad are unspecified;
+ *                        contents of grad are unspecified; also when the
+ *                        function rejected the point (KILN_ERR_CHECK: a
+ *                        check's false condition, an ODE solver's
+ *                        failure): *logp is -inf, the message says why;
  *   KILN_LOGP_BAD_DIM    `dim` is not the function's total, or x (with
  *                        dim > 0) or logp is NULL; nothing is written;
  *   KILN_LOGP_ERROR      the function failed to run (kiln_function_call

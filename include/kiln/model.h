@@ -179,7 +179,8 @@ int kiln_model_log_density_hvp(const kiln_model *m, int jacobian,
  * back at every call (owned by m, valid until kiln_model_free; one per
  * jacobian flag, so making it allocates nothing and cannot fail but for
  * NULL arguments: KILN_ERR_ARG).  Return codes as kiln_function_logp_
- * callback's: KILN_LOGP_OK, KILN_LOGP_NONFINITE (*logp holds the value),
+ * callback's: KILN_LOGP_OK, KILN_LOGP_NONFINITE (*logp holds the value;
+ * -inf when the density rejected the point: KILN_ERR_CHECK),
  * KILN_LOGP_BAD_DIM (dim is not n_unc, or x / logp NULL; nothing
  * written), KILN_LOGP_ERROR (the call failed).  grad may be NULL.
  * Threads: reentrant, as every call on a const model: any number of

@@ -1,0 +1,309 @@
+/*
+ * test_ode_op.c — ODE kernels whose right-hand side is a kiln graph (a
+ * node's body): the body and its Jacobian (kiln_ir_ode_jacobian, kiln's
+ * own reverse mode) compiled on every backend found, run by the host's
+ * ODE callable (core/runtime/ode.c), against the same system written in
+ * C and solved by kiln_ode_solve (which tests/test_ode.c checks against
+ * SciPy), and the Jacobian graph against the C Jacobian.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <kiln/backend.h>
+#include <kiln/graph.h>
+#include <kiln/kiln.h>
+
+#include "ir.h"
+#include "ode.h"
+#include "tap.h"
+#include "found_backends.h"
+#include "gradcheck.h"
+#include "ode_lv.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static kiln_function *compile_on(kiln_graph *g, const char *backend,
+                                 kiln_err *err)
+{
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.backend = backend;
+    o.quiet = 1;
+    o.jobs = 1;
+    return kiln_compile(g, &o, err);
+}
+
+static kiln_view vec(double *d, int rank, int64_t n0, int64_t n1,
+                     int64_t n2)
+{
+    kiln_view v;
+    memset(&v, 0, sizeof v);
+    v.data = d;
+    v.rank = rank;
+    v.dtype = KILN_F64;
+    int64_t sh[3] = {n0, n1, n2};
+    for (int i = 0; i < rank; i++)
+        v.shape[i] = sh[i];
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        v.strides[i] = s;
+        s *= v.shape[i];
+    }
+    return v;
+}
+
+static void kernel_tests(const char *bk, kiln_graph *body, kiln_graph *jg)
+{
+    kiln_err err = {0, ""};
+    kiln_function *rhs = compile_on(body, bk, &err);
+    kiln_function *jac = rhs ? compile_on(jg, bk, &err) : NULL;
+    if (!ok(rhs && jac, "%s: the body and its Jacobian compile (%s)", bk,
+            err.message)) {
+        kiln_function_free(rhs);
+        kiln_function_free(jac);
+        return;
+    }
+    /* the Jacobian graph against the C one at a few points */
+    double worst = 0;
+    for (int k = 0; k < 3; k++) {
+        double t = k, y[2] = {30 + 7 * k, 5 + 3 * k};
+        double th[4] = {0.55, 0.028 + 0.01 * k, 0.8, 0.024};
+        kiln_tensor in[3] = {
+            {.dtype = KILN_F64, .rank = 0, .data = &t},
+            {.dtype = KILN_F64, .rank = 1, .shape = {2}, .data = y},
+            {.dtype = KILN_F64, .rank = 1, .shape = {4}, .data = th}};
+        kiln_tensor out[1];
+        double want[12];
+        lv_j(NULL, t, y, th, want);
+        if (kiln_function_call(jac, in, out, &err) || out[0].rank != 2 ||
+            out[0].shape[0] != 2 || out[0].shape[1] != 6) {
+            worst = INFINITY;
+            break;
+        }
+        for (int i = 0; i < 12; i++)
+            worst = fmax(worst, fabs(((double *)out[0].data)[i] - want[i]) /
+                                    fmax(1, fabs(want[i])));
+    }
+    ok(worst <= 1e-14, "%s: the Jacobian graph equals the hand-written one "
+       "(worst %.3g)", bk, worst);
+
+    for (int method = 0; method < 2; method++) {
+        const char *mn = method == KILN_ODE_BDF ? "ode_bdf" : "ode_rk45";
+        kiln_callable *c = NULL;
+        kiln_function *r2 = compile_on(body, bk, &err);
+        kiln_function *j2 = compile_on(jg, bk, &err);
+        double rtol = 1e-8;
+        if (!ok(r2 && j2 && !kiln_ode_callable(r2, j2, method, rtol, rtol,
+                                               1000000, mn, 0, &c),
+                "%s %s: a host callable", bk, mn)) {
+            kiln_function_free(r2);
+            kiln_function_free(j2);
+            continue;
+        }
+        double y0[2] = {33.956, 5.933}, t0 = 0, ts[20];
+        double th[4] = {0.55, 0.028, 0.8, 0.024};
+        for (int i = 0; i < 20; i++)
+            ts[i] = i + 1;
+        double Y[40], S[240], Yc[40], Sc[240];
+        kiln_view vin[4] = {vec(y0, 1, 2, 0, 0), vec(&t0, 0, 0, 0, 0),
+                            vec(ts, 1, 20, 0, 0), vec(th, 1, 4, 0, 0)};
+        kiln_view vout[2] = {vec(Y, 2, 20, 2, 0), vec(S, 3, 20, 2, 6)};
+        char eb[256] = "";
+        kiln_call call = {sizeof call, 4, 2, vin, vout, NULL, eb,
+                          sizeof eb, NULL, 0};
+        int rc = c->fn(c->state, &call);
+        kiln_ode_problem pb = {
+            .struct_size = sizeof pb, .method = (uint32_t)method, .n = 2,
+            .p = 4, .rtol = rtol, .atol = rtol, .max_num_steps = 1000000,
+            .rhs = lv_f, .jac = lv_j};
+        char e2[256] = "";
+        int rc2 = kiln_ode_solve(&pb, 0, y0, th, 20, ts, Yc, Sc, e2,
+                                 sizeof e2);
+        ok(rc == 0 && rc2 == 0, "%s %s: solves (%s%s)", bk, mn, eb, e2);
+        /* the same steps on the same function values: equal up to the
+         * rounding of the body's code (fused multiply-adds, order) */
+        double wy = 0, ws = 0;
+        for (int i = 0; i < 40; i++)
+            wy = fmax(wy, fabs(Y[i] - Yc[i]) / fmax(1, fabs(Yc[i])));
+        for (int i = 0; i < 240; i++)
+            ws = fmax(ws, fabs(S[i] - Sc[i]) / fmax(1, fabs(Sc[i])));
+        ok(wy <= 1e-9 && ws <= 1e-7, "%s %s: states and sensitivities "
+           "equal the C right-hand side's (worst %.3g, %.3g)", bk, mn, wy,
+           ws);
+        /* one output: no sensitivities */
+        call.n_outputs = 1;
+        double Y1[40];
+        vout[0].data = Y1;
+        rc = c->fn(c->state, &call);
+        ok(rc == 0, "%s %s: without sensitivities (%s)", bk, mn, eb);
+        /* too many steps: the solver's message with the label */
+        kiln_ode_backend.callable_free(c);
+        c = NULL;
+        r2 = compile_on(body, bk, &err);
+        j2 = compile_on(jg, bk, &err);
+        if (r2 && j2 && !kiln_ode_callable(r2, j2, method, rtol, rtol, 3,
+                                           method ? "ode_bdf 'z'"
+                                                  : "ode_rk45 'z'", 0,
+                                           &c)) {
+            rc = c->fn(c->state, &call);
+            /* KILN_ERR_CHECK: the point is rejected (Stan: the draw) */
+            ok(rc == KILN_ERR_CHECK &&
+                   strstr(eb, method ? "ode_bdf 'z': CVODE failed at t="
+                                     : "ode_rk45 'z': ARKODE failed at t=")
+                   && strstr(eb, "_TOO_MUCH_WORK)"),
+               "%s %s: max_num_steps 3: %s", bk, mn, eb);
+            kiln_ode_backend.callable_free(c);
+        } else {
+            ok(0, "%s %s: a second callable", bk, mn);
+            kiln_function_free(r2);
+            kiln_function_free(j2);
+        }
+    }
+    kiln_function_free(rhs);
+    kiln_function_free(jac);
+}
+
+/* The op in .kg: the body block, then the graph using it. */
+#define LV_OP_BODY                                                       \
+    "kiln 1\ngraph lv\n  input t: f64\n  input y: f64[2]\n"             \
+    "  input theta: f64[4]\n  u = y[0]\n  v = y[1]\n"                    \
+    "  du = mul(sub(theta[0], mul(theta[1], v)), u)\n"                   \
+    "  dv = mul(add(neg(theta[2]), mul(theta[3], u)), v)\n"              \
+    "  output dy = stack(du, dv, axis=0)\nend\n"
+
+static char *op_text(const char *op, const char *attrs, const char *tail)
+{
+    static char buf[2048];
+    snprintf(buf, sizeof buf,
+             LV_OP_BODY
+             "graph g\n"
+             "  # range y0 20 40\n"
+             "  # range theta 0.01 0.6\n"
+             "  input y0: f64[2]\n"
+             "  input theta: f64[4]\n"
+             "  const t0: f64 = 0.0\n"
+             "  const ts: f64[4] = [1.0, 2.0, 2.0, 5.0]\n"
+             "  z = %s(y0, t0, ts, theta, body=lv, rtol=1e-10, atol=1e-10%s)\n"
+             "%s"
+             "end\n", op, attrs, tail);
+    return buf;
+}
+
+static void op_tests(const char **bk, int nbk)
+{
+    for (int m = 0; m < 2; m++) {
+        const char *op = m ? "ode_bdf" : "ode_rk45";
+        kiln_err err = {0, ""};
+        kiln_graph *g = kiln_parse_string(op_text(op, "", "  output z2 = z\n"),
+                                          "ode.kg", NULL, &err);
+        if (!ok(g != NULL, "%s: parses (%s)", op, err.message))
+            continue;
+        double y0[2] = {33.956, 5.933}, th[4] = {0.55, 0.028, 0.8, 0.024};
+        double ts[4] = {1, 2, 2, 5}, want[8];
+        kiln_ode_problem pb = {
+            .struct_size = sizeof pb, .method = (uint32_t)m, .n = 2, .p = 4,
+            .rtol = 1e-10, .atol = 1e-10, .max_num_steps = 100000000,
+            .rhs = lv_f, .jac = lv_j};
+        char e2[256];
+        kiln_ode_solve(&pb, 0, y0, th, 4, ts, want, NULL, e2, sizeof e2);
+        for (int b = 0; b < nbk; b++) {
+            kiln_function *f = compile_on(g, bk[b], &err);
+            kiln_tensor in[2] = {
+                {.dtype = KILN_F64, .rank = 1, .shape = {2}, .data = y0},
+                {.dtype = KILN_F64, .rank = 1, .shape = {4}, .data = th}};
+            kiln_tensor out[1];
+            int rc = f ? kiln_function_call(f, in, out, &err) : -1;
+            double w = rc ? INFINITY : 0;
+            for (int i = 0; !rc && i < 8; i++)
+                w = fmax(w, fabs(((double *)out[0].data)[i] - want[i]) /
+                                fmax(1, fabs(want[i])));
+            ok(!rc && out[0].rank == 2 && out[0].shape[0] == 4 &&
+                   out[0].shape[1] == 2 && w <= 1e-9,
+               "%s on %s: [4, 2] equal to the C right-hand side's solve "
+               "(worst %.3g) %s", op, bk[b], w, rc ? err.message : "");
+            kiln_function_free(f);
+        }
+        /* print -> parse keeps the op, body and attributes */
+        char *t = kiln_graph_print(g, &err);
+        kiln_graph *g2 = t ? kiln_parse_string(t, "p.kg", NULL, &err) : NULL;
+        char *t2 = g2 ? kiln_graph_print(g2, &err) : NULL;
+        ok(t && t2 && !strcmp(t, t2) && strstr(t, "rtol=1e-10"),
+           "%s: print -> parse -> print is stable", op);
+        free(t);
+        free(t2);
+        kiln_graph_free(g2);
+        kiln_graph_free(g);
+        /* gradients by forward sensitivities vs central differences */
+        char label[64];
+        snprintf(label, sizeof label, "%s gradient", op);
+        gc_check(label, op_text(op, "", "  w = sum(mul(z, z))\n"
+                                    "  output cost = mul(1e-3, w)\n"),
+                 1e-5);
+        /* too many steps: the point is rejected (KILN_ERR_CHECK) */
+        const char *txt = op_text(op, ", max_num_steps=2",
+                                  "  output z2 = z\n");
+        g = kiln_parse_string(txt, "ode.kg", NULL, &err);
+        kiln_function *f = g ? compile_on(g, "interp", &err) : NULL;
+        kiln_tensor in[2] = {
+            {.dtype = KILN_F64, .rank = 1, .shape = {2}, .data = y0},
+            {.dtype = KILN_F64, .rank = 1, .shape = {4}, .data = th}};
+        kiln_tensor out[1];
+        int rc = f ? kiln_function_call(f, in, out, &err) : -1;
+        ok(rc == KILN_ERR_CHECK && strstr(err.message, "_TOO_MUCH_WORK)") &&
+               strstr(err.message, m ? "ode_bdf 'z': CVODE failed at t="
+                                     : "ode_rk45 'z': ARKODE failed at t="),
+           "%s: max_num_steps 2 rejects: %s", op, err.message);
+        kiln_function_free(f);
+        kiln_graph_free(g);
+    }
+    /* a body returning the wrong size */
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string(
+        "kiln 1\ngraph f\n  input t: f64\n  input y: f64[2]\n"
+        "  input theta: f64[1]\n  output dy = y[0:1]\nend\n"
+        "graph g\n  input y0: f64[2]\n  input theta: f64[1]\n"
+        "  const ts: f64[1] = [1.0]\n"
+        "  output z = ode_rk45(y0, 0.0, ts, theta, body=f)\nend\n",
+        "bad.kg", NULL, &err);
+    ok(!g && err.code == KILN_ERR_SHAPE &&
+           strstr(err.message, "ode_rk45: body 'f' returns f64[1], but its "
+                               "state y is f64[2]"),
+       "a body of the wrong output size: %s", err.message);
+    kiln_graph_free(g);
+}
+
+int main(void)
+{
+    if (!kiln_ode_available()) {
+        ok(1, "ODE kernels # SKIP kiln was built without SUNDIALS");
+        return done_testing();
+    }
+    kiln_err err = {0, ""};
+    kiln_graph *body = kiln_parse_string(LV_BODY, "lv.kg", NULL, &err);
+    kiln_graph *jg = body ? kiln_ir_ode_jacobian(body, &err) : NULL;
+    if (!ok(body && jg, "the Lotka-Volterra body and its Jacobian graph "
+            "(%s)", err.message)) {
+        kiln_graph_free(body);
+        return done_testing();
+    }
+    const char *bk[8];
+    int nbk = found_backends(bk);
+    for (int i = 0; i < nbk; i++)
+        kernel_tests(bk[i], body, jg);
+    op_tests(bk, nbk);
+    /* a body that is not (t, y, theta) -> dy */
+    static const char BAD[] = "kiln 1\ngraph b\n  input y: f64[2]\n"
+                              "  output dy = neg(y)\nend\n";
+    kiln_graph *bad = kiln_parse_string(BAD, "b.kg", NULL, &err);
+    kiln_graph *bj = bad ? kiln_ir_ode_jacobian(bad, &err) : NULL;
+    ok(bad && !bj && err.code == KILN_ERR_TYPE &&
+           strstr(err.message, "(t, y, theta)"),
+       "a body with the wrong inputs: %s", err.message);
+    kiln_graph_free(bad);
+    kiln_graph_free(jg);
+    kiln_graph_free(body);
+    return done_testing();
+}
