@@ -1527,6 +1527,11 @@ static int stmt_param(parser *p)
         } else if (p->t.kind == T_LPAREN) {
             if (parse_bound_expr(p, &ref[which]))
                 goto out;
+            /* `(2)`: a number */
+            if (p->g->nodes[ref[which]].op == KILN_OP_LITERAL) {
+                bound[which] = p->g->nodes[ref[which]].value;
+                ref[which] = -1;
+            }
         } else {
             kiln_lex_expected(p, "a number, the name of a scalar value or "
                                  "(EXPRESSION)");

@@ -579,8 +579,7 @@ static int late_param(const kiln_graph *g, const kiln_param_rec *r)
 {
     kiln_value refs[2] = {r->lower_ref, r->upper_ref};
     for (int b = 0; b < 2; b++)
-        if (refs[b] >= 0 && !is_decl(g->nodes[refs[b]].op) &&
-            g->nodes[refs[b]].op != KILN_OP_LITERAL)
+        if (refs[b] >= 0 && !is_decl(g->nodes[refs[b]].op))
             return 1;
     return 0;
 }

@@ -395,3 +395,20 @@ def test_symbolic_matrix(tr, K):
         lb, gb = mb.log_density_gradient(u)
         assert lb == pytest.approx(lp, rel=1e-12, abs=1e-12)
         np.testing.assert_allclose(gb, g, rtol=1e-11, atol=1e-12)
+
+
+def test_bound_expression_forms():
+    """`(2)` is the number 2; an expression with unary minus and
+    precedence; both print and parse back to the same text."""
+    src = ("kiln 1\ngraph g\n  param a: f64 lower=0 upper=(2)\n"
+           "  param b: f64 upper=(-a * 2 + 1)\n  output logp = add(a, b)\n"
+           "end\n")
+    t = str(kiln.Graph.parse(src))
+    assert "param a: f64 lower=0 upper=2\n" in t
+    assert str(kiln.Graph.parse(t)) == t
+    m = kiln.Model(src)
+    u = np.array([0.3, -0.2])
+    a = 2 / (1 + math.exp(-0.3))
+    np.testing.assert_allclose(m.constrain(u), [a, -2 * a + 1 - math.exp(-0.2)],
+                               rtol=1e-14)
+    np.testing.assert_allclose(m.unconstrain(m.constrain(u)), u, rtol=1e-12)
