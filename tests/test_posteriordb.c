@@ -554,7 +554,7 @@ static void check_posterior(const char *name, const char **bk, int nb)
             free(kg_);
             free(tg);
         }
-        const char *how = have_tol ? " (with the ODE bounds)" : "";
+        const char *how = have_tol ? " (with NAME.tol.json's bounds)" : "";
         ok(!fail && wg <= 1, "%s [%s]: gradient agrees with %s at %d "
            "points (largest error %.2g of the allowed)%s", name, bn, who,
            ref.n, wg, how);
