@@ -165,9 +165,14 @@ int kiln_ir_scan_types(const kiln_shape_ctx *ctx, const kiln_attrs *a,
     for (int j = 0; j < nc && !rc; j++) {
         const kiln_type *ti = &b->nodes[bin[j]].type;
         const kiln_type *to = &b->nodes[b->outputs[j].value].type;
+        /* static dims must agree now; a symbolic one is checked at each
+         * step at run time (core/runtime/recur.c), where every dim is
+         * concrete */
         int same = ti->dtype == to->dtype && ti->rank == to->rank;
         for (int k = 0; same && k < ti->rank; k++)
-            same = ti->dims[k] == to->dims[k];
+            same = ti->dims[k] == to->dims[k] ||
+                   KILN_DIM_IS_SYM(ti->dims[k]) ||
+                   KILN_DIM_IS_SYM(to->dims[k]);
         if (!same) {
             char x[96], y[96], nb2[32];
             rc = kiln_seterr(err, KILN_ERR_SHAPE,

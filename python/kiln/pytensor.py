@@ -48,6 +48,7 @@ from pytensor.graph.rewriting.basic import in2out, node_rewriter
 from pytensor.graph.rewriting.db import RewriteDatabaseQuery
 from pytensor.link.vm import VMLinker
 from pytensor.raise_op import CheckAndRaise
+from pytensor.scan.op import Scan
 from pytensor.tensor.special import LogSoftmax, Softmax, SoftmaxGrad
 from pytensor.tensor.type import TensorType
 
@@ -185,6 +186,7 @@ class _Emitter:
         self.kdt = {}       # kiln name -> kiln dtype
         self.consts = {}    # (kdt, shape, bytes) -> name
         self.checks = {}    # written msg -> (exception type, original msg)
+        self.bodies = []    # `graph NAME ... end` blocks of scans' bodies
 
     def fresh(self, prefix="v"):
         self.n += 1
@@ -227,8 +229,9 @@ class _Emitter:
             return self.let(f"ne({name}, 0)", "bool")
         return self.let(f"cast({name}, dtype={kdt})", kdt)
 
-    def text(self, gname, outputs):
-        out = ["kiln 1", f"graph {gname}"] + self.decls + self.lines
+    def text(self, gname, outputs, header=True):
+        out = ["kiln 1"] + self.bodies if header else []
+        out += [f"graph {gname}"] + self.decls + self.lines
         out += [f"  output {o} = {v}" for o, v in outputs]
         out.append("end")
         return "\n".join(out) + "\n"
@@ -1309,6 +1312,142 @@ def _convert_node(em, node):
     return fixed
 
 
+# --------------------------------------------------------------------------
+# Scan (issue 28): a kiln scan whose body is the inner graph
+
+def _scan_body_input(be, var, kdt=None):
+    return be.input(var, kdt or _kdt(var.type.dtype, f"scan input '{var}'"))
+
+
+@kg_convert(ptb.AllocEmpty)
+def _alloc_empty(em, node, ins):
+    """An uninitialised buffer (Scan's output buffers): zeros of its shape."""
+    out = node.outputs[0]
+    dims = []
+    for d, v in zip(out.type.shape, node.inputs):
+        if d is None:
+            try:
+                d = int(_const_value(v))
+            except Unsupported:
+                raise Unsupported("AllocEmpty of a size computed at run time") from None
+        dims.append(str(int(d)))
+    kdt = _kdt(out.type.dtype)
+    return [em.let(f"zeros(shape=[{', '.join(dims)}], dtype={kdt})", kdt)]
+
+
+@kg_convert(Scan)
+def _scan(em, node, ins):
+    """PyTensor's Scan as kiln's scan (docs/pytensor.md, "Scan").
+
+    sit_sot carries, mit_sot carries (a window of -min(taps) carries the
+    body shifts), sequences, non-sequences and nit_sot outputs.  Refused
+    (the op then runs in PyTensor's VM): a stopping condition (as_while),
+    mit_mot (gradients of scans), shared outputs (RNG and shared-variable
+    updates), truncate_gradient != -1.
+    """
+    op = node.op
+    info = op.info
+    if info.as_while:
+        raise Unsupported("Scan with a stopping condition (as_while) is not converted")
+    if info.n_mit_mot:
+        raise Unsupported("Scan with mit_mot inputs (a gradient's scan) is not converted")
+    if info.n_shared_outs:
+        raise Unsupported("Scan with shared outputs (RNG or shared-variable updates) is not converted")
+    if op.truncate_gradient != -1:
+        raise Unsupported(f"Scan with truncate_gradient={op.truncate_gradient} is not converted")
+    ns, nm, nss = info.n_seqs, info.n_mit_sot, info.n_sit_sot
+    nn, na = info.n_nit_sot, info.n_non_seqs
+    o = 1
+    o_seqs = ins[o:o + ns]; o += ns
+    o_mit = ins[o:o + nm]; o += nm
+    o_sit = ins[o:o + nss]; o += nss
+    o += nn                                  # nit_sot sizes: T
+    o_non = ins[o:o + na]
+    inner = list(op.inner_inputs)
+    i = ns
+    i_mit = []
+    for taps in info.mit_sot_in_slices:
+        if any(t >= 0 for t in taps):
+            raise Unsupported("Scan mit_sot with a non-negative tap is not converted")
+        i_mit.append(inner[i:i + len(taps)])
+        i += len(taps)
+    i_sit = inner[i:i + nss]; i += nss
+    i_non = inner[i:i + na]
+    be = _Emitter()
+    win = []                                 # per mit_sot: its carry names
+    for j, taps in enumerate(info.mit_sot_in_slices):
+        k = -min(taps)
+        kdt = _kdt(i_mit[j][0].type.dtype)
+        names = []
+        for q in range(k):
+            tap = q - k
+            if tap in taps:
+                names.append(_scan_body_input(be, i_mit[j][list(taps).index(tap)], kdt))
+            else:                            # a slot of the window no tap reads
+                var = i_mit[j][0]
+                nm_ = be.fresh("win")
+                dims = ", ".join("?" if d is None else str(int(d)) for d in var.type.shape)
+                be.decls.append(f"  input {nm_}: {kdt}" + (f"[{dims}]" if dims else ""))
+                be.kdt[nm_] = kdt
+                names.append(nm_)
+        win.append(names)
+    sit_names = [_scan_body_input(be, v) for v in i_sit]
+    for v in inner[:ns]:
+        _scan_body_input(be, v)
+    for v in i_non:
+        _scan_body_input(be, v)
+    for n2 in op.fgraph.toposort():
+        _convert_node(be, n2)
+    iout = list(op.inner_outputs)
+    new_mit = [be.cast(_name_of(be, v), _kdt(v.type.dtype)) for v in iout[:nm]]
+    new_sit = [be.cast(_name_of(be, v), _kdt(v.type.dtype)) for v in iout[nm:nm + nss]]
+    new_nit = [_name_of(be, v) for v in iout[nm + nss:nm + nss + nn]]
+    outs = []
+    for j in range(nm):                      # the window moves on by one
+        outs += [(f"w{j}_{q}", n_) for q, n_ in enumerate(win[j][1:] + [new_mit[j]])]
+    outs += [(f"c{j}", n_) for j, n_ in enumerate(new_sit)]
+    per_step = new_mit + new_sit + new_nit
+    outs += [(f"y{j}", n_) for j, n_ in enumerate(per_step)]
+    bname = em.fresh("scan_body")
+    em.bodies += be.bodies
+    em.bodies.append(be.text(bname, outs, header=False))
+    em.checks.update(be.checks)
+    # the scan: carries, sequences, args
+    args = []
+    for j, taps in enumerate(info.mit_sot_in_slices):
+        buf = o_mit[j]
+        for q in range(-min(taps)):
+            args.append(em.let(f"{buf}[{q}]", em.kdt[buf]))
+    for buf in o_sit:
+        args.append(em.let(f"{buf}[0]", em.kdt[buf]))
+    n_carry = len(args)
+    args += list(o_seqs) + list(o_non)
+    steps = ""
+    if ns == 0:
+        try:
+            steps = f", n_steps={int(_const_value(node.inputs[0]))}"
+        except Unsupported:
+            raise Unsupported("Scan without sequences needs a constant n_steps") from None
+    kdt0 = _kdt(node.outputs[0].type.dtype) if node.outputs else "f64"
+    s_ = em.let(f"scan({', '.join(args)}, body={bname}, carries={n_carry}, "
+                f"seqs={ns}{steps})", kdt0 if n_carry == 0 else em.kdt[args[0]])
+    results = []
+    for j in range(len(per_step)):
+        idx = n_carry + j
+        kdt = _kdt(node.outputs[j].type.dtype)
+        results.append(s_ if idx == 0 else em.let(f"result({s_}, index={idx})", kdt))
+    outv = []
+    for j, taps in enumerate(info.mit_sot_in_slices):     # the whole buffer
+        k = -min(taps)
+        outv.append(em.let(f"join(0, {o_mit[j]}[:{k}], {results[j]})", em.kdt[o_mit[j]]))
+    for j in range(nss):
+        first = em.let(f"expand_dims({o_sit[j]}[0], axis=0)", em.kdt[o_sit[j]])
+        outv.append(em.let(f"join(0, {first}, {results[nm + j]})", em.kdt[o_sit[j]]))
+    outv += results[nm + nss:]
+    return outv
+
+
+
 def node_support(node):
     """None when kiln can run NODE, else the reason it cannot (a string)."""
     em = _Emitter()
@@ -1662,7 +1801,10 @@ def _register_rewrites():
 # docs/pytensor.md says why.
 KILN_INCLUDE = ("fast_run", "kiln_only")
 KILN_EXCLUDE = ("cxx_only", "BlasOpt", "fusion", "inplace", "local_careduce_fusion",
-                "topo_constant_folding", "uncanonicalize")
+                "topo_constant_folding", "uncanonicalize",
+                # kiln's scan stacks every step; the circular buffers this
+                # rewrite makes would not convert (issue 28)
+                "scan_save_mem")
 
 
 def mode(backend=None, policy=None, tiers=None, cache=None):
