@@ -46,6 +46,7 @@ static const char *kiln_interp_kind_name(uint32_t kind)
     case KILN_KERNEL_LOOP: return "loop";
     case KILN_KERNEL_SCAN: return "scan";
     case KILN_KERNEL_RECUR: return "recur";
+    case KILN_KERNEL_ODE: return "ode";
     default: return "?";
     }
 }

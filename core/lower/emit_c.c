@@ -2094,6 +2094,7 @@ static const char *kind_name(uint32_t kind)
     case KILN_KERNEL_LOOP: return "loop";
     case KILN_KERNEL_SCAN: return "scan";
     case KILN_KERNEL_RECUR: return "recur";
+    case KILN_KERNEL_ODE: return "ode";
     default: return "dot";
     }
 }
