@@ -932,6 +932,10 @@ static const op_case op_cases[] = {
     {"result(scan(0.0, a, b, body=acc, carries=1, seqs=1), index=1)",
      "f64[3]"},
     {"scan(0.0, 1.5, b, body=acc, carries=1, seqs=0, n_steps=4)", "f64"},
+    /* issue 28: ODEs over body `rhs` */
+    {"ode_rk45(a, 0.0, b, a, body=rhs)", "f64[3, 3]"},
+    {"ode_bdf(a, 0.0, b, b, body=rhs, rtol=1e-8, max_num_steps=100)",
+     "f64[3, 3]"},
 };
 
 static void test_ops(void)
@@ -945,6 +949,9 @@ static void test_ops(void)
     q += sprintf(q, "kiln 1\ngraph acc\n  input h: f64\n  input x: f64\n"
                     "  input w: f64[3]\n  o = add(h, mul(x, sum(w)))\n"
                     "  output o\n  output y = mul(o, 2)\nend\n\n"
+                    "graph rhs\n  input t: f64\n  input y: f64[3]\n"
+                    "  input theta: f64[3]\n"
+                    "  output dy = mul(neg(theta), y)\nend\n\n"
                     "graph ops\n"
                     "  input a: f64[3]\n  input b: f64[3]\n"
                     "  input m: f64[2, 3]\n  input t: f64[3, 2]\n"

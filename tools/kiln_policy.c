@@ -20,8 +20,9 @@ static const char *kind_name(int kind)
 {
     static const char *const names[] = {"?", "elemwise", "reduce", "join",
                                         "gather", "scatter", "dot",
-                                        "loop", "scan", "recur"};
-    return kind > 0 && kind < 10 ? names[kind] : "?";
+                                        "loop", "scan", "recur",
+                                        "linalg", "ode"};
+    return kind > 0 && kind < 12 ? names[kind] : "?";
 }
 
 static const char *cache_word(int r)

@@ -2134,6 +2134,7 @@ static const char *kind_name(uint32_t kind)
     case KILN_KERNEL_SCAN: return "scan";
     case KILN_KERNEL_LINALG: return "linalg";
     case KILN_KERNEL_RECUR: return "recur";
+    case KILN_KERNEL_ODE: return "ode";
     default: return "dot";
     }
 }

@@ -203,9 +203,9 @@ typedef enum kiln_kernel_kind {
      * singular or non-positive-definite matrix as an error.  Older
      * plugins refuse the kind, so the host falls back. */
     KILN_KERNEL_LINALG = 10,
-    /* ABI 1.9: an ODE solve (for the ops ode_rk45, ode_bdf of issue 28,
-     * whose IR and lowering are still to come; the host's callable that
-     * runs the kernel is core/runtime/ode.c, kiln_ode_callable).
+    /* ABI 1.9: an ODE solve (the ops ode_rk45, ode_bdf; docs/ops.md
+     * "ODEs"; run by the host's callable, core/runtime/ode.c).  One
+     * output: Y, or S for the gradient's node (sens=1).
      * Inputs y0 [N], t0 (rank 0), ts [T], theta [P], all f64; outputs
      * Y [T, N] = y(ts[i]) for y' = f(t, y, theta), y(t0) = y0, and
      * optionally (two outputs) the sensitivities S [T, N, N+P],
@@ -213,7 +213,9 @@ typedef enum kiln_kernel_kind {
      * the host compiles it (and its Jacobian) as functions of their own,
      * through the policy and the backends like any graph, and runs the
      * kernel itself (core/runtime/ode.c, through kiln_runtime.ode_solve);
-     * `reduce_op` carries the kiln_ode_method.  Plugins refuse the kind. */
+     * `reduce_op` carries the kiln_ode_method, body_bytes the body's
+     * canonical bytes then rtol, atol, max_num_steps and sens (the key).
+     * Plugins refuse the kind. */
     KILN_KERNEL_ODE = 11
 } kiln_kernel_kind;
 
