@@ -450,7 +450,26 @@ static void check_posterior(const char *name, const char **bk, int nb)
             kiln_model_free(m);
             continue;
         }
-        if (b == 0) {
+        /* An ODE posterior solved at loose tolerances (lotka_volterra's
+         * rtol 1e-5): each solve may move the log density by up to its
+         * NAME.tol.json tol_lp, so central differences over h = 1e-5 carry
+         * noise of tol_lp / h and say nothing; the gradient is checked
+         * against Stan's within those bounds below, and the ODE op's own
+         * gradient against differences at tight tolerances in
+         * tests/test_ode_op.c. */
+        double ode_lp_noise = 0;
+        if (have_tol) {
+            kiln_err te;
+            if (get_scalar(tol.pt[0], "tol_lp", &ode_lp_noise, &te) != 0)
+                ode_lp_noise = 0;
+        }
+        if (b == 0 && ode_lp_noise > 1e-8) {
+            lp0 = lp;
+            memcpy(g0, g, (size_t)n * sizeof *g);
+            ok(1, "%s [%s] # SKIP central differences: one ODE solve may "
+               "move the log density by %.2g (NAME.tol.json), so their noise "
+               "is that over the step", name, bn, ode_lp_noise);
+        } else if (b == 0) {
             lp0 = lp;
             memcpy(g0, g, (size_t)n * sizeof *g);
             /* finite differences on a few coordinates */
