@@ -143,7 +143,9 @@ ok(pt_names == {"mu", "tau_log__", "theta_t"}
    f"kiln zoo {got!r}, scipy {want!r}, value vars {pt_names}")
 
 # issue 28's distributions in the KILN mode against the Python mode
-DIST_EXPECT = {"ar2": (3, 100)}
+DIST_EXPECT = {"ar2": (3, 100), "gaussian_random_walk": (51, 50),
+               "dirichlet_multinomial": (3, 80), "ordered_logistic": (4, 60),
+               "gp_latent": (22, 20)}
 ok(sorted(DIST_EXPECT) == sorted(zoo.DISTRIBUTIONS),
    "the distributions are the documented ones",
    f"have: {sorted(zoo.DISTRIBUTIONS)}")
