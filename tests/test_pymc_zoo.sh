@@ -8,8 +8,10 @@
 # parameters and observations must be the ones each docstring documents.
 # Eight schools is also checked against an independent scipy evaluation
 # of its log density (with the log-transform's Jacobian) at a fixed point.
-# The distributions of issue 28 (pymc_models.DISTRIBUTIONS: so far AR;
-# see PENDING there) are compiled in the KILN mode: logp and
+# The distributions of issue 28 (pymc_models.DISTRIBUTIONS: AR,
+# GaussianRandomWalk, Dirichlet, OrderedLogistic, pm.gp.Latent,
+# pm.gp.Marginal, MvNormal with an LKJCholeskyCov factor; GARCH11 waits in
+# PENDING there) are compiled in the KILN mode: logp and
 # PyTensor's dlogp with no node left to PyTensor's VM (a
 # KilnFallbackWarning fails), and kiln.pymc.compile_model, both against
 # the Python mode at a point off the initial one, 1e-10 relative
@@ -145,7 +147,8 @@ ok(pt_names == {"mu", "tau_log__", "theta_t"}
 # issue 28's distributions in the KILN mode against the Python mode
 DIST_EXPECT = {"ar2": (3, 100), "gaussian_random_walk": (51, 50),
                "dirichlet_multinomial": (3, 80), "ordered_logistic": (4, 60),
-               "gp_latent": (22, 20)}
+               "gp_latent": (22, 20), "gp_marginal": (3, 30),
+               "mvnormal_lkj": (9, 120)}
 ok(sorted(DIST_EXPECT) == sorted(zoo.DISTRIBUTIONS),
    "the distributions are the documented ones",
    f"have: {sorted(zoo.DISTRIBUTIONS)}")
