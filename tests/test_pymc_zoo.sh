@@ -148,7 +148,7 @@ ok(pt_names == {"mu", "tau_log__", "theta_t"}
 # issue 28's distributions in the KILN mode against the Python mode
 DIST_EXPECT = {"ar2": (3, 100), "gaussian_random_walk": (51, 50),
                "dirichlet_multinomial": (3, 80), "ordered_logistic": (4, 60),
-               "gp_latent": (22, 20), "gp_marginal": (3, 30),
+               "gp_latent": (12, 10), "gp_marginal": (3, 30),
                "mvnormal_lkj": (9, 120), "garch11": (3, 100)}
 ok(sorted(DIST_EXPECT) == sorted(zoo.DISTRIBUTIONS),
    "the distributions are the documented ones",
