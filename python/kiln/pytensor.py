@@ -39,6 +39,7 @@ import pytensor
 import pytensor.scalar as ps
 import pytensor.scalar.math as psm
 from pytensor.scalar.loop import ScalarLoop
+from pytensor.compile.builders import OpFromGraph
 from pytensor.compile.mode import Mode, optdb, register_linker, register_mode, predefined_linkers, predefined_modes
 from pytensor.compile.ops import DeepCopyOp, ViewOp
 from pytensor.graph.basic import Apply, Constant
@@ -1023,9 +1024,48 @@ def _n_index_arrays(idx):
     return sum(isinstance(v.type, TensorType) for v in idx)
 
 
+def _two_index_arrays_by_diagonal(em, node, x, idx):
+    """x[..., i, j, ...] with two 1-D integer index arrays of one static
+    length L on adjacent axes a, a+1 among full slices, for an x whose
+    shape is not static (PyMC's LKJCholeskyCov: chol[tril rows, tril
+    cols] on a (3, ?) matrix): take(take(x, i, a), j, a+1) is x[..., i_p,
+    j_q, ...] for every pair (p, q); its diagonal p = q, moved back to
+    axis a, is NumPy's result.  O(L^2) values; take checks each index
+    against its own axis (IndexError) and counts negative ones from the
+    end, as NumPy.  Returns None when the node is not of that form."""
+    arr = [p for p, v in enumerate(idx) if isinstance(v.type, TensorType)]
+    if len(arr) != 2 or arr[1] != arr[0] + 1:
+        return None
+    if any(p not in arr and not (isinstance(v, Constant) and isinstance(v.data, slice)
+                                 and v.data == slice(None, None, None))
+           for p, v in enumerate(idx)):
+        return None
+    iv, jv = idx[arr[0]], idx[arr[1]]
+    if iv.type.ndim != 1 or jv.type.ndim != 1 or iv.type.shape[0] is None \
+            or iv.type.shape != jv.type.shape:
+        return None
+    a, nd = arr[0], node.inputs[0].type.ndim
+    i = _index_name(em, iv, em.val.get(iv) or _name_of(em, iv))
+    j = _index_name(em, jv, em.val.get(jv) or _name_of(em, jv))
+    k = em.kdt[x]
+    t = em.let(f"take(take({x}, {i}, axis={a}), {j}, axis={a + 1})", k)
+    if nd > 2:   # the pair to the last two axes, for diagonal
+        perm = [d for d in range(nd) if d not in (a, a + 1)] + [a, a + 1]
+        t = em.let(f"transpose({t}, axes=[{', '.join(map(str, perm))}])", k)
+    d = em.let(f"diagonal({t})", k)
+    if nd > 2 and a != nd - 2:   # L from the last axis back to axis a
+        perm = list(range(a)) + [nd - 2] + list(range(a, nd - 2))
+        d = em.let(f"transpose({d}, axes=[{', '.join(map(str, perm))}])", k)
+    return d
+
+
 @kg_convert(ptst.AdvancedSubtensor)
 def _adv_sub(em, node, ins):
     if _n_index_arrays(node.inputs[1:]) > 1:
+        if any(s is None for s in node.inputs[0].type.shape):
+            d = _two_index_arrays_by_diagonal(em, node, ins[0], node.inputs[1:])
+            if d is not None:
+                return [d]
         xr, lin, a = _several_index_arrays(em, node, ins[0], node.inputs[1:])
         return [em.let(f"take({xr}, {lin}, axis={a})", em.kdt[ins[0]])]
     axis, tvar = _one_tensor_index(node, node.inputs[1:])
@@ -1781,6 +1821,21 @@ def kiln_constant_folding(fgraph, node):
     return res
 
 
+@node_rewriter([OpFromGraph])
+def kiln_inline_ofg(fgraph, node):
+    """Inline a plain OpFromGraph (exactly that class, not a subclass such
+    as AllocDiag that kiln converts as one op): PyTensor leaves the
+    non-inline ones in place, e.g. the gradient an OpFromGraph's L_op
+    builds (pm.gp.Marginal's K + sigma^2 I: AllocDiag's gradient), and
+    kiln converts ops, not OpFromGraph wrappers."""
+    if type(node.op) is not OpFromGraph:
+        return False
+    from pytensor import clone_replace
+    op = node.op
+    return clone_replace(op.inner_outputs,
+                         dict(zip(op.inner_inputs, node.inputs)))
+
+
 def _register_rewrites():
     # registered straight into the equilibrium databases with the tag
     # kiln_only alone: PyTensor's register_canonicalize & co. would add
@@ -1791,6 +1846,9 @@ def _register_rewrites():
     for db in ("canonicalize", "uncanonicalize", "stabilize", "specialize"):
         optdb[db].register("kiln_constant_folding", rw, "kiln_only",
                            final_rewriter=True)
+    optdb["specialize"].register(
+        "kiln_inline_ofg", in2out(kiln_inline_ofg, name="kiln_inline_ofg"),
+        "kiln_only")
 
 
 # The rewrites: PyTensor's fast_run (canonicalize, stabilize, specialize) as

@@ -257,6 +257,25 @@ case("linalg Blockwise (batched)", [A3, B3],
      [ptsl.cholesky(A3), ptsl.solve(A3, B3), ptnl.matrix_inverse(A3),
       ptsl.solve_triangular(ptsl.cholesky(A3), B3, lower=True)],
      [spd(4, 3), vals(3, 4, 2)])
+from pytensor.compile.builders import OpFromGraph  # noqa: E402
+_ofg_x = pt.dvector("ofg_x")
+_ofg = OpFromGraph([_ofg_x], [pt.exp(_ofg_x) * 2.0])   # not inline
+vs = pt.tensor("vs", shape=(5,), dtype="float64")
+# static shapes: the inlined gradient of AllocDiag indexes with arange(n)
+# twice (several index arrays: kiln needs n static)
+case("OpFromGraph and AllocDiag's gradient (an OpFromGraph) inlined", [As, vs],
+     [_ofg(vs)] + pytensor.grad(pt.sum((As + pt.diag(pt.exp(vs))) ** 2)
+                                + pt.sum(_ofg(vs) ** 2), [As, vs]),
+     [av, vv])
+T3 = pt.tensor("T3", shape=(None, None, 4), dtype="float64")
+_ti = np.array([0, 2, 1, -1])
+_tj = np.array([1, 0, -2, 2])
+# (their gradient, an AdvancedIncSubtensor, still needs the static shape)
+case("two constant index arrays on a tensor of non-static shape (diagonal)",
+     [A, T3],
+     [A[_ti, _tj], T3[_ti, _tj], T3[:, _ti[:3], _tj[:3]],
+      pt.exp(T3[:, _ti, _tj] ** 2)],
+     [vals(3, 3), vals(3, 3, 4)])
 
 BACKENDS = backends_available()
 
