@@ -10,6 +10,8 @@
 
 #include <kiln/kiln.h>
 
+#include "compile_text.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,20 +30,8 @@ static inline kiln_function *compile_graph_text(const char *head,
         return NULL;
     snprintf(text, n, "kiln 1\ngraph t\n%s%send\n", head, body);
     kiln_err err = {0, ""};
-    kiln_graph *g = kiln_parse_string(text, "t.kg", NULL, &err);
+    kiln_function *f = compile_kg_text(text, backend, passes, &err);
     free(text);
-    kiln_function *f = NULL;
-    if (g) {
-        kiln_options o;
-        memset(&o, 0, sizeof o);
-        o.struct_size = sizeof o;
-        o.backend = backend;
-        o.passes = passes;
-        o.quiet = 1;
-        o.jobs = 1;
-        f = kiln_compile(g, &o, &err);
-        kiln_graph_free(g);
-    }
     if (!f && msg)
         snprintf(msg, nmsg, "%s", err.message);
     return f;

@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tap.h"
 #include "found_backends.h"
+#include "compile_text.h"
 #include "gradcheck.h"
 
 #include <kiln/graph.h>
@@ -24,24 +25,6 @@
 #include <unistd.h>
 
 #define MAX_IO 16
-
-static kiln_function *compile_text(const char *text, const char *backend,
-                                   const char *passes, kiln_err *err)
-{
-    kiln_graph *g = kiln_parse_string(text, "t.kg", NULL, err);
-    if (!g)
-        return NULL;
-    kiln_options o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
-    o.backend = backend;
-    o.passes = passes;
-    o.quiet = 1;
-    o.jobs = 1;
-    kiln_function *f = kiln_compile(g, &o, err);
-    kiln_graph_free(g);
-    return f;
-}
 
 /* ---- values against NumPy / SciPy ------------------------------------ */
 
@@ -150,7 +133,7 @@ static char worst_at[160] = "";
 static void run_vcase(const vcase *c, const char *backend, const char *passes)
 {
     kiln_err err = {0, ""};
-    kiln_function *f = compile_text(c->text, backend, passes, &err);
+    kiln_function *f = compile_kg_text(c->text, backend, passes, &err);
     if (!f) {
         ok(0, "%s on %s: compile: %s", c->label, backend, err.message);
         return;
@@ -381,7 +364,7 @@ static void backend_grads(const char *label, const char *text,
     double *ref[GC_MAX_IN + 1] = {0};
     int64_t nref[GC_MAX_IN + 1] = {0};
     for (int b = 0; txt && b < nbk; b++) {
-        kiln_function *f = compile_text(txt, bk[b], NULL, &err);
+        kiln_function *f = compile_kg_text(txt, bk[b], NULL, &err);
         kiln_tensor out[GC_MAX_IN + 1];
         if (!f || kiln_function_call(f, in, out, &err)) {
             ok(0, "%s on %s: %s", label, bk[b], err.message);
@@ -427,7 +410,7 @@ static void call_error(const char *text, const double *av, int n,
 {
     for (int b = 0; b < nbk; b++) {
         kiln_err err = {0, ""};
-        kiln_function *f = compile_text(text, bk[b], NULL, &err);
+        kiln_function *f = compile_kg_text(text, bk[b], NULL, &err);
         kiln_tensor in[2];
         double bv[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         in[0] = (kiln_tensor){.data = (void *)av, .dtype = KILN_F64,
@@ -478,7 +461,7 @@ static void error_tests(const char **bk, int nbk)
     /* log_det of a singular matrix is -inf, as NumPy's slogdet */
     {
         kiln_err err = {0, ""};
-        kiln_function *f = compile_text(HDR "  input a: f64[3, 3]\n"
+        kiln_function *f = compile_kg_text(HDR "  input a: f64[3, 3]\n"
                                         "  output d = log_det(a)\nend\n",
                                         "interp", NULL, &err);
         kiln_tensor in = {.data = (void *)sing, .dtype = KILN_F64,
@@ -506,7 +489,7 @@ static void error_tests(const char **bk, int nbk)
     /* at run time, a symbolic size that does not fit */
     {
         kiln_err err = {0, ""};
-        kiln_function *f = compile_text(HDR "  input a: f64[n, n]\n"
+        kiln_function *f = compile_kg_text(HDR "  input a: f64[n, n]\n"
                                         "  input b: f64[k]\n"
                                         "  output x = solve(a, b)\nend\n",
                                         "interp", NULL, &err);

@@ -26,24 +26,13 @@
 
 #include "tap.h"
 #include "found_backends.h"
+#include "compile_text.h"
 
 static const char *backend, *passes;
 
 static kiln_function *compile_text(const char *text, kiln_err *err)
 {
-    kiln_graph *g = kiln_parse_string(text, "t.kg", NULL, err);
-    if (!g)
-        return NULL;
-    kiln_options o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
-    o.backend = backend;
-    o.passes = passes;
-    o.quiet = 1;
-    o.jobs = 1;
-    kiln_function *f = kiln_compile(g, &o, err);
-    kiln_graph_free(g);
-    return f;
+    return compile_kg_text(text, backend, passes, err);
 }
 
 static kiln_tensor T(kiln_dtype dt, int rank, const int64_t *shape,
