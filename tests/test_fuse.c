@@ -260,7 +260,7 @@ static int lower_body(const char *body, int max_width, int max_ops,
         kiln_graph_free(g);
         return -1;
     }
-    kiln_lower_opts o = {1, max_width, max_ops, max_outputs, 0, 0};
+    kiln_lower_opts o = {1, max_width, max_ops, max_outputs, 0, 0, 0};
     if (kiln_lower_ex(g, p, &o, &err)) {
         diag("lower: %s", err.message);
         kiln_graph_free(g);

@@ -1200,7 +1200,7 @@ static int lower_fused(const char *body, int w, int k, kiln_program *p)
     g = g ? rewrite(g, "all") : NULL;
     if (!g)
         return -1;
-    kiln_lower_opts o = {1, w, k, 64, 0, 0};
+    kiln_lower_opts o = {1, w, k, 64, 0, 0, 0};
     kiln_err err = {0, ""};
     int rc = kiln_lower_ex(g, p, &o, &err);
     if (rc)

@@ -70,6 +70,7 @@
 #include "dot.c"        /* DOT */
 #include "scan.c"       /* SCAN */
 #include "linalg.c"     /* LINALG (through the runtime's lapack_run) */
+#include "recur.c"      /* RECUR with a program: the fused scan loop */
 
 /* ------------------------------------------------------------------ */
 /* The plugin interface                                                 */

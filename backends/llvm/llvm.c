@@ -198,6 +198,7 @@ static int kl_fail(kiln_plugin_error **err, int code, const char *fmt, ...)
 #include "join.c"       /* JOIN: rows / runner and plan */
 #include "scatter.c"    /* SCATTER: rows / runner and plan */
 #include "dot.c"        /* DOT: rows / runner and plan */
+#include "recur.c"      /* RECUR with a program: kiln_rr rows / runner */
 #include "build.c"      /* codegen: the module by kind, object, IR text */
 #include "call.c"       /* plugin: prepared and plain calls by kind */
 #ifndef KL_FRONT

@@ -1463,7 +1463,8 @@ static kiln_function *compile_graph(const kiln_graph *graph,
         .fuse_max_ops = rwc.fuse_max_ops,
         .fuse_max_outputs = rwc.fuse_max_outputs,
         .fuse_loops = (rwc.passes >> KILN_PASS_LOOPS) & 1,
-        .lift = (rwc.passes >> KILN_PASS_LIFT) & 1};
+        .lift = (rwc.passes >> KILN_PASS_LIFT) & 1,
+        .recur = (rwc.passes >> KILN_PASS_RECUR) & 1};
     kiln_graph *g = f->g;
     int nn = g->n_nodes ? g->n_nodes : 1;
     int ns = g->n_symbols ? g->n_symbols : 1;

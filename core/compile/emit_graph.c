@@ -39,7 +39,8 @@ int kiln_emit_lower(const kiln_graph *graph, const kiln_options *opt,
         .fuse_max_ops = rwc.fuse_max_ops,
         .fuse_max_outputs = rwc.fuse_max_outputs,
         .fuse_loops = (rwc.passes >> KILN_PASS_LOOPS) & 1,
-        .lift = (rwc.passes >> KILN_PASS_LIFT) & 1};
+        .lift = (rwc.passes >> KILN_PASS_LIFT) & 1,
+        .recur = (rwc.passes >> KILN_PASS_RECUR) & 1};
     rc = kiln_lower_ex(g, prog, &lopt, err);
     if (rc) {
         kiln_lower_free(prog);   /* what it built before failing */

@@ -177,6 +177,8 @@ typedef struct kiln_lower_opts {
     int fuse_max_outputs; /* outputs of one fused scalar region (0: one) */
     int fuse_loops;       /* plan LOOP kernels (core/lower/fuse.c, ABI 1.5) */
     int lift;             /* lift literals into constant blocks (lift.c) */
+    int recur;            /* fuse rank-0 scan bodies into RECUR programs
+                             (recur_prog.c) */
 } kiln_lower_opts;
 
 /* kiln_lower with options (NULL: none of them, kiln_lower's behaviour). */

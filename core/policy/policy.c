@@ -124,7 +124,7 @@ static const char *const kind_names[] = {NULL, "elemwise", "reduce", "join",
  * "fuse", as on the command line. */
 static const char *const pass_names[] = {
     "canonicalize", "reciprocal", "fold", "cse", "promote", "join_slices",
-    "pairwise", "fuse", "loops", "lift", "hoist", NULL};
+    "pairwise", "fuse", "loops", "lift", "hoist", "recur", NULL};
 
 /* ---- the policy ----------------------------------------------------- */
 

@@ -18,7 +18,7 @@
 
 static const char *const names[KILN_PASS_COUNT] = {
     "canonicalize", "reciprocal", "fold", "cse", "promote", "join_slices",
-    "pairwise", "fuse", "loops", "lift", "hoist"};
+    "pairwise", "fuse", "loops", "lift", "hoist", "recur"};
 
 const char *kiln_rw_pass_name(int i)
 {

@@ -59,6 +59,8 @@ enum {
     KILN_PASS_LIFT,     /* literals into constant blocks (core/lower/lift.c) */
     KILN_PASS_HOIST,    /* data-only values computed when data are bound
                            (core/rewrite/hoist.c, run by the driver) */
+    KILN_PASS_RECUR,    /* scan bodies fused into one RECUR loop kernel
+                           (core/lower/recur_prog.c) */
     KILN_PASS_COUNT
 };
 

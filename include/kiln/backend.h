@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1
-#define KILN_ABI_MINOR 9
+#define KILN_ABI_MINOR 10
 
 /* The one frozen bootstrap symbol every plugin exports. */
 #define KILN_BACKEND_ENTRY "kiln_backend_entry"
@@ -189,10 +189,23 @@ typedef enum kiln_kernel_kind {
      * 0), the args; outputs: the final carries, then the per-step
      * outputs stacked along a new axis 0.  The body is the graph whose
      * canonical bytes are body_bytes (core/ir/recur.c,
-     * kiln_ir_graph_canon): the key's share of it, not code.  The host
-     * runs these kernels itself today, calling the body's compiled
-     * function once per step (core/runtime/recur.c); a plugin that does
-     * not compile RECUR refuses the kind. */
+     * kiln_ir_graph_canon): the key's share of it, not code.
+     * Without a program (n_instrs == 0) the host runs the kernel itself,
+     * calling the body's compiled function once per step
+     * (core/runtime/recur.c); a plugin refuses such a kernel.
+     * ABI 1.10, with a program (n_instrs > 0; the pass `recur`,
+     * core/lower/recur_prog.c, fuses a body of rank-0 elementwise values
+     * into it): carries and args are rank 0, sequences rank 1 [T] (any
+     * stride); the outputs are the n_carry rank-0 final carries, then
+     * rank-1 [T] stacked outputs.  KILN_I_LOAD a reads carry a's current
+     * value (a < n_carry), element t of sequence a (n_carry <= a <
+     * n_carry + n_seq) or arg a.  Each step evaluates every out_refs[k]
+     * from that step's inputs, then replaces all carries at once
+     * (out_refs[0..n_carry)); output k >= n_carry gets element t of
+     * out_refs[k].  T = the sequences' shape[0], else the stacked
+     * outputs', else n_steps; T = 0 writes the initial carries.  Outputs
+     * alias nothing; no TAKE and no PARAM in the program.  The body
+     * bytes stay in the key beside the program. */
     KILN_KERNEL_RECUR = 9,
     /* ABI 1.9: dense linear algebra (issue 28).  `reduce_op` holds the
      * kiln_linalg_op; the inputs and outputs are f64 views whose last
@@ -240,9 +253,12 @@ typedef enum kiln_linalg_op {
     KILN_LINALG_DIAGONAL = 12, /* A[m, n] -> [min(m, n)] */
     KILN_LINALG_POTRF_NAN = 13 /* POTRF, but a matrix that is not positive
                                   definite gives NaNs, not an error
-                                  (PyTensor's on_error="nan") */
+                                  (PyTensor's on_error="nan") */,
+    KILN_LINALG_SIGNDET = 14,  /* ABI 1.10: sign of det A: -1, 0 or +1
+                                  (output rank: batch) */
+    KILN_LINALG_DET = 15       /* ABI 1.10: det A (output rank: batch) */
 } kiln_linalg_op;
-#define KILN_LINALG_LAST KILN_LINALG_POTRF_NAN
+#define KILN_LINALG_LAST KILN_LINALG_DET
 
 /* The role of an argument of a LOOP kernel (ABI 1.5). */
 typedef enum kiln_role {
@@ -376,6 +392,12 @@ typedef struct kiln_ode_problem {
                                 (its Newton matrix); may be NULL for RK45
                                 without sensitivities */
     void *ctx;               /* passed to rhs and jac */
+    /* ABI 1.10, read only inside struct_size: optional; f and its
+     * Jacobian at one (t, y) in one call, dy[0..n) as `rhs` writes it
+     * and jac[0..n*(n+p)) as `jac` does; same returns.  NULL: rhs and
+     * jac are called separately. */
+    int (*rhs_jac)(void *ctx, double t, const double *y,
+                   const double *theta, double *dy, double *jac);
 } kiln_ode_problem;
 
 /* Functions kernels call instead of resolving symbols themselves, so that
