@@ -428,10 +428,7 @@ DISTRIBUTIONS = {
 # convert yet (the reason by each): test_pymc_zoo.sh compiles only their
 # logp in the KILN mode; kiln.pymc.compile_model (kiln's own gradient)
 # is checked in full.
-KILN_MODE_LOGP_ONLY = {
-    "garch11": "PyTensor's gradient of the volatility Scan is a Scan with "
-               "mit_mot inputs, which the Scan converter refuses",
-}
+KILN_MODE_LOGP_ONLY = {}
 
 def build(name):
     """Build the zoo model ``name`` (a key of ``ZOO``)."""

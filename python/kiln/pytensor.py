@@ -1375,36 +1375,66 @@ def _alloc_empty(em, node, ins):
     return [em.let(f"zeros(shape=[{', '.join(dims)}], dtype={kdt})", kdt)]
 
 
+def _window_input(be, var, kdt, prefix="win"):
+    """A body input for a window slot no tap reads (typed like VAR)."""
+    nm_ = be.fresh(prefix)
+    dims = ", ".join("?" if d is None else str(int(d)) for d in var.type.shape)
+    be.decls.append(f"  input {nm_}: {kdt}" + (f"[{dims}]" if dims else ""))
+    be.kdt[nm_] = kdt
+    return nm_
+
+
 @kg_convert(Scan)
 def _scan(em, node, ins):
     """PyTensor's Scan as kiln's scan (docs/pytensor.md, "Scan").
 
     sit_sot carries, mit_sot carries (a window of -min(taps) carries the
-    body shifts), sequences, non-sequences and nit_sot outputs.  Refused
-    (the op then runs in PyTensor's VM): a stopping condition (as_while),
-    mit_mot (gradients of scans), shared outputs (RNG and shared-variable
-    updates), truncate_gradient != -1.
+    body shifts), mit_mot buffers (the scans PyTensor's gradient makes: a
+    window over the buffer, its first slot final and emitted each step),
+    sequences, non-sequences and nit_sot outputs.  Refused (the op then
+    runs in PyTensor's VM): a stopping condition (as_while), shared outputs
+    (RNG and shared-variable updates), truncate_gradient != -1, a mit_mot
+    output tap before its first input tap.
     """
     op = node.op
     info = op.info
     if info.as_while:
         raise Unsupported("Scan with a stopping condition (as_while) is not converted")
-    if info.n_mit_mot:
-        raise Unsupported("Scan with mit_mot inputs (a gradient's scan) is not converted")
     if info.n_shared_outs:
         raise Unsupported("Scan with shared outputs (RNG or shared-variable updates) is not converted")
     if op.truncate_gradient != -1:
         raise Unsupported(f"Scan with truncate_gradient={op.truncate_gradient} is not converted")
-    ns, nm, nss = info.n_seqs, info.n_mit_sot, info.n_sit_sot
+    ns, nmm, nm, nss = info.n_seqs, info.n_mit_mot, info.n_mit_sot, info.n_sit_sot
     nn, na = info.n_nit_sot, info.n_non_seqs
+    n_steps = None
+    try:
+        n_steps = int(_const_value(node.inputs[0]))
+    except Unsupported:
+        pass
+    # outer inputs: n_steps, seqs, mit_mot, mit_sot, sit_sot, (shared),
+    # nit_sot sizes, non_seqs
     o = 1
     o_seqs = ins[o:o + ns]; o += ns
+    o_mm = ins[o:o + nmm]; o += nmm
     o_mit = ins[o:o + nm]; o += nm
     o_sit = ins[o:o + nss]; o += nss
     o += nn                                  # nit_sot sizes: T
     o_non = ins[o:o + na]
+    # inner inputs: seqs, mit_mot taps, mit_sot taps, sit_sot, non_seqs
     inner = list(op.inner_inputs)
     i = ns
+    i_mm = []
+    mm_win = []                              # per mit_mot: (min tap, width)
+    for j, (taps, otaps) in enumerate(zip(info.mit_mot_in_slices,
+                                           info.mit_mot_out_slices)):
+        lo = min(taps)
+        if any(t < lo for t in otaps):
+            raise Unsupported("Scan mit_mot with an output tap before its first input tap "
+                              "is not converted")
+        w = max(list(taps) + list(otaps)) - lo + 1
+        mm_win.append((lo, w))
+        i_mm.append(inner[i:i + len(taps)])
+        i += len(taps)
     i_mit = []
     for taps in info.mit_sot_in_slices:
         if any(t >= 0 for t in taps):
@@ -1413,7 +1443,31 @@ def _scan(em, node, ins):
         i += len(taps)
     i_sit = inner[i:i + nss]; i += nss
     i_non = inner[i:i + na]
+    # the mit_mot buffers' slices: carries B[0 .. W-2], the sequence
+    # B[W-1 : W-1+T] (slot W-1 of step t's window, not yet written), and
+    # after the scan the untouched tail B[T+W-1 :]
+    for j, buf in enumerate(node.inputs[1 + ns:1 + ns + nmm]):
+        L = buf.type.shape[0]
+        if n_steps is None and ns == 0:
+            raise Unsupported("Scan with mit_mot and no sequence needs a constant n_steps")
+        if L is not None and n_steps is not None and L < n_steps + mm_win[j][1] - 1:
+            raise Unsupported(f"Scan mit_mot buffer of {L} entries for {n_steps} steps "
+                              f"and a window of {mm_win[j][1]} (it wraps around)")
     be = _Emitter()
+    # body inputs: carries (mit_mot windows, mit_sot windows, sit_sot),
+    # then sequences (mit_mot slots, the scan's), then non-sequences
+    mm_names = []                            # per mit_mot: its W slot names
+    for j, taps in enumerate(info.mit_mot_in_slices):
+        lo, w = mm_win[j]
+        var = i_mm[j][0]
+        kdt = _kdt(var.type.dtype)
+        mm_names.append([None] * w)
+        for q in range(w - 1):
+            tap = q + lo
+            if tap in taps:
+                mm_names[j][q] = _scan_body_input(be, i_mm[j][list(taps).index(tap)], kdt)
+            else:
+                mm_names[j][q] = _window_input(be, var, kdt)
     win = []                                 # per mit_sot: its carry names
     for j, taps in enumerate(info.mit_sot_in_slices):
         k = -min(taps)
@@ -1424,14 +1478,18 @@ def _scan(em, node, ins):
             if tap in taps:
                 names.append(_scan_body_input(be, i_mit[j][list(taps).index(tap)], kdt))
             else:                            # a slot of the window no tap reads
-                var = i_mit[j][0]
-                nm_ = be.fresh("win")
-                dims = ", ".join("?" if d is None else str(int(d)) for d in var.type.shape)
-                be.decls.append(f"  input {nm_}: {kdt}" + (f"[{dims}]" if dims else ""))
-                be.kdt[nm_] = kdt
-                names.append(nm_)
+                names.append(_window_input(be, i_mit[j][0], kdt))
         win.append(names)
     sit_names = [_scan_body_input(be, v) for v in i_sit]
+    for j, taps in enumerate(info.mit_mot_in_slices):
+        lo, w = mm_win[j]
+        var = i_mm[j][0]
+        kdt = _kdt(var.type.dtype)
+        tap = w - 1 + lo
+        if tap in taps:
+            mm_names[j][w - 1] = _scan_body_input(be, i_mm[j][list(taps).index(tap)], kdt)
+        else:
+            mm_names[j][w - 1] = _window_input(be, var, kdt)
     for v in inner[:ns]:
         _scan_body_input(be, v)
     for v in i_non:
@@ -1439,14 +1497,24 @@ def _scan(em, node, ins):
     for n2 in op.fgraph.toposort():
         _convert_node(be, n2)
     iout = list(op.inner_outputs)
+    k = 0
+    for j, otaps in enumerate(info.mit_mot_out_slices):   # writes into the window
+        lo, w = mm_win[j]
+        kdt = be.kdt[mm_names[j][0]]
+        for t in otaps:
+            mm_names[j][t - lo] = be.cast(_name_of(be, iout[k]), kdt)
+            k += 1
+    iout = iout[k:]
     new_mit = [be.cast(_name_of(be, v), _kdt(v.type.dtype)) for v in iout[:nm]]
     new_sit = [be.cast(_name_of(be, v), _kdt(v.type.dtype)) for v in iout[nm:nm + nss]]
     new_nit = [_name_of(be, v) for v in iout[nm + nss:nm + nss + nn]]
     outs = []
+    for j in range(nmm):                     # slot 0 is final: the window moves on
+        outs += [(f"m{j}_{q}", n_) for q, n_ in enumerate(mm_names[j][1:])]
     for j in range(nm):                      # the window moves on by one
         outs += [(f"w{j}_{q}", n_) for q, n_ in enumerate(win[j][1:] + [new_mit[j]])]
     outs += [(f"c{j}", n_) for j, n_ in enumerate(new_sit)]
-    per_step = new_mit + new_sit + new_nit
+    per_step = [mm_names[j][0] for j in range(nmm)] + new_mit + new_sit + new_nit
     outs += [(f"y{j}", n_) for j, n_ in enumerate(per_step)]
     bname = em.fresh("scan_body")
     em.bodies += be.bodies
@@ -1454,6 +1522,12 @@ def _scan(em, node, ins):
     em.checks.update(be.checks)
     # the scan: carries, sequences, args
     args = []
+    mm_first = []                            # per mit_mot: index of its first carry
+    for j in range(nmm):
+        buf = o_mm[j]
+        mm_first.append(len(args))
+        for q in range(mm_win[j][1] - 1):
+            args.append(em.let(f"{buf}[{q}]", em.kdt[buf]))
     for j, taps in enumerate(info.mit_sot_in_slices):
         buf = o_mit[j]
         for q in range(-min(taps)):
@@ -1461,31 +1535,43 @@ def _scan(em, node, ins):
     for buf in o_sit:
         args.append(em.let(f"{buf}[0]", em.kdt[buf]))
     n_carry = len(args)
+    for j in range(nmm):
+        w = mm_win[j][1]
+        stop = "" if n_steps is None else str(w - 1 + n_steps)
+        args.append(em.let(f"{o_mm[j]}[{w - 1}:{stop}]", em.kdt[o_mm[j]]))
     args += list(o_seqs) + list(o_non)
     steps = ""
-    if ns == 0:
-        try:
-            steps = f", n_steps={int(_const_value(node.inputs[0]))}"
-        except Unsupported:
-            raise Unsupported("Scan without sequences needs a constant n_steps") from None
+    if ns + nmm == 0:
+        if n_steps is None:
+            raise Unsupported("Scan without sequences needs a constant n_steps")
+        steps = f", n_steps={n_steps}"
     kdt0 = _kdt(node.outputs[0].type.dtype) if node.outputs else "f64"
     s_ = em.let(f"scan({', '.join(args)}, body={bname}, carries={n_carry}, "
-                f"seqs={ns}{steps})", kdt0 if n_carry == 0 else em.kdt[args[0]])
-    results = []
-    for j in range(len(per_step)):
-        idx = n_carry + j
-        kdt = _kdt(node.outputs[j].type.dtype)
-        results.append(s_ if idx == 0 else em.let(f"result({s_}, index={idx})", kdt))
+                f"seqs={ns + nmm}{steps})", kdt0 if n_carry == 0 else em.kdt[args[0]])
+
+    def res(idx, kdt):
+        return s_ if idx == 0 else em.let(f"result({s_}, index={idx})", kdt)
+    results = [res(n_carry + j, _kdt(node.outputs[j].type.dtype))
+               for j in range(len(per_step))]
     outv = []
+    for j in range(nmm):                     # the whole buffer, rewritten
+        buf, w = o_mm[j], mm_win[j][1]
+        kdt = em.kdt[buf]
+        parts = [results[j]]
+        for q in range(w - 1):               # the last window's slots
+            c = res(mm_first[j] + q, kdt)
+            parts.append(em.let(f"expand_dims({c}, axis=0)", kdt))
+        if n_steps is not None:
+            parts.append(em.let(f"{buf}[{n_steps + w - 1}:]", kdt))
+        outv.append(em.let(f"join(0, {', '.join(parts)})", kdt))
     for j, taps in enumerate(info.mit_sot_in_slices):     # the whole buffer
         k = -min(taps)
-        outv.append(em.let(f"join(0, {o_mit[j]}[:{k}], {results[j]})", em.kdt[o_mit[j]]))
+        outv.append(em.let(f"join(0, {o_mit[j]}[:{k}], {results[nmm + j]})", em.kdt[o_mit[j]]))
     for j in range(nss):
         first = em.let(f"expand_dims({o_sit[j]}[0], axis=0)", em.kdt[o_sit[j]])
-        outv.append(em.let(f"join(0, {first}, {results[nm + j]})", em.kdt[o_sit[j]]))
-    outv += results[nm + nss:]
+        outv.append(em.let(f"join(0, {first}, {results[nmm + nm + j]})", em.kdt[o_sit[j]]))
+    outv += results[nmm + nm + nss:]
     return outv
-
 
 
 def node_support(node):
