@@ -79,6 +79,10 @@ static kiln_artifact *kiln_interp_copy(const kiln_kernel *k)
     }
     a->k.in_roles = a->k.out_roles = NULL;
     a->k.out_index = NULL;
+    /* RECUR: n_carry, n_seq and n_steps came with *k; the body's bytes
+     * are the host's (its key's share, not code): not kept */
+    a->k.body_bytes = NULL;
+    a->k.n_body_bytes = 0;
     if (loop) {
         uint8_t *inr = block + at_inr, *outr = block + at_outr;
         int32_t *oidx = (int32_t *)(void *)(block + at_oidx);

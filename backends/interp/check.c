@@ -440,6 +440,54 @@ static int kiln_interp_check_loop(const kiln_kernel *k, char *why, size_t n)
     return 0;
 }
 
+/* RECUR with a program (ABI 1.10, include/kiln/backend.h): rank-0
+ * carries and args, rank-1 sequences; the final carries (rank 0, the
+ * carries' dtypes) then rank-1 stacked outputs; a program without TAKE
+ * or PARAM whose LOADs read inputs.  A RECUR kernel without a program
+ * is the host's (core/runtime/recur.c): refused. */
+static int kiln_interp_check_recur(const kiln_kernel *k, char *why, size_t n)
+{
+    uint32_t nc = k->n_carry, ns = k->n_seq;
+    if (k->n_instrs == 0)
+        return kiln_interp_why(why, n, "recur kernel without a program (the "
+                               "host runs its body)");
+    if ((uint64_t)nc + ns > k->n_inputs || nc > k->n_outputs)
+        return kiln_interp_why(why, n, "recur kernel with %u carries and %u "
+                               "sequences but %u inputs and %u outputs", nc,
+                               ns, k->n_inputs, k->n_outputs);
+    for (uint32_t i = 0; i < k->n_inputs; i++) {
+        unsigned want = i >= nc && i < nc + ns ? 1u : 0u;
+        if (k->inputs[i].rank != want)
+            return kiln_interp_why(why, n, "recur input %u (%s) has rank %u, "
+                                   "expected %u", i,
+                                   i < nc ? "a carry"
+                                   : i < nc + ns ? "a sequence" : "an arg",
+                                   k->inputs[i].rank, want);
+    }
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        unsigned want = j < nc ? 0u : 1u;
+        if (k->outputs[j].rank != want)
+            return kiln_interp_why(why, n, "recur output %u has rank %u, "
+                                   "expected %u", j, k->outputs[j].rank,
+                                   want);
+        if (j < nc && k->outputs[j].dtype != k->inputs[j].dtype)
+            return kiln_interp_why(why, n, "recur carry %u is %s in and %s "
+                                   "out", j,
+                                   kiln_interp_dtype_name(
+                                       k->inputs[j].dtype),
+                                   kiln_interp_dtype_name(
+                                       k->outputs[j].dtype));
+    }
+    if (ns == 0 && k->n_outputs == nc && k->n_steps < 0)
+        return kiln_interp_why(why, n, "recur kernel without sequences, "
+                               "stacked outputs or n_steps");
+    for (uint32_t i = 0; i < k->n_instrs; i++)
+        if (k->instrs && k->instrs[i].op == KILN_I_PARAM)
+            return kiln_interp_why(why, n, "instruction %u (param) in a "
+                                   "recur kernel", i);
+    return kiln_interp_check_program(k, why, n);
+}
+
 /* 0 when the interpreter can run `k` (a full-size copy); otherwise -1
  * with the reason in `why`. */
 static int kiln_interp_check(const kiln_kernel *k, char *why, size_t n)
@@ -466,6 +514,8 @@ static int kiln_interp_check(const kiln_kernel *k, char *why, size_t n)
         return kiln_interp_check_scan(k, why, n);
     case KILN_KERNEL_LINALG:
         return kiln_interp_check_linalg(k, why, n);
+    case KILN_KERNEL_RECUR:
+        return kiln_interp_check_recur(k, why, n);
     default:
         return kiln_interp_why(why, n, "unknown kernel kind %u", k->kind);
     }
@@ -474,5 +524,5 @@ static int kiln_interp_check(const kiln_kernel *k, char *why, size_t n)
 static int kiln_interp_has_program(uint32_t kind)
 {
     return kind == KILN_KERNEL_ELEMWISE || kind == KILN_KERNEL_REDUCE ||
-           kind == KILN_KERNEL_LOOP;
+           kind == KILN_KERNEL_LOOP || kind == KILN_KERNEL_RECUR;
 }

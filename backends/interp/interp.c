@@ -103,6 +103,8 @@ static int kiln_interp_call(void *state, const kiln_call *call)
         return kiln_interp_scan(&r);
     case KILN_KERNEL_LINALG:
         return kiln_interp_linalg(&r);
+    case KILN_KERNEL_RECUR:
+        return kiln_interp_recur(&r);
     default:
         return kiln_interp_dot(&r);
     }
@@ -165,8 +167,8 @@ static int kiln_interp_prepare(void *state, const kiln_call *call, void **out)
         || call->struct_size < offsetof(kiln_call, rt) + sizeof(call->rt))
         return 1;
     const kiln_kernel *k = &s->art->k;
-    if (!kiln_interp_has_program(k->kind))
-        return 1;
+    if (!kiln_interp_has_program(k->kind) || k->kind == KILN_KERNEL_RECUR)
+        return 1;   /* RECUR: fn runs it (its plan is the call's T) */
     char msg[256];   /* the checks' messages: not the caller's errbuf */
     kiln_call c = *call;
     c.errbuf = msg;
