@@ -554,6 +554,306 @@ static void test_grads(void)
              1e-6);
 }
 
+
+/* ---- the fused RECUR kernel (the pass `recur`, ABI 1.10) ---------------- */
+
+/* The RECUR kernels of f: how many, and how many have a program. */
+static void recur_kernels(const kiln_function *f, int *n, int *fused)
+{
+    *n = *fused = 0;
+    for (int i = 0; i < kiln_function_n_kernels(f); i++) {
+        kiln_kernel_info ki;
+        memset(&ki, 0, sizeof ki);
+        ki.struct_size = sizeof ki;
+        if (kiln_function_kernel_info(f, i, &ki, NULL) ||
+            ki.facts.kind != KILN_KERNEL_RECUR)
+            continue;
+        (*n)++;
+        *fused += ki.facts.scalar_ops > 0;
+    }
+}
+
+/* GARCH(1,1) (posteriordb garch-garch11): sigma_t^2 = alpha0 + alpha1
+ * (y_{t-1} - mu)^2 + beta1 sigma_{t-1}^2; the per-step log density
+ * normal(y_t | mu, sigma_t) without its constant. */
+static const char GARCH[] =
+    "kiln 1\ngraph garch_step\n"
+    "  input s2: f64\n  input y: f64\n  input yprev: f64\n"
+    "  input mu: f64\n  input a0: f64\n  input a1: f64\n  input b1: f64\n"
+    "  s2n = add(add(a0, mul(a1, square(sub(yprev, mu)))), mul(b1, s2))\n"
+    "  lp = sub(mul(-0.5, true_div(square(sub(y, mu)), s2n)), "
+    "mul(0.5, log(s2n)))\n"
+    "  output s2n\n  output lp\nend\n"
+    "graph main\n  input y: f64[n]\n  input yprev: f64[n]\n"
+    "  input s20: f64\n  input mu: f64\n  input a0: f64\n  input a1: f64\n"
+    "  input b1: f64\n"
+    "  s = scan(s20, y, yprev, mu, a0, a1, b1, body=garch_step, carries=1, "
+    "seqs=2)\n"
+    "  output s2T = s\n  output lps = result(s, index=1)\nend\n";
+
+/* An i64 and a bool carry beside an f64 one: the count of positive
+ * elements, whether every element so far was below 1, and a running
+ * sum that restarts when the count is even; stacked: the count as f64
+ * and the input itself (a per-step output that is a body input). */
+static const char MIXED[] =
+    "kiln 1\ngraph mixed_step\n"
+    "  input c: i64\n  input b: bool\n  input acc: f64\n  input x: f64\n"
+    "  cn = add(c, cast(gt(x, 0.0), dtype=i64))\n"
+    "  bn = and(b, lt(x, 1.0))\n"
+    "  even = eq(mod(cn, 2), 0)\n"
+    "  accn = where(even, x, add(acc, x))\n"
+    "  output cn\n  output bn\n  output accn\n"
+    "  output cf = cast(cn, dtype=f64)\n  output xe = x\nend\n"
+    "graph main\n  input c0: i64\n  input b0: bool\n  input acc0: f64\n"
+    "  input xs: f64[n]\n"
+    "  s = scan(c0, b0, acc0, xs, body=mixed_step, carries=3, seqs=1)\n"
+    "  output cT = s\n  output bT = result(s, index=1)\n"
+    "  output accT = result(s, index=2)\n  output cfs = result(s, index=3)\n"
+    "  output xes = result(s, index=4)\nend\n";
+
+static kiln_tensor TT(kiln_dtype dt, int rank, const int64_t *shape,
+                      void *data)
+{
+    kiln_tensor t = T(rank, shape, data);
+    t.dtype = dt;
+    return t;
+}
+
+/* out[k] of a call as doubles (f64, i64 or bool), nout outputs into
+ * vals (row after row); the element count of each into counts. */
+static int flatten(const kiln_tensor *out, int nout, double *vals, int cap,
+                   int *counts)
+{
+    int at = 0;
+    for (int k = 0; k < nout; k++) {
+        int64_t numel = 1;
+        for (int d = 0; d < out[k].rank; d++)
+            numel *= out[k].shape[d];
+        counts[k] = (int)numel;
+        for (int64_t i = 0; i < numel && at < cap; i++, at++) {
+            const void *p = out[k].data;
+            vals[at] = out[k].dtype == KILN_F64 ? ((const double *)p)[i]
+                       : out[k].dtype == KILN_I64
+                           ? (double)((const int64_t *)p)[i]
+                           : (double)((const uint8_t *)p)[i];
+        }
+    }
+    return at;
+}
+
+/* Values of the garch and mixed scans at T: the call's outputs
+ * flattened; -1 when it fails. */
+static int run_garch(kiln_function *f, int n, double *vals, int cap,
+                     kiln_err *err)
+{
+    double y[5] = {0.4, -1.2, 0.3, 2.0, -0.7}, yp[5] = {0.1, 0.4, -1.2, 0.3,
+                                                         2.0};
+    double s20 = 0.9, mu = 0.05, a0 = 0.2, a1 = 0.3, b1 = 0.5;
+    kiln_tensor in[7] = {T(1, (int64_t[]){n}, y), T(1, (int64_t[]){n}, yp),
+                         T(0, NULL, &s20), T(0, NULL, &mu), T(0, NULL, &a0),
+                         T(0, NULL, &a1), T(0, NULL, &b1)};
+    kiln_tensor out[2];
+    int counts[2];
+    if (kiln_function_call(f, in, out, err))
+        return -1;
+    return flatten(out, 2, vals, cap, counts);
+}
+
+static int run_mixed(kiln_function *f, int n, double *vals, int cap,
+                     kiln_err *err)
+{
+    double xs[5] = {0.5, -0.3, 2.5, 0.25, 0.7};
+    int64_t c0 = 3;
+    uint8_t b0 = 1;
+    double acc0 = 0.125;
+    kiln_tensor in[4] = {TT(KILN_I64, 0, NULL, &c0),
+                         TT(KILN_BOOL, 0, NULL, &b0), T(0, NULL, &acc0),
+                         T(1, (int64_t[]){n}, xs)};
+    kiln_tensor out[5];
+    int counts[5];
+    if (kiln_function_call(f, in, out, err))
+        return -1;
+    return flatten(out, 5, vals, cap, counts);
+}
+
+/* The references, by plain C loops from the definitions above. */
+static int garch_ref(int n, double *vals)
+{
+    double y[5] = {0.4, -1.2, 0.3, 2.0, -0.7}, yp[5] = {0.1, 0.4, -1.2, 0.3,
+                                                         2.0};
+    double s2 = 0.9, mu = 0.05, a0 = 0.2, a1 = 0.3, b1 = 0.5, lp[5];
+    for (int t = 0; t < n; t++) {
+        s2 = a0 + a1 * (yp[t] - mu) * (yp[t] - mu) + b1 * s2;
+        lp[t] = -0.5 * ((y[t] - mu) * (y[t] - mu)) / s2 - 0.5 * log(s2);
+    }
+    vals[0] = s2;
+    memcpy(vals + 1, lp, sizeof(double) * (size_t)n);
+    return 1 + n;
+}
+
+static int mixed_ref(int n, double *vals)
+{
+    double xs[5] = {0.5, -0.3, 2.5, 0.25, 0.7}, acc = 0.125, cf[5];
+    int64_t c = 3;
+    int b = 1;
+    for (int t = 0; t < n; t++) {
+        c += xs[t] > 0;
+        b = b && xs[t] < 1;
+        acc = c % 2 == 0 ? xs[t] : acc + xs[t];
+        cf[t] = (double)c;
+    }
+    vals[0] = (double)c;
+    vals[1] = b;
+    vals[2] = acc;
+    memcpy(vals + 3, cf, sizeof(double) * (size_t)n);
+    memcpy(vals + 3 + n, xs, sizeof(double) * (size_t)n);
+    return 3 + 2 * n;
+}
+
+typedef int (*run_fn)(kiln_function *, int, double *, int, kiln_err *);
+typedef int (*ref_fn)(int, double *);
+
+/* the interpreter's fused values: [case][T index] */
+static double fused_vals[2][4][16];
+static int fused_n[2][4];
+
+/* One scan text at T = 0, 1, 2, 5: fused (passes all) and host (passes
+ * none) against the C loop (1e-13 relative), fused against host, and
+ * fused bitwise against the interpreter's fused values. */
+static void fused_case(int which, const char *name, const char *text,
+                       run_fn run, ref_fn ref, int b)
+{
+    static const int Ts[4] = {0, 1, 2, 5};
+    kiln_err err = {0, ""};
+    kiln_function *ff = compile_kg_text(text, backend, "all", &err);
+    kiln_function *fh = ff ? compile_kg_text(text, backend, "none", &err)
+                           : NULL;
+    if (!ff || !fh) {
+        ok(0, "%s: compile [%s]: %s", name, backend, err.message);
+        kiln_function_free(ff);
+        kiln_function_free(fh);
+        return;
+    }
+    int nr, nf;
+    recur_kernels(ff, &nr, &nf);
+    ok(nr == 1 && nf == 1, "%s: passes all fuse the scan into one RECUR "
+       "kernel with a program [%s] (%d of %d)", name, backend, nf, nr);
+    recur_kernels(fh, &nr, &nf);
+    ok(nr == 1 && nf == 0, "%s: passes none keep the host's RECUR kernel "
+       "[%s]", name, backend);
+    for (int ti = 0; ti < 4; ti++) {
+        int n = Ts[ti];
+        double want[16], got[16], host[16];
+        int nw = ref(n, want);
+        int ng = run(ff, n, got, 16, &err);
+        int nh = ng >= 0 ? run(fh, n, host, 16, &err) : -1;
+        if (ng < 0 || nh < 0) {
+            ok(0, "%s T=%d [%s]: %s", name, n, backend, err.message);
+            continue;
+        }
+        int good = ng == nw && nh == nw, same = good, bit = good;
+        for (int i = 0; good && i < nw; i++)
+            good = fabs(got[i] - want[i]) <= 1e-13 * (1 + fabs(want[i]));
+        for (int i = 0; same && i < nw; i++)
+            same = fabs(got[i] - host[i]) <= 1e-13 * (1 + fabs(host[i]));
+        if (b == 0) {
+            memcpy(fused_vals[which][ti], got, sizeof got);
+            fused_n[which][ti] = ng;
+        } else if (bit) {
+            bit = fused_n[which][ti] == ng &&
+                  !memcmp(fused_vals[which][ti], got,
+                          sizeof(double) * (size_t)ng);
+        }
+        ok(good, "%s T=%d fused: values [%s]", name, n, backend);
+        ok(same, "%s T=%d fused against the host path within 1e-13 [%s]",
+           name, n, backend);
+        if (b > 0)
+            ok(bit, "%s T=%d fused: bitwise the interpreter's [%s]", name, n,
+               backend);
+        if (!good || !same)
+            for (int i = 0; i < nw && i < ng; i++)
+                diag("  [%d] fused %.17g host %.17g want %.17g", i, got[i],
+                     host[i], want[i]);
+    }
+    kiln_function_free(ff);
+    kiln_function_free(fh);
+}
+
+/* f's gradient graph (d cost / d every input) compiled with `ps`. */
+static kiln_function *grad_fn(const char *text, const char *ps,
+                              kiln_err *err)
+{
+    kiln_graph *g = kiln_parse_string(text, "t.kg", NULL, err);
+    if (!g)
+        return NULL;
+    kiln_value cost = kiln_graph_lookup(g, "cost");
+    kiln_value wrt[8], d[8];
+    int n = 0;
+    static const char *const names[] = {"y", "mu", "phi", "theta", "alpha0",
+                                        "logG"};
+    for (int i = 0; i < 6; i++) {
+        kiln_value v = kiln_graph_lookup(g, names[i]);
+        if (v >= 0)
+            wrt[n++] = v;
+    }
+    int rc = kiln_graph_grad(g, cost, n, wrt, KILN_GRAD_DISCONNECTED_ZERO, d,
+                             err);
+    for (int i = 0; !rc && i < n; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "d%d", i);
+        rc = kiln_graph_output(g, nm, d[i], err);
+    }
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.backend = backend;
+    o.passes = ps;
+    o.quiet = 1;
+    o.jobs = 1;
+    kiln_function *f = rc ? NULL : kiln_compile(g, &o, err);
+    kiln_graph_free(g);
+    return f;
+}
+
+static const char HMM_GRAD[] =
+    "kiln 1\ngraph fwd\n"
+    "  input alpha: f64[3]\n  input ll: f64[3]\n  input logG: f64[3, 3]\n"
+    "  m = add(expand_dims(alpha, axis=1), logG)\n"
+    "  output an = add(logsumexp(m, axis=0), ll)\nend\n"
+    "graph main\n  input y: f64[5]\n  input mu: f64[3]\n"
+    "  input logG: f64[3, 3]\n  input alpha0: f64[3]\n"
+    "  ll = mul(-0.5, square(sub(expand_dims(y, axis=1), mu)))\n"
+    "  aT = scan(alpha0, ll, logG, body=fwd, carries=1, seqs=1)\n"
+    "  output cost = logsumexp(aT)\nend\n";
+
+/* Which scans fuse: every RECUR kernel of arma's logp + gradient (the
+ * forward, trajectory and reverse scans have rank-0 bodies) under
+ * passes all, none under passes none; the HMM's (vector carries) never. */
+static void test_fused_which(void)
+{
+    kiln_err err = {0, ""};
+    kiln_function *fa = grad_fn(ARMA_GRAD, "all", &err);
+    kiln_function *fn = fa ? grad_fn(ARMA_GRAD, "none", &err) : NULL;
+    kiln_function *fh = fn ? grad_fn(HMM_GRAD, "all", &err) : NULL;
+    if (!fh) {
+        ok(0, "logp+grad graphs compile [%s]: %s", backend, err.message);
+    } else {
+        int n, f;
+        recur_kernels(fa, &n, &f);
+        ok(n >= 2 && f == n, "arma11 logp+grad: all %d RECUR kernels have a "
+           "program under passes all [%s] (%d fused)", n, backend, f);
+        recur_kernels(fn, &n, &f);
+        ok(n >= 2 && f == 0, "arma11 logp+grad: none of %d under passes "
+           "none [%s]", n, backend);
+        recur_kernels(fh, &n, &f);
+        ok(n >= 2 && f == 0, "HMM logp+grad: %d RECUR kernels, none fused "
+           "(vector carries) [%s]", n, backend);
+    }
+    kiln_function_free(fa);
+    kiln_function_free(fn);
+    kiln_function_free(fh);
+}
+
 int main(void)
 {
     const char *bk[3];
@@ -572,6 +872,16 @@ int main(void)
             test_arma();
             test_hmm();
         }
+    /* the fused loop kernel: each backend against the C loops, the host
+     * path, and (bitwise) the interpreter (bk[0]) */
+    for (int b = 0; b < nb; b++) {
+        backend = bk[b];
+        passes = "all";
+        fused_case(0, "garch11", GARCH, run_garch, garch_ref, b);
+        fused_case(1, "i64/bool/f64 carries", MIXED, run_mixed, mixed_ref,
+                   b);
+        test_fused_which();
+    }
     backend = NULL;
     passes = NULL;
     return done_testing();

@@ -118,10 +118,13 @@ static void put_const(kbuf *b, unsigned dt, double v)
     }
 }
 
-static int has_program(uint32_t kind)
+/* Kernels whose scalar program is part of the key: RECUR with a program
+ * (the pass `recur`, ABI 1.10) hashes it beside the body's bytes. */
+static int has_program(const kiln_kernel *k)
 {
-    return kind == KILN_KERNEL_ELEMWISE || kind == KILN_KERNEL_REDUCE ||
-           kind == KILN_KERNEL_LOOP;
+    return k->kind == KILN_KERNEL_ELEMWISE || k->kind == KILN_KERNEL_REDUCE ||
+           k->kind == KILN_KERNEL_LOOP ||
+           (k->kind == KILN_KERNEL_RECUR && k->n_instrs > 0);
 }
 
 size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
@@ -143,7 +146,7 @@ size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
         return 0;
     if ((k->n_inputs && !k->inputs) || (k->n_outputs && !k->outputs))
         return 0;
-    if (has_program(k->kind) &&
+    if (has_program(k) &&
         ((k->n_instrs && !k->instrs) || (k->n_outputs && !k->out_refs)))
         return 0;
     kbuf b = {buf, 0, buf ? size : 0};
@@ -159,7 +162,7 @@ size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
         put_u8(&b, k->outputs[i].dtype);
         put_u8(&b, k->outputs[i].rank);
     }
-    if (has_program(k->kind)) {
+    if (has_program(k)) {
         put_u32(&b, k->n_instrs);
         for (uint32_t i = 0; i < k->n_instrs; i++) {
             const kiln_instr *in = &k->instrs[i];

@@ -887,7 +887,9 @@ static int attach_recur(kiln_function *f, const kiln_options *opt,
                 return err ? err->code : KILN_ERR_BACKEND;
             continue;
         }
-        if (s->kernel.kind != KILN_KERNEL_RECUR)
+        /* a RECUR kernel with a program (the pass `recur`) is compiled
+         * by a backend as any kernel: no body function */
+        if (s->kernel.kind != KILN_KERNEL_RECUR || s->kernel.n_instrs)
             continue;
         const kiln_node *n = &f->g->nodes[s->node];
         kiln_options po;
@@ -1484,6 +1486,10 @@ static kiln_function *compile_graph(const kiln_graph *graph,
             f->shared[f->n_shared++] = v;
     }
     if (kiln_lower_ex(g, &f->prog, &lopt, err))
+        goto fail;
+    /* the pass `recur`: scan bodies of rank-0 values fused into their
+     * RECUR kernels, before the plan so that the policy sees them */
+    if (lopt.recur && kiln_recur_attach_programs(&f->prog, g, &rwc, err))
         goto fail;
     if (setup_leaves(f, err) || kiln_context_prep_run(f, err))
         goto fail;

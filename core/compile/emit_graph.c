@@ -42,6 +42,8 @@ int kiln_emit_lower(const kiln_graph *graph, const kiln_options *opt,
         .lift = (rwc.passes >> KILN_PASS_LIFT) & 1,
         .recur = (rwc.passes >> KILN_PASS_RECUR) & 1};
     rc = kiln_lower_ex(g, prog, &lopt, err);
+    if (!rc && lopt.recur)
+        rc = kiln_recur_attach_programs(prog, g, &rwc, err);
     if (rc) {
         kiln_lower_free(prog);   /* what it built before failing */
         kiln_graph_free(g);
@@ -67,7 +69,16 @@ int kiln_emit_c_graph(const kiln_graph *graph, const kiln_options *opt,
         fprintf(out, "/* ==== kernel %d of %d: %s, node %s%s%s ==== */\n", i,
                 prog.n_steps, s->label, name ? "'" : "", name ? name : "-",
                 name ? "'" : "");
-        if (s->kernel.kind == KILN_KERNEL_RECUR) {
+        if (s->kernel.kind == KILN_KERNEL_RECUR && s->kernel.n_instrs &&
+            kiln_emit_c_check(&s->kernel, why, sizeof why)) {
+            /* a fused scan loop the C emitter does not take: tcc passes
+             * it on to the interpreter */
+            fprintf(out, "/* kiln recur kernel with a fused program of %u "
+                         "instructions: no C (%s) */\n\n",
+                    s->kernel.n_instrs, why);
+            continue;
+        }
+        if (s->kernel.kind == KILN_KERNEL_RECUR && !s->kernel.n_instrs) {
             /* issue 28: no C of its own; the host steps the body, which is
              * compiled as a function of its own */
             fprintf(out, "/* kiln recur kernel: run by the host, calling "

@@ -47,7 +47,23 @@ int kiln_emit_text_graph(const kiln_graph *graph, const kiln_options *opt,
                 nn ? "'" : "");
         char *text = NULL;
         kiln_plugin_error *pe = NULL;
-        if (s->kernel.kind == KILN_KERNEL_RECUR) {   /* run by the host */
+        if (s->kernel.kind == KILN_KERNEL_RECUR && s->kernel.n_instrs &&
+            be->supports && !be->supports(&s->kernel, &pe)) {
+            /* a fused scan loop this backend does not compile: the host
+             * passes it on to the interpreter */
+            fprintf(out, "; kiln recur kernel with a fused program of %u "
+                         "instructions: %s does not compile it (%s)\n\n",
+                    s->kernel.n_instrs, be->name,
+                    pe && pe->message ? pe->message : "refused");
+            if (pe)
+                be->error_free(pe);
+            continue;
+        }
+        if (pe)
+            be->error_free(pe);
+        pe = NULL;
+        if (s->kernel.kind == KILN_KERNEL_RECUR && !s->kernel.n_instrs) {
+            /* run by the host */
             fprintf(out, "; kiln recur kernel: the host calls body '%s' "
                          "once per step\n\n",
                     g->nodes[s->node].attrs->body->name);

@@ -96,11 +96,6 @@ static int add_temp(kiln_program *p, int node, const kiln_type *t, int op,
 
 /* ---- steps ---------------------------------------------------------- */
 
-typedef struct prog_builder {
-    kiln_instr *ins;
-    int n, cap;
-} prog_builder;
-
 static int emit(prog_builder *pb, int op, kiln_dtype dt, int a, int b, int c,
                 double imm)
 {
@@ -124,6 +119,12 @@ static int emit(prog_builder *pb, int op, kiln_dtype dt, int a, int b, int c,
 }
 
 /* Cast instruction `r` (of dtype `have`) to `want` when they differ. */
+int kiln_lower_emit(prog_builder *pb, int op, kiln_dtype dt, int a, int b,
+                    int c, double imm)
+{
+    return emit(pb, op, dt, a, b, c, imm);
+}
+
 static int emit_cast(prog_builder *pb, int r, kiln_dtype have, kiln_dtype want)
 {
     if (r < 0 || have == want)
@@ -337,6 +338,8 @@ typedef struct ew_ctx {
     int root;          /* fused group being built (its root node), -1 */
     int loop;          /* a loop is being built: members are inloop[] */
     char *table;       /* per arg slot: 1 for a TABLE (LOOP) */
+    const int *fixed;  /* kiln_lower_emit_scalar_node: node -> its
+                          instruction (every operand has one) */
 } ew_ctx;
 
 static int nomem(kiln_err *err)
@@ -410,6 +413,8 @@ static int ew_operand(ew_ctx *c, kiln_value v, kiln_dtype want, kiln_err *err)
     if (n->op == KILN_OP_LITERAL &&
         !(c->load_literals && c->p->node_buf[v] >= 0))
         return emit(&c->pb, KILN_I_CONST, want, -1, -1, -1, n->value);
+    if (c->fixed)
+        return emit_cast(&c->pb, c->fixed[v], n->type.dtype, want);
     int buf = c->p->node_buf[v];
     kiln_lower_scratch *sc = c->p->scr;
     int slot = buf < sc->buf_slot_cap ? sc->buf_slot[buf] : -1;
@@ -590,6 +595,22 @@ static int emit_node(ew_ctx *c, int v, kiln_err *err)
     }
     if (r < 0 && !(err && err->code))
         nomem(err);
+    return r;
+}
+
+int kiln_lower_emit_scalar_node(prog_builder *pb, kiln_graph *g, int v,
+                                const int *instr_of, kiln_err *err)
+{
+    ew_ctx c;
+    memset(&c, 0, sizeof c);
+    c.g = g;
+    c.root = -1;
+    c.pb = *pb;
+    c.fixed = instr_of;
+    int r = g->nodes[v].op == KILN_OP_TAKE ? -1 : emit_node(&c, v, err);
+    *pb = c.pb;
+    if (r < 0 && g->nodes[v].op == KILN_OP_TAKE)
+        kiln_seterr(err, KILN_ERR_TYPE, "take in a scalar program");
     return r;
 }
 

@@ -185,6 +185,44 @@ typedef struct kiln_lower_opts {
 int kiln_lower_ex(kiln_graph *g, kiln_program *prog,
                   const kiln_lower_opts *opts, kiln_err *err);
 
+/* A scalar program being built (ELEMWISE/REDUCE/LOOP kernels, and the
+ * RECUR programs of recur_prog.c): instructions in order, owned. */
+typedef struct prog_builder {
+    kiln_instr *ins;
+    int n, cap;
+} prog_builder;
+
+/* Append one instruction; returns its index, -1 when out of memory. */
+int kiln_lower_emit(prog_builder *pb, int op, kiln_dtype dt, int a, int b,
+                    int c, double imm);
+
+/* The instructions of rank-0 elementwise node v of g (an op of
+ * KILN_CAT_ELEMWISE: arithmetic with the lowering's dtype promotion and
+ * compute dtypes, n-ary add/mul as a pairwise tree, cast, where, fill,
+ * isnan/isinf/sign/clip) appended to pb, as kernels' programs get them:
+ * literal operands become CONSTs, every other operand u is instruction
+ * instr_of[u] (cast to the dtype the op computes in).  Returns the
+ * result instruction, or -1 with *err set (out of memory; take). */
+int kiln_lower_emit_scalar_node(prog_builder *pb, kiln_graph *g, int v,
+                                const int *instr_of, kiln_err *err);
+
+/* The pass `recur` (core/lower/recur_prog.c): give every RECUR step of
+ * prog (lowered from g) whose scan body computes rank-0 elementwise
+ * values only a scalar program (ABI 1.10, include/kiln/backend.h
+ * KILN_KERNEL_RECUR): the body is cloned and rewritten with rwc's passes
+ * (as the host path compiles it), then each node becomes instructions
+ * (inputs LOADs, the rest kiln_lower_emit_scalar_node); out_refs are the
+ * new carries, then the per-step outputs.  Other steps keep n_instrs 0
+ * (the host runs their body once per step): a tensor value, take, check,
+ * a nested scan or ODE, an input or output that is not rank 0 (carries,
+ * args) or rank 1 (sequences, stacked outputs), more than 4096
+ * instructions, or an output that shares a buffer with an input.
+ * Errors: out of memory, or a rewrite pass failing on a body. */
+struct kiln_rw_config;
+int kiln_recur_attach_programs(kiln_program *prog, const kiln_graph *g,
+                               const struct kiln_rw_config *rwc,
+                               kiln_err *err);
+
 
 /* Literal lifting (core/lower/lift.c): in every ELEMWISE, REDUCE and
  * LOOP step of `prog`, the finite f64/f32 literals other than 0, +-0.5,

@@ -1421,6 +1421,10 @@ double kiln_policy_cost(const kiln_policy *p, const kiln_kernel *k,
     double e = work_elements >= 0 ? (double)work_elements
                : p ? (double)p->symbolic_elements : 1024.0;
     switch (k->kind) {
+    case KILN_KERNEL_RECUR:   /* with a program (ABI 1.10): T steps */
+        if (!k->n_instrs)
+            return e;
+        /* fall through */
     case KILN_KERNEL_ELEMWISE:
     case KILN_KERNEL_REDUCE:
     case KILN_KERNEL_LOOP: {
@@ -1626,6 +1630,21 @@ static void step_facts(const kiln_plan *pl, int i, kiln_kernel_facts *f)
     f->cost = sp->cost;
 }
 
+/* A RECUR kernel with a program: its step count T when static (the
+ * first sequence's dims[0], else the first stacked output's, else
+ * n_steps), else -1. */
+static int64_t recur_steps(const kiln_program *prog, const kiln_step *s)
+{
+    uint32_t nc = s->kernel.n_carry, ns = s->kernel.n_seq;
+    const kiln_type *t = ns > 0 && (int)nc < s->n_in
+                             ? &prog->bufs[s->in[nc].buf].type
+                         : (int)nc < s->n_out ? &prog->bufs[s->out[nc].buf].type
+                                              : NULL;
+    if (!t)
+        return s->kernel.n_steps;
+    return t->rank >= 1 && !KILN_DIM_IS_SYM(t->dims[0]) ? t->dims[0] : -1;
+}
+
 kiln_plan *kiln_plan_make(const kiln_options *opt, const char *backend,
                           const kiln_graph *g, const kiln_program *prog,
                           kiln_err *err)
@@ -1683,6 +1702,8 @@ kiln_plan *kiln_plan_make(const kiln_options *opt, const char *backend,
              (s->kernel.kind == KILN_KERNEL_LOOP && s->iter_input)) &&
             s->n_in > 0)
             sp->work = static_numel(&prog->bufs[s->in[0].buf].type);
+        else if (s->kernel.kind == KILN_KERNEL_RECUR && s->kernel.n_instrs)
+            sp->work = recur_steps(prog, s);
         else if (s->kernel.kind == KILN_KERNEL_SCATTER && s->n_in > 0)
             sp->work = static_numel(&prog->bufs[s->in[0].buf].type);
         else if (s->kernel.kind == KILN_KERNEL_DOT && s->n_in > 0 &&
