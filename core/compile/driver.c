@@ -1106,6 +1106,12 @@ static int compile_all(kiln_function *f, kiln_plan *pl, const char *name,
                 pass_on_note(&po, bes[c]->name, i, s->label, why,
                              kiln_plan_chain(pl, next));
         }
+        /* a fused scan loop (the pass `recur`) that no backend of the
+         * chain compiles: the interpreter runs every one */
+        if (!done && s->kernel.kind == KILN_KERNEL_RECUR &&
+            s->kernel.n_instrs && interp &&
+            compile_step(f, s, interp, &co, why, sizeof why) == 0)
+            done = 1;
         if (done)
             continue;
         char lbl[160];
