@@ -129,6 +129,25 @@ static int kiln_interp_recur(const kiln_interp_run *r)
                 memcpy(d, src, es);
                 continue;
             }
+            if (in->dtype == KILN_F64 && in->op >= KILN_I_ADD &&
+                in->op <= KILN_I_NEG) {
+                /* the recurrences' arithmetic, without the block
+                 * dispatch (the same IEEE operations as scalar.c's) */
+                double x, y = 0, z;
+                memcpy(&x, kiln_interp_reg(&p, (uint32_t)in->a), sizeof x);
+                if (in->op != KILN_I_NEG)
+                    memcpy(&y, kiln_interp_reg(&p, (uint32_t)in->b),
+                           sizeof y);
+                switch (in->op) {
+                case KILN_I_ADD: z = x + y; break;
+                case KILN_I_SUB: z = x - y; break;
+                case KILN_I_MUL: z = x * y; break;
+                case KILN_I_TRUE_DIV: z = x / y; break;
+                default: z = -x; break;
+                }
+                memcpy(d, &z, sizeof z);
+                continue;
+            }
             unsigned arity = kiln_interp_ops[in->op].arity;
             const void *a = arity > 0 ? kiln_interp_reg(&p, (uint32_t)in->a)
                                       : NULL;
