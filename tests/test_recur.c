@@ -18,7 +18,14 @@
  *    body, the carry and both types), input count and sequence length
  *    mismatches, an unknown body name;
  *  - gradients by finite differences (gradcheck.h) through the stored
- *    trajectory, for all of the above.
+ *    trajectory, for all of the above;
+ *  - the fused RECUR kernel (the pass `recur`, ABI 1.10): garch11 and a
+ *    body with i64, bool and f64 carries at T = 0, 1, 2, 5 under passes
+ *    all (fused) and none (the host loop), each against a C loop, against
+ *    each other (1e-13) and bitwise against the interpreter's fused run;
+ *    strided sequences (steps -1 and 2), T from n_steps; which kernels
+ *    fuse (kiln_function_kernel_info: arma11's logp+grad scans all have a
+ *    program under passes all, none under none; the HMM's never).
  */
 #include <kiln/cache.h>
 #include <kiln/graph.h>
@@ -854,6 +861,87 @@ static void test_fused_which(void)
     kiln_function_free(fh);
 }
 
+
+/* Strided sequences (step -1 and step 2 views), and a step
+ * count from n_steps alone (no sequence, no stacked output) or from the
+ * stacked outputs: fused (passes all) against plain C loops. */
+static const char VIEWS[] =
+    "kiln 1\ngraph vstep\n"
+    "  input h: f64\n  input x: f64\n  input z: f64\n  input a: f64\n"
+    "  hn = add(mul(a, h), mul(x, z))\n  output hn\n  output o = sub(hn, x)\n"
+    "end\n"
+    "graph main\n  input h0: f64\n  input xs: f64[8]\n  input zs: f64[16]\n"
+    "  input a: f64\n"
+    "  s = scan(h0, xs[::-1], zs[::2], a, body=vstep, carries=1, seqs=2)\n"
+    "  output hT = s\n  output os = result(s, index=1)\nend\n";
+
+static const char NSTEPS[] =
+    "kiln 1\ngraph nstep\n  input h: f64\n  input c: i64\n  input a: f64\n"
+    "  output hn = add(mul(a, h), 1.0)\n  output cn = add(c, 3)\nend\n"
+    "graph main\n  input h0: f64\n  input c0: i64\n  input a: f64\n"
+    "  s = scan(h0, c0, a, body=nstep, carries=2, seqs=0, n_steps=6)\n"
+    "  output hT = s\n  output cT = result(s, index=1)\nend\n";
+
+static void test_fused_views(void)
+{
+    kiln_err err = {0, ""};
+    kiln_function *fv = compile_kg_text(VIEWS, backend, "all", &err);
+    kiln_function *fn = fv ? compile_kg_text(NSTEPS, backend, "all", &err)
+                           : NULL;
+    if (!fn) {
+        ok(0, "strided/n_steps scans compile [%s]: %s", backend,
+           err.message);
+        kiln_function_free(fv);
+        return;
+    }
+    int nr, nf, nr2, nf2;
+    recur_kernels(fv, &nr, &nf);
+    recur_kernels(fn, &nr2, &nf2);
+    ok(nf == 1 && nf2 == 1, "strided sequences and n_steps: fused [%s]",
+       backend);
+    double h0 = 0.3, a = 0.8, xs[8], zs[16], got[9], want[9];
+    for (int i = 0; i < 8; i++)
+        xs[i] = 0.25 * i - 0.6;
+    for (int i = 0; i < 16; i++)
+        zs[i] = cos(0.7 * i);
+    kiln_tensor in[4] = {T(0, NULL, &h0), T(1, (int64_t[]){8}, xs),
+                         T(1, (int64_t[]){16}, zs), T(0, NULL, &a)};
+    kiln_tensor out[2];
+    int counts[2];
+    if (kiln_function_call(fv, in, out, &err)) {
+        ok(0, "strided sequences [%s]: %s", backend, err.message);
+    } else {
+        int n = flatten(out, 2, got, 9, counts);
+        double h = h0;
+        for (int t = 0; t < 8; t++) {
+            h = a * h + xs[7 - t] * zs[2 * t];
+            want[1 + t] = h - xs[7 - t];
+        }
+        want[0] = h;
+        int good = n == 9;
+        for (int i = 0; good && i < 9; i++)
+            good = fabs(got[i] - want[i]) <= 1e-13 * (1 + fabs(want[i]));
+        ok(good, "sequences xs[::-1] and zs[::2] (strides -1, 2) [%s]",
+           backend);
+    }
+    int64_t c0 = 5;
+    kiln_tensor in2[3] = {T(0, NULL, &h0), TT(KILN_I64, 0, NULL, &c0),
+                          T(0, NULL, &a)};
+    if (kiln_function_call(fn, in2, out, &err)) {
+        ok(0, "n_steps scan [%s]: %s", backend, err.message);
+    } else {
+        double h = h0;
+        for (int t = 0; t < 6; t++)
+            h = a * h + 1.0;
+        ok(out[0].dtype == KILN_F64 && out[1].dtype == KILN_I64 &&
+               fabs(*(double *)out[0].data - h) <= 1e-13 &&
+               *(int64_t *)out[1].data == c0 + 18,
+           "n_steps=6 without sequences: f64 and i64 carries [%s]", backend);
+    }
+    kiln_function_free(fv);
+    kiln_function_free(fn);
+}
+
 int main(void)
 {
     const char *bk[3];
@@ -881,6 +969,7 @@ int main(void)
         fused_case(1, "i64/bool/f64 carries", MIXED, run_mixed, mixed_ref,
                    b);
         test_fused_which();
+        test_fused_views();
     }
     backend = NULL;
     passes = NULL;
