@@ -467,6 +467,12 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err);
  * without a gradient), KILN_ERR_NOMEM. */
 kiln_graph *kiln_ir_ode_jacobian(const kiln_graph *body, kiln_err *err);
 
+/* kiln_ir_ode_jacobian's graph with the body's output dy: f64[N] kept as
+ * output 0 and `jac` as output 1, so one evaluation gives f and its
+ * Jacobian at one (t, y, theta) (the reverse passes reuse the forward
+ * nodes).  Same arguments, ownership and errors. */
+kiln_graph *kiln_ir_ode_rhs_jacobian(const kiln_graph *body, kiln_err *err);
+
 /* The type of an ode_rk45 / ode_bdf node (op) with attributes *a over
  * inputs y0 [N], t0 (scalar), ts [T], theta [P] (all f64), checked
  * against a->body (t: f64, y: f64[N], theta: f64[P]) -> dy: f64[N]:

@@ -1,7 +1,9 @@
 /*
  * ode.c — the graphs an ODE node's solver evaluates (issue 28; prefix
  * kiln_ir_ode_): the right-hand side is the node's body as written; its
- * Jacobian is built here from the body by kiln's own reverse mode.
+ * Jacobian is built here from the body by kiln's own reverse mode, alone
+ * or beside dy in one graph (the N reverse passes share the body's forward
+ * nodes, so f and J come from one evaluation).
  */
 #include "ir.h"
 
@@ -11,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-kiln_graph *kiln_ir_ode_jacobian(const kiln_graph *body, kiln_err *err)
+/* The Jacobian graph; with keep_dy, dy stays output 0 and jac is 1. */
+static kiln_graph *ode_jacobian(const kiln_graph *body, int keep_dy,
+                                kiln_err *err)
 {
     kiln_value in[4];
     if (!body || kiln_ir_body_inputs(body, in, 4) != 3 ||
@@ -60,9 +64,13 @@ kiln_graph *kiln_ir_ode_jacobian(const kiln_graph *body, kiln_err *err)
     kiln_value J = kiln_graph_op(g, "stack", (int)n, rows, &ax, 1, err);
     if (J < 0)
         goto fail;
-    free(g->outputs[0].name);
-    g->n_outputs = 0;
-    if (kiln_graph_output(g, "jac", J, err))
+    if (!keep_dy) {
+        free(g->outputs[0].name);
+        g->n_outputs = 0;
+    }
+    const char *jn = keep_dy && !strcmp(g->outputs[0].name, "jac")
+                         ? "jac_" : "jac";
+    if (kiln_graph_output(g, jn, J, err))
         goto fail;
     free(rows);
     return g;
@@ -70,4 +78,14 @@ fail:
     free(rows);
     kiln_graph_free(g);
     return NULL;
+}
+
+kiln_graph *kiln_ir_ode_jacobian(const kiln_graph *body, kiln_err *err)
+{
+    return ode_jacobian(body, 0, err);
+}
+
+kiln_graph *kiln_ir_ode_rhs_jacobian(const kiln_graph *body, kiln_err *err)
+{
+    return ode_jacobian(body, 1, err);
 }
