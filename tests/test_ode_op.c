@@ -354,6 +354,19 @@ int main(void)
            strstr(err.message, "(t, y, theta)"),
        "a body with the wrong inputs: %s", err.message);
     kiln_graph_free(bad);
+    /* a body whose output is named jac: the Jacobian output gets another
+     * name */
+    static const char JAC[] = "kiln 1\ngraph b\n  input t: f64\n"
+                              "  input y: f64[1]\n  input theta: f64[1]\n"
+                              "  output jac = mul(theta, y)\nend\n";
+    kiln_graph *jb = kiln_parse_string(JAC, "j.kg", NULL, &err);
+    kiln_graph *jj = jb ? kiln_ir_ode_rhs_jacobian(jb, &err) : NULL;
+    ok(jj && jj->n_outputs == 2 && !strcmp(jj->outputs[0].name, "jac") &&
+           !strcmp(jj->outputs[1].name, "jac_"),
+       "a body's output named jac: the fused graph's outputs jac, jac_ %s",
+       jj ? "" : err.message);
+    kiln_graph_free(jj);
+    kiln_graph_free(jb);
     kiln_graph_free(rjg);
     kiln_graph_free(jg);
     kiln_graph_free(body);
