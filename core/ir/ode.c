@@ -127,9 +127,17 @@ static kiln_graph *jacobian_by_reads(const kiln_graph *body,
         goto fail;
     kiln_value dy = map[body->outputs[0].value];
     kiln_attr ax = {.key = "axis", .kind = KILN_ATTR_INT, .i = 0};
+    /* dy = stack(f_0, ..., f_{N-1}) of f64 scalars: row i is the gradient
+     * of f_i itself (no seed scattered into a vector) */
+    int direct = h->nodes[dy].op == KILN_OP_STACK && h->nodes[dy].n_in == n;
+    for (int64_t i = 0; direct && i < n; i++) {
+        const kiln_node *fi = &h->nodes[h->nodes[dy].in[i]];
+        direct = fi->type.rank == 0 && fi->type.dtype == KILN_F64;
+    }
     for (int64_t i = 0; i < n; i++) {
         kiln_index ix = {.kind = KILN_INDEX_INT, .start = i};
-        kiln_value c = kiln_graph_subtensor(h, dy, 1, &ix, err);
+        kiln_value c = direct ? h->nodes[dy].in[i]
+                              : kiln_graph_subtensor(h, dy, 1, &ix, err);
         if (c < 0 || kiln_graph_grad(h, c, (int)m, sv,
                                      KILN_GRAD_DISCONNECTED_ZERO, gs, err) ||
             (rows[i] = kiln_graph_op(h, "stack", (int)m, gs, &ax, 1,
