@@ -5,7 +5,11 @@
  * without forward sensitivities, rk45 at Stan's lotka_volterra.stan
  * tolerances (rtol 1e-5, atol 1e-3) and bdf at Stan's defaults (1e-10),
  * right-hand side (a) in C, (b) a kiln body compiled on each backend
- * (the host's ODE callable, what the op runs).  Median of repeats.
+ * (the host's ODE callable) with its Jacobian graph called separately,
+ * (c) "fused f+J": the body with the graph of f and J in one function
+ * (kiln_ir_ode_rhs_jacobian; what the op runs since issue 28b: one call
+ * per RK45 stage of the sensitivity system instead of two).  Median of
+ * repeats.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -112,14 +116,15 @@ int main(void)
     kiln_err err;
     kiln_graph *body = kiln_parse_string(LV_BODY, "lv.kg", NULL, &err);
     kiln_graph *jg = body ? kiln_ir_ode_jacobian(body, &err) : NULL;
-    if (!jg) {
+    kiln_graph *rjg = jg ? kiln_ir_ode_rhs_jacobian(body, &err) : NULL;
+    if (!rjg) {
         fprintf(stderr, "bench_ode: %s\n", err.message);
         return 1;
     }
     const char *bks[3] = {"interp", "tcc", "llvm"};
     printf("Lotka-Volterra, 20 output times: microseconds per solve "
            "(median of 15)\n");
-    printf("%-9s %-6s %10s %10s\n", "method", "rhs", "states", "+sens");
+    printf("%-9s %-16s %10s %10s\n", "method", "rhs", "states", "+sens");
     for (int m = 0; m < 2; m++) {
         cjob cj = {{.struct_size = sizeof cj.pb, .method = (uint32_t)M[m].method,
                     .n = 2, .p = 4, .rtol = M[m].rtol, .atol = M[m].atol,
@@ -128,27 +133,34 @@ int main(void)
         double a = median_us(one_c, &cj, 20);
         cj.sens = 1;
         double b = median_us(one_c, &cj, 20);
-        printf("%-9s %-6s %10.1f %10.1f\n", M[m].name, "C", a, b);
-        for (int k = 0; k < 3; k++) {
-            kiln_function *r = compile_on(body, bks[k]);
-            kiln_function *j = r ? compile_on(jg, bks[k]) : NULL;
+        printf("%-9s %-16s %10.1f %10.1f\n", M[m].name, "C", a, b);
+        for (int k = 0; k < 6; k++) {
+            int fused = k % 2;
+            char rn[32];
+            snprintf(rn, sizeof rn, "%s%s", bks[k / 2],
+                     fused ? " fused f+J" : "");
+            kiln_function *r = compile_on(body, bks[k / 2]);
+            kiln_function *j = r ? compile_on(fused ? rjg : jg, bks[k / 2])
+                                 : NULL;
             kiln_callable *c = NULL;
-            if (!j || kiln_ode_callable(r, j, M[m].method, M[m].rtol,
-                                        M[m].atol, 100000000, M[m].name,
-                                        0, &c)) {
+            if (!j || kiln_ode_callable(r, fused ? NULL : j,
+                                        fused ? j : NULL, M[m].method,
+                                        M[m].rtol, M[m].atol, 100000000,
+                                        M[m].name, 0, &c)) {
                 kiln_function_free(r);
                 kiln_function_free(j);
-                printf("%-9s %-6s %10s\n", M[m].name, bks[k], "n/a");
+                printf("%-9s %-16s %10s\n", M[m].name, rn, "n/a");
                 continue;
             }
             kjob kj = {c, 0};
             a = median_us(one_k, &kj, 5);
             kj.sens = 1;
             b = median_us(one_k, &kj, 5);
-            printf("%-9s %-6s %10.1f %10.1f\n", M[m].name, bks[k], a, b);
+            printf("%-9s %-16s %10.1f %10.1f\n", M[m].name, rn, a, b);
             kiln_ode_backend.callable_free(c);
         }
     }
+    kiln_graph_free(rjg);
     kiln_graph_free(jg);
     kiln_graph_free(body);
     return 0;

@@ -6,6 +6,9 @@
  *     Lotka-Volterra on both methods, Robertson's stiff system on BDF;
  *   - sensitivities against central differences of the solver's own
  *     states;
+ *   - f and J from one call (kiln_ode_problem.rhs_jac, ABI 1.10), with and
+ *     without `jac`, give the same states and sensitivities; a problem
+ *     of ABI 1.9's size is not read past its end;
  *   - repeated output times, no output times;
  *   - failures: too many steps (CV_TOO_MUCH_WORK, ARK_TOO_MUCH_WORK),
  *     a right-hand side that fails, bad times, tolerances and values;
@@ -25,6 +28,8 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +89,24 @@ typedef struct ode_sys {
     const char *name;
     kiln_ode_fn f, j;
 } ode_sys;
+
+/* rhs_jac for the systems: ctx is the ode_sys; counts its calls. */
+static long fj_calls;
+static int sys_fj(void *c, double t, const double *y, const double *th,
+                  double *dy, double *jac)
+{
+    const ode_sys *s = c;
+    fj_calls++;
+    int rc = s->f(NULL, t, y, th, dy);
+    return rc ? rc : s->j(NULL, t, y, th, jac);
+}
+
+static int failing_fj(void *c, double t, const double *y, const double *th,
+                      double *dy, double *jac)
+{
+    (void)c, (void)t, (void)y, (void)th, (void)dy, (void)jac;
+    return -1;
+}
 
 static const ode_sys SYSTEMS[] = {
     {"decay", decay_f, decay_j},
@@ -234,6 +257,31 @@ static void case_tests(const ode_case *c, int method)
     int rc = kiln_ode_solve(&pb, c->t0, c->y0, c->theta, nts, c->ts, y, S,
                             err, sizeof err);
     ok(rc == KILN_OK, "%s %s: solves (%s)", c->name, mn, err);
+    /* f and J from one call, beside jac and instead of it: the same
+     * values on the same steps */
+    for (int nojac = 0; nojac < 2; nojac++) {
+        kiln_ode_problem p2 = pb;
+        p2.rhs_jac = sys_fj;
+        p2.ctx = (void *)(uintptr_t)s;
+        if (nojac)
+            p2.jac = NULL;
+        fj_calls = 0;
+        int rc2 = kiln_ode_solve(&p2, c->t0, c->y0, c->theta, nts, c->ts,
+                                 yp, fd, err, sizeof err);
+        double w = rc2 ? INFINITY : 0;
+        for (int i = 0; i < nts * n; i++)
+            w = fmax(w, fabs(yp[i] - y[i]) / fmax(1e-300, fabs(y[i])));
+        for (int i = 0; i < nts * n * m; i++)
+            w = fmax(w, fabs(fd[i] - S[i]) / fmax(1, fabs(S[i])));
+        /* RK45 always takes f and J from rhs_jac; BDF only when there is
+         * no jac */
+        int used = method == KILN_ODE_RK45 || nojac ? fj_calls > 0
+                                                    : fj_calls == 0;
+        ok(w <= 1e-14 && used,
+           "%s %s: rhs_jac %s jac: states and sensitivities equal (worst "
+           "%.3g, %ld calls) %s", c->name, mn, nojac ? "without" : "beside",
+           w, fj_calls, err);
+    }
     /* rtol 1e-10 in the solver; global errors grow past it */
     double wy = worst(y, c->y, nts * n, 1e-7, rob ? 1e-12 : 1e-8);
     ok(wy <= 1, "%s %s: states match solve_ivp (error %.3g of the "
@@ -343,7 +391,33 @@ static void failure_tests(void)
     rc = kiln_ode_solve(&pb, 0, &one, &th, 1, t1, y, NULL, err, sizeof err);
     ok(rc == KILN_ERR_ARG && has(err, "Jacobian"), "bdf without a "
        "Jacobian: %s", err);
+    /* rhs_jac stands in for jac, but not past an ABI 1.9 problem's end */
+    pb.rhs_jac = sys_fj;
+    pb.ctx = (void *)(uintptr_t)&SYSTEMS[0];
+    rc = kiln_ode_solve(&pb, 0, &one, &th, 1, t1, y, NULL, err, sizeof err);
+    ok(rc == KILN_OK, "bdf with rhs_jac and no jac solves (%s)",
+       rc ? err : "");
+    pb.struct_size = offsetof(kiln_ode_problem, rhs_jac);
+    rc = kiln_ode_solve(&pb, 0, &one, &th, 1, t1, y, NULL, err, sizeof err);
+    ok(rc == KILN_ERR_ARG && has(err, "Jacobian"), "an ABI 1.9 problem's "
+       "size hides rhs_jac: %s", err);
     pb.jac = decay_j;
+    pb.rhs_jac = failing_fj;
+    rc = kiln_ode_solve(&pb, 0, &one, &th, 1, t1, y, S, err, sizeof err);
+    ok(rc == KILN_OK, "an ABI 1.9 problem with jac solves (rhs_jac unread) "
+       "(%s)", rc ? err : "");
+    pb.struct_size = sizeof pb;
+    for (int mth = 0; mth < 2; mth++) {
+        pb.method = (uint32_t)mth;
+        pb.label = mth ? "ode_bdf 'C'" : "ode_rk45 'C'";
+        pb.jac = NULL;
+        rc = kiln_ode_solve(&pb, 0, &one, &th, 1, t1, y, S, err,
+                            sizeof err);
+        ok(rc == KILN_ERR_RUNTIME &&
+               has(err, "the right-hand side could not be evaluated"),
+           "%s: a failing rhs_jac: %s", mth ? "bdf" : "rk45", err);
+    }
+    pb = problem(&SYSTEMS[0], KILN_ODE_BDF, 1, 1, 1e-6, 1e-6, 1000);
     rc = kiln_ode_solve(&pb, 0, &one, &th, 0, NULL, NULL, NULL, err,
                         sizeof err);
     ok(rc == KILN_OK, "no output times: nothing to do");

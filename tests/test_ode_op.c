@@ -4,7 +4,10 @@
  * own reverse mode) compiled on every backend found, run by the host's
  * ODE callable (core/runtime/ode.c), against the same system written in
  * C and solved by kiln_ode_solve (which tests/test_ode.c checks against
- * SciPy), and the Jacobian graph against the C Jacobian.
+ * SciPy), and the Jacobian graph against the C Jacobian.  The callable
+ * runs with the Jacobian alone and with the fused graph of f and J
+ * (kiln_ir_ode_rhs_jacobian, what the op uses); the op's gradients are
+ * checked against central differences on every backend.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -20,6 +23,7 @@
 #include "ode_lv.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,19 +59,41 @@ static kiln_view vec(double *d, int rank, int64_t n0, int64_t n1,
     return v;
 }
 
-static void kernel_tests(const char *bk, kiln_graph *body, kiln_graph *jg)
+/* A host callable for the body: with the Jacobian graph jg (fused 0) or
+ * with the graph of f and J rjg (fused 1). */
+static int callable_on(const char *bk, kiln_graph *body, kiln_graph *jg,
+                       kiln_graph *rjg, int fused, int method, double rtol,
+                       int64_t steps, const char *label, kiln_callable **c)
+{
+    kiln_err err = {0, ""};
+    kiln_function *r = compile_on(body, bk, &err);
+    kiln_function *j = compile_on(fused ? rjg : jg, bk, &err);
+    if (!r || !j || kiln_ode_callable(r, fused ? NULL : j, fused ? j : NULL,
+                                      method, rtol, rtol, steps, label, 0,
+                                      c)) {
+        kiln_function_free(r);
+        kiln_function_free(j);
+        return -1;
+    }
+    return 0;
+}
+
+static void kernel_tests(const char *bk, kiln_graph *body, kiln_graph *jg,
+                         kiln_graph *rjg)
 {
     kiln_err err = {0, ""};
     kiln_function *rhs = compile_on(body, bk, &err);
     kiln_function *jac = rhs ? compile_on(jg, bk, &err) : NULL;
-    if (!ok(rhs && jac, "%s: the body and its Jacobian compile (%s)", bk,
-            err.message)) {
+    kiln_function *rj = jac ? compile_on(rjg, bk, &err) : NULL;
+    if (!ok(rhs && jac && rj, "%s: the body, its Jacobian and both fused "
+            "compile (%s)", bk, err.message)) {
         kiln_function_free(rhs);
         kiln_function_free(jac);
+        kiln_function_free(rj);
         return;
     }
-    /* the Jacobian graph against the C one at a few points */
-    double worst = 0;
+    /* the Jacobian graphs against the C one at a few points */
+    double worst = 0, worst_fj = 0;
     for (int k = 0; k < 3; k++) {
         double t = k, y[2] = {30 + 7 * k, 5 + 3 * k};
         double th[4] = {0.55, 0.028 + 0.01 * k, 0.8, 0.024};
@@ -86,23 +112,42 @@ static void kernel_tests(const char *bk, kiln_graph *body, kiln_graph *jg)
         for (int i = 0; i < 12; i++)
             worst = fmax(worst, fabs(((double *)out[0].data)[i] - want[i]) /
                                     fmax(1, fabs(want[i])));
+        /* the fused graph: dy then jac */
+        double wdy[2];
+        lv_f(NULL, t, y, th, wdy);
+        kiln_tensor o2[2];
+        if (kiln_function_call(rj, in, o2, &err) || o2[0].rank != 1 ||
+            o2[0].shape[0] != 2 || o2[1].rank != 2 ||
+            o2[1].shape[0] != 2 || o2[1].shape[1] != 6) {
+            worst_fj = INFINITY;
+            break;
+        }
+        for (int i = 0; i < 12; i++)
+            worst_fj = fmax(worst_fj,
+                            fabs(((double *)o2[1].data)[i] - want[i]) /
+                                fmax(1, fabs(want[i])));
+        for (int i = 0; i < 2; i++)
+            worst_fj = fmax(worst_fj,
+                            fabs(((double *)o2[0].data)[i] - wdy[i]) /
+                                fmax(1, fabs(wdy[i])));
     }
     ok(worst <= 1e-14, "%s: the Jacobian graph equals the hand-written one "
        "(worst %.3g)", bk, worst);
+    ok(worst_fj <= 1e-14, "%s: the fused graph's dy and jac equal the "
+       "hand-written ones (worst %.3g)", bk, worst_fj);
 
-    for (int method = 0; method < 2; method++) {
-        const char *mn = method == KILN_ODE_BDF ? "ode_bdf" : "ode_rk45";
+    for (int mf = 0; mf < 4; mf++) {
+        const int method = mf / 2, fused = mf % 2;
+        char mn[32];
+        snprintf(mn, sizeof mn, "%s%s",
+                 method == KILN_ODE_BDF ? "ode_bdf" : "ode_rk45",
+                 fused ? " fused f+J" : "");
         kiln_callable *c = NULL;
-        kiln_function *r2 = compile_on(body, bk, &err);
-        kiln_function *j2 = compile_on(jg, bk, &err);
         double rtol = 1e-8;
-        if (!ok(r2 && j2 && !kiln_ode_callable(r2, j2, method, rtol, rtol,
-                                               1000000, mn, 0, &c),
-                "%s %s: a host callable", bk, mn)) {
-            kiln_function_free(r2);
-            kiln_function_free(j2);
+        if (!ok(!callable_on(bk, body, jg, rjg, fused, method, rtol,
+                             1000000, mn, &c),
+                "%s %s: a host callable", bk, mn))
             continue;
-        }
         double y0[2] = {33.956, 5.933}, t0 = 0, ts[20];
         double th[4] = {0.55, 0.028, 0.8, 0.024};
         for (int i = 0; i < 20; i++)
@@ -142,12 +187,8 @@ static void kernel_tests(const char *bk, kiln_graph *body, kiln_graph *jg)
         /* too many steps: the solver's message with the label */
         kiln_ode_backend.callable_free(c);
         c = NULL;
-        r2 = compile_on(body, bk, &err);
-        j2 = compile_on(jg, bk, &err);
-        if (r2 && j2 && !kiln_ode_callable(r2, j2, method, rtol, rtol, 3,
-                                           method ? "ode_bdf 'z'"
-                                                  : "ode_rk45 'z'", 0,
-                                           &c)) {
+        if (!callable_on(bk, body, jg, rjg, fused, method, rtol, 3,
+                         method ? "ode_bdf 'z'" : "ode_rk45 'z'", &c)) {
             rc = c->fn(c->state, &call);
             /* KILN_ERR_CHECK: the point is rejected (Stan: the draw) */
             ok(rc == KILN_ERR_CHECK &&
@@ -158,12 +199,11 @@ static void kernel_tests(const char *bk, kiln_graph *body, kiln_graph *jg)
             kiln_ode_backend.callable_free(c);
         } else {
             ok(0, "%s %s: a second callable", bk, mn);
-            kiln_function_free(r2);
-            kiln_function_free(j2);
         }
     }
     kiln_function_free(rhs);
     kiln_function_free(jac);
+    kiln_function_free(rj);
 }
 
 /* The op in .kg: the body block, then the graph using it. */
@@ -236,12 +276,21 @@ static void op_tests(const char **bk, int nbk)
         free(t2);
         kiln_graph_free(g2);
         kiln_graph_free(g);
-        /* gradients by forward sensitivities vs central differences */
-        char label[64];
-        snprintf(label, sizeof label, "%s gradient", op);
-        gc_check(label, op_text(op, "", "  w = sum(mul(z, z))\n"
-                                    "  output cost = mul(1e-3, w)\n"),
-                 1e-5);
+        /* gradients by forward sensitivities vs central differences,
+         * on every backend ($KILN_BACKEND names gc_check's), each at the
+         * same points (BDF's central differences at other random points
+         * have errors near 1e-4 whichever Jacobian path runs) */
+        uint64_t rng = gc_rng;
+        for (int b = 0; b < nbk; b++) {
+            gc_rng = rng;
+            char label[64];
+            snprintf(label, sizeof label, "%s gradient on %s", op, bk[b]);
+            setenv("KILN_BACKEND", bk[b], 1);
+            gc_check(label, op_text(op, "", "  w = sum(mul(z, z))\n"
+                                        "  output cost = mul(1e-3, w)\n"),
+                     1e-5);
+        }
+        unsetenv("KILN_BACKEND");
         /* too many steps: the point is rejected (KILN_ERR_CHECK) */
         const char *txt = op_text(op, ", max_num_steps=2",
                                   "  output z2 = z\n");
@@ -284,15 +333,17 @@ int main(void)
     kiln_err err = {0, ""};
     kiln_graph *body = kiln_parse_string(LV_BODY, "lv.kg", NULL, &err);
     kiln_graph *jg = body ? kiln_ir_ode_jacobian(body, &err) : NULL;
-    if (!ok(body && jg, "the Lotka-Volterra body and its Jacobian graph "
-            "(%s)", err.message)) {
+    kiln_graph *rjg = jg ? kiln_ir_ode_rhs_jacobian(body, &err) : NULL;
+    if (!ok(body && jg && rjg, "the Lotka-Volterra body, its Jacobian graph "
+            "and the fused one (%s)", err.message)) {
+        kiln_graph_free(jg);
         kiln_graph_free(body);
         return done_testing();
     }
     const char *bk[8];
     int nbk = found_backends(bk);
     for (int i = 0; i < nbk; i++)
-        kernel_tests(bk[i], body, jg);
+        kernel_tests(bk[i], body, jg, rjg);
     op_tests(bk, nbk);
     /* a body that is not (t, y, theta) -> dy */
     static const char BAD[] = "kiln 1\ngraph b\n  input y: f64[2]\n"
@@ -303,6 +354,67 @@ int main(void)
            strstr(err.message, "(t, y, theta)"),
        "a body with the wrong inputs: %s", err.message);
     kiln_graph_free(bad);
+    /* LV reads y and theta element by element and stacks scalars into dy:
+     * its Jacobian is taken of each scalar with respect to the reads, so
+     * nothing is scattered into a vector (no inc_subtensor, not even a
+     * seed) */
+    char *txt = kiln_graph_print(rjg, &err);
+    int nscat = 0;
+    for (const char *q = txt; q && (q = strstr(q, "inc_subtensor(")); q++)
+        nscat++;
+    ok(txt && nscat == 0, "the fused LV graph scatters nothing (%d "
+       "inc_subtensor)", nscat);
+    free(txt);
+    /* the same system written two more ways: y used as a whole vector
+     * (the general path), and scalar reads with dy not a stack of scalars
+     * (the reads path with a seed per row) */
+    static const char *const MIX[2] = {
+        "kiln 1\ngraph m\n  input t: f64\n  input y: f64[2]\n"
+        "  input theta: f64[1]\n  output dy = mul(neg(theta[0]), y)\nend\n",
+        "kiln 1\ngraph m\n  input t: f64\n  input y: f64[2]\n"
+        "  input theta: f64[1]\n"
+        "  output dy = mul(neg(theta[0]), stack(y[0], y[1], axis=0))\n"
+        "end\n"};
+    for (int k = 0; k < 2; k++) {
+        kiln_graph *mb = kiln_parse_string(MIX[k], "m.kg", NULL, &err);
+        kiln_graph *mj = mb ? kiln_ir_ode_rhs_jacobian(mb, &err) : NULL;
+        kiln_function *mf = mj ? compile_on(mj, "interp", &err) : NULL;
+        double mt = 0, my[2] = {2, 3}, mth = 0.7, wmix = INFINITY;
+        kiln_tensor min[3] = {
+            {.dtype = KILN_F64, .rank = 0, .data = &mt},
+            {.dtype = KILN_F64, .rank = 1, .shape = {2}, .data = my},
+            {.dtype = KILN_F64, .rank = 1, .shape = {1}, .data = &mth}};
+        kiln_tensor mo[2];
+        if (mf && !kiln_function_call(mf, min, mo, &err)) {
+            const double wdy[2] = {-1.4, -2.1};
+            const double wj[6] = {-0.7, 0, -2, 0, -0.7, -3};
+            wmix = 0;
+            for (int i = 0; i < 2; i++)
+                wmix = fmax(wmix, fabs(((double *)mo[0].data)[i] - wdy[i]));
+            for (int i = 0; i < 6; i++)
+                wmix = fmax(wmix, fabs(((double *)mo[1].data)[i] - wj[i]));
+        }
+        ok(wmix <= 1e-15, "%s: dy and jac (worst %.3g) %s",
+           k ? "reads, dy not a stack" : "a body using y whole", wmix,
+           mf ? "" : err.message);
+        kiln_function_free(mf);
+        kiln_graph_free(mj);
+        kiln_graph_free(mb);
+    }
+    /* a body whose output is named jac: the Jacobian output gets another
+     * name */
+    static const char JAC[] = "kiln 1\ngraph b\n  input t: f64\n"
+                              "  input y: f64[1]\n  input theta: f64[1]\n"
+                              "  output jac = mul(theta, y)\nend\n";
+    kiln_graph *jb = kiln_parse_string(JAC, "j.kg", NULL, &err);
+    kiln_graph *jj = jb ? kiln_ir_ode_rhs_jacobian(jb, &err) : NULL;
+    ok(jj && jj->n_outputs == 2 && !strcmp(jj->outputs[0].name, "jac") &&
+           !strcmp(jj->outputs[1].name, "jac_"),
+       "a body's output named jac: the fused graph's outputs jac, jac_ %s",
+       jj ? "" : err.message);
+    kiln_graph_free(jj);
+    kiln_graph_free(jb);
+    kiln_graph_free(rjg);
     kiln_graph_free(jg);
     kiln_graph_free(body);
     return done_testing();

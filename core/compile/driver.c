@@ -835,10 +835,11 @@ static void body_options(kiln_options *po, const kiln_options *opt)
     po->quiet = 1;
 }
 
-/* ODE steps (issue 28): the body (the right-hand side) and its Jacobian
- * graph (kiln_ir_ode_jacobian) compiled as functions of their own with
- * the caller's options, run by the host's ODE callable
- * (core/runtime/ode.c). */
+/* ODE steps (issue 28): the body (the right-hand side) and the graph of
+ * the body with its Jacobian (kiln_ir_ode_rhs_jacobian: dy and jac from
+ * one call) compiled as functions of their own with the caller's options,
+ * run by the host's ODE callable (core/runtime/ode.c).  The body alone
+ * serves the steps that need f only (RK45 states, BDF's Newton). */
 static int attach_ode(kiln_function *f, kiln_step *s,
                       const kiln_options *opt, kiln_err *err)
 {
@@ -848,11 +849,11 @@ static int attach_ode(kiln_function *f, kiln_step *s,
     kiln_vm_node_label(f->g, s->node, lbl, sizeof lbl);
     kiln_options po;
     body_options(&po, opt);
-    kiln_graph *jg = kiln_ir_ode_jacobian(a->body, err);
+    kiln_graph *jg = kiln_ir_ode_rhs_jacobian(a->body, err);
     kiln_function *rf = jg ? compile_graph(a->body, &po, 0, err) : NULL;
-    kiln_function *jf = rf ? compile_graph(jg, &po, 0, err) : NULL;
+    kiln_function *rjf = rf ? compile_graph(jg, &po, 0, err) : NULL;
     kiln_graph_free(jg);
-    if (!jf) {
+    if (!rjf) {
         kiln_function_free(rf);
         kiln_err_prefix(err, "%s: body '%s': ", lbl,
                         a->body->name ? a->body->name : "?");
@@ -864,12 +865,12 @@ static int attach_ode(kiln_function *f, kiln_step *s,
         snprintf(label, sizeof label, "%s '%s'", op, n->name);
     else
         snprintf(label, sizeof label, "%s", op);
-    if (kiln_ode_callable(rf, jf, n->op == KILN_OP_ODE_BDF ? KILN_ODE_BDF
-                                                           : KILN_ODE_RK45,
+    if (kiln_ode_callable(rf, NULL, rjf, n->op == KILN_OP_ODE_BDF
+                                            ? KILN_ODE_BDF : KILN_ODE_RK45,
                           a->rtol, a->atol, a->max_steps, label, a->sens,
                           &s->callable)) {
         kiln_function_free(rf);
-        kiln_function_free(jf);
+        kiln_function_free(rjf);
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
     }
     s->backend = &kiln_ode_backend;

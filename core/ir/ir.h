@@ -462,10 +462,18 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err);
  * Returns a new graph (caller frees) with the same inputs and one output
  * `jac`: f64[N, N+P], row i = [d dy_i / d y, d dy_i / d theta], built by
  * N reverse passes of kiln_graph_grad over a copy of the body (a value the
- * body does not use gets zeros).  Errors: KILN_ERR_TYPE (the signature),
+ * body does not use gets zeros); when the body reads y and theta only as
+ * y[k], theta[k], with respect to those scalar reads (no scatter of their
+ * adjoints into vectors; same values).  Errors: KILN_ERR_TYPE (the signature),
  * KILN_ERR_SHAPE (sizes not static), those of kiln_graph_grad (an op
  * without a gradient), KILN_ERR_NOMEM. */
 kiln_graph *kiln_ir_ode_jacobian(const kiln_graph *body, kiln_err *err);
+
+/* kiln_ir_ode_jacobian's graph with the body's output dy: f64[N] kept as
+ * output 0 and `jac` as output 1, so one evaluation gives f and its
+ * Jacobian at one (t, y, theta) (the reverse passes reuse the forward
+ * nodes).  Same arguments, ownership and errors. */
+kiln_graph *kiln_ir_ode_rhs_jacobian(const kiln_graph *body, kiln_err *err);
 
 /* The type of an ode_rk45 / ode_bdf node (op) with attributes *a over
  * inputs y0 [N], t0 (scalar), ts [T], theta [P] (all f64), checked

@@ -522,19 +522,35 @@ static kiln_value build_transform(kiln_graph *g, const char *pname, int tr,
     *lj = -1;
     switch (tr) {
     case KILN_TRANSFORM_SIMPLEX: {
-        kiln_value ones = op2(g, "fill", u, lit(g, 1, err), err);
-        kiln_value cnt = op_axis(g, "cumsum", 1, &ones, ax, err);
-        kiln_value tot = sum_keep(g, ones, ax, err);
-        kiln_value off = op1(g, "log", op2(g, "sub", op2(g, "add", tot,
-                                                         lit(g, 1, err), err),
-                                           cnt, err), err);
+        /* Stan's stick breaking: z_k = inv_logit(u_k - log(K-1-k)),
+         * log z = adj - softplus(adj) = adj + log(1 - z) in the
+         * log-Jacobian (one softplus per element, not two: softplus(-a) =
+         * softplus(a) - a) */
+        int64_t n = dims[ax] - 1;    /* u's length on the axis */
+        kiln_value off;
+        if (n > 0) {                 /* static K: the offsets as a const */
+            double *ov = malloc(sizeof *ov * (size_t)n);
+            for (int64_t k = 0; ov && k < n; k++)
+                ov[k] = log((double)(n - k));
+            off = grid_const(g, pname, "off", KILN_F64, 1, &n, ov, err);
+        } else {
+            kiln_value ones = op2(g, "fill", u, lit(g, 1, err), err);
+            kiln_value cnt = op_axis(g, "cumsum", 1, &ones, ax, err);
+            kiln_value tot = sum_keep(g, ones, ax, err);
+            off = op1(g, "log", op2(g, "sub", op2(g, "add", tot,
+                                                  lit(g, 1, err), err),
+                                    cnt, err), err);
+        }
         kiln_value adj = op2(g, "sub", u, off, err);
-        kiln_value lz = op1(g, "neg", op1(g, "softplus",
-                                          op1(g, "neg", adj, err), err), err);
         kiln_value l1z = op1(g, "neg", op1(g, "softplus", adj, err), err);
+        kiln_value lz = op2(g, "add", adj, l1z, err);
         kiln_value ls = op2(g, "sub", op_axis(g, "cumsum", 1, &l1z, ax, err),
                             l1z, err);
-        kiln_value head = op1(g, "exp", op2(g, "add", ls, lz, err), err);
+        /* x_k = exp(ls) z: z from sigmoid, not exp(lz) (lz = adj + l1z
+         * cancels when adj is large; sigmoid's exp is the one softplus's
+         * gradient needs, so it is shared) */
+        kiln_value head = op2(g, "mul", op1(g, "exp", ls, err),
+                              op1(g, "sigmoid", adj, err), err);
         kiln_value last = op1(g, "exp", sum_keep(g, l1z, ax, err), err);
         x = reshape_to(g, join_at(g, ax, head, last, err), rank, dims, err);
         *lj = op1(g, "sum", op2(g, "add", ls, op2(g, "add", lz, l1z, err),
@@ -572,13 +588,33 @@ static kiln_value build_transform(kiln_graph *g, const char *pname, int tr,
         break;
     }
     case KILN_TRANSFORM_SUM_TO_ZERO: {
-        kiln_value ones = op2(g, "fill", u, lit(g, 1, err), err);
-        kiln_value nn = op_axis(g, "cumsum", 1, &ones, ax, err);
-        kiln_value w = op2(g, "true_div", u,
-                           op1(g, "sqrt", op2(g, "mul", nn,
-                                              op2(g, "add", nn,
-                                                  lit(g, 1, err), err),
-                                              err), err), err);
+        /* nn = 1..n on the axis and sqrt(nn (nn + 1)): consts when the
+         * size is static (exact integers, correctly rounded sqrt: the
+         * values the graph would compute) */
+        int64_t n = dims[ax] - 1;
+        kiln_value nn, den;
+        if (n > 0) {
+            double *nv = malloc(sizeof *nv * (size_t)n);
+            double *dv = malloc(sizeof *dv * (size_t)n);
+            for (int64_t k = 0; nv && dv && k < n; k++) {
+                nv[k] = (double)(k + 1);
+                dv[k] = sqrt(nv[k] * (nv[k] + 1));
+            }
+            if (!nv || !dv) {
+                free(nv);
+                free(dv);
+                nv = dv = NULL;
+            }
+            nn = grid_const(g, pname, "nn", KILN_F64, 1, &n, nv, err);
+            den = grid_const(g, pname, "den", KILN_F64, 1, &n, dv, err);
+        } else {
+            kiln_value ones = op2(g, "fill", u, lit(g, 1, err), err);
+            nn = op_axis(g, "cumsum", 1, &ones, ax, err);
+            den = op1(g, "sqrt", op2(g, "mul", nn,
+                                     op2(g, "add", nn, lit(g, 1, err), err),
+                                     err), err);
+        }
+        kiln_value w = op2(g, "true_div", u, den, err);
         kiln_value cw = op_axis(g, "cumsum", 1, &w, ax, err);
         kiln_value tot = sum_keep(g, w, ax, err);
         kiln_value S = op2(g, "add", op2(g, "sub", tot, cw, err), w, err);

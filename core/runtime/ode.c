@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,13 +35,25 @@ static const char *label_of(const kiln_ode_problem *pb)
     return pb->method == KILN_ODE_BDF ? "ode_bdf" : "ode_rk45";
 }
 
+/* The problem's rhs_jac when its struct_size holds it (ABI 1.10), else
+ * NULL. */
+typedef int (*ode_fj_fn)(void *, double, const double *, const double *,
+                         double *, double *);
+static ode_fj_fn rhs_jac_of(const kiln_ode_problem *pb)
+{
+    return pb->struct_size >= offsetof(kiln_ode_problem, rhs_jac) +
+                                  sizeof pb->rhs_jac
+               ? pb->rhs_jac
+               : NULL;
+}
+
 /* The checks both builds make: sizes, tolerances, times, finite values. */
 static int check_problem(const kiln_ode_problem *pb, double t0,
                          const double *y0, const double *theta, int64_t nts,
                          const double *ts, const double *y_out,
                          const double *sens_out, char *errbuf, size_t size)
 {
-    if (!pb || pb->struct_size < sizeof(kiln_ode_problem))
+    if (!pb || pb->struct_size < offsetof(kiln_ode_problem, rhs_jac))
         return fail(errbuf, size, KILN_ERR_ARG,
                     "ode_solve: no problem, or one from another ABI");
     const char *lb = label_of(pb);
@@ -62,7 +75,8 @@ static int check_problem(const kiln_ode_problem *pb, double t0,
         return fail(errbuf, size, KILN_ERR_ARG,
                     "%s: max_num_steps %lld must be positive", lb,
                     (long long)pb->max_num_steps);
-    if (!pb->rhs || (!pb->jac && (pb->method == KILN_ODE_BDF || sens_out)))
+    if (!pb->rhs || (!pb->jac && !rhs_jac_of(pb) &&
+                     (pb->method == KILN_ODE_BDF || sens_out)))
         return fail(errbuf, size, KILN_ERR_ARG,
                     "%s: no right-hand side%s", lb,
                     pb->rhs ? " Jacobian (needed for BDF and sensitivities)"
@@ -110,11 +124,13 @@ int kiln_ode_available(void) { return 1; }
 /* One solve's state, passed to SUNDIALS as user data. */
 typedef struct solve {
     const kiln_ode_problem *pb;
+    ode_fj_fn rhs_jac;   /* pb's, or NULL */
     const double *theta;
     int64_t n, m;        /* states; n + p (Jacobian row length) */
     int64_t ns;          /* sensitivities carried: n + p, or 0 */
     double *jac;         /* [n, m] row-major, at (jac_t, jac_y) */
     double *jac_y;       /* n */
+    double *dy;          /* n: jac_at's scratch when it calls rhs_jac */
     double jac_t;
     int jac_valid;
     int failed;          /* a callback returned a negative value */
@@ -139,6 +155,22 @@ static int call_rhs(solve *s, double t, const double *y, double *dy)
     return rc > 0 || !all_finite(dy, s->n) ? 1 : 0;
 }
 
+/* After the Jacobian was written at (t, y) with the callback's return
+ * rc: keeps it when it is usable; SUNDIALS's convention. */
+static int jac_kept(solve *s, double t, const double *y, int rc)
+{
+    if (rc < 0) {
+        s->failed = 1;
+        return -1;
+    }
+    if (rc > 0 || !all_finite(s->jac, s->n * s->m))
+        return 1;
+    memcpy(s->jac_y, y, sizeof(double) * (size_t)s->n);
+    s->jac_t = t;
+    s->jac_valid = 1;
+    return 0;
+}
+
 /* The Jacobian at (t, y), kept: CVODES asks for the sensitivity rhs of
  * every parameter in turn at one point, and the Newton matrix there too. */
 static int jac_at(solve *s, double t, const double *y)
@@ -147,17 +179,10 @@ static int jac_at(solve *s, double t, const double *y)
     if (s->jac_valid && s->jac_t == t && !memcmp(s->jac_y, y, yb))
         return 0;
     s->jac_valid = 0;
-    int rc = s->pb->jac(s->pb->ctx, t, y, s->theta, s->jac);
-    if (rc < 0) {
-        s->failed = 1;
-        return -1;
-    }
-    if (rc > 0 || !all_finite(s->jac, s->n * s->m))
-        return 1;
-    memcpy(s->jac_y, y, yb);
-    s->jac_t = t;
-    s->jac_valid = 1;
-    return 0;
+    int rc = s->pb->jac ? s->pb->jac(s->pb->ctx, t, y, s->theta, s->jac)
+                        : s->rhs_jac(s->pb->ctx, t, y, s->theta, s->dy,
+                                     s->jac);
+    return jac_kept(s, t, y, rc);
 }
 
 /* ds/dt = J_y s + (column k of J_theta when k >= n). */
@@ -222,10 +247,20 @@ static int erk_rhs(sunrealtype t, N_Vector z, N_Vector zd, void *ud)
     solve *s = ud;
     const double *zv = N_VGetArrayPointer(z);
     double *dv = N_VGetArrayPointer(zd);
-    int rc = call_rhs(s, t, zv, dv);
-    if (rc || !s->ns)
-        return rc;
-    rc = jac_at(s, t, zv);
+    int rc;
+    if (s->ns && s->rhs_jac) {
+        /* f and J at this (t, y) from one call (issue 28) */
+        s->jac_valid = 0;
+        rc = jac_kept(s, t, zv,
+                      s->rhs_jac(s->pb->ctx, t, zv, s->theta, dv, s->jac));
+        if (!rc && !all_finite(dv, s->n))
+            rc = 1;
+    } else {
+        rc = call_rhs(s, t, zv, dv);
+        if (rc || !s->ns)
+            return rc;
+        rc = jac_at(s, t, zv);
+    }
     if (rc)
         return rc;
     for (int64_t k = 0; k < s->ns; k++)
@@ -268,7 +303,8 @@ static int sundials_solve(const kiln_ode_problem *pb, double t0,
     int rc;
     const int bdf = pb->method == KILN_ODE_BDF;
     const char *lb = label_of(pb);
-    solve s = {.pb = pb, .theta = theta, .n = pb->n, .m = pb->n + pb->p,
+    solve s = {.pb = pb, .rhs_jac = rhs_jac_of(pb), .theta = theta,
+               .n = pb->n, .m = pb->n + pb->p,
                .ns = sens_out ? pb->n + pb->p : 0};
     if (s.ns > 0x7fffffff)
         return fail(errbuf, errbuf_size, KILN_ERR_ARG,
@@ -281,7 +317,7 @@ static int sundials_solve(const kiln_ode_problem *pb, double t0,
     SUNMatrix A = NULL;
     SUNLinearSolver LS = NULL;
     double **cols = NULL;
-    s.jac = calloc((size_t)(s.n * s.m) + (size_t)s.n, sizeof(double));
+    s.jac = calloc((size_t)(s.n * s.m) + 2 * (size_t)s.n, sizeof(double));
     cols = calloc((size_t)s.ns + 1, sizeof *cols);
     if (!s.jac || !cols || SUNContext_Create(NULL, &ctx)) {
         rc = fail(errbuf, errbuf_size, KILN_ERR_NOMEM,
@@ -289,6 +325,7 @@ static int sundials_solve(const kiln_ode_problem *pb, double t0,
         goto done;
     }
     s.jac_y = s.jac + s.n * s.m;
+    s.dy = s.jac_y + s.n;
     /* the solver's vector: the state (BDF, or RK45 without
      * sensitivities) or the coupled state (RK45 with them) */
     int64_t len = bdf ? s.n : s.n * (1 + s.ns);
@@ -442,7 +479,9 @@ int kiln_ode_solve(const kiln_ode_problem *pb, double t0, const double *y0,
 /* ---- the host's ODE kernels (the ops ode_rk45, ode_bdf) ---- */
 
 typedef struct ode_state {
-    kiln_function *rhs, *jac;   /* owned: the body and its Jacobian */
+    kiln_function *rhs, *jac;   /* owned: the body and its Jacobian
+                                   (NULL when rhs_jac is set) */
+    kiln_function *rhs_jac;     /* owned or NULL: dy and jac, one call */
     kiln_ode_problem pb;        /* method, tolerances, label; n, p, ctx
                                    per call */
     char label[128];
@@ -459,9 +498,11 @@ typedef struct ode_eval {
     int failed;
 } ode_eval;
 
+/* Calls f at (t, y, theta) and copies its outputs: out0 (m0 doubles)
+ * and, when out1 is not NULL, the second output (m1 doubles). */
 static int ode_eval_fn(ode_eval *ev, kiln_function *f, double t,
-                       const double *y, const double *theta, double *out,
-                       int64_t m)
+                       const double *y, const double *theta, double *out0,
+                       int64_t m0, double *out1, int64_t m1)
 {
     static const double none = 0;
     kiln_tensor in[3] = {
@@ -470,13 +511,15 @@ static int ode_eval_fn(ode_eval *ev, kiln_function *f, double t,
          .data = (void *)(uintptr_t)y},
         {.dtype = KILN_F64, .rank = 1, .shape = {ev->p},
          .data = (void *)(uintptr_t)(ev->p ? theta : &none)}};
-    kiln_tensor o[1];
+    kiln_tensor o[2];
     memset(o, 0, sizeof o);
     if (kiln_function_call(f, in, o, &ev->e)) {
         ev->failed = 1;
         return -1;
     }
-    memcpy(out, o[0].data, sizeof(double) * (size_t)m);
+    memcpy(out0, o[0].data, sizeof(double) * (size_t)m0);
+    if (out1)
+        memcpy(out1, o[1].data, sizeof(double) * (size_t)m1);
     return 0;
 }
 
@@ -484,7 +527,7 @@ static int ode_rhs_cb(void *ctx, double t, const double *y,
                       const double *theta, double *out)
 {
     ode_eval *ev = ctx;
-    return ode_eval_fn(ev, ev->st->rhs, t, y, theta, out, ev->n);
+    return ode_eval_fn(ev, ev->st->rhs, t, y, theta, out, ev->n, NULL, 0);
 }
 
 static int ode_jac_cb(void *ctx, double t, const double *y,
@@ -492,6 +535,14 @@ static int ode_jac_cb(void *ctx, double t, const double *y,
 {
     ode_eval *ev = ctx;
     return ode_eval_fn(ev, ev->st->jac, t, y, theta, out,
+                       ev->n * (ev->n + ev->p), NULL, 0);
+}
+
+static int ode_rhs_jac_cb(void *ctx, double t, const double *y,
+                          const double *theta, double *dy, double *jac)
+{
+    ode_eval *ev = ctx;
+    return ode_eval_fn(ev, ev->st->rhs_jac, t, y, theta, dy, ev->n, jac,
                        ev->n * (ev->n + ev->p));
 }
 
@@ -576,7 +627,8 @@ static int ode_run(void *state, const kiln_call *call)
     return rc;
 }
 
-int kiln_ode_callable(kiln_function *rhs, kiln_function *jac, int method,
+int kiln_ode_callable(kiln_function *rhs, kiln_function *jac,
+                      kiln_function *rhs_jac, int method,
                       double rtol, double atol, int64_t max_num_steps,
                       const char *label, int sens_only, kiln_callable **out)
 {
@@ -589,13 +641,16 @@ int kiln_ode_callable(kiln_function *rhs, kiln_function *jac, int method,
     }
     st->rhs = rhs;
     st->jac = jac;
+    st->rhs_jac = rhs_jac;
     st->sens_only = sens_only;
     snprintf(st->label, sizeof st->label, "%s",
              label ? label : method == KILN_ODE_BDF ? "ode_bdf" : "ode_rk45");
     st->pb = (kiln_ode_problem){
         .struct_size = sizeof st->pb, .method = (uint32_t)method,
         .rtol = rtol, .atol = atol, .max_num_steps = max_num_steps,
-        .label = st->label, .rhs = ode_rhs_cb, .jac = ode_jac_cb};
+        .label = st->label, .rhs = ode_rhs_cb,
+        .jac = jac ? ode_jac_cb : NULL,
+        .rhs_jac = rhs_jac ? ode_rhs_jac_cb : NULL};
     c->struct_size = sizeof *c;
     c->fn = ode_run;
     c->state = st;
@@ -617,6 +672,7 @@ static void ode_host_callable_free(kiln_callable *c)
     if (st) {
         kiln_function_free(st->rhs);
         kiln_function_free(st->jac);
+        kiln_function_free(st->rhs_jac);
     }
     free(st);
     free(c);

@@ -40,9 +40,13 @@ int kiln_ode_solve(const kiln_ode_problem *pb, double t0, const double *y0,
 
 /* A callable running an ODE kernel (KILN_KERNEL_ODE: the ops ode_rk45 and
  * ode_bdf) in the host: `rhs` is the node's body compiled as a function
- * of its own, (t: f64, y: f64[N], theta: f64[P]) -> dy: f64[N], and `jac`
+ * of its own, (t: f64, y: f64[N], theta: f64[P]) -> dy: f64[N]; `jac`
  * its Jacobian's graph (kiln_ir_ode_jacobian) compiled likewise, -> f64[N,
- * N+P]; both are taken (freed with the callable, or by the caller on
+ * N+P]; `rhs_jac` the graph of both (kiln_ir_ode_rhs_jacobian) -> (dy,
+ * jac).  jac or rhs_jac may be NULL, not both; with rhs_jac the RK45
+ * sensitivity system gets f and J from one call per stage, and BDF's
+ * Jacobian comes from it when jac is NULL (kiln_ode_problem.rhs_jac).
+ * All three are taken (freed with the callable, or by the caller on
  * failure).  The kernel's inputs are the views y0 [N], t0 (scalar), ts
  * [T], theta [P], all f64; its outputs Y [T, N] and, when it has two,
  * the sensitivities S [T, N, N+P] (S[i, j, k] = d Y[i, j] / d (y0,
@@ -50,7 +54,8 @@ int kiln_ode_solve(const kiln_ode_problem *pb, double t0, const double *y0,
  * the gradient makes).  `label` starts its messages ("ode_bdf 'z'"; copied).
  * Each call solves with kiln_ode_solve on the calling thread; reentrant.
  * Returns 0 or KILN_ERR_NOMEM.  It belongs to kiln_ode_backend. */
-int kiln_ode_callable(kiln_function *rhs, kiln_function *jac, int method,
+int kiln_ode_callable(kiln_function *rhs, kiln_function *jac,
+                      kiln_function *rhs_jac, int method,
                       double rtol, double atol, int64_t max_num_steps,
                       const char *label, int sens_only, kiln_callable **out);
 
