@@ -281,6 +281,23 @@ static const struct { const char *label, *text; } grads[] = {
      "# range u -1 1\n  output cost = log_det(add(a, u))\nend\n"},
     {"log_det batched", HDR SPDB(2, 3) "  input w: f64[2]\n"
      "  output cost = sum(mul(w, log_det(a)))\nend\n"},
+    {"det n=5 nonsymmetric", HDR "  input a: f64[5, 5]\n"
+     "  output cost = det(a)\nend\n"},
+    {"det n=1", HDR "  input a: f64[1, 1]\n  output cost = det(a)\nend\n"},
+    {"det batched, sign_det's zero gradient", HDR "  input a: f64[2, 3, 3]\n"
+     "  input w: f64[2]\n"
+     "  output cost = sum(mul(mul(w, sign_det(a)), det(a)))\nend\n"},
+    {"det n=64", HDR SPD(64) "  output cost = det(mul(a, 0.0125))\nend\n"},
+    {"matmul batch broadcast", HDR "  input a: f64[1, 3, 2, 4]\n"
+     "  input b: f64[4, 1, 4, 5]\n  input w: f64[4, 3, 2, 5]\n"
+     "  output cost = sum(mul(w, matmul(a, b)))\nend\n"},
+    {"matmul 1-D operands", HDR "  input a: f64[4]\n  input b: f64[3, 4, 2]\n"
+     "  input c: f64[2, 3, 4]\n  input w: f64[3, 2]\n  input u: f64[2, 3]\n"
+     "  output cost = add(sum(mul(w, matmul(a, b))), "
+     "sum(mul(u, matmul(c, a))))\nend\n"},
+    {"matmul 3-D by 2-D", HDR "  input a: f64[3, 2, 4]\n"
+     "  input b: f64[4, 5]\n  input w: f64[3, 2, 5]\n"
+     "  output cost = sum(mul(w, matmul(a, b)))\nend\n"},
     {"diag diagonal tril triu trace", HDR "  input a: f64[4, 4]\n"
      "  input v: f64[4]\n  input w: f64[4, 4]\n"
      "  output cost = add(sum(mul(w, diag(v))), sum(exp(diagonal(a))), "
@@ -458,19 +475,25 @@ static void error_tests(const char **bk, int nbk)
                "  output x = solve_triangular(a, b, lower=true)\nend\n", ztri,
                2, "'x'", "singular triangular matrix (diagonal element 1 is "
                "zero)", bk, nbk);
-    /* log_det of a singular matrix is -inf, as NumPy's slogdet */
+    /* log_det of a singular matrix is -inf, as NumPy's slogdet; det and
+     * sign_det are 0 */
     {
         kiln_err err = {0, ""};
         kiln_function *f = compile_kg_text(HDR "  input a: f64[3, 3]\n"
-                                        "  output d = log_det(a)\nend\n",
+                                        "  output d = log_det(a)\n"
+                                        "  output e = det(a)\n"
+                                        "  output s = sign_det(a)\nend\n",
                                         "interp", NULL, &err);
         kiln_tensor in = {.data = (void *)sing, .dtype = KILN_F64,
                           .rank = 2, .shape = {3, 3}};
-        kiln_tensor out[1];
+        kiln_tensor out[3];
         int rc = f ? kiln_function_call(f, &in, out, &err) : -1;
         ok(rc == 0 && isinf(*(double *)out[0].data) &&
                *(double *)out[0].data < 0, "log_det of a singular matrix is "
            "-inf");
+        ok(rc == 0 && *(double *)out[1].data == 0 &&
+               *(double *)out[2].data == 0,
+           "det and sign_det of a singular matrix are 0");
         kiln_function_free(f);
     }
     build_error(HDR "  input a: f64[2, 3]\n  output l = cholesky(a)\nend\n",
@@ -478,6 +501,14 @@ static void error_tests(const char **bk, int nbk)
     build_error(HDR "  input a: f64[3, 3]\n  input b: f64[4, 2]\n"
                 "  output x = solve(a, b)\nend\n",
                 "shapes (3, 3) and (4, 2) do not match");
+    build_error(HDR "  input a: f64[2, 3, 4]\n  input b: f64[3, 4, 2]\n"
+                "  output c = matmul(a, b)\nend\n",
+                "matmul: shapes (2, 3, 4) and (3, 4, 2) do not match");
+    build_error(HDR "  input a: f64[2, 3, 4]\n  input b: f64[3, 2]\n"
+                "  output c = matmul(a, b)\nend\n",
+                "matmul: shapes (2, 3, 4) and (3, 2) do not match");
+    build_error(HDR "  input a: f64[2, 3]\n  output d = det(a)\nend\n",
+                "det: expected a square matrix, got shape (2, 3)");
     build_error(HDR "  input a: f64[3]\n  output l = inverse(a)\nend\n",
                 "expected a matrix");
     build_error(HDR "  input a: f64[3, 3]\n  input b: f64[3]\n"

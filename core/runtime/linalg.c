@@ -113,7 +113,8 @@ static int la_core_in(uint32_t op, uint32_t i, const kiln_view *in,
 static int la_core_out(uint32_t op, const kiln_view *in, uint32_t n_in)
 {
     switch (op) {
-    case KILN_LINALG_LOGDET: return 0;
+    case KILN_LINALG_LOGDET: case KILN_LINALG_SIGNDET: case KILN_LINALG_DET:
+        return 0;
     case KILN_LINALG_DIAGONAL: return 1;
     default: return la_core_in(op, 1, in, n_in) == 1 && n_in == 2 &&
                     op != KILN_LINALG_POTRF_BWD ? 1 : 2;
@@ -184,6 +185,32 @@ static int la_potrf_bwd(double *L, double *G, double *M, int n)
 #endif
 
 #if KILN_HAVE_LAPACK
+/* From the LU factors of A (dgetrf's a and ipiv, n x n, column-major),
+ * det A = (-1)^(row swaps) prod U[i,i]: log|det A| (-inf when singular),
+ * its sign (-1, +1; 0 when singular; NaN when a pivot is NaN) or det A
+ * (0 when singular), as numpy.linalg.slogdet and det. */
+static double la_det(uint32_t op, const double *a, const int *ipiv, int n)
+{
+    double s = 0, prod = 1;
+    int swaps = 0, neg = 0;
+    for (int i = 0; i < n; i++) {
+        double u = a[i + (size_t)i * n];
+        swaps ^= ipiv[i] != i + 1;
+        neg ^= (ipiv[i] != i + 1) ^ (u < 0);
+        s += log(fabs(u));
+        prod *= u;
+    }
+    if (op == KILN_LINALG_LOGDET)
+        return s;
+    if (isnan(s))
+        return NAN;
+    if (op == KILN_LINALG_SIGNDET)
+        return isinf(s) && s < 0 ? 0.0 : neg ? -1.0 : 1.0;
+    if (isinf(s) && s < 0)
+        return 0.0;
+    return swaps ? -prod : prod;
+}
+
 /* LU of the n x n column-major a in place (pivots in j->ipiv); a zero
  * pivot is an error. */
 static int la_getrf(la_job *j, double *a, int n, const char *note)
@@ -305,14 +332,12 @@ static int la_one(la_job *j)
         la_store(O, j->out_off, 2, a, n, n);
         return 0;
     }
-    case KILN_LINALG_LOGDET: {
+    case KILN_LINALG_LOGDET:
+    case KILN_LINALG_SIGNDET:
+    case KILN_LINALG_DET:
         dgetrf_(&n, &n, a, &n, j->ipiv, &info);
-        double s = 0;
-        for (int i = 0; i < n; i++)
-            s += log(fabs(a[i + (size_t)i * n]));  /* -inf when singular */
-        *((double *)O->data + j->out_off) = s;
+        *((double *)O->data + j->out_off) = la_det(j->op, a, j->ipiv, n);
         return 0;
-    }
     default:
         return la_err(j->errbuf, j->errbuf_size, KILN_ERR_ARG,
                       "unknown linalg op %u", j->op);
@@ -346,7 +371,8 @@ static int la_shapes(uint32_t op, uint32_t n_in, const kiln_view *in,
     }
     int r = brank;
     switch (op) {
-    case KILN_LINALG_LOGDET: break;
+    case KILN_LINALG_LOGDET: case KILN_LINALG_SIGNDET: case KILN_LINALG_DET:
+        break;
     case KILN_LINALG_DIAGONAL: want[r++] = rows < m ? rows : m; break;
     case KILN_LINALG_DIAG: want[r++] = m; want[r++] = m; break;
     case KILN_LINALG_TRSM_LN: case KILN_LINALG_TRSM_LT:
