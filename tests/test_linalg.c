@@ -8,7 +8,7 @@
  * non-positive-definite matrix names the node and the leading minor, a
  * singular solve names the node, shape errors name both shapes.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include "tap.h"
 #include "found_backends.h"
 #include "compile_text.h"
@@ -21,6 +21,7 @@
 
 #include "runtime.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -826,8 +827,35 @@ static void fast_path_threads(void)
        "%d bad)", t[0].bad, t[1].bad);
 }
 
+/* The first LINALG call of a process holds OpenBLAS to one thread, as
+ * kiln's first gemm does (docs/backends.md "BLAS"): run before anything
+ * else in this program touches the BLAS. */
+static void openblas_threads_test(void)
+{
+    int (*get)(void) = (int (*)(void))dlsym(RTLD_DEFAULT,
+                                            "openblas_get_num_threads");
+    if (!get || getenv("OPENBLAS_NUM_THREADS") ||
+        getenv("GOTO_NUM_THREADS") || getenv("OMP_NUM_THREADS")) {
+        ok(1, "OpenBLAS threads # SKIP not OpenBLAS, or its threads set "
+           "by the environment");
+        return;
+    }
+    double a[4] = {4, 1, 1, 3}, l[4];
+    char msg[200] = "";
+    kiln_view in = {.data = a, .rank = 2, .dtype = KILN_F64,
+                    .shape = {2, 2}, .strides = {2, 1}};
+    kiln_view out = in;
+    out.data = l;
+    int rc = kiln_runtime_get()->lapack_run(kiln_runtime_get(),
+                                            KILN_LINALG_POTRF, 1, &in, 1,
+                                            &out, msg, sizeof msg);
+    ok(rc == 0 && get() == 1, "after the first lapack_run OpenBLAS runs "
+       "one thread (%d) %s", get(), msg);
+}
+
 int main(void)
 {
+    openblas_threads_test();
     const char *bk[3];
     int nbk = found_backends(bk);
     error_tests(bk, nbk);

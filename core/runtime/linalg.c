@@ -49,6 +49,7 @@
  * tril(S + S^T) - diag(S) (as PyTensor's Cholesky.L_op).
  */
 #include "runtime.h"
+#include "gemv.h"
 
 #include <kiln/kiln.h>
 
@@ -594,6 +595,10 @@ int kiln_runtime_lapack_run(const kiln_runtime *rt, uint32_t op,
                             char *errbuf, size_t errbuf_size)
 {
     (void)rt;
+    /* OpenBLAS's LAPACK runs on its threads: held to one, as for gemm
+     * (blas.c), before the first call, or a model with no gemm (gp_regr)
+     * spends most of its time in OpenBLAS's idle threads' sched_yield */
+    (void)kiln_blas_get();
     if (op > KILN_LINALG_LAST || n_in < 1 || n_in > 2 || n_out != 1 ||
         !in || !out)
         return la_err(errbuf, errbuf_size, KILN_ERR_ARG,
