@@ -2,7 +2,9 @@
 """Cases for tests/test_linalg.c: kiln's linear-algebra ops and the
 densities built on them (docs/ops.md "Linear algebra") against NumPy,
 scipy.linalg and scipy.stats.multivariate_normal, on seeded random
-symmetric positive-definite matrices of size n = 1, 2, 7, 64 and batched.
+symmetric positive-definite matrices of size n = 1, 2, 7, 64 and batched;
+det / sign_det against numpy.linalg.det / slogdet, batched matmul against
+numpy.matmul.
 
 Output, one item per line:
   case LABEL RTOL
@@ -182,5 +184,34 @@ for x in (rng.standard_normal(6), rng.standard_normal((5, 2))):
          [("x", x), ("alpha", alpha), ("rho", rho)],
          ["output k = gp_exp_quad_cov(x, alpha, rho)"],
          [alpha ** 2 * np.exp(-d2 / (2 * rho ** 2))])
+
+# det and sign_det (issue 28, second half) against numpy.linalg.det and
+# slogdet's sign: nonsymmetric matrices (negative determinants), an
+# exactly singular one (det 0, sign 0), n = 1, 7, 64, batches (3) and (2, 2)
+for n in (1, 7, 64):
+    a = rng.standard_normal((n, n)) + (2.0 if n == 64 else 0.0) * np.eye(n)
+    if n == 1:
+        a = -a if a[0, 0] > 0 else a
+    emit("det_n%d" % n, 1e-11, [("a", a)],
+         ["output d = det(a)", "output s = sign_det(a)",
+          "output l = log_det(a)"],
+         [np.linalg.det(a), np.linalg.slogdet(a)[0],
+          np.linalg.slogdet(a)[1]])
+sing = np.array([[1.0, 2, 3], [2, 4, 6], [0, 1, 1]])
+b3 = np.stack([sing, rng.standard_normal((3, 3)), -np.eye(3)])
+b22 = rng.standard_normal((2, 2, 4, 4))
+for label, a in (("det_batch3", b3), ("det_batch2x2", b22)):
+    emit(label, 1e-12, [("a", a)],
+         ["output d = det(a)", "output s = sign_det(a)"],
+         [np.linalg.det(a), np.linalg.slogdet(a)[0]])
+
+# batched matmul: NumPy's broadcasting of the leading axes and 1-D
+# operands (numpy.matmul)
+MM = [((1, 3, 2, 4), (4, 1, 4, 5)), ((3, 2, 4), (4, 5)), ((4,), (3, 4, 2)),
+      ((2, 3, 4), (4,)), ((2, 1, 1, 3), (5, 3, 2)), ((2, 2, 3, 3), (3, 3))]
+for i, (sa, sb) in enumerate(MM):
+    a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+    emit("matmul_%d" % i, 1e-13, [("a", a), ("b", b)],
+         ["output c = matmul(a, b)"], [np.matmul(a, b)])
 
 print("\n".join(out))

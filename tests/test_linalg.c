@@ -8,17 +8,23 @@
  * non-positive-definite matrix names the node and the leading minor, a
  * singular solve names the node, shape errors name both shapes.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include "tap.h"
 #include "found_backends.h"
 #include "compile_text.h"
 #include "gradcheck.h"
 
+#include <kiln/backend.h>
 #include <kiln/graph.h>
 #include <kiln/kiln.h>
 #include <kiln/model.h>
 
+#include "runtime.h"
+
+#include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +287,23 @@ static const struct { const char *label, *text; } grads[] = {
      "# range u -1 1\n  output cost = log_det(add(a, u))\nend\n"},
     {"log_det batched", HDR SPDB(2, 3) "  input w: f64[2]\n"
      "  output cost = sum(mul(w, log_det(a)))\nend\n"},
+    {"det n=5 nonsymmetric", HDR "  input a: f64[5, 5]\n"
+     "  output cost = det(a)\nend\n"},
+    {"det n=1", HDR "  input a: f64[1, 1]\n  output cost = det(a)\nend\n"},
+    {"det batched, sign_det's zero gradient", HDR "  input a: f64[2, 3, 3]\n"
+     "  input w: f64[2]\n"
+     "  output cost = sum(mul(mul(w, sign_det(a)), det(a)))\nend\n"},
+    {"det n=64", HDR SPD(64) "  output cost = det(mul(a, 0.0125))\nend\n"},
+    {"matmul batch broadcast", HDR "  input a: f64[1, 3, 2, 4]\n"
+     "  input b: f64[4, 1, 4, 5]\n  input w: f64[4, 3, 2, 5]\n"
+     "  output cost = sum(mul(w, matmul(a, b)))\nend\n"},
+    {"matmul 1-D operands", HDR "  input a: f64[4]\n  input b: f64[3, 4, 2]\n"
+     "  input c: f64[2, 3, 4]\n  input w: f64[3, 2]\n  input u: f64[2, 3]\n"
+     "  output cost = add(sum(mul(w, matmul(a, b))), "
+     "sum(mul(u, matmul(c, a))))\nend\n"},
+    {"matmul 3-D by 2-D", HDR "  input a: f64[3, 2, 4]\n"
+     "  input b: f64[4, 5]\n  input w: f64[3, 2, 5]\n"
+     "  output cost = sum(mul(w, matmul(a, b)))\nend\n"},
     {"diag diagonal tril triu trace", HDR "  input a: f64[4, 4]\n"
      "  input v: f64[4]\n  input w: f64[4, 4]\n"
      "  output cost = add(sum(mul(w, diag(v))), sum(exp(diagonal(a))), "
@@ -458,19 +481,25 @@ static void error_tests(const char **bk, int nbk)
                "  output x = solve_triangular(a, b, lower=true)\nend\n", ztri,
                2, "'x'", "singular triangular matrix (diagonal element 1 is "
                "zero)", bk, nbk);
-    /* log_det of a singular matrix is -inf, as NumPy's slogdet */
+    /* log_det of a singular matrix is -inf, as NumPy's slogdet; det and
+     * sign_det are 0 */
     {
         kiln_err err = {0, ""};
         kiln_function *f = compile_kg_text(HDR "  input a: f64[3, 3]\n"
-                                        "  output d = log_det(a)\nend\n",
+                                        "  output d = log_det(a)\n"
+                                        "  output e = det(a)\n"
+                                        "  output s = sign_det(a)\nend\n",
                                         "interp", NULL, &err);
         kiln_tensor in = {.data = (void *)sing, .dtype = KILN_F64,
                           .rank = 2, .shape = {3, 3}};
-        kiln_tensor out[1];
+        kiln_tensor out[3];
         int rc = f ? kiln_function_call(f, &in, out, &err) : -1;
         ok(rc == 0 && isinf(*(double *)out[0].data) &&
                *(double *)out[0].data < 0, "log_det of a singular matrix is "
            "-inf");
+        ok(rc == 0 && *(double *)out[1].data == 0 &&
+               *(double *)out[2].data == 0,
+           "det and sign_det of a singular matrix are 0");
         kiln_function_free(f);
     }
     build_error(HDR "  input a: f64[2, 3]\n  output l = cholesky(a)\nend\n",
@@ -478,6 +507,14 @@ static void error_tests(const char **bk, int nbk)
     build_error(HDR "  input a: f64[3, 3]\n  input b: f64[4, 2]\n"
                 "  output x = solve(a, b)\nend\n",
                 "shapes (3, 3) and (4, 2) do not match");
+    build_error(HDR "  input a: f64[2, 3, 4]\n  input b: f64[3, 4, 2]\n"
+                "  output c = matmul(a, b)\nend\n",
+                "matmul: shapes (2, 3, 4) and (3, 4, 2) do not match");
+    build_error(HDR "  input a: f64[2, 3, 4]\n  input b: f64[3, 2]\n"
+                "  output c = matmul(a, b)\nend\n",
+                "matmul: shapes (2, 3, 4) and (3, 2) do not match");
+    build_error(HDR "  input a: f64[2, 3]\n  output d = det(a)\nend\n",
+                "det: expected a square matrix, got shape (2, 3)");
     build_error(HDR "  input a: f64[3]\n  output l = inverse(a)\nend\n",
                 "expected a matrix");
     build_error(HDR "  input a: f64[3, 3]\n  input b: f64[3]\n"
@@ -539,12 +576,293 @@ static void model_test(void)
     kiln_graph_free(g);
 }
 
+/* ---- the runtime's fast paths against its generic path ---------------
+ * core/runtime/linalg.c takes a zero-copy path for row-major contiguous
+ * matrices and the generic (copy to column-major scratch) path for other
+ * strides: the same matrix given transposed in memory or as a slice of a
+ * wider array, or an output of other strides, must give the same values
+ * (the generic path is checked against NumPy above). n = 300 uses the
+ * per-thread scratch, n <= 22 the stack; two threads at once. */
+
+static double lcg(uint64_t *st)
+{
+    *st = *st * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*st >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+typedef struct fp_case {
+    uint32_t op;
+    int n, vec;      /* vec: b is a vector (else no b) */
+    const char *name;
+} fp_case;
+
+/* A [batch, n, n] as (layout 0) row-major, (1) transposed in memory,
+ * (2) rows n + 3 apart; b [batch, n] with stride 1 (layout 0) or 2. */
+static kiln_view fp_view(double *buf, const double *a, int batch, int n,
+                         int layout)
+{
+    int64_t ld = layout == 2 ? n + 3 : n;
+    kiln_view v = {.data = buf, .rank = 3, .dtype = KILN_F64,
+                   .shape = {batch, n, n},
+                   .strides = {ld * n, layout == 1 ? 1 : ld,
+                               layout == 1 ? n : 1}};
+    for (int k = 0; k < batch; k++)
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++)
+                buf[k * v.strides[0] + i * v.strides[1] + j * v.strides[2]] =
+                    a[((size_t)k * n + i) * n + j];
+    return v;
+}
+
+/* Runs case c with A in `layout` (and, out_stride > 1, an output whose
+ * last axis has that stride); writes the output densely into res.
+ * Returns lapack_run's code. */
+static int fp_run(const fp_case *c, const double *a, const double *b,
+                  int batch, int layout, int out_stride, double *res,
+                  char *msg, size_t msz)
+{
+    int n = c->n, no;
+    int64_t nn = (int64_t)n * n;
+    double *abuf = calloc((size_t)batch * n * (n + 3), sizeof *abuf);
+    double *bbuf = calloc((size_t)batch * n * 2, sizeof *bbuf);
+    double *obuf = calloc((size_t)batch * nn * out_stride + 1, sizeof *obuf);
+    kiln_view in[2], out;
+    in[0] = fp_view(abuf, a, batch, n, layout);
+    in[1] = (kiln_view){.data = bbuf, .rank = 2, .dtype = KILN_F64,
+                        .shape = {batch, n},
+                        .strides = {2 * n, layout ? 2 : 1}};
+    for (int k = 0; k < batch; k++)
+        for (int i = 0; i < n; i++)
+            bbuf[k * 2 * n + i * in[1].strides[1]] = b[k * n + i];
+    int det = c->op == KILN_LINALG_DET || c->op == KILN_LINALG_SIGNDET ||
+              c->op == KILN_LINALG_LOGDET;
+    no = det ? 1 : c->vec ? n : (int)nn;
+    out = (kiln_view){.data = obuf, .dtype = KILN_F64,
+                      .rank = det ? 1 : c->vec ? 2 : 3,
+                      .shape = {batch, n, n}};
+    out.strides[0] = (int64_t)no * out_stride;
+    if (!det) {
+        out.strides[out.rank - 1] = out_stride;
+        if (!c->vec)
+            out.strides[1] = (int64_t)n * out_stride;
+    }
+    int rc = kiln_runtime_get()->lapack_run(kiln_runtime_get(), c->op,
+                                            c->vec ? 2 : 1, in, 1, &out,
+                                            msg, msz);
+    for (int k = 0; k < batch; k++)
+        for (int i = 0; i < no; i++)
+            res[k * no + i] = obuf[k * out.strides[0] + i * (det ? 1
+                                                             : out_stride)];
+    free(abuf);
+    free(bbuf);
+    free(obuf);
+    return rc;
+}
+
+static const fp_case fp_cases[] = {
+    {KILN_LINALG_POTRF, 5, 0, "cholesky"},
+    {KILN_LINALG_POTRF_NAN, 4, 0, "cholesky nan_on_error"},
+    {KILN_LINALG_TRSM_LN, 6, 1, "solve_triangular lower"},
+    {KILN_LINALG_TRSM_LT, 6, 1, "solve_triangular lower trans"},
+    {KILN_LINALG_TRSM_UN, 6, 1, "solve_triangular upper"},
+    {KILN_LINALG_TRSM_UT, 6, 1, "solve_triangular upper trans"},
+    {KILN_LINALG_GESV, 7, 1, "solve vector"},
+    {KILN_LINALG_GETRI, 7, 0, "inverse"},
+    {KILN_LINALG_LOGDET, 7, 0, "log_det"},
+    {KILN_LINALG_SIGNDET, 7, 0, "sign_det"},
+    {KILN_LINALG_DET, 7, 0, "det"},
+    {KILN_LINALG_POTRF, 1, 0, "cholesky n=1"},
+    {KILN_LINALG_GESV, 1, 1, "solve n=1"},
+    {KILN_LINALG_POTRF, 300, 0, "cholesky n=300 (per-thread scratch)"},
+    {KILN_LINALG_GETRI, 300, 0, "inverse n=300 (per-thread scratch)"},
+    {KILN_LINALG_TRSM_LT, 300, 1, "solve_triangular n=300"},
+};
+
+/* The matrices of case c: symmetric positive definite with garbage in
+ * the upper triangle for POTRF (which reads the lower one), not
+ * positive definite for POTRF_NAN's second batch element, else
+ * nonsymmetric and diagonally dominant (no triangle is symmetric, so a
+ * transposed read would show). */
+static void fp_data(const fp_case *c, int batch, double *a, double *b,
+                    uint64_t seed)
+{
+    int n = c->n;
+    for (int k = 0; k < batch; k++) {
+        double *m = a + (size_t)k * n * n;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++)
+                m[i * n + j] = lcg(&seed) + (i == j ? n + 1.0 : 0);
+        if (c->op == KILN_LINALG_POTRF || c->op == KILN_LINALG_POTRF_NAN)
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < i; j++)
+                    m[j * n + i] = 1e3 + lcg(&seed);   /* not read */
+        if (c->op == KILN_LINALG_POTRF_NAN && k == 1)
+            m[0] = -1;
+        for (int i = 0; i < n; i++)
+            b[k * n + i] = lcg(&seed);
+    }
+}
+
+static double fp_diff(const double *x, const double *y, int64_t n)
+{
+    double e = 0, scale = 1;
+    for (int64_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs(y[i]));
+    for (int64_t i = 0; i < n; i++)
+        if (isnan(x[i]) != isnan(y[i]))
+            return INFINITY;
+        else if (!isnan(x[i]))
+            e = fmax(e, fabs(x[i] - y[i]) / scale);
+    return e;
+}
+
+static void fast_path_tests(void)
+{
+    for (size_t ci = 0; ci < sizeof fp_cases / sizeof fp_cases[0]; ci++) {
+        const fp_case *c = &fp_cases[ci];
+        int batch = c->n > 100 ? 1 : 2, n = c->n;
+        size_t na = (size_t)batch * n * n;
+        double *a = malloc(na * sizeof *a), *b = malloc(na * sizeof *b);
+        double *r[4];
+        for (int k = 0; k < 4; k++)
+            r[k] = malloc(na * sizeof *r[k]);
+        fp_data(c, batch, a, b, 7 + ci);
+        char msg[4][200] = {"", "", "", ""};
+        int rc[4];
+        rc[0] = fp_run(c, a, b, batch, 0, 1, r[0], msg[0], sizeof msg[0]);
+        rc[1] = fp_run(c, a, b, batch, 1, 1, r[1], msg[1], sizeof msg[1]);
+        rc[2] = fp_run(c, a, b, batch, 2, 1, r[2], msg[2], sizeof msg[2]);
+        rc[3] = fp_run(c, a, b, batch, 0, 3, r[3], msg[3], sizeof msg[3]);
+        int det = c->op == KILN_LINALG_DET || c->op == KILN_LINALG_SIGNDET ||
+                  c->op == KILN_LINALG_LOGDET;
+        int64_t nout = (int64_t)batch * (det ? 1 : c->vec ? n : n * n);
+        double e = 0;
+        for (int k = 1; k < 4; k++)
+            e = fmax(e, fp_diff(r[0], r[k], nout));
+        ok(!rc[0] && !rc[1] && !rc[2] && !rc[3] && e <= 1e-12,
+           "runtime %s: contiguous (fast path) as transposed, sliced and "
+           "strided-output views (generic), max error %.2g %s", c->name, e,
+           msg[0]);
+        for (int k = 0; k < 4; k++)
+            free(r[k]);
+        free(a);
+        free(b);
+    }
+}
+
+/* In place: the output is the input's own memory (POTRF, GETRI) or b's
+ * (a vector solve), against separate buffers. */
+static void fast_path_inplace(void)
+{
+    static const fp_case cs[] = {{KILN_LINALG_POTRF, 6, 0, "cholesky"},
+                                 {KILN_LINALG_GETRI, 6, 0, "inverse"},
+                                 {KILN_LINALG_TRSM_UT, 6, 1, "trsm"},
+                                 {KILN_LINALG_GESV, 6, 1, "solve"}};
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+        const fp_case *c = &cs[ci];
+        int n = c->n;
+        double a[36], b[6], ref[36], buf[36], bb[6];
+        char msg[200] = "";
+        fp_data(c, 1, a, b, 99);
+        fp_run(c, a, b, 1, 0, 1, ref, msg, sizeof msg);
+        memcpy(buf, a, sizeof a);
+        memcpy(bb, b, sizeof b);
+        kiln_view in[2] = {
+            {.data = buf, .rank = 2, .dtype = KILN_F64, .shape = {n, n},
+             .strides = {n, 1}},
+            {.data = bb, .rank = 1, .dtype = KILN_F64, .shape = {n},
+             .strides = {1}}};
+        kiln_view out = c->vec ? in[1] : in[0];
+        int rc = kiln_runtime_get()->lapack_run(kiln_runtime_get(), c->op,
+                                                c->vec ? 2 : 1, in, 1, &out,
+                                                msg, sizeof msg);
+        double e = fp_diff(c->vec ? bb : buf, ref, c->vec ? n : n * n);
+        ok(rc == 0 && e <= 1e-13, "runtime %s in place: as separate "
+           "buffers (max error %.2g) %s", c->name, e, msg);
+    }
+}
+
+typedef struct fp_thread {
+    int bad;
+} fp_thread;
+
+static void *fp_worker(void *arg)
+{
+    fp_thread *t = arg;
+    static const fp_case cs[] = {{KILN_LINALG_GETRI, 40, 0, ""},
+                                 {KILN_LINALG_POTRF, 5, 0, ""},
+                                 {KILN_LINALG_GESV, 30, 1, ""}};
+    for (int it = 0; it < 20; it++)
+        for (int ci = 0; ci < 3; ci++) {
+            const fp_case *c = &cs[ci];
+            size_t na = (size_t)2 * c->n * c->n;
+            double *a = malloc(na * sizeof *a), *b = malloc(na * sizeof *b);
+            double *x = malloc(na * sizeof *x), *y = malloc(na * sizeof *y);
+            char msg[200];
+            fp_data(c, 2, a, b, 1000 + it * 3 + ci);
+            int r0 = fp_run(c, a, b, 2, 0, 1, x, msg, sizeof msg);
+            int r1 = fp_run(c, a, b, 2, 1, 1, y, msg, sizeof msg);
+            if (r0 || r1 || fp_diff(x, y, c->vec ? 2 * c->n : (int64_t)na) >
+                                1e-12)
+                t->bad++;
+            free(a);
+            free(b);
+            free(x);
+            free(y);
+        }
+    return NULL;
+}
+
+static void fast_path_threads(void)
+{
+    pthread_t th[2];
+    fp_thread t[2] = {{0}, {0}};
+    int made = 0;
+    for (int i = 0; i < 2; i++)
+        made += pthread_create(&th[i], NULL, fp_worker, &t[i]) == 0;
+    for (int i = 0; i < made; i++)
+        pthread_join(th[i], NULL);
+    ok(made == 2 && t[0].bad == 0 && t[1].bad == 0, "two threads at once "
+       "(stack and per-thread scratch): fast and generic paths agree (%d, "
+       "%d bad)", t[0].bad, t[1].bad);
+}
+
+/* The first LINALG call of a process holds OpenBLAS to one thread, as
+ * kiln's first gemm does (docs/backends.md "BLAS"): run before anything
+ * else in this program touches the BLAS. */
+static void openblas_threads_test(void)
+{
+    int (*get)(void) = (int (*)(void))dlsym(RTLD_DEFAULT,
+                                            "openblas_get_num_threads");
+    if (!get || getenv("OPENBLAS_NUM_THREADS") ||
+        getenv("GOTO_NUM_THREADS") || getenv("OMP_NUM_THREADS")) {
+        ok(1, "OpenBLAS threads # SKIP not OpenBLAS, or its threads set "
+           "by the environment");
+        return;
+    }
+    double a[4] = {4, 1, 1, 3}, l[4];
+    char msg[200] = "";
+    kiln_view in = {.data = a, .rank = 2, .dtype = KILN_F64,
+                    .shape = {2, 2}, .strides = {2, 1}};
+    kiln_view out = in;
+    out.data = l;
+    int rc = kiln_runtime_get()->lapack_run(kiln_runtime_get(),
+                                            KILN_LINALG_POTRF, 1, &in, 1,
+                                            &out, msg, sizeof msg);
+    ok(rc == 0 && get() == 1, "after the first lapack_run OpenBLAS runs "
+       "one thread (%d) %s", get(), msg);
+}
+
 int main(void)
 {
+    openblas_threads_test();
     const char *bk[3];
     int nbk = found_backends(bk);
     error_tests(bk, nbk);
     model_test();
+    fast_path_tests();
+    fast_path_inplace();
+    fast_path_threads();
     value_tests(bk, nbk);
     for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) {
         gc_check(grads[i].label, grads[i].text, 1e-6);

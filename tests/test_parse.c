@@ -924,6 +924,7 @@ static const op_case op_cases[] = {
     {"solve(dot(t, m), t)", "f64[3, 2]"},
     {"inverse(j)", "f64[2, 2]"},
     {"log_det(dot(t, m))", "f64"},
+    {"det(j)", "f64"}, {"sign_det(dot(t, m))", "f64"},
     {"tril(m)", "f64[2, 3]"}, {"triu(j)", "f64[2, 2]"},
     {"diag(k)", "f64[3, 3]"}, {"diagonal(m)", "f64[2]"},
     {"i0e(s)", "f32[3]"}, {"i1e(k)", "f64[3]"},   /* issue 28 */

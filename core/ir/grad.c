@@ -992,7 +992,8 @@ static kiln_value mat_abt(gctx *c, kiln_value a, kiln_value b, int vec)
  * M. Giles, "An extended collection of matrix derivative results for
  * forward and reverse mode AD" (Oxford NA-08/01, 2008), section 2.2:
  * X = A^-1 B: Bbar = A^-T Xbar, Abar = -Bbar X^T; C = A^-1: Abar =
- * -C^T Cbar C^T; log|det A|: Abar = g A^-T. */
+ * -C^T Cbar C^T; log|det A|: Abar = g A^-T; det A: Abar = g det(A)
+ * A^-T. */
 static int grad_linalg(gctx *c, kiln_value v, kiln_value gv)
 {
     kiln_node n = *NODE(c, v);
@@ -1043,6 +1044,17 @@ static int grad_linalg(gctx *c, kiln_value v, kiln_value gv)
         return contribute(c, a, op2(c, "mul", g2,
                                     mat_t(c, op1(c, "inverse", a))));
     }
+    case KILN_OP_DET: {
+        /* Abar = g det(A) A^-T (Giles 2008, 2.2; PyTensor's Det.L_op) */
+        int r = n.type.rank;
+        int64_t ax[2] = {r, r + 1};
+        kiln_value g2 = op1_axes(c, "expand_dims", op2(c, "mul", gv, v),
+                                 "axis", 2, ax, -1);
+        return contribute(c, a, op2(c, "mul", g2,
+                                    mat_t(c, op1(c, "inverse", a))));
+    }
+    case KILN_OP_SIGN_DET:
+        return 0;   /* piecewise constant: zero, as PyTensor's */
     case KILN_OP_TRIL:
     case KILN_OP_TRIU:
         return contribute(c, a, op1(c, n.op == KILN_OP_TRIL ? "tril" : "triu",

@@ -73,6 +73,9 @@ typedef enum kiln_op {
     /* issue 28: ODE solves, body = the right-hand side (docs/ops.md,
      * "ODEs"): ode_rk45(y0, t0, ts, theta, body=f, ...) */
     KILN_OP_ODE_RK45, KILN_OP_ODE_BDF,
+    /* issue 28 (second half), linear algebra: det(a) and its sign
+     * (NumPy's slogdet(a)[0]: -1, 0 or +1), f64 of rank the batch */
+    KILN_OP_DET, KILN_OP_SIGN_DET,
     KILN_OP_COUNT
 } kiln_op;
 

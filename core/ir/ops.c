@@ -140,6 +140,8 @@ static const kiln_op_info op_table[KILN_OP_COUNT] = {
     E(KILN_OP_DIAGONAL, "diagonal", KILN_CAT_LINALG, 1, 1, -1),
     E(KILN_OP_I0E, "i0e", KILN_CAT_ELEMWISE, 1, 1, KILN_I_I0E),
     E(KILN_OP_I1E, "i1e", KILN_CAT_ELEMWISE, 1, 1, KILN_I_I1E),
+    E(KILN_OP_DET, "det", KILN_CAT_LINALG, 1, 1, -1),
+    E(KILN_OP_SIGN_DET, "sign_det", KILN_CAT_LINALG, 1, 1, -1),
 };
 
 #undef E
@@ -1164,6 +1166,8 @@ static int infer_linalg(const kiln_shape_ctx *ctx, int op, int n_in,
     out->dtype = KILN_F64;
     switch (op) {
     case KILN_OP_LOG_DET:
+    case KILN_OP_DET:
+    case KILN_OP_SIGN_DET:
         out->rank = r - 2;
         return 0;
     case KILN_OP_DIAG:

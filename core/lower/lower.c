@@ -1848,6 +1848,8 @@ static int lower_linalg(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     case KILN_OP_SOLVE: op = KILN_LINALG_GESV; break;
     case KILN_OP_INVERSE: op = KILN_LINALG_GETRI; break;
     case KILN_OP_LOG_DET: op = KILN_LINALG_LOGDET; break;
+    case KILN_OP_DET: op = KILN_LINALG_DET; break;
+    case KILN_OP_SIGN_DET: op = KILN_LINALG_SIGNDET; break;
     case KILN_OP_TRIL: op = KILN_LINALG_TRIL; break;
     case KILN_OP_TRIU: op = KILN_LINALG_TRIU; break;
     case KILN_OP_DIAG: op = KILN_LINALG_DIAG; break;

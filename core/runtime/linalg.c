@@ -12,11 +12,34 @@
  * Fortran length (1) appended, which gfortran's reference LAPACK reads
  * and OpenBLAS's C interface ignores.
  *
- * Layout: each batch element is copied from its (row-major, any stride)
- * view into a column-major scratch matrix, which LAPACK overwrites
- * anyway, and the result copied back; so no row-major / column-major
- * reinterpretation (row-major lower L = column-major upper) is needed
- * and views of any strides (a transpose read in place) work.
+ * Layout, generic path: each batch element is copied from its
+ * (row-major, any stride) view into a column-major scratch matrix, which
+ * LAPACK overwrites anyway, and the result copied back; views of any
+ * strides (a transpose read in place) work.
+ *
+ * Fast paths (la_fast), for a row-major contiguous matrix A (unit last
+ * stride, rows n apart) whose output is contiguous too and is A's own
+ * memory or disjoint from it: a row-major matrix read column-major is
+ * its transpose, so
+ *   POTRF: A copied into the output, dpotrf("U") in place (A^T's upper
+ *     triangle is A's lower; U = L^T read row-major is L), then the
+ *     row-major strict upper triangle zeroed;
+ *   TRSM with a vector b: A passed as it is (dtrtrs does not write it)
+ *     with L<->U and N<->T swapped, b copied into the output and solved
+ *     there;
+ *   GESV with a vector b: A copied (memcpy) into scratch, LU of A^T,
+ *     dgetrs("T") on b in the output;
+ *   GETRI: A copied into the output, (A^T)^-1 in place, which read
+ *     row-major is A^-1;
+ *   LOGDET, SIGNDET, DET: A copied (memcpy) into scratch (det A^T =
+ *     det A).
+ * Matrix right-hand sides, POTRF_BWD and strided views take the generic
+ * path.
+ *
+ * Scratch: on the stack when it fits LA_STACK_WORDS doubles and
+ * LA_STACK_PIV pivots (n <= 22 for every op), else a per-thread buffer
+ * that only grows, freed by a pthread key's destructor when the thread
+ * exits: no malloc per call after a thread's first large one.
  *
  * Gradient of the Cholesky factor (KILN_LINALG_POTRF_BWD): I. Murray,
  * "Differentiation of the Cholesky decomposition", arXiv:1602.07527
@@ -26,10 +49,12 @@
  * tril(S + S^T) - diag(S) (as PyTensor's Cholesky.L_op).
  */
 #include "runtime.h"
+#include "gemv.h"
 
 #include <kiln/kiln.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +87,69 @@ static int la_err(char *buf, size_t n, int code, const char *fmt, ...)
         va_end(ap);
     }
     return code;
+}
+
+/* ---- scratch ---------------------------------------------------------- */
+
+enum { LA_STACK_WORDS = 2048, LA_STACK_PIV = 256 };
+
+typedef struct la_tls {
+    void *w;        /* nw doubles */
+    void *ipiv;     /* npiv ints */
+    size_t nw, npiv;
+} la_tls;
+
+static pthread_key_t la_key;
+static pthread_once_t la_once = PTHREAD_ONCE_INIT;
+static int la_key_ok;
+
+static void la_tls_free(void *p)
+{
+    la_tls *t = p;
+    free(t->w);
+    free(t->ipiv);
+    free(t);
+}
+
+static void la_key_make(void)
+{
+    la_key_ok = pthread_key_create(&la_key, la_tls_free) == 0;
+}
+
+/* *p (of *cap elements of size elt) grown to at least want elements;
+ * nonzero when out of memory (*p kept). */
+static int la_grow(void **p, size_t *cap, size_t want, size_t elt)
+{
+    if (*cap >= want)
+        return 0;
+    void *q = realloc(*p, want * elt);
+    if (!q)
+        return 1;
+    *p = q;
+    *cap = want;
+    return 0;
+}
+
+/* This thread's buffers, grown to at least nw doubles and npiv ints;
+ * NULL when out of memory. */
+static la_tls *la_tls_get(size_t nw, size_t npiv)
+{
+    pthread_once(&la_once, la_key_make);
+    if (!la_key_ok)
+        return NULL;
+    la_tls *t = pthread_getspecific(la_key);
+    if (!t) {
+        if (!(t = calloc(1, sizeof *t)))
+            return NULL;
+        if (pthread_setspecific(la_key, t)) {
+            free(t);
+            return NULL;
+        }
+    }
+    if (la_grow(&t->w, &t->nw, nw, sizeof(double)) ||
+        la_grow(&t->ipiv, &t->npiv, npiv, sizeof(int)))
+        return NULL;
+    return t;
 }
 
 /* Element (i, j) of the matrix of batch offset `off` of view v (the
@@ -113,7 +201,8 @@ static int la_core_in(uint32_t op, uint32_t i, const kiln_view *in,
 static int la_core_out(uint32_t op, const kiln_view *in, uint32_t n_in)
 {
     switch (op) {
-    case KILN_LINALG_LOGDET: return 0;
+    case KILN_LINALG_LOGDET: case KILN_LINALG_SIGNDET: case KILN_LINALG_DET:
+        return 0;
     case KILN_LINALG_DIAGONAL: return 1;
     default: return la_core_in(op, 1, in, n_in) == 1 && n_in == 2 &&
                     op != KILN_LINALG_POTRF_BWD ? 1 : 2;
@@ -184,6 +273,32 @@ static int la_potrf_bwd(double *L, double *G, double *M, int n)
 #endif
 
 #if KILN_HAVE_LAPACK
+/* From the LU factors of A (dgetrf's a and ipiv, n x n, column-major),
+ * det A = (-1)^(row swaps) prod U[i,i]: log|det A| (-inf when singular),
+ * its sign (-1, +1; 0 when singular; NaN when a pivot is NaN) or det A
+ * (0 when singular), as numpy.linalg.slogdet and det. */
+static double la_det(uint32_t op, const double *a, const int *ipiv, int n)
+{
+    double s = 0, prod = 1;
+    int swaps = 0, neg = 0;
+    for (int i = 0; i < n; i++) {
+        double u = a[i + (size_t)i * n];
+        swaps ^= ipiv[i] != i + 1;
+        neg ^= (ipiv[i] != i + 1) ^ (u < 0);
+        s += log(fabs(u));
+        prod *= u;
+    }
+    if (op == KILN_LINALG_LOGDET)
+        return s;
+    if (isnan(s))
+        return NAN;
+    if (op == KILN_LINALG_SIGNDET)
+        return isinf(s) && s < 0 ? 0.0 : neg ? -1.0 : 1.0;
+    if (isinf(s) && s < 0)
+        return 0.0;
+    return swaps ? -prod : prod;
+}
+
 /* LU of the n x n column-major a in place (pivots in j->ipiv); a zero
  * pivot is an error. */
 static int la_getrf(la_job *j, double *a, int n, const char *note)
@@ -195,6 +310,136 @@ static int la_getrf(la_job *j, double *a, int n, const char *note)
                       "singular matrix (U[%d,%d] of its LU factorisation is "
                       "zero%s)", info - 1, info - 1, note);
     return 0;
+}
+#endif
+
+#if KILN_HAVE_LAPACK
+/* After dpotrf of the column-major m (n x n) with its info: the error,
+ * or every element NaN (POTRF_NAN, as PyTensor's on_error="nan"), or the
+ * other triangle zeroed (upper: the factor is in m's upper triangle). */
+static int la_potrf_done(la_job *j, double *m, int n, int info, int upper,
+                         const char *note)
+{
+    if (info > 0 && j->op != KILN_LINALG_POTRF_NAN)
+        return la_err(j->errbuf, j->errbuf_size, KILN_ERR_RUNTIME,
+                      "not positive definite (leading minor %d of %d%s)",
+                      info, n, note);
+    for (int c = 0; c < n; c++)
+        for (int r = 0; r < n; r++)
+            if (info > 0)
+                m[r + (size_t)c * n] = NAN;
+            else if (upper ? r > c : r < c)
+                m[r + (size_t)c * n] = 0.0;
+    return 0;
+}
+
+/* The solve of a TRSM / GESV job (GESV: a holds dgetrf's LU, pivots in
+ * j->ipiv) for the k columns of the column-major b (n x k) in place.
+ * transposed: a holds A^T (a row-major A read column-major), so lower
+ * and upper, N and T swap. */
+static int la_trs(la_job *j, const double *a, double *b, int n, int k,
+                  int transposed, const char *note)
+{
+    int info = 0;
+    if (j->op == KILN_LINALG_GESV) {
+        dgetrs_(transposed ? "T" : "N", &n, &k, a, &n, j->ipiv, b, &n, &info,
+                1);
+        return 0;
+    }
+    int lower = j->op <= KILN_LINALG_TRSM_LT;
+    int tr = j->op == KILN_LINALG_TRSM_LT || j->op == KILN_LINALG_TRSM_UT;
+    dtrtrs_(lower != transposed ? "L" : "U", tr != transposed ? "T" : "N",
+            "N", &n, &k, a, &n, b, &n, &info, 1, 1, 1);
+    if (info > 0)
+        return la_err(j->errbuf, j->errbuf_size, KILN_ERR_RUNTIME,
+                      "singular triangular matrix (diagonal element %d is "
+                      "zero%s)", info - 1, note);
+    return 0;
+}
+
+/* Whether the n x n matrix (core 2) or n-vector (core 1) of view v at
+ * offset off is row-major contiguous. */
+static int la_dense(const kiln_view *v, int core, int64_t n)
+{
+    return v->strides[v->rank - 1] == 1 &&
+           (core == 1 || n == 1 || v->strides[v->rank - 2] == n);
+}
+
+/* Whether memory [p, p+np) and [q, q+nq) (doubles) are disjoint, or
+ * (same = 1) start at the same place: an output then may be written
+ * while the input is read (in place: the input is copied first). */
+static int la_apart(const double *p, int64_t np, const double *q,
+                    int64_t nq, int same)
+{
+    return (same && p == q) || p + np <= q || q + nq <= p;
+}
+
+/* The fast paths (file comment): -1 when this job does not qualify,
+ * else what la_one returns. */
+static int la_fast(la_job *j, int n, const char *note)
+{
+    const kiln_view *A = &j->in[0], *O = j->out;
+    if (!la_dense(A, 2, n))
+        return -1;
+    const double *a = (const double *)A->data + j->in_off[0];
+    double *o = (double *)O->data + j->out_off;
+    int64_t nn = (int64_t)n * n;
+    int info = 0;
+    switch (j->op) {
+    case KILN_LINALG_POTRF:
+    case KILN_LINALG_POTRF_NAN:
+        if (!la_dense(O, 2, n) || !la_apart(o, nn, a, nn, 1))
+            return -1;
+        memmove(o, a, (size_t)nn * sizeof *o);
+        dpotrf_("U", &n, o, &n, &info, 1);
+        return la_potrf_done(j, o, n, info, 1, note);
+    case KILN_LINALG_TRSM_LN: case KILN_LINALG_TRSM_LT:
+    case KILN_LINALG_TRSM_UN: case KILN_LINALG_TRSM_UT:
+    case KILN_LINALG_GESV: {
+        const kiln_view *B = &j->in[1];
+        if (j->core_in[1] != 1 || !la_dense(O, 1, n))
+            return -1;
+        const double *b = (const double *)B->data + j->in_off[1];
+        int64_t sb = B->strides[B->rank - 1];
+        /* o is written from b (safe in place: o[i] = b[i sb] never
+         * overwrites what a later i reads), then solved while A is read
+         * (GESV reads A's copy) */
+        if (!la_apart(o, n, a, nn, j->op == KILN_LINALG_GESV) ||
+            (o != b && !la_apart(o, n, sb < 0 ? b + sb * (n - 1) : b,
+                                 1 + (sb < 0 ? -sb : sb) * (n - 1), 0)))
+            return -1;
+        if (j->op == KILN_LINALG_GESV) {
+            double *lu = j->w;
+            memcpy(lu, a, (size_t)nn * sizeof *lu);
+            if ((info = la_getrf(j, lu, n, note)))
+                return info;
+            a = lu;
+        }
+        if (o != b || sb != 1)
+            for (int i = 0; i < n; i++)
+                o[i] = b[i * sb];
+        return la_trs(j, a, o, n, 1, 1, note);
+    }
+    case KILN_LINALG_GETRI: {
+        if (!la_dense(O, 2, n) || !la_apart(o, nn, a, nn, 1))
+            return -1;
+        memmove(o, a, (size_t)nn * sizeof *o);
+        if ((info = la_getrf(j, o, n, note)))
+            return info;
+        int lwork = n * n;
+        dgetri_(&n, o, &n, j->ipiv, j->w, &lwork, &info);
+        return 0;
+    }
+    case KILN_LINALG_LOGDET:
+    case KILN_LINALG_SIGNDET:
+    case KILN_LINALG_DET:
+        memcpy(j->w, a, (size_t)nn * sizeof *j->w);
+        dgetrf_(&n, &n, j->w, &n, j->ipiv, &info);
+        *o = la_det(j->op, j->w, j->ipiv, n);
+        return 0;
+    default:
+        return -1;
+    }
 }
 #endif
 
@@ -242,25 +487,15 @@ static int la_one(la_job *j)
     double *b = a + (size_t)n * n;
     if (n == 0)
         return 0;
+    if ((info = la_fast(j, n, note)) >= 0)
+        return info;
     la_load(a, A, j->in_off[0], 2, n, n);
     switch (j->op) {
     case KILN_LINALG_POTRF:
     case KILN_LINALG_POTRF_NAN:
         dpotrf_("L", &n, a, &n, &info, 1);
-        if (info > 0 && j->op == KILN_LINALG_POTRF_NAN) {
-            /* every element NaN, as PyTensor's on_error="nan" */
-            for (int c = 0; c < n * n; c++)
-                a[c] = NAN;
-            la_store(O, j->out_off, 2, a, n, n);
-            return 0;
-        }
-        if (info > 0)
-            return la_err(j->errbuf, j->errbuf_size, KILN_ERR_RUNTIME,
-                          "not positive definite (leading minor %d of %d%s)",
-                          info, n, note);
-        for (int c = 0; c < n; c++)
-            for (int r = 0; r < c; r++)
-                a[r + c * n] = 0.0;
+        if ((info = la_potrf_done(j, a, n, info, 0, note)))
+            return info;
         la_store(O, j->out_off, 2, a, n, n);
         return 0;
     case KILN_LINALG_POTRF_BWD:
@@ -280,20 +515,10 @@ static int la_one(la_job *j)
         if (k == 0)
             return 0;
         la_load(b, B, j->in_off[1], j->core_in[1], n, k);
-        if (j->op == KILN_LINALG_GESV) {
-            if ((info = la_getrf(j, a, n, note)))
-                return info;
-            dgetrs_("N", &n, &k, a, &n, j->ipiv, b, &n, &info, 1);
-        } else {
-            const char *up = j->op <= KILN_LINALG_TRSM_LT ? "L" : "U";
-            const char *tr = j->op == KILN_LINALG_TRSM_LT ||
-                             j->op == KILN_LINALG_TRSM_UT ? "T" : "N";
-            dtrtrs_(up, tr, "N", &n, &k, a, &n, b, &n, &info, 1, 1, 1);
-            if (info > 0)
-                return la_err(j->errbuf, j->errbuf_size, KILN_ERR_RUNTIME,
-                              "singular triangular matrix (diagonal element "
-                              "%d is zero%s)", info - 1, note);
-        }
+        if (j->op == KILN_LINALG_GESV && (info = la_getrf(j, a, n, note)))
+            return info;
+        if ((info = la_trs(j, a, b, n, k, 0, note)))
+            return info;
         la_store(O, j->out_off, j->core_out, b, n, k);
         return 0;
     }
@@ -305,14 +530,12 @@ static int la_one(la_job *j)
         la_store(O, j->out_off, 2, a, n, n);
         return 0;
     }
-    case KILN_LINALG_LOGDET: {
+    case KILN_LINALG_LOGDET:
+    case KILN_LINALG_SIGNDET:
+    case KILN_LINALG_DET:
         dgetrf_(&n, &n, a, &n, j->ipiv, &info);
-        double s = 0;
-        for (int i = 0; i < n; i++)
-            s += log(fabs(a[i + (size_t)i * n]));  /* -inf when singular */
-        *((double *)O->data + j->out_off) = s;
+        *((double *)O->data + j->out_off) = la_det(j->op, a, j->ipiv, n);
         return 0;
-    }
     default:
         return la_err(j->errbuf, j->errbuf_size, KILN_ERR_ARG,
                       "unknown linalg op %u", j->op);
@@ -346,7 +569,8 @@ static int la_shapes(uint32_t op, uint32_t n_in, const kiln_view *in,
     }
     int r = brank;
     switch (op) {
-    case KILN_LINALG_LOGDET: break;
+    case KILN_LINALG_LOGDET: case KILN_LINALG_SIGNDET: case KILN_LINALG_DET:
+        break;
     case KILN_LINALG_DIAGONAL: want[r++] = rows < m ? rows : m; break;
     case KILN_LINALG_DIAG: want[r++] = m; want[r++] = m; break;
     case KILN_LINALG_TRSM_LN: case KILN_LINALG_TRSM_LT:
@@ -371,6 +595,10 @@ int kiln_runtime_lapack_run(const kiln_runtime *rt, uint32_t op,
                             char *errbuf, size_t errbuf_size)
 {
     (void)rt;
+    /* OpenBLAS's LAPACK runs on its threads: held to one, as for gemm
+     * (blas.c), before the first call, or a model with no gemm (gp_regr)
+     * spends most of its time in OpenBLAS's idle threads' sched_yield */
+    (void)kiln_blas_get();
     if (op > KILN_LINALG_LAST || n_in < 1 || n_in > 2 || n_out != 1 ||
         !in || !out)
         return la_err(errbuf, errbuf_size, KILN_ERR_ARG,
@@ -400,12 +628,18 @@ int kiln_runtime_lapack_run(const kiln_runtime *rt, uint32_t op,
     int64_t k = n_in == 2 && j.core_in[1] == 2 ? in[1].shape[in[1].rank - 1]
                                                : 1;
     size_t words = (size_t)n * n * 3 + (size_t)n * (k > n ? k : n);
-    j.w = malloc((words ? words : 1) * sizeof(double));
-    j.ipiv = malloc((size_t)(n ? n : 1) * sizeof(int));
-    if (!j.w || !j.ipiv) {
-        free(j.w);
-        free(j.ipiv);
-        return la_err(errbuf, errbuf_size, KILN_ERR_NOMEM, "out of memory");
+    double w_stack[LA_STACK_WORDS];
+    int piv_stack[LA_STACK_PIV];
+    if (words <= LA_STACK_WORDS && n <= LA_STACK_PIV) {
+        j.w = w_stack;
+        j.ipiv = piv_stack;
+    } else {
+        la_tls *t = la_tls_get(words, (size_t)n);
+        if (!t)
+            return la_err(errbuf, errbuf_size, KILN_ERR_NOMEM,
+                          "out of memory");
+        j.w = t->w;
+        j.ipiv = t->ipiv;
     }
     j.batched = brank > 0;
     int rc = 0;
@@ -428,7 +662,5 @@ int kiln_runtime_lapack_run(const kiln_runtime *rt, uint32_t op,
             idx[d] = 0;
         }
     }
-    free(j.w);
-    free(j.ipiv);
     return rc;
 }

@@ -477,7 +477,9 @@ typedef struct kiln_runtime {
      * Returns 0, or a kiln_code after writing one line naming the
      * problem (e.g. "not positive definite (leading minor 3 of 5)",
      * "singular matrix (U[2,2] is zero)", "built without LAPACK") into
-     * errbuf.  Thread-safe; allocates scratch with malloc per call. */
+     * errbuf.  Thread-safe; scratch is on the stack (n <= 22) or a
+     * per-thread buffer that only grows (freed at thread exit), so no
+     * malloc per call; ABI 1.10 adds SIGNDET and DET. */
     int (*lapack_run)(const struct kiln_runtime *rt, uint32_t op,
                       uint32_t n_inputs, const kiln_view *inputs,
                       uint32_t n_outputs, const kiln_view *outputs,

@@ -64,6 +64,7 @@ ptst = importlib.import_module("pytensor.tensor.subtensor")
 ptsl = importlib.import_module("pytensor.tensor.slinalg")
 ptnl = importlib.import_module("pytensor.tensor.nlinalg")
 ptbw = importlib.import_module("pytensor.tensor.blockwise")
+ptblas = importlib.import_module("pytensor.tensor.blas")
 __all__ = [
     "KgGraph", "Unsupported", "KilnFallbackWarning", "KilnLinker", "KilnOp",
     "fgraph_to_kg", "to_kg", "mode", "KILN", "KG_CONVERTERS",
@@ -1098,14 +1099,36 @@ def _adv_inc(em, node, ins):
 
 @kg_convert(ptm.Dot)
 def _dot(em, node, ins):
+    """Dot; a Blockwise of it (pt.matmul and vectorised dots over batch
+    axes, which broadcast) as kiln's batched matmul for (m,k),(k,n)->(m,n)
+    and as the same broadcast product summed over k for the vector
+    signatures."""
     odt = node.outputs[0].type.dtype
     if not _is_float(odt):
         raise Unsupported(f"integer dot ({odt})")
     k = _kdt(odt)
     a, b = (em.cast(x, k) for x in ins)
-    if any(v.type.ndim not in (1, 2) for v in node.inputs):
-        raise Unsupported("dot of arrays of rank > 2")
-    return [em.let(f"dot({a}, {b})", k)]
+    na, nb = (v.type.ndim for v in node.inputs)
+    if not isinstance(node.op, ptbw.Blockwise):
+        if na not in (1, 2) or nb not in (1, 2):
+            raise Unsupported("dot of arrays of rank > 2")
+        return [em.let(f"dot({a}, {b})", k)]
+    core = [len([d for d in sig.split(",") if d.strip()])
+            for sig in re.findall(r"\(([^)]*)\)",
+                                  node.op.signature.split("->")[0])]
+    if core == [2, 2]:
+        return [em.let(f"matmul({a}, {b})", k)]
+    if core == [2, 1]:     # [..., m, k] . [..., k] -> [..., m]
+        b = em.let(f"expand_dims({b}, axis={nb - 1})", k)
+        p, axis = em.let(f"mul({a}, {b})", k), max(na, nb + 1) - 1
+    elif core == [1, 2]:   # [..., k] . [..., k, n] -> [..., n]
+        a = em.let(f"expand_dims({a}, axis={na})", k)
+        p, axis = em.let(f"mul({a}, {b})", k), max(na + 1, nb) - 2
+    elif core == [1, 1]:   # [..., k] . [..., k] -> [...]
+        p, axis = em.let(f"mul({a}, {b})", k), max(na, nb) - 1
+    else:
+        raise Unsupported(f"Blockwise(Dot) with signature {node.op.signature}")
+    return [em.let(f"sum({p}, axis={axis})", k)]
 
 
 # ---- linear algebra (issue 28; docs/ops.md "Linear algebra") ------------
@@ -1177,6 +1200,35 @@ def _solve(em, node, ins):
 def _matrix_inverse(em, node, ins):
     a, = _linalg_ins(em, node, ins, "MatrixInverse")
     return [_out_f64(em, node, em.let(f"inverse({a})", "f64"))]
+
+
+@kg_convert(ptblas.BatchedDot)
+def _batched_dot(em, node, ins):
+    """(b,m,k),(b,k,n)->(b,m,n): what PyTensor specialises a matmul
+    without broadcast batch axes to"""
+    odt = node.outputs[0].type.dtype
+    if not _is_float(odt):
+        raise Unsupported(f"integer BatchedDot ({odt})")
+    k = _kdt(odt)
+    a, b = (em.cast(x, k) for x in ins)
+    return [em.let(f"matmul({a}, {b})", k)]
+
+
+@kg_convert(ptnl.Det)
+def _det(em, node, ins):
+    a, = _linalg_ins(em, node, ins, "Det")
+    _need("det", 1)
+    return [_out_f64(em, node, em.let(f"det({a})", "f64"))]
+
+
+@kg_convert(ptnl.SLogDet)
+def _slogdet(em, node, ins):
+    """[sign, log|det|], as numpy.linalg.slogdet (PyTensor rewrites
+    sign(det) and log(abs(det)) to it)"""
+    a, = _linalg_ins(em, node, ins, "SLogDet")
+    _need("sign_det", 1)
+    return [_out_f64(em, node, em.let(f"sign_det({a})", "f64")),
+            _out_f64(em, node, em.let(f"log_det({a})", "f64"))]
 
 
 @kg_convert(ptb.ExtractDiag)

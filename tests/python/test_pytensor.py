@@ -257,6 +257,39 @@ case("linalg Blockwise (batched)", [A3, B3],
      [ptsl.cholesky(A3), ptsl.solve(A3, B3), ptnl.matrix_inverse(A3),
       ptsl.solve_triangular(ptsl.cholesky(A3), B3, lower=True)],
      [spd(4, 3), vals(3, 4, 2)])
+# issue 28 (second half): Det, SLogDet (what PyTensor rewrites
+# sign(det) and log(abs(det)) to, built here directly as well) and
+# Blockwise(Dot) (pt.matmul over broadcast batch axes, vectorised dots)
+_nonsym = vals(4, 4)
+_sing = np.array([[1.0, 2, 3], [2, 4, 6], [0, 1, 1]])
+case("linalg det, slogdet, SLogDet", [A, A3],
+     [ptnl.det(A), *ptnl.slogdet(A), *ptnl.SLogDet()(A), ptnl.det(A3),
+      *ptnl.slogdet(A3)],
+     [_nonsym, np.stack([_sing, vals(3, 3), -np.eye(3)])])
+A4s = pt.tensor("A4s", shape=(4, 4), dtype="float64")
+A3s = pt.tensor("A3s", shape=(2, 3, 3), dtype="float64")
+case("linalg det and slogdet gradients", [A4s, A3s],
+     pytensor.grad(ptnl.det(A4s) + ptnl.slogdet(A4s)[1]
+                   + pt.sum(ptnl.det(A3s) * ptnl.slogdet(A3s)[0]),
+                   [A4s, A3s]),
+     [_nonsym, vals(2, 3, 3)])
+# static shapes: PyTensor rewrites matmul(3-D, 2-D) to a dot of reshapes
+# whose shapes kiln must know when the graph is built
+T4 = pt.tensor("T4", shape=(2, 1, 3, 4), dtype="float64")
+S3 = pt.tensor("Sq3", shape=(3, 4, 4), dtype="float64")
+R3 = pt.tensor("Rt3", shape=(3, 4, 2), dtype="float64")
+case("batched matmul (broadcast batch axes, 1-D operands)",
+     [T4, S3, R3, w4s := pt.tensor("w4s", shape=(4,), dtype="float64"), A4s],
+     [pt.matmul(T4, S3), pt.matmul(S3, R3), pt.matmul(w4s, S3),
+      pt.matmul(S3, w4s), pt.matmul(S3, A4s)],
+     [vals(2, 1, 3, 4), vals(3, 4, 4), vals(3, 4, 2), vals(4), vals(4, 4)])
+M4s = pt.tensor("M4s", shape=(2, 1, 3, 4), dtype="float64")
+N3s = pt.tensor("N3s", shape=(3, 4, 2), dtype="float64")
+case("batched matmul gradients", [M4s, N3s, w4s],
+     pytensor.grad(pt.sum(pt.matmul(M4s, N3s) ** 2)
+                   + pt.sum(pt.sin(pt.matmul(w4s, N3s)))
+                   + pt.sum(pt.matmul(M4s, w4s) ** 3), [M4s, N3s, w4s]),
+     [vals(2, 1, 3, 4), vals(3, 4, 2), vals(4)])
 from pytensor.compile.builders import OpFromGraph  # noqa: E402
 _ofg_x = pt.dvector("ofg_x")
 _ofg = OpFromGraph([_ofg_x], [pt.exp(_ofg_x) * 2.0])   # not inline
