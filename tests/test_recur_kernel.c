@@ -17,7 +17,8 @@
  * 512-instruction segment) and tcc runs it; a sequence whose length
  * differs from the others' is refused with a message.  A backend that
  * refuses the kind (the interpreter before its RECUR support) is
- * skipped with a note.
+ * skipped with a note.  The interpreter may refuse to prepare (it runs
+ * RECUR in fn), tcc and llvm must prepare.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <kiln/backend.h>
@@ -470,6 +471,8 @@ static int do_call(kiln_callable *c, setup *st, const kdef *d, int prepared,
         return c->fn(c->state, &k);
     void *plan = NULL;
     if (!c->prepare || c->prepare(c->state, &k, &plan)) {
+        if (prepared == 2)   /* the host would call fn (the interpreter) */
+            return c->fn(c->state, &k);
         snprintf(eb, ebn, "prepare refused");
         return -1;
     }
@@ -535,7 +538,10 @@ static void run_backend(const kiln_backend *be, const char *bn)
                     setup st;
                     setup_make(&st, d, Ts[ti], ss[si]);
                     char eb[256], where[200];
-                    int rc = do_call(cc, &st, d, mode == 1, eb, sizeof eb);
+                    /* the interpreter runs RECUR in fn: its prepare
+                     * may refuse; the compiled backends prepare */
+                    int pm = mode != 1 ? 0 : strcmp(bn, "interp") ? 1 : 2;
+                    int rc = do_call(cc, &st, d, pm, eb, sizeof eb);
                     if (rc) {
                         snprintf(msg, sizeof msg, "T=%lld stride %lld %s: "
                                  "rc %d: %s", (long long)Ts[ti],
