@@ -43,6 +43,12 @@
  *            after its block with the interpreter's message, naming the
  *            index the interpreter names (the first check in program
  *            order, then element order, of the first bad block).
+ *  RECUR     (ABI 1.10, with a program) the fused scan: prep finds T
+ *            and keeps the axis-0 strides; run holds the carries and args
+ *            in locals, runs the program once per step (a sequence's
+ *            element at t * stride), stores the stacked rows, replaces
+ *            every carry at once through temporaries, and stores the
+ *            final carries after the loop.
  *  DOT       one rt->dgemm / rt->sgemm call when the views are BLAS
  *            layouts (decided in prep), else a triple loop accumulating in double (as the
  *            interpreter).
