@@ -8,7 +8,9 @@
  * running log density through the runtime's log, a stacked sqrt),
  * arma's VJP step (3 carries, 4 sequences), a kernel of i64, bool and f32
  * carries with no sequence (T from its stacked f64 and bool outputs), a
- * carries-only kernel (T = n_steps) and a 600-instruction chain.  Each
+ * carries-only kernel (T = n_steps), carries that read each other (a
+ * swap: all replaced at once; a LOAD as a stacked output) and a
+ * 600-instruction chain.  Each
  * runs at T = 0, 1, 2 and 1000 with sequences and stacked outputs of
  * stride 1, 2 and -1, called unprepared and prepared, and must equal a
  * C loop written here (the same operations in the same order, the
@@ -256,6 +258,36 @@ static void count_ref(int64_t T, const kiln_view *in, const kiln_view *out)
     *(double *)out[1].data = acc;
 }
 
+/* carries that read each other: a' = b, b' = (a + b) * 0.5 (every
+ * carry replaced at once); stacked: a itself (a LOAD as an output, the
+ * trajectory's case) and a' */
+static const kiln_instr swap_prog[] = {
+    I_(LOAD, F64, 0, -1, -1), I_(LOAD, F64, 1, -1, -1),
+    I_(ADD, F64, 0, 1, -1),   /* 2 */
+    C_(F64, 0.5),             /* 3 */
+    I_(MUL, F64, 2, 3, -1),   /* 4 b' */
+};
+static const int32_t swap_refs[] = {1, 4, 0, 1};
+static const kiln_arg_desc swap_in[] = {{KILN_F64, 0, {0}},
+                                        {KILN_F64, 0, {0}}};
+static const kiln_arg_desc swap_out[] = {
+    {KILN_F64, 0, {0}}, {KILN_F64, 0, {0}}, {KILN_F64, 1, {0}},
+    {KILN_F64, 1, {0}}};
+
+static void swap_ref(int64_t T, const kiln_view *in, const kiln_view *out)
+{
+    double a = S(in[0]), b = S(in[1]);
+    for (int64_t t = 0; t < T; t++) {
+        double an = b, bn = (a + b) * 0.5;
+        OUT(out[2], t) = a;
+        OUT(out[3], t) = an;
+        a = an;
+        b = bn;
+    }
+    *(double *)out[0].data = a;
+    *(double *)out[1].data = b;
+}
+
 /* 600 instructions: x' = (((x * a) + 0.25) * a + 0.25) ..., y_t = x' */
 #define WIDE 600
 static kiln_instr wide_prog[WIDE];
@@ -313,6 +345,8 @@ static const kdef KERNELS[] = {
      mixed_refs, -1, mixed_ref, {7, 1, 0.75, 3, 0.5}},
     {"count", count_prog, N_(count_prog), 2, 2, 2, 0, count_in, count_out,
      count_refs, 5, count_ref, {-2, 0.5}},
+    {"swap", swap_prog, N_(swap_prog), 2, 4, 2, 0, swap_in, swap_out,
+     swap_refs, -1, swap_ref, {1.0, -3.0}},
     {"wide", wide_prog, WIDE, 2, 2, 1, 0, wide_in, wide_out, wide_refs, -1,
      wide_ref, {0.1, 0.5}},
 };
@@ -583,6 +617,25 @@ static void run_backend(const kiln_backend *be, const char *bn)
     }
 }
 
+/* llvm's IR for arma: one function kiln_rr whose loop carries err in a
+ * phi and calls nothing (no call per step). */
+static void llvm_ir(const kiln_backend *be)
+{
+    kiln_kernel k = kernel_of(&KERNELS[0]);
+    kiln_compile_options co = {sizeof co, 2, 0, 0};
+    char *text = NULL;
+    kiln_plugin_error *e = NULL;
+    if (!be->emit_text || be->emit_text(&k, &co, &text, &e)) {
+        ok(0, "llvm emit_text of arma: %s", e ? e->message : "none");
+        be->error_free(e);
+        return;
+    }
+    ok(strstr(text, "define void @kiln_rr(") && strstr(text, "phi double")
+       && !strstr(text, "call "), "llvm: arma is one function kiln_rr, the "
+       "carry a phi, no call in the loop");
+    be->text_free(text);
+}
+
 int main(void)
 {
     ok(KILN_ABI_MINOR >= 10, "ABI 1.10 has RECUR kernels with programs");
@@ -597,6 +650,8 @@ int main(void)
             continue;
         }
         run_backend(be, names[b]);
+        if (b == 2)
+            llvm_ir(be);
     }
     return done_testing();
 }
