@@ -11,8 +11,8 @@
  * carries-only kernel (T = n_steps), carries that read each other (a
  * swap: all replaced at once; a LOAD as a stacked output) and a
  * 600-instruction chain.  Each
- * runs at T = 0, 1, 2 and 1000 with sequences and stacked outputs of
- * stride 1, 2 and -1, called unprepared and prepared, and must equal a
+ * runs at T = 0 (empty sequences and stacked outputs without data), 1, 2
+ * and 1000 with sequences and stacked outputs of stride 1, 2 and -1, called unprepared and prepared, and must equal a
  * C loop written here (the same operations in the same order, the
  * runtime table's functions) bit for bit, and so every backend equals
  * every other.  llvm refuses the 600-instruction program (more than its
@@ -454,10 +454,18 @@ static void setup_make(setup *st, const kdef *d, int64_t T, int64_t s)
             st->out[j] = vec(dt, T, s, &st->bout[j]);
             st->want[j] = vec(dt, T, 1, &st->bwant[j]);
         }
-        put(st->out[j].data, dt, -777.0);   /* overwritten by the call */
+        if (d->out[j].rank == 0 || T > 0)
+            put(st->out[j].data, dt, -777.0);   /* overwritten by the call */
     }
     d->ref(d->n_steps >= 0 && d->ns == 0 && d->n_out == d->nc ? d->n_steps : T,
            st->in, st->want);
+    /* T = 0: empty sequences and stacked outputs may have no data */
+    for (uint32_t i = 0; T == 0 && i < d->n_in; i++)
+        if (d->in[i].rank)
+            st->in[i].data = NULL;
+    for (uint32_t j = 0; T == 0 && j < d->n_out; j++)
+        if (d->out[j].rank)
+            st->out[j].data = NULL;
 }
 
 static void setup_free(setup *st)
@@ -513,7 +521,8 @@ static int do_call(kiln_callable *c, setup *st, const kdef *d, int prepared,
     int rc = c->run(plan, &k);
     if (rc == 0) {   /* a second run of the plan: new data, same views */
         for (uint32_t j = 0; j < d->n_out; j++)
-            put(st->out[j].data, d->out[j].dtype, -777.0);
+            if (st->out[j].data)
+                put(st->out[j].data, d->out[j].dtype, -777.0);
         rc = c->run(plan, &k);
     }
     c->plan_free(plan);
