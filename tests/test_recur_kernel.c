@@ -17,7 +17,8 @@
  * runtime table's functions) bit for bit, and so every backend equals
  * every other.  llvm refuses the 600-instruction program (more than its
  * 512-instruction segment) and tcc runs it; a sequence whose length
- * differs from the others' is refused with a message.  A backend that
+ * differs from the others' is refused with a message, and so is an
+ * output that is an input (outputs alias nothing).  A backend that
  * refuses the kind (the interpreter before its RECUR support) is
  * skipped with a note.  The interpreter may refuse to prepare (it runs
  * RECUR in fn), tcc and llvm must prepare.
@@ -617,6 +618,18 @@ static void run_backend(const kiln_backend *be, const char *bn)
             int rc = do_call(c, &st, d, 0, eb, sizeof eb);
             ok(rc != 0 && eb[0], "%s %s: lengths 5 and 4 refused: %s", bn,
                d->name, eb);
+            setup_free(&st);
+        }
+        /* outputs alias nothing: the first final carry written over the
+         * first carry's input is refused */
+        {
+            setup st;
+            setup_make(&st, d, 3, 1);
+            st.out[0].data = st.in[0].data;
+            char eb[256];
+            int rc = do_call(c, &st, d, 0, eb, sizeof eb);
+            ok(rc == KILN_ERR_ARG && eb[0], "%s %s: an output that is an "
+               "input is refused: %s", bn, d->name, eb);
             setup_free(&st);
         }
         be->callable_free(c);

@@ -1518,7 +1518,8 @@ static void emit_scan(emitter *e)
 
 /* The fused scan loop: prep finds T (the sequences' extent, else the
  * stacked outputs', else n_steps), checks that every sequence and
- * stacked output has T elements, and keeps T and the axis-0 strides.
+ * stacked output has T elements and that no output shares data with an
+ * input or another output, and keeps T and the axis-0 strides.
  * run holds each carry in a local kN and each arg in a local aN (read
  * once), then per step t runs the program (a sequence's element is
  * pN[t * sN]), stores the stacked rows qJ[t * tJ], computes the new
@@ -1551,9 +1552,23 @@ static void emit_recur(emitter *e)
               "    if (O[v].shape[0] != T) return kl_fail(call, %d, "
               "\"%s: a stacked output's length differs from the steps'\");\n"
               "    P->st[%u + v] = O[v].strides[0];\n  }\n"
-              "  P->T = T;\n  return 0;\n}\n\n",
+              "  P->T = T;\n",
               nv, nc, nc + ns, KILN_ERR_SHAPE, e->label, nc, no,
               KILN_ERR_SHAPE, e->label, ni);
+    /* outputs alias nothing (the interpreter's rule: distinct first
+     * elements; an empty sequence or stacked output is no data) */
+    sb_printf(b, "  for (v = 0; v < %u; v++) {\n"
+              "    const void *d = O[v].data;\n    u32 u;\n"
+              "    if (!d || (v >= %u && T == 0)) continue;\n"
+              "    for (u = 0; u < %u; u++)\n"
+              "      if (I[u].data == d && !(u >= %u && u < %u && T == 0)) "
+              "return kl_fail(call, %d, \"%s: an output is an input (a recur "
+              "kernel's outputs alias nothing)\");\n"
+              "    for (u = 0; u < v; u++)\n"
+              "      if (O[u].data == d && !(u >= %u && T == 0)) "
+              "return kl_fail(call, %d, \"%s: two outputs share data\");\n"
+              "  }\n  return 0;\n}\n\n", no, nc, ni, nc, nc + ns,
+              KILN_ERR_ARG, e->label, nc, KILN_ERR_ARG, e->label);
     emit_run_head(e);
     sb_put(b, "  i64 t, T = P->T;\n");
     for (uint32_t a = 0; a < ni; a++) {
