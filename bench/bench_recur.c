@@ -8,11 +8,13 @@
  * backend named on the command line (default interp tcc llvm; one that
  * does not compile here is skipped), the calling thread's CPU time per
  * call (median of 7 blocks) at T = 100 and T = 10100 steps; the
- * difference over 10000 steps is the per-step cost (each step calls the
- * body's compiled function once: core/runtime/recur.c), without the
- * fixed cost of the call.  Then the compile time (wall, ms) of the
- * logp+gradient model with the default policy (tiers: interp/tcc first)
- * and with each backend alone, no disk cache.
+ * difference over 10000 steps is the per-step cost, without the fixed
+ * cost of the call: with passes "all" the scans are fused into RECUR
+ * loop kernels (the pass `recur`: the whole scan one compiled loop),
+ * with "none" the host's loop calls each body's compiled function once
+ * per step (core/runtime/recur.c).  Then the compile time (wall, ms) of
+ * the logp+gradient model with the default policy (tiers: interp/tcc
+ * first) and with each backend alone, no disk cache, both ways.
  * Usage: bench_recur [N] [BACKEND...]   (N calls per block, default 20)
  * Not a test: prints Markdown tables. */
 #define _POSIX_C_SOURCE 200809L
@@ -44,7 +46,8 @@ static const char TEXT[] =
     "  g_mu, g_phi, g_theta = grad(lp, mu, phi, theta)\n"
     "  output lp\n  output g_mu\n  output g_phi\n  output g_theta\nend\n";
 
-static kiln_function *compile(const char *backend, double *ms)
+static kiln_function *compile(const char *backend, const char *passes,
+                              double *ms)
 {
     kiln_err err = {0, ""};
     double t0 = bench_now();
@@ -53,6 +56,7 @@ static kiln_function *compile(const char *backend, double *ms)
     memset(&o, 0, sizeof o);
     o.struct_size = sizeof o;
     o.backend = backend;
+    o.passes = passes;
     o.quiet = 1;
     o.cache_mode = KILN_CACHE_MODE_OFF;
     kiln_function *f = g ? kiln_compile(g, &o, &err) : NULL;
@@ -116,28 +120,35 @@ int main(int argc, char **argv)
     int nb = argc > 2 ? argc - 2 : 3;
     if (n < 1)
         n = 20;
-    printf("| backend | logp+grad, T=100 (us) | T=10100 (us) | "
-           "ns per step (3 scans) |\n|---|---|---|---|\n");
-    for (int b = 0; b < nb; b++) {
-        kiln_function *f = compile(bes[b], NULL);
-        if (!f)
-            continue;
-        double a = time_calls(f, 100, n * 10), c = time_calls(f, 10100, n);
-        printf("| %s | %.1f | %.1f | %.1f |\n", bes[b], a, c,
-               (c - a) * 1e3 / 10000);
-        kiln_function_free(f);
-    }
-    printf("\n| compile of logp+grad (no disk cache) | ms |\n|---|---|\n");
+    /* passes all: the scans fused into RECUR loop kernels (the pass
+     * `recur`); passes none: the host's loop calling each body */
+    static const char *const passes[2] = {"all", "none"};
+    printf("| backend | passes | logp+grad, T=100 (us) | T=10100 (us) | "
+           "ns per step (every scan of logp+grad) |\n|---|---|---|---|---|\n");
+    for (int b = 0; b < nb; b++)
+        for (int q = 0; q < 2; q++) {
+            kiln_function *f = compile(bes[b], passes[q], NULL);
+            if (!f)
+                continue;
+            double a = time_calls(f, 100, n * 10), c = time_calls(f, 10100, n);
+            printf("| %s | %s | %.1f | %.1f | %.1f |\n", bes[b], passes[q], a,
+                   c, (c - a) * 1e3 / 10000);
+            kiln_function_free(f);
+        }
+    printf("\n| compile of logp+grad (no disk cache) | passes | ms |\n"
+           "|---|---|---|\n");
     double ms;
-    kiln_function *f = compile(NULL, &ms);
-    if (f)
-        printf("| default policy (tier 0) | %.1f |\n", ms);
-    kiln_function_free(f);
-    for (int b = 0; b < nb; b++) {
-        f = compile(bes[b], &ms);
+    for (int q = 0; q < 2; q++) {
+        kiln_function *f = compile(NULL, passes[q], &ms);
         if (f)
-            printf("| %s alone | %.1f |\n", bes[b], ms);
+            printf("| default policy (tier 0) | %s | %.1f |\n", passes[q], ms);
         kiln_function_free(f);
+        for (int b = 0; b < nb; b++) {
+            f = compile(bes[b], passes[q], &ms);
+            if (f)
+                printf("| %s alone | %s | %.1f |\n", bes[b], passes[q], ms);
+            kiln_function_free(f);
+        }
     }
     return 0;
 }

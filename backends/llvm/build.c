@@ -122,10 +122,16 @@ static int kl_build(kl_cg *g, char *why, size_t why_n)
                             : k->kind == KILN_KERNEL_JOIN ? kl_emit_join
                             : k->kind == KILN_KERNEL_SCATTER ? kl_emit_scatter
                             : k->kind == KILN_KERNEL_DOT ? kl_emit_dot : NULL;
-    if (move) {   /* the kinds without a scalar program */
-        move(g);
+    if (move || k->kind == KILN_KERNEL_RECUR) {
+        /* the kinds without row loops over a space: data movement, and
+         * RECUR's one loop over the steps (recur.c, no nests) */
+        int oom = move ? (move(g), 0) : kl_emit_recur(g);
         free(g->l_out_scope);
         free(g->l_out_noalias);
+        if (oom) {
+            snprintf(why, why_n, "out of memory");
+            return -1;
+        }
         goto verify;
     }
     kl_plan plan;

@@ -128,6 +128,8 @@ static int kl_prepare(void *state, const kiln_call *call, void **out)
     const kiln_kernel *k = r.k;
     if (kiln_interp_check_call(&r) || kiln_interp_check_runtime(&r))
         return 1;
+    if (k->kind == KILN_KERNEL_RECUR)
+        return kl_rplan_make(&r, ls, out);
     if (!kiln_interp_has_program(k->kind))
         return kl_prepare_move(&r, ls, out);
     if (k->kind == KILN_KERNEL_REDUCE && !ls->uc && !kl_one_output(&c.outputs[0]))
@@ -168,7 +170,7 @@ static int kl_prepare(void *state, const kiln_call *call, void **out)
 static int kl_run_prepared(void *plan, const kiln_call *call)
 {
     kl_prepared *pp = plan;
-    if (pp->h.run)   /* JOIN, SCATTER, DOT */
+    if (pp->h.run)   /* JOIN, SCATTER, DOT, RECUR */
         return pp->h.run(plan, call);
     kl_callplan *pl = &pp->pl;
     if (pl->scalar) {
@@ -222,6 +224,7 @@ static int kl_run(void *state, const kiln_call *call)
     case KILN_KERNEL_JOIN: return kl_join(&r, ls);
     case KILN_KERNEL_SCATTER: return kl_scatter(&r, ls);
     case KILN_KERNEL_DOT: return kl_dot(&r, ls);
+    case KILN_KERNEL_RECUR: return kl_run_recur(&r, ls);
     /* issue 25: a scan has no code of its own yet (kl_native): the
      * embedded interpreter runs it */
     case KILN_KERNEL_SCAN: return ls->interp->fn(ls->interp->state, call);

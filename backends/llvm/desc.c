@@ -36,18 +36,25 @@ static size_t kl_roles_len(const kiln_kernel *k)
     return sizeof(int32_t) * k->n_outputs + k->n_inputs + k->n_outputs;
 }
 
+/* RECUR (format 3): n_carry, n_seq (u32 each) and n_steps (i64). */
+static size_t kl_recur_len(const kiln_kernel *k)
+{
+    return k->kind == KILN_KERNEL_RECUR ? 16u : 0u;
+}
+
 static size_t kl_desc_len(const kiln_kernel *k, size_t label_len)
 {
     return sizeof(kl_header) + kl_descs_len(k) +
            sizeof(kiln_instr) * k->n_instrs +
            sizeof(int32_t) * (k->n_instrs ? k->n_outputs : 0) +
-           kl_roles_len(k) + label_len;
+           kl_roles_len(k) + kl_recur_len(k) + label_len;
 }
 
 _Static_assert(sizeof(kl_header) == 56, "artifact header layout");
 
 /* header, descs (padded to 8), instrs, out_refs, (LOOP) out_index,
- * in_roles, out_roles, label, then the object (obj_len). */
+ * in_roles, out_roles, (RECUR) n_carry, n_seq, n_steps, label, then the
+ * object (obj_len). */
 #ifndef KL_FRONT
 static unsigned char *kl_pack(const kiln_kernel *k, const void *obj,
                               size_t obj_len, size_t *len)
@@ -85,6 +92,12 @@ static unsigned char *kl_pack(const kiln_kernel *k, const void *obj,
         p += k->n_inputs;
         memcpy(p, k->out_roles, k->n_outputs);
         p += k->n_outputs;
+    }
+    if (k->kind == KILN_KERNEL_RECUR) {
+        memcpy(p, &k->n_carry, 4);
+        memcpy(p + 4, &k->n_seq, 4);
+        memcpy(p + 8, &k->n_steps, 8);
+        p += 16;
     }
     if (label_len)
         memcpy(p, k->label, label_len);
@@ -142,6 +155,12 @@ static int kl_unpack(const unsigned char *bytes, size_t len, kiln_kernel *k,
         p += kk.n_inputs;
         kk.out_roles = p;
         p += kk.n_outputs;
+    }
+    if (kk.kind == KILN_KERNEL_RECUR) {
+        memcpy(&kk.n_carry, p, 4);
+        memcpy(&kk.n_seq, p + 4, 4);
+        memcpy(&kk.n_steps, p + 8, 8);
+        p += 16;
     }
     snprintf(label, label_size, "%.*s", (int)h.label_len, (const char *)p);
     kk.label = label;

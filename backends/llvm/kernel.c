@@ -98,11 +98,11 @@ static int kl_check(const kiln_kernel *src, kiln_kernel *full,
     if (kiln_interp_kernel_read(src, full, why, sizeof why)
         || kiln_interp_check(full, why, sizeof why))
         return kl_fail(err, KILN_ERR_BACKEND, "%s", why);
-    /* ABI 1.10: RECUR with a program has no llvm code yet (the host
-     * passes it on to the interpreter) */
-    if (full->kind == KILN_KERNEL_RECUR)
-        return kl_fail(err, KILN_ERR_BACKEND, "a recur kernel (llvm does "
-                       "not compile the fused scan loop yet)");
+    /* ABI 1.10: RECUR's loop is one function, never cut into segments */
+    if (full->kind == KILN_KERNEL_RECUR && full->n_instrs > KL_SEG)
+        return kl_fail(err, KILN_ERR_BACKEND, "a recur program of %u "
+                       "instructions (llvm compiles up to %d in one loop)",
+                       full->n_instrs, KL_SEG);
     /* sibling reductions: one accumulator each in one unsegmented loop
      * (the segmented row functions fold one output) */
     if (full->kind == KILN_KERNEL_REDUCE && full->n_outputs > 1 &&

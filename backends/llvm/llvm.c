@@ -3,8 +3,8 @@
  * directly as LLVM IR through the LLVM-C API (LLVM 14).
  *
  * What is compiled.  Every kernel kind becomes machine code: ELEMWISE,
- * REDUCE and LOOP (the ones with a scalar program), GATHER, JOIN, SCATTER
- * and DOT.  For each kernel
+ * REDUCE, LOOP and RECUR (the ones with a scalar program), GATHER, JOIN,
+ * SCATTER and DOT.  For each kernel
  * one LLVM module holds a few *row functions*, each a single loop over one
  * row of the (coalesced) iteration space:
  *
@@ -32,6 +32,9 @@
  *   kiln_luc / kiln_lus LOOP whose REDUCE outputs fold along a kept axis
  *   kiln_lk             LOOP: the index check, *acc = 1 when an index of
  *                       the row (a TAKE's, a SCATTER's) is out of range
+ *   kiln_rr             RECUR with a program (ABI 1.10, recur.c): the
+ *                       whole scan, T steps with the carries in phis
+ *                       (n = T, st[v] = view v's axis-0 stride)
  *   kiln_n0 .. kiln_n3  loop nests (nest.c): an outer loop over the rows
  *                       of a 2-D space calling kiln_ec/es (lc/ls), or
  *                       kiln_uc/us (luc/lus), each view stepped by its
@@ -149,9 +152,10 @@
 #include "objload.h"   /* core/plugin/objload.h: kiln's ELF object loader */
 #endif
 
-#define KL_BUILD_ID "llvm-3"
+#define KL_BUILD_ID "llvm-4"
 #define KL_MAGIC 0x564c4c4bu  /* "KLLV" */
-#define KL_FORMAT 2u   /* 2: LOOP kernels carry their roles */
+#define KL_FORMAT 3u   /* 2: LOOP kernels carry their roles; 3: RECUR
+                          kernels their n_carry, n_seq, n_steps */
 #define KL_SPLAT 256          /* elements of one broadcast splat buffer */
 #define KL_MAX_SPLAT 16       /* broadcast inputs splatted per row */
 #define KL_MAX_ACC 64         /* outputs of one reduction (accumulators) */

@@ -20,7 +20,7 @@ typedef struct kl_state {
     kiln_obj *obj;           /* the loaded object */
     kl_row_fn c, s;          /* ELEMWISE: ec/es; REDUCE: rc/rs; GATHER: gc/gk;
                                 JOIN: jc/js; SCATTER: sc/sk; DOT: db/dl;
-                                LOOP: lc/ls (kl_row_names) */
+                                LOOP: lc/ls; RECUR: rr, - (kl_row_names) */
     kl_row_fn uc, us;        /* REDUCE (LOOP: luc/lus) along a kept axis */
     kl_row_fn lk;            /* LOOP: the index check, or NULL */
     kl_row_fn nest[4];       /* kiln_n0 .. n3 (nest.c), NULL when absent */
@@ -64,7 +64,8 @@ static void kl_row_names(const kiln_kernel *k, const char *nm[4])
         [KILN_KERNEL_GATHER] = {"kiln_gc", "kiln_gk", NULL, NULL},
         [KILN_KERNEL_SCATTER] = {"kiln_sc", "kiln_sk", NULL, NULL},
         [KILN_KERNEL_DOT] = {"kiln_db", "kiln_dl", NULL, NULL},
-        [KILN_KERNEL_LOOP] = {"kiln_lc", "kiln_ls", "kiln_luc", "kiln_lus"}};
+        [KILN_KERNEL_LOOP] = {"kiln_lc", "kiln_ls", "kiln_luc", "kiln_lus"},
+        [KILN_KERNEL_RECUR] = {"kiln_rr", NULL, NULL, NULL}};
     for (int q = 0; q < 4; q++)
         nm[q] = k->kind < sizeof names / sizeof names[0] ? names[k->kind][q] : NULL;
     if (!kl_keeps_axis(k))   /* no kept-axis rows */

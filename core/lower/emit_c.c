@@ -43,6 +43,12 @@
  *            after its block with the interpreter's message, naming the
  *            index the interpreter names (the first check in program
  *            order, then element order, of the first bad block).
+ *  RECUR     (ABI 1.10, with a program) the fused scan: prep finds T
+ *            and keeps the axis-0 strides; run holds the carries and args
+ *            in locals, runs the program once per step (a sequence's
+ *            element at t * stride), stores the stacked rows, replaces
+ *            every carry at once through temporaries, and stores the
+ *            final carries after the loop.
  *  DOT       one rt->dgemm / rt->sgemm call when the views are BLAS
  *            layouts (decided in prep), else a triple loop accumulating in double (as the
  *            interpreter).
@@ -481,6 +487,48 @@ static int check_loop(const kiln_kernel *k, char *why, size_t n)
     return 0;
 }
 
+/* RECUR with a program (ABI 1.10): carries and args rank 0, sequences
+ * and stacked outputs rank 1, each final carry of its carry's dtype, a
+ * program without TAKE or PARAM.  Without a program the host runs the
+ * kernel (refused). */
+static int check_recur(const kiln_kernel *k, char *why, size_t n)
+{
+    uint32_t nc = k->n_carry, ns = k->n_seq;
+    if (k->n_instrs == 0)
+        return why_f(why, n, "recur kernel without a program (the host "
+                     "runs it)");
+    if ((uint64_t)nc + ns > k->n_inputs || nc > k->n_outputs)
+        return why_f(why, n, "recur: %u carries and %u sequences for %u "
+                     "inputs and %u outputs", nc, ns, k->n_inputs,
+                     k->n_outputs);
+    for (uint32_t i = 0; i < k->n_inputs; i++) {
+        unsigned want = i >= nc && i < nc + ns ? 1u : 0u;
+        if (k->inputs[i].rank != want)
+            return why_f(why, n, "recur: input %u has rank %u, expected %u",
+                         i, k->inputs[i].rank, want);
+    }
+    for (uint32_t j = 0; j < k->n_outputs; j++) {
+        unsigned want = j < nc ? 0u : 1u;
+        if (k->outputs[j].rank != want)
+            return why_f(why, n, "recur: output %u has rank %u, expected %u",
+                         j, k->outputs[j].rank, want);
+        if (j < nc && k->outputs[j].dtype != k->inputs[j].dtype)
+            return why_f(why, n, "recur: carry %u is %s but its output is "
+                         "%s", j, dt_name[k->inputs[j].dtype],
+                         dt_name[k->outputs[j].dtype]);
+    }
+    if (ns == 0 && k->n_outputs == nc && k->n_steps < 0)
+        return why_f(why, n, "recur: no sequence, no stacked output and no "
+                     "step count");
+    if (check_program(k, why, n))
+        return -1;
+    for (uint32_t i = 0; i < k->n_instrs; i++)
+        if (k->instrs[i].op == KILN_I_PARAM)
+            return why_f(why, n, "instruction %u (param) in a recur kernel",
+                         i);
+    return 0;
+}
+
 static int check_full(const kiln_kernel *k, char *why, size_t n)
 {
     if (k->n_outputs == 0 || !k->outputs)
@@ -552,6 +600,8 @@ static int check_full(const kiln_kernel *k, char *why, size_t n)
             k->reduce_op != KILN_REDUCE_PROD)
             return why_f(why, n, "scan reduce_op %u", k->reduce_op);
         return check_ranks(k, o->rank, why, n);
+    case KILN_KERNEL_RECUR:    /* ABI 1.10, with a program */
+        return check_recur(k, why, n);
     case KILN_KERNEL_LINALG:   /* ABI 1.9, issue 28 */
         if (k->n_inputs < 1 || k->n_inputs > 2 || k->n_outputs != 1 ||
             k->reduce_op > KILN_LINALG_LAST)
@@ -603,6 +653,8 @@ typedef struct emitter {
     unsigned need;       /* helpers the body uses (enum need) */
     char label[64];      /* sanitised, for messages */
     int scalar;          /* a rank-0 ELEMWISE: no loop, LOADs are *pN */
+    int recur;           /* RECUR: LOADs are carries kN, sequence
+                            elements pN[t * sN] and args aN */
     /* programs */
     uint8_t *live;
     uint32_t *last;      /* last reader of each instruction */
@@ -663,7 +715,12 @@ static const char *ref(emitter *e, int32_t i, char *buf, size_t n)
 {
     const kiln_instr *in = &e->k->instrs[i];
     if (in->op == KILN_I_LOAD) {
-        if (e->scalar)
+        uint32_t nc = e->k->n_carry, ns = e->k->n_seq;
+        if (e->recur)
+            snprintf(buf, n, (uint32_t)in->a < nc ? "k%d"
+                             : (uint32_t)in->a < nc + ns ? "p%d[t * s%d]"
+                             : "a%d", (int)in->a, (int)in->a);
+        else if (e->scalar)
             snprintf(buf, n, "(*p%d)", (int)in->a);
         else
             snprintf(buf, n, "p%d[j * s%d]", (int)in->a, (int)in->a);
@@ -951,7 +1008,7 @@ static void emit_program_decls(emitter *e)
                   ctype[in->dtype], i, ctype[in->dtype],
                   (unsigned long long)bits);
     }
-    for (uint32_t a = 0; a < k->n_inputs; a++)
+    for (uint32_t a = 0; !e->recur && a < k->n_inputs; a++)
         if (e->used_in[a])
             sb_printf(b, e->scalar ? "  const %s *p%u;\n"
                                    : "  const %s *p%u; i64 s%u;\n",
@@ -1454,6 +1511,104 @@ static void emit_scan(emitter *e)
               "      if (++idx[d] < O[0].shape[d]) break;\n"
               "      idx[d] = 0;\n    }\n"
               "    if (d < 0) return 0;\n  }\n}\n", r - 1, ax);
+    emit_tail(e);
+}
+
+/* ---- RECUR (ABI 1.10, with a program) ------------------------------- */
+
+/* The fused scan loop: prep finds T (the sequences' extent, else the
+ * stacked outputs', else n_steps), checks that every sequence and
+ * stacked output has T elements and that no output shares data with an
+ * input or another output, and keeps T and the axis-0 strides.
+ * run holds each carry in a local kN and each arg in a local aN (read
+ * once), then per step t runs the program (a sequence's element is
+ * pN[t * sN]), stores the stacked rows qJ[t * tJ], computes the new
+ * carries into temporaries nJ before replacing any (all carries change
+ * at once), and after the loop stores the final carries. */
+static void emit_recur(emitter *e)
+{
+    const kiln_kernel *k = e->k;
+    sbuf *b = &e->body;
+    uint32_t nc = k->n_carry, ns = k->n_seq, ni = k->n_inputs,
+             no = k->n_outputs, nv = ni + no;
+    char fields[96];
+    snprintf(fields, sizeof fields, "  i64 T;\n  i64 st[%u];\n", nv);
+    e->recur = 1;
+    emit_head(e, fields);
+    sb_put(b, "  i64 T;\n  u32 v;\n");
+    emit_checks(e, program_rt_need(e));
+    if (ns > 0)
+        sb_printf(b, "  T = I[%u].shape[0];\n", nc);
+    else if (no > nc)
+        sb_printf(b, "  T = O[%u].shape[0];\n", nc);
+    else
+        sb_printf(b, "  T = %lldLL;\n", (long long)k->n_steps);
+    sb_printf(b, "  for (v = 0; v < %u; v++) P->st[v] = 0;\n"
+              "  for (v = %u; v < %u; v++) {\n"
+              "    if (I[v].shape[0] != T) return kl_fail(call, %d, "
+              "\"%s: a sequence's length differs from the steps'\");\n"
+              "    P->st[v] = I[v].strides[0];\n  }\n"
+              "  for (v = %u; v < %u; v++) {\n"
+              "    if (O[v].shape[0] != T) return kl_fail(call, %d, "
+              "\"%s: a stacked output's length differs from the steps'\");\n"
+              "    P->st[%u + v] = O[v].strides[0];\n  }\n"
+              "  P->T = T;\n",
+              nv, nc, nc + ns, KILN_ERR_SHAPE, e->label, nc, no,
+              KILN_ERR_SHAPE, e->label, ni);
+    /* outputs alias nothing (the interpreter's rule: distinct first
+     * elements; an empty sequence or stacked output is no data) */
+    sb_printf(b, "  for (v = 0; v < %u; v++) {\n"
+              "    const void *d = O[v].data;\n    u32 u;\n"
+              "    if (!d || (v >= %u && T == 0)) continue;\n"
+              "    for (u = 0; u < %u; u++)\n"
+              "      if (I[u].data == d && !(u >= %u && u < %u && T == 0)) "
+              "return kl_fail(call, %d, \"%s: an output is an input (a recur "
+              "kernel's outputs alias nothing)\");\n"
+              "    for (u = 0; u < v; u++)\n"
+              "      if (O[u].data == d && !(u >= %u && T == 0)) "
+              "return kl_fail(call, %d, \"%s: two outputs share data\");\n"
+              "  }\n  return 0;\n}\n\n", no, nc, ni, nc, nc + ns,
+              KILN_ERR_ARG, e->label, nc, KILN_ERR_ARG, e->label);
+    emit_run_head(e);
+    sb_put(b, "  i64 t, T = P->T;\n");
+    for (uint32_t a = 0; a < ni; a++) {
+        const char *T = ctype[k->inputs[a].dtype];
+        if (a < nc)
+            sb_printf(b, "  %s k%u = *(const %s *)I[%u].data;\n", T, a, T, a);
+        else if (a < nc + ns && e->used_in[a])
+            sb_printf(b, "  const %s *p%u = (const %s *)I[%u].data;\n"
+                      "  i64 s%u = P->st[%u];\n", T, a, T, a, a, a);
+        else if (a >= nc + ns && e->used_in[a])
+            sb_printf(b, "  const %s a%u = *(const %s *)I[%u].data;\n", T,
+                      a, T, a);
+    }
+    for (uint32_t o = 0; o < nc; o++)
+        sb_printf(b, "  %s n%u;\n", ctype[k->outputs[o].dtype], o);
+    for (uint32_t o = nc; o < no; o++)
+        sb_printf(b, "  %s *q%u = (%s *)O[%u].data;\n  i64 t%u = P->st[%u];\n",
+                  ctype[k->outputs[o].dtype], o, ctype[k->outputs[o].dtype],
+                  o, o, ni + o);
+    emit_program_decls(e);
+    emit_run_body(e);
+    sb_put(b, "  for (t = 0; t < T; t++) {\n");
+    emit_program(e);
+    for (uint32_t o = nc; o < no; o++) {
+        char buf[128];
+        sb_printf(b, "      q%u[t * t%u] = %s;\n", o, o,
+                  ref(e, k->out_refs[o], buf, sizeof buf));
+    }
+    for (uint32_t o = 0; o < nc; o++) {
+        char buf[128];
+        sb_printf(b, "      n%u = %s;\n", o,
+                  ref(e, k->out_refs[o], buf, sizeof buf));
+    }
+    for (uint32_t o = 0; o < nc; o++)
+        sb_printf(b, "      k%u = n%u;\n", o, o);
+    sb_put(b, "  }\n");
+    for (uint32_t o = 0; o < nc; o++)
+        sb_printf(b, "  *(%s *)O[%u].data = k%u;\n",
+                  ctype[k->outputs[o].dtype], o, o);
+    sb_put(b, "  (void)t;\n  return 0;\n}\n");
     emit_tail(e);
 }
 
@@ -2172,7 +2327,7 @@ int kiln_emit_c(const kiln_kernel *k0, char **src, size_t *len, char *why,
     e.label[li] = 0;
     int rc = 0;
     if (full.kind == KILN_KERNEL_ELEMWISE || full.kind == KILN_KERNEL_REDUCE ||
-        full.kind == KILN_KERNEL_LOOP)
+        full.kind == KILN_KERNEL_LOOP || full.kind == KILN_KERNEL_RECUR)
         rc = plan_program(&e);
     if (rc == 0) {
         switch (full.kind) {
@@ -2184,6 +2339,7 @@ int kiln_emit_c(const kiln_kernel *k0, char **src, size_t *len, char *why,
         case KILN_KERNEL_LOOP: emit_loop(&e); break;
         case KILN_KERNEL_SCAN: emit_scan(&e); break;
         case KILN_KERNEL_LINALG: emit_linalg(&e); break;
+        case KILN_KERNEL_RECUR: emit_recur(&e); break;
         default: emit_dot(&e); break;
         }
     }
