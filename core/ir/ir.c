@@ -1184,7 +1184,13 @@ kiln_value kiln_graph_result(kiln_graph *g, kiln_value v, int index,
     if (!g || v < 0 || v >= g->n_nodes)
         return kiln_seterr(err, KILN_ERR_ARG, "result: bad value"), -1;
     const kiln_node *s = &g->nodes[v];
-    if (s->op != KILN_OP_SCAN)
+    int ode = s->op == KILN_OP_ODE_RK45 || s->op == KILN_OP_ODE_BDF;
+    if (ode && s->attrs->sens != 2)
+        return kiln_seterr(err, KILN_ERR_TYPE,
+                           "result: %s has one output (two with sens=2: "
+                           "the states, then the sensitivities)",
+                           kiln_ir_op_info(s->op)->name), -1;
+    if (s->op != KILN_OP_SCAN && !ode)
         return kiln_seterr(err, KILN_ERR_TYPE,
                            "result: input must be a node with several "
                            "outputs (scan), got %s",
@@ -1199,8 +1205,10 @@ kiln_value kiln_graph_result(kiln_graph *g, kiln_value v, int index,
         types[i] = g->nodes[s->in[i]].type;
     kiln_shape_ctx ctx = {g, NULL};
     kiln_type t;
-    int rc = kiln_ir_scan_types(&ctx, s->attrs, s->n_in, types, index, &t,
-                                err);
+    int rc = ode ? kiln_ir_ode_types(&ctx, s->op, s->attrs, s->n_in, types,
+                                     index, &t, err)
+                 : kiln_ir_scan_types(&ctx, s->attrs, s->n_in, types, index,
+                                      &t, err);
     if (types != small)
         free(types);
     if (rc)
