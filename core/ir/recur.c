@@ -42,20 +42,6 @@ int kiln_ir_n_out(int op, const kiln_attrs *a)
     return 1;
 }
 
-int kiln_ir_node_set_body(kiln_graph *g, kiln_value v, kiln_graph *body,
-                          kiln_err *err)
-{
-    if (!g || v < 0 || v >= g->n_nodes || !body)
-        return kiln_seterr(err, KILN_ERR_ARG, "set body: bad node");
-    kiln_attrs a = *g->nodes[v].attrs;
-    a.body = body;
-    /* set_attrs takes the new body's reference before it drops the old
-     * attributes (and with them the old body's) */
-    if (kiln_ir_node_set_attrs(&g->nodes[v], &a))
-        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-    return 0;
-}
-
 static const char *vname(const kiln_graph *b, kiln_value v, char *buf,
                          size_t n)
 {
