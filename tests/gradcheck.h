@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compile_text.h"
+
 #define GC_MAX_IN 8
 
 static uint64_t gc_rng = 0x243f6a8885a308d3ull;
@@ -71,15 +73,24 @@ static double gc_cost(kiln_function *f, const kiln_tensor *in, int *bad)
     return *(double *)out[0].data;
 }
 
+/* gc_check with both programs (the cost alone, and with its gradients)
+ * compiled with backend and passes (NULL: the defaults), quiet, one
+ * job. */
 __attribute__((unused))
-static int gc_check(const char *label, const char *text, double tol)
+static int gc_check_with(const char *label, const char *text, double tol,
+                         const char *backend, const char *passes)
 {
     kiln_err err = {0, ""};
+    kiln_options opt, *o = NULL;
+    if (backend || passes) {
+        kg_test_options(&opt, backend, passes);
+        o = &opt;
+    }
     kiln_graph *g = kiln_parse_string(text, label, NULL, &err);
     if (!g)
         return ok(0, "%s: parse: %s", label, err.message);
     kiln_value cost = kiln_graph_lookup(g, "cost");
-    kiln_function *probe = kiln_compile(g, NULL, &err);
+    kiln_function *probe = kiln_compile(g, o, &err);
     if (!probe) {
         kiln_graph_free(g);
         return ok(0, "%s: compile: %s", label, err.message);
@@ -103,7 +114,7 @@ static int gc_check(const char *label, const char *text, double tol)
         kiln_graph_free(g);
         return ok(0, "%s: grad: %s", label, err.message);
     }
-    kiln_function *f = kiln_compile(g, NULL, &err);
+    kiln_function *f = kiln_compile(g, o, &err);
     kiln_graph_free(g);
     if (!f) {
         kiln_function_free(probe);
@@ -180,6 +191,12 @@ static int gc_check(const char *label, const char *text, double tol)
     kiln_function_free(f);
     kiln_function_free(probe);
     return all_ok;
+}
+
+__attribute__((unused))
+static int gc_check(const char *label, const char *text, double tol)
+{
+    return gc_check_with(label, text, tol, NULL, NULL);
 }
 
 #endif

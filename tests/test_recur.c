@@ -18,7 +18,9 @@
  *    body, the carry and both types), input count and sequence length
  *    mismatches, an unknown body name;
  *  - gradients by finite differences (gradcheck.h) through the stored
- *    trajectory, for all of the above;
+ *    trajectory, for all of the above, on every backend with the passes
+ *    and without; the forward scan runs once in a gradient program (its
+ *    body gains the trajectory, test_once);
  *  - the fused RECUR kernel (the pass `recur`, ABI 1.10): garch11 and a
  *    body with i64, bool and f64 carries at T = 0, 1, 2, 5 under passes
  *    all (fused) and none (the host loop), each against a C loop, against
@@ -512,9 +514,18 @@ static const char ARMA_GRAD[] =
     "  output cost = add(square(err1), sum(square(result(s, index=1))))\n"
     "end\n";
 
+/* A gradient check on the current backend and passes. */
+static void gc_here(const char *what, const char *text, double tol)
+{
+    char label[160];
+    snprintf(label, sizeof label, "%s [%s, passes %s]", what, backend,
+             passes);
+    gc_check_with(label, text, tol, backend, passes);
+}
+
 static void test_grads(void)
 {
-    gc_check("scan grad: linear recurrence, carry and stacked outputs",
+    gc_here("scan grad: linear recurrence, carry and stacked outputs",
              "kiln 1\ngraph step\n  input h: f64\n  input x: f64\n"
              "  input a: f64\n  hn = add(mul(a, h), x)\n  output hn\n"
              "  output y = mul(hn, hn)\nend\n"
@@ -523,7 +534,7 @@ static void test_grads(void)
              "  s = scan(h0, xs, a, body=step, carries=1, seqs=1)\n"
              "  output cost = add(sum(result(s, index=1)), mul(s, 3.0))\n"
              "end\n", 1e-6);
-    gc_check("scan grad: two carries, vector carry, matrix arg",
+    gc_here("scan grad: two carries, vector carry, matrix arg",
              "kiln 1\ngraph step\n"
              "  input s: f64\n  input v: f64[3]\n  input x: f64[3]\n"
              "  input w: f64[3, 3]\n  vn = tanh(add(dot(w, v), x))\n"
@@ -534,8 +545,8 @@ static void test_grads(void)
              "  r = scan(s0, v0, xs, w, body=step, carries=2, seqs=1)\n"
              "  output cost = add(mul(r, 0.5), add(sum(result(r, index=1)), "
              "sum(mul(result(r, index=2), 0.1))))\nend\n", 1e-6);
-    gc_check("scan grad: arma11 sum of squared errors", ARMA_GRAD, 1e-6);
-    gc_check("scan grad: HMM forward algorithm",
+    gc_here("scan grad: arma11 sum of squared errors", ARMA_GRAD, 1e-6);
+    gc_here("scan grad: HMM forward algorithm",
              "kiln 1\ngraph fwd\n"
              "  input alpha: f64[3]\n  input ll: f64[3]\n"
              "  input logG: f64[3, 3]\n"
@@ -546,13 +557,13 @@ static void test_grads(void)
              "  ll = sub(mul(-0.5, square(sub(expand_dims(y, axis=1), mu))), 0.91893853320467274)\n"
              "  aT = scan(alpha0, ll, logG, body=fwd, carries=1, seqs=1)\n"
              "  output cost = logsumexp(aT)\nend\n", 1e-6);
-    gc_check("scan grad: T = 1",
+    gc_here("scan grad: T = 1",
              "kiln 1\ngraph step\n  input h: f64\n  input x: f64\n"
              "  output hn = sin(add(h, x))\nend\n"
              "graph main\n  input h0: f64\n  input xs: f64[1]\n"
              "  output cost = scan(h0, xs, body=step, carries=1, seqs=1)\n"
              "end\n", 1e-6);
-    gc_check("scan grad: n_steps, no sequence",
+    gc_here("scan grad: n_steps, no sequence",
              "kiln 1\ngraph step\n  input h: f64[2]\n  input a: f64[2]\n"
              "  output hn = tanh(mul(h, a))\n  output o = sum(hn)\nend\n"
              "graph main\n  input h0: f64[2]\n  input a: f64[2]\n"
@@ -940,6 +951,97 @@ static void test_fused_views(void)
     }
     kiln_function_free(fv);
     kiln_function_free(fn);
+/* ---- the forward runs once in a gradient program ------------------------
+ *
+ * The gradient replaces the forward scan's body by one that also outputs
+ * the trajectory (its incoming carries) instead of adding a second
+ * forward scan: arma's cost + gradient program has 2 RECUR steps (the
+ * forward and the reverse scan), not 3.  A second gradient of the same
+ * graph reuses the trajectory (the body gains no more outputs) and gives
+ * the same values; the cost is the plain C loop's. */
+static int n_recur(kiln_function *f)
+{
+    return count_kernels_of_kind(f, KILN_KERNEL_RECUR);
+}
+
+static kiln_function *compile_here(kiln_graph *g, kiln_err *err)
+{
+    return compile_kg_graph(g, backend, passes, err);
+}
+
+static void test_once(void)
+{
+    static const char *const wn[4] = {"y", "mu", "phi", "theta"};
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string(ARMA_GRAD, "t.kg", NULL, &err);
+    kiln_value s = g ? kiln_graph_lookup(g, "s") : -1;
+    kiln_value cost = g ? kiln_graph_lookup(g, "cost") : -1;
+    kiln_value wrt[4], d[8];
+    for (int i = 0; g && i < 4; i++)
+        wrt[i] = kiln_graph_lookup(g, wn[i]);
+    int rc = g ? kiln_graph_grad(g, cost, 4, wrt, 0, d, &err) : -1;
+    for (int i = 0; !rc && i < 4; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "d_%s", wn[i]);
+        rc = kiln_graph_output(g, nm, d[i], &err);
+    }
+    if (!ok(!rc, "arma grad builds [%s, passes %s]: %s", backend, passes,
+            err.message)) {
+        kiln_graph_free(g);
+        return;
+    }
+    kiln_err e2 = {0, ""};
+    ok(kiln_graph_result(g, s, 2, &e2) >= 0 &&
+           kiln_graph_result(g, s, 3, &e2) < 0,
+       "the forward scan's body gained the trajectory as output 2, one "
+       "output more [%s, passes %s]", backend, passes);
+    kiln_function *f = compile_here(g, &err);
+    ok(f && n_recur(f) == 2, "arma cost + gradient: 2 RECUR steps (the "
+       "forward once, the reverse), got %d [%s, passes %s] %s", n_recur(f),
+       backend, passes, f ? "" : err.message);
+    double y[6] = {0.3, -0.2, 1.1, 0.8, -0.5, 0.05};
+    double mu = 0.1, phi = 0.6, theta = -0.3;
+    kiln_tensor in[4] = {T(1, (int64_t[]){6}, y), T(0, NULL, &mu),
+                         T(0, NULL, &phi), T(0, NULL, &theta)};
+    kiln_tensor out[9];
+    double e = y[0] - (mu + phi * mu), ss = e * e;
+    for (int t = 1; t < 6; t++) {
+        e = y[t] - (mu + phi * y[t - 1] + theta * e);
+        ss += e * e;
+    }
+    double g1[9];
+    if (f && kiln_function_call(f, in, out, &err) == 0) {
+        expect("arma cost from the gradient program", &out[0], 1, &ss,
+               1e-13);
+        for (int i = 0; i < 3; i++)
+            g1[i] = *(double *)out[2 + i].data;
+    } else {
+        ok(0, "arma gradient program runs [%s, passes %s]: %s", backend,
+           passes, err.message);
+    }
+    kiln_function_free(f);
+    /* a second gradient reuses the trajectory */
+    rc = kiln_graph_grad(g, cost, 4, wrt, 0, d + 4, &err);
+    for (int i = 0; !rc && i < 4; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "e_%s", wn[i]);
+        rc = kiln_graph_output(g, nm, d[4 + i], &err);
+    }
+    ok(!rc && kiln_graph_result(g, s, 2, &e2) >= 0 &&
+           kiln_graph_result(g, s, 3, &e2) < 0,
+       "a second gradient reuses the trajectory (no output added) [%s, "
+       "passes %s] %s", backend, passes, rc ? err.message : "");
+    f = rc ? NULL : compile_here(g, &err);
+    int same = f && n_recur(f) == 3 &&
+               kiln_function_call(f, in, out, &err) == 0;
+    for (int i = 0; same && i < 3; i++)
+        same = *(double *)out[2 + i].data == g1[i] &&
+               *(double *)out[6 + i].data == g1[i];
+    ok(same, "two gradients of one graph: 3 RECUR steps (one forward, two "
+       "reverse), equal values [%s, passes %s] %s", backend, passes,
+       f ? "" : err.message);
+    kiln_function_free(f);
+    kiln_graph_free(g);
 }
 
 int main(void)
@@ -949,7 +1051,6 @@ int main(void)
     static const char *const pass_sets[] = {"all", "none"};
     test_print();
     test_errors();
-    test_grads();
     for (int b = 0; b < nb; b++)
         for (int p = 0; p < 2; p++) {
             backend = bk[b];
@@ -959,6 +1060,8 @@ int main(void)
             test_two();
             test_arma();
             test_hmm();
+            test_grads();
+            test_once();
         }
     /* the fused loop kernel: each backend against the C loops, the host
      * path, and (bitwise) the interpreter (bk[0]) */

@@ -867,7 +867,7 @@ static int attach_ode(kiln_function *f, kiln_step *s,
         snprintf(label, sizeof label, "%s", op);
     if (kiln_ode_callable(rf, NULL, rjf, n->op == KILN_OP_ODE_BDF
                                             ? KILN_ODE_BDF : KILN_ODE_RK45,
-                          a->rtol, a->atol, a->max_steps, label, a->sens,
+                          a->rtol, a->atol, a->max_steps, label, a->sens == 1,
                           &s->callable)) {
         kiln_function_free(rf);
         kiln_function_free(rjf);

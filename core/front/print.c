@@ -497,7 +497,7 @@ static void put_op(printer *pr, const kiln_node *nd)
                   body_name(pr->bodies, a->body), a->rtol, a->atol,
                   (long long)a->max_steps);
         if (a->sens)
-            sb_printf(b, ", sens=1");
+            sb_printf(b, ", sens=%d", a->sens);
         break;
     case KILN_OP_CHECK:
         if (a->msg) {

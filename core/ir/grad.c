@@ -1079,9 +1079,11 @@ static int grad_linalg(gctx *c, kiln_value v, kiln_value gv)
 
 /* ---- scan (issue 28) -------------------------------------------------
  *
- * Reverse mode through the stored trajectory.  The forward scan is run
- * again with a body that also outputs its carries as it received them
- * (the trajectory c_0 .. c_{T-1}, stacked).  A reverse scan then walks
+ * Reverse mode through the stored trajectory.  The forward scan's body
+ * is replaced by one that also outputs its carries as it received them
+ * (the trajectory c_0 .. c_{T-1}, stacked, as its last nc outputs; the
+ * old outputs keep their indices), so the forward runs once for the
+ * value and the trajectory.  A reverse scan then walks
  * t = T-1 .. 0 with the carries' adjoints (lambda) and the args'
  * accumulated adjoints (mu) as its carries; its body recomputes the
  * forward step from c_t, x_t and the args and is the VJP of it:
@@ -1307,6 +1309,24 @@ static kiln_graph *traj_body(gctx *c, const kiln_graph *b, int nc)
     return t;
 }
 
+/* Body b's last nc outputs are its nc carry inputs, in order, as
+ * per-step outputs: the trajectory is there already (a second grad of
+ * the same graph, or a body that outputs it itself). */
+static int has_traj(const kiln_graph *b, int nc)
+{
+    kiln_value bin[BODY_MAX];
+    if (nc == 0 || b->n_outputs < 2 * nc ||
+        kiln_ir_body_inputs(b, bin, BODY_MAX) < nc)
+        return 0;
+    for (int j = 0; j < nc; j++)
+        if (b->outputs[b->n_outputs - nc + j].value != bin[j])
+            return 0;
+    return 1;
+}
+
+static int grad_scan_node(gctx *c, kiln_value v, const kiln_node *np,
+                          kiln_value gv);
+
 static int grad_recur(gctx *c, kiln_value v, kiln_value gv)
 {
     if (NODE(c, v)->op == KILN_OP_RESULT) {
@@ -1314,16 +1334,34 @@ static int grad_recur(gctx *c, kiln_value v, kiln_value gv)
         int k = NODE(c, v)->attrs->index;
         if (k == 0)
             return contribute(c, s, gv);
+        if (kiln_ir_op_info(NODE(c, s)->op)->category == KILN_CAT_ODE)
+            return kiln_seterr(c->err, KILN_ERR_TYPE, "grad: %s: no second "
+                               "derivatives (through the sensitivities)",
+                               kiln_ir_op_info(NODE(c, s)->op)->name), -1;
         return note_radj(c, s, k, gv);
     }
+    /* the node's attributes change below (its body gains the trajectory):
+     * keep the old ones and their body alive while the rule reads them */
     kiln_node n = *NODE(c, v);
+    kiln_attrs oa = *n.attrs;
+    n.attrs = &oa;
+    kiln_graph *ob = kiln_ir_body_ref(oa.body);
+    int rc = grad_scan_node(c, v, &n, gv);
+    kiln_graph_free(ob);
+    return rc;
+}
+
+static int grad_scan_node(gctx *c, kiln_value v, const kiln_node *np,
+                          kiln_value gv)
+{
+    kiln_node n = *np;
     const kiln_graph *b = n.attrs->body;
     int nc = n.attrs->n_carry, ns = n.attrs->n_seq;
     int na = n.n_in - nc - ns, ny = b->n_outputs - nc;
-    if (n.n_in > BODY_MAX || b->n_outputs > BODY_MAX)
+    if (n.n_in > BODY_MAX || b->n_outputs + nc > BODY_MAX)
         return kiln_seterr(c->err, KILN_ERR_TYPE,
                            "grad: scan with more than %d inputs or outputs",
-                           BODY_MAX), -1;
+                           BODY_MAX - nc), -1;
     kiln_value G[BODY_MAX];
     int gy[BODY_MAX];
     for (int k = 0; k < b->n_outputs; k++)
@@ -1335,19 +1373,23 @@ static int grad_recur(gctx *c, kiln_value v, kiln_value gv)
     kiln_value in[BODY_MAX];
     for (int i = 0; i < n.n_in; i++)
         in[i] = n.in[i];
-    /* the trajectory */
+    /* the trajectory: outputs base .. base+nc-1 of the forward node, its
+     * body replaced by the trajectory body unless it has them already */
     kiln_value traj[BODY_MAX];
     if (nc > 0) {
-        kiln_graph *tb = traj_body(c, b, nc);
-        if (!tb)
-            return -1;
-        kiln_value ts = kiln_graph_scan(c->g, tb, nc, in, ns, in + nc, na,
-                                        in + nc + ns, n.attrs->n_steps,
-                                        c->err);
-        kiln_graph_free(tb);   /* the scan holds it */
-        TRY(ts);
+        int base = b->n_outputs - nc;
+        if (!has_traj(b, nc)) {
+            kiln_graph *tb = traj_body(c, b, nc);
+            if (!tb)
+                return -1;
+            int rc = kiln_ir_node_set_body(c->g, v, tb, c->err);
+            kiln_graph_free(tb);   /* the node holds it */
+            if (rc)
+                return -1;
+            base = b->n_outputs;
+        }
         for (int j = 0; j < nc; j++)
-            TRY(traj[j] = kiln_graph_result(c->g, ts, nc + ny + j, c->err));
+            TRY(traj[j] = kiln_graph_result(c->g, v, base + j, c->err));
     }
     int nl = 0, nm = 0;
     kiln_graph *rb = vjp_body(c, &n, gy, &nl, &nm);
@@ -1422,17 +1464,18 @@ static int grad_recur(gctx *c, kiln_value v, kiln_value gv)
 
 /* ---- ODEs (issue 28) --------------------------------------------------
  *
- * Forward sensitivities: a second node of the same op with sens=1 solves
- * the same problem with S = d Y / d (y0, theta) [T, N, N+P] (CVODES's
- * staggered sensitivities, ARKODE on the coupled system:
- * core/runtime/ode.c); the vector-Jacobian product is
+ * Forward sensitivities: the node itself becomes sens=2, so its one
+ * solve gives Y (output 0, its value as before) and S = d Y / d (y0,
+ * theta) [T, N, N+P] as result(z, index=1) (CVODES's staggered
+ * sensitivities, ARKODE on the coupled system: core/runtime/ode.c); a
+ * second grad reuses S.  The vector-Jacobian product is
  * z = sum_{t,n} gY[t,n] S[t,n,:], y0 getting z[:N] and theta z[N:]
  * (Stan's ODE functions do the same with their coupled system). */
 static int grad_ode(gctx *c, kiln_value v, kiln_value gv)
 {
     kiln_node n = *NODE(c, v);
     const char *op = kiln_ir_op_info(n.op)->name;
-    if (n.attrs->sens)
+    if (n.attrs->sens == 1)
         return kiln_seterr(c->err, KILN_ERR_TYPE, "grad: %s: no second "
                            "derivatives (through the sensitivities)", op),
                -1;
@@ -1441,14 +1484,14 @@ static int grad_ode(gctx *c, kiln_value v, kiln_value gv)
                            "with respect to t0 or ts (pass them as data)",
                            op), -1;
     int64_t N = NODE(c, n.in[0])->type.dims[0];
-    const kiln_attrs *a = n.attrs;
-    kiln_attr at[4] = {
-        {.key = "rtol", .kind = KILN_ATTR_FLOAT, .f = a->rtol},
-        {.key = "atol", .kind = KILN_ATTR_FLOAT, .f = a->atol},
-        {.key = "max_num_steps", .kind = KILN_ATTR_INT, .i = a->max_steps},
-        {.key = "sens", .kind = KILN_ATTR_INT, .i = 1}};
-    kiln_value S = kiln_graph_op_body(c->g, op, 4, n.in, a->body, at, 4,
-                                      c->err);
+    if (n.attrs->sens == 0) {
+        kiln_attrs a2 = *n.attrs;
+        a2.sens = 2;
+        if (kiln_ir_node_set_attrs(NODE(c, v), &a2))
+            return kiln_seterr(c->err, KILN_ERR_NOMEM, "out of memory"), -1;
+        n.attrs = NODE(c, v)->attrs;
+    }
+    kiln_value S = kiln_graph_result(c->g, v, 1, c->err);
     TRY(S);
     if (NODE(c, gv)->op == KILN_OP_LITERAL)
         gv = op2(c, "fill", v, gv);

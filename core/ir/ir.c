@@ -218,6 +218,20 @@ int kiln_ir_node_set_attrs(kiln_node *n, const kiln_attrs *a)
     return 0;
 }
 
+int kiln_ir_node_set_body(kiln_graph *g, kiln_value v, kiln_graph *body,
+                          kiln_err *err)
+{
+    if (!g || v < 0 || v >= g->n_nodes || !body)
+        return kiln_seterr(err, KILN_ERR_ARG, "set body: bad node");
+    kiln_attrs a = *g->nodes[v].attrs;
+    a.body = body;
+    /* set_attrs takes the new body's reference before it drops the old
+     * attributes (and with them the old body's) */
+    if (kiln_ir_node_set_attrs(&g->nodes[v], &a))
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    return 0;
+}
+
 void kiln_ir_node_drop_attrs(kiln_node *n)
 {
     if (n->attrs && n->attrs != &kiln_ir_no_attrs) {
@@ -1184,7 +1198,13 @@ kiln_value kiln_graph_result(kiln_graph *g, kiln_value v, int index,
     if (!g || v < 0 || v >= g->n_nodes)
         return kiln_seterr(err, KILN_ERR_ARG, "result: bad value"), -1;
     const kiln_node *s = &g->nodes[v];
-    if (s->op != KILN_OP_SCAN)
+    int ode = s->op == KILN_OP_ODE_RK45 || s->op == KILN_OP_ODE_BDF;
+    if (ode && s->attrs->sens != 2)
+        return kiln_seterr(err, KILN_ERR_TYPE,
+                           "result: %s has one output (two with sens=2: "
+                           "the states, then the sensitivities)",
+                           kiln_ir_op_info(s->op)->name), -1;
+    if (s->op != KILN_OP_SCAN && !ode)
         return kiln_seterr(err, KILN_ERR_TYPE,
                            "result: input must be a node with several "
                            "outputs (scan), got %s",
@@ -1199,8 +1219,10 @@ kiln_value kiln_graph_result(kiln_graph *g, kiln_value v, int index,
         types[i] = g->nodes[s->in[i]].type;
     kiln_shape_ctx ctx = {g, NULL};
     kiln_type t;
-    int rc = kiln_ir_scan_types(&ctx, s->attrs, s->n_in, types, index, &t,
-                                err);
+    int rc = ode ? kiln_ir_ode_types(&ctx, s->op, s->attrs, s->n_in, types,
+                                     index, &t, err)
+                 : kiln_ir_scan_types(&ctx, s->attrs, s->n_in, types, index,
+                                      &t, err);
     if (types != small)
         free(types);
     if (rc)

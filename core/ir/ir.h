@@ -134,8 +134,10 @@ typedef struct kiln_attrs {
                                      (attribute n_steps=), else -1 */
     int index;                    /* result: which output (>= 0) */
     /* ode_rk45, ode_bdf: tolerances and steps (Stan's defaults unless
-     * given), and sens = 1 for the node the gradient makes, whose value
-     * is the sensitivities [T, N, N+P] instead of the states [T, N] */
+     * given), and sens: 0 the states Y [T, N]; 1 (graphs printed before
+     * issue 28's second half) the sensitivities S [T, N, N+P] instead;
+     * 2 (what the gradient sets on the node it differentiates) Y as
+     * output 0 and S as output 1, result(z, index=1), from one solve */
     double rtol, atol;
     int64_t max_steps;
     int sens;
@@ -367,6 +369,20 @@ kiln_value kiln_ir_build(kiln_graph *g, int op, int n_in,
 /* The number of outputs of a scan (its body's output count). */
 int kiln_ir_scan_n_out(const kiln_attrs *a);
 
+/* The number of outputs of a node of op `op` with attributes *a: a
+ * scan's body's output count, 2 for an ODE with sens = 2 (Y, then S),
+ * else 1. */
+int kiln_ir_n_out(int op, const kiln_attrs *a);
+
+/* Replace the body of node v of g (a scan or an ODE): its attributes are
+ * copied with `body` (which gets a reference; the caller keeps its own),
+ * the old body loses the node's reference.  The node's type is not
+ * re-inferred: the caller keeps output 0's type (the gradient adds
+ * outputs after the old ones, core/ir/grad.c).  Returns 0, or
+ * KILN_ERR_NOMEM / KILN_ERR_ARG (no such node) with *err set. */
+int kiln_ir_node_set_body(kiln_graph *g, kiln_value v, kiln_graph *body,
+                          kiln_err *err);
+
 /* The inputs of body b in declaration order (INPUT nodes): fills ids
  * (when not NULL, room for max) and returns their count. */
 int kiln_ir_body_inputs(const kiln_graph *b, kiln_value *ids, int max);
@@ -486,6 +502,14 @@ kiln_graph *kiln_ir_ode_rhs_jacobian(const kiln_graph *body, kiln_err *err);
 int kiln_ir_ode_type(const kiln_shape_ctx *ctx, int op, const kiln_attrs *a,
                      int n_in, const kiln_type *in, kiln_type *out,
                      kiln_err *err);
+
+/* The type of output `which` of that node: 0 as kiln_ir_ode_type; with
+ * a->sens == 2 the node has two outputs, Y f64[T, N] (0) and S f64[T, N,
+ * N+P] (1, read as result(z, index=1)).  A `which` the node does not have
+ * is KILN_ERR_TYPE. */
+int kiln_ir_ode_types(const kiln_shape_ctx *ctx, int op, const kiln_attrs *a,
+                      int n_in, const kiln_type *in, int which,
+                      kiln_type *out, kiln_err *err);
 
 /* Rebuild g's name map from its nodes and outputs, after a caller (the
  * rewrite passes, core/rewrite) filled the arrays directly.  Names must be

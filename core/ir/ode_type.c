@@ -33,6 +33,13 @@ int kiln_ir_ode_type(const kiln_shape_ctx *ctx, int op, const kiln_attrs *a,
                      int n_in, const kiln_type *in, kiln_type *out,
                      kiln_err *err)
 {
+    return kiln_ir_ode_types(ctx, op, a, n_in, in, 0, out, err);
+}
+
+int kiln_ir_ode_types(const kiln_shape_ctx *ctx, int op, const kiln_attrs *a,
+                      int n_in, const kiln_type *in, int which,
+                      kiln_type *out, kiln_err *err)
+{
     const char *name = op == KILN_OP_ODE_BDF ? "ode_bdf" : "ode_rk45";
     static const char *const what[4] = {"y0", "t0", "ts", "theta"};
     static const int rank[4] = {1, 0, 1, 1};
@@ -83,8 +90,18 @@ int kiln_ir_ode_type(const kiln_shape_ctx *ctx, int op, const kiln_attrs *a,
                            type_text(d0 != n ? &in[0] : &in[3], x, sizeof x),
                            b->name ? b->name : "?",
                            type_text(d0 != n ? by : bp, y, sizeof y));
+    int n_out = a->sens == 2 ? 2 : 1;
+    if (which < 0 || which >= n_out)
+        return kiln_seterr(err, KILN_ERR_TYPE, "result: index %d, but the "
+                           "%s has %d output%s%s", which, name, n_out,
+                           n_out == 1 ? "" : "s",
+                           n_out == 1 ? " (its gradient makes it two: the "
+                                        "states and, with sens=2, the "
+                                        "sensitivities)" : "");
+    /* sens 0: Y; 1: S; 2: Y, then S as output 1 */
+    int is_s = a->sens == 1 || which == 1;
     out->dtype = KILN_F64;
-    out->rank = a->sens ? 3 : 2;
+    out->rank = is_s ? 3 : 2;
     out->dims[0] = dim_of(ctx, in[2].dims[0]);
     out->dims[1] = n;
     out->dims[2] = n + p;

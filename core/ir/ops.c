@@ -441,11 +441,11 @@ int kiln_ir_parse_attrs(int op, const kiln_attr *attrs, int n_attrs,
         } else if ((allowed & A_ODE) && (strcmp(k, "max_num_steps") == 0 ||
                                          strcmp(k, "sens") == 0)) {
             if (a->kind != KILN_ATTR_INT || a->i < (k[0] == 'm') ||
-                (k[0] == 's' && a->i > 1))
+                (k[0] == 's' && a->i > 2))
                 return kiln_seterr(err, KILN_ERR_TYPE,
                                    "%s: attribute '%s' must be %s",
                                    info->name, k, k[0] == 'm'
-                                   ? "an integer >= 1" : "0 or 1");
+                                   ? "an integer >= 1" : "0, 1 or 2");
             if (k[0] == 'm')
                 out->max_steps = a->i;
             else
@@ -1325,6 +1325,12 @@ int kiln_ir_infer(const kiln_shape_ctx *ctx, int op, const kiln_attrs *attrs,
         if (op == KILN_OP_SCAN) {
             /* a scan's own value is its output 0 (recur.c) */
             rc = kiln_ir_scan_types(ctx, attrs, n_in, in, 0, &t, err);
+        } else if (attrs->body && attrs->sens == 2) {
+            /* result in a lowered program over an ODE's inputs with its
+             * attributes: S (only an ODE node has sens; the op's name in
+             * an error is rk45's, the node itself was checked first) */
+            rc = kiln_ir_ode_types(ctx, KILN_OP_ODE_RK45, attrs, n_in, in,
+                                   attrs->index, &t, err);
         } else if (attrs->body) {
             /* result in a lowered program (core/lower/lower.c): over the
              * scan's inputs, with the scan's attributes */

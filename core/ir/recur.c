@@ -33,6 +33,15 @@ int kiln_ir_scan_n_out(const kiln_attrs *a)
     return a && a->body ? a->body->n_outputs : 0;
 }
 
+int kiln_ir_n_out(int op, const kiln_attrs *a)
+{
+    if (op == KILN_OP_SCAN)
+        return kiln_ir_scan_n_out(a);
+    if (op == KILN_OP_ODE_RK45 || op == KILN_OP_ODE_BDF)
+        return a && a->sens == 2 ? 2 : 1;
+    return 1;
+}
+
 static const char *vname(const kiln_graph *b, kiln_value v, char *buf,
                          size_t n)
 {

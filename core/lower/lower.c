@@ -1250,14 +1250,36 @@ static int result_buf(kiln_program *p, const kiln_graph *g, int v, int k,
  * temporary nothing reads).  The body runs whole at each step
  * (core/runtime/recur.c). */
 /* An ODE solve is one ODE step (issue 28): inputs y0, t0, ts, theta as
- * they are, one output (the states, or with sens the sensitivities);
- * the kernel carries the body's canonical bytes for its key and the
- * method in reduce_op.  The driver attaches the host's callable. */
+ * they are; one output (sens 0: the states, 1: the sensitivities), or
+ * with sens 2 two (the states into the node's buffer, the sensitivities
+ * into its result(index=1) node's, or a temporary nothing reads); the
+ * kernel carries the body's canonical bytes for its key and the method
+ * in reduce_op.  The driver attaches the host's callable. */
 static int lower_ode(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
 {
     kiln_node *n = &g->nodes[v];
     const kiln_attrs *a = n->attrs;
-    kiln_step *s = new_step(p, KILN_KERNEL_ODE, v, n->n_in, 1,
+    int n_out = kiln_ir_n_out(n->op, a);
+    int sb = -1;
+    if (n_out == 2) {
+        int r = result_of(g, v, 1);
+        if (r >= 0) {
+            sb = p->node_buf[r];
+        } else {
+            kiln_type small[4], *types = small;
+            for (int i = 0; i < n->n_in && i < 4; i++)
+                types[i] = g->nodes[n->in[i]].type;
+            kiln_shape_ctx ctx = {g, NULL};
+            kiln_type t;
+            if (kiln_ir_ode_types(&ctx, n->op, a, n->n_in, types, 1, &t,
+                                  err))
+                return err ? err->code : KILN_ERR_TYPE;
+            sb = result_buf(p, g, v, 1, &t, err);
+            if (sb < 0)
+                return -sb;
+        }
+    }
+    kiln_step *s = new_step(p, KILN_KERNEL_ODE, v, n->n_in, n_out,
                             kiln_ir_op_info(n->op)->name, err);
     if (!s)
         return err ? err->code : KILN_ERR_NOMEM;
@@ -1267,6 +1289,8 @@ static int lower_ode(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     }
     int ob = p->node_buf[v];
     set_arg(p, s, 1, 0, ob, KILN_VIEW_FULL, p->bufs[ob].type.rank);
+    if (n_out == 2)
+        set_arg(p, s, 1, 1, sb, KILN_VIEW_FULL, p->bufs[sb].type.rank);
     s->kernel.reduce_op = n->op == KILN_OP_ODE_BDF ? 1u : 0u;
     size_t len = 0, cap = 0;
     /* the body, then the attributes that change the result (its nodes'

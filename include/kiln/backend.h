@@ -218,7 +218,8 @@ typedef enum kiln_kernel_kind {
     KILN_KERNEL_LINALG = 10,
     /* ABI 1.9: an ODE solve (the ops ode_rk45, ode_bdf; docs/ops.md
      * "ODEs"; run by the host's callable, core/runtime/ode.c).  One
-     * output: Y, or S for the gradient's node (sens=1).
+     * output: Y (sens=0), or S alone (sens=1, graphs printed before the
+     * gradient made sens=2); two (sens=2, the gradient's): Y and S.
      * Inputs y0 [N], t0 (rank 0), ts [T], theta [P], all f64; outputs
      * Y [T, N] = y(ts[i]) for y' = f(t, y, theta), y(t0) = y0, and
      * optionally (two outputs) the sensitivities S [T, N, N+P],

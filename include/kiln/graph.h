@@ -205,7 +205,8 @@ kiln_value kiln_graph_scan(kiln_graph *g, kiln_graph *body, int n_carry,
                            const kiln_value *args, int64_t n_steps,
                            kiln_err *err);
 
-/* Output `index` of a node with several outputs (a scan); like XLA's
+/* Output `index` of a node with several outputs (a scan, or an ODE node
+ * with sens=2: index 1 is its sensitivities); like XLA's
  * get-tuple-element.  Errors: KILN_ERR_TYPE (v has one output, index out
  * of range), KILN_ERR_ARG. */
 kiln_value kiln_graph_result(kiln_graph *g, kiln_value v, int index,
@@ -230,7 +231,16 @@ kiln_value kiln_graph_result(kiln_graph *g, kiln_value v, int index,
  * symbolic sizes" for the few rules that need static shapes);
  * KILN_ERR_ARG (ids not in g).  On error nothing of g is lost: nodes
  * appended before the error
- * stay, unnamed and unused. */
+ * stay, unnamed and unused.
+ * kiln_graph_grad may add outputs to a scan or ODE node it
+ * differentiates, so that the forward pass runs once: a scan's body
+ * gains its incoming carries as trailing per-step outputs (the
+ * trajectory; the node's existing outputs keep their indices and
+ * values), an ODE node becomes sens=2 (output 0 still the states,
+ * output 1 the sensitivities).  The node's own value and type do not
+ * change, but an RK45 solve's states now come from the coupled
+ * state + sensitivity system and may differ from the state-only solve
+ * within the tolerances.  Not thread-safe with other uses of g. */
 int kiln_graph_grad(kiln_graph *g, kiln_value cost, int n_wrt,
                     const kiln_value *wrt, unsigned flags, kiln_value *out,
                     kiln_err *err);
