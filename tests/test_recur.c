@@ -951,6 +951,8 @@ static void test_fused_views(void)
     }
     kiln_function_free(fv);
     kiln_function_free(fn);
+}
+
 /* ---- the forward runs once in a gradient program ------------------------
  *
  * The gradient replaces the forward scan's body by one that also outputs
