@@ -245,6 +245,31 @@ static int n_ode_steps(kiln_function *f)
     return count_kernels_of_kind(f, KILN_KERNEL_ODE);
 }
 
+/* Two solves of one problem at different tolerances (or step caps) are
+ * two nodes: CSE compares rtol, atol, max_num_steps and sens, not only
+ * the inputs and the body (a bug found in issue 28's second half). */
+static void cse_tests(const char *op)
+{
+    char tail[512];
+    snprintf(tail, sizeof tail,
+             "  z2 = %s(y0, t0, ts, theta, body=lv, rtol=1e-3, atol=1e-3)\n"
+             "  z3 = %s(y0, t0, ts, theta, body=lv, rtol=1e-10, atol=1e-10, "
+             "max_num_steps=7)\n"
+             "  output a = z\n  output b = z2\n  output c = z3\n",
+             op, op);
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string(op_text(op, "", tail), "ode.kg", NULL,
+                                      &err);
+    kiln_function *f = g ? compile_on(g, NULL, &err) : NULL;
+    ok(f && count_kernels_of_kind(f, KILN_KERNEL_ODE) == 3,
+       "%s: three solves differing only in rtol/atol or max_num_steps stay "
+       "three ODE steps after CSE (got %d) %s", op,
+       f ? count_kernels_of_kind(f, KILN_KERNEL_ODE) : -1,
+       f ? "" : err.message);
+    kiln_function_free(f);
+    kiln_graph_free(g);
+}
+
 static void once_tests(const char *op, const char **bk, int nbk)
 {
     const char *txt = op_text(op, "", "  w = sum(mul(z, z))\n"
@@ -368,6 +393,7 @@ static void op_tests(const char **bk, int nbk)
         kiln_graph_free(g);
         /* gradients by forward sensitivities from the one solve */
         once_tests(op, bk, nbk);
+        cse_tests(op);
         /* too many steps: the point is rejected (KILN_ERR_CHECK) */
         const char *txt = op_text(op, ", max_num_steps=2",
                                   "  output z2 = z\n");

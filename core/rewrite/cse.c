@@ -110,7 +110,9 @@ static int attrs_equal(const kiln_attrs *a, const kiln_attrs *b)
         a->msg != b->msg ||  /* interned: equal texts, one pointer */
         a->body != b->body || a->n_carry != b->n_carry ||
         a->n_seq != b->n_seq || a->n_steps != b->n_steps ||
-        a->index != b->index)
+        a->index != b->index || a->rtol != b->rtol ||
+        a->atol != b->atol || a->max_steps != b->max_steps ||
+        a->sens != b->sens)
         return 0;
     for (int i = 0; i < a->naxes && i < KILN_MAX_RANK; i++)
         if (a->axes[i] != b->axes[i])
