@@ -644,7 +644,8 @@ int kiln_emit_c_check(const kiln_kernel *k, char *why, size_t n)
 
 enum need {
     N_FABS = 1, N_FABSF = 2, N_F2I64 = 4, N_F2I32 = 8, N_BITS = 16,
-    N_ITER = 32, N_PUTI = 64, N_COPY = 128
+    N_ITER = 32, N_PUTI = 64, N_COPY = 128, N_LENERR = 256,
+    N_IDXERR = 512
 };
 
 typedef struct emitter {
@@ -1543,18 +1544,22 @@ static void emit_recur(emitter *e)
         sb_printf(b, "  T = O[%u].shape[0];\n", nc);
     else
         sb_printf(b, "  T = %lldLL;\n", (long long)k->n_steps);
+    /* a length that differs: "LABEL: sequence i has n steps, the scan
+     * has T" (stacked output: rows), as the interpreter words it */
+    e->need |= N_PUTI | N_LENERR;
     sb_printf(b, "  for (v = 0; v < %u; v++) P->st[v] = 0;\n"
               "  for (v = %u; v < %u; v++) {\n"
-              "    if (I[v].shape[0] != T) return kl_fail(call, %d, "
-              "\"%s: a sequence's length differs from the steps'\");\n"
+              "    if (I[v].shape[0] != T)\n"
+              "      return kl_len_error(call, \"%s: sequence \", v - %u, "
+              "\" steps\", I[v].shape[0], T);\n"
               "    P->st[v] = I[v].strides[0];\n  }\n"
               "  for (v = %u; v < %u; v++) {\n"
-              "    if (O[v].shape[0] != T) return kl_fail(call, %d, "
-              "\"%s: a stacked output's length differs from the steps'\");\n"
+              "    if (O[v].shape[0] != T)\n"
+              "      return kl_len_error(call, \"%s: stacked output \", "
+              "v - %u, \" rows\", O[v].shape[0], T);\n"
               "    P->st[%u + v] = O[v].strides[0];\n  }\n"
               "  P->T = T;\n",
-              nv, nc, nc + ns, KILN_ERR_SHAPE, e->label, nc, no,
-              KILN_ERR_SHAPE, e->label, ni);
+              nv, nc, nc + ns, e->label, nc, nc, no, e->label, nc, ni);
     /* outputs alias nothing (the interpreter's rule: distinct first
      * elements; an empty sequence or stacked output is no data) */
     sb_printf(b, "  for (v = 0; v < %u; v++) {\n"
@@ -1631,7 +1636,7 @@ static void emit_take(emitter *e)
     const char *IT = ctype[id->dtype];
     const char *views = gather ? "  data = &I[0]; ix = &I[1]; side = &O[0];\n"
                                : "  data = &O[0]; ix = &I[0]; side = &I[1];\n";
-    e->need |= N_COPY | N_PUTI;
+    e->need |= N_COPY | N_PUTI | N_IDXERR;
     emit_head(e, "  i64 want[8], sst[8];\n");
     sb_put(b, "  const kv *data, *ix, *side;\n  int d;\n");
     emit_checks(e, NULL);
@@ -1815,7 +1820,7 @@ static void emit_loop(emitter *e)
         has_red |= k->out_roles[o] == KILN_ROLE_REDUCE;
         checks |= k->out_roles[o] == KILN_ROLE_SCATTER;
     }
-    e->need |= checks ? N_PUTI : 0;
+    e->need |= checks ? N_PUTI | N_IDXERR : 0;
     e->need |= has_red ? N_BITS : 0;
     sb_printf(b, "static const u8 kl_role[%u] = {", ni + no);
     for (uint32_t v = 0; v < ni + no; v++)
@@ -2187,10 +2192,13 @@ static const char helper_puti[] =
     "static usize kl_puti(char *b, usize at, usize n, i64 v)\n"
     "{\n  char t[24];\n  int k = 0;\n"
     "  u64 u = v < 0 ? 0ULL - (u64)v : (u64)v;\n"
-    "  do { t[k++] = (char)('0' + (int)(u %% 10)); u /= 10; } while (u);\n"
+    "  do { t[k++] = (char)('0' + (int)(u % 10)); u /= 10; } while (u);\n"
     "  if (v < 0 && at + 1 < n) b[at++] = '-';\n"
     "  while (k && at + 1 < n) b[at++] = t[--k];\n"
-    "  return at;\n}\n"
+    "  return at;\n}\n";
+
+/* an index out of bounds (kl_puts and kl_puti before it) */
+static const char helper_idxerr[] =
     "static int kl_index_error(const kcall *c, i64 k, int axis, i64 size)\n"
     "{\n  usize at = 0, n = c->errbuf_size;\n"
     "  if (!c->errbuf || !n) return %d;\n"
@@ -2200,6 +2208,21 @@ static const char helper_puti[] =
     "  at = kl_puti(c->errbuf, at, n, axis);\n"
     "  at = kl_puts(c->errbuf, at, n, \" with size \");\n"
     "  at = kl_puti(c->errbuf, at, n, size);\n"
+    "  c->errbuf[at] = 0;\n  return %d;\n}\n";
+
+/* RECUR's length check (kl_puts and kl_puti before it) */
+static const char helper_lenerr[] =
+    "static int kl_len_error(const kcall *c, const char *what, i64 i,\n"
+    "                        const char *unit, i64 len, i64 T)\n"
+    "{\n  usize at = 0, n = c->errbuf_size;\n"
+    "  if (!c->errbuf || !n) return %d;\n"
+    "  at = kl_puts(c->errbuf, at, n, what);\n"
+    "  at = kl_puti(c->errbuf, at, n, i);\n"
+    "  at = kl_puts(c->errbuf, at, n, \" has \");\n"
+    "  at = kl_puti(c->errbuf, at, n, len);\n"
+    "  at = kl_puts(c->errbuf, at, n, unit);\n"
+    "  at = kl_puts(c->errbuf, at, n, \", the scan has \");\n"
+    "  at = kl_puti(c->errbuf, at, n, T);\n"
     "  c->errbuf[at] = 0;\n  return %d;\n}\n";
 
 /* kl_walkDT(view, shape, value, mean, count) over the distinct elements of
@@ -2370,7 +2393,11 @@ int kiln_emit_c(const kiln_kernel *k0, char **src, size_t *len, char *why,
                          "  return x > -0x1.00000002p31 && x < 0x1p31 ? "
                          "(i32)x : (-2147483647 - 1);\n}\n");
         if (e.need & N_PUTI)
-            sb_printf(&out, helper_puti, KILN_ERR_RUNTIME, KILN_ERR_RUNTIME);
+            sb_put(&out, helper_puti);
+        if (e.need & N_IDXERR)
+            sb_printf(&out, helper_idxerr, KILN_ERR_RUNTIME, KILN_ERR_RUNTIME);
+        if (e.need & N_LENERR)
+            sb_printf(&out, helper_lenerr, KILN_ERR_SHAPE, KILN_ERR_SHAPE);
         for (uint32_t o = 0; o < full.n_outputs; o++) {
             int seen = 0;
             for (uint32_t q = 0; q < o; q++)
