@@ -26,8 +26,11 @@
  *    all (fused) and none (the host loop), each against a C loop, against
  *    each other (1e-13) and bitwise against the interpreter's fused run;
  *    strided sequences (steps -1 and 2), T from n_steps; which kernels
- *    fuse (kiln_function_kernel_info: arma11's logp+grad scans all have a
- *    program under passes all, none under none; the HMM's never).
+ *    fuse (kiln_function_kernel_info: arma11's and the HMM's logp+grad
+ *    scans all have a program under passes all, none under none); an HMM
+ *    forward over tensors (vector carry, matrix arg, stacked vectors,
+ *    broadcasting, logsumexp/max/mean, transpose, subtensor, stack, join)
+ *    fused against its C loop, the host path and the interpreter.
  */
 #include <kiln/cache.h>
 #include <kiln/graph.h>
@@ -728,12 +731,86 @@ static int mixed_ref(int n, double *vals)
     return 3 + 2 * n;
 }
 
+/* An HMM forward step over tensors (vector carry, matrix arg, a
+ * sequence of vectors read through a slice, stacked vectors) with the
+ * ops the scalarizer handles: broadcasting, expand_dims, logsumexp, max,
+ * mean, transpose, subtensor, stack and join. */
+static const char HMMF[] =
+    "kiln 1\ngraph hstep\n"
+    "  input a: f64[3]\n  input ll: f64[3]\n  input lG: f64[3, 3]\n"
+    "  m = add(expand_dims(a, axis=1), lG)\n"
+    "  an = add(logsumexp(m, axis=0), ll)\n"
+    "  output an\n  output tr = an\n"
+    "  output o = join(an[1:], stack(max(transpose(m), axis=1)[0], "
+    "mean(an)), axis=0)\nend\n"
+    "graph main\n  input a0: f64[3]\n  input lls: f64[m, 3]\n"
+    "  input lG: f64[3, 3]\n"
+    "  s = scan(a0, lls[1:], lG, body=hstep, carries=1, seqs=1)\n"
+    "  output aT = s\n  output tr = result(s, index=1)\n"
+    "  output o = result(s, index=2)\nend\n";
+
+static const double hmm_a0[3] = {-0.7, -1.2, -1.6};
+static const double hmm_lG[9] = {-0.2, -1.9, -3.0, -2.3, -0.36, -1.6, -1.2,
+                                 -1.2, -0.9};
+static const double hmm_lls[18] = {9, 9, 9, -0.5, -2.1, -4.0, -1.3, -0.2,
+                                   -0.9, -3.3, -0.6, -0.1, -0.4, -1.7, -2.5,
+                                   -2.0, -0.3, -1.1};
+
+static int run_hmmf(kiln_function *f, int n, double *vals, int cap,
+                    kiln_err *err)
+{
+    double a0[3], lG[9], lls[18];
+    memcpy(a0, hmm_a0, sizeof a0);
+    memcpy(lG, hmm_lG, sizeof lG);
+    memcpy(lls, hmm_lls, sizeof lls);
+    kiln_tensor in[3] = {T(1, (int64_t[]){3}, a0),
+                         T(2, (int64_t[]){n + 1, 3}, lls),
+                         T(2, (int64_t[]){3, 3}, lG)};
+    kiln_tensor out[3];
+    int counts[3];
+    if (kiln_function_call(f, in, out, err))
+        return -1;
+    return flatten(out, 3, vals, cap, counts);
+}
+
+static int hmmf_ref(int n, double *vals)
+{
+    double a[3], an[3], tr[15], o[20];
+    memcpy(a, hmm_a0, sizeof a);
+    for (int t = 0; t < n; t++) {
+        double m[3][3];
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 3; k++)
+                m[j][k] = a[j] + hmm_lG[3 * j + k];
+        for (int k = 0; k < 3; k++) {
+            double mx = -INFINITY, s = 0;
+            for (int j = 0; j < 3; j++)
+                mx = m[j][k] > mx ? m[j][k] : mx;
+            for (int j = 0; j < 3; j++)
+                s += exp(m[j][k] - mx);
+            an[k] = log(s) + mx + hmm_lls[3 * (t + 1) + k];
+        }
+        double mx0 = m[0][0] > m[1][0] ? m[0][0] : m[1][0];
+        mx0 = m[2][0] > mx0 ? m[2][0] : mx0;
+        memcpy(a, an, sizeof a);
+        memcpy(tr + 3 * t, an, sizeof an);
+        o[4 * t] = an[1];
+        o[4 * t + 1] = an[2];
+        o[4 * t + 2] = mx0;
+        o[4 * t + 3] = (an[0] + an[1] + an[2]) / 3;
+    }
+    memcpy(vals, a, sizeof a);
+    memcpy(vals + 3, tr, sizeof(double) * 3 * (size_t)n);
+    memcpy(vals + 3 + 3 * n, o, sizeof(double) * 4 * (size_t)n);
+    return 3 + 7 * n;
+}
+
 typedef int (*run_fn)(kiln_function *, int, double *, int, kiln_err *);
 typedef int (*ref_fn)(int, double *);
 
 /* the interpreter's fused values: [case][T index] */
-static double fused_vals[2][4][16];
-static int fused_n[2][4];
+static double fused_vals[3][4][64];
+static int fused_n[3][4];
 
 /* One scan text at T = 0, 1, 2, 5: fused (passes all) and host (passes
  * none) against the C loop (1e-13 relative), fused against host, and
@@ -761,10 +838,10 @@ static void fused_case(int which, const char *name, const char *text,
        "[%s]", name, backend);
     for (int ti = 0; ti < 4; ti++) {
         int n = Ts[ti];
-        double want[16], got[16], host[16];
+        double want[64], got[64], host[64];
         int nw = ref(n, want);
-        int ng = run(ff, n, got, 16, &err);
-        int nh = ng >= 0 ? run(fh, n, host, 16, &err) : -1;
+        int ng = run(ff, n, got, 64, &err);
+        int nh = ng >= 0 ? run(fh, n, host, 64, &err) : -1;
         if (ng < 0 || nh < 0) {
             ok(0, "%s T=%d [%s]: %s", name, n, backend, err.message);
             continue;
@@ -845,8 +922,9 @@ static const char HMM_GRAD[] =
     "  output cost = logsumexp(aT)\nend\n";
 
 /* Which scans fuse: every RECUR kernel of arma's logp + gradient (the
- * forward, trajectory and reverse scans have rank-0 bodies) under
- * passes all, none under passes none; the HMM's (vector carries) never. */
+ * forward, trajectory and reverse scans have rank-0 bodies) and of the
+ * HMM's (vector carries, matrix args: scalarized) under passes all, none
+ * under passes none. */
 static void test_fused_which(void)
 {
     kiln_err err = {0, ""};
@@ -864,8 +942,9 @@ static void test_fused_which(void)
         ok(n >= 2 && f == 0, "arma11 logp+grad: none of %d under passes "
            "none [%s]", n, backend);
         recur_kernels(fh, &n, &f);
-        ok(n >= 2 && f == 0, "HMM logp+grad: %d RECUR kernels, none fused "
-           "(vector carries) [%s]", n, backend);
+        ok(n >= 2 && f == n, "HMM logp+grad: all %d RECUR kernels have a "
+           "program under passes all (vector carries) [%s] (%d fused)", n,
+           backend, f);
     }
     kiln_function_free(fa);
     kiln_function_free(fn);
@@ -1072,6 +1151,8 @@ int main(void)
         passes = "all";
         fused_case(0, "garch11", GARCH, run_garch, garch_ref, b);
         fused_case(1, "i64/bool/f64 carries", MIXED, run_mixed, mixed_ref,
+                   b);
+        fused_case(2, "HMM forward over tensors", HMMF, run_hmmf, hmmf_ref,
                    b);
         test_fused_which();
         test_fused_views();

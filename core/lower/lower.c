@@ -2457,6 +2457,7 @@ void kiln_lower_free(kiln_program *p)
         free(s->out_index);
         free(s->consts);
         free(s->body_bytes);
+        free(s->view_attrs);
     }
     free(p->bufs);
     free(p->steps);

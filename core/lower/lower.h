@@ -149,6 +149,10 @@ typedef struct kiln_step {
     /* ABI 1.9, RECUR: the body's canonical bytes (kernel.body_bytes),
      * owned */
     unsigned char *body_bytes;
+    /* RECUR with a program over tensor carries (recur_prog.c): the
+     * indices of the element views (kiln_arg.attrs of SUBTENSOR
+     * arguments), owned; NULL otherwise */
+    kiln_attrs *view_attrs;
 } kiln_step;
 
 typedef struct kiln_program {
@@ -207,15 +211,21 @@ int kiln_lower_emit_scalar_node(prog_builder *pb, kiln_graph *g, int v,
                                 const int *instr_of, kiln_err *err);
 
 /* The pass `recur` (core/lower/recur_prog.c): give every RECUR step of
- * prog (lowered from g) whose scan body computes rank-0 elementwise
- * values only a scalar program (ABI 1.10, include/kiln/backend.h
+ * prog (lowered from g) whose scan body computes small static values
+ * only a scalar program (ABI 1.10, include/kiln/backend.h
  * KILN_KERNEL_RECUR): the body is cloned and rewritten with rwc's passes
- * (as the host path compiles it), then each node becomes instructions
- * (inputs LOADs, the rest kiln_lower_emit_scalar_node); out_refs are the
- * new carries, then the per-step outputs.  Other steps keep n_instrs 0
- * (the host runs their body once per step): a tensor value, take, check,
- * a nested scan or ODE, an input or output that is not rank 0 (carries,
- * args) or rank 1 (sequences, stacked outputs), more than 4096
+ * (as the host path compiles it), then each value of static shape with
+ * at most 64 elements becomes one instruction per element (inputs LOADs,
+ * elementwise nodes kiln_lower_emit_scalar_node per element with
+ * broadcasting, reductions sum/prod/max/min/mean/logsumexp, reshape,
+ * expand_dims, squeeze, transpose, broadcast_to, join, stack, static
+ * subtensor); out_refs are the new carries' elements, then the per-step
+ * outputs'.  A step with tensor arguments gets one argument per element
+ * (a rank-0 view of a carry or arg element, a strided rank-1 view of a
+ * sequence or stacked output element: kiln_step.view_attrs), n_carry and
+ * n_seq counting those.  Other steps keep n_instrs 0 (the host runs
+ * their body once per step): a symbolic shape or more than 64 elements,
+ * take, check, a nested scan or ODE, linalg, more than 4096
  * instructions, or an output that shares a buffer with an input.
  * Errors: out of memory, or a rewrite pass failing on a body. */
 struct kiln_rw_config;
