@@ -189,6 +189,13 @@ typedef struct kiln_lower_opts {
 int kiln_lower_ex(kiln_graph *g, kiln_program *prog,
                   const kiln_lower_opts *opts, kiln_err *err);
 
+/* Give step s new argument arrays for n_in inputs and n_out outputs (in,
+ * out, in_desc, out_desc, vin, vout: one zeroed block owned by s->in;
+ * the caller frees the old one), and set n_in, n_out and the kernel's
+ * counts and description pointers.  Returns 0, or -1 when out of memory
+ * (s unchanged). */
+int kiln_lower_step_args(kiln_step *s, int n_in, int n_out);
+
 /* A scalar program being built (ELEMWISE/REDUCE/LOOP kernels, and the
  * RECUR programs of recur_prog.c): instructions in order, owned. */
 typedef struct prog_builder {

@@ -184,6 +184,20 @@ static void sc_mask(const kiln_node *n, int r, int *mask)
     }
 }
 
+/* The output element that input element e of x (type xt) reduces into:
+ * its index with the reduced axes (mask) at 0, in the keepdims shape kd
+ * (whose row-major order is the output's). */
+static int64_t reduced_index(const kiln_type *xt, const int *mask,
+                             const int64_t *kd, int64_t e)
+{
+    int64_t ix[KILN_MAX_RANK];
+    unravel(e, xt->rank, xt->dims, ix);
+    for (int i = 0; i < xt->rank; i++)
+        if (mask[i])
+            ix[i] = 0;
+    return ravel(xt->rank, kd, ix);
+}
+
 /* A reduction: out (E elements) from x; 1 done, 0 not handled, -1. */
 static int sc_reduce(sc_ctx *c, int v, int *out, int64_t E)
 {
@@ -204,7 +218,7 @@ static int sc_reduce(sc_ctx *c, int v, int *out, int64_t E)
                               (op == KILN_OP_MEAN || op == KILN_OP_LOGSUMEXP)))
         return 0;
     int mask[KILN_MAX_RANK];
-    int64_t kd[KILN_MAX_RANK], ix[KILN_MAX_RANK];
+    int64_t kd[KILN_MAX_RANK];
     sc_mask(n, xt->rank, mask);
     for (int i = 0; i < xt->rank; i++)
         kd[i] = mask[i] ? 1 : xt->dims[i];
@@ -214,11 +228,7 @@ static int sc_reduce(sc_ctx *c, int v, int *out, int64_t E)
         first[k] = 1;
     /* pass 1: sum, prod, max, min (logsumexp: the max m) */
     for (int64_t e = 0; e < ex; e++) {
-        unravel(e, xt->rank, xt->dims, ix);
-        for (int i = 0; i < xt->rank; i++)
-            if (mask[i])
-                ix[i] = 0;
-        int64_t k = ravel(xt->rank, kd, ix);
+        int64_t k = reduced_index(xt, mask, kd, e);
         int a = sc_elem_as(c, x, e, od);
         if (a < 0)
             return -1;
@@ -257,11 +267,7 @@ static int sc_reduce(sc_ctx *c, int v, int *out, int64_t E)
         first[k] = 1;
     }
     for (int64_t e = 0; e < ex; e++) {
-        unravel(e, xt->rank, xt->dims, ix);
-        for (int i = 0; i < xt->rank; i++)
-            if (mask[i])
-                ix[i] = 0;
-        int64_t k = ravel(xt->rank, kd, ix);
+        int64_t k = reduced_index(xt, mask, kd, e);
         int a = sc_elem_as(c, x, e, od);
         int d = a < 0 ? -1 : kiln_lower_emit(c->pb, KILN_I_SUB, od, a, mm[k],
                                              -1, 0);
@@ -590,34 +596,23 @@ static int explode(kiln_step *s, const kiln_type *in_t, const kiln_type *out_t,
                    int n_in, int n_out, kiln_err *err)
 {
     uint32_t nc = s->kernel.n_carry, ns = s->kernel.n_seq;
-    size_t ni = (size_t)(n_in ? n_in : 1), no = (size_t)(n_out ? n_out : 1);
-    size_t sz[6] = {ni * sizeof *s->in, no * sizeof *s->out,
-                    ni * sizeof *s->in_desc, no * sizeof *s->out_desc,
-                    ni * sizeof *s->vin, no * sizeof *s->vout};
-    size_t off[6], total = 0;
-    for (int i = 0; i < 6; i++) {
-        off[i] = total;
-        total += (sz[i] + 15) & ~(size_t)15;
-    }
-    char *block = calloc(1, total);
-    kiln_attrs *va = calloc(ni + no, sizeof *va);
-    if (!block || !va) {
-        free(block);
+    kiln_step old = *s;
+    kiln_attrs *va = calloc((size_t)n_in + (size_t)n_out + 1, sizeof *va);
+    if (!va || kiln_lower_step_args(s, n_in, n_out)) {
         free(va);
         return oom(err);
     }
-    kiln_arg *in = (kiln_arg *)(void *)(block + off[0]);
-    kiln_arg *out = (kiln_arg *)(void *)(block + off[1]);
-    kiln_arg_desc *in_desc = (kiln_arg_desc *)(void *)(block + off[2]);
-    kiln_arg_desc *out_desc = (kiln_arg_desc *)(void *)(block + off[3]);
+    kiln_arg *in = s->in, *out = s->out;
+    kiln_arg_desc *in_desc = s->in_desc, *out_desc = s->out_desc;
     int n_va = 0;
     uint32_t new_nc = 0, new_ns = 0;
     for (int side = 0; side < 2; side++) {
-        int n = side ? s->n_out : s->n_in, j = 0;
+        int n = side ? old.n_out : old.n_in, j = 0;
         const kiln_type *ts = side ? out_t : in_t;
         for (int i = 0; i < n; i++) {
-            const kiln_arg *a = side ? &s->out[i] : &s->in[i];
-            const kiln_arg_desc *d = side ? &s->out_desc[i] : &s->in_desc[i];
+            const kiln_arg *a = side ? &old.out[i] : &old.in[i];
+            const kiln_arg_desc *d = side ? &old.out_desc[i]
+                                          : &old.in_desc[i];
             int lead = side ? (uint32_t)i >= nc
                             : (uint32_t)i >= nc && (uint32_t)i < nc + ns;
             int64_t E = small_elems(&ts[i]);
@@ -649,21 +644,9 @@ static int explode(kiln_step *s, const kiln_type *in_t, const kiln_type *out_t,
             }
         }
     }
-    free(s->in);   /* with out, in_desc, out_desc, vin, vout */
-    free(s->view_attrs);
-    s->in = in;
-    s->out = out;
-    s->in_desc = in_desc;
-    s->out_desc = out_desc;
-    s->vin = (kiln_view *)(void *)(block + off[4]);
-    s->vout = (kiln_view *)(void *)(block + off[5]);
+    free(old.in);   /* with out, in_desc, out_desc, vin, vout */
+    free(old.view_attrs);
     s->view_attrs = va;
-    s->n_in = n_in;
-    s->n_out = n_out;
-    s->kernel.n_inputs = (uint32_t)n_in;
-    s->kernel.n_outputs = (uint32_t)n_out;
-    s->kernel.inputs = in_desc;
-    s->kernel.outputs = out_desc;
     s->kernel.n_carry = new_nc;
     s->kernel.n_seq = new_ns;
     return 0;
