@@ -734,7 +734,7 @@ static int mixed_ref(int n, double *vals)
 /* An HMM forward step over tensors (vector carry, matrix arg, a
  * sequence of vectors read through a slice, stacked vectors) with the
  * ops the scalarizer handles: broadcasting, expand_dims, logsumexp, max,
- * mean, transpose, subtensor, stack and join. */
+ * mean, transpose, subtensor, stack and join; a stacked matrix. */
 static const char HMMF[] =
     "kiln 1\ngraph hstep\n"
     "  input a: f64[3]\n  input ll: f64[3]\n  input lG: f64[3, 3]\n"
@@ -742,12 +742,13 @@ static const char HMMF[] =
     "  an = add(logsumexp(m, axis=0), ll)\n"
     "  output an\n  output tr = an\n"
     "  output o = join(an[1:], stack(max(transpose(m), axis=1)[0], "
-    "mean(an)), axis=0)\nend\n"
+    "mean(an)), axis=0)\n  output mt = transpose(m)\nend\n"
     "graph main\n  input a0: f64[3]\n  input lls: f64[m, 3]\n"
     "  input lG: f64[3, 3]\n"
     "  s = scan(a0, lls[1:], lG, body=hstep, carries=1, seqs=1)\n"
     "  output aT = s\n  output tr = result(s, index=1)\n"
-    "  output o = result(s, index=2)\nend\n";
+    "  output o = result(s, index=2)\n"
+    "  output mt = result(s, index=3)\nend\n";
 
 static const double hmm_a0[3] = {-0.7, -1.2, -1.6};
 static const double hmm_lG[9] = {-0.2, -1.9, -3.0, -2.3, -0.36, -1.6, -1.2,
@@ -766,16 +767,16 @@ static int run_hmmf(kiln_function *f, int n, double *vals, int cap,
     kiln_tensor in[3] = {T(1, (int64_t[]){3}, a0),
                          T(2, (int64_t[]){n + 1, 3}, lls),
                          T(2, (int64_t[]){3, 3}, lG)};
-    kiln_tensor out[3];
-    int counts[3];
+    kiln_tensor out[4];
+    int counts[4];
     if (kiln_function_call(f, in, out, err))
         return -1;
-    return flatten(out, 3, vals, cap, counts);
+    return flatten(out, 4, vals, cap, counts);
 }
 
 static int hmmf_ref(int n, double *vals)
 {
-    double a[3], an[3], tr[15], o[20];
+    double a[3], an[3], tr[15], o[20], mt[45];
     memcpy(a, hmm_a0, sizeof a);
     for (int t = 0; t < n; t++) {
         double m[3][3];
@@ -790,6 +791,9 @@ static int hmmf_ref(int n, double *vals)
                 s += exp(m[j][k] - mx);
             an[k] = log(s) + mx + hmm_lls[3 * (t + 1) + k];
         }
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 3; k++)
+                mt[9 * t + 3 * k + j] = m[j][k];
         double mx0 = m[0][0] > m[1][0] ? m[0][0] : m[1][0];
         mx0 = m[2][0] > mx0 ? m[2][0] : mx0;
         memcpy(a, an, sizeof a);
@@ -802,14 +806,15 @@ static int hmmf_ref(int n, double *vals)
     memcpy(vals, a, sizeof a);
     memcpy(vals + 3, tr, sizeof(double) * 3 * (size_t)n);
     memcpy(vals + 3 + 3 * n, o, sizeof(double) * 4 * (size_t)n);
-    return 3 + 7 * n;
+    memcpy(vals + 3 + 7 * n, mt, sizeof(double) * 9 * (size_t)n);
+    return 3 + 16 * n;
 }
 
 typedef int (*run_fn)(kiln_function *, int, double *, int, kiln_err *);
 typedef int (*ref_fn)(int, double *);
 
 /* the interpreter's fused values: [case][T index] */
-static double fused_vals[3][4][64];
+static double fused_vals[3][4][128];
 static int fused_n[3][4];
 
 /* One scan text at T = 0, 1, 2, 5: fused (passes all) and host (passes
@@ -838,10 +843,10 @@ static void fused_case(int which, const char *name, const char *text,
        "[%s]", name, backend);
     for (int ti = 0; ti < 4; ti++) {
         int n = Ts[ti];
-        double want[64], got[64], host[64];
+        double want[128], got[128], host[128];
         int nw = ref(n, want);
-        int ng = run(ff, n, got, 64, &err);
-        int nh = ng >= 0 ? run(fh, n, host, 64, &err) : -1;
+        int ng = run(ff, n, got, 128, &err);
+        int nh = ng >= 0 ? run(fh, n, host, 128, &err) : -1;
         if (ng < 0 || nh < 0) {
             ok(0, "%s T=%d [%s]: %s", name, n, backend, err.message);
             continue;
