@@ -30,7 +30,9 @@
  *    scans all have a program under passes all, none under none); an HMM
  *    forward over tensors (vector carry, matrix arg, stacked vectors,
  *    broadcasting, logsumexp/max/mean, transpose, subtensor, stack, join)
- *    fused against its C loop, the host path and the interpreter.
+ *    fused against its C loop, the host path and the interpreter; a
+ *    vector carry through dot(w, v): logp+grad fused, its value against
+ *    the host path.
  */
 #include <kiln/cache.h>
 #include <kiln/graph.h>
@@ -517,6 +519,21 @@ static const char ARMA_GRAD[] =
     "  output cost = add(square(err1), sum(square(result(s, index=1))))\n"
     "end\n";
 
+
+/* Two carries, one of them a vector, a matrix arg and dot (fused under
+ * passes all: tiny dots are scalarized). */
+static const char VDOT[] =
+    "kiln 1\ngraph step\n"
+    "  input s: f64\n  input v: f64[3]\n  input x: f64[3]\n"
+    "  input w: f64[3, 3]\n  vn = tanh(add(dot(w, v), x))\n"
+    "  output sn = add(s, sum(vn))\n  output vn\n"
+    "  output e = exp(vn)\nend\n"
+    "graph main\n  input s0: f64\n  input v0: f64[3]\n"
+    "  input xs: f64[4, 3]\n  input w: f64[3, 3]\n"
+    "  r = scan(s0, v0, xs, w, body=step, carries=2, seqs=1)\n"
+    "  output cost = add(mul(r, 0.5), add(sum(result(r, index=1)), "
+    "sum(mul(result(r, index=2), 0.1))))\nend\n";
+
 /* A gradient check on the current backend and passes. */
 static void gc_here(const char *what, const char *text, double tol)
 {
@@ -537,17 +554,7 @@ static void test_grads(void)
              "  s = scan(h0, xs, a, body=step, carries=1, seqs=1)\n"
              "  output cost = add(sum(result(s, index=1)), mul(s, 3.0))\n"
              "end\n", 1e-6);
-    gc_here("scan grad: two carries, vector carry, matrix arg",
-             "kiln 1\ngraph step\n"
-             "  input s: f64\n  input v: f64[3]\n  input x: f64[3]\n"
-             "  input w: f64[3, 3]\n  vn = tanh(add(dot(w, v), x))\n"
-             "  output sn = add(s, sum(vn))\n  output vn\n"
-             "  output e = exp(vn)\nend\n"
-             "graph main\n  input s0: f64\n  input v0: f64[3]\n"
-             "  input xs: f64[4, 3]\n  input w: f64[3, 3]\n"
-             "  r = scan(s0, v0, xs, w, body=step, carries=2, seqs=1)\n"
-             "  output cost = add(mul(r, 0.5), add(sum(result(r, index=1)), "
-             "sum(mul(result(r, index=2), 0.1))))\nend\n", 1e-6);
+    gc_here("scan grad: two carries, vector carry, matrix arg", VDOT, 1e-6);
     gc_here("scan grad: arma11 sum of squared errors", ARMA_GRAD, 1e-6);
     gc_here("scan grad: HMM forward algorithm",
              "kiln 1\ngraph fwd\n"
@@ -890,8 +897,8 @@ static kiln_function *grad_fn(const char *text, const char *ps,
     kiln_value wrt[8], d[8];
     int n = 0;
     static const char *const names[] = {"y", "mu", "phi", "theta", "alpha0",
-                                        "logG"};
-    for (int i = 0; i < 6; i++) {
+                                        "logG", "v0", "w"};
+    for (int i = 0; i < 8; i++) {
         kiln_value v = kiln_graph_lookup(g, names[i]);
         if (v >= 0)
             wrt[n++] = v;
@@ -950,6 +957,33 @@ static void test_fused_which(void)
         ok(n >= 2 && f == n, "HMM logp+grad: all %d RECUR kernels have a "
            "program under passes all (vector carries) [%s] (%d fused)", n,
            backend, f);
+        kiln_function *fd = grad_fn(VDOT, "all", &err);
+        recur_kernels(fd, &n, &f);
+        ok(fd && n >= 2 && f == n, "vector carry, matrix arg, dot: logp+grad "
+           "all %d RECUR kernels have a program under passes all [%s] (%d "
+           "fused) %s", n, backend, f, fd ? "" : err.message);
+        kiln_function_free(fd);
+        /* its value fused (passes all) against the host loop (none) */
+        kiln_function *va = compile_kg_text(VDOT, backend, "all", &err);
+        kiln_function *vn = va ? compile_kg_text(VDOT, backend, "none", &err)
+                               : NULL;
+        double s0 = 0.3, v0[3] = {0.1, -0.4, 0.7},
+               xs[12] = {0.5, -1, 0.2, 0.3, 0.9, -0.6, 1.1, 0, -0.2, 0.4,
+                         0.8, -0.9},
+               w[9] = {0.9, -0.3, 0.2, 0.1, 0.6, -0.5, -0.7, 0.4, 0.3};
+        kiln_tensor vin[4] = {T(0, NULL, &s0), T(1, (int64_t[]){3}, v0),
+                              T(2, (int64_t[]){4, 3}, xs),
+                              T(2, (int64_t[]){3, 3}, w)};
+        kiln_tensor o1[1], o2[1];
+        int good = vn && !kiln_function_call(va, vin, o1, &err) &&
+                   !kiln_function_call(vn, vin, o2, &err);
+        double c1 = good ? *(double *)o1[0].data : 0,
+               c2 = good ? *(double *)o2[0].data : 1;
+        ok(good && fabs(c1 - c2) <= 1e-13 * (1 + fabs(c2)),
+           "vector carry, matrix arg, dot: fused cost %.17g, host %.17g "
+           "[%s] %s", c1, c2, backend, good ? "" : err.message);
+        kiln_function_free(va);
+        kiln_function_free(vn);
     }
     kiln_function_free(fa);
     kiln_function_free(fn);

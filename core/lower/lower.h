@@ -224,7 +224,8 @@ int kiln_lower_emit_scalar_node(prog_builder *pb, kiln_graph *g, int v,
  * (as the host path compiles it), then each value of static shape with
  * at most 64 elements becomes one instruction per element (inputs LOADs,
  * elementwise nodes kiln_lower_emit_scalar_node per element with
- * broadcasting, reductions sum/prod/max/min/mean/logsumexp, reshape,
+ * broadcasting, reductions sum/prod/max/min/mean/logsumexp, dot and
+ * matmul of vectors and matrices, reshape,
  * expand_dims, squeeze, transpose, broadcast_to, join, stack, static
  * subtensor); out_refs are the new carries' elements, then the per-step
  * outputs'.  A step with tensor arguments gets one argument per element
@@ -232,7 +233,7 @@ int kiln_lower_emit_scalar_node(prog_builder *pb, kiln_graph *g, int v,
  * sequence or stacked output element: kiln_step.view_attrs), n_carry and
  * n_seq counting those.  Other steps keep n_instrs 0 (the host runs
  * their body once per step): a symbolic shape or more than 64 elements,
- * take, check, a nested scan or ODE, linalg, more than 4096
+ * take, check, alloc, a nested scan or ODE, linalg, more than 4096
  * instructions, or an output that shares a buffer with an input.
  * Errors: out of memory, or a rewrite pass failing on a body. */
 struct kiln_rw_config;

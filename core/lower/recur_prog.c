@@ -17,7 +17,8 @@
  * (kiln_lower_emit_scalar_node), so promotion, compute dtypes and the
  * lowered ops (isnan, sign, clip, n-ary add/mul) stay in one place;
  * reductions (sum, prod, max, min, mean, logsumexp as lower.c computes
- * it) fold elements, and reshape, expand_dims, squeeze, transpose,
+ * it) fold elements, dot/matmul of vectors and matrices adds the
+ * products in order, and reshape, expand_dims, squeeze, transpose,
  * broadcast_to, join, stack and static subtensor pick elements.
  * Literals are inlined by that emission as everywhere.
  *
@@ -455,6 +456,40 @@ static int sc_node(sc_ctx *c, int v, int *out, int64_t E)
             if ((out[k] = sc_elem_as(c, x, ravel(xt->rank, xt->dims, jx),
                                      od)) < 0)
                 return -1;
+        }
+        return 1;
+    }
+    case KILN_OP_DOT: case KILN_OP_MATMUL: {
+        /* vector or matrix operands: out[i, j] = sum_q a[i, q] b[q, j],
+         * the products added in q's order */
+        int y = n->in[1];
+        const kiln_type *yt = &b->nodes[y].type;
+        if (xt->rank < 1 || xt->rank > 2 || yt->rank < 1 || yt->rank > 2 ||
+            t->rank != xt->rank + yt->rank - 2 ||
+            xt->dims[xt->rank - 1] < 1)
+            return 0;
+        int64_t K = xt->dims[xt->rank - 1];
+        for (int64_t k = 0; k < E; k++) {
+            unravel(k, t->rank, t->dims, ix);
+            int64_t i = xt->rank == 2 ? ix[0] : 0;
+            int64_t j = yt->rank == 2 ? ix[t->rank - 1] : 0;
+            int acc = -1;
+            for (int64_t q = 0; q < K; q++) {
+                int pa = sc_elem_as(c, x, xt->rank == 2 ? i * K + q : q, od);
+                int pb = pa < 0 ? -1
+                                : sc_elem_as(c, y, yt->rank == 2
+                                                       ? q * yt->dims[1] + j
+                                                       : q, od);
+                int m = pb < 0 ? -1 : kiln_lower_emit(c->pb, KILN_I_MUL, od,
+                                                      pa, pb, -1, 0);
+                acc = m < 0 ? -1
+                      : q == 0 ? m
+                               : kiln_lower_emit(c->pb, KILN_I_ADD, od, acc,
+                                                 m, -1, 0);
+                if (acc < 0)
+                    return -1;
+            }
+            out[k] = acc;
         }
         return 1;
     }
