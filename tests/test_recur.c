@@ -26,8 +26,13 @@
  *    all (fused) and none (the host loop), each against a C loop, against
  *    each other (1e-13) and bitwise against the interpreter's fused run;
  *    strided sequences (steps -1 and 2), T from n_steps; which kernels
- *    fuse (kiln_function_kernel_info: arma11's logp+grad scans all have a
- *    program under passes all, none under none; the HMM's never).
+ *    fuse (kiln_function_kernel_info: arma11's and the HMM's logp+grad
+ *    scans all have a program under passes all, none under none); an HMM
+ *    forward over tensors (vector carry, matrix arg, stacked vectors,
+ *    broadcasting, logsumexp/max/mean, transpose, subtensor, stack, join)
+ *    fused against its C loop, the host path and the interpreter; a
+ *    vector carry through dot(w, v): logp+grad fused, its value against
+ *    the host path.
  */
 #include <kiln/cache.h>
 #include <kiln/graph.h>
@@ -514,6 +519,21 @@ static const char ARMA_GRAD[] =
     "  output cost = add(square(err1), sum(square(result(s, index=1))))\n"
     "end\n";
 
+
+/* Two carries, one of them a vector, a matrix arg and dot (fused under
+ * passes all: tiny dots are scalarized). */
+static const char VDOT[] =
+    "kiln 1\ngraph step\n"
+    "  input s: f64\n  input v: f64[3]\n  input x: f64[3]\n"
+    "  input w: f64[3, 3]\n  vn = tanh(add(dot(w, v), x))\n"
+    "  output sn = add(s, sum(vn))\n  output vn\n"
+    "  output e = exp(vn)\nend\n"
+    "graph main\n  input s0: f64\n  input v0: f64[3]\n"
+    "  input xs: f64[4, 3]\n  input w: f64[3, 3]\n"
+    "  r = scan(s0, v0, xs, w, body=step, carries=2, seqs=1)\n"
+    "  output cost = add(mul(r, 0.5), add(sum(result(r, index=1)), "
+    "sum(mul(result(r, index=2), 0.1))))\nend\n";
+
 /* A gradient check on the current backend and passes. */
 static void gc_here(const char *what, const char *text, double tol)
 {
@@ -534,17 +554,7 @@ static void test_grads(void)
              "  s = scan(h0, xs, a, body=step, carries=1, seqs=1)\n"
              "  output cost = add(sum(result(s, index=1)), mul(s, 3.0))\n"
              "end\n", 1e-6);
-    gc_here("scan grad: two carries, vector carry, matrix arg",
-             "kiln 1\ngraph step\n"
-             "  input s: f64\n  input v: f64[3]\n  input x: f64[3]\n"
-             "  input w: f64[3, 3]\n  vn = tanh(add(dot(w, v), x))\n"
-             "  output sn = add(s, sum(vn))\n  output vn\n"
-             "  output e = exp(vn)\nend\n"
-             "graph main\n  input s0: f64\n  input v0: f64[3]\n"
-             "  input xs: f64[4, 3]\n  input w: f64[3, 3]\n"
-             "  r = scan(s0, v0, xs, w, body=step, carries=2, seqs=1)\n"
-             "  output cost = add(mul(r, 0.5), add(sum(result(r, index=1)), "
-             "sum(mul(result(r, index=2), 0.1))))\nend\n", 1e-6);
+    gc_here("scan grad: two carries, vector carry, matrix arg", VDOT, 1e-6);
     gc_here("scan grad: arma11 sum of squared errors", ARMA_GRAD, 1e-6);
     gc_here("scan grad: HMM forward algorithm",
              "kiln 1\ngraph fwd\n"
@@ -728,12 +738,91 @@ static int mixed_ref(int n, double *vals)
     return 3 + 2 * n;
 }
 
+/* An HMM forward step over tensors (vector carry, matrix arg, a
+ * sequence of vectors read through a slice, stacked vectors) with the
+ * ops the scalarizer handles: broadcasting, expand_dims, logsumexp, max,
+ * mean, transpose, subtensor, stack and join; a stacked matrix. */
+static const char HMMF[] =
+    "kiln 1\ngraph hstep\n"
+    "  input a: f64[3]\n  input ll: f64[3]\n  input lG: f64[3, 3]\n"
+    "  m = add(expand_dims(a, axis=1), lG)\n"
+    "  an = add(logsumexp(m, axis=0), ll)\n"
+    "  output an\n  output tr = an\n"
+    "  output o = join(an[1:], stack(max(transpose(m), axis=1)[0], "
+    "mean(an)), axis=0)\n  output mt = transpose(m)\nend\n"
+    "graph main\n  input a0: f64[3]\n  input lls: f64[m, 3]\n"
+    "  input lG: f64[3, 3]\n"
+    "  s = scan(a0, lls[1:], lG, body=hstep, carries=1, seqs=1)\n"
+    "  output aT = s\n  output tr = result(s, index=1)\n"
+    "  output o = result(s, index=2)\n"
+    "  output mt = result(s, index=3)\nend\n";
+
+static const double hmm_a0[3] = {-0.7, -1.2, -1.6};
+static const double hmm_lG[9] = {-0.2, -1.9, -3.0, -2.3, -0.36, -1.6, -1.2,
+                                 -1.2, -0.9};
+static const double hmm_lls[18] = {9, 9, 9, -0.5, -2.1, -4.0, -1.3, -0.2,
+                                   -0.9, -3.3, -0.6, -0.1, -0.4, -1.7, -2.5,
+                                   -2.0, -0.3, -1.1};
+
+static int run_hmmf(kiln_function *f, int n, double *vals, int cap,
+                    kiln_err *err)
+{
+    double a0[3], lG[9], lls[18];
+    memcpy(a0, hmm_a0, sizeof a0);
+    memcpy(lG, hmm_lG, sizeof lG);
+    memcpy(lls, hmm_lls, sizeof lls);
+    kiln_tensor in[3] = {T(1, (int64_t[]){3}, a0),
+                         T(2, (int64_t[]){n + 1, 3}, lls),
+                         T(2, (int64_t[]){3, 3}, lG)};
+    kiln_tensor out[4];
+    int counts[4];
+    if (kiln_function_call(f, in, out, err))
+        return -1;
+    return flatten(out, 4, vals, cap, counts);
+}
+
+static int hmmf_ref(int n, double *vals)
+{
+    double a[3], an[3], tr[15], o[20], mt[45];
+    memcpy(a, hmm_a0, sizeof a);
+    for (int t = 0; t < n; t++) {
+        double m[3][3];
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 3; k++)
+                m[j][k] = a[j] + hmm_lG[3 * j + k];
+        for (int k = 0; k < 3; k++) {
+            double mx = -INFINITY, s = 0;
+            for (int j = 0; j < 3; j++)
+                mx = m[j][k] > mx ? m[j][k] : mx;
+            for (int j = 0; j < 3; j++)
+                s += exp(m[j][k] - mx);
+            an[k] = log(s) + mx + hmm_lls[3 * (t + 1) + k];
+        }
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 3; k++)
+                mt[9 * t + 3 * k + j] = m[j][k];
+        double mx0 = m[0][0] > m[1][0] ? m[0][0] : m[1][0];
+        mx0 = m[2][0] > mx0 ? m[2][0] : mx0;
+        memcpy(a, an, sizeof a);
+        memcpy(tr + 3 * t, an, sizeof an);
+        o[4 * t] = an[1];
+        o[4 * t + 1] = an[2];
+        o[4 * t + 2] = mx0;
+        o[4 * t + 3] = (an[0] + an[1] + an[2]) / 3;
+    }
+    memcpy(vals, a, sizeof a);
+    memcpy(vals + 3, tr, sizeof(double) * 3 * (size_t)n);
+    memcpy(vals + 3 + 3 * n, o, sizeof(double) * 4 * (size_t)n);
+    memcpy(vals + 3 + 7 * n, mt, sizeof(double) * 9 * (size_t)n);
+    return 3 + 16 * n;
+}
+
 typedef int (*run_fn)(kiln_function *, int, double *, int, kiln_err *);
 typedef int (*ref_fn)(int, double *);
 
 /* the interpreter's fused values: [case][T index] */
-static double fused_vals[2][4][16];
-static int fused_n[2][4];
+static double fused_vals[3][4][128];
+static int fused_n[3][4];
 
 /* One scan text at T = 0, 1, 2, 5: fused (passes all) and host (passes
  * none) against the C loop (1e-13 relative), fused against host, and
@@ -761,10 +850,10 @@ static void fused_case(int which, const char *name, const char *text,
        "[%s]", name, backend);
     for (int ti = 0; ti < 4; ti++) {
         int n = Ts[ti];
-        double want[16], got[16], host[16];
+        double want[128], got[128], host[128];
         int nw = ref(n, want);
-        int ng = run(ff, n, got, 16, &err);
-        int nh = ng >= 0 ? run(fh, n, host, 16, &err) : -1;
+        int ng = run(ff, n, got, 128, &err);
+        int nh = ng >= 0 ? run(fh, n, host, 128, &err) : -1;
         if (ng < 0 || nh < 0) {
             ok(0, "%s T=%d [%s]: %s", name, n, backend, err.message);
             continue;
@@ -808,8 +897,8 @@ static kiln_function *grad_fn(const char *text, const char *ps,
     kiln_value wrt[8], d[8];
     int n = 0;
     static const char *const names[] = {"y", "mu", "phi", "theta", "alpha0",
-                                        "logG"};
-    for (int i = 0; i < 6; i++) {
+                                        "logG", "v0", "w"};
+    for (int i = 0; i < 8; i++) {
         kiln_value v = kiln_graph_lookup(g, names[i]);
         if (v >= 0)
             wrt[n++] = v;
@@ -845,8 +934,9 @@ static const char HMM_GRAD[] =
     "  output cost = logsumexp(aT)\nend\n";
 
 /* Which scans fuse: every RECUR kernel of arma's logp + gradient (the
- * forward, trajectory and reverse scans have rank-0 bodies) under
- * passes all, none under passes none; the HMM's (vector carries) never. */
+ * forward, trajectory and reverse scans have rank-0 bodies) and of the
+ * HMM's (vector carries, matrix args: scalarized) under passes all, none
+ * under passes none. */
 static void test_fused_which(void)
 {
     kiln_err err = {0, ""};
@@ -864,8 +954,36 @@ static void test_fused_which(void)
         ok(n >= 2 && f == 0, "arma11 logp+grad: none of %d under passes "
            "none [%s]", n, backend);
         recur_kernels(fh, &n, &f);
-        ok(n >= 2 && f == 0, "HMM logp+grad: %d RECUR kernels, none fused "
-           "(vector carries) [%s]", n, backend);
+        ok(n >= 2 && f == n, "HMM logp+grad: all %d RECUR kernels have a "
+           "program under passes all (vector carries) [%s] (%d fused)", n,
+           backend, f);
+        kiln_function *fd = grad_fn(VDOT, "all", &err);
+        recur_kernels(fd, &n, &f);
+        ok(fd && n >= 2 && f == n, "vector carry, matrix arg, dot: logp+grad "
+           "all %d RECUR kernels have a program under passes all [%s] (%d "
+           "fused) %s", n, backend, f, fd ? "" : err.message);
+        kiln_function_free(fd);
+        /* its value fused (passes all) against the host loop (none) */
+        kiln_function *va = compile_kg_text(VDOT, backend, "all", &err);
+        kiln_function *vn = va ? compile_kg_text(VDOT, backend, "none", &err)
+                               : NULL;
+        double s0 = 0.3, v0[3] = {0.1, -0.4, 0.7},
+               xs[12] = {0.5, -1, 0.2, 0.3, 0.9, -0.6, 1.1, 0, -0.2, 0.4,
+                         0.8, -0.9},
+               w[9] = {0.9, -0.3, 0.2, 0.1, 0.6, -0.5, -0.7, 0.4, 0.3};
+        kiln_tensor vin[4] = {T(0, NULL, &s0), T(1, (int64_t[]){3}, v0),
+                              T(2, (int64_t[]){4, 3}, xs),
+                              T(2, (int64_t[]){3, 3}, w)};
+        kiln_tensor o1[1], o2[1];
+        int good = vn && !kiln_function_call(va, vin, o1, &err) &&
+                   !kiln_function_call(vn, vin, o2, &err);
+        double c1 = good ? *(double *)o1[0].data : 0,
+               c2 = good ? *(double *)o2[0].data : 1;
+        ok(good && fabs(c1 - c2) <= 1e-13 * (1 + fabs(c2)),
+           "vector carry, matrix arg, dot: fused cost %.17g, host %.17g "
+           "[%s] %s", c1, c2, backend, good ? "" : err.message);
+        kiln_function_free(va);
+        kiln_function_free(vn);
     }
     kiln_function_free(fa);
     kiln_function_free(fn);
@@ -1072,6 +1190,8 @@ int main(void)
         passes = "all";
         fused_case(0, "garch11", GARCH, run_garch, garch_ref, b);
         fused_case(1, "i64/bool/f64 carries", MIXED, run_mixed, mixed_ref,
+                   b);
+        fused_case(2, "HMM forward over tensors", HMMF, run_hmmf, hmmf_ref,
                    b);
         test_fused_which();
         test_fused_views();

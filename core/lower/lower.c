@@ -162,8 +162,20 @@ static kiln_step *new_step(kiln_program *p, int kind, int node, int n_in,
     kiln_step *s = &p->steps[p->n_steps];
     memset(s, 0, sizeof *s);
     s->node = node;
-    s->n_in = n_in;
-    s->n_out = n_out;
+    p->n_steps++;
+    if (kiln_lower_step_args(s, n_in, n_out)) {
+        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    snprintf(s->label, sizeof s->label, "%s", label);
+    s->kernel.struct_size = sizeof(kiln_kernel);
+    s->kernel.kind = (uint32_t)kind;
+    s->kernel.label = s->label;
+    return s;
+}
+
+int kiln_lower_step_args(kiln_step *s, int n_in, int n_out)
+{
     /* the six per-argument arrays are one allocation (s->in owns it): a
      * 10,000-input join lowers to 10,000 steps, and six small callocs
      * each were a fifth of the lowering */
@@ -177,26 +189,21 @@ static kiln_step *new_step(kiln_program *p, int kind, int node, int n_in,
         total += (sz[i] + 15) & ~(size_t)15;
     }
     char *block = calloc(1, total);
-    p->n_steps++;
-    if (!block) {
-        kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
+    if (!block)
+        return -1;
     s->in = (kiln_arg *)(void *)(block + off[0]);
     s->out = (kiln_arg *)(void *)(block + off[1]);
     s->in_desc = (kiln_arg_desc *)(void *)(block + off[2]);
     s->out_desc = (kiln_arg_desc *)(void *)(block + off[3]);
     s->vin = (kiln_view *)(void *)(block + off[4]);
     s->vout = (kiln_view *)(void *)(block + off[5]);
-    snprintf(s->label, sizeof s->label, "%s", label);
-    s->kernel.struct_size = sizeof(kiln_kernel);
-    s->kernel.kind = (uint32_t)kind;
+    s->n_in = n_in;
+    s->n_out = n_out;
     s->kernel.n_inputs = (uint32_t)n_in;
     s->kernel.n_outputs = (uint32_t)n_out;
     s->kernel.inputs = s->in_desc;
     s->kernel.outputs = s->out_desc;
-    s->kernel.label = s->label;
-    return s;
+    return 0;
 }
 
 static int buf_chain(const kiln_program *p, int buf);
@@ -2457,6 +2464,7 @@ void kiln_lower_free(kiln_program *p)
         free(s->out_index);
         free(s->consts);
         free(s->body_bytes);
+        free(s->view_attrs);
     }
     free(p->bufs);
     free(p->steps);

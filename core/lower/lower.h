@@ -149,6 +149,10 @@ typedef struct kiln_step {
     /* ABI 1.9, RECUR: the body's canonical bytes (kernel.body_bytes),
      * owned */
     unsigned char *body_bytes;
+    /* RECUR with a program over tensor carries (recur_prog.c): the
+     * indices of the element views (kiln_arg.attrs of SUBTENSOR
+     * arguments), owned; NULL otherwise */
+    kiln_attrs *view_attrs;
 } kiln_step;
 
 typedef struct kiln_program {
@@ -185,6 +189,13 @@ typedef struct kiln_lower_opts {
 int kiln_lower_ex(kiln_graph *g, kiln_program *prog,
                   const kiln_lower_opts *opts, kiln_err *err);
 
+/* Give step s new argument arrays for n_in inputs and n_out outputs (in,
+ * out, in_desc, out_desc, vin, vout: one zeroed block owned by s->in;
+ * the caller frees the old one), and set n_in, n_out and the kernel's
+ * counts and description pointers.  Returns 0, or -1 when out of memory
+ * (s unchanged). */
+int kiln_lower_step_args(kiln_step *s, int n_in, int n_out);
+
 /* A scalar program being built (ELEMWISE/REDUCE/LOOP kernels, and the
  * RECUR programs of recur_prog.c): instructions in order, owned. */
 typedef struct prog_builder {
@@ -207,15 +218,22 @@ int kiln_lower_emit_scalar_node(prog_builder *pb, kiln_graph *g, int v,
                                 const int *instr_of, kiln_err *err);
 
 /* The pass `recur` (core/lower/recur_prog.c): give every RECUR step of
- * prog (lowered from g) whose scan body computes rank-0 elementwise
- * values only a scalar program (ABI 1.10, include/kiln/backend.h
+ * prog (lowered from g) whose scan body computes small static values
+ * only a scalar program (ABI 1.10, include/kiln/backend.h
  * KILN_KERNEL_RECUR): the body is cloned and rewritten with rwc's passes
- * (as the host path compiles it), then each node becomes instructions
- * (inputs LOADs, the rest kiln_lower_emit_scalar_node); out_refs are the
- * new carries, then the per-step outputs.  Other steps keep n_instrs 0
- * (the host runs their body once per step): a tensor value, take, check,
- * a nested scan or ODE, an input or output that is not rank 0 (carries,
- * args) or rank 1 (sequences, stacked outputs), more than 4096
+ * (as the host path compiles it), then each value of static shape with
+ * at most 64 elements becomes one instruction per element (inputs LOADs,
+ * elementwise nodes kiln_lower_emit_scalar_node per element with
+ * broadcasting, reductions sum/prod/max/min/mean/logsumexp, dot and
+ * matmul of vectors and matrices, reshape,
+ * expand_dims, squeeze, transpose, broadcast_to, join, stack, static
+ * subtensor); out_refs are the new carries' elements, then the per-step
+ * outputs'.  A step with tensor arguments gets one argument per element
+ * (a rank-0 view of a carry or arg element, a strided rank-1 view of a
+ * sequence or stacked output element: kiln_step.view_attrs), n_carry and
+ * n_seq counting those.  Other steps keep n_instrs 0 (the host runs
+ * their body once per step): a symbolic shape or more than 64 elements,
+ * take, check, alloc, a nested scan or ODE, linalg, more than 4096
  * instructions, or an output that shares a buffer with an input.
  * Errors: out of memory, or a rewrite pass failing on a body. */
 struct kiln_rw_config;
