@@ -51,6 +51,7 @@ from pytensor.link.vm import VMLinker
 from pytensor.raise_op import CheckAndRaise
 from pytensor.scan.op import Scan
 from pytensor.tensor.special import LogSoftmax, Softmax, SoftmaxGrad
+from pytensor.tensor.einsum import Einsum
 from pytensor.tensor.type import TensorType
 
 # modules by full name: pytensor.tensor re-exports functions called `shape`,
@@ -805,6 +806,14 @@ def _alloc_dims(node):
 
 def _reads(node):
     """The variables a node's kiln conversion reads (usually its inputs)."""
+    if isinstance(node.op, (ptb.ARange, ptb.Tri)):
+        out = []
+        for v in node.inputs:
+            sd = _shape_dim(v)
+            w = sd[0] if sd is not None else v
+            if w not in out:
+                out.append(w)
+        return out
     if isinstance(node.op, ptb.Alloc):
         dims = _alloc_dims(node)
         if dims is not None:
@@ -1252,21 +1261,157 @@ def _alloc_diag(em, node, ins):
     return [_out_f64(em, node, em.let(f"diag({v})", "f64"))]
 
 
+def _shape_dim(var):
+    """(X, d) when VAR is the size of dim d of tensor X (Shape_i, maybe
+    through scalar/tensor wrappers or an integer cast), else None."""
+    while var.owner is not None:
+        op = var.owner.op
+        if isinstance(op, ptsh.Shape_i) and isinstance(var.owner.inputs[0].type, TensorType):
+            return var.owner.inputs[0], op.i
+        if isinstance(op, (ptb.ScalarFromTensor, ptb.TensorFromScalar)) or (
+                isinstance(op, pte.Elemwise) and isinstance(op.scalar_op, ps.Cast)
+                and var.type.dtype in ("int64", "int32")):
+            var = var.owner.inputs[0]
+            continue
+        return None
+    return None
+
+
+def _iota_of_dim(em, xvar, d):
+    """i64 [n]: 0, 1, ..., n-1 for n the size of dim D of XVAR (already
+    converted), computed from x itself (cumsum of ones along that dim),
+    so it needs no size when the graph is built: kiln has no shape op."""
+    x = em.val[xvar]
+    nd = xvar.type.ndim
+    if nd > 1:
+        ix = ", ".join(":" if a == d else "0:1" for a in range(nd))
+        x = em.let(f"{x}[{ix}]", em.kdt[x])
+    one = em.const(np.array(1, dtype=np.int64), "i64")
+    ones = em.let(f"fill({x}, {one})", "i64")
+    c = em.let(f"cumsum({ones}, axis={d})", "i64")
+    if nd > 1:
+        c = em.let(f"reshape({c}, shape=[-1])", "i64")
+    return em.let(f"sub({c}, {one})", "i64")
+
+
+def _iota(em, var):
+    """i64 [n] 0..n-1 for an integer scalar VAR: a constant, or the size
+    of a tensor's dim; else Unsupported."""
+    sd = _shape_dim(var)
+    if sd is not None:
+        return _iota_of_dim(em, *sd)
+    try:
+        n = int(_const_value(var))
+    except Unsupported:
+        raise Unsupported(f"a length computed at run time ('{var}'); kiln sizes "
+                          "an arange or a Tri from a constant or a tensor's dim") from None
+    return em.const(np.arange(max(n, 0), dtype=np.int64), "i64")
+
+
+@kg_convert(ptb.ARange)
+def _arange(em, node, ins):
+    """ARange(start, stop, step) with constant start >= 0 and step > 0 and
+    stop a constant or the size of a tensor's dim (pt.arange(x.shape[0])):
+    0..stop-1 from that dim, sliced [start::step] (numpy.arange's values)."""
+    start_v, stop_v, step_v = node.inputs
+    try:
+        start, step = (_const_value(v).item() for v in (start_v, step_v))
+    except Unsupported:
+        raise Unsupported("ARange with a start or step computed at run time") from None
+    if start != int(start) or step != int(step) or start < 0 or step <= 0:
+        raise Unsupported(f"ARange with start {start}, step {step} (kiln: "
+                          "integers, start >= 0, step > 0)")
+    r = _iota(em, stop_v)
+    start, step = int(start), int(step)
+    if start or step != 1:
+        r = em.let(f"{r}[{start}::{step}]" if step != 1 else f"{r}[{start}:]", "i64")
+    return [em.cast(r, _kdt(node.outputs[0].type.dtype))]
+
+
 @kg_convert(ptb.Tri)
 def _tri(em, node, ins):
-    """Tri(N, M, k): ones on and below the k-th diagonal, for constant N,
-    M and k 0 or -1 (what tril / triu and Cholesky's gradient make)."""
+    """Tri(N, M, k): ones on and below the k-th diagonal.  Constant N, M
+    and k 0 or -1 (what tril / triu and Cholesky's gradient make): kiln's
+    tril; else (N or M the size of a tensor's dim, any constant k) the
+    mask j <= i + k of two index vectors."""
     try:
         n, mm, k = (int(_const_value(v)) for v in node.inputs)
-    except Exception:  # noqa: BLE001
-        raise Unsupported("Tri of sizes not known when the graph is built")
-    if k not in (0, -1) or (k == -1 and n != mm):
-        raise Unsupported(f"Tri with k={k}")
-    _need("tril", 1)
-    t = em.let(f"tril(ones(shape=[{n}, {mm}]))", "f64")
-    if k == -1:
-        t = em.let(f"sub({t}, diag(ones(shape=[{n}])))", "f64")
-    return [em.cast(t, _kdt(node.outputs[0].type.dtype))]
+        if k in (0, -1) and (k == 0 or n == mm) and kiln_has_op("tril"):
+            t = em.let(f"tril(ones(shape=[{n}, {mm}]))", "f64")
+            if k == -1:
+                t = em.let(f"sub({t}, diag(ones(shape=[{n}])))", "f64")
+            return [em.cast(t, _kdt(node.outputs[0].type.dtype))]
+    except Unsupported:
+        pass
+    try:
+        k = int(_const_value(node.inputs[2]))
+    except Unsupported:
+        raise Unsupported("Tri with a diagonal offset k computed at run time") from None
+    i = em.let(f"expand_dims({_iota(em, node.inputs[0])}, axis=1)", "i64")
+    j = em.let(f"expand_dims({_iota(em, node.inputs[1])}, axis=0)", "i64")
+    if k:
+        i = em.let(f"add({i}, {em.const(np.array(k, dtype=np.int64), 'i64')})", "i64")
+    return [em.cast(em.let(f"le({j}, {i})", "bool"), _kdt(node.outputs[0].type.dtype))]
+
+
+@kg_convert(ptm.Argmax)
+def _argmax(em, node, ins):
+    """Argmax over one axis (kiln's argmax: the first index of the max,
+    NaN the max, as NumPy) or over every axis (of the flattened x)."""
+    x, = ins
+    nd = node.inputs[0].type.ndim
+    axes = tuple(range(nd)) if node.op.axis is None else tuple(node.op.axis)
+    _need("argmax", 1, ", axis=0")
+    if nd == 0:
+        return [em.const(np.array(0, dtype=np.int64), "i64")]
+    if len(axes) == 1:
+        return [em.let(f"argmax({x}, axis={axes[0] % nd})", "i64")]
+    if sorted(a % nd for a in axes) != list(range(nd)):
+        raise Unsupported(f"Argmax over axes {axes} of a rank-{nd} tensor "
+                          "(kiln: one axis, or all)")
+    if nd > 1:
+        x = em.let(f"reshape({x}, shape=[-1])", em.kdt[x])
+    return [em.let(f"argmax({x}, axis=0)", "i64")]
+
+
+@kg_convert(ptx.Repeat)
+def _repeat(em, node, ins):
+    """Repeat(x, repeats) with one constant count (a scalar, or a vector of
+    equal counts): kiln's repeat (numpy.repeat; axis None flattens)."""
+    _need("repeat", 1, ", repeats=2")
+    try:
+        reps = np.ravel(_const_value(node.inputs[1]))
+    except Unsupported:
+        raise Unsupported("Repeat with counts computed at run time") from None
+    if reps.size == 0 or np.any(reps != reps[0]):
+        raise Unsupported("Repeat with unequal counts per element")
+    ax = "" if node.op.axis is None else f", axis={node.op.axis % node.inputs[0].type.ndim}"
+    return [em.let(f"repeat({ins[0]}, repeats={int(reps[0])}{ax})", em.kdt[ins[0]])]
+
+
+_EINSUM_SPEC = re.compile(r"^([a-zA-Z]*),([a-zA-Z]*)->([a-zA-Z]*)$")
+
+
+def _einsum_native(op, inputs):
+    """kiln's einsum takes two operands and a spec of letters with '->'."""
+    spec = op.subscripts.replace(" ", "")
+    return (len(inputs) == 2 and _EINSUM_SPEC.match(spec) is not None
+            and kiln_has_op("einsum", 2, ', spec="i,i->i"'))
+
+
+@kg_convert(Einsum)
+def _einsum(em, node, ins):
+    """A two-operand Einsum as kiln's einsum (the KILN mode keeps such
+    Einsums whole; others are inlined to PyTensor's tensordot graph)."""
+    if not _einsum_native(node.op, node.inputs):
+        raise Unsupported(f"Einsum '{node.op.subscripts}' with {len(node.inputs)} "
+                          "operand(s) (kiln's einsum: two, letters and '->')")
+    k = _kdt(node.outputs[0].type.dtype)
+    if not _is_float(node.outputs[0].type.dtype):
+        raise Unsupported(f"integer einsum ({node.outputs[0].type.dtype})")
+    a, b = (em.cast(x, k) for x in ins)
+    spec = node.op.subscripts.replace(" ", "")
+    return [em.let(f'einsum({a}, {b}, spec="{spec}")', k)]
 
 
 @kg_convert(ptbw.Blockwise)
@@ -1309,11 +1454,15 @@ def _softmax_axes(em, node, x):
 
 @kg_convert(Softmax, LogSoftmax)
 def _softmax(em, node, ins):
-    """log_softmax(x) = x - logsumexp(x, axis, keepdims) (logsumexp is
-    max-shifted, so no overflow), softmax its exp; axis None is every
-    axis, as PyTensor's.  PyMC's simplex transform becomes these."""
+    """kiln's softmax / log_softmax composites along one axis (issue 29,
+    max-shifted); axis None (every axis, as PyTensor's) or a libkiln
+    without them: log_softmax(x) = x - logsumexp(x, axis, keepdims)
+    (logsumexp is max-shifted, so no overflow), softmax its exp.  PyMC's simplex transform becomes these."""
     x, = ins
     kd, axes = _softmax_axes(em, node, x)
+    fn = "log_softmax" if isinstance(node.op, LogSoftmax) else "softmax"
+    if node.op.axis is not None and kiln_has_op(fn, 1, ", axis=0"):
+        return [em.let(f"{fn}({x}, axis={axes[1:-1]})", kd)]
     lse = em.let(f"logsumexp({x}, axis={axes}, keepdims=true)", kd)
     d = em.let(f"sub({x}, {lse})", kd)
     return [d if isinstance(node.op, LogSoftmax) else em.let(f"exp({d})", kd)]
@@ -1965,8 +2114,14 @@ def kiln_inline_ofg(fgraph, node):
     as AllocDiag that kiln converts as one op): PyTensor leaves the
     non-inline ones in place, e.g. the gradient an OpFromGraph's L_op
     builds (pm.gp.Marginal's K + sigma^2 I: AllocDiag's gradient), and
-    kiln converts ops, not OpFromGraph wrappers."""
-    if type(node.op) is not OpFromGraph:
+    kiln converts ops, not OpFromGraph wrappers.  An Einsum (an
+    OpFromGraph too) stays whole when kiln's einsum takes it (two
+    operands; PyTensor's own inline_optimized_einsum is excluded), else
+    it is inlined here: its tensordot graph converts op by op."""
+    if isinstance(node.op, Einsum):
+        if _einsum_native(node.op, node.inputs):
+            return False
+    elif type(node.op) is not OpFromGraph:
         return False
     from pytensor import clone_replace
     op = node.op
@@ -2000,7 +2155,13 @@ KILN_EXCLUDE = ("cxx_only", "BlasOpt", "fusion", "inplace", "local_careduce_fusi
                 "topo_constant_folding", "uncanonicalize",
                 # kiln's scan stacks every step; the circular buffers this
                 # rewrite makes would not convert (issue 28)
-                "scan_save_mem")
+                "scan_save_mem",
+                # kiln's matmul takes any batch rank, broadcasting: this
+                # rewrite's reshapes to 3-D (of run-time shapes) would not
+                # convert (issue 29)
+                "specialize_matmul_to_batched_dot",
+                # two-operand Einsums convert whole (kiln_inline_ofg)
+                "inline_optimized_einsum")
 
 
 def mode(backend=None, policy=None, tiers=None, cache=None):

@@ -221,6 +221,7 @@ def check_outputs(got, want):
 # ---- linear algebra (issue 28) --------------------------------------------
 import pytensor.tensor.slinalg as ptsl  # noqa: E402
 import pytensor.tensor.nlinalg as ptnl  # noqa: E402
+import pytensor.tensor.extra_ops as ptx  # noqa: E402
 
 
 def spd(n, *batch):
@@ -309,6 +310,49 @@ case("two constant index arrays on a tensor of non-static shape (diagonal)",
      [A[_ti, _tj], T3[_ti, _tj], T3[:, _ti[:3], _tj[:3]],
       pt.exp(T3[:, _ti, _tj] ** 2)],
      [vals(3, 3), vals(3, 3, 4)])
+
+# issue 29: layer ops.  ARange and Tri sized by a tensor's dim (no shape
+# known when the graph is built: iota from the tensor itself), Argmax,
+# Repeat, softmax along an axis in f32, matmul over broadcast batch axes
+# of non-static shapes, Einsum of two operands (kiln's einsum, or the
+# inlined tensordot graph) and of three (inlined)
+Ms = pt.tensor(name="Ms", shape=(None, None), dtype="float64")
+v32 = pt.tensor(name="v32", shape=(None,), dtype="float32")
+case("arange and tri sized by a symbolic dim", [Ms, v32],
+     [pt.arange(Ms.shape[0]), pt.arange(1, Ms.shape[1], 2) * 1.5,
+      pt.arange(v32.shape[0], dtype="float32") + v32,
+      pt.tri(Ms.shape[0], Ms.shape[1], 1), pt.tril(Ms, -1) + pt.triu(Ms, 2),
+      pt.tril(pt.outer(v32, v32)),
+      pt.where(pt.tri(Ms.shape[0], Ms.shape[1], dtype="bool"), Ms, -1e30)],
+     [vals(6, 4), vals(5, dtype="float32")])
+case("argmax (one axis, every axis; ties and NaN first index)", [m, Ms],
+     [pt.argmax(m, axis=1), pt.argmax(m, axis=0), pt.argmax(m),
+      pt.argmax(Ms, axis=-1)],
+     [vals(3, 5), np.array([[1.0, 3, 3, 0], [np.nan, 2, np.nan, 9],
+                            [-1, -1, -2, -1]])])
+R3s = pt.tensor(name="R3s", shape=(2, None, 3), dtype="float32")
+case("repeat (GQA heads) and Repeat of constant counts", [R3s, x],
+     [pt.repeat(R3s, 3, axis=0), pt.repeat(R3s, 2, axis=2),
+      ptx.Repeat(axis=0)(x, np.array([2, 2, 2, 2, 2])), ptx.Repeat()(x, 3)],
+     [vals(2, 4, 3, dtype="float32"), xv])
+Sm4 = pt.tensor(name="Sm4", shape=(2, 3, None, 5), dtype="float32")
+case("softmax and log_softmax along an axis in f32", [Sm4],
+     [pt.special.softmax(Sm4, axis=-1), pt.special.log_softmax(Sm4, axis=2)],
+     [vals(2, 3, 4, 5, dtype="float32")])
+Qh = pt.tensor(name="Qh", shape=(3, 3, None, 8), dtype="float32")
+Kh = pt.tensor(name="Kh", shape=(3, 1, 8, None), dtype="float32")
+case("matmul over broadcast batch axes of symbolic sizes (GQA scores)",
+     [Qh, Kh], [pt.matmul(Qh, Kh), pt.matmul(pt.matmul(Qh, Kh), Kh.mT)],
+     [vals(3, 3, 5, 8, dtype="float32"), vals(3, 1, 8, 6, dtype="float32")])
+Eq = pt.tensor(name="Eq", shape=(1, 3, None, 4), dtype="float64")
+Ek = pt.tensor(name="Ek", shape=(1, 3, None, 4), dtype="float64")
+E3a = pt.tensor(name="E3a", shape=(2, 3, 4), dtype="float64")
+E3b = pt.tensor(name="E3b", shape=(2, 4, 5), dtype="float64")
+E3c = pt.tensor(name="E3c", shape=(5, 2), dtype="float64")
+case("einsum of two and of three operands", [Eq, Ek, E3a, E3b, E3c],
+     [pt.einsum("bhqd,bhkd->bhqk", Eq, Ek), pt.einsum("bij,bjk,kl->bil", E3a, E3b, E3c),
+      pt.einsum("bij,bjk->bik", E3a, E3b)],
+     [vals(1, 3, 5, 4), vals(1, 3, 6, 4), vals(2, 3, 4), vals(2, 4, 5), vals(5, 2)])
 
 BACKENDS = backends_available()
 
