@@ -86,3 +86,63 @@ def rebind(function, backend):
             node.op.fn = kp._compile(node.op.kg.text, {"backend": backend})
             n += 1
     return n
+
+
+def kiln_cli():
+    """The kiln CLI of the build whose libkiln is $KILN_LIBRARY, or None."""
+    lib = os.environ.get("KILN_LIBRARY", "")
+    cli = os.path.join(os.path.dirname(os.path.dirname(lib)), "tools", "kiln") if lib else ""
+    return cli if cli and os.access(cli, os.X_OK) else None
+
+
+def cache_counts(cli, d):
+    """(hits, misses) of the kiln disk cache D (`kiln cache stats`)."""
+    import subprocess
+    out = subprocess.run([cli, "cache", "stats"], env=dict(os.environ, KILN_CACHE_DIR=d),
+                         capture_output=True, text=True).stdout
+    get = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0] in ("hits", "misses"):
+            get[parts[0]] = int(parts[1])
+    return get.get("hits", 0), get.get("misses", 0)
+
+
+def caching_backend_or_skip(backends):
+    """llvm or tcc (a backend whose kernels kiln's disk cache stores); skips
+    the test (pytest) without one or without the kiln CLI."""
+    import pytest
+    if kiln_cli() is None:
+        pytest.skip("no kiln CLI beside $KILN_LIBRARY")
+    be = "llvm" if "llvm" in backends else ("tcc" if "tcc" in backends else None)
+    if be is None:
+        pytest.skip("no caching backend built")
+    return be
+
+
+def run_twice_all_hits(code, cache_dir):
+    """Run CODE (python -c) in two fresh processes on the kiln disk cache
+    CACHE_DIR: the second compiles nothing (misses unchanged, every kernel
+    a hit) and prints what the first printed.  Returns an error text or
+    None (caching_backend_or_skip first)."""
+    import subprocess
+    cli = kiln_cli()
+    env = dict(os.environ, KILN_CACHE_DIR=str(cache_dir), KILN_CACHE_MIN_COMPILE_MS="0",
+               PYTHONPATH=os.pathsep.join(sys.path))
+    r1 = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if r1.returncode != 0:
+        return "first process: " + r1.stderr[-2000:]
+    h1, m1 = cache_counts(cli, str(cache_dir))
+    if m1 == 0:
+        return "the first process compiled nothing"
+    r2 = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if r2.returncode != 0:
+        return "second process: " + r2.stderr[-2000:]
+    h2, m2 = cache_counts(cli, str(cache_dir))
+    if r1.stdout != r2.stdout:
+        return f"outputs differ: {r1.stdout!r} vs {r2.stdout!r}"
+    if m2 != m1:
+        return f"the second process compiled {m2 - m1} kernel(s)"
+    if h2 - h1 < m1:
+        return f"the second process had {h2 - h1} hits for {m1} kernels"
+    return None

@@ -15,7 +15,7 @@ import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from kiln_pt_common import setup_or_skip, backends_available, rebind  # noqa: E402
+from kiln_pt_common import setup_or_skip, backends_available, rebind, caching_backend_or_skip, run_twice_all_hits  # noqa: E402
 
 setup_or_skip()
 
@@ -523,52 +523,18 @@ def test_kiln_function_memoised_in_process():
     np.testing.assert_allclose(f2(np.array([1.0])), np.exp([1.0]) * 3.25 + 1, rtol=1e-15)
 
 
-def _kiln_cli():
-    lib = os.environ.get("KILN_LIBRARY", "")
-    cli = os.path.join(os.path.dirname(os.path.dirname(lib)), "tools", "kiln") if lib else ""
-    return cli if cli and os.access(cli, os.X_OK) else None
-
-
-def _cache_counts(cli, d):
-    import subprocess
-    out = subprocess.run([cli, "cache", "stats"], env=dict(os.environ, KILN_CACHE_DIR=d),
-                         capture_output=True, text=True).stdout
-    get = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if parts and parts[0] in ("hits", "misses"):
-            get[parts[0]] = int(parts[1])
-    return get.get("hits", 0), get.get("misses", 0)
-
-
 def test_second_process_compiles_nothing(tmp_path):
     """A fresh process compiling the same graph loads every kernel from
     kiln's disk cache: the cache's miss count does not move."""
-    import subprocess
-    cli = _kiln_cli()
-    if cli is None:
-        pytest.skip("no kiln CLI beside $KILN_LIBRARY")
-    be = "llvm" if "llvm" in BACKENDS else ("tcc" if "tcc" in BACKENDS else None)
-    if be is None:
-        pytest.skip("no caching backend built")
+    be = caching_backend_or_skip(BACKENDS)
     code = (
         "import numpy as np, pytensor, pytensor.tensor as pt, kiln.pytensor as kp\n"
         "x = pt.dvector('x'); s = pt.dscalar('s')\n"
         "lp = (-0.5 * ((x - s) / 2.0) ** 2).sum() + pt.log1p(pt.exp(s))\n"
         f"f = pytensor.function([x, s], [lp, pytensor.grad(lp, s)], mode=kp.mode(backend='{be}'))\n"
         "print(f(np.arange(5.0), 0.5)[0])\n")
-    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path), KILN_CACHE_MIN_COMPILE_MS="0",
-               PYTHONPATH=os.pathsep.join(sys.path))
-    r1 = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert r1.returncode == 0, r1.stderr
-    h1, m1 = _cache_counts(cli, str(tmp_path))
-    assert m1 > 0, "the first process compiled nothing"
-    r2 = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert r2.returncode == 0, r2.stderr
-    h2, m2 = _cache_counts(cli, str(tmp_path))
-    assert r1.stdout == r2.stdout
-    assert m2 == m1, f"the second process compiled {m2 - m1} kernel(s)"
-    assert h2 - h1 >= m1
+    err = run_twice_all_hits(code, tmp_path)
+    assert err is None, err
 
 
 def test_compiled_function_pickles():
