@@ -27,7 +27,8 @@ imports, weights, compile, a 32-token prefill), peak RSS (VmHWM), prefill
 of 32 and of 256 tokens (median of --reps, each from an empty cache) and
 decode ms/token at a 256-token context (median of --decode steps, greedy).
 The first 32-token logits of every implementation are compared with
-numpy's (max relative difference, printed).  Then the same decoder
+numpy's (max relative difference, printed).  Then `kiln generate` (the
+CLI) on the same model, with an empty and a warm cache, and the same decoder
 written in PyTensor (examples/smollm/decoder_pytensor.py, KILN mode) is
 compiled twice, with an empty and with a warm kiln cache: PyTensor's own
 time (build, rewrites, conversion to .kg) and kiln's, printed as lines.
@@ -194,7 +195,8 @@ class KilnImpl:
         self.dec.reset()
 
     def step(self, tokens):
-        return self.dec.step(tokens)
+        r = self.dec.step(tokens)          # (logits, greedy, ...)
+        return r[0], r[1]
 
 
 IMPLS = {"kiln": KilnImpl, "numpy": NumpyImpl, "torch": TorchImpl}
@@ -257,6 +259,36 @@ def run_worker(impl, d, n, args, env):
         if line.startswith("RESULT "):
             return json.loads(line[7:]), None
     return None, (r.stderr.strip().splitlines() or ["no output"])[-1]
+
+
+def kiln_generate(b, d, env, tmp, args):
+    """`kiln generate` (the CLI, C only) on the same model and prompt: its
+    own compile/prefill/decode line and the process's wall time, with an
+    empty and a warm cache (1 thread, pinned)."""
+    cli = os.path.join(b, "tools", "kiln")
+    out = ["", "`kiln generate` (1 thread, pinned; prompt of 32, "
+           f"{args.decode + 1} new tokens):", ""]
+    import numpy as np
+    with open(os.path.join(d, "config.json")) as f:
+        V = json.load(f)["vocab_size"]
+    prompt = ",".join(map(str, np.random.default_rng(1).integers(0, V, 32)))
+    e = dict(env, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+             KILN_CACHE_DIR=tempfile.mkdtemp(prefix="cache-gen-", dir=tmp))
+    cmd = [cli, "generate", os.path.join(d, "model.kg"), "--weights",
+           os.path.join(d, "model.safetensors"), "--prompt", prompt,
+           "--max-new", str(args.decode + 1)]
+    if shutil.which("taskset"):
+        cmd = ["taskset", "-c", "1"] + cmd
+    for phase in ("empty cache", "warm cache"):
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, env=e, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        lines = r.stderr.strip().splitlines() or ["no output"]
+        if r.returncode != 0:
+            return out + [f"- skipped: {lines[0]}"]
+        last = lines[-1]
+        out.append(f"- {phase}: {last} (process wall {wall:.2f} s)")
+    return out
 
 
 def pytensor_compile(args, env, tmp):
@@ -388,6 +420,7 @@ def main(argv):
                          f"{r['prefill256_ms'] / t['prefill256_ms']:.2f}x, decode "
                          f"{r['decode_ms'] / t['decode_ms']:.2f}x, RSS "
                          f"{r['rss_mb'] / t['rss_mb']:.2f}x")
+    lines += kiln_generate(b, d, env, tmp, args)
     lines += pytensor_compile(args, env, tmp)
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
