@@ -27,7 +27,8 @@ imports, weights, compile, a 32-token prefill), peak RSS (VmHWM), prefill
 of 32 and of 256 tokens (median of --reps, each from an empty cache) and
 decode ms/token at a 256-token context (median of --decode steps, greedy).
 The first 32-token logits of every implementation are compared with
-numpy's (max relative difference, printed).  Then `kiln generate` (the
+numpy's (max relative difference, printed).  Then the model's kernels
+by kind (`kiln explain`), `kiln generate` (the
 CLI) on the same model, with an empty and a warm cache, and the same decoder
 written in PyTensor (examples/smollm/decoder_pytensor.py, KILN mode) is
 compiled twice, with an empty and with a warm kiln cache: PyTensor's own
@@ -261,6 +262,25 @@ def run_worker(impl, d, n, args, env):
     return None, (r.stderr.strip().splitlines() or ["no output"])[-1]
 
 
+def kernel_kinds(b, d, env):
+    """`kiln explain --json` of the model: kernels by kind and distinct
+    cache keys (30 layers share their kernels' keys; attention and the
+    projections should be DOT kernels, never elementwise loops)."""
+    r = subprocess.run([os.path.join(b, "tools", "kiln"), "explain",
+                        os.path.join(d, "model.kg"), "--json"], env=env,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return ["", "kernels: `kiln explain` failed: " +
+                (r.stderr.strip().splitlines() or ["?"])[0]]
+    ks = json.loads(r.stdout).get("kernels", [])
+    kinds = {}
+    for k in ks:
+        kinds[k.get("kind")] = kinds.get(k.get("kind"), 0) + 1
+    keys = {k.get("key") for k in ks}
+    return ["", f"kernels (`kiln explain`): {len(ks)}, {len(keys)} distinct keys; by kind: "
+            + ", ".join(f"{n} {kd}" for kd, n in sorted(kinds.items(), key=lambda x: -x[1]))]
+
+
 def kiln_generate(b, d, env, tmp, args):
     """`kiln generate` (the CLI, C only) on the same model and prompt: its
     own compile/prefill/decode line and the process's wall time, with an
@@ -420,6 +440,7 @@ def main(argv):
                          f"{r['prefill256_ms'] / t['prefill256_ms']:.2f}x, decode "
                          f"{r['decode_ms'] / t['decode_ms']:.2f}x, RSS "
                          f"{r['rss_mb'] / t['rss_mb']:.2f}x")
+    lines += kernel_kinds(b, d, env)
     lines += kiln_generate(b, d, env, tmp, args)
     lines += pytensor_compile(args, env, tmp)
     text = "\n".join(lines) + "\n"
