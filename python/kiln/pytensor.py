@@ -69,7 +69,7 @@ ptblas = importlib.import_module("pytensor.tensor.blas")
 __all__ = [
     "KgGraph", "Unsupported", "KilnFallbackWarning", "KilnLinker", "KilnOp",
     "fgraph_to_kg", "to_kg", "mode", "KILN", "KG_CONVERTERS",
-    "KG_SCALAR_CONVERTERS", "kiln_has_op",
+    "KG_SCALAR_CONVERTERS", "kiln_has_op", "kiln_builds",
 ]
 
 
@@ -139,6 +139,34 @@ def kiln_has_op(name, nargs=1, attrs=""):
     with _op_probe_lock:
         _op_probe[key] = ok
     return ok
+
+
+_build_probe = {}
+
+
+def kiln_builds(expr, types):
+    """None when this libkiln builds ``expr`` (text over inputs named a, b,
+    ... of TYPES, (kiln dtype, static shape with None for unknown)) into a
+    graph, else kiln's message: for ops whose shape rules depend on which
+    dims are symbolic (repeat, einsum), checked before a node is taken so
+    that a refusal stays with that node (memoised)."""
+    key = (expr, tuple((d, tuple(sh)) for d, sh in types))
+    with _op_probe_lock:
+        if key in _build_probe:
+            return _build_probe[key]
+    decls = "".join(
+        f"  input {chr(97 + i)}: {d}" + (
+            "[" + ", ".join("?" if n is None else str(int(n)) for n in sh) + "]" if sh else "")
+        + "\n" for i, (d, sh) in enumerate(types))
+    text = f"kiln 1\ngraph probe\n{decls}  output y = {expr}\nend\n"
+    try:
+        _kiln.Graph.parse(text, filename="<probe>")
+        why = None
+    except _kiln.KilnError as e:
+        why = str(e).split("<probe>:", 1)[-1].split(": ", 1)[-1].strip() or str(e)
+    with _op_probe_lock:
+        _build_probe[key] = why
+    return why
 
 
 def _need(name, nargs=1, attrs=""):
@@ -1386,29 +1414,40 @@ def _repeat(em, node, ins):
     if reps.size == 0 or np.any(reps != reps[0]):
         raise Unsupported("Repeat with unequal counts per element")
     ax = "" if node.op.axis is None else f", axis={node.op.axis % node.inputs[0].type.ndim}"
-    return [em.let(f"repeat({ins[0]}, repeats={int(reps[0])}{ax})", em.kdt[ins[0]])]
+    attrs = f"repeats={int(reps[0])}{ax}"
+    why = kiln_builds(f"repeat(a, {attrs})", [(em.kdt[ins[0]], node.inputs[0].type.shape)])
+    if why:
+        raise Unsupported(why)
+    return [em.let(f"repeat({ins[0]}, {attrs})", em.kdt[ins[0]])]
 
 
 _EINSUM_SPEC = re.compile(r"^([a-zA-Z]*),([a-zA-Z]*)->([a-zA-Z]*)$")
 
 
-def _einsum_native(op, inputs):
-    """kiln's einsum takes two operands and a spec of letters with '->'."""
+def _einsum_why(op, inputs):
+    """None when kiln's einsum takes this Einsum whole (two float operands,
+    a spec of letters with '->', shapes it can group into matrices), else
+    why not."""
     spec = op.subscripts.replace(" ", "")
-    return (len(inputs) == 2 and _EINSUM_SPEC.match(spec) is not None
-            and kiln_has_op("einsum", 2, ', spec="i,i->i"'))
+    if len(inputs) != 2 or _EINSUM_SPEC.match(spec) is None:
+        return (f"Einsum '{op.subscripts}' with {len(inputs)} operand(s) (kiln's "
+                "einsum: two, letters and '->')")
+    if not all(_is_float(v.type.dtype) for v in inputs):
+        return "integer einsum"
+    if not kiln_has_op("einsum", 2, ', spec="i,i->i"'):
+        return "this libkiln has no op 'einsum'"
+    return kiln_builds(f'einsum(a, b, spec="{spec}")',
+                       [(_kdt(v.type.dtype), v.type.shape) for v in inputs])
 
 
 @kg_convert(Einsum)
 def _einsum(em, node, ins):
     """A two-operand Einsum as kiln's einsum (the KILN mode keeps such
     Einsums whole; others are inlined to PyTensor's tensordot graph)."""
-    if not _einsum_native(node.op, node.inputs):
-        raise Unsupported(f"Einsum '{node.op.subscripts}' with {len(node.inputs)} "
-                          "operand(s) (kiln's einsum: two, letters and '->')")
+    why = _einsum_why(node.op, node.inputs)
+    if why:
+        raise Unsupported(why)
     k = _kdt(node.outputs[0].type.dtype)
-    if not _is_float(node.outputs[0].type.dtype):
-        raise Unsupported(f"integer einsum ({node.outputs[0].type.dtype})")
     a, b = (em.cast(x, k) for x in ins)
     spec = node.op.subscripts.replace(" ", "")
     return [em.let(f'einsum({a}, {b}, spec="{spec}")', k)]
@@ -2119,7 +2158,7 @@ def kiln_inline_ofg(fgraph, node):
     operands; PyTensor's own inline_optimized_einsum is excluded), else
     it is inlined here: its tensordot graph converts op by op."""
     if isinstance(node.op, Einsum):
-        if _einsum_native(node.op, node.inputs):
+        if _einsum_why(node.op, node.inputs) is None:
             return False
     elif type(node.op) is not OpFromGraph:
         return False

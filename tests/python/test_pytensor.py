@@ -353,6 +353,19 @@ case("einsum of two and of three operands", [Eq, Ek, E3a, E3b, E3c],
      [pt.einsum("bhqd,bhkd->bhqk", Eq, Ek), pt.einsum("bij,bjk,kl->bil", E3a, E3b, E3c),
       pt.einsum("bij,bjk->bik", E3a, E3b)],
      [vals(1, 3, 5, 4), vals(1, 3, 6, 4), vals(2, 3, 4), vals(2, 4, 5), vals(5, 2)])
+# kiln's einsum cannot group three unnamed dims into a matrix: the Einsum
+# is inlined (its tensordot graph converts), also under pytensor.grad
+Ea = pt.tensor(name="Ea", shape=(None, None, None), dtype="float64")
+Eb = pt.tensor(name="Eb", shape=(None, None, None), dtype="float64")
+case("einsum of symbolic shapes (inlined) and its gradient", [Ea, Eb],
+     [pt.einsum("bij,bjk->bik", Ea, Eb)]
+     + pytensor.grad(pt.sum(pt.einsum("bij,bjk->bik", Ea, Eb) ** 2), [Ea, Eb]),
+     [vals(2, 3, 4), vals(2, 4, 5)])
+# a Repeat kiln's repeat cannot state (several unnamed dims) stays in
+# PyTensor alone, with kiln's reason; the rest of the graph runs in kiln
+case("Repeat of a fully symbolic tensor falls back alone", [m],
+     [ptx.Repeat(axis=1)(pt.exp(m), np.array([2] * 5)) * 2.0],
+     [vals(3, 5)], expect_fallback=True)
 
 BACKENDS = backends_available()
 
