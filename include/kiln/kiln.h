@@ -373,6 +373,17 @@ int64_t kiln_function_symbol_size(const kiln_function *f, const char *symbol);
 int kiln_function_bind_shared(kiln_function *f, const char *name,
                               const kiln_tensor *value, kiln_err *err);
 
+/* kiln_function_bind_shared without the copy: f reads `value`'s data in
+ * place from now on (its dtype and shape checked as there).  The caller
+ * keeps value->data valid until f is freed or this shared value is bound
+ * again; bytes changed in place are seen by f's next call (values
+ * hoisted from it excepted: bind again to recompute them).  f never
+ * writes the bytes.  A later kiln_function_bind_shared (the copying one)
+ * gives f an owned buffer again.  Not thread-safe: no call of f may be
+ * in flight.  Errors: those of kiln_function_bind_shared. */
+int kiln_function_bind_shared_ref(kiln_function *f, const char *name,
+                                  const kiln_tensor *value, kiln_err *err);
+
 /* Hoisting (docs/architecture.md, "Data-only values"): the values of f
  * computed from shared values and constants only that kiln_compile
  * considered storing.  kiln_function_n_hoisted gives their number (0 for
