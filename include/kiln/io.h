@@ -1,6 +1,6 @@
 /*
  * io.h — reading and writing tensors from files: NumPy `.npy` files,
- * single columns of CSV files and CmdStan JSON data.
+ * single columns of CSV files, CmdStan JSON data and safetensors files.
  *
  * Error conventions are those of <kiln/kiln.h>: a failing function returns
  * a non-zero kiln_code and, when `err` is not NULL, fills err->code and a
@@ -10,7 +10,9 @@
  *
  * Tensors returned by these functions own their `data`: it is allocated
  * with malloc() and the caller releases it with free().  `data` is never
- * NULL on success, even for a tensor with zero elements.
+ * NULL on success, even for a tensor with zero elements (except
+ * kiln_safetensors_get: its tensors are borrowed from the open file, used
+ * in place).
  */
 #ifndef KILN_IO_H
 #define KILN_IO_H

@@ -188,8 +188,9 @@ typedef enum kiln_tiers_mode {
  * backend is missing, refuses the kernel or fails to compile it (one
  * diagnostic line each); buffers for intermediates are planned once.
  * `g` is only read: the function keeps
- * its own copy of every constant and shared value, so `g` may be freed
- * right after.  `opt` may be NULL for defaults.
+ * its own copy of every constant and shared value (a borrowed one,
+ * kiln_graph_shared_ref or a safetensors tensor, is shared instead: no
+ * copy, its owner kept alive), so `g` may be freed right after.  `opt` may be NULL for defaults.
  * Values computed from shared values and constants only (never from an
  * input) are computed once, here when their data are bound (else at the
  * kiln_function_bind_shared that binds the last of them), by a separate
