@@ -270,40 +270,47 @@ kiln_value kiln_nn_gelu(nn *c)
     return -1;
 }
 
-/* mean of x^2 or of (x - mean)^2 over the axes, kept */
+/* The normalised axes (default the last) and eps of rms_norm and
+ * layer_norm: x (float, rank >= 1) over ax[0..n) */
+static int norm_args(nn *c, double dflt_eps, int *n, int64_t *ax,
+                     double *eps)
+{
+    kiln_value x = c->in[0];
+    if (need_float(c, x, "x") || get_eps(c, dflt_eps, eps))
+        return -1;
+    if (ty(c, x)->rank == 0)
+        FAIL(KILN_ERR_SHAPE, "x must have rank >= 1");
+    if (!attr(c, "axis")) {
+        *n = 1;
+        ax[0] = ty(c, x)->rank - 1;
+        return 0;
+    }
+    return get_axes(c, ty(c, x)->rank, n, ax);
+}
+
+/* x * rsqrt(mean(x^2) + eps) * w */
 kiln_value kiln_nn_rms_norm(nn *c)
 {
     kiln_value x = c->in[0];
     int n;
     int64_t ax[KILN_MAX_RANK];
     double eps;
-    if (need_float(c, x, "x") || get_eps(c, 1e-6, &eps))
+    if (norm_args(c, 1e-6, &n, ax, &eps))
         return -1;
-    if (!attr(c, "axis"))
-        n = 1, ax[0] = ty(c, x)->rank - 1;
-    else if (get_axes(c, ty(c, x)->rank, &n, ax))
-        return -1;
-    if (n < 1 && ty(c, x)->rank == 0)
-        FAIL(KILN_ERR_SHAPE, "x must have rank >= 1");
     kiln_value ms = reduce(c, "mean", u(c, "square", x), n, ax, 1);
     kiln_value y = b2(c, "mul", x, rsqrt(c, b2(c, "add", ms, F(eps))));
     return b2(c, "mul", y, c->in[1]);
 }
 
+/* (x - mean) * rsqrt(biased var + eps) * w + b */
 kiln_value kiln_nn_layer_norm(nn *c)
 {
     kiln_value x = c->in[0];
     int n;
     int64_t ax[KILN_MAX_RANK];
     double eps;
-    if (need_float(c, x, "x") || get_eps(c, 1e-5, &eps))
+    if (norm_args(c, 1e-5, &n, ax, &eps))
         return -1;
-    if (!attr(c, "axis"))
-        n = 1, ax[0] = ty(c, x)->rank - 1;
-    else if (get_axes(c, ty(c, x)->rank, &n, ax))
-        return -1;
-    if (ty(c, x)->rank == 0)
-        FAIL(KILN_ERR_SHAPE, "x must have rank >= 1");
     kiln_value d = b2(c, "sub", x, reduce(c, "mean", x, n, ax, 1));
     kiln_value v = reduce(c, "mean", u(c, "square", d), n, ax, 1);
     kiln_value y = b2(c, "mul", d, rsqrt(c, b2(c, "add", v, F(eps))));
