@@ -163,6 +163,64 @@ static void dot_test(const char **bk, int nbk)
     }
 }
 
+/* reshape with several symbolic dims differentiates: d cost / d x of
+ * cost = sum(w * sin(reshape(x', [-1]))) against central differences, x'
+ * x itself (two `?` dims, sized by the input) or a slice x[1:, 1:] of
+ * x: f64[T, S] (two anonymous dims sized when the slice is computed) */
+static void reshape_grad_test(const char *label, const char *decl,
+                              const char *xp, int64_t rows, int64_t cols,
+                              const char *backend, const char *passes)
+{
+    char text[1024];
+    snprintf(text, sizeof text, HDR "%s  input w: f64[?]\n"
+             "  y = reshape(%s, shape=[-1])\n"
+             "  output cost = sum(mul(w, sin(y)))\nend\n", decl, xp);
+    kiln_err err = {0, ""};
+    kiln_graph *g = kiln_parse_string(text, "t.kg", NULL, &err);
+    kiln_value wrt = g ? kiln_graph_lookup(g, "x") : -1, d = -1;
+    int rc = !g || kiln_graph_grad(g, kiln_graph_lookup(g, "cost"), 1, &wrt,
+                                   0, &d, &err) ||
+             kiln_graph_output(g, "d_x", d, &err);
+    kiln_function *f = rc ? NULL : compile_kg_graph(g, backend, passes, &err);
+    kiln_graph_free(g);
+    if (!f) {
+        ok(0, "%s on %s: %s", label, backend, err.message);
+        return;
+    }
+    int64_t n = rows * cols, nw = strstr(xp, "[") ? (rows - 1) * (cols - 1)
+                                                   : n;
+    double x[64], w[64], worst_e = 0;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = gc_uniform(-2, 2);
+    for (int64_t i = 0; i < nw; i++)
+        w[i] = gc_uniform(-2, 2);
+    kiln_tensor in[2] = {
+        {.data = x, .dtype = KILN_F64, .rank = 2, .shape = {rows, cols}},
+        {.data = w, .dtype = KILN_F64, .rank = 1, .shape = {nw}}};
+    kiln_tensor out[2];
+    double grad[64];
+    int good = kiln_function_call(f, in, out, &err) == 0 &&
+               out[1].rank == 2 && out[1].shape[0] == rows &&
+               out[1].shape[1] == cols;
+    if (good)
+        memcpy(grad, out[1].data, sizeof(double) * (size_t)n);
+    for (int64_t i = 0; good && i < n; i++) {
+        double x0 = x[i], h = 1e-6, c[2];
+        for (int s = 0; s < 2 && good; s++) {
+            x[i] = x0 + (s ? -h : h);
+            good = kiln_function_call(f, in, out, &err) == 0;
+            c[s] = good ? *(double *)out[0].data : 0;
+        }
+        x[i] = x0;
+        worst_e = fmax(worst_e, fabs(grad[i] - (c[0] - c[1]) / (2 * h)));
+    }
+    ok(good && worst_e < 1e-7, "%s on %s passes=%s: gradient against "
+       "differences (worst %.2g)%s%s", label, backend,
+       passes ? passes : "default", worst_e, good ? "" : ": ", good ? "" :
+       err.message);
+    kiln_function_free(f);
+}
+
 int main(void)
 {
     const char *bk[3];
@@ -173,6 +231,15 @@ int main(void)
         gc_check_with(grads[i].label, grads[i].text, 1e-5, "interp",
                       "none");
     }
+    for (int b = 0; b < nbk; b++)
+        for (int p = 0; p < 2; p++) {
+            const char *ps = p ? "none" : NULL;
+            reshape_grad_test("reshape of x: f64[?, ?]",
+                              "  input x: f64[?, ?]\n", "x", 3, 4, bk[b], ps);
+            reshape_grad_test("reshape of a slice x[1:, 1:] of f64[T, S]",
+                              "  input x: f64[T, S]\n", "x[1:, 1:]", 4, 5,
+                              bk[b], ps);
+        }
     error_tests();
     dot_test(bk, nbk);
     return done_testing();
