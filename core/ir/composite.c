@@ -929,7 +929,7 @@ kiln_value kiln_composite_build(kiln_graph *g, int ci, int n_in,
     }
     int mark = g->n_nodes;
     cb c = { g, err };
-    kiln_nn_call nc = { g, err, n_in, in, attrs, n_attrs };
+    kiln_nn_call nc = { g, err, n_in, in, attrs, n_attrs, kiln_graph_op };
     kiln_value v = d->nn ? d->nn(&nc) : d->expand(&c, in);
     if (v < 0) {
         /* prefix the inner op's message with the composite's name */
@@ -1037,7 +1037,8 @@ kiln_value kiln_graph_op(kiln_graph *g, const char *op, int n_in,
         return v;
     }
     kiln_value dv;
-    if (kiln_composite_divert(g, o, n_in, in, attrs, n_attrs, err, &dv))
+    kiln_nn_call nc = { g, err, n_in, in, attrs, n_attrs, kiln_graph_op };
+    if (kiln_composite_divert(&nc, o, &dv))
         return dv;
     return kiln_ir_graph_op(g, o, op, n_in, in, attrs, n_attrs, err);
 }

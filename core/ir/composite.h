@@ -32,6 +32,10 @@ typedef struct kiln_nn_call {
     const kiln_value *in;
     const kiln_attr *attrs;
     int n_attrs;
+    /* the builder by name (kiln_graph_op; a pointer, so that
+     * composite_nn.c does not use composite.c back) */
+    kiln_value (*op)(kiln_graph *, const char *, int, const kiln_value *,
+                     const kiln_attr *, int, kiln_err *);
 } kiln_nn_call;
 
 /* Each returns the expansion's last node, or -1 with *err set (the
@@ -52,13 +56,12 @@ kiln_value kiln_nn_repeat(const kiln_nn_call *c);
 kiln_value kiln_nn_tile(const kiln_nn_call *c);
 kiln_value kiln_nn_einsum(const kiln_nn_call *c);
 
-/* tril/triu (op KILN_OP_TRIL/TRIU) with `k=` or an f32 input: built here
+/* tril/triu (op KILN_OP_TRIL/TRIU; c the call's graph, input, attributes
+ * and builder) with `k=` or an f32 input: built here
  * as where(j <= i + k, x, 0) (triu: j >= i + k), keeping x's dtype, and
  * *out set (-1 on error, *err set); an f64/integer input with k = 0 is
  * the LINALG op (f64).  Returns 0 (*out untouched) for every other op:
  * kiln_graph_op builds it as usual. */
-int kiln_composite_divert(kiln_graph *g, int op, int n_in,
-                          const kiln_value *in, const kiln_attr *attrs,
-                          int n_attrs, kiln_err *err, kiln_value *out);
+int kiln_composite_divert(const kiln_nn_call *c, int op, kiln_value *out);
 
 #endif

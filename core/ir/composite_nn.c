@@ -1,12 +1,14 @@
 /*
  * composite_nn.c — the layer composites of issue 29 (softmax, log_softmax,
  * layer_norm, rms_norm, gelu, silu, rsqrt, var, arange, argmax, argmin,
- * repeat, tile, einsum) and the divert of tril/triu with `k=` or a
- * non-f64 input to an elementwise mask.  Each expands into primitives
- * through kiln_graph_op (composite.c holds the table and the checks of
- * arity, argument dtypes and attribute keys); every literal is weak, so
- * an f32 input computes in f32 (NEP 50).  Formulas, gradients and
- * references: docs/ops.md, "Layers (issue 29)".
+ * repeat, tile, einsum) and the divert of tril/triu with `k=` or an f32
+ * input to an elementwise mask.  Each expands into primitives through
+ * the builder composite.c hands over (kiln_nn_call.op, its kiln_graph_op:
+ * a pointer, so that this file does not use composite.c back,
+ * tools/layercheck.py); composite.c holds the table and checks arity,
+ * argument dtypes and attribute keys.  Every literal is weak, so an f32
+ * input computes in f32 (NEP 50).  Formulas, gradients and references:
+ * docs/ops.md, "Layers (issue 29)".
  */
 #include "composite.h"
 
@@ -26,7 +28,7 @@ static kiln_value opa(nn *c, const char *op, int n, const kiln_value *in,
     for (int i = 0; i < n; i++)
         if (in[i] < 0)
             return -1;
-    return kiln_graph_op(c->g, op, n, in, at, n_at, c->err);
+    return c->op(c->g, op, n, in, at, n_at, c->err);
 }
 
 static kiln_value u(nn *c, const char *op, kiln_value x)
@@ -396,7 +398,7 @@ kiln_value kiln_nn_arange(nn *c)
     kiln_attr at[2] = {{.key = "shape", .kind = KILN_ATTR_INTS, .n = 1,
                         .ints = &len},
                        {.key = "dtype", .kind = KILN_ATTR_DTYPE, .i = KILN_I64}};
-    kiln_value ones = kiln_graph_op(c->g, "ones", 0, NULL, at, 2, c->err);
+    kiln_value ones = c->op(c->g, "ones", 0, NULL, at, 2, c->err);
     kiln_attr a0 = {.key = "axis", .kind = KILN_ATTR_INT, .i = 0};
     kiln_value r = b2(c, "sub", opa(c, "cumsum", 1, &ones, &a0, 1), I(1));
     return start >= 0 ? b2(c, "add", r, cast(c, start, KILN_I64)) : r;
@@ -427,14 +429,16 @@ kiln_value kiln_nn_argmin(nn *c) { return arg_ext(c, "min"); }
 
 /* ---- tril/triu(x, k): an elementwise mask ------------------------------ */
 
-int kiln_composite_divert(kiln_graph *g, int op, int n_in,
-                          const kiln_value *in, const kiln_attr *attrs,
-                          int n_attrs, kiln_err *err, kiln_value *out)
+int kiln_composite_divert(const kiln_nn_call *c, int op, kiln_value *out)
 {
+    kiln_graph *g = c->g;
+    kiln_err *err = c->err;
+    const kiln_value *in = c->in;
+    const kiln_attr *attrs = c->attrs;
+    int n_in = c->n_in, n_attrs = c->n_attrs;
     if ((op != KILN_OP_TRIL && op != KILN_OP_TRIU) || n_in != 1 || !in ||
         in[0] < 0 || in[0] >= g->n_nodes || (n_attrs > 0 && !attrs))
         return 0;
-    kiln_nn_call cc = {g, err, n_in, in, attrs, n_attrs}, *c = &cc;
     const char *name = op == KILN_OP_TRIL ? "tril" : "triu";
     int64_t k = 0;
     for (int i = 0; i < n_attrs; i++)
