@@ -1020,6 +1020,10 @@ kiln_value kiln_graph_op(kiln_graph *g, const char *op, int n_in,
         return kiln_seterr(err, KILN_ERR_ARG, "kiln_graph_op: NULL "
                            "argument"), -1;
     int o = kiln_ir_op_lookup(op);
+    kiln_value dv;   /* tril/triu with k= or f32: composite_nn.c */
+    kiln_nn_call nc = { g, err, n_in, in, attrs, n_attrs, kiln_graph_op };
+    if (kiln_composite_divert(&nc, o, &dv))
+        return dv;
     if (o < 0 && kiln_composite_lookup(op) >= 0)
         return kiln_composite_build(g, kiln_composite_lookup(op), n_in, in,
                                     attrs, n_attrs, err);
@@ -1036,9 +1040,5 @@ kiln_value kiln_graph_op(kiln_graph *g, const char *op, int n_in,
             kiln_ir_truncate(g, mark);
         return v;
     }
-    kiln_value dv;
-    kiln_nn_call nc = { g, err, n_in, in, attrs, n_attrs, kiln_graph_op };
-    if (kiln_composite_divert(&nc, o, &dv))
-        return dv;
     return kiln_ir_graph_op(g, o, op, n_in, in, attrs, n_attrs, err);
 }
