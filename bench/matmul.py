@@ -12,7 +12,9 @@ p @ v, for prefill (T = t = 32, 256) and decode (T = 1, t = 256); plus a
 plain f64 batch [16, 64, 64] @ [16, 64, 64].  Each figure is the median
 of N calls (default 200) through the Python package (kiln) or one
 np.matmul of the same views (numpy); both include Python's call overhead
-(a few microseconds).  Pin it yourself (taskset -c 1) on a quiet machine.
+(a few microseconds).  numpy is run on OpenBLAS's libblas.so.3
+(LD_LIBRARY_PATH, when Debian's alternative points at the reference BLAS),
+so both use one BLAS; the libraries mapped are printed.  Pin it yourself (taskset -c 1) on a quiet machine.
 """
 import os
 import sys
@@ -34,6 +36,16 @@ def main():
         build + "/backends/%s/.libs" % b for b in ("interp", "tcc", "llvm")))
     for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
         os.environ[v] = "1"
+    # numpy links libblas.so.3, which Debian's alternatives may point at
+    # the reference BLAS; kiln links OpenBLAS.  Same BLAS for both: put
+    # OpenBLAS's libblas.so.3 first (once, by re-executing).
+    ob = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
+    if os.path.isdir(ob) and "KILN_BENCH_MATMUL_LD" not in os.environ:
+        os.environ["KILN_BENCH_MATMUL_LD"] = "1"
+        os.environ["LD_LIBRARY_PATH"] = ob + (
+            ":" + os.environ["LD_LIBRARY_PATH"]
+            if os.environ.get("LD_LIBRARY_PATH") else "")
+        os.execv(sys.executable, [sys.executable] + sys.argv)
     src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, src + "/python")
     import numpy as np
@@ -98,6 +110,10 @@ def main():
     rows.append(("batch [16,64,64] @ [16,64,64] (f64)",
                  median_us(lambda: f(A, B)),
                  median_us(lambda: np.matmul(A, B)), err))
+    np.matmul(np.ones((4, 4)), np.ones((4, 4)))
+    with open("/proc/self/maps") as m:
+        libs = sorted({ln.split()[-1] for ln in m if "blas" in ln.lower()})
+    print("BLAS libraries mapped (numpy and kiln): " + ", ".join(libs))
     print("| case | kiln us | numpy us | kiln/numpy | max abs diff |")
     print("|---|---|---|---|---|")
     for name, tk, tn, err in rows:

@@ -8,9 +8,10 @@
  * batch index):
  *   - batch axes of extent 1 are dropped; the innermost batch axis is
  *     folded into m while b does not move along it (stride 0) and a's and
- *     c's rows continue across it (stride m * row stride): attention's
- *     query heads sharing one KV head become one taller product, and a
- *     [B, m, k] @ [k, n] one gemm;
+ *     c's rows continue across it (stride m * row stride), for m > 1:
+ *     attention's query heads sharing one KV head become one taller
+ *     product in prefill, and a [B, m, k] @ [k, n] one gemm (m = 1 stays
+ *     a loop of matrix-vector products: decode);
  *   - each core is handed to BLAS in place when it can read it: a unit
  *     stride on one axis and a leading dimension (the other stride) at
  *     least the extent, maybe transposed (c never transposed); otherwise
@@ -185,15 +186,13 @@ int kiln_runtime_gemm_batched(const kiln_runtime *rt, const kiln_view *a,
     gb_mat B = {k, n, b->strides[r - 2], b->strides[r - 1], 0, 0, 0};
     gb_mat C = {m, n, c->strides[r - 2], c->strides[r - 1], 0, 0, 0};
     /* fold the innermost batch axis into m while b stays put on it and
-     * a's and c's rows run on across it */
-    while (nb > 0 && sb[nb - 1] == 0 &&
-           (A.rows == 1 || sa[nb - 1] == A.rows * A.s0) &&
-           (C.rows == 1 || sc[nb - 1] == C.rows * C.s0) &&
+     * a's and c's rows run on across it.  Not from m = 1: a few
+     * matrix-vector products (the gemv policy) beat one gemm of a few
+     * rows, which packs b first (OpenBLAS: 3 x 64 @ 64 x 256 is 1.5x
+     * three gemvs) */
+    while (m > 1 && nb > 0 && sb[nb - 1] == 0 &&
+           sa[nb - 1] == A.rows * A.s0 && sc[nb - 1] == C.rows * C.s0 &&
            ext[nb - 1] <= INT64_MAX / A.rows) {
-        if (A.rows == 1) {
-            A.s0 = sa[nb - 1];
-            C.s0 = sc[nb - 1];
-        }
         A.rows *= ext[nb - 1];
         C.rows = A.rows;
         nb--;

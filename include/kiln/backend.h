@@ -530,8 +530,8 @@ typedef struct kiln_runtime {
      * core BLAS cannot read in place (no unit stride, or a leading
      * dimension below its extent) is packed into a per-thread scratch
      * buffer that only grows (freed at thread exit: no malloc per call
-     * once grown); consecutive batch rows that share b are folded into
-     * one taller product; k = 0 writes zeros.  rt is the table the entry
+     * once grown); with m > 1, consecutive batch rows that share b are
+     * folded into one taller product; k = 0 writes zeros.  rt is the table the entry
      * was read from.  Returns 0, or a kiln_code after writing one line
      * into errbuf (KILN_ERR_SHAPE: ranks, dtypes or extents that do not
      * fit, both shapes named; KILN_ERR_NOMEM).  Thread-safe. */
