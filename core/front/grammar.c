@@ -528,7 +528,9 @@ static int parse_attr_value(parser *p, attr_item *it, int op)
                     (v < -1 || (v == -1 && op != KILN_OP_RESHAPE)))
                     return kiln_lex_fail_at(p, vline, vcol, KILN_ERR_SHAPE,
                                    "%s: bad dim %lld in 'shape'%s",
-                                   kiln_ir_op_info(op)->name, (long long)v,
+                                   op >= 0 ? kiln_ir_op_info(op)->name
+                                           : "shape",
+                                   (long long)v,
                                    v == -1 ? " (-1 is only for reshape)"
                                            : "");
             } else if (p->t.kind == T_QUEST) {
@@ -720,8 +722,8 @@ static int lookup_op(parser *p, const tok *name, char opname[32], int *op,
         memcpy(opname, name->s, name->n);
         opname[name->n] = '\0';
         *op = kiln_ir_op_lookup(opname);
-        /* a composite (normal_lpdf, ...) expands in kiln_graph_op and
-         * takes no attributes */
+        /* a composite (normal_lpdf, softmax, ...) expands in
+         * kiln_graph_op, which checks its attributes */
         *composite = *op < 0 && kiln_composite_lookup(opname) >= 0;
     } else {
         opname[0] = '\0';
@@ -1084,9 +1086,6 @@ static int call_step(parser *p, xstack *st, const operand *in, operand *res)
             f->state = S_ARG;
             return R_EXPR;
         }
-        if (f->composite)
-            return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_TYPE,
-                           "%s: takes no attributes", f->opname);
         if (f->nattrs == f->cattrs) {
             size_t nc = f->cattrs ? 2 * f->cattrs : 4;
             attr_item *q = realloc(f->attrs, nc * sizeof *q);

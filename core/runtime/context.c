@@ -180,6 +180,23 @@ static void buf_label(const kiln_graph *g, const kiln_buf *b, char *lbl,
         snprintf(lbl, size, "a temporary");
 }
 
+/* An anonymous symbol of b's node type (a `?`, a slice of a symbolic
+ * dim, a join along one, a reshape's -1) not sized yet takes b's size:
+ * a later node may name it (reshape's gradient reshapes back to its
+ * input's shape, symbols and all; docs/ops.md "Shape ops"). */
+static void bind_anonymous(const kiln_graph *g, const kiln_buf *b,
+                           int64_t *symvals)
+{
+    if (b->node < 0 || g->nodes[b->node].type.rank != b->rank)
+        return;
+    const kiln_type *t = &g->nodes[b->node].type;
+    for (int k = 0; k < b->rank; k++)
+        if (KILN_DIM_IS_SYM(t->dims[k]) &&
+            KILN_SYM_INDEX(t->dims[k]) < g->n_symbols &&
+            symvals[KILN_SYM_INDEX(t->dims[k])] < 0)
+            symvals[KILN_SYM_INDEX(t->dims[k])] = b->shape[k];
+}
+
 /* Re-infer every buffer's shape from the inputs and grow the slots. */
 static int prepare_shapes(kiln_context *cx, const kiln_tensor *in,
                           kiln_err *err)
@@ -232,6 +249,7 @@ static int prepare_shapes(kiln_context *cx, const kiln_tensor *in,
             b->rank = tout.rank;
             memcpy(b->shape, tout.dims, sizeof(int64_t) * KILN_MAX_RANK);
         }
+        bind_anonymous(g, b, cx->symvals);
         if (!kiln_vm_size_fits(b->rank, b->shape, b->type.dtype)) {
             char lbl[160], s1[256];
             buf_label(g, b, lbl, sizeof lbl);
