@@ -13,6 +13,11 @@ pinned to CPU 1 (`taskset -c 1`; CPU 0 is the slow one on the VM of
 diag28), 2 threads unpinned; OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = n
 for every implementation and torch.set_num_threads(n).
 
+Every worker runs with OpenBLAS's libblas.so.3 first on LD_LIBRARY_PATH
+(Debian's libblas.so.3 alternative may be the reference BLAS; numpy and
+torch link it, kiln links OpenBLAS): the table's footer lists the BLAS
+libraries the workers mapped.
+
 Implementations (each skipped with a line when it is absent):
   kiln   kiln.decoder.Decoder (the package over libkiln in BUILDDIR; its
          plugins from BUILDDIR/backends); a cold process with a fresh
@@ -236,6 +241,10 @@ def worker(impl, d, threads, reps, n_decode, phase):
         ts.append(time.perf_counter() - t0)
     res["decode_ms"] = 1e3 * median(ts)
     res["rss_mb"] = vm_hwm_mb()
+    with open("/proc/self/maps") as f:
+        res["blas"] = sorted({os.path.basename(os.path.dirname(line.split()[-1])) + "/"
+                              + os.path.basename(line.split()[-1]) for line in f
+                              if "blas" in line.split()[-1]})
     print("RESULT " + json.dumps(res), flush=True)
 
 
@@ -248,8 +257,17 @@ def available(impl, env):
     return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[-1]
 
 
+# numpy and torch link libblas.so.3, which Debian's alternatives may point
+# at the reference BLAS; kiln links OpenBLAS.  The same BLAS for all:
+# OpenBLAS's libblas.so.3 first on the library path
+OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
+
+
 def run_worker(impl, d, n, args, env):
     env = dict(env, OPENBLAS_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n))
+    if os.path.isdir(OPENBLAS_DIR):
+        env["LD_LIBRARY_PATH"] = OPENBLAS_DIR + (
+            ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--dir", d,
            "--threads", str(n), "--reps", str(args.reps), "--decode", str(args.decode),
            "--phase", env.get("BENCH_PHASE", "run")]
@@ -428,6 +446,8 @@ def main(argv):
             lines.append(f"|  | | (cold: compile {cold['compile_s']:.2f} s, tier_wait "
                          f"{cold['tier_wait_s']:.2f} s) | | | | | | |")
     rows = [r[:3] for r in rows]
+    blas = sorted({b for _, _, r in rows for b in r.get("blas", [])})
+    lines += ["", "BLAS libraries mapped by the workers: " + (", ".join(blas) or "none")]
     if any(i == "torch" for i, _, _ in rows):
         lines += ["", "Ratios to torch at the same threads (goal: <= 1.25 time, <= 1.2 RSS):", ""]
         tr = {n: r for i, n, r in rows if i == "torch"}
