@@ -3,7 +3,7 @@
 with random weights in a safetensors file (issue 29; docs/decoder.md).
 
     gen_decoder.py --config C.json --out DIR [--seed N] [--layers L]
-                   [--primitives] [--no-weights]
+                   [--primitives | --composites] [--no-weights]
 
 writes DIR/config.json (the configuration, with --layers applied),
 DIR/model.kg and DIR/model.safetensors (f32, Hugging Face's tensor names:
@@ -19,7 +19,9 @@ The graph serves prefill and decode with a KV cache held by the caller
     past_k_<l>, past_v_<l>: f32[t, KVH, D]   the cache's first t rows
 Outputs:
     logits: f32[V]                 of the last new token
-    new_k, new_v: f32[L, T, KVH, D]  rows to append to the cache
+    new_k_<l>, new_v_<l>: f32[T, KVH, D]  rows to append to the caches
+                                   (one output per layer: a stack would be
+                                   a copy and a kernel whose width is L)
     greedy: i64                    argmax of logits (first index)
 Attention over past and new keys without joining them: scores against
 the past and against the new keys (causal mask) are shifted by their
@@ -218,10 +220,9 @@ def write_kg(path, cfg, primitives):
     w("  hn = %s" % rms(h + "[-1]", W("model.norm.weight"), 0))
     w("  output logits = dot(hn, transpose(%s))"
       % W("model.embed_tokens.weight"))
-    w("  output new_k = stack(%s, axis=0)"
-      % ", ".join("l%d_kr" % l for l in range(L)))
-    w("  output new_v = stack(%s, axis=0)"
-      % ", ".join("l%d_v" % l for l in range(L)))
+    for l in range(L):
+        w("  output new_k_%d = l%d_kr" % (l, l))
+        w("  output new_v_%d = l%d_v" % (l, l))
     if primitives:
         w("  iv = sub(cumsum(cast(fill(logits, 1), dtype=i64), axis=0), 1)")
         w("  output greedy = min(where(eq(logits, max(logits)), iv, %d))"
@@ -240,8 +241,13 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layers", type=int, default=None)
-    ap.add_argument("--primitives", action="store_true",
+    ap.add_argument("--primitives", dest="primitives", action="store_true",
+                    default=True,
                     help="primitive ops instead of rms_norm/silu/arange/"
+                    "argmax (the default until those composites are in)")
+    ap.add_argument("--composites", dest="primitives",
+                    action="store_false",
+                    help="the layer composites rms_norm, silu, arange, "
                     "argmax")
     ap.add_argument("--no-weights", action="store_true",
                     help="write config.json and model.kg only")

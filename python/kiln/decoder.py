@@ -11,7 +11,8 @@ inputs are the new tokens, their first position and, per layer, the
 cache's first t rows (past_k_<l>, past_v_<l>: f32[t, KVH, D], contiguous
 prefixes of the caches [L, Smax, KVH, D] this object holds, passed
 without a copy); its outputs the last position's logits, the new rows
-(new_k, new_v: [L, T, KVH, D], copied into the caches after each call)
+(new_k_<l>, new_v_<l>: [T, KVH, D], copied into the caches after each
+call)
 and the greedy token.  A decode step therefore costs one step over t
 cached rows, not a forward over t tokens.
 
@@ -154,8 +155,9 @@ class Decoder:
         for l in range(self.n_layers):
             args += [self._k[l, :t], self._v[l, :t]]
         out = dict(zip(self.fn.output_names, self.fn(*args)))
-        self._k[:, t:t + T] = out["new_k"]
-        self._v[:, t:t + T] = out["new_v"]
+        for l in range(self.n_layers):
+            self._k[l, t:t + T] = out["new_k_%d" % l]
+            self._v[l, t:t + T] = out["new_v_%d" % l]
         self.pos = t + T
         return out["logits"], int(out["greedy"])
 
