@@ -3,7 +3,8 @@
 with random weights in a safetensors file (issue 29; docs/decoder.md).
 
     gen_decoder.py --config C.json --out DIR [--seed N] [--layers L]
-                   [--primitives | --composites] [--no-weights]
+                   [--primitives | --composites] [--top-k-max K]
+                   [--no-weights]
 
 writes DIR/config.json (the configuration, with --layers applied),
 DIR/model.kg and DIR/model.safetensors (f32, Hugging Face's tensor names:
@@ -16,6 +17,7 @@ The graph serves prefill and decode with a KV cache held by the caller
 (plan of issue 29, decision 3).  Inputs:
     tokens: i64[T]                 the new tokens
     pos0: i64                      their first position (= t)
+    u: f32, temperature: f32, top_k: i64   sampling (below)
     past_k_<l>, past_v_<l>: f32[t, KVH, D]   the cache's first t rows
 Outputs:
     logits: f32[V]                 of the last new token
@@ -23,6 +25,13 @@ Outputs:
                                    (one output per layer: a stack would be
                                    a copy and a kernel whose width is L)
     greedy: i64                    argmax of logits (first index)
+    sampled: i64                   the token drawn by u from the top_k
+                                   (1 <= top_k <= --top-k-max, written to
+                                   config.json as kiln_top_k_max) largest
+                                   logits / temperature: candidates sorted
+                                   descending (top_k op: ties to the lower
+                                   index), c = cumsum(exp(v - v[0])), the
+                                   j-th with j = #(c <= u * c[top_k-1])
 Attention over past and new keys without joining them: scores against
 the past and against the new keys (causal mask) are shifted by their
 common maximum, and the two weighted sums and normalisers are added.
@@ -112,7 +121,7 @@ def lit(x):
     return repr(float(np.float32(x)))
 
 
-def write_kg(path, cfg, primitives):
+def write_kg(path, cfg, primitives, kmax):
     H = cfg["hidden_size"]
     nh = cfg["num_attention_heads"]
     kvh = cfg["num_key_value_heads"]
@@ -149,6 +158,9 @@ def write_kg(path, cfg, primitives):
     w("graph smollm2")
     w("  input tokens: i64[T]")
     w("  input pos0: i64")
+    w("  input u: f32")
+    w("  input temperature: f32")
+    w("  input top_k: i64")
     for l in range(L):
         w("  input past_k_%d: f32[t, %d, %d]" % (l, kvh, D))
         w("  input past_v_%d: f32[t, %d, %d]" % (l, kvh, D))
@@ -229,6 +241,17 @@ def write_kg(path, cfg, primitives):
           % V)
     else:
         w("  output greedy = argmax(logits, axis=0)")
+    w("  # top-k sampling with the caller's uniform u: the first top_k (at "
+      "most %d)" % kmax)
+    w("  # of the sorted logits/temperature, j = #(cumsum(exp(v - v[0])) "
+      "<= u * total)")
+    w("  tk = top_k(true_div(logits, temperature), k=%d)" % kmax)
+    w("  ti = result(tk, index=1)")
+    w("  tj = sub(cumsum(fill(ti, 1), axis=0), 1)")
+    w("  te = where(lt(tj, top_k), exp(sub(tk, tk[0])), 0.0)")
+    w("  tc = cumsum(te, axis=0)")
+    w("  tn = sum(cast(le(tc, mul(u, tc[-1])), dtype=i64))")
+    w("  output sampled = take(ti, minimum(tn, sub(top_k, 1)), axis=0)")
     w("end")
     text = "\n".join(o) + "\n"
     with open(path, "w") as f:
@@ -249,6 +272,9 @@ def main(argv=None):
                     action="store_false",
                     help="the layer composites rms_norm, silu, arange, "
                     "argmax")
+    ap.add_argument("--top-k-max", type=int, default=50,
+                    help="the largest top_k the graph samples from "
+                    "(default 50)")
     ap.add_argument("--no-weights", action="store_true",
                     help="write config.json and model.kg only")
     a = ap.parse_args(argv)
@@ -258,10 +284,12 @@ def main(argv=None):
     if a.layers is not None:
         cfg["num_hidden_layers"] = a.layers
     os.makedirs(a.out, exist_ok=True)
+    kmax = min(a.top_k_max, cfg["vocab_size"])
+    cfg["kiln_top_k_max"] = kmax
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
         f.write("\n")
-    write_kg(os.path.join(a.out, "model.kg"), cfg, a.primitives)
+    write_kg(os.path.join(a.out, "model.kg"), cfg, a.primitives, kmax)
     if not a.no_weights:
         write_safetensors(os.path.join(a.out, "model.safetensors"), cfg,
                           a.seed)

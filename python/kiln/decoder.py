@@ -16,11 +16,13 @@ call)
 and the greedy token.  A decode step therefore costs one step over t
 cached rows, not a forward over t tokens.
 
-Sampling (the rule of tests/decoder_ref.py, and of `kiln generate`):
-greedy when top_k is None/<= 1 or temperature <= 0; else the top_k
+Sampling (the rule of tests/decoder_ref.py): greedy when top_k is
+None/<= 1 or temperature <= 0 (the graph's `greedy`); else the top_k
 logits / temperature sorted descending (ties to the lower index),
 c = cumsum(exp(v - v[0])) in f32, the candidate j = #(c <= u * c[-1])
-(at most k-1).  The uniforms u come from `uniforms` or from
+(at most k-1): the graph's `sampled` (its top_k op keeps at most
+config.json's kiln_top_k_max candidates; a larger top_k is sampled here
+from the logits by ``sample``).  The uniforms u come from `uniforms` or from
 ``uniforms_from_seed(seed, n)``: SplitMix64 (Steele, Lea & Flood,
 "Fast splittable pseudorandom number generators", OOPSLA 2014), the top
 24 bits of each output times 2^-24, the same stream as `kiln generate
@@ -114,6 +116,7 @@ class Decoder:
         self.n_kv = cfg["num_key_value_heads"]
         self.head_dim = cfg.get("head_dim", H // nh)
         self.vocab = cfg["vocab_size"]
+        self.top_k_max = cfg.get("kiln_top_k_max", 1)
         t0 = time.perf_counter()
         g = Graph.parse_file(os.path.join(model_dir, "model.kg"))
         self.fn = _compile(g, **options)
@@ -143,15 +146,19 @@ class Decoder:
         """Forget the cache (the next call is a prefill)."""
         self.pos = 0
 
-    def step(self, tokens):
+    def step(self, tokens, u=0.0, temperature=1.0, top_k=1):
         """Run the new ``tokens`` (ints) after the cached ones; append
         their keys and values to the cache.  Returns (logits of the last
-        token: f32[V], greedy token: int)."""
+        token: f32[V], greedy token, sampled token): the sampled one is
+        drawn in the graph by ``u`` from the ``top_k`` (1 ..
+        ``top_k_max``) largest logits / ``temperature``."""
         toks = np.ascontiguousarray(tokens, dtype=np.int64).reshape(-1)
         T, t = toks.shape[0], self.pos
         if t + T > self._k.shape[1]:
             self._alloc(max(2 * self._k.shape[1], t + T))
-        args = [toks, np.int64(t)]
+        k = min(max(int(top_k), 1), self.top_k_max)
+        args = [toks, np.int64(t), np.float32(u), np.float32(temperature),
+                np.int64(k)]
         for l in range(self.n_layers):
             args += [self._k[l, :t], self._v[l, :t]]
         out = dict(zip(self.fn.output_names, self.fn(*args)))
@@ -159,7 +166,7 @@ class Decoder:
             self._k[l, t:t + T] = out["new_k_%d" % l]
             self._v[l, t:t + T] = out["new_v_%d" % l]
         self.pos = t + T
-        return out["logits"], int(out["greedy"])
+        return out["logits"], int(out["greedy"]), int(out["sampled"])
 
     def generate(self, prompt, max_new, top_k=None, temperature=1.0,
                  seed=0, uniforms=None):
@@ -176,11 +183,15 @@ class Decoder:
         self.decode_ms = []
         out = []
         cur = list(prompt)
+        in_graph = sampled and top_k <= self.top_k_max
         for i in range(max_new):
             t0 = time.perf_counter()
-            logits, greedy = self.step(cur)
-            tok = sample(logits, top_k, temperature, uniforms[i]) \
-                if sampled else greedy
+            if in_graph:
+                _, _, tok = self.step(cur, uniforms[i], temperature, top_k)
+            else:
+                logits, tok, _ = self.step(cur)
+                if sampled:   # more candidates than the graph keeps
+                    tok = sample(logits, top_k, temperature, uniforms[i])
             ms = (time.perf_counter() - t0) * 1e3
             if i == 0:
                 self.prefill_ms = ms
