@@ -173,7 +173,7 @@ def write_kg(path, cfg, primitives, kmax):
     if primitives:
         w("  ar = sub(cumsum(fill(tokens, 1), axis=0), 1)")
     else:
-        w("  ar = arange(T)")
+        w("  ar = arange(shape=[T])")
     w("  ang = mul(expand_dims(cast(add(ar, pos0), dtype=f32), axis=1), "
       "inv_freq)")
     w("  emb = join(1, ang, ang)")
