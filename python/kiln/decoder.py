@@ -119,15 +119,24 @@ class Decoder:
         self.top_k_max = cfg.get("kiln_top_k_max", 1)
         t0 = time.perf_counter()
         g = Graph.parse_file(os.path.join(model_dir, "model.kg"))
+        st = os.path.join(model_dir, "model.safetensors")
+        # weights bound in place from the file's mapping when this
+        # libkiln has Graph.bind_safetensors, else copied into the
+        # function after the compile (Function.bind_shared)
+        in_place = hasattr(g, "bind_safetensors")
+        if in_place:
+            g.bind_safetensors(st)
+        self.bind_s = time.perf_counter() - t0
         self.fn = _compile(g, **options)
-        self.compile_s = time.perf_counter() - t0
-        self._weights = read_safetensors(
-            os.path.join(model_dir, "model.safetensors"))
-        names = set(self.fn.shared_names)
-        for name, a in self._weights.items():
-            if _kg_name(name) in names:
-                self.fn.bind_shared(_kg_name(name), a)
-        self.bind_s = time.perf_counter() - t0 - self.compile_s
+        self.compile_s = time.perf_counter() - t0 - self.bind_s
+        if not in_place:
+            t1 = time.perf_counter()
+            self._weights = read_safetensors(st)
+            names = set(self.fn.shared_names)
+            for name, a in self._weights.items():
+                if _kg_name(name) in names:
+                    self.fn.bind_shared(_kg_name(name), a)
+            self.bind_s += time.perf_counter() - t1
         self._k = self._v = None
         self._alloc(max_len)
         self.pos = 0
