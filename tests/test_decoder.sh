@@ -27,11 +27,6 @@ export KILN_CACHE_DIR="$tmp/cache"
 "$python" "$top/examples/smollm/gen_decoder.py" --config \
   "$top/examples/smollm/tiny.json" --out "$tmp/m" --seed 3 || {
   echo "1..0 # SKIP gen_decoder.py failed"; exit 0; }
-if "$kiln" generate "$tmp/m/model.kg" --weights "$tmp/m/model.safetensors" \
-     --prompt 1 --max-new 1 2>&1 >/dev/null | grep -q "cannot bind"; then
-  echo "1..0 # SKIP this libkiln cannot bind safetensors weights"
-  exit 0
-fi
 
 # the reference's tokens, and whether a mismatch at a token is a near tie
 # (gap < 1e-5): "TOKENS|GAPS"

@@ -13,6 +13,7 @@
 #include "found_backends.h"
 #include "compile_text.h"
 #include "gradcheck.h"
+#include "graph_cases.h"
 
 #include <kiln/backend.h>
 #include <kiln/graph.h>
@@ -29,203 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define MAX_IO 16
-
-/* ---- values against NumPy / SciPy ------------------------------------ */
-
-typedef struct vcase {
-    char label[64];
-    double rtol;
-    char *text;
-    int n_in, n_out;
-    kiln_tensor in[MAX_IO];
-    double *ref[MAX_IO];
-    int64_t nref[MAX_IO];
-} vcase;
-
-static void vcase_free(vcase *c)
-{
-    free(c->text);
-    for (int i = 0; i < c->n_in; i++)
-        free(c->in[i].data);
-    for (int i = 0; i < c->n_out; i++)
-        free(c->ref[i]);
-    memset(c, 0, sizeof *c);
-}
-
-static double *read_doubles(FILE *fp, int64_t n)
-{
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    for (int64_t i = 0; v && i < n; i++)
-        if (fscanf(fp, "%lf", &v[i]) != 1) {
-            free(v);
-            return NULL;
-        }
-    return v;
-}
-
-/* 1 read, 0 at the end, -1 on a format error */
-static int read_vcase(FILE *fp, vcase *c)
-{
-    char kw[16], line[512];
-    memset(c, 0, sizeof *c);
-    if (fscanf(fp, "%15s", kw) != 1)
-        return 0;
-    if (strcmp(kw, "case") || fscanf(fp, "%63s %lf ", c->label, &c->rtol) != 2
-        || !fgets(line, sizeof line, fp) || strcmp(line, "graph\n"))
-        return -1;
-    size_t cap = 4096, len = 0;
-    c->text = malloc(cap);
-    len = (size_t)snprintf(c->text, cap, "kiln 1\ngraph t\n");
-    for (;;) {
-        if (!fgets(line, sizeof line, fp))
-            return -1;
-        size_t l = strlen(line);
-        if (len + l + 1 > cap)
-            c->text = realloc(c->text, cap *= 2);
-        memcpy(c->text + len, line, l + 1);
-        len += l;
-        if (!strcmp(line, "end\n"))
-            break;
-    }
-    for (;;) {
-        long pos = ftell(fp);
-        (void)pos;
-        int ch = fgetc(fp);
-        while (ch == '\n' || ch == ' ')
-            ch = fgetc(fp);
-        if (ch == EOF)
-            return 1;
-        ungetc(ch, fp);
-        if (ch == 'c')   /* the next case */
-            return 1;
-        if (fscanf(fp, "%15s", kw) != 1)
-            return -1;
-        if (!strcmp(kw, "in")) {
-            char nm[64];
-            int rank;
-            kiln_tensor *t = &c->in[c->n_in];
-            if (c->n_in >= MAX_IO || fscanf(fp, "%63s %d", nm, &rank) != 2)
-                return -1;
-            int64_t n = 1;
-            t->dtype = KILN_F64;
-            t->rank = rank;
-            for (int d = 0; d < rank; d++) {
-                long long x;
-                if (fscanf(fp, "%lld", &x) != 1)
-                    return -1;
-                t->shape[d] = x;
-                n *= x;
-            }
-            if (!(t->data = read_doubles(fp, n)))
-                return -1;
-            c->n_in++;
-        } else if (!strcmp(kw, "out")) {
-            long long n;
-            if (c->n_out >= MAX_IO || fscanf(fp, "%lld", &n) != 1 ||
-                !(c->ref[c->n_out] = read_doubles(fp, n)))
-                return -1;
-            c->nref[c->n_out++] = n;
-        } else {
-            return -1;
-        }
-    }
-}
-
-static double worst = 0;
-static char worst_at[160] = "";
-
-static void run_vcase(const vcase *c, const char *backend, const char *passes)
-{
-    kiln_err err = {0, ""};
-    kiln_function *f = compile_kg_text(c->text, backend, passes, &err);
-    if (!f) {
-        ok(0, "%s on %s: compile: %s", c->label, backend, err.message);
-        return;
-    }
-    kiln_tensor out[MAX_IO];
-    if (kiln_function_call(f, c->in, out, &err)) {
-        ok(0, "%s on %s: call: %s", c->label, backend, err.message);
-        kiln_function_free(f);
-        return;
-    }
-    int good = kiln_function_n_outputs(f) == c->n_out;
-    char why[200] = "";
-    for (int j = 0; good && j < c->n_out; j++) {
-        int64_t n = 1;
-        for (int d = 0; d < out[j].rank; d++)
-            n *= out[j].shape[d];
-        if (n != c->nref[j]) {
-            good = 0;
-            snprintf(why, sizeof why, "output %d has %lld elements, NumPy "
-                     "%lld", j, (long long)n, (long long)c->nref[j]);
-            break;
-        }
-        double scale = 1;
-        for (int64_t i = 0; i < n; i++)
-            scale = fmax(scale, fabs(c->ref[j][i]));
-        for (int64_t i = 0; i < n; i++) {
-            double e = fabs(((double *)out[j].data)[i] - c->ref[j][i]) / scale;
-            if (!(e <= c->rtol)) {
-                good = 0;
-                snprintf(why, sizeof why, "output %d [%lld]: %.17g, NumPy "
-                         "%.17g", j, (long long)i,
-                         ((double *)out[j].data)[i], c->ref[j][i]);
-                break;
-            }
-            if (e > worst) {
-                worst = e;
-                snprintf(worst_at, sizeof worst_at, "%s output %d on %s",
-                         c->label, j, backend);
-            }
-        }
-    }
-    ok(good, "%s on %s%s%s: values against NumPy/SciPy%s%s", c->label,
-       backend, passes ? " passes=" : "", passes ? passes : "",
-       good ? "" : ": ", why);
-    kiln_function_free(f);
-}
-
-static void value_tests(const char **bk, int nbk)
-{
-    const char *top = getenv("KILN_SRCDIR");
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/linalg_cases.py'",
-             top ? top : "..");
-    FILE *fp = access("/usr/bin/python3", X_OK) == 0 ? popen(cmd, "r") : NULL;
-    if (!fp) {
-        ok(1, "values against NumPy # SKIP no /usr/bin/python3");
-        return;
-    }
-    int c0 = fgetc(fp);
-    if (c0 == 'S') {
-        char why[256] = "";
-        if (!fgets(why, sizeof why, fp))
-            why[0] = 0;
-        why[strcspn(why, "\n")] = 0;
-        ok(1, "values against NumPy # S%s", why);
-        pclose(fp);
-        return;
-    }
-    if (c0 != EOF)
-        ungetc(c0, fp);
-    vcase c;
-    int n = 0, rc;
-    while ((rc = read_vcase(fp, &c)) == 1) {
-        for (int b = 0; b < nbk; b++)
-            run_vcase(&c, bk[b], NULL);
-        run_vcase(&c, "interp", "none");
-        vcase_free(&c);
-        n++;
-    }
-    vcase_free(&c);
-    int st = pclose(fp);
-    diag("largest error relative to max(1, max|ref|): %.3g at %s", worst,
-         worst_at);
-    ok(rc == 0 && st == 0 && n >= 20, "read %d cases from linalg_cases.py "
-       "(exit status %d)", n, st);
-}
 
 /* ---- gradients -------------------------------------------------------- */
 
@@ -863,7 +667,7 @@ int main(void)
     fast_path_tests();
     fast_path_inplace();
     fast_path_threads();
-    value_tests(bk, nbk);
+    graph_value_tests("linalg_cases.py", 20, bk, nbk, 0);
     for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) {
         gc_check(grads[i].label, grads[i].text, 1e-6);
         backend_grads(grads[i].label, grads[i].text, bk, nbk);

@@ -582,8 +582,9 @@ static void test_errors(void)
     ERR(KILN_ERR_NAME, "m.kg:4:3: cannot name a value 'y': it is already "
         "named 'x'", "alias of a named value", "kiln 1", "graph m",
         "  input x: f64[3]", "  y = x", "end");
-    ERR(P, "m.kg:3:22: expected npy(\"FILE\"), csv(\"FILE\", \"COLUMN\") "
-        "or json(\"FILE\", \"KEY\") after '=', found 'foo'", "unknown data source", "kiln 1", "graph m",
+    ERR(P, "m.kg:3:22: expected npy(\"FILE\"), csv(\"FILE\", \"COLUMN\"), "
+        "json(\"FILE\", \"KEY\") or safetensors(\"FILE\", \"TENSOR\") "
+        "after '=', found 'foo'", "unknown data source", "kiln 1", "graph m",
         "  shared d: f64[3] = foo(\"a\")", "end");
     ERR(P, "m.kg:3:36: expected ',' and a column name, found ')'",
         "csv without column", "kiln 1", "graph m",

@@ -24,6 +24,7 @@
 #include "kiln_cli.h"  /* kiln explain, kiln policy (kiln_policy.c) */
 #include "excerpt.h"   /* short escaped quotes of -i values (core/) */
 #include "jsondata.h"  /* kiln run --data (libkiln, internal header) */
+#include "safetensors.h" /* kiln run --weights (libkiln, internal) */
 #include "trace.h"     /* kiln run --trace-nonfinite (libkiln, internal) */
 #include "suggest.h"   /* did you mean (libkiln, internal) */
 #include "gemv.h"      /* kiln --version's BLAS (libkiln, internal) */
@@ -39,7 +40,8 @@
 
 static const char *usage_text =
     "usage: kiln run FILE.kg [-i NAME=VALUE]... [--inputs POINT.json]\n"
-    "                [--data DATA.json] [--random-inputs SEED]\n"
+    "                [--data DATA.json] [--weights FILE.safetensors]\n"
+    "                [--random-inputs SEED]\n"
     "                [--repeat N] [--backend NAME] [--json] [--check-grad]\n"
     "                [--jobs N] [--opt 1|2|3] [--fast-math]\n"
     "                [--policy POLICY.yaml] [--no-cache] [--cache-report]\n"
@@ -832,7 +834,7 @@ static int cmd_run(int argc, char **argv)
 static int run_with(int argc, char **argv, const char **assign)
 {
     const char *file = NULL, *backend = NULL, *policy_file = NULL;
-    const char *data_json = NULL, *inputs_json = NULL;
+    const char *data_json = NULL, *inputs_json = NULL, *weights = NULL;
     int n_assign = 0, json = 0, random = 0, repeat = 1, check_grad = 0;
     int jobs = 0, opt_level = 0, fast_math = 0, no_cache = 0;
     const char *passes = NULL;   /* --passes (docs/rewrite.md) */
@@ -858,6 +860,12 @@ static int run_with(int argc, char **argv, const char **assign)
                 return 2;
             }
             data_json = argv[++i];
+        } else if (strcmp(a, "--weights") == 0 && i + 1 < argc) {
+            if (weights) {
+                fprintf(stderr, "kiln: --weights given twice\n");
+                return 2;
+            }
+            weights = argv[++i];
         } else if (strcmp(a, "--inputs") == 0 && i + 1 < argc) {
             if (inputs_json) {
                 fprintf(stderr, "kiln: --inputs given twice\n");
@@ -995,6 +1003,14 @@ static int run_with(int argc, char **argv, const char **assign)
     kiln_graph *g = kiln_parse_file_opts(file, &data, &err);
     if (!g) {
         fprintf(stderr, "kiln: %s\n", err.message);
+        return 1;
+    }
+    /* --weights FILE.safetensors: shared values bound by name, in place
+     * (every one must be there unless --data binds the rest) */
+    if (weights && kiln_safetensors_bind_graph(g, weights, &data, !data_json,
+                                               NULL, &err)) {
+        fprintf(stderr, "kiln: --weights: %s\n", err.message);
+        kiln_graph_free(g);
         return 1;
     }
     kiln_json_data *bound = NULL;

@@ -33,11 +33,6 @@
 
 #define GEN_MAX_LAYERS 512
 
-/* Until libkiln has the safetensors binding (issue 29's weights part,
- * include/kiln/graph.h), the command links without it and says so. */
-int kiln_graph_bind_safetensors(kiln_graph *g, const char *path,
-                                kiln_err *err) __attribute__((weak));
-
 static const char *gen_usage =
     "usage: kiln generate MODEL.kg --weights W.safetensors --prompt IDS\n"
     "                --max-new N [--top-k K] [--temperature X] [--seed S]\n"
@@ -284,11 +279,6 @@ int kiln_cli_generate(int argc, char **argv)
         goto out;
     }
     double t0 = now_ms();
-    if (!kiln_graph_bind_safetensors) {
-        fprintf(stderr, "kiln generate: this libkiln cannot bind "
-                "safetensors weights (kiln_graph_bind_safetensors)\n");
-        goto out;
-    }
     if (kiln_graph_bind_safetensors(g, weights, &err)) {
         fprintf(stderr, "kiln generate: --weights: %s\n", err.message);
         goto out;

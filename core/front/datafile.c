@@ -187,3 +187,54 @@ int data_open(const char *path, const kiln_read_options *opt, data_file *df,
     df->max = max;
     return 0;
 }
+
+int data_read_all(const char *path, data_file *df, char **out, size_t *len,
+                  kiln_err *err)
+{
+    char *buf = NULL;
+    size_t n = 0, cap;
+    int rc = 0;
+    /* read at most max + 1 bytes: one more than the limit says the file
+     * (a FIFO, or a regular file that grew) is over it */
+    cap = df->regular && df->size < df->max ? (size_t)df->size + 1 : 65536;
+    for (;;) {
+        if (n == cap || !buf) {
+            size_t nc = !buf ? cap : cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
+            char *nb = realloc(buf, nc);
+            if (!nb) {
+                rc = kiln_seterr(err, KILN_ERR_NOMEM, "%s: out of memory",
+                                 path);
+                goto fail;
+            }
+            buf = nb;
+            cap = nc;
+        }
+        size_t want = cap - n;
+        if ((uint64_t)n + want > df->max + 1)
+            want = (size_t)(df->max + 1 - n);
+        size_t got = want ? fread(buf + n, 1, want, df->f) : 0;
+        n += got;
+        if ((uint64_t)n > df->max) {
+            char what[48];
+            snprintf(what, sizeof what, "more than %" PRIu64 " bytes",
+                     df->max);
+            rc = data_too_large(path, what, df->max, err);
+            goto fail;
+        }
+        if (got < want)
+            break;
+    }
+    if (ferror(df->f)) {
+        rc = kiln_seterr(err, KILN_ERR_IO, "%s: read error: %s", path,
+                         strerror(errno));
+        goto fail;
+    }
+    fclose(df->f);
+    *out = buf;
+    *len = n;
+    return 0;
+fail:
+    free(buf);
+    fclose(df->f);
+    return rc;
+}

@@ -47,4 +47,12 @@ const kiln_memfile *data_memfile(const char *path,
 int data_too_large(const char *path, const char *what, uint64_t max,
                    kiln_err *err);
 
+/* Read all of df (opened by data_open) into a new buffer *out of *len
+ * bytes (malloc'd, at least one byte; the caller frees it), up to the
+ * size limit; df->f is closed either way.  Returns 0, or KILN_ERR_PARSE
+ * (over the limit), KILN_ERR_IO ("<path>: read error: ..."),
+ * KILN_ERR_NOMEM with err set. */
+int data_read_all(const char *path, data_file *df, char **out, size_t *len,
+                  kiln_err *err);
+
 #endif

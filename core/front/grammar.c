@@ -25,6 +25,7 @@
 #include "suggest.h"   /* did you mean */
 #include "composite.h"
 #include "datafile.h"
+#include "safetensors.h"
 #include <kiln/io.h>
 
 #include <errno.h>
@@ -527,7 +528,9 @@ static int parse_attr_value(parser *p, attr_item *it, int op)
                     (v < -1 || (v == -1 && op != KILN_OP_RESHAPE)))
                     return kiln_lex_fail_at(p, vline, vcol, KILN_ERR_SHAPE,
                                    "%s: bad dim %lld in 'shape'%s",
-                                   kiln_ir_op_info(op)->name, (long long)v,
+                                   op >= 0 ? kiln_ir_op_info(op)->name
+                                           : "shape",
+                                   (long long)v,
                                    v == -1 ? " (-1 is only for reshape)"
                                            : "");
             } else if (p->t.kind == T_QUEST) {
@@ -719,8 +722,8 @@ static int lookup_op(parser *p, const tok *name, char opname[32], int *op,
         memcpy(opname, name->s, name->n);
         opname[name->n] = '\0';
         *op = kiln_ir_op_lookup(opname);
-        /* a composite (normal_lpdf, ...) expands in kiln_graph_op and
-         * takes no attributes */
+        /* a composite (normal_lpdf, softmax, ...) expands in
+         * kiln_graph_op, which checks its attributes */
         *composite = *op < 0 && kiln_composite_lookup(opname) >= 0;
     } else {
         opname[0] = '\0';
@@ -1083,9 +1086,6 @@ static int call_step(parser *p, xstack *st, const operand *in, operand *res)
             f->state = S_ARG;
             return R_EXPR;
         }
-        if (f->composite)
-            return kiln_lex_fail_at(p, p->t.line, p->t.col, KILN_ERR_TYPE,
-                           "%s: takes no attributes", f->opname);
         if (f->nattrs == f->cattrs) {
             size_t nc = f->cattrs ? 2 * f->cattrs : 4;
             attr_item *q = realloc(f->attrs, nc * sizeof *q);
@@ -1768,16 +1768,18 @@ static int stmt_shared(parser *p)
     if (decl_head(p, "shared", &name, &s) || parse_type(p, &ty))
         goto out;
     tok src = name, ptok = name;
-    const char *kind = NULL;   /* "npy", "csv" or "json" */
+    const char *kind = NULL;   /* "npy", "csv", "json" or "safetensors" */
     if (p->t.kind == T_EQ) {
         if (kiln_lex_advance(p))
             goto out;
         src = p->t;
         kind = kiln_lex_is_word(&p->t, "npy") ? "npy" : kiln_lex_is_word(&p->t, "csv") ? "csv"
-               : kiln_lex_is_word(&p->t, "json") ? "json" : NULL;
+               : kiln_lex_is_word(&p->t, "json") ? "json"
+               : kiln_lex_is_word(&p->t, "safetensors") ? "safetensors" : NULL;
         if (!kind) {
-            kiln_lex_expected(p, "npy(\"FILE\"), csv(\"FILE\", \"COLUMN\") or "
-                        "json(\"FILE\", \"KEY\") after '='");
+            kiln_lex_expected(p, "npy(\"FILE\"), csv(\"FILE\", \"COLUMN\"), "
+                        "json(\"FILE\", \"KEY\") or safetensors(\"FILE\", "
+                        "\"TENSOR\") after '='");
             goto out;
         }
         if (kiln_lex_advance(p) || kiln_lex_expect(p, T_LPAREN, "'('"))
@@ -1795,12 +1797,16 @@ static int stmt_shared(parser *p)
             goto out;
         if (kind[0] != 'n') {
             int csv = kind[0] == 'c';
-            if (kiln_lex_expect(p, T_COMMA, csv ? "',' and a column name"
-                                       : "',' and a variable name"))
+            const char *what = csv ? "a column name"
+                               : kind[0] == 's' ? "a tensor name"
+                                                : "a variable name";
+            char want[64];
+            snprintf(want, sizeof want, "',' and %s", what);
+            if (kiln_lex_expect(p, T_COMMA, want))
                 goto out;
             if (p->t.kind != T_STRING) {
-                kiln_lex_expected(p, csv ? "a column name in double quotes"
-                                : "a variable name in double quotes");
+                snprintf(want, sizeof want, "%s in double quotes", what);
+                kiln_lex_expected(p, want);
                 goto out;
             }
             if (!(column = kiln_lex_str_value(&p->t))) {
@@ -1849,6 +1855,20 @@ static int stmt_shared(parser *p)
             }
             r = !p->json || kiln_json_data_get(p->json, column, ty.dt,
                                                ty.rank, ty.dims, &t, &p->e);
+        } else if (kind[0] == 's') {
+            /* one open (and mapping) of a file that several values name;
+             * the tensor is bound in place below */
+            r = 0;
+            if (!p->st || strcmp(p->st_path, full) != 0) {
+                kiln_safetensors_close(p->st);
+                p->st = NULL;
+                free(p->st_path);
+                if (!(p->st_path = strdup(full))) {
+                    kiln_lex_nomem(p);
+                    goto out;
+                }
+                r = kiln_safetensors_open(full, p->data, &p->st, &p->e);
+            }
         } else if (kind[0] == 'c') {
             r = kiln_csv_read_column_opts(full, column, ty.dt, p->data, &t,
                                           &p->e);
@@ -1859,8 +1879,8 @@ static int stmt_shared(parser *p)
             kiln_lex_builder_fail(p, src.line, src.col);
             goto out;
         }
-        have_t = 1;
-        size_t sl = 16 + 2 * strlen(path) + (column ? 2 * strlen(column) : 0);
+        have_t = kind[0] != 's';
+        size_t sl = 32 + 2 * strlen(path) + (column ? 2 * strlen(column) : 0);
         if (!(source = malloc(sl))) {
             kiln_lex_nomem(p);
             goto out;
@@ -1882,7 +1902,8 @@ static int stmt_shared(parser *p)
     }
     kiln_value v = kiln_graph_shared(p->g, s, ty.dt, ty.rank, ty.dims,
                                      have_t ? &t : NULL, &p->e);
-    if (v < 0) {
+    if (v < 0 || (kind && kind[0] == 's' &&
+                  kiln_safetensors_bind(p->g, v, p->st, column, &p->e))) {
         kiln_lex_builder_fail(p, src.line, src.col);
         goto out;
     }
@@ -2450,6 +2471,8 @@ static kiln_graph *parse_text(const char *text, size_t len,
     free(p.bodies);
     kiln_json_data_free(p.json);
     free(p.json_path);
+    kiln_safetensors_close(p.st);   /* bound values keep the mapping */
+    free(p.st_path);
     free(p.def_line);
     free(p.out_line);
     free(p.open_at);

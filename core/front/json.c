@@ -622,11 +622,9 @@ static int json_c_error(const char *text, size_t len, size_t at,
                        reason);
 }
 
-/* Parse into d (its file set); returns 0 or an error code. */
-static int parse_into(kiln_json_data *d, const char *text, size_t len,
-                      kiln_err *err)
+int kiln_json_strict_object(const char *text, size_t len, const char *file,
+                            struct json_object **out, kiln_err *err)
 {
-    const char *file = d->file;
     json_tokener *tok = NULL;
     json_object *root = NULL;
     jkey *keys = NULL;
@@ -692,11 +690,29 @@ static int parse_into(kiln_json_data *d, const char *text, size_t len,
     }
     if ((rc = scan_text(text, bom, len, file, &keys, &nkeys, err)) != 0)
         goto done;
-    int n = json_object_object_length(root);
-    if (nkeys != n) {
+    if (nkeys != json_object_object_length(root)) {
         rc = find_duplicate(text, keys, nkeys, file, err);
         goto done;
     }
+    *out = root;
+    root = NULL;
+done:
+    free(keys);
+    json_object_put(root);
+    json_tokener_free(tok);
+    return rc;
+}
+
+/* Parse into d (its file set); returns 0 or an error code. */
+static int parse_into(kiln_json_data *d, const char *text, size_t len,
+                      kiln_err *err)
+{
+    const char *file = d->file;
+    json_object *root = NULL;
+    int rc = kiln_json_strict_object(text, len, file, &root, err);
+    if (rc)
+        return rc;
+    int n = json_object_object_length(root);
     d->vars = calloc((size_t)(n ? n : 1), sizeof *d->vars);
     d->sorted = malloc((size_t)(n ? n : 1) * sizeof *d->sorted);
     if (!d->vars || !d->sorted) {
@@ -717,9 +733,7 @@ static int parse_into(kiln_json_data *d, const char *text, size_t len,
         d->sorted[k] = &d->vars[k];
     qsort(d->sorted, (size_t)d->n, sizeof *d->sorted, cmp_names);
 done:
-    free(keys);
     json_object_put(root);
-    json_tokener_free(tok);
     return rc;
 }
 
@@ -752,56 +766,15 @@ kiln_json_data *kiln_json_data_read(const char *path,
 {
     data_file df;
     char *buf = NULL;
-    size_t n = 0, cap;
+    size_t n = 0;
 
     if (!path) {
         kiln_seterr(err, KILN_ERR_ARG, "kiln_json_data_read: path is NULL");
         return NULL;
     }
-    if (data_open(path, opt, &df, err) != 0)
+    if (data_open(path, opt, &df, err) != 0 ||
+        data_read_all(path, &df, &buf, &n, err) != 0)
         return NULL;
-    /* read at most max + 1 bytes: one more than the limit says the file
-     * (a FIFO, or a regular file that grew) is over it */
-    cap = df.regular && df.size < df.max ? (size_t)df.size + 1 : 65536;
-    for (;;) {
-        if (n == cap || !buf) {
-            size_t nc = !buf ? cap : cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
-            char *nb = realloc(buf, nc);
-            if (!nb) {
-                free(buf);
-                fclose(df.f);
-                kiln_seterr(err, KILN_ERR_NOMEM, "%s: out of memory", path);
-                return NULL;
-            }
-            buf = nb;
-            cap = nc;
-        }
-        size_t want = cap - n;
-        if ((uint64_t)n + want > df.max + 1)
-            want = (size_t)(df.max + 1 - n);
-        size_t got = want ? fread(buf + n, 1, want, df.f) : 0;
-        n += got;
-        if ((uint64_t)n > df.max) {
-            char what[48];
-            snprintf(what, sizeof what, "more than %" PRIu64 " bytes",
-                     df.max);
-            free(buf);
-            fclose(df.f);
-            data_too_large(path, what, df.max, err);
-            return NULL;
-        }
-        if (got < want)
-            break;
-    }
-    if (ferror(df.f)) {
-        int e = errno;
-        free(buf);
-        fclose(df.f);
-        kiln_seterr(err, KILN_ERR_IO, "%s: read error: %s", path,
-                    strerror(e));
-        return NULL;
-    }
-    fclose(df.f);
     kiln_json_data *d = kiln_json_data_parse(buf, n, path, err);
     free(buf);
     return d;

@@ -23,4 +23,16 @@
 int kiln_json_data_bind_graph(kiln_graph *g, const kiln_json_data *d,
                               int *n_bound, kiln_err *err);
 
+struct json_object;
+
+/* Parse `len` bytes of `text` as one JSON object, strictly (RFC 8259,
+ * UTF-8 checked, nothing but whitespace after it), refusing duplicate
+ * top-level keys ("FILE:L:C: duplicate key 'k' (first at line L)"),
+ * keys in single quotes and integers json-c cannot store; messages start
+ * with `file`.  Returns 0 with *out the object (the caller drops it with
+ * json_object_put), or KILN_ERR_PARSE / KILN_ERR_NOMEM with err set.
+ * (The CmdStan JSON reader and the safetensors header.) */
+int kiln_json_strict_object(const char *text, size_t len, const char *file,
+                            struct json_object **out, kiln_err *err);
+
 #endif

@@ -50,6 +50,9 @@ typedef struct parser {
      * kept so that a model's many json() values read it once */
     char *json_path;
     kiln_json_data *json;
+    /* likewise the safetensors file safetensors() sources read last */
+    char *st_path;
+    kiln_safetensors *st;
     /* issue 28: the graph blocks before the current one, which a later
      * block's `scan(..., body=NAME)` names (the last block is the graph
      * the text defines) */

@@ -713,9 +713,15 @@ typedef struct composite {
     unsigned int_args;      /* bit i: argument i must be an integer */
     unsigned vec_args;      /* bit i: argument i must be a vector */
     kiln_value (*expand)(cb *, const kiln_value *);
+    /* layer composites (composite_nn.c): the builder, the attribute keys
+     * they take ("axis, eps") and the largest arity (0: = arity) */
+    kiln_value (*nn)(const kiln_nn_call *);
+    const char *keys;
+    int max_arity;
 } composite;
 
-#define C(n, k, s, ints, v) { #n, k, s, ints, v, x_##n }
+#define C(n, k, s, ints, v) { #n, k, s, ints, v, x_##n, NULL, NULL, 0 }
+#define NN(n, lo, hi, s, keys) { #n, lo, s, 0, 0, NULL, kiln_nn_##n, keys, hi }
 static const composite table[] = {
     C(normal_lpdf, 3, "y, mu, sigma", 0, 0),
     C(normal_lcdf, 3, "y, mu, sigma", 0, 0),
@@ -777,8 +783,24 @@ static const composite table[] = {
     C(gp_exp_quad_cov, 3, "x, alpha, rho", 0, 0),
     C(i0, 1, "x", 0, 0),
     C(i1, 1, "x", 0, 0),
+    /* issue 29: layers */
+    NN(softmax, 1, 1, "x", "axis"),
+    NN(log_softmax, 1, 1, "x", "axis"),
+    NN(layer_norm, 3, 3, "x, w, b", "axis, eps"),
+    NN(rms_norm, 2, 2, "x, w", "axis, eps"),
+    NN(gelu, 1, 1, "x", "approximate"),
+    NN(silu, 1, 1, "x", ""),
+    NN(rsqrt, 1, 1, "x", ""),
+    NN(var, 1, 1, "x", "axis, ddof, keepdims"),
+    NN(arange, 0, 2, "start, n", "shape"),
+    NN(argmax, 1, 1, "x", "axis"),
+    NN(argmin, 1, 1, "x", "axis"),
+    NN(repeat, 1, 1, "x", "repeats, axis"),
+    NN(tile, 1, 1, "x", "reps"),
+    NN(einsum, 2, 2, "a, b", "spec"),
 };
 #undef C
+#undef NN
 
 #define N_COMPOSITES ((int)(sizeof table / sizeof table[0]))
 
@@ -816,21 +838,67 @@ static const char *arg_name(const char *args, int k, char *buf, size_t n)
     return buf;
 }
 
+/* Whether `key` is one of the comma-separated words of `keys`. */
+static int key_in(const char *keys, const char *key)
+{
+    size_t n = strlen(key);
+    for (const char *p = keys; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, key, n) == 0)
+            return 1;
+        p += len;
+        p += strspn(p, ", ");
+    }
+    return 0;
+}
+
+/* The attributes of a call of d: known keys, none repeated. */
+static int check_attrs(const composite *d, const kiln_attr *attrs,
+                       int n_attrs, kiln_err *err)
+{
+    if (n_attrs == 0)
+        return 0;
+    if (!d->nn || !d->keys[0])
+        return kiln_seterr(err, KILN_ERR_TYPE, "%s: takes no attributes",
+                           d->name), -1;
+    if (!attrs)
+        return kiln_seterr(err, KILN_ERR_ARG, "%s: bad attribute list",
+                           d->name), -1;
+    for (int i = 0; i < n_attrs; i++) {
+        if (!attrs[i].key || !key_in(d->keys, attrs[i].key))
+            return kiln_seterr(err, KILN_ERR_TYPE, "%s: unknown attribute "
+                               "'%.60s' (takes %s)", d->name,
+                               attrs[i].key ? attrs[i].key : "(null)",
+                               d->keys), -1;
+        for (int j = 0; j < i; j++)
+            if (strcmp(attrs[j].key, attrs[i].key) == 0)
+                return kiln_seterr(err, KILN_ERR_TYPE, "%s: attribute '%s' "
+                                   "given twice", d->name, attrs[i].key),
+                       -1;
+    }
+    return 0;
+}
+
 kiln_value kiln_composite_build(kiln_graph *g, int ci, int n_in,
-                                const kiln_value *in, int n_attrs,
-                                kiln_err *err)
+                                const kiln_value *in, const kiln_attr *attrs,
+                                int n_attrs, kiln_err *err)
 {
     if (ci < 0 || ci >= N_COMPOSITES)
         return kiln_seterr(err, KILN_ERR_ARG, "bad composite %d", ci), -1;
     const composite *d = &table[ci];
-    if (n_attrs != 0)
-        return kiln_seterr(err, KILN_ERR_TYPE, "%s: takes no attributes",
-                           d->name), -1;
-    if (n_in != d->arity)
+    if (check_attrs(d, attrs, n_attrs, err))
+        return -1;
+    int hi = d->max_arity ? d->max_arity : d->arity;
+    if (n_in < d->arity || n_in > hi) {
+        if (hi != d->arity)
+            return kiln_seterr(err, KILN_ERR_TYPE, "%s: expected %d to %d "
+                               "arguments (%s), got %d", d->name, d->arity,
+                               hi, d->args, n_in), -1;
         return kiln_seterr(err, KILN_ERR_TYPE,
                            "%s: expected %d argument%s (%s), got %d",
                            d->name, d->arity, d->arity == 1 ? "" : "s",
                            d->args, n_in), -1;
+    }
     if (n_in > 0 && !in)
         return kiln_seterr(err, KILN_ERR_ARG, "%s: bad input list",
                            d->name), -1;
@@ -861,7 +929,8 @@ kiln_value kiln_composite_build(kiln_graph *g, int ci, int n_in,
     }
     int mark = g->n_nodes;
     cb c = { g, err };
-    kiln_value v = d->expand(&c, in);
+    kiln_nn_call nc = { g, err, n_in, in, attrs, n_attrs, kiln_graph_op };
+    kiln_value v = d->nn ? d->nn(&nc) : d->expand(&c, in);
     if (v < 0) {
         /* prefix the inner op's message with the composite's name */
         char msg[sizeof err->message];
@@ -951,9 +1020,13 @@ kiln_value kiln_graph_op(kiln_graph *g, const char *op, int n_in,
         return kiln_seterr(err, KILN_ERR_ARG, "kiln_graph_op: NULL "
                            "argument"), -1;
     int o = kiln_ir_op_lookup(op);
+    kiln_value dv;   /* tril/triu with k= or f32: composite_nn.c */
+    kiln_nn_call nc = { g, err, n_in, in, attrs, n_attrs, kiln_graph_op };
+    if (kiln_composite_divert(&nc, o, &dv))
+        return dv;
     if (o < 0 && kiln_composite_lookup(op) >= 0)
         return kiln_composite_build(g, kiln_composite_lookup(op), n_in, in,
-                                    n_attrs, err);
+                                    attrs, n_attrs, err);
     if (o < 0)
         return kiln_seterr(err, KILN_ERR_TYPE, "unknown op '%.200s'%s", op,
                            kiln_ir_op_hint(op, strlen(op))), -1;

@@ -344,22 +344,22 @@ static int grad_shape(gctx *c, kiln_value v, kiln_value gv)
     switch (n.op) {
     case KILN_OP_RESHAPE: {
         int64_t shape[KILN_MAX_RANK];
-        /* a named symbol (sized at run time from the inputs: `K`, a
-         * derived `K-1`) stays; at most one anonymous dim, inferred */
-        int n_sym = 0;
+        /* x's dims: a named symbol (`K`, a derived `K-1`) stays, sized
+         * at run time from the inputs; one anonymous dim is inferred
+         * (-1); several stay as symbols too, each sized at run time when
+         * the node that has it is computed (context.c bind_anonymous) */
+        int n_anon = 0, anon = -1;
         for (int i = 0; i < xt.rank; i++) {
             int64_t d = xt.dims[i];
             int named = KILN_DIM_IS_SYM(d) &&
                         KILN_SYM_INDEX(d) < c->g->n_symbols &&
                         c->g->symbols[KILN_SYM_INDEX(d)];
-            shape[i] = d >= 0 || named ? d : -1;
-            n_sym += d < 0 && !named;
+            shape[i] = d;
+            if (d < 0 && !named)
+                n_anon++, anon = i;
         }
-        if (n_sym > 1)
-            return kiln_seterr(c->err, KILN_ERR_TYPE,
-                               "grad: no gradient through reshape of a "
-                               "tensor with %d unnamed symbolic dims",
-                               n_sym);
+        if (n_anon == 1)
+            shape[anon] = -1;
         return contribute(c, x, op1_axes(c, "reshape", gv, "shape", xt.rank,
                                          shape, -1));
     }

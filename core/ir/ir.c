@@ -241,12 +241,42 @@ void kiln_ir_node_drop_attrs(kiln_node *n)
     n->attrs = &kiln_ir_no_attrs;
 }
 
+kiln_blob *kiln_blob_new(void (*release)(void *ctx), void *ctx)
+{
+    kiln_blob *b = malloc(sizeof *b);
+    if (!b)
+        return NULL;
+    b->refs = 1;
+    b->release = release;
+    b->ctx = ctx;
+    return b;
+}
+
+kiln_blob *kiln_blob_ref(kiln_blob *b)
+{
+    if (b)
+        __atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
+    return b;
+}
+
+void kiln_blob_unref(kiln_blob *b)
+{
+    if (!b || __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        return;
+    if (b->release)
+        b->release(b->ctx);
+    free(b);
+}
+
 static void node_release(kiln_node *n)
 {
     kiln_ir_node_drop_attrs(n);
     free(n->in);
     free(n->name);
-    free(n->data);
+    if (n->blob)
+        kiln_blob_unref(n->blob);   /* borrowed data: the blob's */
+    else
+        free(n->data);
     free(n->source);
 }
 
@@ -396,6 +426,7 @@ kiln_value kiln_ir_append(kiln_graph *g, const kiln_node *proto, kiln_err *err)
     nd.in = NULL;
     nd.name = NULL;
     nd.data = NULL;
+    nd.blob = NULL;
     nd.source = NULL;
     nd.attrs = NULL;
     int fail = kiln_ir_node_set_attrs(&nd, proto->attrs) != 0;
@@ -404,7 +435,9 @@ kiln_value kiln_ir_append(kiln_graph *g, const kiln_node *proto, kiln_err *err)
         fail = 1;
     if (proto->name && !(nd.name = dupstr(proto->name)))
         fail = 1;
-    if (proto->data && !(nd.data = dupmem(proto->data, proto->nbytes)))
+    if (proto->blob)                /* borrowed: share, never copy */
+        nd.data = proto->data, nd.blob = kiln_blob_ref(proto->blob);
+    else if (proto->data && !(nd.data = dupmem(proto->data, proto->nbytes)))
         fail = 1;
     if (proto->source && !(nd.source = dupstr(proto->source)))
         fail = 1;
@@ -468,6 +501,7 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
             d->in = NULL;
             d->name = NULL;
             d->data = NULL;
+            d->blob = NULL;
             d->source = NULL;
             d->attrs = &kiln_ir_no_attrs;
             c->n_nodes = i + 1;
@@ -479,7 +513,9 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
                 goto nomem;
             if (s->name && !(d->name = dupstr(s->name)))
                 goto nomem;
-            if (s->data && !(d->data = dupmem(s->data, s->nbytes)))
+            if (s->blob)            /* borrowed: share, never copy */
+                d->data = s->data, d->blob = kiln_blob_ref(s->blob);
+            else if (s->data && !(d->data = dupmem(s->data, s->nbytes)))
                 goto nomem;
             if (s->source && !(d->source = dupstr(s->source)))
                 goto nomem;
@@ -745,28 +781,86 @@ kiln_value kiln_graph_shared(kiln_graph *g, const char *name, kiln_dtype dt,
     return leaf(g, KILN_OP_SHARED, name, &t, data, nbytes, vshape, err);
 }
 
-int kiln_ir_bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
-                        kiln_err *err)
+/* kiln_ir_bind_shared (borrow 0: a copy) and kiln_ir_bind_shared_ref
+ * (borrow 1: value's bytes in place, owned by blob b or the caller) */
+static int bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
+                       int borrow, kiln_blob *b, kiln_err *err)
 {
     if (!g || !value || v < 0 || v >= g->n_nodes ||
         g->nodes[v].op != KILN_OP_SHARED || g->nodes[v].data)
-        return kiln_seterr(err, KILN_ERR_ARG, "kiln_ir_bind_shared: not a "
-                           "shared value without a value");
+        return kiln_seterr(err, KILN_ERR_ARG, "kiln_ir_bind_shared%s: not a "
+                           "shared value without a value",
+                           borrow ? "_ref" : "");
     kiln_node *n = &g->nodes[v];
     size_t nbytes = 0;
     int rc = shared_value_check(g, n->name, n->type.dtype, n->type.rank,
                                 n->type.dims, value, &nbytes, err);
     if (rc)
         return rc;
-    void *data = dupmem(value->data, nbytes);
+    /* zero bytes: nothing to borrow, an owned empty buffer */
+    kiln_blob *own = NULL;
+    if (borrow && nbytes &&
+        !(own = b ? kiln_blob_ref(b) : kiln_blob_new(NULL, NULL)))
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    void *data = own ? value->data : dupmem(value->data, nbytes);
     if (!data)
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
     n->data = data;
+    n->blob = own;
     n->nbytes = nbytes;
     memset(n->vshape, 0, sizeof n->vshape);
     for (int i = 0; i < n->type.rank; i++)
         n->vshape[i] = value->shape[i];
     return 0;
+}
+
+int kiln_ir_bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
+                        kiln_err *err)
+{
+    return bind_shared(g, v, value, 0, NULL, err);
+}
+
+int kiln_ir_bind_shared_ref(kiln_graph *g, kiln_value v,
+                            const kiln_tensor *value, kiln_blob *b,
+                            kiln_err *err)
+{
+    return bind_shared(g, v, value, 1, b, err);
+}
+
+kiln_value kiln_graph_shared_ref(kiln_graph *g, const char *name,
+                                 kiln_dtype dt, int rank, const int64_t *dims,
+                                 const kiln_tensor *value, kiln_err *err)
+{
+    if (check_decl(g, "shared", name, dt, rank, dims, 0, err))
+        return -1;
+    if (!value)
+        return kiln_seterr(err, KILN_ERR_ARG, "shared '%s': "
+                           "kiln_graph_shared_ref needs a value", name), -1;
+    size_t nbytes = 0;
+    if (shared_value_check(g, name, dt, rank, dims, value, &nbytes, err))
+        return -1;
+    if (!nbytes)        /* nothing to borrow: an owned empty buffer */
+        return kiln_graph_shared(g, name, dt, rank, dims, value, err);
+    kiln_type t;
+    if (decl_type(g, dt, rank, dims, &t, err))
+        return -1;
+    kiln_node nd;
+    memset(&nd, 0, sizeof nd);
+    nd.op = KILN_OP_SHARED;
+    nd.type = t;
+    nd.attrs = &kiln_ir_no_attrs;
+    nd.data = value->data;
+    nd.nbytes = nbytes;
+    for (int i = 0; i < rank; i++)
+        nd.vshape[i] = value->shape[i];
+    nd.name = dupstr(name);
+    nd.blob = kiln_blob_new(NULL, NULL);
+    if (!nd.name || !nd.blob) {
+        free(nd.name);
+        free(nd.blob);
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory"), -1;
+    }
+    return push_node(g, &nd, err);     /* releases nd on failure */
 }
 
 kiln_value kiln_graph_const(kiln_graph *g, const char *name, kiln_dtype dt,

@@ -150,6 +150,34 @@ typedef struct kiln_attrs {
     int sens;
 } kiln_attrs;
 
+/* A refcounted owner of borrowed data (issue 29, "weights are
+ * borrowed"): a node whose `blob` is not NULL does not own its `data`,
+ * the blob does.  kiln_ir_clone and kiln_ir_append copy the data pointer
+ * and take a reference; freeing the node drops one; the last reference
+ * calls release(ctx) (NULL: a caller's buffer the caller keeps alive,
+ * kiln_graph_shared_ref) and frees the blob.  Thread-safe (atomic). */
+typedef struct kiln_blob {
+    int refs;
+    void (*release)(void *ctx);
+    void *ctx;
+} kiln_blob;
+
+/* A new blob holding one reference; NULL when out of memory (release is
+ * not called then). */
+kiln_blob *kiln_blob_new(void (*release)(void *ctx), void *ctx);
+/* Take a reference (b may be NULL); returns b. */
+kiln_blob *kiln_blob_ref(kiln_blob *b);
+/* Drop a reference (b may be NULL); the last one releases. */
+void kiln_blob_unref(kiln_blob *b);
+
+/* Bind shared value v (declared without a value) to `value`'s data in
+ * place, owned by blob b (a reference is taken; b NULL: the caller's
+ * buffer, see kiln_graph_shared_ref).  Checks and errors as
+ * kiln_ir_bind_shared. */
+int kiln_ir_bind_shared_ref(kiln_graph *g, kiln_value v,
+                            const kiln_tensor *value, kiln_blob *b,
+                            kiln_err *err);
+
 typedef struct kiln_node {
     int op;                       /* kiln_op */
     kiln_type type;
@@ -166,8 +194,11 @@ typedef struct kiln_node {
     int lit_kind;                 /* LITERAL: kiln_literal_kind */
     char *name;                   /* owned; NULL when unnamed */
     /* CONST and SHARED: the value (owned, C order) and its concrete
-     * shape; data is NULL for a shared value not bound yet. */
+     * shape; data is NULL for a shared value not bound yet.  With
+     * `blob` set, data is borrowed (read only: never written, freed by
+     * the blob's release) instead of owned. */
     void *data;
+    kiln_blob *blob;
     size_t nbytes;
     int64_t vshape[KILN_MAX_RANK];
     char *source;                 /* SHARED: source as written

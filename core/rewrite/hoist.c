@@ -154,6 +154,7 @@ kiln_graph *kiln_rw_hoist_prep(const kiln_graph *g, const kiln_value *nodes,
         if (o->op == KILN_OP_SHARED) {
             /* bound later: the driver points it at g's data */
             nd.data = NULL;
+            nd.blob = NULL;
             nd.nbytes = 0;
             nd.promoted = 0;
             snprintf(nm, sizeof nm, "_hoist_in%d", (int)v);

@@ -107,7 +107,10 @@ static kiln_value push(kiln_rw *rw, kiln_node *nd, kiln_value for_old)
             kiln_ir_node_drop_attrs(nd);
             free(nd->in);
             free(nd->name);
-            free(nd->data);
+            if (nd->blob)
+                kiln_blob_unref(nd->blob);
+            else
+                free(nd->data);
             free(nd->source);
             nomem(rw);
             return -1;
@@ -139,6 +142,7 @@ kiln_value kiln_rw_move(kiln_rw *rw, kiln_value v)
     o->n_in = 0;
     o->name = NULL;
     o->data = NULL;
+    o->blob = NULL;
     o->source = NULL;
     kiln_value id = push(rw, &nd, v);
     if (id >= 0)
@@ -336,11 +340,15 @@ static void node_free(kiln_node *n)
     kiln_ir_node_drop_attrs(n);
     free(n->in);
     free(n->name);
-    free(n->data);
+    if (n->blob)
+        kiln_blob_unref(n->blob);
+    else
+        free(n->data);
     free(n->source);
     n->in = NULL;
     n->name = NULL;
     n->data = NULL;
+    n->blob = NULL;
     n->source = NULL;
 }
 

@@ -180,6 +180,23 @@ static void buf_label(const kiln_graph *g, const kiln_buf *b, char *lbl,
         snprintf(lbl, size, "a temporary");
 }
 
+/* An anonymous symbol of b's node type (a `?`, a slice of a symbolic
+ * dim, a join along one, a reshape's -1) not sized yet takes b's size:
+ * a later node may name it (reshape's gradient reshapes back to its
+ * input's shape, symbols and all; docs/ops.md "Shape ops"). */
+static void bind_anonymous(const kiln_graph *g, const kiln_buf *b,
+                           int64_t *symvals)
+{
+    if (b->node < 0 || g->nodes[b->node].type.rank != b->rank)
+        return;
+    const kiln_type *t = &g->nodes[b->node].type;
+    for (int k = 0; k < b->rank; k++)
+        if (KILN_DIM_IS_SYM(t->dims[k]) &&
+            KILN_SYM_INDEX(t->dims[k]) < g->n_symbols &&
+            symvals[KILN_SYM_INDEX(t->dims[k])] < 0)
+            symvals[KILN_SYM_INDEX(t->dims[k])] = b->shape[k];
+}
+
 /* Re-infer every buffer's shape from the inputs and grow the slots. */
 static int prepare_shapes(kiln_context *cx, const kiln_tensor *in,
                           kiln_err *err)
@@ -232,6 +249,7 @@ static int prepare_shapes(kiln_context *cx, const kiln_tensor *in,
             b->rank = tout.rank;
             memcpy(b->shape, tout.dims, sizeof(int64_t) * KILN_MAX_RANK);
         }
+        bind_anonymous(g, b, cx->symvals);
         if (!kiln_vm_size_fits(b->rank, b->shape, b->type.dtype)) {
             char lbl[160], s1[256];
             buf_label(g, b, lbl, sizeof lbl);
@@ -739,12 +757,14 @@ int kiln_context_prep_run(kiln_function *f, kiln_err *err)
     return rc;
 }
 
-int kiln_function_bind_shared(kiln_function *f, const char *name,
-                              const kiln_tensor *value, kiln_err *err)
+/* kiln_function_bind_shared (ref 0: copy) and _ref (ref 1: borrow). */
+static int bind_shared(kiln_function *f, const char *name,
+                       const kiln_tensor *value, int ref, kiln_err *err)
 {
     if (!f || !name || !value)
         return kiln_seterr(err, KILN_ERR_ARG,
-                           "kiln_function_bind_shared: NULL argument");
+                           "kiln_function_bind_shared%s: NULL argument",
+                           ref ? "_ref" : "");
     kiln_node *n = NULL;
     for (int i = 0; i < f->n_shared; i++)
         if (strcmp(f->g->nodes[f->shared[i]].name, name) == 0)
@@ -785,10 +805,24 @@ int kiln_function_bind_shared(kiln_function *f, const char *name,
     if (bytes && !value->data)
         return kiln_seterr(err, KILN_ERR_ARG, "shared value '%s': data is "
                            "NULL", name);
+    kiln_blob *own = NULL;
+    if (ref && bytes && !(own = kiln_blob_new(NULL, NULL)))
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    if (n->data && (own || n->blob)) {
+        /* borrowed before or now: never write the old bytes (a caller's
+         * buffer, a read-only mapping); let go of them instead */
+        if (n->blob)
+            kiln_blob_unref(n->blob);
+        else
+            free(n->data);
+        n->data = NULL;
+        n->blob = NULL;
+    }
     if (!n->data) {
-        n->data = malloc(bytes ? bytes : 1);
+        n->data = own ? value->data : malloc(bytes ? bytes : 1);
         if (!n->data)
             return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        n->blob = own;
         n->nbytes = bytes;
         for (int k = 0; k < value->rank; k++)
             n->vshape[k] = value->shape[k];
@@ -804,12 +838,24 @@ int kiln_function_bind_shared(kiln_function *f, const char *name,
         b->nbytes = bytes;
     }
     f->bind_gen++;  /* contexts copy the leaves again at their next call */
-    if (bytes)
+    if (bytes && !n->blob)
         memcpy(n->data, value->data, bytes);
     for (int i = 0; i < f->n_prep_in; i++)
         if (&f->g->nodes[f->prep_in[i].node] == n)
             return kiln_context_prep_run(f, err);   /* data-only values again */
     return 0;
+}
+
+int kiln_function_bind_shared(kiln_function *f, const char *name,
+                              const kiln_tensor *value, kiln_err *err)
+{
+    return bind_shared(f, name, value, 0, err);
+}
+
+int kiln_function_bind_shared_ref(kiln_function *f, const char *name,
+                                  const kiln_tensor *value, kiln_err *err)
+{
+    return bind_shared(f, name, value, 1, err);
 }
 
 void kiln_function_free(kiln_function *f)

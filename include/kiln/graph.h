@@ -60,6 +60,49 @@ kiln_value kiln_graph_shared(kiln_graph *g, const char *name, kiln_dtype dt,
                              int rank, const int64_t *dims,
                              const kiln_tensor *value, kiln_err *err);
 
+/* Declare shared value `name` bound to `value`'s data in place: the
+ * bytes are borrowed, never copied, by g, by every graph cloned or
+ * appended from it and by every function compiled from them
+ * (kiln_compile, kiln_model_new): weights read where they lie.  The
+ * checks are kiln_graph_shared's; `value` must not be NULL.
+ * Lifetime (the caller's duty): value->data must stay valid, and its
+ * bytes should not change, until g and every function compiled from g
+ * (or from a graph made from g) are freed, or the function's value is
+ * replaced by kiln_function_bind_shared/_ref.  Bytes changed in place
+ * are seen by the next call of such a function (there is no copy),
+ * except values hoisted from them (kiln_compile: computed once; rebind
+ * to recompute them).  kiln never writes the bytes.  A value of zero
+ * elements is copied (there is nothing to borrow).
+ * Thread-safety: as kiln_graph_shared (one thread per graph).
+ * Errors: those of kiln_graph_shared, KILN_ERR_ARG (value NULL). */
+kiln_value kiln_graph_shared_ref(kiln_graph *g, const char *name,
+                                 kiln_dtype dt, int rank,
+                                 const int64_t *dims,
+                                 const kiln_tensor *value, kiln_err *err);
+
+/* Bind the shared values of g declared without a value to the tensors
+ * of the safetensors file `path` (read with kiln_safetensors_open under
+ * the default read options, see <kiln/io.h>: F32, F64, I64, I32 and
+ * BOOL tensors are used in place from a read-only mapping of the file;
+ * F16 and BF16 are converted to f32 once).  A shared value named N takes
+ * the tensor whose name, with every byte outside [A-Za-z0-9_] made '_',
+ * equals N (`model.layers.0.mlp.up_proj.weight` binds
+ * `model_layers_0_mlp_up_proj_weight`).  The mapping lives while any
+ * graph or function holding one of its tensors lives (kiln_ir_clone,
+ * kiln_compile and kiln_model_new share it, never copy); nothing else of
+ * the file is kept.  Shared values that already have a value, and
+ * tensors no shared value names, are left alone.
+ * Returns 0, or an error code with err set: the reader's errors
+ * (KILN_ERR_IO, KILN_ERR_PARSE: "<path>: ..."), KILN_ERR_NAME
+ * ("<path>: tensors 'a.b' and 'a_b' both bind shared value 'a_b'";
+ * "shared value 'x' has no tensor in <path>; did you mean 'y'?" when an
+ * unbound shared value has none), KILN_ERR_TYPE / KILN_ERR_SHAPE
+ * ("<path>: tensor 'w': shared 'w': value has shape (3), declared
+ * (4)").
+ * On error nothing is bound.  Not thread-safe (one thread per graph). */
+int kiln_graph_bind_safetensors(kiln_graph *g, const char *path,
+                                kiln_err *err);
+
 /* Declare constant `name` of static shape `dims` with `data` (copied,
  * numel * dtype size bytes).
  * Errors: as kiln_graph_input; symbolic dims are KILN_ERR_ARG. */

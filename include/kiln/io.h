@@ -1,6 +1,6 @@
 /*
  * io.h — reading and writing tensors from files: NumPy `.npy` files,
- * single columns of CSV files and CmdStan JSON data.
+ * single columns of CSV files, CmdStan JSON data and safetensors files.
  *
  * Error conventions are those of <kiln/kiln.h>: a failing function returns
  * a non-zero kiln_code and, when `err` is not NULL, fills err->code and a
@@ -10,7 +10,9 @@
  *
  * Tensors returned by these functions own their `data`: it is allocated
  * with malloc() and the caller releases it with free().  `data` is never
- * NULL on success, even for a tensor with zero elements.
+ * NULL on success, even for a tensor with zero elements (except
+ * kiln_safetensors_get: its tensors are borrowed from the open file, used
+ * in place).
  */
 #ifndef KILN_IO_H
 #define KILN_IO_H
@@ -317,6 +319,83 @@ int kiln_json_data_shape(const kiln_json_data *d, const char *name,
 int kiln_json_data_get(const kiln_json_data *d, const char *name,
                        kiln_dtype dt, int rank, const int64_t *dims,
                        kiln_tensor *out, kiln_err *err);
+
+/* ---- safetensors (issue 29) ------------------------------------------ */
+
+/* An open safetensors file: the format models ship their weights in
+ * (https://github.com/huggingface/safetensors: an unsigned 64-bit
+ * little-endian header length N, N bytes of JSON, then the data).  The
+ * reader is kiln's own (core/front/safetensors.c). */
+typedef struct kiln_safetensors kiln_safetensors;
+
+/* The largest JSON header accepted: the format's own cap, 100 MB. */
+#define KILN_SAFETENSORS_HEADER_MAX ((uint64_t)100000000)
+
+/* Open `path` under the caller's read options `opt` (NULL: defaults; the
+ * file size limit and the refusal of non-regular files of the other
+ * readers, see kiln_read_options).  A regular file is mapped read-only
+ * (nothing read until used: the tensors are used in place); a memfile or
+ * an allowed special file (a FIFO) is read into memory.
+ * The header is JSON, parsed strictly (RFC 8259; duplicate keys
+ * refused); every key but "__metadata__" (ignored) names a tensor, an
+ * object with exactly the keys "dtype", "shape" (non-negative integers,
+ * at most KILN_MAX_RANK) and "data_offsets" ([begin, end] in bytes from
+ * the start of the data).  dtypes: F64, F32, I64, I32, BOOL (read in
+ * place, as KILN_F64 .. KILN_BOOL), F16 and BF16 (converted to f32 on
+ * first use: exact, NaN and infinities kept).  Each tensor's bytes must
+ * lie inside the data, be exactly numel * itemsize long and overlap no
+ * other tensor's.
+ * On success *out is a handle the caller frees with
+ * kiln_safetensors_close.  One thread at a time per handle.
+ * Errors: KILN_ERR_ARG (NULL arguments), KILN_ERR_IO (as kiln_npy_read;
+ * not a regular file), KILN_ERR_NOMEM, KILN_ERR_PARSE with the path and
+ * the reason, e.g.
+ *   "<path>: truncated: 5 bytes (a safetensors file starts with an
+ *    8-byte header length)",
+ *   "<path>: header length 200000000 is over the format's limit of
+ *    100000000 bytes",
+ *   "<path>: truncated: header length 4096 but only 100 bytes follow",
+ *   "<path>:1:17: duplicate key 'w' (first at line 1)",
+ *   "<path>: tensor 'w': unsupported dtype 'U8' (kiln reads F64, F32,
+ *    I64, I32, BOOL, and F16/BF16 converted to f32; convert the file,
+ *    e.g. with torch: t.to(torch.float32))",
+ *   "<path>: tensor 'w': rank 9 exceeds KILN_MAX_RANK (8)",
+ *   "<path>: tensor 'w': data_offsets [0, 64] give 64 bytes, but F32
+ *    (4, 8) needs 128",
+ *   "<path>: tensor 'w': data_offsets [0, 64] lie outside the 32 bytes
+ *    of data",
+ *   "<path>: tensors 'a' and 'b' overlap (bytes [0, 64) and [32, 96))",
+ *   and the size limit's message. */
+int kiln_safetensors_open(const char *path, const kiln_read_options *opt,
+                          kiln_safetensors **out, kiln_err *err);
+
+/* The number of tensors (>= 0); 0 for NULL. */
+int kiln_safetensors_count(const kiln_safetensors *st);
+
+/* Tensor i's name (owned by st, in the header's order) and, when t is
+ * not NULL, its dtype as kiln reads it (F16/BF16: KILN_F32), rank and
+ * shape (t->data set to NULL: see kiln_safetensors_get).  *file_dtype,
+ * when not NULL, gets the file's dtype ("F32", "BF16", ...).  Returns
+ * the name, or NULL when i is out of range. */
+const char *kiln_safetensors_info(const kiln_safetensors *st, int i,
+                                  kiln_tensor *t, const char **file_dtype);
+
+/* Tensor `name` into *out: dtype, rank, shape and data, which points into
+ * the mapping (F32, F64, I64, I32, BOOL on a little-endian host, aligned
+ * for its dtype) or at a buffer st made once (F16/BF16 converted, a
+ * misaligned tensor copied).  The data is read-only and owned by st:
+ * valid until kiln_safetensors_close, or longer where a graph or function
+ * bound to it holds the file (kiln_graph_bind_safetensors).  Every BOOL
+ * byte must be 0 or 1.
+ * Errors: KILN_ERR_ARG (NULL arguments), KILN_ERR_NAME ("<path>: no
+ * tensor 'x' (did you mean 'y'?)"), KILN_ERR_PARSE (a bool byte not 0
+ * or 1), KILN_ERR_NOMEM.  On error *out is left unchanged. */
+int kiln_safetensors_get(kiln_safetensors *st, const char *name,
+                         kiln_tensor *out, kiln_err *err);
+
+/* Let go of st (NULL allowed).  The mapping itself goes when nothing
+ * bound to it is left (graphs and functions keep it alive). */
+void kiln_safetensors_close(kiln_safetensors *st);
 
 #ifdef __cplusplus
 }

@@ -188,8 +188,9 @@ typedef enum kiln_tiers_mode {
  * backend is missing, refuses the kernel or fails to compile it (one
  * diagnostic line each); buffers for intermediates are planned once.
  * `g` is only read: the function keeps
- * its own copy of every constant and shared value, so `g` may be freed
- * right after.  `opt` may be NULL for defaults.
+ * its own copy of every constant and shared value (a borrowed one,
+ * kiln_graph_shared_ref or a safetensors tensor, is shared instead: no
+ * copy, its owner kept alive), so `g` may be freed right after.  `opt` may be NULL for defaults.
  * Values computed from shared values and constants only (never from an
  * input) are computed once, here when their data are bound (else at the
  * kiln_function_bind_shared that binds the last of them), by a separate
@@ -372,6 +373,17 @@ int64_t kiln_function_symbol_size(const kiln_function *f, const char *symbol);
  * KILN_ERR_NOMEM.  The old value is kept on a type or shape error. */
 int kiln_function_bind_shared(kiln_function *f, const char *name,
                               const kiln_tensor *value, kiln_err *err);
+
+/* kiln_function_bind_shared without the copy: f reads `value`'s data in
+ * place from now on (its dtype and shape checked as there).  The caller
+ * keeps value->data valid until f is freed or this shared value is bound
+ * again; bytes changed in place are seen by f's next call (values
+ * hoisted from it excepted: bind again to recompute them).  f never
+ * writes the bytes.  A later kiln_function_bind_shared (the copying one)
+ * gives f an owned buffer again.  Not thread-safe: no call of f may be
+ * in flight.  Errors: those of kiln_function_bind_shared. */
+int kiln_function_bind_shared_ref(kiln_function *f, const char *name,
+                                  const kiln_tensor *value, kiln_err *err);
 
 /* Hoisting (docs/architecture.md, "Data-only values"): the values of f
  * computed from shared values and constants only that kiln_compile

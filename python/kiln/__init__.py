@@ -150,6 +150,9 @@ class Graph:
                 raise _error(e)
         self._ptr = _ptr
         self._nconst = 0
+        # arrays whose bytes the graph reads in place (shared(copy=False)):
+        # alive while the graph or a Function compiled from it lives
+        self._borrowed = []
 
     def __del__(self):
         p = getattr(self, "_ptr", None)
@@ -274,10 +277,19 @@ class Graph:
                                             lo, lo_ref, hi, hi_ref,
                                             ctypes.byref(e)), e)
 
-    def shared(self, name, dtype="f64", shape=(), value=None):
+    def shared(self, name, dtype="f64", shape=(), value=None, copy=True):
         """Declare shared value ``name`` (data bound at compile time,
         rebindable with Function.bind_shared); ``value`` an array or None
-        (then it must be bound before the first call)."""
+        (then it must be bound before the first call).
+
+        copy=False reads ``value``'s bytes in place (kiln_graph_shared_ref):
+        no copy here, in kiln.compile or per call.  The graph and every
+        Function compiled from it keep a reference to the array; changes
+        made to it in place are seen by the next call (values computed
+        from shared values only are computed once, at compile time).  An
+        array that is not C-contiguous with the declared dtype is
+        converted once first (then changes to the original are not
+        seen)."""
         rank, dims = self._dims(shape)
         t = None
         keep = None
@@ -285,10 +297,29 @@ class Graph:
             keep = _as_input(value, _dtype_code(dtype), name)
             t = _lib.kiln_tensor()
             _fill_tensor(t, keep)
+        elif not copy:
+            raise KilnError("shared '%s': copy=False needs a value" % name,
+                            _lib.ERR_ARG)
         e = _lib.kiln_err()
-        return self._v(lib.kiln_graph_shared(
-            self._ptr, _b(name), _dtype_code(dtype), rank, dims,
-            ctypes.byref(t) if t is not None else None, ctypes.byref(e)), e)
+        fn = lib.kiln_graph_shared if copy else lib.kiln_graph_shared_ref
+        v = self._v(fn(self._ptr, _b(name), _dtype_code(dtype), rank, dims,
+                       ctypes.byref(t) if t is not None else None,
+                       ctypes.byref(e)), e)
+        if not copy:
+            self._borrowed.append(keep)
+        return v
+
+    def bind_safetensors(self, path):
+        """Bind the shared values declared without a value to the tensors
+        of safetensors file ``path``, in place (a read-only mapping of the
+        file; F16/BF16 converted to f32), by name: a shared value N takes
+        the tensor whose name with every character outside [A-Za-z0-9_]
+        made '_' equals N (kiln_graph_bind_safetensors).  Every unbound
+        shared value must have its tensor; on error nothing is bound."""
+        e = _lib.kiln_err()
+        if lib.kiln_graph_bind_safetensors(self._ptr, _b(os.fspath(path)),
+                                           ctypes.byref(e)):
+            raise _error(e)
 
     def const(self, array, name=None, dtype=None):
         """A constant holding a copy of ``array`` (dtype from the array,
@@ -648,6 +679,11 @@ class _Handle:
 
     def __init__(self, ptr):
         self.ptr = ptr
+        # arrays the function reads in place: from its graph
+        # (Graph.shared(copy=False)) and bind_shared(copy=False) by name;
+        # dropped only after the function is freed
+        self.graph_borrowed = []
+        self.borrowed = {}
 
     def __del__(self):
         if self.ptr and lib is not None:
@@ -789,9 +825,14 @@ class Function:
         outs = self._run([inputs[k] for k in self.input_names])
         return dict(zip(self.output_names, outs))
 
-    def bind_shared(self, name, value):
+    def bind_shared(self, name, value, copy=True):
         """Replace shared value ``name`` with a copy of ``value`` (same
-        dtype and shape).  Not while a call is in flight."""
+        dtype and shape).  Not while a call is in flight.  copy=False
+        reads ``value``'s bytes in place from now on
+        (kiln_function_bind_shared_ref; the Function keeps a reference to
+        the array, and changes made to it in place are seen by the next
+        call); an array that is not C-contiguous with the shared value's
+        dtype is converted once first."""
         i = self.shared_names.index(name) if name in self.shared_names \
             else -1
         a = np.asarray(value)
@@ -800,13 +841,21 @@ class Function:
                             "dtype)" % name, _lib.ERR_TYPE)
         if i >= 0 and a.dtype not in _KILN:
             a = a.astype(np.float64)
-        a = np.array(a, order="C")
+        if copy:
+            a = np.array(a, order="C")
+        elif not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a)
         t = _lib.kiln_tensor()
         _fill_tensor(t, a)
         e = _lib.kiln_err()
-        if lib.kiln_function_bind_shared(self._ptr, _b(name),
-                                         ctypes.byref(t), ctypes.byref(e)):
+        fn = lib.kiln_function_bind_shared if copy \
+            else lib.kiln_function_bind_shared_ref
+        if fn(self._ptr, _b(name), ctypes.byref(t), ctypes.byref(e)):
             raise _error(e)
+        if copy:
+            self._h.borrowed.pop(name, None)
+        else:
+            self._h.borrowed[name] = a
 
     def tier_wait(self, timeout=None):
         """Wait for tier-1 compiles in flight; True when none is left."""
@@ -865,7 +914,9 @@ def compile(graph, backend=None, policy=None, tiers=None, cache=None,
     p = lib.kiln_compile(g._ptr, ctypes.byref(o.opt), ctypes.byref(e))
     if not p:
         raise _error(e)
-    return Function(p, g)
+    f = Function(p, g)
+    f._h.graph_borrowed = list(g._borrowed)   # read in place by f
+    return f
 
 
 # ---- models ---------------------------------------------------------------
@@ -938,6 +989,7 @@ class Model:
         if not p:
             raise _error(e)
         self._ptr = p
+        self._borrowed = list(g._borrowed)   # read in place by the model
         self.n_unc = lib.kiln_model_n_unc(p)
         self._local = threading.local()
 

@@ -181,6 +181,9 @@ _decl("kiln_graph_symbol", c_int64, G, c_char_p)
 _decl("kiln_graph_input", c_int32, G, c_char_p, c_int, c_int, P(c_int64), E)
 _decl("kiln_graph_shared", c_int32, G, c_char_p, c_int, c_int, P(c_int64),
       P(kiln_tensor), E)
+_decl("kiln_graph_shared_ref", c_int32, G, c_char_p, c_int, c_int,
+      P(c_int64), P(kiln_tensor), E)
+_decl("kiln_graph_bind_safetensors", c_int, G, c_char_p, E)
 _decl("kiln_graph_const", c_int32, G, c_char_p, c_int, c_int, P(c_int64),
       c_void_p, E)
 _decl("kiln_graph_literal", c_int32, G, c_double, c_int, E)
@@ -230,6 +233,8 @@ _decl("kiln_function_output_name", c_char_p, F, c_int)
 _decl("kiln_function_input_type", c_int, F, c_int, P(c_int), P(c_int),
       P(c_int64), P(c_char_p))
 _decl("kiln_function_bind_shared", c_int, F, c_char_p, P(kiln_tensor), E)
+_decl("kiln_function_bind_shared_ref", c_int, F, c_char_p, P(kiln_tensor),
+      E)
 _decl("kiln_function_n_kernels", c_int, F)
 _decl("kiln_function_kernel_backend", c_char_p, F, c_int)
 _decl("kiln_function_logp_callback", c_void_p, F, c_char_p, P(c_uint64),
