@@ -265,13 +265,13 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layers", type=int, default=None)
     ap.add_argument("--primitives", dest="primitives", action="store_true",
-                    default=True,
+                    default=False,
                     help="primitive ops instead of rms_norm/silu/arange/"
-                    "argmax (the default until those composites are in)")
+                    "argmax")
     ap.add_argument("--composites", dest="primitives",
                     action="store_false",
                     help="the layer composites rms_norm, silu, arange, "
-                    "argmax")
+                    "argmax (the default)")
     ap.add_argument("--top-k-max", type=int, default=50,
                     help="the largest top_k the graph samples from "
                     "(default 50)")

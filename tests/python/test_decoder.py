@@ -50,9 +50,14 @@ def decoder(d, backend, tmp):
     return dec
 
 
+@pytest.mark.parametrize("style", ["composites", "primitives"])
 @pytest.mark.parametrize("backend", backends())
-def test_forward_8_tokens(tiny, backend, tmp_path):
+def test_forward_8_tokens(tiny, backend, style, tmp_path):
+    """The forward with t = 0, written with the layer composites (the
+    default) and with --primitives."""
     d, cfg, W = tiny
+    if style == "primitives":
+        d = gen(tmp_path / "prim", extra=["--primitives"])
     dec = decoder(d, backend, tmp_path)
     logits, greedy, _ = dec.step(TOKENS)
     ref, rk, rv = R.forward(cfg, W, TOKENS, None)
