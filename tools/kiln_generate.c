@@ -362,6 +362,7 @@ int kiln_cli_generate(int argc, char **argv)
         cur_n = 1;
     }
     printf("\n");
+    fflush(stdout);
     fprintf(stderr, "kiln generate: compile %.1f ms; prefill %lld tokens "
             "%.3f ms; decode %lld tokens %.3f ms/token\n", t_compile,
             (long long)np, prefill, (long long)(max_new > 1 ? max_new - 1 : 0),
