@@ -1725,13 +1725,13 @@ static void test_trigamma(void)
     old = *kiln_runtime_get();
     old.struct_size = offsetof(kiln_runtime, trigamma) + sizeof old.trigamma;
     old.version = 2;
-    ok(kiln_runtime_get()->version == 5 && kiln_runtime_get()->betainc
+    ok(kiln_runtime_get()->version == 6 && kiln_runtime_get()->betainc
        && kiln_runtime_get()->dgemm_rt && kiln_runtime_get()->sgemm_rt
        && kiln_runtime_get()->lapack_run
        && kiln_runtime_get()->i0e && kiln_runtime_get()->i1e
-       && kiln_runtime_get()->ode_solve,
-       "the host's runtime table is version 5 (ABI 1.9) and has betainc, "
-       "dgemm_rt, sgemm_rt, lapack_run, i0e, i1e and ode_solve");
+       && kiln_runtime_get()->ode_solve && kiln_runtime_get()->gemm_batched,
+       "the host's runtime table is version 6 (ABI 1.11) and has betainc, "
+       "dgemm_rt, sgemm_rt, lapack_run, i0e, i1e, ode_solve and gemm_batched");
     static const unsigned v3ops[2] = { KILN_I_ERFCX, KILN_I_BETAINC };
     for (int t = 0; t < 2; t++) {
         prog q3 = { .n = 0 };

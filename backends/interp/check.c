@@ -357,8 +357,11 @@ static int kiln_interp_check_dot(const kiln_kernel *k, char *why, size_t n)
                                kiln_interp_dtype_name(a->dtype),
                                kiln_interp_dtype_name(b->dtype),
                                kiln_interp_dtype_name(c->dtype));
-    if (a->rank < 1 || a->rank > 2 || b->rank < 1 || b->rank > 2
-        || c->rank != a->rank + b->rank - 2)
+    /* ABI 1.11: a batched product is three views of one rank >= 3 */
+    int batched = c->rank >= 3 && a->rank == c->rank && b->rank == c->rank
+                  && c->rank <= KILN_MAX_RANK;
+    if (!batched && (a->rank < 1 || a->rank > 2 || b->rank < 1 || b->rank > 2
+                     || c->rank != a->rank + b->rank - 2))
         return kiln_interp_why(why, n, "dot of ranks %u and %u into rank "
                                "%u", a->rank, b->rank, c->rank);
     return 0;

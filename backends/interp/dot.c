@@ -145,12 +145,36 @@ static void kiln_interp_gemm(const kiln_runtime *rt, unsigned dt,
                   0.0f, c, st[7]);
 }
 
+/* ABI 1.11: a batched DOT (views of one rank >= 3) is one call of the
+ * runtime table's gemm_batched (version 6), which makes the BLAS
+ * decisions; 0, or a kiln_code with the message in call's errbuf.
+ * Shared with the llvm backend's DOT plan (run time: no kiln_interp_run). */
+static int kiln_interp_dot_batched(const kiln_runtime *rt,
+                                   const kiln_call *call, const char *label)
+{
+    char why[400] = "batched matmul needs the runtime table's gemm_batched "
+                    "(version 6, ABI 1.11)";
+    int rc = KILN_ERR_BACKEND;
+    if (rt && rt->struct_size >= offsetof(kiln_runtime, gemm_batched)
+                                     + sizeof(rt->gemm_batched)
+        && rt->gemm_batched)
+        rc = rt->gemm_batched(rt, &call->inputs[0], &call->inputs[1],
+                              &call->outputs[0], why, sizeof why);
+    size_t need = offsetof(kiln_call, errbuf_size) + sizeof(size_t);
+    if (rc && call->struct_size >= need && call->errbuf && call->errbuf_size)
+        snprintf(call->errbuf, call->errbuf_size, "%s: %s",
+                 label ? label : "dot", why);
+    return rc;
+}
+
 /* DOT: every rank combination as one gemm, through the runtime's CBLAS
  * wrappers (or a loop for strides BLAS cannot take). */
 static int kiln_interp_dot(const kiln_interp_run *r)
 {
     const kiln_view *va = &r->call->inputs[0], *vb = &r->call->inputs[1];
     const kiln_view *vc = &r->call->outputs[0];
+    if (vc->rank > 2)
+        return kiln_interp_dot_batched(r->rt, r->call, r->label);
     kiln_interp_mat A = {0}, B = {0}, C = {0};  /* (set by dot_mats; gcc cannot tell) */
     int rc = kiln_interp_dot_mats(r, &A, &B, &C);
     if (rc)

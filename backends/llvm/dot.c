@@ -86,16 +86,25 @@ typedef struct kl_dplan {
     kl_planhead h;
     kl_row_fn row;            /* NULL: an empty product */
     int blas;                 /* st is kiln_db's: the runtime's gemm */
+    int batched;              /* ABI 1.11: the runtime's gemm_batched */
+    const char *label;        /* the kernel's, for messages (batched) */
     int64_t st[9];
 } kl_dplan;
 
 static int kl_dplan_init(kl_dplan *dp, const kiln_interp_run *r, const kl_state *ls)
 {
     kiln_interp_mat A = {0}, B = {0}, C = {0};  /* (set by dot_mats; gcc cannot tell) */
+    memset(dp, 0, sizeof *dp);
+    if (r->call->outputs[0].rank > 2) {
+        /* the BLAS decisions are the runtime's (core/runtime/
+         * gemm_batched.c), made per call from the views */
+        dp->batched = 1;
+        dp->label = r->label;
+        return 0;
+    }
     int rc = kiln_interp_dot_mats(r, &A, &B, &C);
     if (rc)
         return rc;
-    memset(dp, 0, sizeof *dp);
     if (C.rows == 0 || C.cols == 0)
         return 0;
     if (kiln_interp_dot_blas(r->rt, (unsigned)r->call->outputs[0].dtype, &A, &B, &C)) {
@@ -114,6 +123,8 @@ static int kl_dplan_init(kl_dplan *dp, const kiln_interp_run *r, const kl_state 
 static int kl_dplan_run(void *plan, const kiln_call *call)
 {
     const kl_dplan *dp = plan;
+    if (dp->batched)
+        return kiln_interp_dot_batched(call->rt, call, dp->label);
     if (dp->blas) {
         /* from here rather than kiln_db: the runtime's dgemm_rt (ABI 1.8)
          * takes the table, which generated code does not pass on */

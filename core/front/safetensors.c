@@ -42,7 +42,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define SHOW(buf, s, n) excerpt((buf), sizeof(buf), (s), (n), EXCERPT_MAX)
+/* names and dtypes in messages: escaped, cut after SHOWN bytes (HF's
+ * tensor names run to ~50) */
+#define SHOWN 96
+#define SHOW(buf, s, n) excerpt((buf), sizeof(buf), (s), (n), SHOWN)
 
 typedef struct st_tensor {
     char *name;
@@ -161,7 +164,7 @@ static int json_u64(json_object *o, uint64_t *v)
 static int parse_entry(const kiln_safetensors *st, const char *name,
                        json_object *o, st_tensor *t, kiln_err *err)
 {
-    char nm[EXCERPT_SIZE(EXCERPT_MAX)], sh[EXCERPT_SIZE(EXCERPT_MAX)];
+    char nm[EXCERPT_SIZE(SHOWN)], sh[EXCERPT_SIZE(SHOWN)];
     SHOW(nm, name, strlen(name));
     const char *p = st->path;
     if (!json_object_is_type(o, json_type_object))
@@ -284,7 +287,7 @@ static int check_overlaps(const kiln_safetensors *st, kiln_err *err)
     qsort(by, (size_t)m, sizeof *by, cmp_begin);
     for (int i = 1; i < m && !rc; i++)
         if (by[i]->begin < by[i - 1]->end) {
-            char a[EXCERPT_SIZE(EXCERPT_MAX)], b[EXCERPT_SIZE(EXCERPT_MAX)];
+            char a[EXCERPT_SIZE(SHOWN)], b[EXCERPT_SIZE(SHOWN)];
             rc = kiln_seterr(err, KILN_ERR_PARSE, "%s: tensors '%s' and '%s' "
                              "overlap (bytes [%" PRIu64 ", %" PRIu64 ") and "
                              "[%" PRIu64 ", %" PRIu64 "))", st->path,
@@ -469,7 +472,7 @@ static st_tensor *find(kiln_safetensors *st, const char *name)
 static int missing(kiln_safetensors *st, const char *name, kiln_err *err)
 {
     kiln_suggestion sg;
-    char hint[160], nm[EXCERPT_SIZE(EXCERPT_MAX)];
+    char hint[160], nm[EXCERPT_SIZE(SHOWN)];
     kiln_suggest_init(&sg, name, strlen(name));
     for (int i = 0; i < st->n; i++)
         kiln_suggest_offer(&sg, st->t[i].name);
@@ -495,7 +498,7 @@ int kiln_safetensors_get(kiln_safetensors *st, const char *name,
         const unsigned char *b = data;
         for (uint64_t i = 0; i < e->end - e->begin; i++)
             if (b[i] > 1) {
-                char nm[EXCERPT_SIZE(EXCERPT_MAX)];
+                char nm[EXCERPT_SIZE(SHOWN)];
                 return kiln_seterr(err, KILN_ERR_PARSE, "%s: tensor '%s': "
                                    "bool element %" PRIu64 " has byte value "
                                    "%u (must be 0 or 1)", st->path,
@@ -522,7 +525,7 @@ int kiln_safetensors_bind(kiln_graph *g, kiln_value v, kiln_safetensors *st,
         return rc;
     rc = kiln_ir_bind_shared_ref(g, v, &t, st->blob, err);
     if (rc) {
-        char nm[EXCERPT_SIZE(EXCERPT_MAX)];
+        char nm[EXCERPT_SIZE(SHOWN)];
         kiln_err_prefix(err, "%s: tensor '%s': ", st->path,
                         SHOW(nm, name, strlen(name)));
     }
@@ -582,8 +585,8 @@ int kiln_safetensors_bind_graph(kiln_graph *g, const char *path,
             if (strcmp(kn[i], nm) != 0)
                 continue;
             if (pick[v] >= 0) {
-                char a[EXCERPT_SIZE(EXCERPT_MAX)];
-                char b[EXCERPT_SIZE(EXCERPT_MAX)];
+                char a[EXCERPT_SIZE(SHOWN)];
+                char b[EXCERPT_SIZE(SHOWN)];
                 const char *x = st->t[pick[v]].name, *y = st->t[i].name;
                 rc = kiln_seterr(err, KILN_ERR_NAME, "%s: tensors '%s' and "
                                  "'%s' both bind shared value '%s'", path,

@@ -945,59 +945,6 @@ kiln_value kiln_composite_build(kiln_graph *g, int ci, int n_in,
     return v;
 }
 
-/* ---- batched matmul (issue 28) --------------------------------------
- * numpy.matmul with an operand of rank > 2: the leading axes are a batch
- * broadcast by NumPy's rules, a 1-D a is a row [k] and a 1-D b a column
- * [k] (the axis dropped from the result).  Expanded to
- * sum(mul(expand_dims(a, -1), expand_dims(b, -3)), axis=-2), so the
- * gradient is that of mul and sum, and fusion folds the product into the
- * sum without making it; ranks <= 2 stay one DOT (BLAS). */
-static kiln_value batched_matmul(kiln_graph *g, const kiln_value *in,
-                                 kiln_err *err)
-{
-    cb cc = { g, err }, *c = &cc;
-    kiln_type ta = g->nodes[in[0]].type, tb = g->nodes[in[1]].type;
-    char s1[256], s2[256];
-    int ra = ta.rank, rb = tb.rank;
-    int ok = ra >= 1 && rb >= 1;
-    int64_t ka = ok ? ta.dims[ra - 1] : 0, kb = ok ? tb.dims[rb - (rb > 1) - 1]
-                                                   : 0;
-    ok = ok && (ka == kb || ka < 0 || kb < 0);
-    /* the batch axes, right-aligned, must broadcast */
-    int ba = ra > 2 ? ra - 2 : 0, bb = rb > 2 ? rb - 2 : 0;
-    for (int d = 1; ok && d <= ba && d <= bb; d++) {
-        int64_t x = ta.dims[ba - d], y = tb.dims[bb - d];
-        ok = x == y || x == 1 || y == 1 || x < 0 || y < 0;
-    }
-    if (!ok)
-        return kiln_seterr(err, KILN_ERR_SHAPE, "matmul: shapes %s and %s "
-                           "do not match (a's last axis must be b's "
-                           "second-to-last, the leading batch axes "
-                           "broadcast)",
-                           kiln_ir_shape_str(g, ra, ta.dims, s1, sizeof s1),
-                           kiln_ir_shape_str(g, rb, tb.dims, s2, sizeof s2)),
-               -1;
-    kiln_value a = in[0], b = in[1];
-    kiln_dtype d = kiln_ir_promote(ta.dtype, 0, tb.dtype, 0);
-    if (d != KILN_F64 && d != KILN_F32) {   /* matmul's result is float */
-        kiln_attr at = { "dtype", KILN_ATTR_DTYPE, KILN_F64, 0, 0, NULL,
-                         NULL };
-        a = kiln_graph_op(g, "cast", 1, &a, &at, 1, err);
-    }
-    if (rb == 1)   /* [..., m, k] . [k] -> [..., m] */
-        return opk(c, "sum", MUL(a, b), "axis", KILN_ATTR_INT, ra - 1);
-    if (ra == 1) {   /* [k] . [..., k, n] -> [..., n] */
-        kiln_value p = MUL(opk(c, "expand_dims", a, "axis", KILN_ATTR_INT, 1),
-                           b);
-        return opk(c, "sum", p, "axis", KILN_ATTR_INT, rb - 2);
-    }
-    int r = (ra > rb ? ra : rb) + 1;
-    kiln_value p = MUL(opk(c, "expand_dims", a, "axis", KILN_ATTR_INT, ra),
-                       opk(c, "expand_dims", b, "axis", KILN_ATTR_INT,
-                           rb - 2));
-    return opk(c, "sum", p, "axis", KILN_ATTR_INT, r - 2);
-}
-
 /* ---- the builder's entry by name ------------------------------------ */
 
 const char *kiln_ir_op_hint(const char *name, size_t len)
@@ -1030,15 +977,5 @@ kiln_value kiln_graph_op(kiln_graph *g, const char *op, int n_in,
     if (o < 0)
         return kiln_seterr(err, KILN_ERR_TYPE, "unknown op '%.200s'%s", op,
                            kiln_ir_op_hint(op, strlen(op))), -1;
-    if (o == KILN_OP_MATMUL && n_in == 2 && in && n_attrs == 0 &&
-        in[0] >= 0 && in[0] < g->n_nodes && in[1] >= 0 &&
-        in[1] < g->n_nodes && (g->nodes[in[0]].type.rank > 2 ||
-                               g->nodes[in[1]].type.rank > 2)) {
-        int mark = g->n_nodes;
-        kiln_value v = batched_matmul(g, in, err);
-        if (v < 0)
-            kiln_ir_truncate(g, mark);
-        return v;
-    }
     return kiln_ir_graph_op(g, o, op, n_in, in, attrs, n_attrs, err);
 }

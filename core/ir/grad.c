@@ -305,6 +305,54 @@ static int grad_join(gctx *c, kiln_value v, kiln_value gv)
     return 0;
 }
 
+/* x with its last two axes swapped (rank >= 2). */
+static kiln_value swap_last2(gctx *c, kiln_value x)
+{
+    if (x < 0)
+        return x;
+    int r = NODE(c, x)->type.rank;
+    int64_t perm[KILN_MAX_RANK];
+    for (int i = 0; i < r; i++)
+        perm[i] = i < r - 2 ? i : i == r - 2 ? r - 1 : r - 2;
+    return op1_axes(c, "transpose", x, "axes", r, perm, -1);
+}
+
+/* x with a size-1 axis inserted (expand_dims) or removed (squeeze) at
+ * axis ax of the result / of x. */
+static kiln_value unit_axis(gctx *c, const char *op, kiln_value x, int64_t ax)
+{
+    return x < 0 ? x : op1_axes(c, op, x, "axis", 1, &ax, -1);
+}
+
+/* issue 29: matmul with an operand of rank > 2 (batch axes broadcast;
+ * contribute sums them back to each operand's shape):
+ *   a [..., m, k], b [..., k, n]: ga = g b^T, gb = a^T g;
+ *   b a vector [k] (g [..., m]): ga = g[..., None] * b,
+ *     gb = (a^T g[..., None])[..., 0];
+ *   a a vector [k] (g [..., n]): ga = (g[..., None, :] b^T)[..., 0, :],
+ *     gb = a[:, None] * g[..., None, :]. */
+static void grad_batched_matmul(gctx *c, kiln_value a, kiln_value b,
+                                kiln_value gv, kiln_value *ga,
+                                kiln_value *gb)
+{
+    int ra = NODE(c, a)->type.rank, rb = NODE(c, b)->type.rank;
+    int rg = NODE(c, gv)->type.rank;
+    if (rb == 1) {
+        kiln_value ge = unit_axis(c, "expand_dims", gv, rg);
+        *ga = op2(c, "mul", ge, b);
+        *gb = unit_axis(c, "squeeze",
+                        op2(c, "matmul", swap_last2(c, a), ge), rg);
+    } else if (ra == 1) {
+        kiln_value ge = unit_axis(c, "expand_dims", gv, rg - 1);
+        *ga = unit_axis(c, "squeeze",
+                        op2(c, "matmul", ge, swap_last2(c, b)), rg - 1);
+        *gb = op2(c, "mul", unit_axis(c, "expand_dims", a, 1), ge);
+    } else {
+        *ga = op2(c, "matmul", gv, swap_last2(c, b));
+        *gb = op2(c, "matmul", swap_last2(c, a), gv);
+    }
+}
+
 static int grad_dot(gctx *c, kiln_value v, kiln_value gv)
 {
     kiln_node n = *NODE(c, v);
@@ -312,7 +360,9 @@ static int grad_dot(gctx *c, kiln_value v, kiln_value gv)
     int ra = NODE(c, a)->type.rank, rb = NODE(c, b)->type.rank;
     int64_t one = 1;
     kiln_value ga, gb;
-    if (ra == 1 && rb == 1) {
+    if (ra > 2 || rb > 2) {
+        grad_batched_matmul(c, a, b, gv, &ga, &gb);
+    } else if (ra == 1 && rb == 1) {
         ga = op2(c, "mul", gv, b);
         gb = op2(c, "mul", gv, a);
     } else if (ra == 2 && rb == 1) {

@@ -1118,17 +1118,68 @@ static int infer_index(const kiln_shape_ctx *ctx, int op,
     }
 }
 
+/* issue 29: numpy.matmul with an operand of rank > 2.  The last two
+ * axes are the matrices (a 1-D a is a row [k], a 1-D b a column [k],
+ * whose unit axis the result drops); the leading axes are a batch
+ * broadcast by NumPy's rules (right-aligned; 1 stretches; symbolic
+ * dims as elementwise broadcasting treats them, bdim).  One DOT kernel
+ * (ABI 1.11, core/runtime/gemm_batched.c).  Float result: an integer or
+ * bool promotion gives f64. */
+static int infer_batched_matmul(const kiln_shape_ctx *ctx,
+                                const kiln_type *in, const int *in_weak,
+                                kiln_type *out, kiln_err *err)
+{
+    char s1[256], s2[256];
+    const kiln_type *a = &in[0], *b = &in[1];
+    int ra = a->rank, rb = b->rank;
+    int64_t ka = a->dims[ra - 1], kb = b->dims[rb > 1 ? rb - 2 : 0];
+    int ok = dims_equal_or_sym(ka, kb);
+    int ba = ra > 2 ? ra - 2 : 0, bb = rb > 2 ? rb - 2 : 0;
+    int nbat = ba > bb ? ba : bb;
+    int64_t bat[KILN_MAX_RANK];
+    for (int d = 1; d <= nbat; d++) {
+        int64_t x = d <= ba ? a->dims[ba - d] : 1;
+        int64_t y = d <= bb ? b->dims[bb - d] : 1;
+        if (bdim(ctx, x, y, &bat[nbat - d]))
+            ok = 0;
+    }
+    int r = nbat + (ra > 1) + (rb > 1);
+    if (!ok || r > KILN_MAX_RANK)
+        return kiln_seterr(err, KILN_ERR_SHAPE,
+                           "matmul: shapes %s and %s do not match (a's last "
+                           "axis must be b's second-to-last, the leading "
+                           "batch axes broadcast)",
+                           shp(ctx, a, s1, sizeof s1),
+                           shp(ctx, b, s2, sizeof s2));
+    out->rank = 0;
+    for (int d = 0; d < nbat; d++)
+        out->dims[out->rank++] = bat[d];
+    if (ra > 1)
+        out->dims[out->rank++] = a->dims[ra - 2];
+    if (rb > 1)
+        out->dims[out->rank++] = b->dims[rb - 1];
+    kiln_dtype d = kiln_ir_promote(a->dtype, in_weak ? in_weak[0] : 0,
+                                   b->dtype, in_weak ? in_weak[1] : 0);
+    out->dtype = dt_is_float(d) ? d : KILN_F64;
+    return 0;
+}
+
 static int infer_dot(const kiln_shape_ctx *ctx, int op, const kiln_type *in,
                      const int *in_weak, kiln_type *out, kiln_err *err)
 {
     const char *opn = op_table[op].name;
     char s1[256], s2[256];
     const kiln_type *a = &in[0], *b = &in[1];
+    if (op == KILN_OP_MATMUL && a->rank >= 1 && b->rank >= 1 &&
+        (a->rank > 2 || b->rank > 2))
+        return infer_batched_matmul(ctx, in, in_weak, out, err);
     if (a->rank < 1 || a->rank > 2 || b->rank < 1 || b->rank > 2)
         return kiln_seterr(err, KILN_ERR_SHAPE,
                            "%s: operands must be 1-D or 2-D, got shapes %s "
-                           "and %s", opn, shp(ctx, a, s1, sizeof s1),
-                           shp(ctx, b, s2, sizeof s2));
+                           "and %s%s", opn, shp(ctx, a, s1, sizeof s1),
+                           shp(ctx, b, s2, sizeof s2),
+                           op == KILN_OP_DOT && a->rank >= 1 && b->rank >= 1
+                               ? " (matmul takes leading batch axes)" : "");
     int64_t ka = a->dims[a->rank - 1];
     int64_t kb = b->rank == 1 ? b->dims[0] : b->dims[0];
     if (!dims_equal_or_sym(ka, kb))

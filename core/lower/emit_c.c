@@ -620,8 +620,11 @@ static int check_full(const kiln_kernel *k, char *why, size_t n)
         if (!is_float(a->dtype) || b->dtype != a->dtype ||
             o->dtype != a->dtype)
             return why_f(why, n, "dot dtypes");
-        if (a->rank < 1 || a->rank > 2 || b->rank < 1 || b->rank > 2 ||
-            o->rank != a->rank + b->rank - 2)
+        /* ABI 1.11: a batched product is three views of one rank >= 3 */
+        int batched = o->rank >= 3 && a->rank == o->rank &&
+                      b->rank == o->rank && o->rank <= KILN_MAX_RANK;
+        if (!batched && (a->rank < 1 || a->rank > 2 || b->rank < 1 ||
+                         b->rank > 2 || o->rank != a->rank + b->rank - 2))
             return why_f(why, n, "dot ranks");
         return 0;
     }
@@ -1999,6 +2002,34 @@ static void emit_dot(emitter *e)
     const kiln_kernel *k = e->k;
     sbuf *b = &e->body;
     unsigned dt = k->outputs[0].dtype;
+    if (k->outputs[0].rank > 2) {
+        /* ABI 1.11: one call of the runtime's gemm_batched (its BLAS
+         * decisions and checks: core/runtime/gemm_batched.c), as the
+         * interpreter makes it */
+        emit_head(e, "  int none;\n");
+        emit_checks(e, NULL);
+        sb_printf(b, "  if (!rt || rt->struct_size < %zu || "
+                  "!rt->gemm_batched) return kl_fail(call, %d, \"%s: the "
+                  "runtime table has no gemm_batched (version < 6)\");\n"
+                  "  return 0;\n}\n\n",
+                  offsetof(kiln_runtime, gemm_batched) +
+                      sizeof(void (*)(void)),
+                  KILN_ERR_BACKEND, e->label);
+        emit_run_head(e);
+        emit_run_body(e);
+        sb_printf(b, "  {\n    char why[400];\n    int rc;\n"
+                  "    why[0] = 0;\n"
+                  "    rc = rt->gemm_batched(rt, &I[0], &I[1], &O[0], why, "
+                  "sizeof why);\n"
+                  "    if (rc && call->errbuf && call->errbuf_size) {\n"
+                  "      usize at = kl_puts(call->errbuf, 0, "
+                  "call->errbuf_size, \"%s: \");\n"
+                  "      call->errbuf[kl_puts(call->errbuf, at, "
+                  "call->errbuf_size, why)] = 0;\n    }\n"
+                  "    return rc;\n  }\n}\n", e->label);
+        emit_tail(e);
+        return;
+    }
     const char *T = ctype[dt];
     int f64 = dt == KILN_F64;
     emit_head(e, "  kl_mat A, B, C;\n  int blas, empty;\n");
@@ -2117,6 +2148,9 @@ static const char preamble[] =
     "  int (*lapack_run)(const struct krt *, u32, u32, const kv *, u32,\n"
     "                    const kv *, char *, usize);\n"
     "  double (*i0e)(double); double (*i1e)(double);\n"
+    "  void *ode_solve;\n"
+    "  int (*gemm_batched)(const struct krt *, const kv *, const kv *,\n"
+    "                      const kv *, char *, usize);\n"
     "} krt;\n"
     "typedef struct kcall { usize struct_size; u32 n_inputs, n_outputs;\n"
     "  const kv *inputs; const kv *outputs; const krt *rt;\n"
@@ -2415,7 +2449,7 @@ int kiln_emit_c(const kiln_kernel *k0, char **src, size_t *len, char *why,
             unsigned dt = full.outputs[0].dtype;
             emit_copy(&out, add ? ctype[dt] : utype[dt], add, dt);
         }
-        if (full.kind == KILN_KERNEL_DOT)
+        if (full.kind == KILN_KERNEL_DOT && full.outputs[0].rank <= 2)
             sb_put(&out, helper_mat);
         sb_put(&out, "\n");
         if (!e.body.oom && e.body.s)

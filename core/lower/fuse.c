@@ -77,15 +77,30 @@ int kiln_fuse_dot_operand(const kiln_graph *g, int v, int i, int64_t *perm)
     const kiln_node *n = &g->nodes[v];
     int u = n->in[i];
     const kiln_node *un = &g->nodes[u];
-    if (un->op != KILN_OP_TRANSPOSE || un->type.rank != 2 ||
+    int r = un->type.rank;
+    if (un->op != KILN_OP_TRANSPOSE || r < 2 ||
         g->nodes[un->in[0]].type.dtype != n->type.dtype)
         return u;
+    int64_t p[KILN_MAX_RANK];
+    for (int k = 0; k < r; k++) {
+        int64_t ax = un->attrs->has_axes ? un->attrs->axes[k] : r - 1 - k;
+        p[k] = ax < 0 ? ax + r : ax;
+    }
+    /* rank > 2: only the last two axes swapped (the batch stays) */
+    for (int k = 0; r > 2 && k < r; k++)
+        if (p[k] != (k < r - 2 ? k : k == r - 2 ? r - 1 : r - 2))
+            return u;
     if (perm)
-        for (int k = 0; k < 2; k++) {
-            int64_t ax = un->attrs->has_axes ? un->attrs->axes[k] : 1 - k;
-            perm[k] = ax < 0 ? ax + 2 : ax;
-        }
+        memcpy(perm, p, sizeof(int64_t) * (size_t)r);
     return un->in[0];
+}
+
+int kiln_fuse_dot_batched(const kiln_graph *g, int v)
+{
+    const kiln_node *n = &g->nodes[v];
+    return kiln_ir_op_info(n->op)->category == KILN_CAT_DOT && n->n_in == 2 &&
+           (g->nodes[n->in[0]].type.rank > 2 ||
+            g->nodes[n->in[1]].type.rank > 2);
 }
 
 /* The operand node v really reads as its input i (a dot reads through a

@@ -94,8 +94,13 @@ const char *kiln_fuse_split_name(int s);
 void kiln_fuse_free(kiln_fusion *f);
 
 /* The node dot node v reads as its operand i: the operand itself, or
- * the value a rank-2 transpose operand transposes (the dot reads it in
- * place; *perm, when not NULL, gets the view's permutation). */
+ * the value a transpose operand transposes (the dot reads it in place;
+ * *perm, when not NULL, gets the view's permutation): a rank-2 transpose,
+ * or (issue 29) one of any rank that swaps the last two axes only. */
 int kiln_fuse_dot_operand(const kiln_graph *g, int v, int i, int64_t *perm);
+
+/* Whether dot node v is a batched matmul (an operand of rank > 2: one
+ * DOT kernel over views of one rank, ABI 1.11). */
+int kiln_fuse_dot_batched(const kiln_graph *g, int v);
 
 #endif

@@ -1889,6 +1889,27 @@ static int lower_dot(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
                             kiln_ir_op_info(n->op)->name, err);
     if (!s)
         return err ? err->code : KILN_ERR_NOMEM;
+    if (kiln_fuse_dot_batched(g, v)) {
+        /* issue 29 (ABI 1.11): three views of one rank R >= 3, the
+         * output's with the unit axis a 1-D operand drops put back, the
+         * operands' through KILN_VIEW_MATMUL (the transpose of the last
+         * two axes, a promoted 1-D operand, a broadcast batch: no copy) */
+        int ra = g->nodes[n->in[0]].type.rank;
+        int rb = g->nodes[n->in[1]].type.rank;
+        int R = n->type.rank + (ra == 1) + (rb == 1);
+        for (int i = 0; i < 2; i++) {
+            set_arg(p, s, 0, i, buf[i], KILN_VIEW_MATMUL, R);
+            s->in[i].axis = i;
+            s->in[i].keepdims = src[i] != n->in[i];
+        }
+        if (ra == 1 || rb == 1) {
+            set_arg(p, s, 1, 0, p->node_buf[v], KILN_VIEW_EXPAND, R);
+            s->out[0].axis = ra == 1 ? R - 2 : R - 1;
+        } else {
+            set_arg(p, s, 1, 0, p->node_buf[v], KILN_VIEW_FULL, R);
+        }
+        return 0;
+    }
     for (int i = 0; i < 2; i++) {
         int tr = src[i] != n->in[i];
         set_arg(p, s, 0, i, buf[i], tr ? KILN_VIEW_TRANSPOSE : KILN_VIEW_FULL,
@@ -2026,7 +2047,8 @@ static int buf_chain(const kiln_program *p, int buf)
 static int reads_as_view(const kiln_graph *g, int r)
 {
     const kiln_node *n = &g->nodes[r];
-    if (kiln_ir_op_info(n->op)->category == KILN_CAT_ELEMWISE)
+    if (kiln_ir_op_info(n->op)->category == KILN_CAT_ELEMWISE ||
+        kiln_fuse_dot_batched(g, r))   /* a batched DOT: any strides */
         return 1;
     return view_recipe(n->op) >= 0 && n->op != KILN_OP_RESHAPE;
 }
@@ -2647,6 +2669,37 @@ static void apply_recipe(const kiln_program *p, const kiln_arg *a,
         kiln_arg bc = *a;
         bc.recipe = KILN_VIEW_BCAST;
         apply_recipe(p, &bc, tr, tshape, v);
+        return;
+    }
+    case KILN_VIEW_MATMUL: {
+        kiln_view src = *v;
+        int r = src.rank;
+        if (a->keepdims && r >= 2) {
+            v->shape[r - 2] = src.shape[r - 1];
+            v->strides[r - 2] = src.strides[r - 1];
+            v->shape[r - 1] = src.shape[r - 2];
+            v->strides[r - 1] = src.strides[r - 2];
+        }
+        if (r == 1) {   /* a row [1, k] or a column [k, 1] */
+            int u = a->axis == 0 ? 0 : 1;
+            v->shape[1 - u] = src.shape[0];
+            v->strides[1 - u] = src.strides[0];
+            v->shape[u] = 1;
+            v->strides[u] = 0;
+            r = 2;
+        }
+        kiln_view core = *v;
+        v->rank = iter_rank;
+        for (int i = iter_rank - 1, j = r - 1; i >= 0; i--, j--) {
+            int64_t ext = j >= 0 ? core.shape[j] : 1;
+            int64_t st = j >= 0 ? core.strides[j] : 0;
+            if (i < iter_rank - 2 && ext == 1 && iter_shape[i] != 1) {
+                ext = iter_shape[i];
+                st = 0;
+            }
+            v->shape[i] = ext;
+            v->strides[i] = st;
+        }
         return;
     }
     case KILN_VIEW_UNITS: {

@@ -62,10 +62,18 @@ enum kiln_recipe {
     KILN_VIEW_EXPAND,     /* a size-1 axis inserted at `axis` */
     KILN_VIEW_BCAST_TAKE, /* broadcast to take(aux[0], aux[1], axis)'s
                              shape (scatter values) */
-    KILN_VIEW_UNITS       /* size-1 axes inserted or removed (expand_dims,
+    KILN_VIEW_UNITS,      /* size-1 axes inserted or removed (expand_dims,
                              squeeze of any strided view): the iteration
                              shape, whose other dims are the view's in
                              order */
+    KILN_VIEW_MATMUL      /* an operand of a batched DOT (issue 29): the
+                             view with its last two axes swapped when
+                             `keepdims` (a transpose read in place), a 1-D
+                             view made a row [1, k] (axis 0: operand a) or
+                             a column [k, 1] (axis 1), size-1 axes
+                             prepended up to the iteration rank, and every
+                             batch axis the iteration shape's extent
+                             (stride 0 where the view's is 1) */
 };
 
 /* The longest chain of view steps one argument reads through (deeper

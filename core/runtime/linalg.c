@@ -152,6 +152,12 @@ static la_tls *la_tls_get(size_t nw, size_t npiv)
     return t;
 }
 
+void *kiln_runtime_scratch(size_t n_doubles)
+{
+    la_tls *t = la_tls_get(n_doubles ? n_doubles : 1, 0);
+    return t ? t->w : NULL;
+}
+
 /* Element (i, j) of the matrix of batch offset `off` of view v (the
  * last two axes; a rank-1 core reads j = 0 as element i). */
 static double *la_at(const kiln_view *v, int64_t off, int core, int64_t i,

@@ -211,7 +211,7 @@ static void kiln_runtime_sgemm_rt(const kiln_runtime *rt, int transa,
 
 static const kiln_runtime_own kiln_runtime_table = { .rt = {
     .struct_size = sizeof(kiln_runtime),
-    .version = 5,
+    .version = 6,
     .exp = exp,
     .expm1 = expm1,
     .log = log,
@@ -256,6 +256,8 @@ static const kiln_runtime_own kiln_runtime_table = { .rt = {
     .i0e = kiln_i0e,
     .i1e = kiln_i1e,
     .ode_solve = kiln_ode_solve,
+    /* version 6 */
+    .gemm_batched = kiln_runtime_gemm_batched,
 }, .gemv = { KILN_GEMV_AUTO, { -1, -1 } } };
 
 const kiln_runtime *kiln_runtime_get(void)

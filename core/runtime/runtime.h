@@ -13,7 +13,7 @@
 
 #include "gemv.h"
 
-/* The table: static, fully filled (version 5), valid for the life of the
+/* The table: static, fully filled (version 6), valid for the life of the
  * process, safe to use from several threads at once.
  *
  * The gemm entries take row-major CBLAS arguments.  Unlike raw CBLAS they
@@ -44,5 +44,18 @@ int kiln_runtime_lapack_run(const kiln_runtime *rt, uint32_t op,
                             char *errbuf, size_t errbuf_size);
 
 const kiln_runtime *kiln_runtime_for(const kiln_gemv_conf *conf);
+
+/* This thread's scratch buffer (core/runtime/linalg.c), grown to at least
+ * n_doubles doubles (8-byte aligned words), or NULL when out of memory.
+ * It only grows and is freed when the thread exits; lapack_run and
+ * gemm_batched share it, so it is valid until this thread's next call
+ * of either.  Not reentrant across those two. */
+void *kiln_runtime_scratch(size_t n_doubles);
+
+/* The table's gemm_batched (core/runtime/gemm_batched.c): a batched DOT
+ * kernel's product; see the entry in include/kiln/backend.h. */
+int kiln_runtime_gemm_batched(const kiln_runtime *rt, const kiln_view *a,
+                              const kiln_view *b, const kiln_view *c,
+                              char *errbuf, size_t errbuf_size);
 
 #endif

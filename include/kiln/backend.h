@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1
-#define KILN_ABI_MINOR 10
+#define KILN_ABI_MINOR 11
 
 /* The one frozen bootstrap symbol every plugin exports. */
 #define KILN_BACKEND_ENTRY "kiln_backend_entry"
@@ -147,7 +147,19 @@ typedef enum kiln_kernel_kind {
     /* outputs[0] = inputs[0] @ inputs[1] for 1-D/2-D f32/f64 operands,
      * C-contiguous or (2-D) the transpose of a C-contiguous buffer
      * (strides (1, rows)), through the runtime's CBLAS gemm with its
-     * transpose flags. */
+     * transpose flags.
+     * ABI 1.11 (batched matmul): the three views may instead all have
+     * one rank r >= 3 (the host promotes a 1-D operand to a [1, k] row
+     * or a [k, 1] column, prepends size-1 axes, and hands the output a
+     * view with the promoted unit axis): inputs[0] [B..., m, k],
+     * inputs[1] [B..., k, n], outputs[0] [B..., m, n], the r - 2 batch
+     * axes with the output's extents in all three (stride 0 where an
+     * operand is broadcast), each operand's 2-D core with any strides.
+     * outputs[0] is written, never read, and does not overlap an input.
+     * A plugin runs such a kernel with one call of the runtime table's
+     * gemm_batched (version 6: check struct_size), which does per batch
+     * index one gemm (k = 0 writes zeros); a plugin that cannot refuses
+     * ranks above 2 in `supports`. */
     KILN_KERNEL_DOT = 6,
     /* ABI 1.5: a fused loop.  One pass over an iteration space of rank
      * r; the program runs once per index i and each argument plays the
@@ -414,10 +426,10 @@ typedef struct kiln_ode_problem {
  * additions. */
 typedef struct kiln_runtime {
     size_t struct_size;
-    uint32_t version;              /* 5 (1: up to sgemm, 2: trigamma,
+    uint32_t version;              /* 6 (1: up to sgemm, 2: trigamma,
                                       3: floor..betainc_db, 4: dgemm_rt,
                                       sgemm_rt, 5: lapack_run, i0e,
-                                      i1e, ode_solve) */
+                                      i1e, ode_solve, 6: gemm_batched) */
     double (*exp)(double);
     double (*expm1)(double);
     double (*log)(double);
@@ -514,6 +526,25 @@ typedef struct kiln_runtime {
                      const double *theta, int64_t nts, const double *ts,
                      double *y_out, double *sens_out, char *errbuf,
                      size_t errbuf_size);
+    /* version 6 (ABI 1.11); check struct_size before use.  A batched DOT
+     * kernel's whole product (core/runtime/gemm_batched.c): c = a @ b
+     * over views of one rank r >= 3 and one dtype (f32 or f64):
+     * a [B..., m, k], b [B..., k, n], c [B..., m, n], the batch extents
+     * c's in all three (stride 0 broadcasts an operand), every 2-D core
+     * with any strides; c does not overlap a or b and is only written.
+     * Per batch index one product through this table's dgemm_rt /
+     * sgemm_rt (so m = 1 or n = 1 keeps the matrix-vector policy); a
+     * core BLAS cannot read in place (no unit stride, or a leading
+     * dimension below its extent) is packed into a per-thread scratch
+     * buffer that only grows (freed at thread exit: no malloc per call
+     * once grown); with m > 1, consecutive batch rows that share b are
+     * folded into one taller product; k = 0 writes zeros.  rt is the table the entry
+     * was read from.  Returns 0, or a kiln_code after writing one line
+     * into errbuf (KILN_ERR_SHAPE: ranks, dtypes or extents that do not
+     * fit, both shapes named; KILN_ERR_NOMEM).  Thread-safe. */
+    int (*gemm_batched)(const struct kiln_runtime *rt, const kiln_view *a,
+                        const kiln_view *b, const kiln_view *c,
+                        char *errbuf, size_t errbuf_size);
 } kiln_runtime;
 
 /* Arguments of one kernel call (host-owned, valid during the call). */
