@@ -60,12 +60,21 @@ static LLVMValueRef kl_intrinsic2(kl_cg *g, const char *name, LLVMValueRef x,
     return LLVMBuildCall2(g->b, fty, fn, a, 2, "");
 }
 
-/* c[0] + x (c[1] + x (c[2] + ... x c[n-1])) */
+/* c[0] + x (c[1] + x (c[2] + ... x c[n-1])), each step one
+ * llvm.fmuladd (a fused multiply-add where the CPU has one: the f64
+ * result differs in its last bits, far below the f32 rounding) */
 static LLVMValueRef kl_horner(kl_cg *g, LLVMValueRef x, const double *c, int n)
 {
+    static const char name[] = "llvm.fmuladd";
+    LLVMTypeRef t = g->t_f64;
+    unsigned id = LLVMLookupIntrinsicID(name, sizeof name - 1);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(g->mod, id, &t, 1);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(g->ctx, id, &t, 1);
     LLVMValueRef p = kl_d(g, c[n - 1]);
-    for (int i = n - 2; i >= 0; i--)
-        p = LLVMBuildFAdd(g->b, LLVMBuildFMul(g->b, p, x, ""), kl_d(g, c[i]), "");
+    for (int i = n - 2; i >= 0; i--) {
+        LLVMValueRef a[3] = {p, x, kl_d(g, c[i])};
+        p = LLVMBuildCall2(g->b, fty, fn, a, 3, "");
+    }
     return p;
 }
 
