@@ -243,6 +243,11 @@ typedef struct kl_loopctx {
     LLVMValueRef *rtfn;        /* runtime fn pointer per opcode */
     LLVMValueRef *val;         /* value per instruction */
     int strided;
+    /* the loop will be vectorised (a contiguous elementwise row or fold
+     * along a kept axis, or a scalar fold under fast_math): f32 exp, log,
+     * tanh, sigmoid are then inline (vmath.c); in a scalar loop the
+     * runtime's libm call is faster (measured 3x) and stays */
+    int vec;
     /* LOOP kernels: per TABLE / SCATTER view its element stride and
      * extent (st[nv + v], st[2 nv + v]); the check function (KL_CHECK)
      * ORs every index's range test into `bad` and loads a TAKE whose

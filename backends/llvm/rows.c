@@ -343,6 +343,8 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
     for (uint32_t j = 0; k->kind == KILN_KERNEL_LOOP && mode != KL_CHECK &&
                          j < k->n_outputs; j++)
         runs |= k->out_roles[j] == KILN_ROLE_SCATTER;
+    lc.vec = !strided && !runs && (mode == KL_EW || mode == KL_RROW ||
+                                   (mode == KL_RSCALAR && g->fast_math));
     if (runs) {
         lc.run_k = calloc(4 * (size_t)k->n_outputs, sizeof *lc.run_k);
         lc.run_v = lc.run_k + k->n_outputs;

@@ -75,6 +75,30 @@ def _same_specials(got, want):
     assert np.array_equal(np.signbit(got[z]), np.signbit(want[z]))
 
 
+@pytest.mark.parametrize("backend", backends())
+@pytest.mark.parametrize("name", ["exp", "log", "tanh", "sigmoid"])
+def test_f32_math_in_folds(name, backend, cache):
+    """The function inside folds: along a kept axis (llvm: vectorised,
+    inline) and into one value per row (llvm: a scalar loop, libm)."""
+    x = _inputs(name)
+    x = x[:x.size // 7 * 7].reshape(-1, 7)
+    g = kiln.Graph("fold_" + name)
+    v = g.input("x", "f32", x.shape)
+    g.output("y", g.op(name, v))
+    g.output("c", g.op("sum", g.op(name, v), axis=0))
+    g.output("r", g.op("sum", g.op(name, v), axis=1))
+    f = kiln.compile(g, backend=backend, cache=cache, tiers=False)
+    y, c, r = f(x)
+    with np.errstate(all="ignore"):
+        ref64 = REF64[name](x.astype(np.float64))
+        _same_specials(y, ref64.astype(F32))
+        fin = np.isfinite(ref64) & np.isfinite(y)
+        assert np.max(_ulps(y[fin], ref64[fin])) <= 0.5 + 2.0 ** -20
+        y64 = y.astype(np.float64)
+        np.testing.assert_allclose(c, y64.sum(axis=0).astype(F32), rtol=1e-6)
+        np.testing.assert_allclose(r, y64.sum(axis=1).astype(F32), rtol=1e-6)
+
+
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("f32math"))
