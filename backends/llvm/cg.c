@@ -263,6 +263,25 @@ typedef struct kl_loopctx {
     LLVMValueRef fn;
 } kl_loopctx;
 
+/* A row function's per-view and per-instruction arrays (nv views). */
+static void kl_lc_alloc(kl_loopctx *lc, uint32_t nv, uint32_t n_instrs)
+{
+    lc->base = calloc(nv, sizeof *lc->base);
+    lc->stride = calloc(nv, sizeof *lc->stride);
+    lc->tst = calloc(nv, sizeof *lc->tst);
+    lc->tsize = calloc(nv, sizeof *lc->tsize);
+    lc->val = calloc(n_instrs, sizeof *lc->val);
+}
+
+static void kl_lc_free(kl_loopctx *lc)
+{
+    free(lc->base);
+    free(lc->stride);
+    free(lc->tst);
+    free(lc->tsize);
+    free(lc->val);
+}
+
 /* A lifted literal (ABI 1.8): element in->a of the constant block, whose
  * pointer the host's runner puts after the views' (ptrs[nv], parameter 1
  * of every row and segment function), loaded and converted in the

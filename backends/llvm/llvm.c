@@ -194,6 +194,7 @@ static int kl_fail(kiln_plugin_error **err, int code, const char *fmt, ...)
 #include "vmath.c"      /* codegen: f32 exp/log/tanh/sigmoid inline */
 #include "instr.c"      /* codegen: one instruction, the program, folds */
 #include "rows.c"       /* codegen: ELEMWISE, REDUCE, LOOP row functions */
+#include "strips.c"     /* codegen: folds into scalars in strips */
 #include "segment.c"    /* codegen: wide programs in segments */
 #include "rowfn.c"      /* codegen: data-movement row helpers */
 #include "load.c"       /* plugin: callables (ELF object loaded) */
