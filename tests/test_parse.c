@@ -938,6 +938,9 @@ static const op_case op_cases[] = {
     {"ode_rk45(a, 0.0, b, a, body=rhs)", "f64[3, 3]"},
     {"ode_bdf(a, 0.0, b, b, body=rhs, rtol=1e-8, max_num_steps=100)",
      "f64[3, 3]"},
+    /* issue 29: top_k and its indices */
+    {"top_k(m, k=2)", "f64[2, 2]"},
+    {"result(top_k(s, k=1, axis=0), index=1)", "i64[1]"},
 };
 
 static void test_ops(void)

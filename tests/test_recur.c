@@ -475,7 +475,7 @@ static void test_errors(void)
                  "kiln 1\ngraph m\n  input c0: f64\n"
                  "  output r = result(exp(c0), index=1)\nend\n",
                  KILN_ERR_TYPE, "result: input must be a node with several "
-                 "outputs (scan), got exp");
+                 "outputs (scan, top_k), got exp");
     expect_error("result index out of range",
                  "kiln 1\ngraph b\n  input v: f64\n  output w = v\nend\n"
                  "graph m\n  input v0: f64\n"

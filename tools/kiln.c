@@ -63,6 +63,9 @@ static const char *usage_text =
     "       kiln policy check [POLICY.yaml]\n"
     "       kiln check FILE.kg\n"
     "       kiln bridgestan FILE.kg -o LIB.so [--logp NAME]\n"
+    "       kiln generate MODEL.kg --weights W.safetensors --prompt IDS\n"
+    "                --max-new N [--top-k K] [--temperature X] [--seed S]\n"
+    "                [--backend NAME] [--tiers policy|off|baseline]\n"
     "       kiln emit-c FILE.kg [--passes LIST] [--policy POLICY.yaml]\n"
     "       kiln emit-llvm FILE.kg [--opt 1|2|3] [--fast-math]\n"
     "                [--passes LIST] [--policy POLICY.yaml]\n"
@@ -1383,9 +1386,11 @@ static int dispatch(int argc, char **argv)
         return kiln_cli_bridgestan(argc - 2, argv + 2);
     if (strcmp(cmd, "model") == 0)
         return kiln_cli_model(argc - 2, argv + 2);
+    if (strcmp(cmd, "generate") == 0)   /* issue 29 */
+        return kiln_cli_generate(argc - 2, argv + 2);
     static const char *const commands[] = {
         "run", "model", "compile", "check", "explain", "cache", "policy",
-        "bridgestan", "emit-c", "emit-llvm", "help", "version"};
+        "bridgestan", "emit-c", "emit-llvm", "generate", "help", "version"};
     const char *near = kiln_suggest(cmd, commands,
                                     (int)(sizeof commands / sizeof *commands));
     char quoted[EXCERPT_SIZE(EXCERPT_MAX)];

@@ -16,6 +16,10 @@ int kiln_cli_policy(int argc, char **argv);
  * (tools/kiln_bridgestan.c, docs/bridgestan.md) */
 int kiln_cli_bridgestan(int argc, char **argv);
 
+/* kiln generate MODEL.kg --weights W --prompt IDS --max-new N ...
+ * (tools/kiln_generate.c, docs/decoder.md) */
+int kiln_cli_generate(int argc, char **argv);
+
 /* kiln cache stats|list|verify|prune|clear (tools/kiln_cache.c) */
 int kiln_cli_cache(int argc, char **argv);
 

@@ -21,8 +21,8 @@ static const char *kind_name(int kind)
     static const char *const names[] = {"?", "elemwise", "reduce", "join",
                                         "gather", "scatter", "dot",
                                         "loop", "scan", "recur",
-                                        "linalg", "ode"};
-    return kind > 0 && kind < 12 ? names[kind] : "?";
+                                        "linalg", "ode", "topk"};
+    return kind > 0 && kind < 13 ? names[kind] : "?";
 }
 
 static const char *cache_word(int r)

@@ -48,6 +48,7 @@ static const char *kiln_interp_kind_name(uint32_t kind)
     case KILN_KERNEL_LINALG: return "linalg";
     case KILN_KERNEL_RECUR: return "recur";
     case KILN_KERNEL_ODE: return "ode";
+    case KILN_KERNEL_TOPK: return "topk";
     default: return "?";
     }
 }

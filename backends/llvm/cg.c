@@ -243,6 +243,11 @@ typedef struct kl_loopctx {
     LLVMValueRef *rtfn;        /* runtime fn pointer per opcode */
     LLVMValueRef *val;         /* value per instruction */
     int strided;
+    /* the loop will be vectorised (a contiguous elementwise row or fold
+     * along a kept axis, or a scalar fold under fast_math): f32 exp, log,
+     * tanh, sigmoid are then inline (vmath.c); in a scalar loop the
+     * runtime's libm call is faster (measured 3x) and stays */
+    int vec;
     /* LOOP kernels: per TABLE / SCATTER view its element stride and
      * extent (st[nv + v], st[2 nv + v]); the check function (KL_CHECK)
      * ORs every index's range test into `bad` and loads a TAKE whose
@@ -257,6 +262,25 @@ typedef struct kl_loopctx {
     LLVMValueRef *run_k, *run_v, *run_k2, *run_v2;
     LLVMValueRef fn;
 } kl_loopctx;
+
+/* A row function's per-view and per-instruction arrays (nv views). */
+static void kl_lc_alloc(kl_loopctx *lc, uint32_t nv, uint32_t n_instrs)
+{
+    lc->base = calloc(nv, sizeof *lc->base);
+    lc->stride = calloc(nv, sizeof *lc->stride);
+    lc->tst = calloc(nv, sizeof *lc->tst);
+    lc->tsize = calloc(nv, sizeof *lc->tsize);
+    lc->val = calloc(n_instrs, sizeof *lc->val);
+}
+
+static void kl_lc_free(kl_loopctx *lc)
+{
+    free(lc->base);
+    free(lc->stride);
+    free(lc->tst);
+    free(lc->tsize);
+    free(lc->val);
+}
 
 /* A lifted literal (ABI 1.8): element in->a of the constant block, whose
  * pointer the host's runner puts after the views' (ptrs[nv], parameter 1

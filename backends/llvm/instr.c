@@ -130,6 +130,8 @@ static LLVMValueRef kl_emit_instr(kl_cg *g, kl_loopctx *lc, uint32_t i)
         case KILN_I_OR: r = LLVMBuildOr(b, x, y, ""); break;
         case KILN_I_NOT: r = LLVMBuildXor(b, x, LLVMConstInt(g->t_i1, 1, 0), ""); break;
         default: { /* unary runtime functions */
+            if (dt == KILN_F32 && lc->vec && (r = kl_vmath_f32(g, in->op, x)))
+                break;  /* inline, vectorisable (vmath.c) */
             LLVMValueRef a1 = dt == KILN_F32 ? LLVMBuildFPExt(b, x, g->t_f64, "") : x;
             r = LLVMBuildCall2(b, g->t_d2d, lc->rtfn[in->op], &a1, 1, "");
             if (dt == KILN_F32)

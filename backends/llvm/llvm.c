@@ -191,8 +191,10 @@ static int kl_fail(kiln_plugin_error **err, int code, const char *fmt, ...)
 #include "desc.c"       /* both: the description inside the artifact */
 #include "kernel.c"     /* both: roles, reductions, kinds, checks */
 #include "cg.c"         /* codegen: state, types, constants, casts */
+#include "vmath.c"      /* codegen: f32 exp/log/tanh/sigmoid inline */
 #include "instr.c"      /* codegen: one instruction, the program, folds */
 #include "rows.c"       /* codegen: ELEMWISE, REDUCE, LOOP row functions */
+#include "strips.c"     /* codegen: folds into scalars in strips */
 #include "segment.c"    /* codegen: wide programs in segments */
 #include "rowfn.c"      /* codegen: data-movement row helpers */
 #include "load.c"       /* plugin: callables (ELF object loaded) */

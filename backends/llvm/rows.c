@@ -317,10 +317,18 @@ static void kl_view_base(kl_cg *g, kl_loopctx *lc, LLVMValueRef ptrs,
     lc->base[v] = off ? LLVMBuildGEP2(b, kl_type(g, dt), p, &off, 1, "") : p;
 }
 
+/* (strips.c: a contiguous fold into scalars whose program has f32 math) */
+static int kl_strips_ok(kl_cg *g, int mode, int strided);
+static void kl_emit_fn_strips(kl_cg *g, const char *name);
+
 static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
 {
     const kiln_kernel *k = g->k;
     LLVMBuilderRef b = g->b;
+    if (kl_strips_ok(g, mode, strided)) {
+        kl_emit_fn_strips(g, name);
+        return;
+    }
     LLVMValueRef fn = kl_add_fn(g, name);
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry");
     LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(g->ctx, fn, "loop");
@@ -333,16 +341,14 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
     kl_loopctx lc = {0};
     lc.strided = strided;
     lc.check = mode == KL_CHECK;
-    lc.base = calloc(nv, sizeof *lc.base);
-    lc.stride = calloc(nv, sizeof *lc.stride);
-    lc.tst = calloc(nv, sizeof *lc.tst);
-    lc.tsize = calloc(nv, sizeof *lc.tsize);
-    lc.val = calloc(k->n_instrs, sizeof *lc.val);
+    kl_lc_alloc(&lc, nv, k->n_instrs);
     lc.fn = fn;
     int runs = 0;   /* SCATTER outputs kept in registers */
     for (uint32_t j = 0; k->kind == KILN_KERNEL_LOOP && mode != KL_CHECK &&
                          j < k->n_outputs; j++)
         runs |= k->out_roles[j] == KILN_ROLE_SCATTER;
+    lc.vec = !strided && !runs && (mode == KL_EW || mode == KL_RROW ||
+                                   (mode == KL_RSCALAR && g->fast_math));
     if (runs) {
         lc.run_k = calloc(4 * (size_t)k->n_outputs, sizeof *lc.run_k);
         lc.run_v = lc.run_k + k->n_outputs;
@@ -485,11 +491,7 @@ static void kl_emit_fn(kl_cg *g, const char *name, int mode, int strided)
     free(ident);
     free(acc);
     free(acc2);
-    free(lc.base);
-    free(lc.stride);
-    free(lc.tst);
-    free(lc.tsize);
-    free(lc.val);
+    kl_lc_free(&lc);
     free(need);
 }
 

@@ -132,7 +132,8 @@ size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
     if (!k || k->struct_size < offsetof(kiln_kernel, label))
         return 0;
     if ((k->kind < KILN_KERNEL_ELEMWISE || k->kind > KILN_KERNEL_RECUR) &&
-        k->kind != KILN_KERNEL_LINALG && k->kind != KILN_KERNEL_ODE)
+        k->kind != KILN_KERNEL_LINALG && k->kind != KILN_KERNEL_ODE &&
+        k->kind != KILN_KERNEL_TOPK)
         return 0;
     if ((k->kind == KILN_KERNEL_RECUR || k->kind == KILN_KERNEL_ODE) &&
         (k->struct_size < offsetof(kiln_kernel, n_body_bytes) +
@@ -197,6 +198,10 @@ size_t kiln_key_canonical(const kiln_kernel *k, uint8_t *buf, size_t size)
         break;
     case KILN_KERNEL_LINALG:   /* issue 28: the kiln_linalg_op */
         put_u8(&b, k->reduce_op);
+        break;
+    case KILN_KERNEL_TOPK:     /* issue 29: the axis and k */
+        put_u32(&b, (uint32_t)k->axis);
+        put_u64(&b, (uint64_t)k->n_steps);
         break;
     case KILN_KERNEL_LOOP:
         for (uint32_t i = 0; i < k->n_inputs; i++)

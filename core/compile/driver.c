@@ -22,6 +22,7 @@
 #include "function.h"
 #include "loader.h"
 #include "ode.h"
+#include "topk.h"
 #include "recur.h"
 #include "progress.h"
 #include "rewrite/rewrite.h"
@@ -878,6 +879,22 @@ static int attach_ode(kiln_function *f, kiln_step *s,
     return 0;
 }
 
+/* top_k steps (issue 29): run by the host (core/runtime/topk.c). */
+static int attach_topk(kiln_function *f, kiln_step *s, kiln_err *err)
+{
+    const kiln_node *n = &f->g->nodes[s->node];
+    char label[160];
+    if (n->name)
+        snprintf(label, sizeof label, "top_k '%s'", n->name);
+    else
+        snprintf(label, sizeof label, "top_k");
+    if (kiln_topk_callable(s->kernel.axis, label, &s->callable))
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    s->backend = &kiln_topk_backend;
+    kiln_key_of_kernel(&s->kernel, &s->key, NULL);
+    return 0;
+}
+
 static int attach_recur(kiln_function *f, const kiln_options *opt,
                         kiln_err *err)
 {
@@ -886,6 +903,11 @@ static int attach_recur(kiln_function *f, const kiln_options *opt,
         if (s->kernel.kind == KILN_KERNEL_ODE) {
             if (attach_ode(f, s, opt, err))
                 return err ? err->code : KILN_ERR_BACKEND;
+            continue;
+        }
+        if (s->kernel.kind == KILN_KERNEL_TOPK) {   /* issue 29 */
+            if (attach_topk(f, s, err))
+                return err ? err->code : KILN_ERR_NOMEM;
             continue;
         }
         /* a RECUR kernel with a program (the pass `recur`) is compiled

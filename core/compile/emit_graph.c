@@ -87,6 +87,11 @@ int kiln_emit_c_graph(const kiln_graph *graph, const kiln_options *opt,
                     g->nodes[s->node].attrs->body->name);
             continue;
         }
+        if (s->kernel.kind == KILN_KERNEL_TOPK) {   /* issue 29 */
+            fprintf(out, "/* kiln top_k kernel: run by the host "
+                         "(core/runtime/topk.c), no C */\n\n");
+            continue;
+        }
         if (kiln_emit_c(&s->kernel, &src, &len, why, sizeof why)) {
             rc = kiln_seterr(err, KILN_ERR_BACKEND, "kernel %d (%s): %s", i,
                              s->label, why);

@@ -69,6 +69,11 @@ int kiln_emit_text_graph(const kiln_graph *graph, const kiln_options *opt,
                     g->nodes[s->node].attrs->body->name);
             continue;
         }
+        if (s->kernel.kind == KILN_KERNEL_TOPK) {   /* issue 29 */
+            fprintf(out, "; kiln top_k kernel: run by the host "
+                         "(core/runtime/topk.c)\n\n");
+            continue;
+        }
         if (be->emit_text(&s->kernel, &co, &text, &pe)) {
             rc = kiln_seterr(err, KILN_ERR_BACKEND, "kernel %d (%s): %s", i,
                              s->label, pe && pe->message ? pe->message

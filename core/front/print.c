@@ -492,6 +492,11 @@ static void put_op(printer *pr, const kiln_node *nd)
     case KILN_OP_RESULT:
         sb_printf(b, ", index=%d", a->index);
         break;
+    case KILN_OP_TOP_K:   /* issue 29 */
+        sb_printf(b, ", k=%d", a->index);
+        if (a->has_axes)
+            sb_printf(b, ", axis=%lld", (long long)a->axes[0]);
+        break;
     case KILN_OP_ODE_RK45: case KILN_OP_ODE_BDF:
         sb_printf(b, ", body=%s, rtol=%.17g, atol=%.17g, max_num_steps=%lld",
                   body_name(pr->bodies, a->body), a->rtol, a->atol,

@@ -1384,6 +1384,8 @@ static int grad_recur(gctx *c, kiln_value v, kiln_value gv)
         int k = NODE(c, v)->attrs->index;
         if (k == 0)
             return contribute(c, s, gv);
+        if (NODE(c, s)->op == KILN_OP_TOP_K)   /* the indices: integers */
+            return 0;
         if (kiln_ir_op_info(NODE(c, s)->op)->category == KILN_CAT_ODE)
             return kiln_seterr(c->err, KILN_ERR_TYPE, "grad: %s: no second "
                                "derivatives (through the sensitivities)",
@@ -1564,12 +1566,46 @@ static int grad_ode(gctx *c, kiln_value v, kiln_value gv)
     return 0;
 }
 
+/* top_k (issue 29): the values' adjoint g goes back to the elements they
+ * were taken from, a one-hot scatter along the axis: with i the indices
+ * (result 1) and p the positions 0..n-1 along x's axis,
+ *   dx = sum over the k axis of where(i[.., :, None, ..] == p[.., None, :,
+ *        ..], g[.., :, None, ..], 0)
+ * (k * n per row: a gradient through sampling is rare, the forward is
+ * what is hot).  The indices get no adjoint (integers). */
+static int grad_topk(gctx *c, kiln_value v, kiln_value gv)
+{
+    kiln_node n = *NODE(c, v);
+    kiln_value x = n.in[0];
+    if (!c->path[x])
+        return 0;
+    int r = NODE(c, x)->type.rank;
+    int64_t ax = n.attrs->has_axes ? n.attrs->axes[0] : -1;
+    if (ax < 0)
+        ax += r;
+    int64_t a0[1] = {ax}, a1[1] = {ax + 1};
+    kiln_value idx = kiln_graph_result(c->g, v, 1, c->err);
+    TRY(idx);
+    kiln_attr cs = {.key = "axis", .kind = KILN_ATTR_INT, .i = ax};
+    kiln_value ones = axis_vector(c, x, (int)ax, 1);
+    kiln_value pos = op2(c, "sub", opn(c, "cumsum", 1, &ones, &cs, 1),
+                         kiln_graph_literal(c->g, 1, KILN_LIT_INT, c->err));
+    kiln_value hit = op2(c, "eq", op1_axes(c, "expand_dims", idx, "axis", 1,
+                                           a1, -1),
+                         op1_axes(c, "expand_dims", pos, "axis", 1, a0, -1));
+    kiln_value w = op3(c, "where", hit,
+                       op1_axes(c, "expand_dims", gv, "axis", 1, a1, -1),
+                       lit(c, 0.0));
+    return contribute(c, x, op1_axes(c, "sum", w, "axis", 1, a0, -1));
+}
+
 static int grad_node(gctx *c, kiln_value v)
 {
     kiln_value gv = c->adj[v];
     switch (kiln_ir_op_info(NODE(c, v)->op)->category) {
     case KILN_CAT_RECUR: return grad_recur(c, v, gv);
     case KILN_CAT_ODE: return grad_ode(c, v, gv);
+    case KILN_CAT_TOPK: return grad_topk(c, v, gv);   /* issue 29 */
     case KILN_CAT_ELEMWISE: return grad_elemwise(c, v, gv);
     case KILN_CAT_REDUCE: return grad_reduce(c, v, gv);
     case KILN_CAT_SHAPE: return grad_shape(c, v, gv);

@@ -1298,10 +1298,11 @@ kiln_value kiln_graph_result(kiln_graph *g, kiln_value v, int index,
                            "result: %s has one output (two with sens=2: "
                            "the states, then the sensitivities)",
                            kiln_ir_op_info(s->op)->name), -1;
-    if (s->op != KILN_OP_SCAN && !ode)
+    int topk = s->op == KILN_OP_TOP_K;   /* issue 29 */
+    if (s->op != KILN_OP_SCAN && !ode && !topk)
         return kiln_seterr(err, KILN_ERR_TYPE,
                            "result: input must be a node with several "
-                           "outputs (scan), got %s",
+                           "outputs (scan, top_k), got %s",
                            kiln_ir_op_info(s->op)->name), -1;
     if (index < 0)
         return kiln_seterr(err, KILN_ERR_TYPE,
@@ -1313,10 +1314,12 @@ kiln_value kiln_graph_result(kiln_graph *g, kiln_value v, int index,
         types[i] = g->nodes[s->in[i]].type;
     kiln_shape_ctx ctx = {g, NULL};
     kiln_type t;
-    int rc = ode ? kiln_ir_ode_types(&ctx, s->op, s->attrs, s->n_in, types,
-                                     index, &t, err)
-                 : kiln_ir_scan_types(&ctx, s->attrs, s->n_in, types, index,
-                                      &t, err);
+    int rc = topk  ? kiln_ir_topk_type(&ctx, s->attrs, &types[0], index,
+                                       &t, err)
+             : ode ? kiln_ir_ode_types(&ctx, s->op, s->attrs, s->n_in, types,
+                                       index, &t, err)
+                   : kiln_ir_scan_types(&ctx, s->attrs, s->n_in, types,
+                                        index, &t, err);
     if (types != small)
         free(types);
     if (rc)

@@ -76,6 +76,11 @@ typedef enum kiln_op {
     /* issue 28 (second half), linear algebra: det(a) and its sign
      * (NumPy's slogdet(a)[0]: -1, 0 or +1), f64 of rank the batch */
     KILN_OP_DET, KILN_OP_SIGN_DET,
+    /* issue 29: top_k(x, k=K, axis=-1): the K largest along the axis,
+     * sorted descending (ties to the lower index, NaN largest), as output
+     * 0; their indices (i64) as output 1, result(v, index=1).  A host-run
+     * kernel (KILN_KERNEL_TOPK, core/runtime/topk.c) */
+    KILN_OP_TOP_K,
     KILN_OP_COUNT
 } kiln_op;
 
@@ -91,7 +96,8 @@ enum {
     KILN_CAT_CHECK,      /* check: x, then its conditions (issue 25) */
     KILN_CAT_LINALG,     /* cholesky, solve, ... (issue 28): LINALG kernels */
     KILN_CAT_RECUR,      /* scan with a body, and result (issue 28) */
-    KILN_CAT_ODE         /* ode_rk45, ode_bdf (issue 28) */
+    KILN_CAT_ODE,        /* ode_rk45, ode_bdf (issue 28) */
+    KILN_CAT_TOPK        /* top_k (issue 29): two outputs, host-run */
 };
 
 typedef struct kiln_type {
@@ -132,7 +138,8 @@ typedef struct kiln_attrs {
                                      remaining inputs are args) */
     int64_t n_steps;              /* scan: steps when there is no sequence
                                      (attribute n_steps=), else -1 */
-    int index;                    /* result: which output (>= 0) */
+    int index;                    /* result: which output (>= 0); top_k:
+                                     k (attribute k=, >= 0) */
     /* ode_rk45, ode_bdf: tolerances and steps (Stan's defaults unless
      * given), and sens: 0 the states Y [T, N]; 1 (graphs printed before
      * issue 28's second half) the sensitivities S [T, N, N+P] instead;
@@ -397,12 +404,21 @@ kiln_value kiln_ir_build(kiln_graph *g, int op, int n_in,
                          const kiln_value *in, kiln_attrs *attrs,
                          kiln_err *err);
 
+/* The type of output `which` of top_k(x, k=, axis=) with attributes *a
+ * over x's type: 0 the values (x's dtype, x's shape with k along the
+ * axis), 1 the indices (i64, the same shape).  Errors: x not f32/f64,
+ * rank 0, axis out of range, k > the axis's (static) length, naming
+ * both (KILN_ERR_TYPE / KILN_ERR_SHAPE).  (ops.c) */
+int kiln_ir_topk_type(const kiln_shape_ctx *ctx, const kiln_attrs *a,
+                      const kiln_type *x, int which, kiln_type *out,
+                      kiln_err *err);
+
 /* The number of outputs of a scan (its body's output count). */
 int kiln_ir_scan_n_out(const kiln_attrs *a);
 
 /* The number of outputs of a node of op `op` with attributes *a: a
- * scan's body's output count, 2 for an ODE with sens = 2 (Y, then S),
- * else 1. */
+ * scan's body's output count, 2 for an ODE with sens = 2 (Y, then S)
+ * and for top_k (values, then indices), else 1. */
 int kiln_ir_n_out(int op, const kiln_attrs *a);
 
 /* Replace the body of node v of g (a scan or an ODE): its attributes are

@@ -142,6 +142,7 @@ static const kiln_op_info op_table[KILN_OP_COUNT] = {
     E(KILN_OP_I1E, "i1e", KILN_CAT_ELEMWISE, 1, 1, KILN_I_I1E),
     E(KILN_OP_DET, "det", KILN_CAT_LINALG, 1, 1, -1),
     E(KILN_OP_SIGN_DET, "sign_det", KILN_CAT_LINALG, 1, 1, -1),
+    E(KILN_OP_TOP_K, "top_k", KILN_CAT_TOPK, 1, 1, -1),   /* issue 29 */
 };
 
 #undef E
@@ -260,7 +261,7 @@ enum {
     A_AXIS = 1, A_AXES = 2, A_KEEPDIMS = 4, A_SHAPE = 8, A_DTYPE = 16,
     A_AXIS_REQ = 32, A_SHAPE_REQ = 64, A_DTYPE_REQ = 128, A_AXIS_ONE = 256,
     A_MSG = 512, A_LINALG = 1024, A_NANERR = 2048, A_SCAN = 4096,
-    A_INDEX = 8192, A_ODE = 16384
+    A_INDEX = 8192, A_ODE = 16384, A_TOPK = 32768
 };
 
 static unsigned op_attrs(int op)
@@ -278,6 +279,7 @@ static unsigned op_attrs(int op)
     case KILN_OP_SCAN: return A_SCAN;
     case KILN_OP_ODE_RK45: case KILN_OP_ODE_BDF: return A_ODE;
     case KILN_OP_RESULT: return A_INDEX;
+    case KILN_OP_TOP_K: return A_AXIS | A_AXIS_ONE | A_TOPK;
     case KILN_OP_TRANSPOSE: return A_AXES;
     case KILN_OP_EXPAND_DIMS: return A_AXIS | A_AXIS_REQ;
     case KILN_OP_SQUEEZE: return A_AXIS;
@@ -336,7 +338,7 @@ int kiln_ir_parse_attrs(int op, const kiln_attr *attrs, int n_attrs,
         out->atol = bdf ? 1e-10 : 1e-6;
         out->max_steps = bdf ? 100000000 : 1000000;
     }
-    int seen_shape = 0;
+    int seen_shape = 0, seen_k = 0;
     if (n_attrs > 0 && !attrs)
         return kiln_seterr(err, KILN_ERR_ARG, "%s: attributes are NULL",
                            info->name);
@@ -456,11 +458,21 @@ int kiln_ir_parse_attrs(int op, const kiln_attr *attrs, int n_attrs,
                                    "%s: attribute 'index' must be an integer "
                                    ">= 0", info->name);
             out->index = (int)a->i;
+        } else if ((allowed & A_TOPK) && strcmp(k, "k") == 0) {
+            if (a->kind != KILN_ATTR_INT || a->i < 0 || a->i > INT32_MAX)
+                return kiln_seterr(err, KILN_ERR_TYPE,
+                                   "%s: attribute 'k' must be an integer "
+                                   ">= 0", info->name);
+            out->index = (int)a->i;
+            seen_k = 1;
         } else {
             return kiln_seterr(err, KILN_ERR_TYPE,
                                "%s: unknown attribute '%s'", info->name, k);
         }
     }
+    if ((allowed & A_TOPK) && !seen_k)
+        return kiln_seterr(err, KILN_ERR_TYPE, "%s: attribute 'k' is "
+                           "required", info->name);
     if ((allowed & A_AXIS_REQ) && !out->has_axes)
         return kiln_seterr(err, KILN_ERR_TYPE, "%s: attribute 'axis' is "
                            "required", info->name);
@@ -1264,6 +1276,40 @@ static int infer_linalg(const kiln_shape_ctx *ctx, int op, int n_in,
     }
 }
 
+/* top_k (issue 29): the values (which 0) or the indices (which 1). */
+int kiln_ir_topk_type(const kiln_shape_ctx *ctx, const kiln_attrs *a,
+                      const kiln_type *x, int which, kiln_type *out,
+                      kiln_err *err)
+{
+    if (which < 0 || which > 1)
+        return kiln_seterr(err, KILN_ERR_TYPE, "result: top_k has 2 "
+                           "outputs (the values, then the indices), not "
+                           "%d", which + 1);
+    if (x->dtype != KILN_F64 && x->dtype != KILN_F32)
+        return kiln_seterr(err, KILN_ERR_TYPE, "top_k: x must be f32 or "
+                           "f64, got %s", kiln_dtype_name(x->dtype));
+    if (x->rank == 0)
+        return kiln_seterr(err, KILN_ERR_SHAPE, "top_k: x must have rank "
+                           ">= 1 (reshape a scalar to (1) first)");
+    int64_t ax = 0;
+    if (norm_axis("top_k", a->has_axes ? a->axes[0] : -1, x->rank, &ax,
+                  err))
+        return err ? err->code : KILN_ERR_SHAPE;
+    int64_t n = x->dims[ax];
+    if (n >= 0 && a->index > n) {
+        char s[256];
+        return kiln_seterr(err, KILN_ERR_SHAPE, "top_k: k=%d exceeds the "
+                           "length %lld of axis %lld of x %s", a->index,
+                           (long long)n, (long long)ax,
+                           shp(ctx, x, s, sizeof s));
+    }
+    *out = *x;
+    out->dims[ax] = a->index;
+    if (which == 1)
+        out->dtype = KILN_I64;
+    return 0;
+}
+
 int kiln_ir_infer(const kiln_shape_ctx *ctx, int op, const kiln_attrs *attrs,
                   int n_in, const kiln_type *in, const int *in_weak,
                   kiln_type *out, int *out_weak, kiln_err *err)
@@ -1371,6 +1417,9 @@ int kiln_ir_infer(const kiln_shape_ctx *ctx, int op, const kiln_attrs *attrs,
         break;
     case KILN_CAT_ODE:
         rc = kiln_ir_ode_type(ctx, op, attrs, n_in, in, &t, err);
+        break;
+    case KILN_CAT_TOPK:   /* issue 29: output 0, the values */
+        rc = kiln_ir_topk_type(ctx, attrs, &in[0], 0, &t, err);
         break;
     case KILN_CAT_RECUR:
         if (op == KILN_OP_SCAN) {

@@ -39,6 +39,8 @@ int kiln_ir_n_out(int op, const kiln_attrs *a)
         return kiln_ir_scan_n_out(a);
     if (op == KILN_OP_ODE_RK45 || op == KILN_OP_ODE_BDF)
         return a && a->sens == 2 ? 2 : 1;
+    if (op == KILN_OP_TOP_K)
+        return 2;
     return 1;
 }
 

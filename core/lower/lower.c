@@ -1234,12 +1234,21 @@ static int result_of(const kiln_graph *g, int v, int k)
 }
 
 /* A buffer for output k of scan v: its run-time shape is inferred from
- * the scan's inputs with the scan's attributes (ops.c, result). */
+ * the scan's inputs with the scan's attributes (ops.c, result); of a
+ * top_k, from the type stored in its attributes. */
 static int result_buf(kiln_program *p, const kiln_graph *g, int v, int k,
                       const kiln_type *t, kiln_err *err)
 {
     const kiln_node *n = &g->nodes[v];
     kiln_attrs ra = *n->attrs;
+    if (n->op == KILN_OP_TOP_K) {
+        /* the stored type, as kiln_graph_result's (issue 29) */
+        memset(&ra, 0, sizeof ra);
+        ra.dtype = t->dtype;
+        ra.nshape = t->rank;
+        memcpy(ra.shape, t->dims, sizeof *ra.shape * (size_t)t->rank);
+        ra.n_steps = -1;
+    }
     ra.index = k;
     int small[16] = {0}, *ins = small;
     if (n->n_in > 16 && !(ins = malloc(sizeof *ins * (size_t)n->n_in)))
@@ -1316,6 +1325,40 @@ static int lower_ode(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
     s->body_bytes = q;
     s->kernel.body_bytes = q;
     s->kernel.n_body_bytes = need;
+    return 0;
+}
+
+/* top_k (issue 29) is one TOPK step run by the host (core/runtime/topk.c):
+ * x as it is; the values into the node's buffer, the indices into its
+ * result(index=1) node's buffer, or a temporary nothing reads (typed as
+ * kiln_graph_result types it).  The kernel carries the axis
+ * (normalised) and k (n_steps) for its key. */
+static int lower_topk(kiln_program *p, kiln_graph *g, int v, kiln_err *err)
+{
+    kiln_node *n = &g->nodes[v];
+    const kiln_type *xt = &g->nodes[n->in[0]].type;
+    int r = result_of(g, v, 1), ib;
+    if (r >= 0) {
+        ib = p->node_buf[r];
+    } else {
+        kiln_shape_ctx ctx = {g, NULL};
+        kiln_type t;
+        if (kiln_ir_topk_type(&ctx, n->attrs, xt, 1, &t, err))
+            return err ? err->code : KILN_ERR_TYPE;
+        ib = result_buf(p, g, v, 1, &t, err);
+        if (ib < 0)
+            return -ib;
+    }
+    kiln_step *s = new_step(p, KILN_KERNEL_TOPK, v, 1, 2, "top_k", err);
+    if (!s)
+        return err ? err->code : KILN_ERR_NOMEM;
+    int xb = p->node_buf[n->in[0]], ob = p->node_buf[v];
+    set_arg(p, s, 0, 0, xb, KILN_VIEW_FULL, p->bufs[xb].type.rank);
+    set_arg(p, s, 1, 0, ob, KILN_VIEW_FULL, p->bufs[ob].type.rank);
+    set_arg(p, s, 1, 1, ib, KILN_VIEW_FULL, p->bufs[ib].type.rank);
+    int64_t ax = n->attrs->has_axes ? n->attrs->axes[0] : -1;
+    s->kernel.axis = (int32_t)(ax < 0 ? ax + xt->rank : ax);
+    s->kernel.n_steps = n->attrs->index;
     return 0;
 }
 
@@ -2337,6 +2380,7 @@ static int lower_node(kiln_program *p, kiln_graph *g, int v, int k,
     case KILN_CAT_LINALG: return lower_linalg(p, g, v, err);
     case KILN_CAT_RECUR: return lower_recur(p, g, v, err);
     case KILN_CAT_ODE: return lower_ode(p, g, v, err);
+    case KILN_CAT_TOPK: return lower_topk(p, g, v, err);   /* issue 29 */
     }
     return 0;
 }

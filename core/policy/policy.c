@@ -116,8 +116,8 @@ static const double tier_compile_default[3] = {10, 0.25, 0.15};
 static const char *const kind_names[] = {NULL, "elemwise", "reduce", "join",
                                          "gather", "scatter", "dot",
                                          "loop", "scan", "recur",
-                                         "linalg", "ode"};
-#define N_KINDS 12
+                                         "linalg", "ode", "topk"};
+#define N_KINDS 13
 
 /* The rewrite passes a `passes:` list may name (docs/policy.md), in the
  * order they run (core/rewrite/manager.c); "fusion" is also accepted for

@@ -242,7 +242,14 @@ typedef enum kiln_kernel_kind {
      * `reduce_op` carries the kiln_ode_method, body_bytes the body's
      * canonical bytes then rtol, atol, max_num_steps and sens (the key).
      * Plugins refuse the kind. */
-    KILN_KERNEL_ODE = 11
+    KILN_KERNEL_ODE = 11,
+    /* ABI 1.11 (issue 29): top_k, run by the host (core/runtime/topk.c);
+     * plugins refuse the kind.  Input x (f32 or f64, any strides); outputs
+     * the k largest along `axis` sorted descending (x's dtype) and their
+     * indices (i64), both x's shape with k along the axis; k is
+     * `n_steps`.  Ties go to the lower index, NaN is largest (torch.topk's
+     * order). */
+    KILN_KERNEL_TOPK = 12
 } kiln_kernel_kind;
 
 /* The operation of a LINALG kernel (ABI 1.9), in kiln_kernel.reduce_op.
