@@ -101,6 +101,14 @@ ok $? "no --weights: usage error"
   --prompt 1,x --max-new 2 >/dev/null 2>"$tmp/err"
 [ $? = 2 ] && grep -q "expected token ids" "$tmp/err"
 ok $? "a bad --prompt is named"
+"$kiln" generate "$tmp/m/model.kg" --weights "$tmp/m/model.safetensors" \
+  --prompt 1,256 --max-new 2 >/dev/null 2>"$tmp/err"
+[ $? = 1 ] && grep -q "token 256 (position 1) is outside the vocabulary \[0, 256)" "$tmp/err"
+ok $? "a prompt token outside the vocabulary is named (not take's error)"
+"$kiln" generate "$tmp/m/model.kg" --weights "$tmp/m/model.safetensors" \
+  --prompt 1,2 --max-new 0 >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q "bad value '0' for --max-new" "$tmp/err"
+ok $? "--max-new 0 is refused"
 printf 'kiln 1\ngraph t\n  input x: f64\n  output y = exp(x)\nend\n' >"$tmp/t.kg"
 "$python" -c "
 import struct, json

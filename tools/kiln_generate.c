@@ -127,6 +127,23 @@ static int graph_top_k(const kiln_graph *g)
     return 0;
 }
 
+/* The vocabulary size: rows of the table that `take` reads the input
+ * `tokens` from (the embedding, bound), or -1 when there is none. */
+static int64_t graph_vocab(const kiln_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        if (n->op != KILN_OP_TAKE || n->n_in < 2)
+            continue;
+        const kiln_node *x = &g->nodes[n->in[0]], *ix = &g->nodes[n->in[1]];
+        if (ix->op == KILN_OP_INPUT && ix->name &&
+            strcmp(ix->name, "tokens") == 0 && x->op == KILN_OP_SHARED &&
+            x->data && x->type.rank >= 1)
+            return x->vshape[0];
+    }
+    return -1;
+}
+
 typedef struct gen_io {
     int tokens, pos0, u, temp, topk;       /* input indices */
     int logits, greedy, sampled;           /* output indices */
@@ -205,7 +222,7 @@ int kiln_cli_generate(int argc, char **argv)
         else if (strcmp(a, "--prompt") == 0 && v)
             prompt = argv[++i];
         else if (strcmp(a, "--max-new") == 0 && v)
-            bad = parse_i64(argv[++i], 0, &max_new);
+            bad = parse_i64(argv[++i], 1, &max_new);
         else if (strcmp(a, "--top-k") == 0 && v)
             bad = parse_i64(argv[++i], 0, &top_k);
         else if (strcmp(a, "--seed") == 0 && v)
@@ -283,6 +300,14 @@ int kiln_cli_generate(int argc, char **argv)
         fprintf(stderr, "kiln generate: --weights: %s\n", err.message);
         goto out;
     }
+    int64_t vocab = graph_vocab(g);
+    for (int64_t i = 0; vocab > 0 && i < np; i++)
+        if (ids[i] >= vocab) {
+            fprintf(stderr, "kiln generate: --prompt: token %lld (position "
+                    "%lld) is outside the vocabulary [0, %lld)\n",
+                    (long long)ids[i], (long long)i, (long long)vocab);
+            goto out;
+        }
     kiln_options o;
     memset(&o, 0, sizeof o);
     o.struct_size = sizeof o;

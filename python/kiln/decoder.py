@@ -163,6 +163,13 @@ class Decoder:
         ``top_k_max``) largest logits / ``temperature``."""
         toks = np.ascontiguousarray(tokens, dtype=np.int64).reshape(-1)
         T, t = toks.shape[0], self.pos
+        if T == 0:
+            raise KilnError("step: no tokens")
+        bad = (toks < 0) | (toks >= self.vocab)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise KilnError("step: token %d (position %d) is outside the "
+                            "vocabulary [0, %d)" % (toks[i], i, self.vocab))
         if t + T > self._k.shape[1]:
             self._alloc(max(2 * self._k.shape[1], t + T))
         k = min(max(int(top_k), 1), self.top_k_max)
@@ -186,8 +193,14 @@ class Decoder:
         if len(prompt) == 0:
             raise KilnError("generate: empty prompt")
         sampled = not (top_k is None or top_k <= 1 or temperature <= 0)
+        if max_new < 0:
+            raise KilnError("generate: max_new is %d (a count: >= 0)"
+                            % max_new)
         if sampled and uniforms is None:
             uniforms = uniforms_from_seed(seed, max_new)
+        if sampled and len(uniforms) < max_new:
+            raise KilnError("generate: %d uniforms for %d new tokens (one "
+                            "per token)" % (len(uniforms), max_new))
         self.reset()
         self.decode_ms = []
         out = []

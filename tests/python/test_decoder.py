@@ -191,3 +191,17 @@ def test_four_layers_hit_the_two_layer_cache(backend, tmp_path):
         miss1 - miss0)
     assert hits1 > hits0
     del f2, f4
+
+
+def test_bad_tokens_and_uniforms(tiny, tmp_path):
+    """A token outside the vocabulary is refused by name (take would wrap
+    -1 to the last row); too few uniforms and a negative max_new say so."""
+    d = decoder(tiny[0], "interp", tmp_path)
+    for toks in ([-1, 2], [1, d.vocab]):
+        with pytest.raises(kiln.KilnError, match="outside the vocabulary"):
+            d.step(toks)
+    with pytest.raises(kiln.KilnError, match="uniforms for 4 new tokens"):
+        d.generate([1, 2], 4, top_k=3, uniforms=[0.5, 0.5])
+    with pytest.raises(kiln.KilnError, match="max_new"):
+        d.generate([1, 2], -1)
+    assert len(d.generate([1, 2], 2)) == 2
