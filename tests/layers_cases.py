@@ -128,6 +128,14 @@ for dt in ("f64", "f32"):
          [0.5 * x * (1 + sp.erf(x / np.sqrt(2))),
           0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x ** 3))),
           x / (1 + np.exp(-x))])
+    # large finite inputs stay finite: x * (0.5 (1 + ...)), not 0.5 x (...)
+    xb = np.array([3e38, 2e38, -3e38, 1e30, -1e30]).astype(NP[dt]).astype(
+        np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        tb = np.tanh(c * (xb + 0.044715 * xb ** 3))
+    emit("gelu large %s" % dt, dt, [("x", dt, xb)],
+         ["output g = gelu(x)", "output t = gelu(x, approximate=\"tanh\")"],
+         [xb * (0.5 * (1 + sp.erf(xb / np.sqrt(2)))), xb * (0.5 * (1 + tb))])
     p = rnd(dt, 5, lo=0.1, hi=10)
     emit("rsqrt %s" % dt, dt, [("x", dt, p)], ["output y = rsqrt(x)"],
          [1 / np.sqrt(p)])

@@ -6,7 +6,10 @@
  * gradients of every differentiable composite against central
  * differences (gradcheck.h) in f64; einsum lowered to a DOT kernel; and
  * the errors (axis out of range, a bad eps, a bad einsum spec naming its
- * position, unknown attributes).
+ * position, unknown attributes, repeat/tile sizes past int64, argmax of an
+ * empty axis); and the attack's inputs on every backend (tril of a const,
+ * var with ddof >= N, gelu of large f32, argmax of an empty symbolic axis
+ * failing its run-time check).
  */
 #define _GNU_SOURCE
 #include "tap.h"
@@ -144,6 +147,131 @@ static void error_tests(void)
                 "repeat: attribute 'repeats' is required");
     build_error(ERR1(X34, "tile(x, reps=[2, -1])"),
                 "tile: reps entry 1 is -1");
+    /* sizes whose product does not fit in int64 are refused, not wrapped
+     * (3 x 3074457345618258603 > 2^63 - 1) */
+    build_error(ERR1("  const x: f64[3] = [1, 2, 3]\n",
+                     "repeat(x, repeats=3074457345618258603)"),
+                "repeat: the result would have 3 x 3074457345618258603 "
+                "elements (more than 2^63 - 1)");
+    build_error(ERR1("  const x: f64[3] = [1, 2, 3]\n",
+                     "tile(x, reps=[3074457345618258603])"),
+                "tile: the result would have 3 x 3074457345618258603 "
+                "elements (more than 2^63 - 1)");
+    build_error(ERR1(X34, "repeat(x, repeats=768614336404564651, axis=0)"),
+                "repeat: the result would have 3 x 4 x 768614336404564651");
+    /* NumPy: "attempt to get argmax of an empty sequence" */
+    build_error(ERR1("  input e: f64[3, 0]\n", "argmax(e)"),
+                "argmax: attempt to get argmax of an empty sequence "
+                "(axis 1 has size 0)");
+    build_error(ERR1("  input e: f64[0]\n", "argmin(e, axis=0)"),
+                "argmin: attempt to get argmin of an empty sequence");
+}
+
+/* One graph on one backend: in (f64 or f32 per the graph) gives want[]
+ * for output 0 (NaN matches NaN, inf matches inf), or the call fails
+ * with a message holding `fail`. */
+static void value_case(const char *label, const char *text, const char *bk,
+                       kiln_dtype dt, int64_t n_in, const double *in,
+                       int64_t n_out, const double *want, const char *fail)
+{
+    kiln_err err = {0, ""};
+    kiln_function *f = compile_kg_text(text, bk, NULL, &err);
+    if (!f) {
+        ok(0, "%s on %s: %s", label, bk, err.message);
+        return;
+    }
+    float inf32[8];
+    for (int64_t i = 0; i < n_in && i < 8; i++)
+        inf32[i] = (float)in[i];
+    double dummy = 0;
+    kiln_tensor x = {.data = n_in ? (dt == KILN_F32 ? (void *)inf32
+                                                    : (void *)in)
+                                  : (void *)&dummy,
+                     .dtype = dt, .rank = 1, .shape = {n_in}};
+    kiln_tensor out[2];
+    int rc = kiln_function_call(f, n_in >= 0 ? &x : NULL, out, &err);
+    if (fail) {
+        ok(rc != 0 && strstr(err.message, fail), "%s on %s: refused at run "
+           "time: %s", label, bk, rc ? err.message : "(passed)");
+        kiln_function_free(f);
+        return;
+    }
+    int good = rc == 0 && out[0].rank <= 2;
+    int64_t m = 1;
+    for (int i = 0; good && i < out[0].rank; i++)
+        m *= out[0].shape[i];
+    good = good && m == n_out;
+    for (int64_t i = 0; good && i < n_out; i++) {
+        double v = out[0].dtype == KILN_F32 ? ((float *)out[0].data)[i]
+                   : out[0].dtype == KILN_I64
+                       ? (double)((int64_t *)out[0].data)[i]
+                       : ((double *)out[0].data)[i];
+        double w = want[i];
+        good = (isnan(w) && isnan(v)) || v == w ||
+               (isfinite(w) && fabs(v - w) <= 1e-6 * fmax(1, fabs(w)));
+        if (!good)
+            diag("%s: element %lld is %.17g, want %.17g", label,
+                 (long long)i, v, w);
+    }
+    ok(good, "%s on %s%s%s", label, bk, rc ? ": " : "", rc ? err.message : "");
+    kiln_function_free(f);
+}
+
+/* the attack's inputs (fix29-ops): tril/triu of a const (the pushes once
+ * moved the node array under a held pointer), var with ddof >= N (NumPy
+ * divides by max(N - ddof, 0)), gelu of large f32 (finite: exact is x),
+ * argmax of an empty symbolic axis (a run-time check) */
+static void attack_values(const char **bk, int nbk)
+{
+    static const double tril_k1[] = {1, 2, 3, 4}, tril_f32[] = {1, 0, 3, 4},
+                        triu_k1[] = {0, 2, 0, 0};
+    static const double x3[] = {1, 2, 3}, same[] = {2, 2, 2};
+    static const double var_inf[] = {INFINITY}, var_nan[] = {NAN};
+    static const double big[] = {3e38, 2e38, -3e38};
+    double gbig[3];
+    for (int i = 0; i < 3; i++)   /* x Phi(x): Phi = 1 (or 0 at -3e38) */
+        gbig[i] = big[i] > 0 ? (double)(float)big[i] : 0.0;
+    for (int b = 0; b < nbk; b++) {
+        value_case("tril(x, k=1) of a const f64[2, 2]",
+                   HDR "  const x: f64[2,2] = [[1,2],[3,4]]\n"
+                       "  output a = tril(x, k=1)\nend\n",
+                   bk[b], KILN_F64, -1, NULL, 4, tril_k1, NULL);
+        value_case("tril(x) of a const f32[2, 2]",
+                   HDR "  const x: f32[2,2] = [[1,2],[3,4]]\n"
+                       "  output a = tril(x)\nend\n",
+                   bk[b], KILN_F32, -1, NULL, 4, tril_f32, NULL);
+        value_case("triu(x, k=1) of a const i64[2, 2]",
+                   HDR "  const x: i64[2,2] = [[1,2],[3,4]]\n"
+                       "  output a = triu(x, k=1)\nend\n",
+                   bk[b], KILN_F64, -1, NULL, 4, triu_k1, NULL);
+        value_case("var(x, ddof=3) of 3 elements = inf",
+                   HDR "  input x: f64[3]\n  output y = var(x, ddof=3)\nend\n",
+                   bk[b], KILN_F64, 3, x3, 1, var_inf, NULL);
+        value_case("var(x, ddof=5) of 3 elements = inf (not -1)",
+                   HDR "  input x: f64[3]\n  output y = var(x, ddof=5)\nend\n",
+                   bk[b], KILN_F64, 3, x3, 1, var_inf, NULL);
+        value_case("var(x, ddof=5) of 3 equal elements = nan",
+                   HDR "  input x: f64[3]\n  output y = var(x, ddof=5)\nend\n",
+                   bk[b], KILN_F64, 3, same, 1, var_nan, NULL);
+        value_case("gelu(x) of large f32 stays finite",
+                   HDR "  input x: f32[3]\n  output y = gelu(x)\nend\n",
+                   bk[b], KILN_F32, 3, big, 3, gbig, NULL);
+        value_case("gelu(x, approximate=\"tanh\") of large f32",
+                   HDR "  input x: f32[3]\n"
+                       "  output y = gelu(x, approximate=\"tanh\")\nend\n",
+                   bk[b], KILN_F32, 3, big, 3, gbig, NULL);
+        value_case("argmax(x) of f64[n], n = 3",
+                   HDR "  input x: f64[n]\n  output a = argmax(x)\nend\n",
+                   bk[b], KILN_F64, 3, x3, 1, (const double[]){2}, NULL);
+        value_case("argmin(x) of f64[n], n = 0",
+                   HDR "  input x: f64[n]\n  output a = argmin(x)\nend\n",
+                   bk[b], KILN_F64, 0, NULL, 0, NULL,
+                   "check failed: attempt to get argmin of an empty sequence");
+        value_case("argmax(x) of f64[n], n = 0",
+                   HDR "  input x: f64[n]\n  output a = argmax(x)\nend\n",
+                   bk[b], KILN_F64, 0, NULL, 0, NULL,
+                   "check failed: attempt to get argmax of an empty sequence");
+    }
 }
 
 /* einsum's contraction is one DOT kernel, not an elementwise product and
@@ -241,6 +369,7 @@ int main(void)
                               bk[b], ps);
         }
     error_tests();
+    attack_values(bk, nbk);
     dot_test(bk, nbk);
     return done_testing();
 }

@@ -197,6 +197,10 @@ static void errors(void)
          "top_k: attribute 'k' is required"},
         {"  input x: f64[3]\n  output y = top_k(x, k=-1)\n",
          "top_k: attribute 'k' must be an integer >= 0"},
+        {"  input x: f64[3]\n  output y = top_k(x, k=9223372036854775807)\n",
+         "top_k: k=9223372036854775807 is too large (more than 2^31 - 1)"},
+        {"  input x: f64[3]\n  output y = top_k(x, k=9007199254740992)\n",
+         "top_k: k=9007199254740992 is too large (more than 2^31 - 1)"},
         {"  input x: f64[3]\n  output y = top_k(x, k=1, axis=1)\n",
          "top_k: axis 1"},
         {"  input x: f64[3]\n  v = top_k(x, k=1)\n"

@@ -79,6 +79,8 @@ static kiln_value where(nn *c, kiln_value k, kiln_value a, kiln_value b)
     return opa(c, "where", 3, in, NULL, 0);
 }
 
+/* x's type: a pointer into g->nodes, which every node pushed may move
+ * (realloc) -- read it at once or copy it, never hold it across a push */
 static const kiln_type *ty(nn *c, kiln_value x)
 {
     return &c->g->nodes[x].type;
@@ -255,17 +257,19 @@ kiln_value kiln_nn_gelu(nn *c)
     const char *ap;
     if (get_str(c, "approximate", "none", &ap))
         return -1;
-    kiln_value h = b2(c, "mul", F(0.5), x);
+    /* x * (0.5 (1 + ...)): the factor is in [0, 1], so a large finite x
+     * stays finite (0.5 x (1 + ...) overflows near the f32 max) */
     if (strcmp(ap, "none") == 0) /* x/2 (1 + erf(x / sqrt 2)) */
-        return b2(c, "mul", h,
+        return b2(c, "mul", x, b2(c, "mul", F(0.5),
                   b2(c, "add", F(1),
-                     u(c, "erf", b2(c, "mul", x, F(0.70710678118654752)))));
+                     u(c, "erf", b2(c, "mul", x, F(0.70710678118654752))))));
     if (strcmp(ap, "tanh") == 0) {
         /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
         kiln_value x3 = b2(c, "mul", x, u(c, "square", x));
         kiln_value t = b2(c, "mul", F(0.79788456080286536),
                           b2(c, "add", x, b2(c, "mul", F(0.044715), x3)));
-        return b2(c, "mul", h, b2(c, "add", F(1), u(c, "tanh", t)));
+        return b2(c, "mul", x, b2(c, "mul", F(0.5),
+                                  b2(c, "add", F(1), u(c, "tanh", t))));
     }
     kiln_seterr(c->err, KILN_ERR_TYPE, "approximate must be \"none\" or "
                 "\"tanh\", got \"%.60s\"", ap);
@@ -323,7 +327,7 @@ kiln_value kiln_nn_layer_norm(nn *c)
 kiln_value kiln_nn_var(nn *c)
 {
     kiln_value x = c->in[0];
-    const kiln_type *t = ty(c, x);
+    const int rank = ty(c, x)->rank;   /* a copy: pushes move g->nodes */
     int n, kd = 0;
     int64_t ax[KILN_MAX_RANK], ddof;
     const kiln_attr *k = attr(c, "keepdims");
@@ -331,13 +335,13 @@ kiln_value kiln_nn_var(nn *c)
         FAIL(KILN_ERR_TYPE, "attribute 'keepdims' must be true or "
              "false");
     kd = k ? (int)k->i : 0;
-    if (get_axes(c, t->rank, &n, ax) || get_int(c, "ddof", 0, &ddof))
+    if (get_axes(c, rank, &n, ax) || get_int(c, "ddof", 0, &ddof))
         return -1;
     if (ddof < 0)
         FAIL(KILN_ERR_TYPE, "attribute 'ddof' must be >= 0, got %lld",
              (long long)ddof);
     if (n < 0) {
-        n = t->rank;
+        n = rank;
         for (int i = 0; i < n; i++)
             ax[i] = i;
     }
@@ -347,8 +351,9 @@ kiln_value kiln_nn_var(nn *c)
         return reduce(c, "mean", d2, n, ax, kd);
     /* N = the count of the reduced elements (symbolic dims counted) */
     kiln_value cnt = reduce(c, "sum", b2(c, "fill", d2, F(1)), n, ax, kd);
+    /* NumPy divides by max(N - ddof, 0): ddof >= N gives inf (or nan) */
     return b2(c, "true_div", reduce(c, "sum", d2, n, ax, kd),
-              b2(c, "sub", cnt, F((double)ddof)));
+              b2(c, "maximum", b2(c, "sub", cnt, F((double)ddof)), F(0)));
 }
 
 /* ---- indices ------------------------------------------------------------ */
@@ -390,8 +395,8 @@ kiln_value kiln_nn_arange(nn *c)
         start = c->n_in == 2 ? c->in[0] : -1;
     }
     if (start >= 0) {
-        const kiln_type *t = ty(c, start);
-        if (t->rank != 0 || (t->dtype != KILN_I64 && t->dtype != KILN_I32))
+        const kiln_type t = *ty(c, start);
+        if (t.rank != 0 || (t.dtype != KILN_I64 && t.dtype != KILN_I32))
             FAIL(KILN_ERR_TYPE, "start must be a rank-0 integer "
                  "(i64 or i32)");
     }
@@ -412,6 +417,10 @@ static kiln_value arg_ext(nn *c, const char *ext)
     int64_t ax;
     if (get_axis(c, -1, ty(c, x)->rank, &ax))
         return -1;
+    int64_t len = ty(c, x)->dims[ax];
+    if (len == 0)   /* NumPy raises; a symbolic length: the check below */
+        FAIL(KILN_ERR_SHAPE, "attempt to get arg%s of an empty sequence "
+             "(axis %lld has size 0)", ext, (long long)ax);
     kiln_value m = reduce(c, ext, x, 1, &ax, 1);
     kiln_value hit = b2(c, "eq", x, m);
     kiln_dtype d = ty(c, x)->dtype;
@@ -421,7 +430,17 @@ static kiln_value arg_ext(nn *c, const char *ext)
     /* a position that is not a hit gets n (one past the last index) */
     kiln_value big = reduce(c, "max", idx, 1, &ax, 1);
     kiln_value cand = where(c, hit, idx, b2(c, "add", big, I(1)));
-    return reduce(c, "min", cand, 1, &ax, 0);
+    kiln_value res = reduce(c, "min", cand, 1, &ax, 0);
+    if (len >= 0)
+        return res;
+    /* a symbolic axis: empty at run time fails the call (NumPy raises);
+     * big, the last index, is >= 0 exactly when the axis is not empty */
+    char msg[64];
+    snprintf(msg, sizeof msg, "attempt to get arg%s of an empty sequence",
+             ext);
+    kiln_attr at = {.key = "msg", .kind = KILN_ATTR_STRING, .s = msg};
+    kiln_value in[2] = {res, b2(c, "ge", big, I(0))};
+    return opa(c, "check", 2, in, &at, 1);
 }
 
 kiln_value kiln_nn_argmax(nn *c) { return arg_ext(c, "max"); }
@@ -454,12 +473,13 @@ int kiln_composite_divert(const kiln_nn_call *c, int op, kiln_value *out)
         return 1;
     }
     kiln_value x = in[0];
-    const kiln_type *t = ty(c, x);
-    if (k == 0 && t->dtype != KILN_F32) {   /* LINALG tril/triu (f64) */
+    /* a copy: the pushes below may move g->nodes */
+    const kiln_type t = *ty(c, x);
+    if (k == 0 && t.dtype != KILN_F32) {   /* LINALG tril/triu (f64) */
         *out = kiln_ir_graph_op(g, op, name, n_in, in, NULL, 0, err);
         return 1;
     }
-    int r = t->rank, mark = g->n_nodes;
+    int r = t.rank, mark = g->n_nodes;
     if (r < 2) {
         *out = -1;
         kiln_seterr(err, KILN_ERR_SHAPE, "%s: a must have rank >= 2, got "
@@ -470,7 +490,7 @@ int kiln_composite_divert(const kiln_nn_call *c, int op, kiln_value *out)
     kiln_value i = iota_like(c, x, r - 2), j = iota_like(c, x, r - 1);
     kiln_value ik = b2(c, "add", i, I(k));
     kiln_value keep = b2(c, op == KILN_OP_TRIL ? "le" : "ge", j, ik);
-    int isf = t->dtype == KILN_F64 || t->dtype == KILN_F32;
+    int isf = t.dtype == KILN_F64 || t.dtype == KILN_F32;
     *out = where(c, keep, x, isf ? F(0) : I(0));
     if (*out < 0) {
         kiln_err_prefix(err, "%s: ", name);
@@ -486,6 +506,32 @@ static int named(nn *c, int64_t d)
 {
     return KILN_DIM_IS_SYM(d) && KILN_SYM_INDEX(d) < c->g->n_symbols &&
            c->g->symbols[KILN_SYM_INDEX(d)];
+}
+
+/* The result's element count is the product of the static factors f[0..n)
+ * (negative entries, symbolic dims, skipped): -1 with an error naming the
+ * product when it does not fit in int64 (never wrapped). */
+static int fits(nn *c, int n, const int64_t *f)
+{
+    int64_t p = 1;
+    int over = 0;
+    for (int i = 0; i < n; i++) {
+        if (f[i] == 0)
+            return 0;
+        if (f[i] > 0 && __builtin_mul_overflow(p, f[i], &p))
+            over = 1;
+    }
+    if (!over)
+        return 0;
+    char s[512];
+    int len = 0;
+    s[0] = '\0';
+    for (int i = 0; i < n && len < (int)sizeof s; i++)
+        if (f[i] > 0)
+            len += snprintf(s + len, sizeof s - (size_t)len, "%s%lld",
+                            len ? " x " : "", (long long)f[i]);
+    FAIL(KILN_ERR_SHAPE, "the result would have %s elements (more than "
+         "2^63 - 1)", s);
 }
 
 /* reshape x to `shape` where entry `merged` (if >= 0) may be a product of
@@ -528,7 +574,12 @@ kiln_value kiln_nn_repeat(nn *c)
         bshape[i] = i == ax + 1 ? r : t.dims[i < ax + 1 ? i : i - 1];
     for (int i = 0; i < t.rank; i++)
         oshape[i] = t.dims[i];
-    int64_t da = t.dims[ax];
+    int64_t da = t.dims[ax], f[KILN_MAX_RANK + 1];
+    for (int i = 0; i < t.rank; i++)
+        f[i] = t.dims[i];
+    f[t.rank] = r;
+    if (fits(c, t.rank + 1, f))
+        return -1;
     oshape[ax] = da >= 0 ? da * r : -1;
     for (int i = 0; i < t.rank; i++)
         nsym += oshape[i] < 0 && !named(c, oshape[i]);
@@ -571,6 +622,11 @@ kiln_value kiln_nn_tile(nn *c)
     const kiln_type t = *ty(c, x);
     int64_t ax[KILN_MAX_RANK], bshape[KILN_MAX_RANK], oshape[KILN_MAX_RANK];
     int nanon = 0;
+    int64_t f[2 * KILN_MAX_RANK];
+    for (int i = 0; i < n; i++)
+        f[2 * i] = t.dims[i], f[2 * i + 1] = reps[i];
+    if (fits(c, 2 * n, f))
+        return -1;
     for (int i = 0; i < n; i++) {
         ax[i] = 2 * i;
         bshape[2 * i] = reps[i];
@@ -697,17 +753,17 @@ kiln_value kiln_nn_einsum(nn *c)
     memset(L, 0, sizeof L);
     kiln_value op[2] = {c->in[0], c->in[1]};
     for (int k = 0; k < 2; k++) {
-        const kiln_type *t = ty(c, op[k]);
+        const kiln_type t = *ty(c, op[k]);
         int n = (int)strlen(sub[k]);
-        if (n != t->rank) {
+        if (n != t.rank) {
             char s1[256];
             FAIL(KILN_ERR_SHAPE, "spec \"%.80s\": operand %d (%s) has %d "
                  "letters but shape %s", spec, k + 1, k ? "b" : "a", n,
-                 kiln_ir_shape_str(c->g, t->rank, t->dims, s1, sizeof s1));
+                 kiln_ir_shape_str(c->g, t.rank, t.dims, s1, sizeof s1));
         }
         for (int i = 0; i < n; i++) {
             letter *l = &L[(unsigned char)sub[k][i]];
-            int64_t d = t->dims[i];
+            int64_t d = t.dims[i];
             if ((l->in_a || l->in_b) && l->dim != d && l->dim >= 0 && d >= 0)
                 FAIL(KILN_ERR_SHAPE, "spec \"%.80s\": letter '%c' is %lld in "
                      "a but %lld in b", spec, sub[k][i], (long long)l->dim,

@@ -459,7 +459,11 @@ int kiln_ir_parse_attrs(int op, const kiln_attr *attrs, int n_attrs,
                                    ">= 0", info->name);
             out->index = (int)a->i;
         } else if ((allowed & A_TOPK) && strcmp(k, "k") == 0) {
-            if (a->kind != KILN_ATTR_INT || a->i < 0 || a->i > INT32_MAX)
+            if (a->kind == KILN_ATTR_INT && a->i > INT32_MAX)
+                return kiln_seterr(err, KILN_ERR_SHAPE,
+                                   "%s: k=%lld is too large (more than "
+                                   "2^31 - 1)", info->name, (long long)a->i);
+            if (a->kind != KILN_ATTR_INT || a->i < 0)
                 return kiln_seterr(err, KILN_ERR_TYPE,
                                    "%s: attribute 'k' must be an integer "
                                    ">= 0", info->name);
