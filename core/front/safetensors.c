@@ -193,6 +193,9 @@ static int parse_entry(const kiln_safetensors *st, const char *name,
         return kiln_seterr(err, KILN_ERR_PARSE, "%s: tensor '%s': dtype is "
                            "not a string", p, nm);
     const char *ds = json_object_get_string(jd);
+    if (strlen(ds) != (size_t)json_object_get_string_len(jd))
+        return kiln_seterr(err, KILN_ERR_PARSE, "%s: tensor '%s': dtype "
+                           "has a NUL character (\\u0000)", p, nm);
     int k = -1;
     for (int i = 0; i < (int)(sizeof dtypes / sizeof *dtypes); i++)
         if (strcmp(ds, dtypes[i].name) == 0)
