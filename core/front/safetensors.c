@@ -122,6 +122,13 @@ static int load(kiln_safetensors *st, const char *path,
     int fd = data_memfile(path, opt, &only) ? -1 : fileno(df.f);
     if (df.regular && fd >= 0) {
         st->size = (size_t)df.size;
+        if (!st->size && fgetc(df.f) != EOF) {
+            /* /proc files: size 0, yet content */
+            fclose(df.f);
+            return kiln_seterr(err, KILN_ERR_IO, "%s: not a regular file of "
+                               "known size (its size is 0, yet it has "
+                               "bytes)", path);
+        }
         if (st->size) {
             void *m = mmap(NULL, st->size, PROT_READ, MAP_PRIVATE, fd, 0);
             if (m == MAP_FAILED) {
