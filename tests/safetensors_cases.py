@@ -182,6 +182,26 @@ bad("toplist.safetensors", "PARSE", "the top level must be an object",
 bad("dupkey.safetensors", "PARSE", "duplicate key 'w'",
     raw_header=b'{"w":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},'
                b'"w":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}')
+# a duplicate key inside a tensor entry (json-c keeps the last: I32);
+# and in the metadata
+bad("dupinner.safetensors", "PARSE", "1:21: duplicate key 'dtype'",
+    raw_header=b'{"w":{"dtype":"F32","dtype":"I32","shape":[2],'
+               b'"data_offsets":[0,8]}}')
+bad("dupmeta.safetensors", "PARSE", "duplicate key 'a'",
+    raw_header=b'{"__metadata__":{"a":"x","a":"y"}}')
+# the same key in two objects is no duplicate
+with open(os.path.join(OUT, "samekeys.safetensors"), "wb") as f:
+    hh = (b'{"__metadata__":{"dtype":"x"},"w":{"dtype":"F32","shape":[2],'
+          b'"data_offsets":[0,8]}}')
+    hh += b" " * (-len(hh) % 8)
+    f.write(struct.pack("<Q", len(hh)) + hh +
+            np.array([1.5, -2.0], "<f4").tobytes())
+emit_tensor("samekeys.safetensors", "w", "f32",
+            np.array([1.5, -2.0], np.float32))
+# a dtype with an embedded NUL is not F32
+bad("dtypenul.safetensors", "PARSE", "tensor 'w': dtype has a NUL character",
+    raw_header=b'{"w":{"dtype":"F32\\u0000x","shape":[2],'
+               b'"data_offsets":[0,8]}}')
 h, d = pack({"w": ("U8", (2,), b"\x01\x02")})
 bad("u8.safetensors", "PARSE", "unsupported dtype 'U8' (kiln reads F64, "
     "F32, I64, I32, BOOL, and F16/BF16 converted to f32; convert the file",

@@ -118,6 +118,41 @@ open('$tmp/e.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h)"
   --max-new 1 >/dev/null 2>"$tmp/err"
 [ $? = 1 ] && grep -q "not a decoder of gen_decoder.py" "$tmp/err"
 ok $? "a model that is no decoder is named"
+"$kiln" generate "$tmp/m/model.kg" --weights "$tmp/m/model.safetensors" \
+  --prompt 1 --max-new 9223372036854775807 >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q "exceed the limit of 1048576 tokens" "$tmp/err"
+ok $? "--max-new 2^63-1 is refused (prompt + max-new above 2^20)"
+"$kiln" generate "$tmp/m/model.kg" --weights "$tmp/m/model.safetensors" \
+  --prompt 1,2 --max-new 1048575 >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q "the prompt's 2 tokens plus --max-new exceed" "$tmp/err"
+ok $? "prompt + --max-new one above 2^20 is refused"
+for t in -1 inf nan 1e-40 1e39; do
+  "$kiln" generate "$tmp/m/model.kg" --weights "$tmp/m/model.safetensors" \
+    --prompt 7,8,9 --max-new 4 --top-k 5 --temperature $t >/dev/null 2>"$tmp/err"
+  [ $? = 2 ] && grep -q -e "expected a finite f32 value >= 0" \
+    -e "is below 1e-30 (logits / T would overflow); use --top-k 1" \
+    -e "bad value 'nan'" "$tmp/err"
+  ok $? "--temperature $t is refused"
+done
+# a graph with the decoder's names whose outputs are not the caches' rows
+fake() {  # fake NEW_K GREEDY PAST_V_TYPE
+  printf 'kiln 1\ngraph fake\n  input tokens: i64[T]\n  input pos0: i64\n  input u: f32\n  input temperature: f32\n  input top_k: i64\n  input past_k_0: f32[t, 4, 8]\n  input past_v_0: %s\n  output greedy = %s\n  output sampled = sum(tokens)\n  output new_k_0 = %s\n  output new_v_0 = %s\nend\n' \
+    "$3" "$2" "$1" "$1" >"$tmp/f.kg"
+  "$kiln" generate "$tmp/f.kg" --weights "$tmp/e.safetensors" --prompt 1,2,3 \
+    --max-new 3 >/dev/null 2>"$tmp/err"
+}
+fake 'sum(past_k_0)' 'sum(tokens)' 'f32[t, 4, 8]'
+[ $? = 1 ] && grep -q "output new_k_0 is f32\[\], expected f32\[3, 4, 8\]" "$tmp/err"
+ok $? "a new_k_0 of the wrong shape is named (no overflow in the copy)"
+fake 'past_k_0' 'sum(tokens)' 'f32[t, 4, 8]'
+[ $? = 1 ] && grep -q "output new_k_0 is f32\[0, 4, 8\], expected f32\[3, 4, 8\]" "$tmp/err"
+ok $? "a new_k_0 of t rows, not the new tokens', is named"
+fake 'exp(past_k_0)' 'sum(u)' 'f32[t, 4, 8]'
+[ $? = 1 ] && grep -q "output greedy is f32\[\], expected i64\[\]" "$tmp/err"
+ok $? "an f32 greedy is named (not read as i64)"
+fake 'sum(past_k_0)' 'sum(tokens)' 'f64[t, 4, 8]'
+[ $? = 1 ] && grep -q "input past_v_0 is not f32\[t, 4, 8\] as past_k_0" "$tmp/err"
+ok $? "a past_v_0 of another type than past_k_0 is named"
 
 echo "1..$n"
 [ $failed = 0 ]

@@ -296,6 +296,16 @@ static void caps(void)
     } else {
         ok(1, "FIFO # SKIP mkfifo failed");
     }
+    /* a /proc file: regular, size 0, yet bytes (was "truncated: 0
+     * bytes") */
+    if (access("/proc/self/maps", R_OK) == 0) {
+        ok(kiln_safetensors_open("/proc/self/maps", NULL, &st, &err) ==
+               KILN_ERR_IO &&
+               strstr(err.message, "not a regular file of known size"),
+           "/proc/self/maps is named, not 'truncated': %s", err.message);
+    } else {
+        ok(1, "/proc/self/maps # SKIP not readable");
+    }
     kiln_read_options o;
     memset(&o, 0, sizeof o);
     o.struct_size = sizeof o;

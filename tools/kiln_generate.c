@@ -22,6 +22,7 @@
 #include <kiln/kiln.h>
 
 #include <errno.h>
+#include <float.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,12 @@
 #include "ir.h"   /* the graph's top_k node: its k */
 
 #define GEN_MAX_LAYERS 512
+/* The most tokens a run holds (prompt + --max-new): the caches are
+ * [GEN_MAX_TOKENS][KVH][D] f32 per layer at most (docs/kiln.1). */
+#define GEN_MAX_TOKENS ((int64_t)1 << 20)
+/* The smallest temperature other than 0: logits / T stays finite in f32
+ * for logits up to ~3e8. */
+#define GEN_MIN_TEMPERATURE 1e-30
 
 static const char *gen_usage =
     "usage: kiln generate MODEL.kg --weights W.safetensors --prompt IDS\n"
@@ -200,10 +207,64 @@ static int find_io(const kiln_function *f, gen_io *io)
                 "past_k_0\n");
         return 1;
     }
+    if (dims[1] > INT32_MAX || dims[2] > INT32_MAX ||
+        dims[1] * dims[2] > INT32_MAX) {
+        fprintf(stderr, "kiln generate: past_k_0 is f32[t, %lld, %lld]: "
+                "KVH * D above %d\n", (long long)dims[1],
+                (long long)dims[2], INT32_MAX);
+        return 1;
+    }
     io->n_layers = l;
     io->kvh = (int)dims[1];
     io->hd = (int)dims[2];
+    for (int j = 0; j < 2 * l; j++) {
+        int idx = j % 2 ? io->pv[j / 2] : io->pk[j / 2];
+        kiln_dtype dj;
+        int rj = 0;
+        int64_t dd[KILN_MAX_RANK];
+        if (kiln_function_input_type(f, idx, &dj, &rj, dd, NULL) ||
+            dj != KILN_F32 || rj != 3 || dd[1] != dims[1] ||
+            dd[2] != dims[2]) {
+            fprintf(stderr, "kiln generate: input %s is not f32[t, %d, %d] "
+                    "as past_k_0\n", kiln_function_input_name(f, idx),
+                    io->kvh, io->hd);
+            return 1;
+        }
+    }
     return 0;
+}
+
+static void shape_str(const kiln_tensor *t, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "%s[", kiln_dtype_name(t->dtype));
+    for (int d = 0; d < t->rank && d < KILN_MAX_RANK && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "",
+                              (long long)t->shape[d]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
+/* One output against the type the loop reads it as (rank -1: any
+ * shape); 0, or 1 with a message. */
+static int check_out(const kiln_function *f, const kiln_tensor *outs,
+                     int idx, kiln_dtype dt, int rank, const int64_t *shape)
+{
+    const kiln_tensor *t = &outs[idx];
+    int bad = t->dtype != dt || (rank >= 0 && (t->rank != rank || !t->data));
+    for (int d = 0; !bad && rank > 0 && d < rank; d++)
+        bad = t->shape[d] != shape[d];
+    if (!bad)
+        return 0;
+    kiln_tensor want = {dt, rank < 0 ? 0 : rank, {0}, NULL};
+    for (int d = 0; rank > 0 && d < rank; d++)
+        want.shape[d] = shape[d];
+    char got[160], exp[160];
+    shape_str(t, got, sizeof got);
+    shape_str(&want, exp, sizeof exp);
+    fprintf(stderr, "kiln generate: output %s is %s, expected %s%s\n",
+            kiln_function_output_name(f, idx), got, exp,
+            rank < 0 ? " (any shape)" : "");
+    return 1;
 }
 
 int kiln_cli_generate(int argc, char **argv)
@@ -231,6 +292,19 @@ int kiln_cli_generate(int argc, char **argv)
             char *end;
             temperature = strtod(argv[++i], &end);
             bad = *end || end == argv[i] || !(temperature == temperature);
+            if (!bad && !(temperature >= 0 && temperature <= FLT_MAX)) {
+                fprintf(stderr, "kiln generate: --temperature %s: expected "
+                        "a finite f32 value >= 0 (0 for greedy)\n", argv[i]);
+                return 2;
+            }
+            if (!bad && temperature > 0 &&
+                temperature < GEN_MIN_TEMPERATURE) {
+                fprintf(stderr, "kiln generate: --temperature %s is below "
+                        "%g (logits / T would overflow); use --top-k 1 or "
+                        "--temperature 0 for greedy\n", argv[i],
+                        GEN_MIN_TEMPERATURE);
+                return 2;
+            }
         } else if (strcmp(a, "--backend") == 0 && v)
             backend = argv[++i];
         else if (strcmp(a, "--tiers") == 0 && v)
@@ -270,6 +344,14 @@ int kiln_cli_generate(int argc, char **argv)
     if (!ids || np == 0) {
         fprintf(stderr, "kiln generate: --prompt '%s': expected token ids "
                 "separated by commas (1,2,3)\n", prompt);
+        free(ids);
+        return 2;
+    }
+    if (np > GEN_MAX_TOKENS || max_new > GEN_MAX_TOKENS - np) {
+        fprintf(stderr, "kiln generate: --max-new %lld: the prompt's %lld "
+                "tokens plus --max-new exceed the limit of %lld tokens\n",
+                (long long)max_new, (long long)np,
+                (long long)GEN_MAX_TOKENS);
         free(ids);
         return 2;
     }
@@ -330,7 +412,10 @@ int kiln_cli_generate(int argc, char **argv)
     kiln_tensor *in = calloc((size_t)nin, sizeof *in);
     kiln_tensor *outs = calloc((size_t)kiln_function_n_outputs(f),
                                sizeof *outs);
-    int short_of = !kc || !in || !outs;
+    /* smax <= 2^20 and row <= 2^31 - 1: smax * row + 1 fits int64; the
+     * bytes must fit size_t. */
+    int short_of = !kc || !in || !outs ||
+        (uint64_t)(smax * row + 1) > SIZE_MAX / sizeof(float);
     for (int l = 0; l < nkc; l++)
         if (!(kc[l] = malloc(sizeof(float) * (size_t)(smax * row + 1))))
             short_of = 1;
@@ -364,6 +449,19 @@ int kiln_cli_generate(int argc, char **argv)
         if (kiln_function_call(f, in, outs, &err)) {
             fprintf(stderr, "kiln generate: token %lld: %s\n",
                     (long long)i, err.message);
+            free(in);
+            free(outs);
+            goto out;
+        }
+        int64_t kv_shape[3] = {cur_n, io.kvh, io.hd};
+        int bad_out = io.logits >= 0 &&
+            check_out(f, outs, io.logits, KILN_F32, -1, NULL);
+        bad_out = bad_out || check_out(f, outs, greedy ? io.greedy :
+                                       io.sampled, KILN_I64, 0, NULL);
+        for (int l = 0; l < L && !bad_out; l++)
+            bad_out = check_out(f, outs, io.nk[l], KILN_F32, 3, kv_shape) ||
+                      check_out(f, outs, io.nv[l], KILN_F32, 3, kv_shape);
+        if (bad_out) {
             free(in);
             free(outs);
             goto out;

@@ -4,7 +4,7 @@
  * json-c parses the text in strict mode (no comments, trailing commas or
  * trailing characters; UTF-8 checked), which still reads the bare NaN,
  * Infinity and -Infinity that CmdStan writes.  A pass over the text json-c
- * accepted then finds what json-c's tree hides: a duplicate top-level key
+ * accepted then finds what json-c's tree hides: a duplicate key in any object
  * (json-c keeps the last value) and an integer outside the range json-c
  * stores (it saturates such a number).  Every variable is then checked
  * (rectangular, rank, numeric leaves) and copied into a flat C-ordered
@@ -201,9 +201,10 @@ void kiln_json_data_free(kiln_json_data *d)
 
 /* ---- the pass over the text json-c accepted ----------------------------- */
 
-/* A top-level key: its bytes, quotes included. */
+/* A key: its bytes, quotes included, and where its object's '{' is (0
+ * for the top level's, which may follow a byte order mark). */
 typedef struct jkey {
-    size_t at, len;
+    size_t at, len, owner;
 } jkey;
 
 /* Is the integer literal s[0..n-1] outside -2^63 .. 2^64 - 1, the numbers
@@ -230,12 +231,13 @@ static int int_out_of_range(const char *s, size_t n)
 }
 
 /* Walk the text from byte `start` (after a byte order mark): collect the
- * top-level keys (refusing a NUL in one, and single quotes) and refuse
+ * keys of every object (refusing a NUL in one, and single quotes) and refuse
  * integers json-c could not store.  The text is JSON json-c accepted. */
 static int scan_text(const char *s, size_t start, size_t n, const char *file,
                      jkey **keys_out, int *nkeys_out, kiln_err *err)
 {
     char stack[JSON_DEPTH + 8];
+    size_t own[JSON_DEPTH + 8];
     int depth = 0, want_key = 0, nkeys = 0, cap = 0;
     jkey *keys = NULL;
     char shown[EXCERPT_SIZE(EXCERPT_MAX)];
@@ -256,7 +258,7 @@ static int scan_text(const char *s, size_t start, size_t n, const char *file,
                     j++;
                 }
             }
-            if (want_key && depth == 1) {
+            if (want_key && depth >= 1) {
                 if (nul) {
                     line_col(s, i, &line, &col);
                     rc = kiln_seterr(err, KILN_ERR_PARSE,
@@ -278,6 +280,8 @@ static int scan_text(const char *s, size_t start, size_t n, const char *file,
                 }
                 keys[nkeys].at = i;
                 keys[nkeys].len = j + 1 - i;
+                keys[nkeys].owner = depth == 1 ? 0
+                    : depth <= (int)sizeof stack ? own[depth - 1] : 1;
                 nkeys++;
             }
             want_key = 0;
@@ -310,8 +314,10 @@ static int scan_text(const char *s, size_t start, size_t n, const char *file,
             continue;
         }
         if (c == '{' || c == '[') {
-            if (depth < (int)sizeof stack)
+            if (depth < (int)sizeof stack) {
                 stack[depth] = (char)c;
+                own[depth] = i;
+            }
             depth++;
             want_key = c == '{';
         } else if (c == '}' || c == ']') {
@@ -331,11 +337,12 @@ fail:
     return rc;
 }
 
-/* The first top-level key that repeats an earlier one (json-c's object has
- * fewer members than the text has keys): its error.  Each key is decoded
- * by json-c, so "a" and "\u0061" are the same key. */
+/* The first key that repeats an earlier one of its object: its error, or
+ * 0 when there is none (an error when `must`: json-c's top-level object
+ * has fewer members than the text has keys).  Each key is decoded by
+ * json-c, so "a" and "\u0061" are the same key. */
 static int find_duplicate(const char *s, const jkey *keys, int nkeys,
-                          const char *file, kiln_err *err)
+                          int must, const char *file, kiln_err *err)
 {
     json_tokener *tok = json_tokener_new();
     json_object *seen = json_object_new_object();
@@ -352,9 +359,13 @@ static int find_duplicate(const char *s, const jkey *keys, int nkeys,
                                                (int)keys[i].len);
         json_object *prev = NULL;
         const char *ks = k ? json_object_get_string(k) : NULL;
-        if (!ks) {
+        /* the key within its object: "<owner>:<key>" */
+        char *ok = ks ? malloc(strlen(ks) + 24) : NULL;
+        if (ok)
+            sprintf(ok, "%zu:%s", keys[i].owner, ks);
+        if (!ks || !ok) {
             rc = kiln_seterr(err, KILN_ERR_NOMEM, "%s: out of memory", file);
-        } else if (json_object_object_get_ex(seen, ks, &prev)) {
+        } else if (json_object_object_get_ex(seen, ok, &prev)) {
             int line, col, pline, pcol;
             line_col(s, keys[i].at, &line, &col);
             line_col(s, keys[json_object_get_int(prev)].at, &pline, &pcol);
@@ -364,15 +375,16 @@ static int find_duplicate(const char *s, const jkey *keys, int nkeys,
                              SHOW(shown, ks, strlen(ks)), pline);
         } else {
             json_object *iv = json_object_new_int(i);
-            if (!iv || json_object_object_add(seen, ks, iv) != 0) {
+            if (!iv || json_object_object_add(seen, ok, iv) != 0) {
                 json_object_put(iv);
                 rc = kiln_seterr(err, KILN_ERR_NOMEM, "%s: out of memory",
                                  file);
             }
         }
+        free(ok);
         json_object_put(k);
     }
-    if (!rc)   /* cannot happen: json-c merged keys the pass sees apart */
+    if (!rc && must)   /* cannot happen: json-c merged keys the pass sees apart */
         rc = kiln_seterr(err, KILN_ERR_PARSE, "%s: the top-level keys do "
                          "not match the object json-c read", file);
 done:
@@ -690,9 +702,15 @@ int kiln_json_strict_object(const char *text, size_t len, const char *file,
     }
     if ((rc = scan_text(text, bom, len, file, &keys, &nkeys, err)) != 0)
         goto done;
-    if (nkeys != json_object_object_length(root)) {
-        rc = find_duplicate(text, keys, nkeys, file, err);
-        goto done;
+    int ntop = 0;
+    for (int k = 0; k < nkeys; k++)
+        ntop += keys[k].owner == 0;
+    if (nkeys != json_object_object_length(root)) {   /* or nested keys */
+        rc = find_duplicate(text, keys, nkeys,
+                            ntop != json_object_object_length(root), file,
+                            err);
+        if (rc)
+            goto done;
     }
     *out = root;
     root = NULL;

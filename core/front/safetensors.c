@@ -122,6 +122,13 @@ static int load(kiln_safetensors *st, const char *path,
     int fd = data_memfile(path, opt, &only) ? -1 : fileno(df.f);
     if (df.regular && fd >= 0) {
         st->size = (size_t)df.size;
+        if (!st->size && fgetc(df.f) != EOF) {
+            /* /proc files: size 0, yet content */
+            fclose(df.f);
+            return kiln_seterr(err, KILN_ERR_IO, "%s: not a regular file of "
+                               "known size (its size is 0, yet it has "
+                               "bytes)", path);
+        }
         if (st->size) {
             void *m = mmap(NULL, st->size, PROT_READ, MAP_PRIVATE, fd, 0);
             if (m == MAP_FAILED) {
@@ -193,6 +200,9 @@ static int parse_entry(const kiln_safetensors *st, const char *name,
         return kiln_seterr(err, KILN_ERR_PARSE, "%s: tensor '%s': dtype is "
                            "not a string", p, nm);
     const char *ds = json_object_get_string(jd);
+    if (strlen(ds) != (size_t)json_object_get_string_len(jd))
+        return kiln_seterr(err, KILN_ERR_PARSE, "%s: tensor '%s': dtype "
+                           "has a NUL character (\\u0000)", p, nm);
     int k = -1;
     for (int i = 0; i < (int)(sizeof dtypes / sizeof *dtypes); i++)
         if (strcmp(ds, dtypes[i].name) == 0)

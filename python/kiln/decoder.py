@@ -42,6 +42,22 @@ __all__ = ["Decoder", "uniforms_from_seed", "sample", "read_safetensors"]
 
 _M64 = (1 << 64) - 1
 
+# The smallest temperature other than 0 (greedy): below it logits / T
+# overflows f32 (as kiln generate's --temperature, docs/decoder.md).
+MIN_TEMPERATURE = 1e-30
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_temperature(where, temperature):
+    t = float(temperature)
+    if not (0 <= t <= _F32_MAX):
+        raise KilnError("%s: temperature %r: expected a finite f32 value "
+                        ">= 0 (0 for greedy)" % (where, temperature))
+    if 0 < t < MIN_TEMPERATURE:
+        raise KilnError("%s: temperature %r is below %g (logits / T would "
+                        "overflow); use top_k=1 or temperature=0 for greedy"
+                        % (where, temperature, MIN_TEMPERATURE))
+
 
 def uniforms_from_seed(seed, n):
     """n f32 uniforms in [0, 1) from SplitMix64 seeded with ``seed``."""
@@ -165,6 +181,7 @@ class Decoder:
         T, t = toks.shape[0], self.pos
         if T == 0:
             raise KilnError("step: no tokens")
+        _check_temperature("step", temperature)
         bad = (toks < 0) | (toks >= self.vocab)
         if bad.any():
             i = int(np.argmax(bad))
@@ -192,6 +209,7 @@ class Decoder:
         ``prefill_ms`` and ``decode_ms`` (one entry per later token)."""
         if len(prompt) == 0:
             raise KilnError("generate: empty prompt")
+        _check_temperature("generate", temperature)
         sampled = not (top_k is None or top_k <= 1 or temperature <= 0)
         if max_new < 0:
             raise KilnError("generate: max_new is %d (a count: >= 0)"

@@ -205,3 +205,22 @@ def test_bad_tokens_and_uniforms(tiny, tmp_path):
     with pytest.raises(kiln.KilnError, match="max_new"):
         d.generate([1, 2], -1)
     assert len(d.generate([1, 2], 2)) == 2
+
+
+def test_bad_temperature(tiny, tmp_path):
+    """Negative, non-finite and tiny temperatures (logits / 1e-40
+    overflows f32: the attack's F10 drew "5 2 2 0" where greedy gives
+    one token repeated) are refused in step and generate."""
+    d = decoder(tiny[0], "interp", tmp_path)
+    for t in (-1.0, float("inf"), float("nan"), 1e39):
+        with pytest.raises(kiln.KilnError, match="finite f32 value >= 0"):
+            d.generate([7, 8, 9], 4, top_k=5, temperature=t)
+        with pytest.raises(kiln.KilnError, match="finite f32 value >= 0"):
+            d.step([7], 0.5, t, 5)
+    with pytest.raises(kiln.KilnError, match="below 1e-30"):
+        d.generate([7, 8, 9], 4, top_k=5, temperature=1e-40)
+    with pytest.raises(kiln.KilnError, match="below 1e-30"):
+        d.step([7], 0.5, 1e-40, 5)
+    greedy = d.generate([7, 8, 9], 4)
+    assert d.generate([7, 8, 9], 4, top_k=5, temperature=0) == greedy
+    assert len(d.generate([7, 8, 9], 4, top_k=5, temperature=1e-30)) == 4
