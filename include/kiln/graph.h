@@ -444,6 +444,45 @@ kiln_graph *kiln_parse_file_opts(const char *path,
  * were built with the C API. */
 char *kiln_graph_print(const kiln_graph *g, kiln_err *err);
 
+/* ---- Data partitions (issue 30; docs/mpi.md) ----------------------------
+ * A part of a graph whose outputs are sums over an observation axis: see
+ * kiln_model_new_partition (<kiln/model.h>) for the model's view. */
+typedef struct kiln_partition {
+    /* the observation axis: a symbol of the graph that sizes data (a
+     * shared value), never a parameter; NULL means the axis the graph
+     * declares (kiln_graph_partition_axis), an error when it has none */
+    const char *axis;
+    int part;    /* 0 <= part < nparts */
+    int nparts;  /* >= 1 */
+} kiln_partition;
+
+/* The observation axis `g` declares (`.kg`: the statement `partition N`
+ * in the graph's body; kiln_graph_set_partition_axis), or NULL.  Owned
+ * by g. */
+const char *kiln_graph_partition_axis(const kiln_graph *g);
+
+/* Declare `axis` (a symbol of g) as g's observation axis (NULL clears).
+ * Errors: KILN_ERR_ARG (g NULL), KILN_ERR_NAME (g has no such symbol). */
+int kiln_graph_set_partition_axis(kiln_graph *g, const char *axis,
+                                  kiln_err *err);
+
+/* Rewrite `g` in place into part `p` of itself: afterwards, the sum over
+ * the nparts parts of each output (each part run on its own rows of the
+ * data) equals the whole graph's output (to rounding).  Terms that do not
+ * depend on the axis are kept by part 0 and are zero in the others; an
+ * output that does not depend on the axis at all is part 0's value and
+ * zero elsewhere.  Shared values sized by the axis that are already bound
+ * are sliced to the part's rows now; those bound later
+ * (kiln_json_data_bind_graph, `kiln run --data`) are sliced as they are
+ * bound.  Outputs and inputs (non-shared) must not be sized by the axis.
+ * Errors: KILN_ERR_ARG (p or g NULL, part out of range, no axis named or
+ * declared, called twice), KILN_ERR_NAME (no such symbol; the symbol
+ * sizes an input or output), KILN_ERR_TYPE (an output is not a sum over
+ * the axis: the message names the first node that mixes observations
+ * other than by a sum, and its op).  On error g is unchanged. */
+int kiln_graph_partition(kiln_graph *g, const kiln_partition *p,
+                         kiln_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -205,6 +205,48 @@ const char *kiln_model_logp_callback_message(const void *user_data);
 int kiln_model_tier_wait(const kiln_model *m, double timeout_seconds);
 void kiln_model_tier_count(const kiln_model *m, int *tiered, int *kernels);
 
+/* ---- Data partitions (issue 30; docs/mpi.md) ----------------------------
+ *
+ * A model whose log density is a sum over observations can be evaluated in
+ * parts: the observation axis is a symbol (`N`) that sizes data; part p of
+ * P binds only rows [floor(N p / P), floor(N (p+1) / P)) of every data
+ * value sized by that symbol (along the dim it sizes), and computes its
+ * partial log density and gradient; terms that do not depend on the axis
+ * (priors, log-Jacobians) are counted by part 0 only.  The sum over the P
+ * parts of the partial results equals the unpartitioned model's (to
+ * rounding), for any P >= 1, including parts with no observations.
+ * libkiln-mpi (<kiln/mpi.h>) runs one part per MPI rank and sums with
+ * MPI_Allreduce; nothing here needs MPI. */
+/* kiln_partition: <kiln/graph.h> */
+
+/* As kiln_model_new, for part `p` of the model (above).  The returned
+ * model's kiln_model_log_density (and its gradient, Hessian, hvp and
+ * callback) give the part's share; constrain/unconstrain of parameters
+ * are those of the whole model (a transformed parameter or generated
+ * quantity that depends on the axis is refused by kiln_model_constrain
+ * with KILN_ERR_ARG naming it).  p NULL, or p->nparts == 1 with part 0,
+ * gives a model equal to kiln_model_new's.
+ * Errors: those of kiln_model_new; KILN_ERR_ARG (part out of range,
+ * nparts < 1, no axis named or declared); KILN_ERR_NAME ("partition: the
+ * model has no symbol 'M'"; "partition: symbol 'K' sizes parameter
+ * 'beta', not only data"; "partition: symbol 'M' sizes no data"); 
+ * KILN_ERR_TYPE ("partition: the log density is not a sum over axis 'N':
+ * node 'x' (op max) reduces over it"), naming the first node whose value
+ * mixes observations other than by a sum. */
+kiln_model *kiln_model_new_partition(const kiln_graph *g,
+                                     const char *logp_output,
+                                     const char *data,
+                                     const kiln_partition *p,
+                                     const kiln_options *opt,
+                                     const kiln_read_options *ropt,
+                                     kiln_err *err);
+
+/* The part of a model made by kiln_model_new_partition: the axis's name
+ * (NULL for a whole model), the axis's size in the whole data (*total) and
+ * this part's rows [*begin, *end).  Any pointer may be NULL. */
+const char *kiln_model_partition_range(const kiln_model *m, int64_t *total,
+                                       int64_t *begin, int64_t *end);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,95 @@
+/*
+ * mpi.h — libkiln-mpi: a model's log density and gradient summed over MPI
+ * ranks, each rank holding one part of the data (issue 30; docs/mpi.md).
+ *
+ * Built and installed only by `configure --with-mpi`; link with
+ * `pkg-config --libs kiln-mpi` (libkiln-mpi, libkiln and the MPI library).
+ * libkiln itself never needs MPI: this library runs kiln_model_new_partition
+ * (<kiln/model.h>) on every rank, one part per rank in rank order, and
+ * combines the parts with MPI_Allreduce.
+ *
+ * Every function taking a kiln_mpi_model is collective over the model's
+ * communicator unless said otherwise: every rank calls it, in the same
+ * order.  The caller initialises MPI (MPI_Init or MPI_Init_thread) and
+ * finalises it after the last kiln_mpi_model_free.  No function here
+ * calls MPI_Abort, abort() or exit(): a failure is a kiln_code and a
+ * one-line message on every rank that sees it.
+ *
+ * Timeouts: a collective that has not completed after the model's timeout
+ * (kiln_mpi_options.timeout_seconds; $KILN_MPI_TIMEOUT; default 300 s)
+ * fails with KILN_ERR_RUNTIME ("mpi: no answer from every rank within
+ * 300 s: a rank died or is stuck"); the caller should then MPI_Abort
+ * (the CLI does).  Collectives are non-blocking (MPI_Ibcast,
+ * MPI_Iallreduce) polled against that deadline.
+ */
+#ifndef KILN_MPI_H
+#define KILN_MPI_H
+
+#include <mpi.h>
+
+#include <kiln/kiln.h>
+#include <kiln/graph.h>
+#include <kiln/io.h>
+#include <kiln/model.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_mpi_model kiln_mpi_model;
+
+typedef struct kiln_mpi_options {
+    size_t struct_size;      /* sizeof(kiln_mpi_options) */
+    /* the observation axis (NULL: the graph's declared axis) */
+    const char *axis;
+    /* seconds a collective may wait before failing (0: $KILN_MPI_TIMEOUT,
+     * else 300) */
+    double timeout_seconds;
+} kiln_mpi_options;
+
+/* Collective over `comm` (duplicated: the model keeps its own).  Every
+ * rank passes the same graph and data (checked: a digest of the graph's
+ * canonical text and of the data is compared across ranks at start;
+ * ranks that disagree all fail with KILN_ERR_ARG naming the ranks and
+ * what differs).  Rank r of R builds part r of R
+ * (kiln_model_new_partition).  Compiles once per job: rank 0 compiles
+ * first and publishes every kernel (docs/mpi.md says how), the other
+ * ranks then load them and compile nothing that rank 0 compiled.
+ * Errors: KILN_ERR_ARG (MPI not initialised: "mpi: MPI is not initialised
+ * (call MPI_Init first)"; disagreeing ranks; bad options), the errors of
+ * kiln_model_new_partition (on the rank that had them; the others fail
+ * with "mpi: rank 2 failed: <its message>"), and timeouts. */
+int kiln_mpi_model_new(MPI_Comm comm, const kiln_graph *g,
+                       const char *logp_output, const char *data,
+                       const kiln_mpi_options *mopt,
+                       const kiln_options *opt,
+                       const kiln_read_options *ropt,
+                       kiln_mpi_model **out, kiln_err *err);
+
+/* The part's model (rank-local; not collective).  Owned by mm. */
+kiln_model *kiln_mpi_model_part(const kiln_mpi_model *mm);
+
+/* Collective: the whole model's log density (and, grad not NULL, its
+ * gradient; kiln_model_n_unc values) at rank 0's `unc` (broadcast; the
+ * other ranks' unc is ignored and may be NULL), returned on every rank.
+ * Errors: kiln_model_log_density's on any rank (every rank fails with its
+ * message), timeouts. */
+int kiln_mpi_log_density(kiln_mpi_model *mm, int jacobian, const double *unc,
+                         double *lp, double *grad, kiln_err *err);
+
+/* Ranks other than 0: serve rank 0's kiln_mpi_log_density calls until
+ * rank 0 calls kiln_mpi_model_free (then returns 0) or a collective
+ * fails.  This lets a sampler run on rank 0 alone (the BridgeStan
+ * library does this).  Rank 0: KILN_ERR_ARG.  No timeout while waiting
+ * for the next request. */
+int kiln_mpi_serve(kiln_mpi_model *mm, kiln_err *err);
+
+/* Collective, or on rank 0 alone when the other ranks are in
+ * kiln_mpi_serve (it tells them to stop).  NULL allowed. */
+void kiln_mpi_model_free(kiln_mpi_model *mm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
