@@ -282,7 +282,7 @@ printf 'kiln 1\ngraph g\n input x: f64\n output o = add(x, 9007199254740993)\nen
 printf 'kiln 1\ngraph g\n input x: f64[3]\n output a = x[::-9223372036854775808]\n output b = x[0:3:9223372036854775807]\nend\n' >"$tmp/ub.kg"
 "$kiln" run "$tmp/ub.kg" -i "x=[1, 2, 3]" >"$tmp/out" 2>&1
 [ $? = 0 ] && grep -qx 'a = \[3\]' "$tmp/out" && grep -qx 'b = \[1\]' "$tmp/out"; ok $? "slices with steps -2^63 and 2^63-1: $(head -2 "$tmp/out" | tr '\n' ' ')"
-printf 'kiln 1\ngraph g\n output o = join(0, zeros(shape=[9223372036854775807]), zeros(shape=[9223372036854775807]))\nend\n' >"$tmp/join.kg"
+printf 'kiln 1\ngraph g\n output o = join(0, zeros(shape=[9223372036854775807], dtype=bool), zeros(shape=[9223372036854775807], dtype=bool))\nend\n' >"$tmp/join.kg"
 "$kiln" run "$tmp/join.kg" >"$tmp/out" 2>&1
 [ $? = 1 ] && grep -qx "kiln: $tmp/join.kg:3:13: join: the result's size along axis 0 overflows" "$tmp/out"; ok $? "join overflow: $(cat "$tmp/out")"
 

@@ -3,7 +3,9 @@
 # the tiny decoder of examples/smollm: greedy and top-k tokens equal the
 # numpy reference's (tests/decoder_ref.py, the same SplitMix64 uniforms),
 # on every backend built; the timing line; the errors (a --top-k above
-# the graph's, missing arguments, a model that is no decoder).  SKIPs
+# the graph's, missing arguments, a model that is no decoder; a graph
+# with the decoder's names but outputs of the wrong type, on every
+# backend built).  SKIPs
 # without /usr/bin/python3 and numpy (the generator and the reference).
 top=${KILN_SRCDIR:-.}
 build=${KILN_BUILDDIR:-.}
@@ -135,24 +137,29 @@ for t in -1 inf nan 1e-40 1e39; do
   ok $? "--temperature $t is refused"
 done
 # a graph with the decoder's names whose outputs are not the caches' rows
-fake() {  # fake NEW_K GREEDY PAST_V_TYPE
+# (refused when the outputs are checked after a call: on every backend)
+fake() {  # fake BACKEND NEW_K GREEDY PAST_V_TYPE EXPECTED-ERROR DESCRIPTION
   printf 'kiln 1\ngraph fake\n  input tokens: i64[T]\n  input pos0: i64\n  input u: f32\n  input temperature: f32\n  input top_k: i64\n  input past_k_0: f32[t, 4, 8]\n  input past_v_0: %s\n  output greedy = %s\n  output sampled = sum(tokens)\n  output new_k_0 = %s\n  output new_v_0 = %s\nend\n' \
-    "$3" "$2" "$1" "$1" >"$tmp/f.kg"
+    "$4" "$3" "$2" "$2" >"$tmp/f.kg"
   "$kiln" generate "$tmp/f.kg" --weights "$tmp/e.safetensors" --prompt 1,2,3 \
-    --max-new 3 >/dev/null 2>"$tmp/err"
+    --max-new 3 --backend "$1" --tiers off >/dev/null 2>"$tmp/err"
+  [ $? = 1 ] && grep -q "$5" "$tmp/err"
+  ok $? "$1: $6"
 }
-fake 'sum(past_k_0)' 'sum(tokens)' 'f32[t, 4, 8]'
-[ $? = 1 ] && grep -q "output new_k_0 is f32\[\], expected f32\[3, 4, 8\]" "$tmp/err"
-ok $? "a new_k_0 of the wrong shape is named (no overflow in the copy)"
-fake 'past_k_0' 'sum(tokens)' 'f32[t, 4, 8]'
-[ $? = 1 ] && grep -q "output new_k_0 is f32\[0, 4, 8\], expected f32\[3, 4, 8\]" "$tmp/err"
-ok $? "a new_k_0 of t rows, not the new tokens', is named"
-fake 'exp(past_k_0)' 'sum(u)' 'f32[t, 4, 8]'
-[ $? = 1 ] && grep -q "output greedy is f32\[\], expected i64\[\]" "$tmp/err"
-ok $? "an f32 greedy is named (not read as i64)"
-fake 'sum(past_k_0)' 'sum(tokens)' 'f64[t, 4, 8]'
-[ $? = 1 ] && grep -q "input past_v_0 is not f32\[t, 4, 8\] as past_k_0" "$tmp/err"
-ok $? "a past_v_0 of another type than past_k_0 is named"
+for b in $backends; do
+  fake "$b" 'sum(past_k_0)' 'sum(tokens)' 'f32[t, 4, 8]' \
+    "output new_k_0 is f32\[\], expected f32\[3, 4, 8\]" \
+    "a new_k_0 of the wrong shape is named (no overflow in the copy)"
+  fake "$b" 'past_k_0' 'sum(tokens)' 'f32[t, 4, 8]' \
+    "output new_k_0 is f32\[0, 4, 8\], expected f32\[3, 4, 8\]" \
+    "a new_k_0 of t rows, not the new tokens', is named"
+  fake "$b" 'exp(past_k_0)' 'sum(u)' 'f32[t, 4, 8]' \
+    "output greedy is f32\[\], expected i64\[\]" \
+    "an f32 greedy is named (not read as i64)"
+  fake "$b" 'sum(past_k_0)' 'sum(tokens)' 'f64[t, 4, 8]' \
+    "input past_v_0 is not f32\[t, 4, 8\] as past_k_0" \
+    "a past_v_0 of another type than past_k_0 is named"
+done
 
 echo "1..$n"
 [ $failed = 0 ]

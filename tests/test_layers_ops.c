@@ -9,7 +9,8 @@
  * position, unknown attributes, repeat/tile sizes past int64, argmax of an
  * empty axis); and the attack's inputs on every backend (tril of a const,
  * var with ddof >= N, gelu of large f32, argmax of an empty symbolic axis
- * failing its run-time check).
+ * failing its run-time check, also when another axis is 0; a non-empty
+ * axis with another 0 gives an empty result, as NumPy).
  */
 #define _GNU_SOURCE
 #include "tap.h"
@@ -167,13 +168,16 @@ static void error_tests(void)
                 "argmin: attempt to get argmin of an empty sequence");
 }
 
-/* One graph on one backend: in (f64 or f32 per the graph) gives want[]
- * for output 0 (NaN matches NaN, inf matches inf), or the call fails
- * with a message holding `fail`. */
-static void value_case(const char *label, const char *text, const char *bk,
-                       kiln_dtype dt, int64_t n_in, const double *in,
-                       int64_t n_out, const double *want, const char *fail)
+/* One graph on one backend: in (f64 or f32 per the graph; shape (rows,
+ * cols), or (cols) with rows -1, no input with both -1) gives want[] for
+ * output 0 (NaN matches NaN, inf matches inf), or the call fails with a
+ * message holding `fail`. */
+static void value_case_2d(const char *label, const char *text,
+                          const char *bk, kiln_dtype dt, int64_t rows,
+                          int64_t cols, const double *in, int64_t n_out,
+                          const double *want, const char *fail)
 {
+    int64_t n_in = rows >= 0 ? rows * cols : cols;
     kiln_err err = {0, ""};
     kiln_function *f = compile_kg_text(text, bk, NULL, &err);
     if (!f) {
@@ -188,6 +192,11 @@ static void value_case(const char *label, const char *text, const char *bk,
                                                     : (void *)in)
                                   : (void *)&dummy,
                      .dtype = dt, .rank = 1, .shape = {n_in}};
+    if (rows >= 0) {
+        x.rank = 2;
+        x.shape[0] = rows;
+        x.shape[1] = cols;
+    }
     kiln_tensor out[2];
     int rc = kiln_function_call(f, n_in >= 0 ? &x : NULL, out, &err);
     if (fail) {
@@ -215,6 +224,14 @@ static void value_case(const char *label, const char *text, const char *bk,
     }
     ok(good, "%s on %s%s%s", label, bk, rc ? ": " : "", rc ? err.message : "");
     kiln_function_free(f);
+}
+
+/* value_case_2d of a rank-1 input of n_in elements (-1: none) */
+static void value_case(const char *label, const char *text, const char *bk,
+                       kiln_dtype dt, int64_t n_in, const double *in,
+                       int64_t n_out, const double *want, const char *fail)
+{
+    value_case_2d(label, text, bk, dt, -1, n_in, in, n_out, want, fail);
 }
 
 /* the attack's inputs (fix29-ops): tril/triu of a const (the pushes once
@@ -271,6 +288,44 @@ static void attack_values(const char **bk, int nbk)
                    HDR "  input x: f64[n]\n  output a = argmax(x)\nend\n",
                    bk[b], KILN_F64, 0, NULL, 0, NULL,
                    "check failed: attempt to get argmax of an empty sequence");
+        /* an empty symbolic axis with another axis 0: NumPy raises
+         * (np.argmax(np.zeros((0, 0)), axis=1)); the check once looked at
+         * an empty tensor and passed */
+        value_case_2d("argmax(x, axis=1) of f64[m, n], m = n = 0",
+                      HDR "  input x: f64[m, n]\n"
+                          "  output a = argmax(x, axis=1)\nend\n",
+                      bk[b], KILN_F64, 0, 0, NULL, 0, NULL,
+                      "check failed: attempt to get argmax of an empty "
+                      "sequence");
+        value_case_2d("argmin(x, axis=0) of f64[m, n], m = n = 0",
+                      HDR "  input x: f64[m, n]\n"
+                          "  output a = argmin(x, axis=0)\nend\n",
+                      bk[b], KILN_F64, 0, 0, NULL, 0, NULL,
+                      "check failed: attempt to get argmin of an empty "
+                      "sequence");
+        value_case_2d("argmax(x, axis=1) of f64[0, n], n = 0",
+                      HDR "  input x: f64[0, n]\n"
+                          "  output a = argmax(x, axis=1)\nend\n",
+                      bk[b], KILN_F64, 0, 0, NULL, 0, NULL,
+                      "check failed: attempt to get argmax of an empty "
+                      "sequence");
+        value_case_2d("argmax(x, axis=1) of f64[m, n], m = 2, n = 0",
+                      HDR "  input x: f64[m, n]\n"
+                          "  output a = argmax(x, axis=1)\nend\n",
+                      bk[b], KILN_F64, 2, 0, NULL, 0, NULL,
+                      "check failed: attempt to get argmax of an empty "
+                      "sequence");
+        /* the reduced axis not empty, another 0: an empty result, as
+         * np.argmax(np.zeros((0, 3)), axis=1) (shape (0,)) */
+        value_case_2d("argmax(x, axis=1) of f64[m, n], m = 0, n = 3",
+                      HDR "  input x: f64[m, n]\n"
+                          "  output a = argmax(x, axis=1)\nend\n",
+                      bk[b], KILN_F64, 0, 3, NULL, 0, NULL, NULL);
+        value_case_2d("argmax(x, axis=1) of f64[m, n], m = 2, n = 3",
+                      HDR "  input x: f64[m, n]\n"
+                          "  output a = argmax(x, axis=1)\nend\n",
+                      bk[b], KILN_F64, 2, 3, (const double[]){1, 5, 2, 7, 7, 0},
+                      2, (const double[]){1, 0}, NULL);
     }
 }
 

@@ -2712,6 +2712,29 @@ static void test_build_errors(void)
          KILN_ERR_SHAPE,
          "t.kg:4:12: broadcast_to: input of shape (3) does not broadcast to "
          "(3, 2)"},
+        /* a result whose bytes do not fit in int64 is refused when the
+         * node is added (3e18 f64 is 2.4e19 bytes), not at the call */
+        {"input x: f64[1]\n"
+         "output z = broadcast_to(x, shape=[3000000000000000000])",
+         KILN_ERR_SHAPE,
+         "t.kg:4:12: broadcast_to: input of shape (1) to shape "
+         "(3000000000000000000): the result would have 3000000000000000000 "
+         "elements of f64 (more than 2^63 - 1 bytes)"},
+        {"input x: f32[3]\noutput z = broadcast_to(x, shape=[3000000000, "
+         "3000000000, 3])", KILN_ERR_SHAPE,
+         "t.kg:4:12: broadcast_to: input of shape (3) to shape (3000000000, "
+         "3000000000, 3): the result would have 3000000000 x 3000000000 x 3 "
+         "elements of f32 (more than 2^63 - 1 bytes)"},
+        {"input x: f64[3]\noutput z = alloc(x, shape=[2305843009213693952, "
+         "3])", KILN_ERR_SHAPE,
+         "t.kg:4:12: alloc: input of shape (3) to shape (2305843009213693952, "
+         "3): the result would have 2305843009213693952 x 3 elements of f64 "
+         "(more than 2^63 - 1 bytes)"},
+        {"output z = zeros(shape=[2305843009213693952], dtype=f32)",
+         KILN_ERR_SHAPE,
+         "t.kg:3:12: zeros: shape (2305843009213693952): the result would "
+         "have 2305843009213693952 elements of f32 (more than 2^63 - 1 "
+         "bytes)"},
         {"input x: f64[3]\noutput z = zeros(shape=[2], dtype=f16)",
          KILN_ERR_PARSE,
          "t.kg:4:35: attribute 'dtype': expected a number, true, false, a "
@@ -2721,6 +2744,23 @@ static void test_build_errors(void)
     };
     for (int k = 0; k < NELEM(E); k++)
         expect_build_error(E[k].body, E[k].code, E[k].msg, E[k].msg + 11);
+    /* the largest sizes are accepted when the node is added: 2^60 - 1 f64
+     * (8 bytes each: < 2^63), 2^62 bool; a symbolic dim (maybe 0) leaves
+     * the size to the run-time check */
+    static const char *const fits[] = {
+        "input x: f64[1]\n"
+        "output z = broadcast_to(x, shape=[1152921504606846975])",
+        "output z = zeros(shape=[4611686018427387904], dtype=bool)",
+        "input x: f64[n]\n"
+        "output z = broadcast_to(x, shape=[3000000000000000000, n])",
+    };
+    for (int k = 0; k < NELEM(fits); k++) {
+        kiln_err err = {0, ""};
+        kiln_graph *g = parse_body(fits[k], &err);
+        ok(g != NULL, "builds: %s%s%s", strchr(fits[k], '=') + 2,
+           g ? "" : ": ", g ? "" : err.message);
+        kiln_graph_free(g);
+    }
 }
 
 /* ---- programs longer than one interpreter block, views, aliasing ----- */
@@ -3008,9 +3048,11 @@ static void test_hostile_shapes(void)
         kiln_function_free(f);
     }
 
-    /* sizes that overflow int64 are errors, not wrapped products */
-    expect_build_error("output o = join(0, zeros(shape=[9223372036854775807]), "
-                       "zeros(shape=[9223372036854775807]))", KILN_ERR_SHAPE,
+    /* sizes that overflow int64 are errors, not wrapped products (bool
+     * zeros: 2^63 - 1 bytes each, the largest zeros accepted) */
+    expect_build_error("output o = join(0, zeros(shape=[9223372036854775807], "
+                       "dtype=bool), zeros(shape=[9223372036854775807], "
+                       "dtype=bool))", KILN_ERR_SHAPE,
                        "t.kg:3:12: join: the result's size along axis 0 "
                        "overflows", "join of two 2^63-1 sizes");
     expect_build_error("input x: f64[6]\n"

@@ -433,13 +433,33 @@ static kiln_value arg_ext(nn *c, const char *ext)
     kiln_value res = reduce(c, "min", cand, 1, &ax, 0);
     if (len >= 0)
         return res;
-    /* a symbolic axis: empty at run time fails the call (NumPy raises);
-     * big, the last index, is >= 0 exactly when the axis is not empty */
+    /* a symbolic axis: empty at run time fails the call (NumPy raises,
+     * whatever the other axes).  With every other dim static and > 0, big
+     * (the last index, shape x's with the axis 1) has elements, all >= 0
+     * exactly when the axis is not empty.  Else big may itself be empty
+     * (another axis 0) and its check vacuous: the test is on a vector of
+     * the axis's length, hit reduced over the other axes (its values
+     * made true), any() of it true exactly when the axis is not empty. */
+    const kiln_type t = *ty(c, x);
+    int64_t oth[KILN_MAX_RANK];
+    int n_oth = 0, all_full = 1;
+    for (int i = 0; i < t.rank; i++)
+        if (i != ax) {
+            oth[n_oth++] = i;
+            all_full = all_full && t.dims[i] > 0;
+        }
+    kiln_value ok;
+    if (all_full) {
+        ok = b2(c, "ge", big, I(0));
+    } else {
+        kiln_value v = reduce(c, "any", hit, n_oth, oth, 0);
+        ok = reduce(c, "any", b2(c, "or", v, u(c, "not", v)), -1, NULL, 0);
+    }
     char msg[64];
     snprintf(msg, sizeof msg, "attempt to get arg%s of an empty sequence",
              ext);
     kiln_attr at = {.key = "msg", .kind = KILN_ATTR_STRING, .s = msg};
-    kiln_value in[2] = {res, b2(c, "ge", big, I(0))};
+    kiln_value in[2] = {res, ok};
     return opa(c, "check", 2, in, &at, 1);
 }
 

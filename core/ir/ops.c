@@ -794,6 +794,48 @@ static int static_numel(int n, const int64_t *dims, int skip, int64_t *out,
     return zero ? 0 : over;
 }
 
+/* broadcast_to, alloc, zeros and ones make a result of the size their
+ * 'shape' names: refused when every dim is static and the result's bytes
+ * do not fit in int64 (nor size_t): the limit of every kiln buffer
+ * (kiln_vm_size_fits), checked here so that a shape such as
+ * [3000000000000000000] fails when the node is added, not at the call.  A
+ * symbolic dim (maybe 0 at run time) leaves it to the run-time check of
+ * every buffer ("shape ... is too large"), so at run time (symvals set)
+ * nothing is checked here. */
+static int check_shape_size(const kiln_shape_ctx *ctx, const char *opn,
+                            const kiln_type *in, const kiln_type *out,
+                            kiln_err *err)
+{
+    if (ctx->symvals)
+        return 0;
+    int64_t n;
+    int all_static;
+    int over = static_numel(out->rank, out->dims, -1, &n, &all_static);
+    size_t es = kiln_dtype_size(out->dtype);
+    if (!all_static || es == 0 ||
+        (!over && (uint64_t)n <= (uint64_t)INT64_MAX / es &&
+         (uint64_t)n <= SIZE_MAX / es))
+        return 0;
+    char s1[256], s2[256], f[512];
+    int len = 0;
+    f[0] = '\0';
+    for (int i = 0; i < out->rank && len < (int)sizeof f; i++)
+        len += snprintf(f + len, sizeof f - (size_t)len, "%s%lld",
+                        i ? " x " : "", (long long)out->dims[i]);
+    if (in)
+        return kiln_seterr(err, KILN_ERR_SHAPE,
+                           "%s: input of shape %s to shape %s: the result "
+                           "would have %s elements of %s (more than 2^63 - 1 "
+                           "bytes)", opn, shp(ctx, in, s1, sizeof s1),
+                           shp(ctx, out, s2, sizeof s2), f,
+                           kiln_dtype_name(out->dtype));
+    return kiln_seterr(err, KILN_ERR_SHAPE,
+                       "%s: shape %s: the result would have %s elements of "
+                       "%s (more than 2^63 - 1 bytes)", opn,
+                       shp(ctx, out, s2, sizeof s2), f,
+                       kiln_dtype_name(out->dtype));
+}
+
 static int infer_reshape(const kiln_shape_ctx *ctx, const kiln_attrs *at,
                          const kiln_type *x, kiln_type *out, kiln_err *err)
 {
@@ -954,12 +996,15 @@ static int infer_shape_op(const kiln_shape_ctx *ctx, int op,
                 return err ? err->code : KILN_ERR_SHAPE;
         if (op == KILN_OP_ZEROS || op == KILN_OP_ONES) {
             out->dtype = (kiln_dtype)at->dtype;
-            return 0;
+            return check_shape_size(ctx, opn, NULL, out, err);
         }
         out->dtype = in[0].dtype;
         if (op == KILN_OP_ALLOC && in_weak && in_weak[0])
             out->dtype = kiln_ir_promote(in[0].dtype, 1, in[0].dtype, 1);
-        return check_broadcast_to(ctx, opn, "input", &in[0], out, err);
+        int brc = check_broadcast_to(ctx, opn, "input", &in[0], out, err);
+        if (brc)
+            return brc;
+        return check_shape_size(ctx, opn, &in[0], out, err);
     }
     case KILN_OP_JOIN: {
         int r = in[0].rank;

@@ -32,7 +32,6 @@ pytensor.function's in the KILN mode (the same plus kiln's compile):
 
     decoder_pytensor.py [--config examples/smollm/config.json] [--layers L]
 """
-import json
 import os
 import sys
 import time
@@ -40,48 +39,18 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def weight_names(cfg):
-    """(HF name, shape) of every weight, in Hugging Face's order."""
-    H, nh, kvh = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    D = cfg.get("head_dim", H // nh)
-    I, V = cfg["intermediate_size"], cfg["vocab_size"]
-    out = [("model.embed_tokens.weight", (V, H))]
-    for l in range(cfg["num_hidden_layers"]):
-        p = "model.layers.%d." % l
-        out += [(p + "self_attn.q_proj.weight", (nh * D, H)),
-                (p + "self_attn.k_proj.weight", (kvh * D, H)),
-                (p + "self_attn.v_proj.weight", (kvh * D, H)),
-                (p + "self_attn.o_proj.weight", (H, nh * D)),
-                (p + "mlp.gate_proj.weight", (I, H)),
-                (p + "mlp.up_proj.weight", (I, H)),
-                (p + "mlp.down_proj.weight", (H, I)),
-                (p + "input_layernorm.weight", (H,)),
-                (p + "post_attention_layernorm.weight", (H,))]
-    return out + [("model.norm.weight", (H,))]
+if HERE not in sys.path:        # gen_decoder.py, beside this file
+    sys.path.insert(0, HERE)
+# the weights' names, shapes and values and the configuration's reading
+# are gen_decoder.py's (one list for the .kg and this graph)
+from gen_decoder import (weight_names, kg_name, random_tensors,  # noqa: E402,F401
+                         load_config)
 
 
 def random_weights(cfg, seed=0):
-    """{HF name: f32 array}: matrices N(0, 0.02), norm weights 1 + N(0, 0.02)."""
-    rng = np.random.default_rng(seed)
-    W = {}
-    for name, shape in weight_names(cfg):
-        w = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
-        W[name] = w + np.float32(1) if len(shape) == 1 else w
-    return W
-
-
-def kg_name(name):
-    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
-
-
-def load_config(path, layers=None):
-    with open(path) as f:
-        cfg = json.load(f)
-    if layers:
-        cfg["num_hidden_layers"] = int(layers)
-    return cfg
+    """{HF name: f32 array}: gen_decoder.py's weights for ``seed`` (those
+    of its model.safetensors for --seed)."""
+    return dict(random_tensors(cfg, seed))
 
 
 def build(cfg, W):

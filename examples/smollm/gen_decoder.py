@@ -82,10 +82,33 @@ def kg_name(name):
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
-def write_safetensors(path, cfg, seed):
-    """Random f32 weights, written tensor by tensor (no second copy of
-    the whole model in memory)."""
+def random_tensors(cfg, seed):
+    """(name, f32 array) of every tensor, in weight_names' order, one at
+    a time: matrices N(0, 0.02), norm weights 1 + N(0, 0.02), from
+    numpy's default_rng(seed) (the weights of model.safetensors for
+    --seed; decoder_pytensor.py's random_weights)."""
     rng = np.random.default_rng(seed)
+    for name, shape in weight_names(cfg):
+        w = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
+        if len(shape) == 1:                 # norm weights around 1
+            w += np.float32(1)
+        yield name, w
+
+
+def load_config(path, layers=None):
+    """The configuration file ``path`` (its "_comment" dropped), with
+    num_hidden_layers = ``layers`` unless None."""
+    with open(path) as f:
+        cfg = json.load(f)
+    cfg.pop("_comment", None)
+    if layers is not None:
+        cfg["num_hidden_layers"] = int(layers)
+    return cfg
+
+
+def write_safetensors(path, cfg, seed):
+    """Random f32 weights (random_tensors), written tensor by tensor (no
+    second copy of the whole model in memory)."""
     names = weight_names(cfg)
     header, off = {}, 0
     for name, shape in names:
@@ -102,10 +125,7 @@ def write_safetensors(path, cfg, seed):
     with open(tmp, "wb") as f:
         f.write(struct.pack("<Q", len(hj)))
         f.write(hj)
-        for name, shape in names:
-            w = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
-            if len(shape) == 1:             # norm weights around 1
-                w += np.float32(1)
+        for _, w in random_tensors(cfg, seed):
             f.write(np.ascontiguousarray(w, dtype="<f4").tobytes())
     os.replace(tmp, path)
 
@@ -278,11 +298,7 @@ def main(argv=None):
     ap.add_argument("--no-weights", action="store_true",
                     help="write config.json and model.kg only")
     a = ap.parse_args(argv)
-    with open(a.config) as f:
-        cfg = json.load(f)
-    cfg.pop("_comment", None)
-    if a.layers is not None:
-        cfg["num_hidden_layers"] = a.layers
+    cfg = load_config(a.config, a.layers)
     os.makedirs(a.out, exist_ok=True)
     kmax = min(a.top_k_max, cfg["vocab_size"])
     cfg["kiln_top_k_max"] = kmax

@@ -31,14 +31,13 @@ from the logits by ``sample``).  The uniforms u come from `uniforms` or from
 
 import json
 import os
-import struct
 import time
 
 import numpy as np
 
 from . import compile as _compile, Graph, KilnError
 
-__all__ = ["Decoder", "uniforms_from_seed", "sample", "read_safetensors"]
+__all__ = ["Decoder", "uniforms_from_seed", "sample"]
 
 _M64 = (1 << 64) - 1
 
@@ -85,37 +84,6 @@ def sample(logits, top_k, temperature, u):
     return int(idx[j])
 
 
-_ST = {"F32": np.float32, "F64": np.float64, "I64": np.int64,
-       "I32": np.int32, "BOOL": np.bool_}
-
-
-def read_safetensors(path):
-    """{name: read-only array over a memory map of the file}."""
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        if n > 100 << 20:
-            raise KilnError("%s: safetensors header of %d bytes (more than "
-                            "100 MB)" % (path, n))
-        header = json.loads(f.read(n))
-    mm = np.memmap(path, dtype=np.uint8, mode="r")
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        b, end = e["data_offsets"]
-        if e["dtype"] not in _ST:
-            raise KilnError("%s: tensor '%s' has dtype %s (kiln.decoder "
-                            "reads F32, F64, I64, I32, BOOL)"
-                            % (path, name, e["dtype"]))
-        out[name] = mm[8 + n + b:8 + n + end].view(_ST[e["dtype"]]) \
-            .reshape(e["shape"])
-    return out
-
-
-def _kg_name(name):
-    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
-
-
 class Decoder:
     """A decoder compiled once, with its caches.  ``model_dir`` holds
     config.json, model.kg and model.safetensors (gen_decoder.py);
@@ -135,24 +103,12 @@ class Decoder:
         self.top_k_max = cfg.get("kiln_top_k_max", 1)
         t0 = time.perf_counter()
         g = Graph.parse_file(os.path.join(model_dir, "model.kg"))
-        st = os.path.join(model_dir, "model.safetensors")
-        # weights bound in place from the file's mapping when this
-        # libkiln has Graph.bind_safetensors, else copied into the
-        # function after the compile (Function.bind_shared)
-        in_place = hasattr(g, "bind_safetensors")
-        if in_place:
-            g.bind_safetensors(st)
+        # the weights bound in place from the file's read-only mapping
+        # (kiln_graph_bind_safetensors), before the compile
+        g.bind_safetensors(os.path.join(model_dir, "model.safetensors"))
         self.bind_s = time.perf_counter() - t0
         self.fn = _compile(g, **options)
         self.compile_s = time.perf_counter() - t0 - self.bind_s
-        if not in_place:
-            t1 = time.perf_counter()
-            self._weights = read_safetensors(st)
-            names = set(self.fn.shared_names)
-            for name, a in self._weights.items():
-                if _kg_name(name) in names:
-                    self.fn.bind_shared(_kg_name(name), a)
-            self.bind_s += time.perf_counter() - t1
         self._k = self._v = None
         self._alloc(max_len)
         self.pos = 0

@@ -224,3 +224,50 @@ def test_bad_temperature(tiny, tmp_path):
     greedy = d.generate([7, 8, 9], 4)
     assert d.generate([7, 8, 9], 4, top_k=5, temperature=0) == greedy
     assert len(d.generate([7, 8, 9], 4, top_k=5, temperature=1e-30)) == 4
+
+
+def test_weights_bound_by_the_c_reader(tmp_path):
+    """kiln.decoder binds the weights with Graph.bind_safetensors (the C
+    reader, in place) and has no Python safetensors reader: a file
+    lacking a tensor of the graph is refused by the C reader, naming the
+    tensor."""
+    assert not hasattr(kd, "read_safetensors")
+    assert "read_safetensors" not in kd.__all__
+    one = gen(tmp_path / "one", layers=1)
+    two = gen(tmp_path / "two", layers=2, extra=["--no-weights"])
+    os.link(os.path.join(one, "model.safetensors"),
+            os.path.join(two, "model.safetensors"))
+    with pytest.raises(kiln.KilnError, match="model_layers_1_"):
+        kd.Decoder(two, backend="interp", tiers=False, cache=str(tmp_path))
+    d = kd.Decoder(one, backend="interp", tiers=False, cache=str(tmp_path))
+    assert not hasattr(d, "_weights")
+    assert set(d.fn.shared_names) >= {"model_embed_tokens_weight"}
+
+
+def test_pytensor_decoder_uses_gen_decoders_weights(tiny, tmp_path):
+    """examples/smollm/decoder_pytensor.py takes the weights' names,
+    shapes and values from gen_decoder.py (one list): its random_weights
+    for a seed are the tensors gen_decoder.py writes for that seed; both
+    run as scripts from another directory."""
+    smol = os.path.join(SRC, "examples", "smollm")
+    sys.path.insert(0, smol)
+    try:
+        import decoder_pytensor as dp
+        import gen_decoder as gd
+    finally:
+        sys.path.remove(smol)
+    assert dp.weight_names is gd.weight_names
+    assert dp.kg_name is gd.kg_name and dp.load_config is gd.load_config
+    d, cfg, W = tiny                 # gen_decoder.py --seed 1
+    mine = dp.random_weights(dp.load_config(TINY), seed=1)
+    assert list(mine) == list(W)
+    for name, w in W.items():
+        assert mine[name].dtype == np.float32
+        assert np.array_equal(mine[name], w), name
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)      # neither needs kiln nor the other's dir
+    for script in ("gen_decoder.py", "decoder_pytensor.py"):
+        r = subprocess.run([sys.executable, os.path.join(smol, script),
+                            "--help"], cwd=str(tmp_path), env=env,
+                           capture_output=True, text=True)
+        assert r.returncode == 0 and "usage" in r.stdout, (script, r.stderr)

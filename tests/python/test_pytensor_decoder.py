@@ -6,7 +6,8 @@ On the tiny configuration (examples/smollm/tiny.json): no node is left to
 PyTensor's Python VM (KilnFallbackWarning is an error) and the whole step
 is one kiln function; a prefill of 8 tokens and a decode of 2 more with
 the cache of the first agree with the numpy reference to 1e-5 (relative
-to the largest logit; keys and values too) on every backend; a second
+to the largest logit; keys and values too) on every backend, and so do
+they with the same graph in PyTensor's Python mode (py linker); a second
 process compiling the same graph gets every kernel from kiln's disk cache.
 Needs PyTensor (the shared copy) and numpy; SKIPs without them.
 """
@@ -91,6 +92,43 @@ def test_prefill_and_decode_match_numpy(step, backend):
     # the decode step equals a prefill of all 10 tokens
     full, _, _ = ref.forward(CFG, W, np.concatenate([TOKENS, more]), None)
     close(r2[0], full, "decode logits vs a 10-token forward")
+
+
+@pytest.fixture(scope="module")
+def python_mode():
+    """The same PyTensor graph in PyTensor's Python mode: the py linker
+    (each node's numpy perform), no rewrites."""
+    from pytensor.compile.mode import Mode
+    ins, outs = dp.build(CFG, W)
+    return pytensor.function(ins, outs, mode=Mode(linker="py", optimizer=None))
+
+
+def close_outputs(got, want, what):
+    """logits and the new keys/values to 1e-5; greedy equal unless the
+    reference's top-2 logits are within 1e-5 (the tie rule)."""
+    close(got[0], want[0], f"{what} logits")
+    for l in range(L):
+        close(got[2 + 2 * l], want[2 + 2 * l], f"{what} new_k_{l}")
+        close(got[3 + 2 * l], want[3 + 2 * l], f"{what} new_v_{l}")
+    top2 = np.sort(np.asarray(want[0]))[-2:]
+    if top2[1] - top2[0] > 1e-5:
+        assert int(got[1]) == int(want[1]), f"{what} greedy"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kiln_mode_matches_python_mode(step, python_mode, backend):
+    """KILN mode against PyTensor's own Python mode on the same graph: a
+    prefill of 8 tokens and a decode step of 2 over the prefill's cache
+    (the Python mode's rows, the same inputs for both)."""
+    rebind(step, backend)
+    empty = [np.zeros((0, KVH, D), np.float32)] * (2 * L)
+    want = python_mode(TOKENS, np.int64(0), *empty)
+    assert np.asarray(want[0]).dtype == np.float32
+    close_outputs(step(TOKENS, np.int64(0), *empty), want, "prefill")
+    past = [np.asarray(want[i]) for i in range(2, 2 + 2 * L)]
+    more = np.array([11, 250], np.int64)
+    want2 = python_mode(more, np.int64(len(TOKENS)), *past)
+    close_outputs(step(more, np.int64(len(TOKENS)), *past), want2, "decode")
 
 
 def test_second_process_all_cache_hits(tmp_path):
