@@ -432,6 +432,105 @@ static void test_late_binding(const char *be)
     kiln_json_data_free(d);
 }
 
+/* Many ops at once (bound through the C API before the partition): sums
+ * over several axes and with keepdims, y @ X, X^T @ y, where, cast,
+ * check, a reduction over another axis, a mean of a sum, ones(shape=[N]),
+ * per-row gathers, a FREE term; with grad outputs. */
+static const char *OPS =
+    "kiln 1\n"
+    "graph ops\n"
+    "  input b: f64[2]\n"
+    "  input s: f64\n"
+    "  input t: f64[3]\n"
+    "  shared X: f64[N, 2]\n"
+    "  shared y: f64[N]\n"
+    "  shared grp: i64[N]\n"
+    "  shared W: f64[N, 2, 2]\n"
+    "  shared N: i64\n"
+    "  a1 = sum(mul(X, b), axis=[0, 1])\n"
+    "  a2 = sum(sum(square(sub(X, b)), axis=0, keepdims=true))\n"
+    "  a3 = sum(mul(dot(y, X), b))\n"
+    "  c = where(gt(y, 0), exp(mul(y, s)), log1p(square(mul(y, s))))\n"
+    "  a5 = sum(mul(cast(grp, dtype=f64), c))\n"
+    "  a6 = sum(check(mul(y, s), ge(square(y), 0), msg=\"never\"))\n"
+    "  a7 = sum(mul(max(W, axis=2), s))\n"
+    "  a8 = sum(mul(matmul(transpose(X), y), b))\n"
+    "  a9 = mul(mean(sum(mul(X, s), axis=0)), 2.0)\n"
+    "  a10 = mul(sum(ones(shape=[N])), s)\n"
+    "  a11 = sum(mul(t[grp], y))\n"
+    "  a12 = mul(true_div(sum(y), cast(N, dtype=f64)), 0.0)\n"
+    "  a13 = mul(sum(mul(W, b), axis=[0, 2]), s)\n"
+    "  free = add(square(s), sum(square(b)))\n"
+    "  lp = add(add(add(add(add(a1, a2), a3), a5), a6), a7)\n"
+    "  lp2 = add(add(add(add(add(lp, a8), a9), a10), a11), free)\n"
+    "  output o = add(lp2, mul(N, s))\n"
+    "  output o2 = add(a13, t[0:2])\n"
+    "  output f = mul(free, 3.0)\n"
+    "end\n";
+static const char *const OPS_IN[] = {"b", "s", "t", NULL};
+
+static kiln_graph *ops_graph(kiln_json_data *d, kiln_err *e)
+{
+    kiln_graph *g = kiln_parse_string(OPS, "ops.kg", NULL, e);
+    if (g && (add_grads(g, "o", OPS_IN, e) ||
+              kiln_json_data_bind_graph(g, d, NULL, e))) {
+        kiln_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static void test_ops(const char *be)
+{
+    kiln_err e;
+    kiln_options o = opts(be);
+    char *data = fmt_data("");
+    /* W [N, 2, K] */
+    char extra[1024], *q = extra;
+    q += sprintf(q, ", \"W\": [");
+    for (int i = 0; i < NR; i++)
+        q += sprintf(q, "%s[[%d, %.2f], [%.2f, %d]]", i ? ", " : "", i - 3,
+                     0.5 * i, sin(i), i % 2);
+    sprintf(q, "]}");
+    char all[5120];
+    snprintf(all, sizeof all, "%.*s%s", (int)strlen(data) - 1, data, extra);
+    kiln_json_data *d = kiln_json_data_parse(all, strlen(all), "<d>", &e);
+    kiln_graph *g = d ? ops_graph(d, &e) : NULL;
+    kiln_function *fw = g ? kiln_compile(g, &o, &e) : NULL;
+    double whole[64], sum[64], part[64];
+    int nw = fw ? run(fw, whole, 64, &e) : -1;
+    if (!ok(nw > 5, "[%s] many ops: whole runs", be)) {
+        diag("%s", e.message);
+        goto done;
+    }
+    int P[6] = {1, 2, 3, 4, 5, NR + 2};
+    for (int s = 0; s < 6; s++) {
+        int good = 1;
+        memset(sum, 0, sizeof sum);
+        for (int p = 0; p < P[s] && good; p++) {
+            kiln_graph *c = ops_graph(d, &e);
+            kiln_partition pt = {"N", p, P[s]};
+            kiln_function *f = NULL;
+            if (!c || kiln_graph_partition(c, &pt, &e) ||
+                !(f = kiln_compile(c, &o, &e)) ||
+                run(f, part, 64, &e) != nw) {
+                diag("part %d of %d: %s", p, P[s], e.message);
+                good = 0;
+            }
+            for (int i = 0; good && i < nw; i++)
+                sum[i] += part[i];
+            kiln_function_free(f);
+            kiln_graph_free(c);
+        }
+        ok(good && close_rel(sum, whole, nw), "[%s] many ops (bound before "
+           "the partition): sum of %d parts = the whole", be, P[s]);
+    }
+done:
+    kiln_function_free(fw);
+    kiln_graph_free(g);
+    kiln_json_data_free(d);
+}
+
 /* ---- compile once: no new cache misses ----------------------------------- */
 
 static void test_cache_misses(const char *be)
@@ -618,7 +717,7 @@ static void test_errors(void)
         "  output logp = max(mul(y, mu))\nend\n", "t.kg", NULL, &e);
     m = g ? kiln_model_new_partition(g, NULL, data, &p, &o, NULL, &e) : NULL;
     ok(!m && e.code == KILN_ERR_TYPE && strstr(e.message, "(op max") &&
-           strstr(e.message, "not a sum over axis 'N'"),
+           strstr(e.message, "the log density is not a sum over axis 'N'"),
        "model: max over the axis: KILN_ERR_TYPE naming the node and op");
     diag("%s", e.message);
     kiln_graph_free(g);
@@ -721,6 +820,7 @@ int main(void)
         check_model("radon", NULL, radon, radon_data, "N", 6, bk[b]);
         test_plain_radon(bk[b]);
         test_late_binding(bk[b]);
+        test_ops(bk[b]);
         if (strcmp(bk[b], "interp"))
             test_cache_misses(bk[b]);
     }
