@@ -730,3 +730,52 @@ int kiln_graph_partition(kiln_graph *g, const kiln_partition *p,
                            "of %d)", g->part_k, g->part_n);
     return kiln_ir_part_rewrite(g, sym, p->part, p->nparts, 1, err);
 }
+
+int kiln_ir_part_slice(kiln_graph *g, int sym, int part, int nparts,
+                       int64_t total, kiln_err *err)
+{
+    int64_t b, e;
+    kiln_ir_part_rows(total, part, nparts, &b, &e);
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *n = &g->nodes[i];
+        int k = axis_pos(&n->type, sym);
+        if (n->op != KILN_OP_SHARED || !n->data ||
+            (k < 0 && !is_axis_scalar(g, n, sym)))
+            continue;
+        kiln_tensor whole = {.dtype = n->type.dtype, .rank = n->type.rank,
+                             .data = n->data}, s;
+        memcpy(whole.shape, n->vshape, sizeof whole.shape);
+        if (k >= 0) {
+            if (n->vshape[k] != total)
+                return kiln_seterr(err, KILN_ERR_SHAPE,
+                                   "partition: shared '%s' has %lld rows "
+                                   "along axis '%s', but the axis is %lld",
+                                   n->name ? n->name : "?",
+                                   (long long)n->vshape[k], g->symbols[sym],
+                                   (long long)total);
+            if (slice_value(g, n, k, &whole, b, e, &s, err))
+                return err ? err->code : KILN_ERR_NOMEM;
+            n->vshape[k] = e - b;
+            n->nbytes = (size_t)kiln_shape_numel(s.rank, s.shape) *
+                        kiln_dtype_size(s.dtype);
+        } else {
+            if (!(s.data = malloc(8)))
+                return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            if (n->type.dtype == KILN_I64)
+                *(int64_t *)s.data = e - b;
+            else
+                *(int32_t *)s.data = (int32_t)(e - b);
+        }
+        if (n->blob)
+            kiln_blob_unref(n->blob);
+        else
+            free(n->data);
+        n->blob = NULL;
+        n->data = s.data;
+    }
+    g->part_sym = sym;
+    g->part_k = part;
+    g->part_n = nparts;
+    g->part_total = total;
+    return 0;
+}
