@@ -460,13 +460,36 @@ static void fresh(const kiln_graph *g, const char *base, char *buf,
         snprintf(buf, size, "%s%d", base, k);
 }
 
+/* *out = where(part0__, x, 0) in ng (made once: *out >= 0 afterwards),
+ * with the mask *mask made at its first use (true in part 0 only).
+ * 0, or an error. */
+static int mask_of(kiln_graph *ng, const char *mname, int part,
+                   kiln_value *mask, kiln_value x, kiln_value *out,
+                   kiln_err *err)
+{
+    if (*out >= 0)
+        return 0;
+    if (*mask < 0) {
+        unsigned char one = part == 0;
+        kiln_tensor mt = {.dtype = KILN_BOOL, .rank = 0, .data = &one};
+        if ((*mask = kiln_graph_shared(ng, mname, KILN_BOOL, 0, NULL, &mt,
+                                       err)) < 0)
+            return err->code;
+    }
+    kiln_value zero = kiln_graph_literal(ng, 0, KILN_LIT_INT, err);
+    kiln_value w[3] = {*mask, x, zero};
+    if (zero < 0 ||
+        (*out = kiln_graph_op(ng, "where", 3, w, NULL, 0, err)) < 0)
+        return err->code;
+    return 0;
+}
+
 int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
                          int slice, kiln_err *err)
 {
     kiln_err local;
     if (!err)
         err = &local;
-    char sb[160];
     /* inputs and outputs sized by the axis */
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == KILN_OP_INPUT &&
@@ -547,26 +570,11 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
             in[j] = map[v];
             if (!masks_input(c.mask[i], j) || c.cls[v] != C_FREE)
                 continue;
-            if (masked[v] < 0) {
-                if (mask < 0) {
-                    unsigned char one = part == 0;
-                    kiln_tensor mt = {.dtype = KILN_BOOL, .rank = 0,
-                                      .data = &one};
-                    mask = kiln_graph_shared(ng, mname, KILN_BOOL, 0, NULL,
-                                             &mt, err);
-                }
-                kiln_value zero = mask < 0 ? -1
-                                  : kiln_graph_literal(ng, 0, KILN_LIT_INT,
-                                                       err);
-                kiln_value w[3] = {mask, map[v], zero};
-                masked[v] = zero < 0 ? -1
-                            : kiln_graph_op(ng, "where", 3, w, NULL, 0, err);
-                if (masked[v] < 0) {
-                    if (in != ins)
-                        free(in);
-                    rc = err->code;
-                    goto out;
-                }
+            if (mask_of(ng, mname, part, &mask, map[v], &masked[v], err)) {
+                if (in != ins)
+                    free(in);
+                rc = err->code;
+                goto out;
             }
             in[j] = masked[v];
         }
@@ -618,24 +626,9 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
         kiln_value v = g->outputs[k].value, nv = map[v];
         if (c.cls[v] == C_FREE) {
             /* a value of part 0's only */
-            if (masked[v] < 0) {
-                if (mask < 0) {
-                    unsigned char one = part == 0;
-                    kiln_tensor mt = {.dtype = KILN_BOOL, .rank = 0,
-                                      .data = &one};
-                    mask = kiln_graph_shared(ng, mname, KILN_BOOL, 0, NULL,
-                                             &mt, err);
-                }
-                kiln_value zero = mask < 0 ? -1
-                                  : kiln_graph_literal(ng, 0, KILN_LIT_INT,
-                                                       err);
-                kiln_value w[3] = {mask, nv, zero};
-                masked[v] = zero < 0 ? -1
-                            : kiln_graph_op(ng, "where", 3, w, NULL, 0, err);
-                if (masked[v] < 0) {
-                    rc = err->code;
-                    goto out;
-                }
+            if (mask_of(ng, mname, part, &mask, nv, &masked[v], err)) {
+                rc = err->code;
+                goto out;
             }
             nv = masked[v];
         }
@@ -705,7 +698,6 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
     g->part_n = nparts;
     if (slice)
         g->part_total = total;
-    (void)sb;
 out:
     if (sl)
         for (size_t i = 0; i < nn; i++)
