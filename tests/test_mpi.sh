@@ -65,7 +65,7 @@ same_lines() {
     function abs(x) { return x < 0 ? -x : x }
     NR % 2 == 1 { a = $0; next }
     {
-      na = split(a, A, /[][ ,=]+/); nb = split($0, B, /[][ ,=]+/)
+      na = split(a, A, /[][ ,=:{}"]+/); nb = split($0, B, /[][ ,=:{}"]+/)
       if (na != nb) { print "fields differ: " a " | " $0; bad = 1; next }
       for (i = 1; i <= na; i++) {
         if (num(A[i]) && num(B[i])) {
