@@ -16,7 +16,7 @@
  *
  * Prints one line (rank 0):
  *   ranks=R n_unc=D build_s=B first_s=F ms_per_grad=T rounds=K lp=LP
- *   cpu_build_s=C cpu_s=U misses=M writes=W
+ *   cpu_build_s=C cpu_s=U compiles_build=B0 compiles=J misses=M writes=W
  * build_s: wall seconds from before parsing to the model built on every
  * rank (a barrier after kiln_mpi_model_new); first_s: to the first
  * gradient; ms_per_grad: the median over 7 rounds of the time of one
@@ -24,7 +24,11 @@
  * rank's part, MPI_Iallreduce), measured on rank 0 after warm-up calls and
  * kiln_model_tier_wait on every part; cpu_build_s / cpu_s: process CPU
  * seconds (user + system, every thread) summed over the ranks, after the
- * build and at the end (after kiln_mpi_model_free); misses / writes: the
+ * build and at the end (after kiln_mpi_model_free); compiles_build: the
+ * job's compiles during the build (kiln_mpi_model_compiles; serial:
+ * kiln_compile_count after kiln_model_new); compiles: kiln_compile_count
+ * summed over the ranks at the end (tier-ups during the timing included);
+ * misses / writes: the
  * user cache's counters at the end (docs/cache.md: counted by every
  * process since the cache was made — give an empty cache to count one
  * job's compiles).
@@ -138,6 +142,9 @@ int main(int argc, char **argv)
         MPI_Barrier(MPI_COMM_WORLD);
     double build = bench_now() - t0;
     double cpu_build = cpu_seconds();
+    long long compiles_build = (long long)kiln_compile_count();
+    if (!serial)
+        kiln_mpi_model_compiles(r.mm, NULL, &compiles_build);
     kiln_model *part = serial ? r.serial : kiln_mpi_model_part(r.mm);
     int n = kiln_model_n_unc(part);
     double *x = malloc(sizeof *x * (size_t)(n ? n : 1));
@@ -216,7 +223,10 @@ int main(int argc, char **argv)
     else
         kiln_mpi_model_free(r.mm);
     double cpu = cpu_seconds(), cpu_sum = cpu, cpu_build_sum = cpu_build;
+    long long compiles = (long long)kiln_compile_count(), compiles_sum = compiles;
     if (!serial) {
+        MPI_Reduce(&compiles, &compiles_sum, 1, MPI_LONG_LONG, MPI_SUM, 0,
+                   MPI_COMM_WORLD);
         MPI_Reduce(&cpu, &cpu_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
         MPI_Reduce(&cpu_build, &cpu_build_sum, 1, MPI_DOUBLE, MPI_SUM, 0,
                    MPI_COMM_WORLD);
@@ -225,10 +235,11 @@ int main(int argc, char **argv)
         uint64_t misses, writes;
         cache_counts(&misses, &writes);
         printf("ranks=%d n_unc=%d build_s=%.4f first_s=%.4f ms_per_grad=%.6f "
-               "rounds=%ld lp=%.17g cpu_build_s=%.4f cpu_s=%.4f misses=%llu "
-               "writes=%llu\n",
+               "rounds=%ld lp=%.17g cpu_build_s=%.4f cpu_s=%.4f "
+               "compiles_build=%lld compiles=%lld misses=%llu writes=%llu\n",
                serial ? 0 : size, n, build, first, med, per_round, lp,
-               cpu_build_sum, cpu_sum, (unsigned long long)misses,
+               cpu_build_sum, cpu_sum, compiles_build, compiles_sum,
+               (unsigned long long)misses,
                (unsigned long long)writes);
     }
     free(x);

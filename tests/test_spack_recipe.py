@@ -338,7 +338,7 @@ def main():
         "llvm": (lambda s: "--with-llvm=" + s["llvm"].prefix, "--without-llvm"),
         "mpi": (lambda s: "--with-mpi", "--without-mpi"),
         "ode": (lambda s: "--with-sundials", "--without-sundials"),
-        "python": (lambda s: "PYTHON=" + s["python"].command.path, None),
+        "python": (lambda s: "PYTHON=" + s["python"].command.path, "PYTHON=:"),
     }
     # the dependencies each variant brings (name as written, with versions)
     expect_deps = {
@@ -363,11 +363,13 @@ def main():
         for v in bools:
             on, off = expect[v]
             want = on(spec) if variants[v] else off
-            if want is not None and want not in args:
+            if want not in args:
                 bad_map.append("%s: %s missing from %s" % (label, want, args))
-            if not variants[v]:
-                if any(a.startswith("PYTHON=") for a in args) and v == "python":
-                    bad_map.append("%s: PYTHON= given with ~python" % label)
+            other = off if variants[v] else None
+            if other is not None and other in args:
+                bad_map.append("%s: %s given with +%s" % (label, other, v))
+        if len([a for a in args if a.startswith("PYTHON=")]) != 1:
+            bad_map.append("%s: PYTHON= not given exactly once: %s" % (label, args))
         names = [n for n, _t in active]
         for v in bools:
             for d in expect_deps[v]:

@@ -86,8 +86,12 @@ class Kiln(AutotoolsPackage):
         args.extend(self.with_or_without("llvm", activation_value="prefix"))
         args.extend(self.with_or_without("mpi"))
         args.extend(self.with_or_without("sundials", variant="ode"))
+        # PYTHON=: is configure's "no Python": the package is not installed
+        # (otherwise configure would take whichever python3 it finds)
         if spec.satisfies("+python"):
             args.append("PYTHON={0}".format(spec["python"].command.path))
+        else:
+            args.append("PYTHON=:")
         return args
 
     def _dep_prefix(self, name):
