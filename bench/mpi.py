@@ -162,12 +162,15 @@ def main():
     if "allreduce" in only:
         out, _w, _c = run(mpirun_cmd(2) + [allreduce, "0.3" if quick else "1.0"], env)
         print("\n## MPI_Allreduce / MPI_Bcast of k doubles, 2 ranks (this machine)\n")
-        print("| k | bytes | allreduce (us) | bcast (us) |")
-        print("|---:|---:|---:|---:|")
+        print("| k | bytes | allreduce, median (us) | allreduce, fastest batch (us) "
+              "| bcast, median (us) | bcast, fastest batch (us) |")
+        print("|---:|---:|---:|---:|---:|---:|")
         for line in out.splitlines():
             r = parse(line)
             if "k" in r:
-                print("| %s | %s | %s | %s |" % (r["k"], r["bytes"], r["allreduce_us"], r["bcast_us"]))
+                print("| %s | %s | %s | %s | %s | %s |" %
+                      (r["k"], r["bytes"], r["allreduce_us"], r["allreduce_min_us"],
+                       r["bcast_us"], r["bcast_min_us"]))
 
     pdb = os.path.join(SRC, "examples", "posteriordb")
     models = [
