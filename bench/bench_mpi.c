@@ -13,6 +13,11 @@
  *                   the cold start and one gradient)
  *   --out FILE      write the gradient point's lp and gradient (%.17g, one
  *                   a line) to FILE (rank 0)
+ *   --tiers MODE    policy (default: tier 0 first, hot kernels tier up in
+ *                   the background) or off (every kernel compiled with the
+ *                   policy's rules' backend before the model is made:
+ *                   kiln_options.tiers = KILN_TIERS_OFF)
+ *   --backend NAME  every kernel with NAME (kiln_options.backend; no tiers)
  *
  * Prints one line (rank 0):
  *   ranks=R n_unc=D build_s=B first_s=F ms_per_grad=T rounds=K lp=LP
@@ -91,13 +96,16 @@ int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: bench_mpi MODEL.kg DATA|- [--serial] "
-                        "[--axis NAME] [--seconds S] [--out FILE]\n");
+                        "[--axis NAME] [--seconds S] [--out FILE] "
+                        "[--tiers policy|off] [--backend NAME]\n");
         return 2;
     }
     const char *model = argv[1], *data = strcmp(argv[2], "-") ? argv[2] : NULL;
     const char *axis = NULL, *out = NULL;
     double seconds = 2.0;
     int serial = 0;
+    kiln_options opt = {0};
+    opt.struct_size = sizeof opt;
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--serial") == 0)
             serial = 1;
@@ -107,6 +115,13 @@ int main(int argc, char **argv)
             seconds = atof(argv[++i]);
         else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
             out = argv[++i];
+        else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc)
+            opt.backend = argv[++i];
+        else if (strcmp(argv[i], "--tiers") == 0 && i + 1 < argc &&
+                 (strcmp(argv[i + 1], "off") == 0 ||
+                  strcmp(argv[i + 1], "policy") == 0))
+            opt.tiers = strcmp(argv[++i], "off") == 0 ? KILN_TIERS_OFF
+                                                       : KILN_TIERS_POLICY;
         else {
             fprintf(stderr, "bench_mpi: unexpected '%s'\n", argv[i]);
             return 2;
@@ -124,11 +139,11 @@ int main(int argc, char **argv)
     kiln_graph *g = kiln_parse_file(model, &e);
     int rc = g ? 0 : 1;
     if (g && serial) {
-        r.serial = kiln_model_new(g, NULL, data, NULL, NULL, &e);
+        r.serial = kiln_model_new(g, NULL, data, &opt, NULL, &e);
         rc = r.serial ? 0 : 1;
     } else if (g) {
         kiln_mpi_options mo = {sizeof mo, axis, 0};
-        rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, NULL,
+        rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, &opt,
                                 NULL, &r.mm, &e);
     }
     kiln_graph_free(g);
