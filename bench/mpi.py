@@ -131,6 +131,64 @@ def fresh_cache(parent):
     return d
 
 
+# Interconnects for the paper model (docs/hpc.md, "Scaling on paper"):
+# name, alpha (s, one message's latency through MPI), bandwidth (bytes/s).
+# Bandwidths are the links' published rates; the latencies are typical
+# MPI small-message figures (see docs/hpc.md for the sources and which
+# are assumptions).
+NETS = [
+    ("InfiniBand HDR (200 Gb/s)", 1.0e-6, 25e9),
+    ("InfiniBand NDR (400 Gb/s)", 1.0e-6, 50e9),
+    ("HPE Slingshot-11 (200 Gb/s)", 2.0e-6, 25e9),
+    ("100 GbE, RoCE v2", 2.0e-6, 12.5e9),
+    ("100 GbE, TCP", 25e-6, 12.5e9),
+]
+PAPER_N = 10 ** 8
+PAPER_D = 7  # alpha, beta[5], sigma
+
+
+def collectives(p, alpha, bw, d=PAPER_D):
+    """Broadcast of d doubles (binomial tree) plus allreduce of d + 1
+    doubles (recursive doubling): ceil(log2 p) steps each of alpha + n beta
+    (Thakur, Rabenseifner & Gropp 2005); the reduction's n gamma is
+    nanoseconds for 64 bytes and left out."""
+    steps = (p - 1).bit_length()  # ceil(log2 p)
+    return steps * (alpha + 8 * d / bw) + steps * (alpha + 8 * (d + 1) / bw)
+
+
+def paper(serial_ms, shm):
+    """T(P) = t0 + t_obs N / P + T_bcast + T_allreduce for N = 10^8."""
+    # t_obs from the largest regression, t0 (the call's fixed cost) from
+    # the smallest, less its observations' share
+    ns = sorted(serial_ms)
+    t_obs = serial_ms[ns[-1]] / 1e3 / ns[-1]
+    t0 = max(serial_ms[ns[0]] / 1e3 - t_obs * ns[0], 0.0) if len(ns) > 1 else 0.0
+    print("\n## Scaling on paper: N = 10^8 observations, %d parameters\n" % PAPER_D)
+    print("t_obs = %.2f ns per observation (regression 10^%d, serial, llvm), "
+          "t0 = %.1f us per call (regression 10^%d less its observations)" %
+          (t_obs * 1e9, len(str(ns[-1])) - 1, t0 * 1e6, len(str(ns[0])) - 1))
+    if 10 in shm:
+        print("this machine's MPI_Allreduce of 10 doubles, 2 ranks (one step): "
+              "%.2f us, MPI_Bcast %.2f us (fastest batches)" % shm[10])
+    ps = [1, 16, 256, 4096]
+    print("\n| interconnect | " + " | ".join("P = %d" % p for p in ps) +
+          " | collectives = t_obs N / P at P |")
+    print("|---|" + "---:|" * (len(ps) + 1))
+    for name, alpha, bw in NETS:
+        cells = []
+        for p in ps:
+            comp = t0 + t_obs * PAPER_N / p
+            comm = collectives(p, alpha, bw)
+            cells.append("%.4g ms (%.1f %% comm.)" % ((comp + comm) * 1e3,
+                                                     100 * comm / (comp + comm)))
+        # the smallest power of two where the collectives cost as much as
+        # the rank's share of the observations (t0 aside: it never shrinks)
+        p = 1
+        while p < 1 << 40 and collectives(p, alpha, bw) < t_obs * PAPER_N / p:
+            p *= 2
+        print("| %s | %s | %d |" % (name, " | ".join(cells), p))
+
+
 def main():
     args = sys.argv[1:]
     if not args:
@@ -166,6 +224,8 @@ def main():
     print("# bench-mpi: %s, %d cores, load average %s at the start" %
           (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.cpu_count() or 0, load))
 
+    shm = {}     # k -> (allreduce fastest batch, bcast fastest batch), us
+    serial_ms = {}   # observations -> serial ms per gradient
     if "allreduce" in only:
         out, _w, _c = run(mpirun_cmd(2) + [allreduce, "0.3" if quick else "1.0"], env)
         print("\n## MPI_Allreduce / MPI_Bcast of k doubles, 2 ranks (this machine)\n")
@@ -175,12 +235,14 @@ def main():
         for line in out.splitlines():
             r = parse(line)
             if "k" in r:
+                shm[int(r["k"])] = (float(r["allreduce_min_us"]), float(r["bcast_min_us"]))
                 print("| %s | %s | %s | %s | %s | %s |" %
                       (r["k"], r["bytes"], r["allreduce_us"], r["allreduce_min_us"],
                        r["bcast_us"], r["bcast_min_us"]))
 
     pdb = os.path.join(SRC, "examples", "posteriordb")
-    models = [("regression 10^6", regression(work, 10 ** 6), "-")]
+    models = [("regression 10^3", regression(work, 10 ** 3), "-"),
+              ("regression 10^6", regression(work, 10 ** 6), "-")]
     if not quick:  # --quick: not the 10^7 one (400 MB of data)
         models.append(("regression 10^7", regression(work, 10 ** 7), "-"))
     models.append(("radon_all (hierarchical intercept, noncentered)",
@@ -202,6 +264,9 @@ def main():
                                "--out", ser_pt] + LLVM, env_g)
             ser = parse(out)
             base = float(ser["ms_per_grad"])
+            m = re.match(r"regression 10\^(\d+)$", name)
+            if m:
+                serial_ms[10 ** int(m.group(1))] = base
             want = read_point(ser_pt)
             print("| %s | serial | %.3f | 1.00 | |" % (name, base))
             for np_ in (1, 2, 4):
@@ -242,6 +307,9 @@ def main():
                       (name, how, label, wall, cpu, r["cpu_s"], r["build_s"],
                        r["compiles_build"], r["compiles"], r["misses"]))
                 shutil.rmtree(cache, ignore_errors=True)
+
+    if serial_ms:
+        paper(serial_ms, shm)
 
     if bad:
         for b in bad:
