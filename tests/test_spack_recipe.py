@@ -21,7 +21,9 @@ boolean variants:
 * the dependencies are those the variants call for (+llvm needs llvm@14,
   which is all configure accepts; ~mpi has no mpi; ...).
 
-usage: test_spack_recipe.py SRCDIR   (SRCDIR holds configure and tools/spack)
+usage: test_spack_recipe.py SRCDIR [REPO]
+SRCDIR holds configure and configure.ac; REPO is the Spack repository
+(default SRCDIR/tools/spack; another one to check an edited copy).
 """
 import contextlib
 import importlib.util
@@ -300,11 +302,16 @@ def concretize(cls, variants):
 
 def main():
     src = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("KILN_SRCDIR", ".")
-    repo = os.path.join(src, "tools", "spack")
+    repo = sys.argv[2] if len(sys.argv) > 2 else os.path.join(src, "tools", "spack")
     if not os.path.exists(os.path.join(src, "configure")):
         print("1..0 # SKIP no configure in %s (run autoreconf -fi)" % src)
         return 0
-    opts, envs = configure_help(src)
+    try:
+        opts, envs = configure_help(src)
+    except (OSError, subprocess.CalledProcessError) as e:
+        ok(False, "configure --help runs (%s)" % e)
+        print("1..%d" % _n)
+        return 1
 
     # the repository: repo.yaml names a namespace, packages/NAME/package.py
     text = open(os.path.join(repo, "repo.yaml")).read()
