@@ -558,8 +558,20 @@ static kiln_function *build_density(kiln_model *m, const kiln_graph *w,
     /* a part: the density and its gradient as sums over the axis, data
      * sliced already (kiln_ir_part_slice on w) */
     if (p && kiln_ir_part_rewrite(d, m->part_sym, p->part, p->nparts, 0,
-                                  err))
+                                  err)) {
+        /* name the model's outputs as the model's user knows them */
+        static const char *const pre = "partition: output '";
+        size_t np = strlen(pre);
+        if (!strncmp(err->message, pre, np)) {
+            const char *q = strchr(err->message + np, '\'');
+            char rest[sizeof err->message];
+            int lp = !strncmp(err->message + np, "lp__'", 5);
+            snprintf(rest, sizeof rest, "%s", q ? q + 1 : "");
+            kiln_seterr(err, err->code, "partition: the log density%s%s",
+                        lp ? "" : "'s gradient", rest);
+        }
         goto out;
+    }
     f = kiln_compile(d, opt, err);
 out:
     free(wrt);
