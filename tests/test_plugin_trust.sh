@@ -60,9 +60,18 @@ run() {
 loaded() { grep -q '= \[2, 4, 6\]' "$tmp/out" && grep -qE '^ +0 .* example ' "$tmp/err"; }
 refused() { ! grep -qE '^ +0 .* example ' "$tmp/err" && grep -qF "$1" "$tmp/err"; }
 
+# copy_libs DIR: the build's libkiln into DIR and, when kiln was built
+# --with-mpi (issue 30: the kiln tool links libkiln-mpi too), libkiln-mpi
+# beside it; which libkiln is loaded decides the search, not libkiln-mpi
+mpilib=$(ls "$build"/.libs/libkiln-mpi.so.*.*.* 2>/dev/null | head -1)
+copy_libs() {
+  cp "$lib" "$1/libkiln.so.0"
+  if [ -n "$mpilib" ]; then cp "$mpilib" "$1/libkiln-mpi.so.0"; fi
+}
+
 # an "installed" libkiln: the build's library copied out of the build tree
 mkdir -p "$tmp/lib"
-cp "$lib" "$tmp/lib/libkiln.so.0"
+copy_libs "$tmp/lib"
 
 run ""
 loaded
@@ -79,7 +88,7 @@ ok $? "nor names that build tree among the directories it searched"
 # uninstalled DIR/libkiln.la (installed=no) next to it
 fake="$tmp/fake"
 mkdir -p "$fake/.libs" "$fake/plugins/example/.libs"
-cp "$lib" "$fake/.libs/libkiln.so.0"
+copy_libs "$fake/.libs"
 cp "$plugin" "$fake/plugins/example/.libs/example.so"
 run "$fake/.libs"
 ! loaded
