@@ -2,7 +2,7 @@
 # test_bridgestan_mpi.sh — kiln's BridgeStan library under MPI
 # (bridgestan-mpi.so, `kiln bridgestan --mpi-axis N`; docs/bridgestan.md,
 # "Under MPI"): the real BridgeStan Python client and the C API (dlopen)
-# under `mpirun --oversubscribe -np 1, 2, 3`, against the serial library;
+# under `mpirun --oversubscribe --bind-to none -np 1, 2, 3`, against the
 # bad input.  Skips without MPI (configure --with-mpi, mpirun), without
 # ../shared/clients, numpy or /usr/bin/python3, and in sanitizer builds.
 # TAP output: every rank's lines, numbered here.
@@ -78,17 +78,17 @@ sed 's/^/# /' "$tmp/cli"
 ok $? "kiln bridgestan --mpi takes the model's declared axis"
 
 for np in 1 2 3; do
-  run "python -np $np" "$mpirun" --oversubscribe -np $np \
+  run "python -np $np" "$mpirun" --oversubscribe --bind-to none -np $np \
     "$python" "$py" values "$tmp"
 done
 for np in 2 3; do
-  run "C dlopen -np $np" "$mpirun" --oversubscribe -np $np \
+  run "C dlopen -np $np" "$mpirun" --oversubscribe --bind-to none -np $np \
     "$build/tests/test_bridgestan_mpi_dlopen" "$tmp/mpi.so" \
     "$tmp/serial.so" "$tmp/data.json"
 done
-run "disagreeing data -np 2" "$mpirun" --oversubscribe -np 2 \
+run "disagreeing data -np 2" "$mpirun" --oversubscribe --bind-to none -np 2 \
   "$python" "$py" disagree "$tmp"
-run "bad axis -np 2" "$mpirun" --oversubscribe -np 2 \
+run "bad axis -np 2" "$mpirun" --oversubscribe --bind-to none -np 2 \
   "$python" "$py" badaxis "$tmp"
 
 echo "1..$n"

@@ -9,6 +9,9 @@
 #include <kiln/io.h>
 #include <kiln/backend.h>
 #include <kiln/cache.h>
+#ifdef KILN_WITH_MPI
+#include <kiln/mpi.h>   /* kiln run --mpi-axis (tools/kiln_mpi.c) */
+#endif
 
 #include <errno.h>
 #include <float.h>
@@ -50,7 +53,8 @@ static const char *usage_text =
     "                [--passes all|none|-fuse,...]\n"
     "                [--tiers policy|off|baseline] [--tier-threads N]\n"
     "                [--tier-wait SECONDS] [--tier-report] [--quiet]\n"
-    "                [--trace-nonfinite]\n"
+    "                [--trace-nonfinite] [--mpi-axis AXIS | --mpi]\n"
+    "                [--mpi-report]\n"
     "       kiln model FILE.kg [--data DATA.json] [-i NAME=VALUE]...\n"
     "                [--inputs POINT.json] [--random-inputs SEED]\n"
     "                [--no-jacobian] [--check-grad] [--trace-nonfinite]\n"
@@ -826,8 +830,23 @@ static int cmd_run(int argc, char **argv)
         fputs("kiln: out of memory\n", stderr);
         return 1;
     }
+#ifdef KILN_WITH_MPI
+    /* --mpi-axis / --mpi: MPI_Init before anything prints, so that only
+     * rank 0 speaks (tools/kiln_mpi.c) */
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--mpi-axis") == 0 || strcmp(argv[i], "--mpi") == 0) {
+            if (kiln_cli_mpi_start()) {
+                free(assign);
+                return 1;
+            }
+            break;
+        }
+#endif
     int rc = run_with(argc, argv, assign);
     free(assign);
+#ifdef KILN_WITH_MPI
+    rc = kiln_cli_mpi_end(rc);   /* no-op when done: ran it, or no MPI */
+#endif
     return rc;
 }
 
@@ -842,6 +861,9 @@ static int run_with(int argc, char **argv, const char **assign)
     /* tiers (docs/policy.md, "Tiers"); tier_wait < 0: no --tier-wait */
     int tiers = KILN_TIERS_POLICY, tier_threads = 0, tier_report = 0;
     int quiet = 0, trace = 0;
+    /* --mpi-axis AXIS / --mpi (the model's declared axis): docs/mpi.md */
+    int mpi = 0, mpi_report = 0;
+    const char *mpi_axis = NULL;
     double tier_wait = -1;
     unsigned long long seed = 0;
     /* limits on the data files the model and -i @FILE name: the caller's
@@ -981,6 +1003,21 @@ static int run_with(int argc, char **argv, const char **assign)
             check_grad = 1;
         } else if (strcmp(a, "--trace-nonfinite") == 0) {
             trace = 1;
+        } else if ((strcmp(a, "--mpi-axis") == 0 && i + 1 < argc) ||
+                   strcmp(a, "--mpi") == 0 ||
+                   strcmp(a, "--mpi-report") == 0) {
+#ifndef KILN_WITH_MPI
+            fprintf(stderr, "kiln: %s: kiln was built without MPI "
+                    "(configure --with-mpi)\n", a);
+            return 2;
+#else
+            if (strcmp(a, "--mpi-axis") == 0)
+                mpi_axis = argv[++i];
+            if (strcmp(a, "--mpi-report") == 0)
+                mpi_report = 1;
+            else
+                mpi = 1;
+#endif
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "kiln: unknown or incomplete option '%s'\n%s", a,
                     usage_text);
@@ -997,6 +1034,16 @@ static int run_with(int argc, char **argv, const char **assign)
         fputs(usage_text, stderr);
         return 2;
     }
+    if (mpi_report && !mpi) {
+        fprintf(stderr, "kiln: --mpi-report needs --mpi-axis AXIS or --mpi\n");
+        return 2;
+    }
+    if (mpi && (check_grad || trace)) {
+        fprintf(stderr, "kiln: %s is not available with --mpi-axis (run it "
+                "without MPI)\n", check_grad ? "--check-grad"
+                                              : "--trace-nonfinite");
+        return 2;
+    }
     rng_state = seed;
     kiln_err err = {0, ""};
     int status = 1;
@@ -1005,6 +1052,22 @@ static int run_with(int argc, char **argv, const char **assign)
         fprintf(stderr, "kiln: %s\n", err.message);
         return 1;
     }
+#ifdef KILN_WITH_MPI
+    /* every rank reads the same model (digest of its canonical text) and
+     * takes its part of the data (docs/mpi.md) */
+    char *mpi_text = NULL;
+    if (mpi) {
+        kiln_partition part = {mpi_axis, kiln_cli_mpi_rank(),
+                               kiln_cli_mpi_size()};
+        if (!(mpi_text = kiln_graph_print(g, &err)) ||
+            kiln_graph_partition(g, &part, &err)) {
+            fprintf(stderr, "kiln: --mpi-axis: %s\n", err.message);
+            free(mpi_text);
+            kiln_graph_free(g);
+            return 1;
+        }
+    }
+#endif
     /* --weights FILE.safetensors: shared values bound by name, in place
      * (every one must be there unless --data binds the rest) */
     if (weights && kiln_safetensors_bind_graph(g, weights, &data, !data_json,
@@ -1022,8 +1085,27 @@ static int run_with(int argc, char **argv, const char **assign)
     if (backend && kiln_cli_require_backend(backend, quiet)) {
         kiln_graph_free(g);
         kiln_json_data_free(bound);
+#ifdef KILN_WITH_MPI
+        free(mpi_text);
+#endif
         return 1;
     }
+#ifdef KILN_WITH_MPI
+    /* checkpoint 1: every rank parsed, partitioned and bound its data;
+     * then the model and the data are the same on every rank */
+    if (mpi) {
+        int bad = kiln_cli_mpi_checkpoint(0) ||
+                  kiln_cli_mpi_same("the model", mpi_text,
+                                    strlen(mpi_text)) ||
+                  kiln_cli_mpi_same_file("the data", data_json);
+        free(mpi_text);
+        if (bad) {
+            kiln_graph_free(g);
+            kiln_json_data_free(bound);
+            return 1;
+        }
+    }
+#endif
     kiln_options opt;
     memset(&opt, 0, sizeof opt);
     opt.struct_size = sizeof opt;
@@ -1041,7 +1123,35 @@ static int run_with(int argc, char **argv, const char **assign)
     opt.tier_threads = tier_threads;
     opt.quiet = quiet;
     double t0 = now_ms();
-    kiln_function *f = kiln_compile(g, &opt, &err);
+    kiln_function *f = NULL;
+    uint64_t compiles0 = kiln_compile_count();
+#ifdef KILN_WITH_MPI
+    /* compile once per job: rank 0 compiles first (into the disk cache,
+     * its tier-1 compiles waited for), then the others load the cache
+     * (checkpoints 2 and 3) */
+    if (mpi) {
+        int r0 = kiln_cli_mpi_rank() == 0;
+        if (r0 && (f = kiln_compile(g, &opt, &err)))
+            (void)kiln_function_tier_wait(f, kiln_mpi_timeout(0));
+        if (r0 && !f)
+            fprintf(stderr, "kiln: %s\n", err.message);
+        if (kiln_cli_mpi_checkpoint(r0 && !f)) {
+            kiln_cli_function_free(f, 1);
+            kiln_graph_free(g);
+            kiln_json_data_free(bound);
+            return 1;
+        }
+        if (!r0 && !(f = kiln_compile(g, &opt, &err)))
+            fprintf(stderr, "kiln: %s\n", err.message);
+        if (kiln_cli_mpi_checkpoint(!f)) {
+            kiln_cli_function_free(f, 1);
+            kiln_graph_free(g);
+            kiln_json_data_free(bound);
+            return 1;
+        }
+    } else
+#endif
+        f = kiln_compile(g, &opt, &err);
     double compile_ms = now_ms() - t0;
     if (!f) {
         fprintf(stderr, "kiln: %s\n", err.message);
@@ -1049,6 +1159,18 @@ static int run_with(int argc, char **argv, const char **assign)
         kiln_json_data_free(bound);
         return 1;
     }
+#ifdef KILN_WITH_MPI
+    if (mpi) {
+        long long mine = (long long)(kiln_compile_count() - compiles0);
+        long long job = kiln_cli_mpi_job_total(mine);
+        if (mpi_report && kiln_cli_mpi_rank() == 0)
+            fprintf(stderr, "kiln: mpi: %d rank%s; compiles: %lld in the "
+                    "job, %lld on rank 0\n", kiln_cli_mpi_size(),
+                    kiln_cli_mpi_size() == 1 ? "" : "s", job, mine);
+    }
+#else
+    (void)compiles0;
+#endif
     if (cache_report)
         kiln_cli_cache_report(f, stderr);
     int ni = kiln_function_n_inputs(f), no = kiln_function_n_outputs(f);
@@ -1119,6 +1241,14 @@ static int run_with(int argc, char **argv, const char **assign)
     }
     /* --tier-wait: every kernel with a tier-1 backend is compiled (into
      * the disk cache) before the timed calls, or the time is up */
+#ifdef KILN_WITH_MPI
+    /* checkpoint 4: every rank has its inputs */
+    if (mpi) {
+        kiln_cli_mpi_fault();
+        if (kiln_cli_mpi_checkpoint(0))
+            goto done;
+    }
+#endif
     double tier_wait_ms = 0;
     if (tier_wait >= 0) {
         double w0 = now_ms();
@@ -1157,6 +1287,12 @@ static int run_with(int argc, char **argv, const char **assign)
         for (int r = 0; r < n_rows; r++)
             n_bad += !(rows[r].max_error <= CHECK_GRAD_TOL);
     }
+#ifdef KILN_WITH_MPI
+    /* checkpoint 5: every rank's calls succeeded; the outputs summed */
+    if (mpi && (kiln_cli_mpi_checkpoint(0) ||
+                kiln_cli_mpi_sum_outputs(out, no)))
+        goto done;
+#endif
     double first = times[0];
     qsort(times, (size_t)repeat, sizeof *times, cmp_double);
     double median = repeat % 2 ? times[repeat / 2]
@@ -1256,6 +1392,11 @@ static int run_with(int argc, char **argv, const char **assign)
     }
     status = 0;
 done:
+#ifdef KILN_WITH_MPI
+    /* the last checkpoint before kiln_cli_function_free may _exit */
+    if (mpi)
+        status = kiln_cli_mpi_end(status);
+#endif
     for (int k = 0; in && k < ni; k++)
         free(in[k].data);
     free(in);

@@ -135,4 +135,28 @@ int kiln_cli_parse_value(const char *name, kiln_dtype dt, int rank,
  * CmdStan JSON; such files are read by the model's csv()/npy()). */
 void kiln_cli_data_error(const char *path, const char *message);
 
+/* ---- kiln run --mpi-axis (tools/kiln_mpi.c; built with --with-mpi) ------
+ * start: MPI_Init (once), ranks != 0 silenced (stdout to /dev/null,
+ * stderr to a temporary file); 0 or 1 with a message.  checkpoint: every
+ * rank passes its status and learns whether any failed (0 all right, 1 a
+ * failure; rank 0 prints another rank's message); a rank that failed
+ * meets the others at their next checkpoint.  same / same_file: the
+ * bytes (a file's) are the same on every rank (1 with rank 0 printing
+ * which ranks differ).  sum_outputs: every output summed over the ranks in
+ * place.  job_total: a number summed over the ranks.  fault: the test-only
+ * $KILN_MPI_TEST_FAULT (hang:R, die:R).  end: the last checkpoint and
+ * MPI_Finalize; returns the exit status.  A timeout (no answer within
+ * $KILN_MPI_TIMEOUT s) ends the job: rank 0 prints it and MPI_Aborts. */
+int kiln_cli_mpi_active(void);
+int kiln_cli_mpi_rank(void);
+int kiln_cli_mpi_size(void);
+int kiln_cli_mpi_start(void);
+int kiln_cli_mpi_checkpoint(int status);
+int kiln_cli_mpi_same(const char *name, const void *bytes, size_t len);
+int kiln_cli_mpi_same_file(const char *name, const char *path);
+int kiln_cli_mpi_sum_outputs(kiln_tensor *out, int n);
+long long kiln_cli_mpi_job_total(long long mine);
+void kiln_cli_mpi_fault(void);
+int kiln_cli_mpi_end(int status);
+
 #endif

@@ -110,6 +110,14 @@ static void plugin_why(const kiln_backend *be, kiln_plugin_error *pe,
         be->error_free(pe);
 }
 
+/* kiln_compile_count: compiles by backends whose code the cache holds */
+static atomic_uint_fast64_t compiles;
+
+uint64_t kiln_compile_count(void)
+{
+    return (uint64_t)atomic_load_explicit(&compiles, memory_order_relaxed);
+}
+
 /* What compiling one kernel gave (compile_kernel). */
 typedef struct compile_out {
     kiln_callable *c;
@@ -184,6 +192,8 @@ static int compile_kernel(kiln_cache_session *cache, const kiln_step *s,
         plugin_why(be, pe, "compile failed: ", "unknown error", why, size);
         return -1;
     }
+    if (be->artifact_bytes && be->load_bytes)
+        atomic_fetch_add_explicit(&compiles, 1, memory_order_relaxed);
     kiln_callable *c = NULL;
     int rc = be->load(art, &c, &pe);
     if (rc || !c || !c->fn) {

@@ -271,6 +271,15 @@ void kiln_context_free(kiln_context *ctx);
  * Thread-safe. */
 int kiln_function_tier_wait(kiln_function *f, double timeout_seconds);
 
+/* How many kernels this process has compiled, since it started, with a
+ * backend whose code the disk cache can hold (tcc, llvm: not the
+ * interpreter, which translates a kernel at every load): every compile,
+ * at kiln_compile or in the tier-up pool, counted when the backend's
+ * compile succeeded; a kernel loaded from the cache is not counted.
+ * libkiln-mpi reports it per rank (one compile per job: docs/mpi.md).
+ * Thread-safe. */
+uint64_t kiln_compile_count(void);
+
 /* Forbid f to tier up from now on: queued tier-ups are dropped, a
  * compile in flight is finished and thrown away, kernels already swapped
  * stay.  Thread-safe; returns promptly. */

@@ -15,6 +15,10 @@
  * calls MPI_Abort, abort() or exit(): a failure is a kiln_code and a
  * one-line message on every rank that sees it.
  *
+ * Refined by part p30mpi: kiln_mpi_model_compiles, the model's
+ * communicator/rank/size and the building blocks at the end (used by
+ * `kiln run --mpi-axis`, which partitions a graph, not a model).
+ *
  * Timeouts: a collective that has not completed after the model's timeout
  * (kiln_mpi_options.timeout_seconds; $KILN_MPI_TIMEOUT; default 300 s)
  * fails with KILN_ERR_RUNTIME ("mpi: no answer from every rank within
@@ -85,8 +89,61 @@ int kiln_mpi_log_density(kiln_mpi_model *mm, int jacobian, const double *unc,
 int kiln_mpi_serve(kiln_mpi_model *mm, kiln_err *err);
 
 /* Collective, or on rank 0 alone when the other ranks are in
- * kiln_mpi_serve (it tells them to stop).  NULL allowed. */
+ * kiln_mpi_serve (it tells them to stop).  NULL allowed.  After a
+ * timeout the model is broken: free sends nothing and does not free the
+ * communicator (a rank may never answer); the caller should MPI_Abort. */
 void kiln_mpi_model_free(kiln_mpi_model *mm);
+
+/* The compiles of kiln_mpi_model_new (kiln_compile_count, <kiln/kiln.h>:
+ * kernels compiled with a backend whose code the disk cache can hold,
+ * rank 0's tier-1 compiles it waited for included): this rank's in
+ * *rank (may be NULL) and the job's, summed over the ranks at the end of
+ * kiln_mpi_model_new, in *job (may be NULL).  Not collective.  With a
+ * shared cache the job's count equals one process's (docs/mpi.md). */
+void kiln_mpi_model_compiles(const kiln_mpi_model *mm, long long *rank,
+                             long long *job);
+
+/* The model's communicator (its own duplicate), rank and size. */
+MPI_Comm kiln_mpi_model_comm(const kiln_mpi_model *mm);
+int kiln_mpi_model_rank(const kiln_mpi_model *mm);
+int kiln_mpi_model_size(const kiln_mpi_model *mm);
+
+/* ---- Building blocks (kiln run --mpi-axis, the BridgeStan library) ----
+ *
+ * The pieces kiln_mpi_model_new is made of, for callers that partition a
+ * graph themselves (kiln_graph_partition) rather than a model.  Each
+ * collective one takes a timeout in seconds (kiln_mpi_timeout) and fails
+ * with the timeout's KILN_ERR_RUNTIME above. */
+
+/* `seconds` when > 0, else $KILN_MPI_TIMEOUT when it is a positive
+ * number, else 300.  Not collective. */
+double kiln_mpi_timeout(double seconds);
+
+/* 0 when MPI is initialised and not finalised; else KILN_ERR_ARG ("mpi:
+ * MPI is not initialised (call MPI_Init first)" or "... is finalised").
+ * Not collective; needs no MPI call but MPI_Initialized/MPI_Finalized. */
+int kiln_mpi_check_init(kiln_err *err);
+
+/* Collective: every rank passes its status (0, or a kiln_code with the
+ * message in *mine); returns 0 on every rank when every rank passed 0.
+ * Otherwise every rank returns the lowest failing rank's code with *err
+ * set: that rank keeps its own message; the others get "mpi: rank R
+ * failed: MESSAGE" (R the lowest failing rank).  mine may equal err. */
+int kiln_mpi_agree(MPI_Comm comm, int rc, const kiln_err *mine,
+                   double timeout_seconds, kiln_err *err);
+
+/* Collective: compare `what` (bytes, len) across ranks by digest (XXH3,
+ * 64 bits).  0 when every rank's equals rank 0's; else every rank fails
+ * with KILN_ERR_ARG: "mpi: ranks disagree on the data: ranks 1, 3 differ
+ * from rank 0" (`name` is "the data" there). */
+int kiln_mpi_same(MPI_Comm comm, const char *name, const void *bytes,
+                  size_t len, double timeout_seconds, kiln_err *err);
+
+/* Collective: MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, MPI_SUM)
+ * polled against the timeout.  Errors: the timeout; KILN_ERR_RUNTIME for
+ * an MPI error code. */
+int kiln_mpi_sum(MPI_Comm comm, void *buf, int count, MPI_Datatype type,
+                 double timeout_seconds, kiln_err *err);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,346 @@
+/*
+ * test_mpi.c — libkiln-mpi (<kiln/mpi.h>, docs/mpi.md), TAP on rank 0.
+ * Run under mpirun by tests/test_mpi.sh (-np 1 to 4).  Every check is collective: each
+ * rank's verdict is combined with MPI_Allreduce(MIN) and rank 0 prints it.
+ *
+ *   test_mpi_api            the checks below
+ *   test_mpi_api hang       rank 1 never answers: rank 0's
+ *                           kiln_mpi_log_density fails with the timeout
+ *                           ($KILN_MPI_TIMEOUT) and the job is aborted
+ *
+ * Expected values come from kiln_model_new on the whole data in each
+ * process (no MPI), the independent computation a partition must match.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <kiln/mpi.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tap.h"
+
+static int rank, size;
+
+/* one collective check: rank 0 prints "ok N - ..." when every rank's
+ * cond holds */
+static int check(int cond, const char *fmt, ...) TAP_PRINTF(2, 3);
+static int check(int cond, const char *fmt, ...)
+{
+    int all = cond != 0;
+    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == 0) {
+        char what[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof what, fmt, ap);
+        va_end(ap);
+        ok(all, "%s", what);
+    }
+    return all;
+}
+
+static const char *model_text =
+    "kiln 1\n"
+    "graph linreg\n"
+    "  shared X: f64[N, K]\n"
+    "  shared y: f64[N]\n"
+    "  param alpha: f64\n"
+    "  param beta: f64[K]\n"
+    "  param sigma: f64 lower=0\n"
+    "  mu = add(alpha, dot(X, beta))\n"
+    "  lp_prior = add(add(normal_lpdf(alpha, 0, 2), normal_lpdf(beta, 0, "
+    "2)), normal_lpdf(sigma, 0, 1))\n"
+    "  output logp = add(lp_prior, normal_lpdf(y, mu, sigma))\n"
+    "end\n";
+
+/* CmdStan JSON for the model: n rows, k = 3 columns, values from a fixed
+ * LCG; `shift` is added to y[0] (a rank-dependent shift: disagreeing
+ * data).  The caller frees it. */
+static char *make_data(int n, double shift)
+{
+    size_t cap = 256 + (size_t)n * 4 * 32;
+    char *s = malloc(cap);
+    size_t l = 0;
+    unsigned long long st = 12345;
+#define NEXT() (st = st * 6364136223846793005ULL + 1442695040888963407ULL, \
+                (double)(st >> 11) / 9007199254740992.0 - 0.5)
+    l += (size_t)snprintf(s + l, cap - l, "{\"X\": [");
+    double xs[4];
+    char *ys = malloc((size_t)n * 32 + 8);
+    size_t yl = 0;
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < 3; j++)
+            xs[j] = 2 * NEXT();
+        double y = 0.3 + xs[0] - 0.5 * xs[1] + 0.25 * xs[2] + NEXT() +
+                   (i == 0 ? shift : 0);
+        l += (size_t)snprintf(s + l, cap - l, "%s[%.17g, %.17g, %.17g]",
+                              i ? ", " : "", xs[0], xs[1], xs[2]);
+        yl += (size_t)snprintf(ys + yl, (size_t)n * 32 + 8 - yl, "%s%.17g",
+                               i ? ", " : "", y);
+    }
+    ys[yl] = 0;
+    l += (size_t)snprintf(s + l, cap - l, "], \"y\": [%s]", ys);
+    if (n == 0)
+        l += (size_t)snprintf(s + l, cap - l, ", \"N\": 0, \"K\": 3");
+    snprintf(s + l, cap - l, "}");
+    free(ys);
+#undef NEXT
+    return s;
+}
+
+static kiln_options quiet_opt(void)
+{
+    kiln_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.quiet = 1;
+    return o;
+}
+
+static int rel_close(double a, double b, double tol)
+{
+    if (isnan(a) || isnan(b))
+        return 0;
+    return fabs(a - b) <= tol * fmax(1.0, fmax(fabs(a), fabs(b)));
+}
+
+/* The MPI model's lp and gradient against a serial model's at a few
+ * points, jacobian on and off; `serve`: ranks != 0 serve. */
+static void compare(kiln_mpi_model *mm, kiln_model *serial, int serve,
+                    const char *what)
+{
+    int n = kiln_model_n_unc(serial);
+    double unc[8], g[8], gs[8], lp = 0, lps = 0;
+    int good = n <= 8 && kiln_model_n_unc(kiln_mpi_model_part(mm)) == n;
+    int evals = 0;
+    if (serve && rank != 0) {
+        kiln_err e = {0, ""};
+        int rc = kiln_mpi_serve(mm, &e);
+        check(rc == 0, "%s: rank %d served until rank 0 freed the model "
+              "(%s)", what, rank, e.message);
+        return;
+    }
+    for (int pt = 0; pt < 3 && good; pt++) {
+        for (int i = 0; i < n; i++)
+            unc[i] = 0.1 * (pt + 1) * (i % 2 ? -1 : 1) + 0.05 * i;
+        for (int jac = 0; jac < 2; jac++) {
+            kiln_err e = {0, ""};
+            int rc = kiln_mpi_log_density(mm, jac, unc, &lp, g, &e);
+            int rs = kiln_model_log_density(serial, jac, unc, &lps, gs, &e);
+            good = good && rc == 0 && rs == 0 && rel_close(lp, lps, 1e-12);
+            for (int i = 0; i < n; i++)
+                good = good && rel_close(g[i], gs[i], 1e-12);
+            if (!good && rank == 0)
+                diag("%s: point %d jacobian %d: lp %.17g vs %.17g (%s)",
+                     what, pt, jac, lp, lps, e.message);
+            /* lp alone (grad NULL) */
+            double lp2 = 0;
+            rc = kiln_mpi_log_density(mm, jac, unc, &lp2, NULL, &e);
+            good = good && rc == 0 && rel_close(lp2, lps, 1e-12);
+            evals += 2;
+        }
+    }
+    if (serve) {
+        /* only rank 0 is here: its verdict alone, no collective check */
+        ok(good, "%s: %d evaluations equal serial kiln_model_new's to "
+           "1e-12 (ranks 1..%d serving)", what, evals, size - 1);
+        return;
+    }
+    check(good, "%s: lp and gradient equal serial kiln_model_new's to "
+          "1e-12 (%d evaluations, %d rank%s)", what, evals, size,
+          size == 1 ? "" : "s");
+}
+
+static int hang_mode(kiln_graph *g, const char *data)
+{
+    kiln_mpi_options mo = {sizeof mo, "N", 0};
+    kiln_options o = quiet_opt();
+    kiln_mpi_model *mm = NULL;
+    kiln_err e = {0, ""};
+    if (kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, &o, NULL, &mm,
+                           &e)) {
+        if (rank == 0)
+            printf("model: %s\n", e.message);
+        return 1;
+    }
+    if (rank == 1)
+        for (;;)
+            sleep(1);
+    double unc[8] = {0}, lp = 0;
+    int rc = kiln_mpi_log_density(mm, 1, unc, &lp, NULL, &e);
+    if (rank == 0) {
+        printf("%s: %s\n", rc ? "failed" : "answered", e.message);
+        fflush(stdout);
+    }
+    /* the job cannot go on: end it (what kiln run does) */
+    MPI_Abort(MPI_COMM_WORLD, rc ? 7 : 1);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    kiln_err e = {0, ""};
+    kiln_graph *g = kiln_parse_string(model_text, "linreg.kg", NULL, &e);
+    char *data = make_data(37, 0);
+    kiln_options o = quiet_opt();
+    kiln_mpi_options mo = {sizeof mo, "N", 0};
+
+    /* before MPI_Init: refused (every rank) */
+    kiln_mpi_model *mm = NULL;
+    int rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, &o, NULL,
+                                &mm, &e);
+    int not_init = rc == KILN_ERR_ARG && !mm &&
+                   strstr(e.message, "MPI is not initialised") != NULL;
+    char not_init_msg[1024];
+    snprintf(not_init_msg, sizeof not_init_msg, "%s", e.message);
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank != 0 && !freopen("/dev/null", "w", stdout))
+        return 1;
+    if (argc > 1 && strcmp(argv[1], "hang") == 0)
+        return hang_mode(g, data);
+
+    check(g != NULL, "the model parses (%s)", g ? "" : e.message);
+    check(not_init, "before MPI_Init: KILN_ERR_ARG \"%s\"", not_init_msg);
+
+    /* 1. the whole data (37 rows over 1..4 ranks) */
+    kiln_model *serial = kiln_model_new(g, NULL, data, &o, NULL, &e);
+    check(serial != NULL, "serial kiln_model_new (%s)",
+          serial ? "" : e.message);
+    rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, &o, NULL,
+                            &mm, &e);
+    check(rc == 0 && mm, "kiln_mpi_model_new over %d rank%s (%s)", size,
+          size == 1 ? "" : "s", rc ? e.message : "ok");
+    if (mm && serial) {
+        int64_t total = -1, b = -1, en = -1;
+        const char *ax = kiln_model_partition_range(kiln_mpi_model_part(mm),
+                                                    &total, &b, &en);
+        int64_t want_b = 37 * (int64_t)rank / size;
+        int64_t want_e = 37 * (int64_t)(rank + 1) / size;
+        check(size == 1 || (ax && strcmp(ax, "N") == 0 && total == 37 &&
+                            b == want_b && en == want_e),
+              "each rank's rows are [37 r / R, 37 (r+1) / R)");
+        compare(mm, serial, 0, "37 rows");
+        long long mine = -1, job = -1;
+        kiln_mpi_model_compiles(mm, &mine, &job);
+        if (rank == 0)
+            printf("# compiles: job %lld, rank 0 %lld\n", job, mine);
+        long long sum = mine;
+        MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_LONG_LONG, MPI_SUM,
+                      MPI_COMM_WORLD);
+        check(job == sum, "kiln_mpi_model_compiles: the job's count is the "
+              "sum of the ranks' (%lld)", job);
+        kiln_mpi_model_free(mm);
+        mm = NULL;
+    }
+    kiln_model_free(serial);
+
+    /* 2. serve mode: rank 0 drives, the others serve */
+    serial = kiln_model_new(g, NULL, data, &o, NULL, &e);
+    rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, &o, NULL,
+                            &mm, &e);
+    check(rc == 0, "kiln_mpi_model_new for serve mode (%s)",
+          rc ? e.message : "ok");
+    if (rc == 0 && serial) {
+        compare(mm, serial, 1, "serve mode");
+        if (rank == 0) {
+            rc = kiln_mpi_serve(mm, &e);
+            ok(rc == KILN_ERR_ARG, "kiln_mpi_serve on rank 0: KILN_ERR_ARG "
+               "(%s)", e.message);
+        }
+        kiln_mpi_model_free(mm);   /* rank 0: tells the servers to stop */
+        mm = NULL;
+        check(1, "every rank is past serve mode");
+    }
+    kiln_model_free(serial);
+
+    /* 3. fewer rows than ranks: ranks with no observations */
+    char *small = make_data(2, 0);
+    serial = kiln_model_new(g, NULL, small, &o, NULL, &e);
+    rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, small, &mo, &o, NULL,
+                            &mm, &e);
+    check(rc == 0 && serial, "2 rows over %d ranks (%s)", size,
+          rc ? e.message : "ok");
+    if (rc == 0 && serial)
+        compare(mm, serial, 0, "2 rows (ranks without observations)");
+    kiln_mpi_model_free(mm);
+    mm = NULL;
+    kiln_model_free(serial);
+    free(small);
+
+    /* 4. bad input */
+    if (size > 1) {
+        char *mine = make_data(37, rank == size - 1 ? 1.0 : 0.0);
+        char want[128];
+        snprintf(want, sizeof want, "ranks disagree on the data: rank %d "
+                 "differs from rank 0", size - 1);
+        rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, mine, &mo, &o,
+                                NULL, &mm, &e);
+        check(rc == KILN_ERR_ARG && !mm && strstr(e.message, want),
+              "data that differ on rank %d: every rank fails: %s", size - 1,
+              e.message);
+        free(mine);
+        /* a model that differs on rank 1 (another prior scale) */
+        char *text = strdup(model_text);
+        if (rank == 1)
+            memcpy(strstr(text, "normal_lpdf(sigma, 0, 1)"),
+                   "normal_lpdf(sigma, 0, 2)", 24);
+        kiln_graph *g1 = kiln_parse_string(text, "linreg.kg", NULL, &e);
+        rc = g1 ? kiln_mpi_model_new(MPI_COMM_WORLD, g1, NULL, data, &mo, &o,
+                                     NULL, &mm, &e) : -1;
+        check(rc == KILN_ERR_ARG && !mm &&
+              strstr(e.message, "ranks disagree on the model: rank 1 "
+                     "differs from rank 0"),
+              "a model that differs on rank 1: every rank fails: %s",
+              e.message);
+        kiln_graph_free(g1);
+        free(text);
+    } else {
+        check(1, "data that differ on a rank # SKIP one rank");
+        check(1, "a model that differs on a rank # SKIP one rank");
+    }
+    /* an axis that is no symbol; a symbol that sizes a parameter */
+    kiln_mpi_options bad = {sizeof bad, "Q", 0};
+    rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &bad, &o, NULL,
+                            &mm, &e);
+    check(rc != 0 && !mm && strstr(e.message, "Q"),
+          "axis Q (no such symbol): every rank fails: %s", e.message);
+    bad.axis = "K";
+    rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &bad, &o, NULL,
+                            &mm, &e);
+    check(rc != 0 && !mm && strstr(e.message, "K"),
+          "axis K (sizes parameter beta): every rank fails: %s", e.message);
+    bad.axis = "N";
+    bad.timeout_seconds = -1;
+    rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &bad, &o, NULL,
+                            &mm, &e);
+    check(rc == KILN_ERR_ARG && !mm, "a negative timeout: KILN_ERR_ARG (%s)",
+          e.message);
+    /* a rank whose data file cannot be read: every rank fails, naming it */
+    if (size > 1) {
+        rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL,
+                                rank == 1 ? "/nonexistent/d.json" : data,
+                                &mo, &o, NULL, &mm, &e);
+        check(rc != 0 && !mm && (rank == 1 || strstr(e.message, "rank 1")),
+              "rank 1's data unreadable: every rank fails (%s)", e.message);
+    } else {
+        check(1, "a rank's data unreadable # SKIP one rank");
+    }
+    check(kiln_mpi_timeout(2.5) == 2.5 && kiln_mpi_timeout(0) > 0,
+          "kiln_mpi_timeout");
+
+    kiln_graph_free(g);
+    free(data);
+    int failed = tap_counts_get()->failed;
+    MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        done_testing();
+    MPI_Finalize();
+    return failed ? 1 : 0;
+}

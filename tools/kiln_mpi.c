@@ -1,0 +1,255 @@
+/*
+ * kiln_mpi.c — `kiln run --mpi-axis N` under mpirun (issue 30; docs/mpi.md,
+ * docs/kiln.1).  Compiled only by `configure --with-mpi` (-DKILN_WITH_MPI);
+ * tools/kiln.c calls these at the points where the ranks must agree.
+ *
+ * Every rank runs `kiln run` on its part of the data (kiln_graph_partition
+ * before --data is bound); the outputs are summed over the ranks and rank
+ * 0 prints them.  Ranks other than 0 print nothing: their stdout goes to
+ * /dev/null and their stderr to a temporary file whose last line is the
+ * message rank 0 prints when that rank fails ("kiln: mpi: rank 2 failed:
+ * ...").  The ranks meet at checkpoints (kiln_mpi_agree): a rank that
+ * fails goes straight to the next checkpoint, so that every rank learns of
+ * the failure there and the job ends with one line and exit status 1.  A
+ * rank that does not answer within $KILN_MPI_TIMEOUT seconds (default 300)
+ * makes rank 0 print the timeout and MPI_Abort the job.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <kiln/mpi.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kiln_cli.h"
+
+static struct {
+    int active;       /* MPI_Init done by kiln_cli_mpi_start */
+    int rank, size;
+    int agreed;       /* a checkpoint reported a failure to every rank */
+    int ended;
+    double timeout;
+    MPI_Comm comm;
+    FILE *err_copy;   /* ranks != 0: where their stderr went */
+} M = {0, 0, 1, 0, 0, 300, MPI_COMM_NULL, NULL};
+
+int kiln_cli_mpi_active(void)
+{
+    return M.active;
+}
+
+int kiln_cli_mpi_rank(void)
+{
+    return M.rank;
+}
+
+int kiln_cli_mpi_size(void)
+{
+    return M.size;
+}
+
+int kiln_cli_mpi_start(void)
+{
+    if (M.active)
+        return 0;
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init && MPI_Init(NULL, NULL) != MPI_SUCCESS) {
+        fprintf(stderr, "kiln: --mpi-axis: MPI_Init failed\n");
+        return 1;
+    }
+    M.active = 1;
+    M.timeout = kiln_mpi_timeout(0);
+    MPI_Comm_dup(MPI_COMM_WORLD, &M.comm);
+    MPI_Comm_rank(M.comm, &M.rank);
+    MPI_Comm_size(M.comm, &M.size);
+    if (M.rank != 0) {
+        fflush(stdout);
+        fflush(stderr);
+        if (!freopen("/dev/null", "w", stdout))
+            return 1;
+        FILE *t = tmpfile();
+        if (t) {
+            dup2(fileno(t), 2);
+            M.err_copy = t;
+        }
+    }
+    return 0;
+}
+
+/* The last line this rank wrote to stderr, without a "kiln: " prefix. */
+static void last_line(kiln_err *e)
+{
+    snprintf(e->message, sizeof e->message, "failed");
+    if (!M.err_copy)
+        return;
+    fflush(stderr);
+    long end = lseek(2, 0, SEEK_END);
+    if (end <= 0)
+        return;
+    long from = end > 4096 ? end - 4096 : 0;
+    char buf[4097];
+    ssize_t n = pread(2, buf, (size_t)(end - from), from);
+    if (n <= 0)
+        return;
+    buf[n] = 0;
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = 0;
+    char *line = strrchr(buf, '\n');
+    line = line ? line + 1 : buf;
+    if (strncmp(line, "kiln: ", 6) == 0)
+        line += 6;
+    size_t len = strlen(line);
+    if (len >= sizeof e->message)
+        len = sizeof e->message - 1;
+    if (len) {
+        memcpy(e->message, line, len);
+        e->message[len] = 0;
+    }
+}
+
+/* A timeout: rank 0 says so and ends the job (a rank may never answer). */
+static void timed_out(const kiln_err *e)
+{
+    if (M.rank == 0)
+        fprintf(stderr, "kiln: %s\n", e->message);
+    fflush(NULL);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+int kiln_cli_mpi_checkpoint(int status)
+{
+    if (!M.active || M.agreed)
+        return status ? 1 : 0;
+    kiln_err mine = {0, ""}, e = {0, ""};
+    if (status) {
+        last_line(&mine);
+        mine.code = KILN_ERR_RUNTIME;
+    }
+    int rc = kiln_mpi_agree(M.comm, status ? KILN_ERR_RUNTIME : 0, &mine,
+                            M.timeout, &e);
+    if (!rc)
+        return 0;
+    if (strstr(e.message, "no answer from every rank"))
+        timed_out(&e);
+    M.agreed = 1;
+    /* rank 0 prints another rank's failure (its own is printed) */
+    if (M.rank == 0 && !status)
+        fprintf(stderr, "kiln: %s\n", e.message);
+    return 1;
+}
+
+int kiln_cli_mpi_same(const char *name, const void *bytes, size_t len)
+{
+    kiln_err e = {0, ""};
+    if (!kiln_mpi_same(M.comm, name, bytes, len, M.timeout, &e))
+        return 0;
+    if (strstr(e.message, "no answer from every rank"))
+        timed_out(&e);
+    M.agreed = 1;
+    if (M.rank == 0)
+        fprintf(stderr, "kiln: %s\n", e.message);
+    return 1;
+}
+
+int kiln_cli_mpi_same_file(const char *name, const char *path)
+{
+    char *b = NULL;
+    size_t len = 0;
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (f) {
+        size_t cap = 1 << 16;
+        b = malloc(cap);
+        while (b) {
+            len += fread(b + len, 1, cap - len, f);
+            if (len < cap)
+                break;
+            char *nb = realloc(b, cap * 2);
+            if (!nb) {
+                free(b);
+                b = NULL;
+            } else {
+                b = nb;
+                cap *= 2;
+            }
+        }
+        fclose(f);
+    }
+    /* an unreadable file hashes as its path (the bind step said why) */
+    int rc = kiln_cli_mpi_same(name, b ? b : path ? path : "",
+                               b ? len : path ? strlen(path) : 0);
+    free(b);
+    return rc;
+}
+
+int kiln_cli_mpi_sum_outputs(kiln_tensor *out, int n)
+{
+    for (int k = 0; k < n; k++) {
+        MPI_Datatype t;
+        switch (out[k].dtype) {
+        case KILN_F64: t = MPI_DOUBLE; break;
+        case KILN_F32: t = MPI_FLOAT; break;
+        case KILN_I64: t = MPI_INT64_T; break;
+        case KILN_I32: t = MPI_INT32_T; break;
+        default: t = MPI_UINT8_T; break;
+        }
+        int64_t numel = kiln_shape_numel(out[k].rank, out[k].shape);
+        if (numel > 0x7fffffff) {
+            fprintf(stderr, "kiln: mpi: output '%d' has more than 2^31 - 1 "
+                    "elements\n", k);
+            return 1;
+        }
+        kiln_err e = {0, ""};
+        if (numel > 0 &&
+            kiln_mpi_sum(M.comm, out[k].data, (int)numel, t, M.timeout, &e))
+            timed_out(&e);
+    }
+    return 0;
+}
+
+long long kiln_cli_mpi_job_total(long long mine)
+{
+    kiln_err e = {0, ""};
+    long long v = mine;
+    if (kiln_mpi_sum(M.comm, &v, 1, MPI_LONG_LONG, M.timeout, &e))
+        timed_out(&e);
+    return v;
+}
+
+void kiln_cli_mpi_fault(void)
+{
+    /* test-only (tests/test_mpi.sh): KILN_MPI_TEST_FAULT=hang:R makes
+     * rank R stop answering before the calls, die:R makes it exit */
+    const char *f = getenv("KILN_MPI_TEST_FAULT");
+    if (!f || !M.active)
+        return;
+    int hang = strncmp(f, "hang:", 5) == 0, die = strncmp(f, "die:", 4) == 0;
+    if (!hang && !die)
+        return;
+    if (atoi(f + (hang ? 5 : 4)) != M.rank)
+        return;
+    if (die)
+        _exit(3);
+    for (;;) {
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int kiln_cli_mpi_end(int status)
+{
+    if (!M.active || M.ended)
+        return status;
+    M.ended = 1;
+    /* the last checkpoint: a rank that failed after the others' last one
+     * (or before it: it meets them there) */
+    if (kiln_cli_mpi_checkpoint(status))
+        status = status ? status : 1;
+    fflush(NULL);
+    MPI_Comm_free(&M.comm);
+    MPI_Finalize();
+    return status;
+}
