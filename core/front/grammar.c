@@ -1921,6 +1921,33 @@ out:
     return rc;
 }
 
+/* `partition NAME`: the graph's observation axis (issue 30;
+ * kiln_graph_set_partition_axis), a symbol already in the graph. */
+static int stmt_partition(parser *p)
+{
+    if (kiln_lex_advance(p))
+        return -1;
+    tok name = p->t;
+    if (name.kind != T_IDENT)
+        return kiln_lex_expected(p, "a symbol's name after 'partition'");
+    if (p->g->part_axis)
+        return kiln_lex_fail_at(p, name.line, name.col, KILN_ERR_PARSE,
+                                "partition: the graph declares its axis "
+                                "'%s' already", p->g->part_axis);
+    char *s = kiln_lex_tok_str(&name);
+    if (!s)
+        return kiln_lex_nomem(p);
+    int rc = kiln_lex_advance(p) || kiln_lex_end_of_statement(p) ? -1 : 0;
+    if (!rc && kiln_graph_set_partition_axis(p->g, s, &p->e)) {
+        kiln_lex_fail_at(p, name.line, name.col, p->e.code,
+                         "partition: the graph has no symbol '%s' (declare "
+                         "the data it sizes first)", s);
+        rc = -1;
+    }
+    free(s);
+    return rc;
+}
+
 static int stmt_output(parser *p)
 {
     if (kiln_lex_advance(p))
@@ -2420,6 +2447,8 @@ static int parse_block(parser *p)
             rc = stmt_output(p);
         else if (nx->kind == T_IDENT && kiln_lex_is_word(&p->t, "param"))
             rc = stmt_param(p);
+        else if (nx->kind == T_IDENT && kiln_lex_is_word(&p->t, "partition"))
+            rc = stmt_partition(p);
         else if (nx->kind == T_EQ)
             rc = stmt_assign(p);
         else if (nx->kind == T_COMMA)

@@ -1022,6 +1022,19 @@ static int check_symbol_sizes(const kiln_graph *g, const kiln_json_data *d,
             return err ? err->code : KILN_ERR_TYPE;
         int64_t want = *(const int64_t *)t.data;
         free(t.data);
+        if (g->part_n && s == g->part_sym) {
+            /* a part (issue 30): N is the whole's rows; the values
+             * bound hold the part's */
+            if (g->part_total >= 0 && g->part_total != want)
+                return kiln_seterr(err, KILN_ERR_SHAPE,
+                                   "%s: data '%s' is %lld but the data "
+                                   "partitioned along it has %lld rows",
+                                   d->file, sn, (long long)want,
+                                   (long long)g->part_total);
+            int64_t b, e;
+            kiln_ir_part_rows(want, g->part_k, g->part_n, &b, &e);
+            want = e - b;
+        }
         for (int i = 0; i < g->n_nodes; i++) {
             const kiln_node *n = &g->nodes[i];
             if (n->op != KILN_OP_SHARED || !n->data)

@@ -6,6 +6,7 @@
  *   graph NAME
  *     declarations (input, shared, const) in node order
  *     one `NAME = ...` line per other node, in node order
+ *     `partition N` when the graph declares an observation axis
  *     `output NAME [= VALUE]` lines in output order
  *   end
  * A literal that is unnamed and used exactly once is written inline in
@@ -821,6 +822,11 @@ static char *print_block(const kiln_graph *g, const char *name,
             put_literal(b, nd);
         else
             put_op(&pr, nd);
+        sb_puts(b, "\n");
+    }
+    if (g->part_axis) {     /* issue 30: the observation axis */
+        sb_puts(b, "  partition ");
+        sb_puts(b, g->part_axis);
         sb_puts(b, "\n");
     }
     for (int k = 0; k < g->n_outputs; k++) {

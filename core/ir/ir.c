@@ -176,6 +176,7 @@ kiln_graph *kiln_graph_new(const char *name, kiln_err *err)
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
         return NULL;
     }
+    g->part_total = -1;
     g->name = dupstr(name ? name : "main");
     if (!g->name) {
         free(g);
@@ -302,6 +303,7 @@ void kiln_graph_free(kiln_graph *g)
         free(g->params[k].name);
     free(g->params);
     free(g->map);
+    free(g->part_axis);
     free(g->name);
     free(g);
 }
@@ -562,6 +564,12 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
             goto nomem;
         c->map_cap = g->map_cap;
     }
+    if (g->part_axis && !(c->part_axis = dupstr(g->part_axis)))
+        goto nomem;
+    c->part_sym = g->part_sym;
+    c->part_k = g->part_k;
+    c->part_n = g->part_n;
+    c->part_total = g->part_total;
     return c;
 nomem:
     kiln_graph_free(c);
@@ -784,7 +792,7 @@ kiln_value kiln_graph_shared(kiln_graph *g, const char *name, kiln_dtype dt,
 /* kiln_ir_bind_shared (borrow 0: a copy) and kiln_ir_bind_shared_ref
  * (borrow 1: value's bytes in place, owned by blob b or the caller) */
 static int bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
-                       int borrow, kiln_blob *b, kiln_err *err)
+                       int borrow, kiln_blob *b, int whole, kiln_err *err)
 {
     if (!g || !value || v < 0 || v >= g->n_nodes ||
         g->nodes[v].op != KILN_OP_SHARED || g->nodes[v].data)
@@ -793,7 +801,17 @@ static int bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
                            borrow ? "_ref" : "");
     kiln_node *n = &g->nodes[v];
     size_t nbytes = 0;
-    int rc = shared_value_check(g, n->name, n->type.dtype, n->type.rank,
+    /* a part of a graph (issue 30) binds only its rows */
+    kiln_tensor part;
+    int rc = whole ? kiln_ir_part_bind_slice(g, n, value, &part, err) : 0;
+    if (rc)
+        return rc;
+    if (whole && part.data) {
+        rc = bind_shared(g, v, &part, 0, NULL, 0, err);
+        free(part.data);
+        return rc;
+    }
+    rc = shared_value_check(g, n->name, n->type.dtype, n->type.rank,
                                 n->type.dims, value, &nbytes, err);
     if (rc)
         return rc;
@@ -817,14 +835,14 @@ static int bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
 int kiln_ir_bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
                         kiln_err *err)
 {
-    return bind_shared(g, v, value, 0, NULL, err);
+    return bind_shared(g, v, value, 0, NULL, 1, err);
 }
 
 int kiln_ir_bind_shared_ref(kiln_graph *g, kiln_value v,
                             const kiln_tensor *value, kiln_blob *b,
                             kiln_err *err)
 {
-    return bind_shared(g, v, value, 1, b, err);
+    return bind_shared(g, v, value, 1, b, 1, err);
 }
 
 kiln_value kiln_graph_shared_ref(kiln_graph *g, const char *name,

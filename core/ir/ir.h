@@ -265,6 +265,14 @@ struct kiln_graph {
     /* a body (issue 28): references held besides the first owner's;
      * kiln_graph_free drops one while it is > 0 (atomic) */
     int body_refs;
+    /* issue 30, data partitions (core/model/partition.c): the declared
+     * observation axis (a symbol's name, owned; NULL: none), and once
+     * kiln_graph_partition ran, the part: the axis symbol's index, part
+     * part_k of part_n (part_n 0: not a part) and the whole data's rows
+     * along the axis (-1 until data sized by it is bound) */
+    char *part_axis;
+    int part_sym, part_k, part_n;
+    int64_t part_total;
 };
 
 /* Take a reference to body b (NULL allowed); returns b.  A body is
@@ -562,5 +570,63 @@ int kiln_ir_ode_types(const kiln_shape_ctx *ctx, int op, const kiln_attrs *a,
  * rewrite passes, core/rewrite) filled the arrays directly.  Names must be
  * unique.  Errors: KILN_ERR_NOMEM. */
 int kiln_ir_reindex(kiln_graph *g, kiln_err *err);
+
+/* ---- data partitions (issue 30): core/ir/part.c, and the rewrite in
+ * core/model/partition.c ------------------------------------------------ */
+
+/* The first dim of t that is symbol sym, or -1. */
+int kiln_ir_part_axis_pos(const kiln_type *t, int sym);
+
+/* 1 when node n of g is the axis's size read as a value: a shared
+ * integer scalar (i64, i32) named like symbol sym (Stan's `int N`). */
+int kiln_ir_part_is_count(const kiln_graph *g, const kiln_node *n, int sym);
+
+/* Rows [b, e) along dim k of `value` (a whole value of shared n) into
+ * *out, a copy with out->data malloc'd.  0 or KILN_ERR_NOMEM. */
+int kiln_ir_part_slice_value(const kiln_graph *g, const kiln_node *n, int k,
+                             const kiln_tensor *value, int64_t b, int64_t e,
+                             kiln_tensor *out, kiln_err *err);
+
+/* Rows [*begin, *end) of part `part` of `nparts` of `total` rows:
+ * floor(total part / nparts) .. floor(total (part+1) / nparts). */
+void kiln_ir_part_rows(int64_t total, int part, int nparts, int64_t *begin,
+                       int64_t *end);
+
+/* The index of the axis symbol p names (p->axis, else g's declared
+ * axis) in *sym.  Errors: KILN_ERR_ARG (NULL, part out of range, no
+ * axis), KILN_ERR_NAME (no such symbol). */
+int kiln_ir_part_axis(const kiln_graph *g, const kiln_partition *p,
+                      int *sym, kiln_err *err);
+
+/* When g is a part (kiln_graph_partition ran) and shared n is sized by
+ * its axis (or is the axis's size as an integer scalar), the part's rows
+ * of the whole `value` into *out (out->data malloc'd, the caller frees);
+ * else out->data = NULL.  Records the whole's row count in g.  Errors:
+ * KILN_ERR_SHAPE (rows differ from the data bound before),
+ * KILN_ERR_NOMEM.  (ir.c's bind_shared, for data bound after the
+ * partition) */
+int kiln_ir_part_bind_slice(kiln_graph *g, const kiln_node *n,
+                            const kiln_tensor *value, kiln_tensor *out,
+                            kiln_err *err);
+
+/* Rewrite g into part `part` of `nparts` over axis symbol `sym`
+ * (kiln_graph_partition's contract); slice = 0 leaves bound data as it
+ * is (already sliced: the model's density graph).  On error g is
+ * unchanged. */
+int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
+                         int slice, kiln_err *err);
+
+/* Slice every bound shared value of g sized by axis `sym` (and the
+ * axis's size as an integer scalar) to part `part` of `nparts` of
+ * `total` rows in place, and mark g a part.  Errors: KILN_ERR_SHAPE (a
+ * value without `total` rows), KILN_ERR_NOMEM (g partly sliced: the
+ * model discards it). */
+int kiln_ir_part_slice(kiln_graph *g, int sym, int part, int nparts,
+                       int64_t total, kiln_err *err);
+
+/* 1 when value v of g depends on axis `sym` (not the same in every part:
+ * per-row, a sum over it, or refused), 0 when not, -1 on error. */
+int kiln_ir_part_depends(const kiln_graph *g, int sym, kiln_value v,
+                         kiln_err *err);
 
 #endif

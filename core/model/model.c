@@ -81,6 +81,14 @@ struct kiln_model {
     int64_t n_tp_vals, n_gq_vals;
     char *names[4];             /* param names, by tp + 2 * gq */
     char *unc_names;
+    /* a part (kiln_model_new_partition, issue 30): the axis's name (NULL:
+     * a whole model), its symbol, its size in the whole data and the
+     * part's rows [part_b, part_e); the first tp / gq output that depends
+     * on the axis (refused by constrain), or NULL */
+    char *part_axis;
+    int part_sym;
+    int64_t part_total, part_b, part_e;
+    char *dep[2];
 };
 
 /* ---- small helpers --------------------------------------------------- */
@@ -265,6 +273,40 @@ static int bind_data(kiln_graph *g, const kiln_json_data *d, int64_t *symsz,
                                (long long)symsz[s]);
         symsz[s] = v;
     }
+    return 0;
+}
+
+/* A part (issue 30): the axis sizes data only; slice w's data sized by
+ * it to the part's rows, and size the symbol as the part's count. */
+static int part_data(kiln_model *m, kiln_graph *w, const kiln_partition *p,
+                     int64_t *symsz, kiln_err *err)
+{
+    int s = m->part_sym;
+    for (int i = 0; i < w->n_nodes; i++) {
+        const kiln_node *n = &w->nodes[i];
+        if (n->op != KILN_OP_INPUT)
+            continue;
+        for (int k = 0; k < n->type.rank; k++)
+            if (n->type.dims[k] == KILN_SYM_ID(s)) {
+                const char *pn = n->name;
+                for (int r = 0; r < w->n_params; r++)
+                    if (w->params[r].unc == i)
+                        pn = w->params[r].name;
+                return kiln_seterr(err, KILN_ERR_NAME,
+                                   "partition: symbol '%s' sizes parameter "
+                                   "'%s', not only data", w->symbols[s],
+                                   pn ? pn : "?");
+            }
+    }
+    if (symsz[s] < 0)
+        return kiln_seterr(err, KILN_ERR_NAME,
+                           "partition: symbol '%s' sizes no data",
+                           w->symbols[s]);
+    m->part_total = symsz[s];
+    kiln_ir_part_rows(symsz[s], p->part, p->nparts, &m->part_b, &m->part_e);
+    if (kiln_ir_part_slice(w, s, p->part, p->nparts, symsz[s], err))
+        return err->code;
+    symsz[s] = m->part_e - m->part_b;
     return 0;
 }
 
@@ -461,8 +503,8 @@ static int layout_params(kiln_model *m, const kiln_graph *g,
 /* ---- the two graphs -------------------------------------------------- */
 
 static kiln_function *build_density(kiln_model *m, const kiln_graph *w,
-                                    kiln_value lp, const kiln_options *opt,
-                                    kiln_err *err)
+                                    kiln_value lp, const kiln_partition *p,
+                                    const kiln_options *opt, kiln_err *err)
 {
     kiln_function *f = NULL;
     kiln_value *wrt = NULL, *gr = NULL;
@@ -513,6 +555,23 @@ static kiln_function *build_density(kiln_model *m, const kiln_graph *w,
         if (kiln_graph_output(d, on, gr[k], err))
             goto out;
     }
+    /* a part: the density and its gradient as sums over the axis, data
+     * sliced already (kiln_ir_part_slice on w) */
+    if (p && kiln_ir_part_rewrite(d, m->part_sym, p->part, p->nparts, 0,
+                                  err)) {
+        /* name the model's outputs as the model's user knows them */
+        static const char *const pre = "partition: output '";
+        size_t np = strlen(pre);
+        if (!strncmp(err->message, pre, np)) {
+            const char *q = strchr(err->message + np, '\'');
+            char rest[sizeof err->message];
+            int lp = !strncmp(err->message + np, "lp__'", 5);
+            snprintf(rest, sizeof rest, "%s", q ? q + 1 : "");
+            kiln_seterr(err, err->code, "partition: the log density%s%s",
+                        lp ? "" : "'s gradient", rest);
+        }
+        goto out;
+    }
     f = kiln_compile(d, opt, err);
 out:
     free(wrt);
@@ -550,6 +609,17 @@ static kiln_function *build_constrain(kiln_model *m, const kiln_graph *w,
                 m->n_tp++;
             else
                 m->n_gq++;
+            int dep = m->part_axis && !m->dep[kind == KILN_OUTPUT_GQ]
+                          ? kiln_ir_part_depends(c, m->part_sym,
+                                                 w->outputs[j].value, err)
+                          : 0;
+            if (dep < 0)
+                goto out;
+            if (dep && !(m->dep[kind == KILN_OUTPUT_GQ] =
+                             dupstr(w->outputs[j].name))) {
+                kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+                goto out;
+            }
         }
     f = kiln_compile(c, opt, err);
 out:
@@ -659,6 +729,15 @@ int kiln_model_constrain(const kiln_model *m, int include_tp, int include_gq,
 {
     if (!m || (!unc && m->n_unc) || !out)
         return kiln_seterr(err, KILN_ERR_ARG, "constrain: NULL argument");
+    for (int k = 0; k < 2; k++)
+        if (m->dep[k] && (k ? include_gq : include_tp))
+            return kiln_seterr(err, KILN_ERR_ARG,
+                               "constrain: %s '%s' depends on the partition "
+                               "axis '%s': a part of the model cannot "
+                               "compute it (ask for the parameters only, or "
+                               "use the whole model)",
+                               k ? "generated quantity" : "transformed "
+                               "parameter", m->dep[k], m->part_axis);
     kiln_tensor sin[NSMALL], sout[NSMALL];
     kiln_tensor *in = param_tensors(m, unc, NULL, sin, NSMALL);
     int nout = m->n_par + m->n_tp + m->n_gq;
@@ -1101,6 +1180,9 @@ void kiln_model_free(kiln_model *m)
     for (int k = 0; k < 4; k++)
         free(m->names[k]);
     free(m->unc_names);
+    free(m->part_axis);
+    free(m->dep[0]);
+    free(m->dep[1]);
     free(m->info);
     free(m->name);
     free(m);
@@ -1176,9 +1258,11 @@ static int is_json_path(const char *s)
     return n > 5 && strcmp(s + n - 5, ".json") == 0 && !strchr(s, '{');
 }
 
-kiln_model *kiln_model_new(const kiln_graph *g, const char *logp_output,
-                           const char *data, const kiln_options *opt,
-                           const kiln_read_options *ropt, kiln_err *err)
+/* kiln_model_new, and with p a part of it (kiln_model_new_partition) */
+static kiln_model *model_new(const kiln_graph *g, const char *logp_output,
+                             const char *data, const kiln_partition *p,
+                             const kiln_options *opt,
+                             const kiln_read_options *ropt, kiln_err *err)
 {
     if (!g) {
         kiln_seterr(err, KILN_ERR_ARG, "model: NULL graph");
@@ -1206,6 +1290,14 @@ kiln_model *kiln_model_new(const kiln_graph *g, const char *logp_output,
     }
     if (find_logp(g, logp_output, &lp, err))
         goto fail;
+    if (p) {
+        if (kiln_ir_part_axis(g, p, &m->part_sym, err))
+            goto fail;
+        if (!(m->part_axis = dupstr(g->symbols[m->part_sym]))) {
+            kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+    }
     if (data && *data) {
         const char *t = data;
         while (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r')
@@ -1234,10 +1326,11 @@ kiln_model *kiln_model_new(const kiln_graph *g, const char *logp_output,
     for (int s = 0; s < w->n_symbols; s++)
         symsz[s] = -1;
     if (bind_data(w, d, symsz, err) ||
+        (p && part_data(m, w, p, symsz, err)) ||
         kiln_ir_symbols_derive(w, symsz, NULL, err) ||
         layout_params(m, w, symsz, d, err))
         goto fail;
-    if (!(m->fd = build_density(m, w, lp, opt, err)) ||
+    if (!(m->fd = build_density(m, w, lp, p, opt, err)) ||
         !(m->fc = build_constrain(m, w, opt, err)) ||
         build_bounds(m, w, opt, err))
         goto fail;
@@ -1296,6 +1389,37 @@ fail:
     kiln_json_data_free(d);
     kiln_model_free(m);
     return NULL;
+}
+
+kiln_model *kiln_model_new(const kiln_graph *g, const char *logp_output,
+                           const char *data, const kiln_options *opt,
+                           const kiln_read_options *ropt, kiln_err *err)
+{
+    return model_new(g, logp_output, data, NULL, opt, ropt, err);
+}
+
+kiln_model *kiln_model_new_partition(const kiln_graph *g,
+                                     const char *logp_output,
+                                     const char *data,
+                                     const kiln_partition *p,
+                                     const kiln_options *opt,
+                                     const kiln_read_options *ropt,
+                                     kiln_err *err)
+{
+    return model_new(g, logp_output, data, p, opt, ropt, err);
+}
+
+const char *kiln_model_partition_range(const kiln_model *m, int64_t *total,
+                                       int64_t *begin, int64_t *end)
+{
+    int part = m && m->part_axis;
+    if (total)
+        *total = part ? m->part_total : 0;
+    if (begin)
+        *begin = part ? m->part_b : 0;
+    if (end)
+        *end = part ? m->part_e : 0;
+    return part ? m->part_axis : NULL;
 }
 
 /* ---- accessors ------------------------------------------------------- */

@@ -1,56 +1,732 @@
 /*
  * partition.c — data partitions of graphs and models (issue 30;
- * <kiln/graph.h>, <kiln/model.h>, docs/mpi.md).
+ * <kiln/graph.h>, <kiln/model.h>, docs/mpi.md "Partitions").
  *
- * STEP 0: the contract only.  Every function refuses until the partition
- * pass lands.
+ * Part p of P of a graph runs the same nodes on rows [T p / P, T (p+1) / P)
+ * of every shared value sized by the axis symbol (T rows in the whole
+ * data).  An output's value is then the sum over the parts of the parts'
+ * values when every node is one of:
+ *
+ *   FREE  does not depend on the axis: the same in every part;
+ *   ELEM  carries the axis as one dim, each row computed from that row
+ *         only (elementwise ops, broadcasts, gathers with per-row indices,
+ *         reductions over other axes, dots not contracting it);
+ *   SUM   additive over parts: a sum over the axis of an ELEM, a dot
+ *         contracting it, a scatter-add of rows, the axis's size read as a
+ *         value (a shared scalar named like the axis: the part's count),
+ *         then linear maps of SUMs (add/sub of SUMs, neg, mul/div by a
+ *         FREE, shape ops, sums over other axes).
+ *
+ * A FREE term that meets a SUM in a linear map (add(SUM, FREE): the prior
+ * beside the likelihood) is masked, where(part0__, x, 0), with part0__ a
+ * bool shared scalar true in part 0 only: every part compiles the same
+ * kernels (the mask is data, not structure; the axis stays a symbol, so
+ * row counts are data too), and the FREE term counts once.  Anything else
+ * that consumes an ELEM or a SUM (max/mean/cumsum over the axis, exp of a
+ * SUM, SUM * SUM, ...) is refused, naming the node and its op, when an
+ * output depends on it (dead nodes are left alone).
  */
 #include "ir.h"
 #include <kiln/model.h>
 
-const char *kiln_graph_partition_axis(const kiln_graph *g)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { C_FREE = 0, C_ELEM, C_SUM, C_BAD };
+
+/* Which FREE inputs of a node are masked: none, all, all but the first
+ * (where's condition), all but the second (an advanced set/inc's index),
+ * the first only (the base of a scatter-add of rows). */
+enum { M_NONE = 0, M_ALL, M_NOT0, M_NOT1, M_ONLY0 };
+
+static int masks_input(int how, int j)
 {
-    (void)g;
-    return NULL;
+    return how == M_ALL || (how == M_NOT0 && j != 0) ||
+           (how == M_NOT1 && j != 1) || (how == M_ONLY0 && j == 0);
 }
 
-int kiln_graph_set_partition_axis(kiln_graph *g, const char *axis,
-                                  kiln_err *err)
+static int axis_count(const kiln_type *t, int sym)
 {
-    (void)g, (void)axis;
-    return kiln_seterr(err, KILN_ERR_ARG, "partition: not implemented yet");
+    int c = 0;
+    for (int k = 0; k < t->rank; k++)
+        c += t->dims[k] == KILN_SYM_ID(sym);
+    return c;
+}
+
+#define axis_pos kiln_ir_part_axis_pos
+#define is_axis_scalar kiln_ir_part_is_count
+#define slice_value kiln_ir_part_slice_value
+
+/* ---- classification ---------------------------------------------------- */
+
+typedef struct pclass {
+    signed char *cls;      /* C_* per node */
+    int *culprit;          /* C_BAD: the node that mixes rows */
+    const char **why;      /* ... and how (for the culprit) */
+    unsigned char *mask;   /* per node: which FREE inputs are masked, M_* */
+} pclass;
+
+static int is_full_slice(const kiln_index *ix)
+{
+    return ix->kind == KILN_INDEX_SLICE && !ix->has_start && !ix->has_stop &&
+           (!ix->has_step || ix->step == 1);
+}
+
+static int norm(int64_t a, int rank)
+{
+    return (int)(a < 0 ? a + rank : a);
+}
+
+/* 1 when a reduction with attributes a over a value of rank r reduces
+ * dim k. */
+static int reduces_dim(const kiln_attrs *a, int r, int k)
+{
+    if (!a->has_axes)
+        return 1;
+    for (int i = 0; i < a->naxes; i++)
+        if (norm(a->axes[i], r) == k)
+            return 1;
+    return 0;
+}
+
+/* The dims contracted by dot/matmul of a and b. */
+static void dot_contracted(const kiln_type *a, const kiln_type *b, int *ka,
+                           int *kb)
+{
+    *ka = a->rank - 1;
+    *kb = b->rank == 1 ? 0 : b->rank - 2;
+}
+
+/* Classify node i from its inputs' classes.  Sets c->cls[i], and for
+ * C_BAD the culprit (i itself, with why, or an input's). */
+static void classify(const kiln_graph *g, int sym, const char *derived,
+                     pclass *c, int i)
+{
+    const kiln_node *n = &g->nodes[i];
+    const kiln_type *t = &n->type;
+    int ax = axis_count(t, sym);
+    int nE = 0, nS = 0;
+    const char *why = NULL;
+    int cls = C_FREE;
+    c->mask[i] = 0;
+    for (int j = 0; j < n->n_in; j++) {
+        int ci = c->cls[n->in[j]];
+        if (ci == C_BAD) {
+            c->cls[i] = C_BAD;
+            c->culprit[i] = c->culprit[n->in[j]];
+            return;
+        }
+        nE += ci == C_ELEM;
+        nS += ci == C_SUM;
+    }
+    for (int k = 0; k < t->rank; k++)
+        if (KILN_DIM_IS_SYM(t->dims[k]) &&
+            derived[KILN_SYM_INDEX(t->dims[k])]) {
+            why = "has a dim derived from it";
+            goto bad;
+        }
+    if (ax > 1) {
+        why = "has it as two dims (rows meet rows)";
+        goto bad;
+    }
+    switch (n->op) {
+    case KILN_OP_INPUT: case KILN_OP_CONST: case KILN_OP_LITERAL:
+        c->cls[i] = ax ? C_ELEM : C_FREE;   /* inputs: checked before */
+        return;
+    case KILN_OP_SHARED:
+        c->cls[i] = ax ? C_ELEM : is_axis_scalar(g, n, sym) ? C_SUM : C_FREE;
+        return;
+    default:
+        break;
+    }
+    if (nE == 0 && nS == 0) {
+        /* ones(shape=[N]), broadcast_to(x, [N]): per-row copies */
+        c->cls[i] = ax ? C_ELEM : C_FREE;
+        return;
+    }
+    const kiln_attrs *at = n->attrs;
+    const kiln_type *x = n->n_in ? &g->nodes[n->in[0]].type : NULL;
+    int xc = n->n_in ? c->cls[n->in[0]] : C_FREE;
+    if (nS > 0) {
+        if (ax) {
+            why = "spreads a sum over it back over its rows";
+            goto bad;
+        }
+        if (nE > 0) {
+            why = "combines a sum over it with per-row values";
+            goto bad;
+        }
+        switch (n->op) {
+        case KILN_OP_ADD: case KILN_OP_SUB: case KILN_OP_JOIN:
+        case KILN_OP_STACK: case KILN_OP_SET_SUBTENSOR:
+        case KILN_OP_INC_SUBTENSOR:
+            cls = C_SUM;
+            c->mask[i] = M_ALL;
+            break;
+        case KILN_OP_NEG: case KILN_OP_RESHAPE: case KILN_OP_TRANSPOSE:
+        case KILN_OP_EXPAND_DIMS: case KILN_OP_SQUEEZE:
+        case KILN_OP_BROADCAST_TO: case KILN_OP_SUM: case KILN_OP_MEAN:
+        case KILN_OP_SUBTENSOR:
+            cls = C_SUM;
+            break;
+        case KILN_OP_CAST:
+            if (t->dtype != KILN_F64 && t->dtype != KILN_F32) {
+                why = "rounds a sum over it (a cast to an integer)";
+                goto bad;
+            }
+            cls = C_SUM;
+            break;
+        case KILN_OP_CHECK:
+            if (xc != C_SUM || nS > 1) {
+                why = "checks a condition on a sum over it";
+                goto bad;
+            }
+            cls = C_SUM;
+            break;
+        case KILN_OP_MUL: case KILN_OP_DOT: case KILN_OP_MATMUL:
+            if (nS > 1) {
+                why = "multiplies two sums over it";
+                goto bad;
+            }
+            cls = C_SUM;
+            break;
+        case KILN_OP_TRUE_DIV:
+            if (c->cls[n->in[1]] != C_FREE) {
+                why = "divides by a sum over it";
+                goto bad;
+            }
+            cls = C_SUM;
+            break;
+        case KILN_OP_WHERE:
+            if (xc != C_FREE) {
+                why = "selects by a sum over it";
+                goto bad;
+            }
+            cls = C_SUM;
+            c->mask[i] = M_NOT0;
+            break;
+        case KILN_OP_FILL:
+            cls = c->cls[n->in[1]];   /* the value broadcast: model unread */
+            break;
+        case KILN_OP_TAKE:
+            if (c->cls[n->in[1]] != C_FREE) {
+                why = "indexes by a sum over it";
+                goto bad;
+            }
+            cls = C_SUM;
+            break;
+        case KILN_OP_ADVANCED_SET_SUBTENSOR:
+        case KILN_OP_ADVANCED_INC_SUBTENSOR:
+            if (c->cls[n->in[1]] != C_FREE) {
+                why = "indexes by a sum over it";
+                goto bad;
+            }
+            cls = C_SUM;
+            c->mask[i] = M_NOT1;
+            break;
+        default:
+            why = "is not linear in a sum over it";
+            goto bad;
+        }
+        c->cls[i] = (signed char)cls;
+        return;
+    }
+    /* per-row inputs, no sum */
+    int xk = x ? axis_pos(x, sym) : -1;
+    if (ax) {
+        switch (n->op) {
+        case KILN_OP_CUMSUM: case KILN_OP_CUMPROD:
+            if (xc == C_ELEM && norm(at->axes[0], x->rank) == xk) {
+                why = "accumulates along it";
+                goto bad;
+            }
+            break;
+        case KILN_OP_TOP_K:
+            if (xc == C_ELEM &&
+                norm(at->has_axes ? at->axes[0] : -1, x->rank) == xk) {
+                why = "sorts along it";
+                goto bad;
+            }
+            break;
+        case KILN_OP_TAKE:
+        case KILN_OP_ADVANCED_SET_SUBTENSOR:
+        case KILN_OP_ADVANCED_INC_SUBTENSOR:
+            if (xc == C_ELEM &&
+                norm(at->has_axes ? at->axes[0] : 0, x->rank) == xk) {
+                why = "gathers rows along it";
+                goto bad;
+            }
+            if (n->op == KILN_OP_ADVANCED_SET_SUBTENSOR && xc != C_ELEM) {
+                why = "writes rows into one value";
+                goto bad;
+            }
+            break;
+        case KILN_OP_SUBTENSOR: case KILN_OP_SET_SUBTENSOR:
+        case KILN_OP_INC_SUBTENSOR:
+            if (xc == C_ELEM && xk < at->nidx && !is_full_slice(&at->idx[xk])) {
+                why = "selects rows of it";
+                goto bad;
+            }
+            if (xc != C_ELEM) {   /* a per-row value written into one */
+                why = "writes rows into one value";
+                goto bad;
+            }
+            break;
+        case KILN_OP_RESHAPE: {
+            int k = axis_pos(t, sym);
+            int ok = xk == k;
+            for (int d = 0; ok && d < k; d++)
+                ok = x->dims[d] == t->dims[d];
+            if (!ok) {
+                why = "reshapes across it";
+                goto bad;
+            }
+            break;
+        }
+        case KILN_OP_SCAN: case KILN_OP_RESULT: case KILN_OP_ODE_RK45:
+        case KILN_OP_ODE_BDF:
+            why = "runs a body over its rows";
+            goto bad;
+        default:
+            if (kiln_ir_op_info(n->op)->category == KILN_CAT_LINALG) {
+                for (int j = 0; j < n->n_in; j++) {
+                    const kiln_type *u = &g->nodes[n->in[j]].type;
+                    int uk = axis_pos(u, sym);
+                    if (uk >= 0 && uk >= u->rank - 2) {
+                        why = "treats it as a matrix dim";
+                        goto bad;
+                    }
+                }
+            }
+            break;
+        }
+        c->cls[i] = C_ELEM;
+        return;
+    }
+    /* the axis goes away */
+    switch (n->op) {
+    case KILN_OP_SUM:
+        if (xk >= 0 && reduces_dim(at, x->rank, xk)) {
+            c->cls[i] = C_SUM;
+            return;
+        }
+        break;
+    case KILN_OP_DOT: case KILN_OP_MATMUL: {
+        const kiln_type *y = &g->nodes[n->in[1]].type;
+        int ka, kb;
+        dot_contracted(x, y, &ka, &kb);
+        if (c->cls[n->in[0]] == C_ELEM && c->cls[n->in[1]] == C_ELEM &&
+            x->dims[ka] == KILN_SYM_ID(sym) && y->dims[kb] == KILN_SYM_ID(sym)) {
+            c->cls[i] = C_SUM;
+            return;
+        }
+        break;
+    }
+    case KILN_OP_ADVANCED_INC_SUBTENSOR:
+        /* x[idx] += v over per-row idx (a gradient of take): additive */
+        if (xc != C_ELEM) {
+            c->cls[i] = C_SUM;
+            c->mask[i] = M_ONLY0;
+            return;
+        }
+        break;
+    case KILN_OP_CHECK:
+        if (xc == C_FREE) {   /* x checked against per-row conditions */
+            c->cls[i] = C_FREE;
+            return;
+        }
+        break;
+    case KILN_OP_FILL:
+        c->cls[i] = (signed char)c->cls[n->in[1]];
+        if (c->cls[i] != C_ELEM)
+            return;
+        break;
+    default:
+        break;
+    }
+    switch (kiln_ir_op_info(n->op)->category) {
+    case KILN_CAT_REDUCE:
+        why = "reduces over it (only a sum may)";
+        break;
+    case KILN_CAT_INDEX:
+        why = "selects rows of it";
+        break;
+    case KILN_CAT_SHAPE:
+        why = "reshapes or joins along it";
+        break;
+    default:
+        why = "mixes its rows other than by a sum";
+        break;
+    }
+bad:
+    c->cls[i] = C_BAD;
+    c->culprit[i] = i;
+    c->why[i] = why;
+}
+
+static int pclass_new(pclass *c, int n, kiln_err *err)
+{
+    size_t nn = (size_t)(n > 0 ? n : 1);
+    c->cls = calloc(nn, 1);
+    c->culprit = calloc(nn, sizeof *c->culprit);
+    c->why = calloc(nn, sizeof *c->why);
+    c->mask = calloc(nn, 1);
+    if (!c->cls || !c->culprit || !c->why || !c->mask)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    return 0;
+}
+
+static void pclass_free(pclass *c)
+{
+    free(c->cls);
+    free(c->culprit);
+    free(c->why);
+    free(c->mask);
+}
+
+static int derived_cb(const char *name, size_t len, void *arg)
+{
+    const char *a = arg;
+    return strlen(a) == len && memcmp(a, name, len) == 0;
+}
+
+/* Classify every node of g.  derived: per symbol, 1 when its name is an
+ * expression of the axis (K-N). */
+static int classify_all(const kiln_graph *g, int sym, pclass *c,
+                        kiln_err *err)
+{
+    if (pclass_new(c, g->n_nodes, err))
+        return err ? err->code : KILN_ERR_NOMEM;
+    char *derived = calloc((size_t)g->n_symbols + 1, 1);
+    if (!derived)
+        return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+    for (int s = 0; s < g->n_symbols; s++)
+        derived[s] = s != sym && g->symbols[s] &&
+                     kiln_ir_dim_is_expr(g->symbols[s]) &&
+                     kiln_ir_dimexpr_names(g->symbols[s], derived_cb,
+                                           g->symbols[sym]);
+    for (int i = 0; i < g->n_nodes; i++)
+        classify(g, sym, derived, c, i);
+    free(derived);
+    return 0;
+}
+
+/* The refusal of output value v (class C_BAD): names the culprit. */
+static int refuse(const kiln_graph *g, int sym, const pclass *c,
+                  const char *oname, kiln_value v, kiln_err *err)
+{
+    int b = c->culprit[v];
+    const kiln_node *n = &g->nodes[b];
+    char nm[160], ln[32] = "";
+    if (n->name)
+        snprintf(nm, sizeof nm, "%s", n->name);
+    else {
+        int *tn = kiln_graph_temp_names(g);
+        if (tn && tn[b] >= 0)
+            snprintf(nm, sizeof nm, "t%d", tn[b]);
+        else
+            snprintf(nm, sizeof nm, "#%d", b);
+        free(tn);
+    }
+    if (n->line)
+        snprintf(ln, sizeof ln, ", line %d", n->line);
+    return kiln_seterr(err, KILN_ERR_TYPE,
+                       "partition: output '%s' is not a sum over axis '%s': "
+                       "node '%s' (op %s%s) %s", oname, g->symbols[sym], nm,
+                       kiln_ir_op_info(n->op)->name, ln,
+                       c->why[b] ? c->why[b] : "mixes its rows");
+}
+
+int kiln_ir_part_depends(const kiln_graph *g, int sym, kiln_value v,
+                         kiln_err *err)
+{
+    pclass c;
+    memset(&c, 0, sizeof c);
+    int rc = classify_all(g, sym, &c, err);
+    int r = rc ? -1 : c.cls[v] != C_FREE;
+    pclass_free(&c);
+    return r;
+}
+
+/* ---- the rewrite ------------------------------------------------------- */
+
+/* A fresh node name in g: base, base1, ... */
+static void fresh(const kiln_graph *g, const char *base, char *buf,
+                  size_t size)
+{
+    snprintf(buf, size, "%s", base);
+    for (int k = 1; kiln_graph_lookup(g, buf) >= 0; k++)
+        snprintf(buf, size, "%s%d", base, k);
+}
+
+int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
+                         int slice, kiln_err *err)
+{
+    kiln_err local;
+    if (!err)
+        err = &local;
+    char sb[160];
+    /* inputs and outputs sized by the axis */
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == KILN_OP_INPUT &&
+            axis_pos(&g->nodes[i].type, sym) >= 0)
+            return kiln_seterr(err, KILN_ERR_NAME,
+                               "partition: symbol '%s' sizes input '%s', not "
+                               "only data", g->symbols[sym],
+                               g->nodes[i].name ? g->nodes[i].name : "?");
+    for (int k = 0; k < g->n_outputs; k++)
+        if (axis_pos(&g->nodes[g->outputs[k].value].type, sym) >= 0)
+            return kiln_seterr(err, KILN_ERR_NAME,
+                               "partition: symbol '%s' sizes output '%s': "
+                               "the parts' values of it would not add up to "
+                               "the whole's", g->symbols[sym],
+                               g->outputs[k].name);
+    pclass c;
+    memset(&c, 0, sizeof c);
+    kiln_graph *ng = NULL;
+    kiln_value *map = NULL, *masked = NULL;
+    kiln_tensor *sl = NULL;
+    int rc = 0;
+    int64_t total = g->part_total;
+    size_t nn = (size_t)(g->n_nodes > 0 ? g->n_nodes : 1);
+    if ((rc = classify_all(g, sym, &c, err)))
+        goto out;
+    for (int k = 0; k < g->n_outputs; k++)
+        if (c.cls[g->outputs[k].value] == C_BAD) {
+            rc = refuse(g, sym, &c, g->outputs[k].name, g->outputs[k].value,
+                        err);
+            goto out;
+        }
+    map = malloc(nn * sizeof *map);
+    masked = malloc(nn * sizeof *masked);
+    sl = calloc(nn, sizeof *sl);
+    if (!map || !masked || !sl || !(ng = kiln_graph_new(g->name, err)) ||
+        kiln_ir_copy_symbols(ng, g)) {
+        rc = kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        masked[i] = -1;
+    /* the whole data's rows: the bound values sized by the axis */
+    if (slice) {
+        for (int i = 0; i < g->n_nodes; i++) {
+            const kiln_node *n = &g->nodes[i];
+            int k = axis_pos(&n->type, sym);
+            if (n->op != KILN_OP_SHARED || !n->data ||
+                (k < 0 && !is_axis_scalar(g, n, sym)))
+                continue;
+            int64_t tt = k >= 0 ? n->vshape[k]
+                         : n->type.dtype == KILN_I64
+                             ? *(const int64_t *)n->data
+                             : *(const int32_t *)n->data;
+            if (total >= 0 && tt != total) {
+                rc = kiln_seterr(err, KILN_ERR_SHAPE,
+                                 "partition: shared '%s' has %lld rows along "
+                                 "axis '%s', but other data has %lld",
+                                 n->name ? n->name : "?", (long long)tt,
+                                 g->symbols[sym], (long long)total);
+                goto out;
+            }
+            total = tt;
+        }
+    }
+    kiln_value mask = -1;
+    char mname[64];
+    fresh(g, "part0__", mname, sizeof mname);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        kiln_value ins[16], *in = n->n_in <= 16 ? ins
+                                    : malloc(sizeof *in * (size_t)n->n_in);
+        if (!in) {
+            rc = kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        for (int j = 0; j < n->n_in; j++) {
+            kiln_value v = n->in[j];
+            in[j] = map[v];
+            if (!masks_input(c.mask[i], j) || c.cls[v] != C_FREE)
+                continue;
+            if (masked[v] < 0) {
+                if (mask < 0) {
+                    unsigned char one = part == 0;
+                    kiln_tensor mt = {.dtype = KILN_BOOL, .rank = 0,
+                                      .data = &one};
+                    mask = kiln_graph_shared(ng, mname, KILN_BOOL, 0, NULL,
+                                             &mt, err);
+                }
+                kiln_value zero = mask < 0 ? -1
+                                  : kiln_graph_literal(ng, 0, KILN_LIT_INT,
+                                                       err);
+                kiln_value w[3] = {mask, map[v], zero};
+                masked[v] = zero < 0 ? -1
+                            : kiln_graph_op(ng, "where", 3, w, NULL, 0, err);
+                if (masked[v] < 0) {
+                    if (in != ins)
+                        free(in);
+                    rc = err->code;
+                    goto out;
+                }
+            }
+            in[j] = masked[v];
+        }
+        kiln_node proto = *n;
+        proto.in = in;
+        proto.data = NULL;
+        proto.blob = NULL;
+        int k = axis_pos(&n->type, sym);
+        if (slice && n->op == KILN_OP_SHARED && n->data &&
+            (k >= 0 || is_axis_scalar(g, n, sym))) {
+            int64_t b, e;
+            kiln_ir_part_rows(total, part, nparts, &b, &e);
+            kiln_tensor whole = {.dtype = n->type.dtype,
+                                 .rank = n->type.rank, .data = n->data};
+            memcpy(whole.shape, n->vshape, sizeof whole.shape);
+            if (k >= 0)
+                rc = slice_value(g, n, k, &whole, b, e, &sl[i], err);
+            else if (!(sl[i].data = malloc(8)))
+                rc = kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            else if (n->type.dtype == KILN_I64)
+                *(int64_t *)sl[i].data = e - b;
+            else
+                *(int32_t *)sl[i].data = (int32_t)(e - b);
+            if (!rc && k >= 0) {
+                proto.vshape[k] = e - b;
+                proto.nbytes = (size_t)kiln_shape_numel(sl[i].rank,
+                                                         sl[i].shape) *
+                               kiln_dtype_size(sl[i].dtype);
+            }
+        }
+        map[i] = rc ? -1 : kiln_ir_append(ng, &proto, err);
+        if (in != ins)
+            free(in);
+        if (map[i] < 0) {
+            rc = rc ? rc : err->code;
+            goto out;
+        }
+    }
+    /* outputs, parameters, gradients */
+    if (g->n_outputs) {
+        ng->outputs = calloc((size_t)g->n_outputs, sizeof *ng->outputs);
+        if (!ng->outputs) {
+            rc = kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        ng->cap_outputs = g->n_outputs;
+    }
+    for (int k = 0; k < g->n_outputs; k++) {
+        kiln_value v = g->outputs[k].value, nv = map[v];
+        if (c.cls[v] == C_FREE) {
+            /* a value of part 0's only */
+            if (masked[v] < 0) {
+                if (mask < 0) {
+                    unsigned char one = part == 0;
+                    kiln_tensor mt = {.dtype = KILN_BOOL, .rank = 0,
+                                      .data = &one};
+                    mask = kiln_graph_shared(ng, mname, KILN_BOOL, 0, NULL,
+                                             &mt, err);
+                }
+                kiln_value zero = mask < 0 ? -1
+                                  : kiln_graph_literal(ng, 0, KILN_LIT_INT,
+                                                       err);
+                kiln_value w[3] = {mask, nv, zero};
+                masked[v] = zero < 0 ? -1
+                            : kiln_graph_op(ng, "where", 3, w, NULL, 0, err);
+                if (masked[v] < 0) {
+                    rc = err->code;
+                    goto out;
+                }
+            }
+            nv = masked[v];
+        }
+        ng->outputs[k].value = nv;
+        ng->outputs[k].kind = g->outputs[k].kind;
+        ng->outputs[k].name = malloc(strlen(g->outputs[k].name) + 1);
+        ng->n_outputs = k + 1;
+        if (!ng->outputs[k].name) {
+            rc = kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        strcpy(ng->outputs[k].name, g->outputs[k].name);
+    }
+    if (kiln_ir_reindex(ng, err)) {
+        rc = err->code;
+        goto out;
+    }
+    /* success: move the data (sliced or whole) into the new nodes */
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *o = &g->nodes[i], *d = &ng->nodes[map[i]];
+        if (sl[i].data) {
+            d->data = sl[i].data;
+            d->blob = NULL;
+            sl[i].data = NULL;
+        } else {
+            d->data = o->data;
+            d->blob = o->blob;
+            o->data = NULL;
+            o->blob = NULL;
+        }
+    }
+#define REMAP(x) ((x) >= 0 ? map[(x)] : (x))
+    for (int k = 0; k < g->n_params; k++) {
+        kiln_param_rec *r = &g->params[k];
+        r->unc = REMAP(r->unc);
+        r->value = REMAP(r->value);
+        r->logjac = REMAP(r->logjac);
+        r->lower_ref = REMAP(r->lower_ref);
+        r->upper_ref = REMAP(r->upper_ref);
+    }
+    for (int k = 0; k < g->n_grads; k++) {
+        kiln_grad_rec *r = &g->grads[k];
+        r->cost = REMAP(r->cost);
+        r->wrt = REMAP(r->wrt);
+        r->result = REMAP(r->result);
+    }
+#undef REMAP
+    /* swap the node arrays, outputs and map; the rest stays g's */
+    {
+        kiln_node *tn = g->nodes;
+        int tc = g->n_nodes, tcap = g->cap_nodes;
+        g->nodes = ng->nodes, g->n_nodes = ng->n_nodes;
+        g->cap_nodes = ng->cap_nodes;
+        ng->nodes = tn, ng->n_nodes = tc, ng->cap_nodes = tcap;
+        kiln_output *to = g->outputs;
+        int toc = g->n_outputs, tocap = g->cap_outputs;
+        g->outputs = ng->outputs, g->n_outputs = ng->n_outputs;
+        g->cap_outputs = ng->cap_outputs;
+        ng->outputs = to, ng->n_outputs = toc, ng->cap_outputs = tocap;
+        int32_t *tm = g->map;
+        int tmc = g->map_cap;
+        g->map = ng->map, g->map_cap = ng->map_cap;
+        ng->map = tm, ng->map_cap = tmc;
+    }
+    g->part_sym = sym;
+    g->part_k = part;
+    g->part_n = nparts;
+    if (slice)
+        g->part_total = total;
+    (void)sb;
+out:
+    if (sl)
+        for (size_t i = 0; i < nn; i++)
+            free(sl[i].data);
+    free(sl);
+    free(map);
+    free(masked);
+    kiln_graph_free(ng);
+    pclass_free(&c);
+    return rc;
 }
 
 int kiln_graph_partition(kiln_graph *g, const kiln_partition *p,
                          kiln_err *err)
 {
-    (void)g, (void)p;
-    return kiln_seterr(err, KILN_ERR_ARG, "partition: not implemented yet");
-}
-
-kiln_model *kiln_model_new_partition(const kiln_graph *g,
-                                     const char *logp_output,
-                                     const char *data,
-                                     const kiln_partition *p,
-                                     const kiln_options *opt,
-                                     const kiln_read_options *ropt,
-                                     kiln_err *err)
-{
-    if (!p || (p->nparts == 1 && p->part == 0))
-        return kiln_model_new(g, logp_output, data, opt, ropt, err);
-    kiln_seterr(err, KILN_ERR_ARG, "partition: not implemented yet");
-    return NULL;
-}
-
-const char *kiln_model_partition_range(const kiln_model *m, int64_t *total,
-                                       int64_t *begin, int64_t *end)
-{
-    (void)m;
-    if (total)
-        *total = 0;
-    if (begin)
-        *begin = 0;
-    if (end)
-        *end = 0;
-    return NULL;
+    int sym;
+    if (kiln_ir_part_axis(g, p, &sym, err))
+        return err ? err->code : KILN_ERR_ARG;
+    if (g->part_n)
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "partition: the graph is a part already (part %d "
+                           "of %d)", g->part_k, g->part_n);
+    return kiln_ir_part_rewrite(g, sym, p->part, p->nparts, 1, err);
 }

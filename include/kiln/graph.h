@@ -461,8 +461,9 @@ typedef struct kiln_partition {
  * by g. */
 const char *kiln_graph_partition_axis(const kiln_graph *g);
 
-/* Declare `axis` (a symbol of g) as g's observation axis (NULL clears).
- * Errors: KILN_ERR_ARG (g NULL), KILN_ERR_NAME (g has no such symbol). */
+/* Declare `axis` (a symbol of g) as g's observation axis (NULL clears);
+ * the name is copied.  Errors: KILN_ERR_ARG (g NULL), KILN_ERR_NAME (g
+ * has no such symbol), KILN_ERR_NOMEM. */
 int kiln_graph_set_partition_axis(kiln_graph *g, const char *axis,
                                   kiln_err *err);
 
@@ -471,7 +472,12 @@ int kiln_graph_set_partition_axis(kiln_graph *g, const char *axis,
  * data) equals the whole graph's output (to rounding).  Terms that do not
  * depend on the axis are kept by part 0 and are zero in the others; an
  * output that does not depend on the axis at all is part 0's value and
- * zero elsewhere.  Shared values sized by the axis that are already bound
+ * zero elsewhere (the mask is a bool shared scalar `part0__`, a fresh
+ * name, true in part 0 only: every part compiles the same kernels).  The
+ * rules (which ops keep rows apart, which add up over parts, what is
+ * refused) are docs/mpi.md's "Partitions".  A graph declared with
+ * `partition N` keeps it; the part itself is not printed by
+ * kiln_graph_print (print the graph before partitioning it).  Shared values sized by the axis that are already bound
  * are sliced to the part's rows now; those bound later
  * (kiln_json_data_bind_graph, `kiln run --data`) are sliced as they are
  * bound.  Outputs and inputs (non-shared) must not be sized by the axis.

@@ -224,8 +224,13 @@ void kiln_model_tier_count(const kiln_model *m, int *tiered, int *kernels);
  * callback) give the part's share; constrain/unconstrain of parameters
  * are those of the whole model (a transformed parameter or generated
  * quantity that depends on the axis is refused by kiln_model_constrain
- * with KILN_ERR_ARG naming it).  p NULL, or p->nparts == 1 with part 0,
- * gives a model equal to kiln_model_new's.
+ * with KILN_ERR_ARG naming it).  p NULL gives kiln_model_new's model;
+ * p->nparts == 1 gives its values too, but the axis is checked and the
+ * density rewritten as for any P (so that a model one rank refuses, every
+ * number of ranks refuses; kiln_model_partition_range names the axis).
+ * Terms that do not depend on the axis are masked by a bool shared scalar
+ * `part0__` (true in part 0 only): every part compiles the same kernels
+ * (same cache keys, whatever its part number and row count). 
  * Errors: those of kiln_model_new; KILN_ERR_ARG (part out of range,
  * nparts < 1, no axis named or declared); KILN_ERR_NAME ("partition: the
  * model has no symbol 'M'"; "partition: symbol 'K' sizes parameter
@@ -242,8 +247,9 @@ kiln_model *kiln_model_new_partition(const kiln_graph *g,
                                      kiln_err *err);
 
 /* The part of a model made by kiln_model_new_partition: the axis's name
- * (NULL for a whole model), the axis's size in the whole data (*total) and
- * this part's rows [*begin, *end).  Any pointer may be NULL. */
+ * (owned by m; NULL for a whole model, or m NULL: then 0s), the axis's
+ * size in the whole data (*total) and this part's rows [*begin, *end).
+ * Any pointer may be NULL.  Thread-safe. */
 const char *kiln_model_partition_range(const kiln_model *m, int64_t *total,
                                        int64_t *begin, int64_t *end);
 
