@@ -11,6 +11,7 @@ tests/test_bridgestan_mpi.sh:
                 MALA chain against the serial library; the other ranks:
                 a served model refuses to evaluate; two models one after
                 the other
+      empty     two observations over three ranks (rank 0 has none)
       disagree  rank 1 passes other data: every rank's construct fails
       badaxis   a library naming an axis that sizes a parameter: every
                 rank's construct fails
@@ -172,6 +173,9 @@ def prepare(kiln, tmp):
     d = make_data()
     with open(os.path.join(tmp, "data.json"), "w") as f:
         json.dump(d, f)
+    tiny = {k: (v[:2] if k != "u_mean" else v) for k, v in d.items()}
+    with open(os.path.join(tmp, "tiny.json"), "w") as f:
+        json.dump(tiny, f)
     other = dict(d, y=[v + 1.0 for v in d["y"]])
     with open(os.path.join(tmp, "other.json"), "w") as f:
         json.dump(other, f)
@@ -225,8 +229,10 @@ def values(out, bs, tmp, size):
     n = m.param_unc_num()
     out.ok(n == 8, "8 unconstrained parameters on every rank (got %d)" % n)
     info = m.model_info()
-    out.ok(("MPI: rank %d of %d, axis N" % (rank, size)) in info,
-           "bs_model_info names the rank and the axis")
+    rows = "rows [%d, %d) of %d" % (N * rank // size, N * (rank + 1) // size, N)
+    if not out.ok(("MPI: rank %d of %d, axis N: %s" % (rank, size, rows))
+                  in info, "bs_model_info: this rank binds %s" % rows):
+        out.diag(info)
     if rank != 0:
         # construct returned: rank 0 destroyed its model
         out.raises(lambda: m.log_density_gradient(np.zeros(n)),
@@ -280,6 +286,18 @@ def values(out, bs, tmp, size):
     out.raises(lambda: bs.StanModel(lib, data, warn=False),
                ["rank 0 already has a live model"],
                "rank 0 refuses a second live model (the others are serving)")
+    # four threads on rank 0 at once (the library serialises its
+    # collectives): every result equals the serial call's
+    from concurrent.futures import ThreadPoolExecutor
+    pts = points(n, 12)
+    want = [s.log_density_gradient(p) for p in pts]
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(lambda k: m.log_density_gradient(pts[k % 12]),
+                          range(200)))
+    out.ok(all(abs(lp - want[k % 12][0]) <= 1e-12 * abs(want[k % 12][0]) and
+               np.allclose(g, want[k % 12][1], rtol=1e-12, atol=1e-12)
+               for k, (lp, g) in enumerate(got)),
+           "4 threads x 50 calls on rank 0: each equals the serial call")
     draws, acc = mala(m, n)
     draws_s, acc_s = mala(s, n)
     out.ok(acc == acc_s and 50 < acc, "MALA accepted %d of 300, serial %d"
@@ -293,6 +311,23 @@ def values(out, bs, tmp, size):
     out.close(np.append(lp2, g2), np.append(lps, gs), 1e-12,
               "a second model after the first destroyed", atol=1e-12)
     del m2
+
+
+def empty(out, bs, tmp, size):
+    """Two observations over three ranks: rank 0 binds none."""
+    data = os.path.join(tmp, "tiny.json")
+    m = bs.StanModel(os.path.join(tmp, "mpi.so"), data, warn=False)
+    if out.rank == 0:
+        out.ok("rows [0, 0) of 2" in m.model_info(),
+               "rank 0 of %d binds no observation" % size)
+        s = bs.StanModel(os.path.join(tmp, "serial.so"), data, warn=False)
+        for i, u in enumerate(points(8)):
+            lp, g = m.log_density_gradient(u)
+            lps, gs = s.log_density_gradient(u)
+            out.close(np.append(lp, g), np.append(lps, gs), 1e-12,
+                      "2 observations, point %d: equal serial" % i,
+                      atol=1e-12)
+    del m
 
 
 def disagree(out, bs, tmp, size):
@@ -321,7 +356,7 @@ def main():
     out = Out(rank_of())
     import bridgestan as bs
     try:
-        {"values": values, "disagree": disagree,
+        {"values": values, "disagree": disagree, "empty": empty,
          "badaxis": badaxis}[mode](out, bs, tmp, size)
     except Exception as e:  # noqa: BLE001
         import traceback

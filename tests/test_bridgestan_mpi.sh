@@ -3,8 +3,9 @@
 # (bridgestan-mpi.so, `kiln bridgestan --mpi-axis N`; docs/bridgestan.md,
 # "Under MPI"): the real BridgeStan Python client and the C API (dlopen)
 # under `mpirun --oversubscribe --bind-to none -np 1, 2, 3`, against the
-# bad input.  Skips without MPI (configure --with-mpi, mpirun), without
-# ../shared/clients, numpy or /usr/bin/python3, and in sanitizer builds.
+# serial library; bad input.  Skips without MPI (configure --with-mpi,
+# mpirun), without ../shared/clients, numpy or /usr/bin/python3, and in
+# sanitizer builds.
 # TAP output: every rank's lines, numbered here.
 . "${KILN_SRCDIR:-.}/tests/bridgestan_env.sh"
 [ -f "$build/tools/.libs/bridgestan-mpi.so" ] ||
@@ -34,6 +35,7 @@ lines() {
       "ok - "*) ok 0 "$2: ${l#ok - }" ;;
       "not ok - "*) ok 1 "$2: ${l#not ok - }" ;;
       "#"*) echo "$l" ;;
+      "") ;;
       *) echo "# $l" ;;
     esac
   done <"$1"
@@ -86,6 +88,8 @@ for np in 2 3; do
     "$build/tests/test_bridgestan_mpi_dlopen" "$tmp/mpi.so" \
     "$tmp/serial.so" "$tmp/data.json"
 done
+run "2 observations -np 3" "$mpirun" --oversubscribe --bind-to none -np 3 \
+  "$python" "$py" empty "$tmp"
 run "disagreeing data -np 2" "$mpirun" --oversubscribe --bind-to none -np 2 \
   "$python" "$py" disagree "$tmp"
 run "bad axis -np 2" "$mpirun" --oversubscribe --bind-to none -np 2 \
