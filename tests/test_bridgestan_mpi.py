@@ -30,6 +30,8 @@ import sys
 
 import numpy as np
 
+from bridgestan_common import Tap
+
 N, G = 103, 4          # observations (split unevenly), groups
 SEED = 20261207
 
@@ -42,12 +44,13 @@ def rank_of():
     return 0
 
 
-class Out:
-    """Unnumbered TAP lines of one rank."""
+class Out(Tap):
+    """Unnumbered TAP lines of one rank (Tap's close and raises print
+    through these)."""
 
     def __init__(self, rank):
+        Tap.__init__(self)
         self.rank = rank
-        self.failed = 0
 
     def ok(self, cond, what):
         if not cond:
@@ -60,26 +63,8 @@ class Out:
         for line in str(text).splitlines():
             print("# rank %d: %s" % (self.rank, line), flush=True)
 
-    def close(self, got, want, rtol, what, atol=0.0):
-        got = np.asarray(got, dtype=float)
-        want = np.asarray(want, dtype=float)
-        good = got.shape == want.shape and bool(
-            np.all(np.abs(got - want) <= atol + rtol * np.abs(want)))
-        if not self.ok(good, what):
-            self.diag("got  %r\nwant %r" % (got, want))
-        return good
-
-    def raises(self, fn, needles, what):
-        try:
-            fn()
-        except Exception as e:  # noqa: BLE001 -- the message is the point
-            text = str(e)
-            good = all(s in text for s in needles)
-            self.ok(good, what)
-            self.diag("message: %s" % text)
-            return text
-        self.ok(False, what + " (nothing raised)")
-        return None
+    def near(self, got, want, rtol, what, atol=0.0):
+        return self.close(got, want, rtol, atol, what)
 
 
 # ---- the model, its data, numpy's log density -----------------------------
@@ -238,7 +223,7 @@ def values(out, bs, tmp, size):
         out.raises(lambda: m.log_density_gradient(np.zeros(n)),
                    ["rank %d of %d" % (rank, size), "only rank 0 evaluates"],
                    "a served model refuses to evaluate")
-        out.close(m.param_constrain(np.full(n, 0.5), include_tp=True)[-1],
+        out.near(m.param_constrain(np.full(n, 0.5), include_tp=True)[-1],
                   2 * math.exp(0.5), 1e-15,
                   "a served model still constrains (tp scale)")
         del m
@@ -261,27 +246,27 @@ def values(out, bs, tmp, size):
                       float(np.max(np.abs(g - gs) /
                                    np.maximum(np.abs(gs), 1e-300))))
             worst = max(worst, rel)
-            good &= out.close(np.append(lp, g), np.append(lps, gs), 1e-12,
+            good &= out.near(np.append(lp, g), np.append(lps, gs), 1e-12,
                               "point %d jacobian=%s: log density and "
                               "gradient equal serial to 1e-12" % (i, jac),
                               atol=1e-12)
-            out.close(m.log_density(u, jacobian=jac), lps, 1e-12,
+            out.near(m.log_density(u, jacobian=jac), lps, 1e-12,
                       "point %d jacobian=%s: bs_log_density" % (i, jac))
-        out.close(lp, numpy_logp(d, u, False), 1e-11,
+        out.near(lp, numpy_logp(d, u, False), 1e-11,
                   "point %d: numpy's log density" % i)
     out.diag("largest relative difference from serial: %.3g" % worst)
     u = points(n)[2]
     lp, g, h = m.log_density_hessian(u)
     lps, gs, hs = s.log_density_hessian(u)
-    out.close(h, hs, 1e-6, "Hessian (central differences of the summed "
+    out.near(h, hs, 1e-6, "Hessian (central differences of the summed "
               "gradient) equals serial's to 1e-6", atol=1e-8)
     v = np.linspace(-1, 1, n)
     lp, hv = m.log_density_hessian_vector_product(u, v)
-    out.close(hv, hs @ v, 1e-5, "Hessian-vector product", atol=1e-7)
-    out.close(m.param_constrain(u, include_tp=True),
+    out.near(hv, hs @ v, 1e-5, "Hessian-vector product", atol=1e-7)
+    out.near(m.param_constrain(u, include_tp=True),
               s.param_constrain(u, include_tp=True), 1e-15,
               "param_constrain with tp (local on rank 0)")
-    out.close(m.param_unconstrain(s.param_constrain(u)), u, 1e-13,
+    out.near(m.param_unconstrain(s.param_constrain(u)), u, 1e-13,
               "param_unconstrain round trip", atol=1e-13)
     out.raises(lambda: bs.StanModel(lib, data, warn=False),
                ["rank 0 already has a live model"],
@@ -302,13 +287,13 @@ def values(out, bs, tmp, size):
     draws_s, acc_s = mala(s, n)
     out.ok(acc == acc_s and 50 < acc, "MALA accepted %d of 300, serial %d"
            % (acc, acc_s))
-    out.close(draws, draws_s, 1e-9, "300 MALA draws equal serial's",
+    out.near(draws, draws_s, 1e-9, "300 MALA draws equal serial's",
               atol=1e-12)
     del m       # the other ranks' construct returns
     m2 = bs.StanModel(lib, data, warn=False)
     lp2, g2 = m2.log_density_gradient(u)
     lps, gs = s.log_density_gradient(u)
-    out.close(np.append(lp2, g2), np.append(lps, gs), 1e-12,
+    out.near(np.append(lp2, g2), np.append(lps, gs), 1e-12,
               "a second model after the first destroyed", atol=1e-12)
     del m2
 
@@ -324,7 +309,7 @@ def empty(out, bs, tmp, size):
         for i, u in enumerate(points(8)):
             lp, g = m.log_density_gradient(u)
             lps, gs = s.log_density_gradient(u)
-            out.close(np.append(lp, g), np.append(lps, gs), 1e-12,
+            out.near(np.append(lp, g), np.append(lps, gs), 1e-12,
                       "2 observations, point %d: equal serial" % i,
                       atol=1e-12)
     del m

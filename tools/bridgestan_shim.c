@@ -41,7 +41,6 @@
 
 #ifdef KILN_BS_MPI
 #include <kiln/mpi.h>
-#include <math.h>
 #include <pthread.h>
 #endif
 
@@ -689,106 +688,32 @@ int bs_param_unconstrain_json(const bs_model *m, const char *json,
 }
 
 /* ---- second derivatives -------------------------------------------------
- * A serial library: kiln_model's.  Under MPI: the same central
- * differences of the gradient (the step rule of core/model/model.c,
- * docs/bridgestan.md "Hessians"), each gradient the sum over the ranks. */
-#ifdef KILN_BS_MPI
-#define FD_STEP 6.0554544523933395e-06   /* cbrt(DBL_EPSILON), as model.c */
+ * kiln's central differences of the gradient (kiln_fd_hessian,
+ * kiln_fd_hvp; docs/bridgestan.md "Hessians"), over density(): in a
+ * serial library the model's own gradient, under MPI the sum over the
+ * ranks (2n + 1 collectives for a Hessian). */
+
+/* density() as a kiln_density_fn */
+static int density_fn(const void *ctx, int jacobian, const double *unc,
+                      double *lp, double *grad, kiln_err *err)
+{
+    return density(ctx, jacobian, unc, lp, grad, err);
+}
 
 static int hessian_of(const bs_model *m, int jacobian, const double *unc,
                       double *lp, double *grad, double *hessian,
                       kiln_err *err)
 {
-    int64_t n = m->km ? kiln_model_n_unc(m->km) : 0;
-    if (!lp || !hessian || (!unc && n)) {
-        err->code = KILN_ERR_ARG;
-        snprintf(err->message, sizeof err->message, "hessian: NULL argument");
-        return -1;
-    }
-    double *buf = malloc(sizeof(double) * (size_t)(3 * n + 1)), dummy;
-    if (!buf) {
-        err->code = KILN_ERR_NOMEM;
-        snprintf(err->message, sizeof err->message, "out of memory");
-        return -1;
-    }
-    double *u = buf, *gp = buf + n, *gm = buf + 2 * n;
-    int rc = density(m, jacobian, unc, lp, grad ? grad : gp, err);
-    if (n)
-        memcpy(u, unc, sizeof(double) * (size_t)n);
-    for (int64_t j = 0; !rc && j < n; j++) {
-        double h = FD_STEP * fmax(1.0, fabs(unc[j]));
-        u[j] = unc[j] + h;
-        rc = density(m, jacobian, u, &dummy, gp, err);
-        u[j] = unc[j] - h;
-        if (!rc)
-            rc = density(m, jacobian, u, &dummy, gm, err);
-        u[j] = unc[j];
-        for (int64_t i = 0; !rc && i < n; i++)
-            hessian[i * n + j] = (gp[i] - gm[i]) / (2 * h);
-    }
-    for (int64_t i = 0; !rc && i < n; i++)
-        for (int64_t j = i + 1; j < n; j++)
-            hessian[i * n + j] = hessian[j * n + i] =
-                0.5 * (hessian[i * n + j] + hessian[j * n + i]);
-    free(buf);
-    return rc;
+    return kiln_fd_hessian(density_fn, m, kiln_model_n_unc(m->km), jacobian,
+                           unc, lp, grad, hessian, err);
 }
 
 static int hvp_of(const bs_model *m, int jacobian, const double *unc,
                   const double *v, double *lp, double *hvp, kiln_err *err)
 {
-    int64_t n = m->km ? kiln_model_n_unc(m->km) : 0;
-    if (!lp || ((!unc || !v || !hvp) && n)) {
-        err->code = KILN_ERR_ARG;
-        snprintf(err->message, sizeof err->message, "hvp: NULL argument");
-        return -1;
-    }
-    double *buf = malloc(sizeof(double) * (size_t)(3 * n + 1)), dummy;
-    if (!buf) {
-        err->code = KILN_ERR_NOMEM;
-        snprintf(err->message, sizeof err->message, "out of memory");
-        return -1;
-    }
-    double *u = buf, *gp = buf + n, *gm = buf + 2 * n, un = 0, vn = 0;
-    int bad_v = 0, rc = density(m, jacobian, unc, lp, NULL, err);
-    for (int64_t i = 0; i < n; i++) {   /* along v / max|v| (model.c) */
-        un = fmax(un, fabs(unc[i]));
-        bad_v |= !isfinite(v[i]);
-        vn = fmax(vn, fabs(v[i]));
-    }
-    if (!rc && (vn == 0 || bad_v)) {
-        for (int64_t i = 0; i < n; i++)
-            hvp[i] = bad_v ? NAN : 0.0;
-    } else if (!rc) {
-        double h = FD_STEP * fmax(1.0, un);
-        for (int64_t i = 0; i < n; i++)
-            u[i] = unc[i] + h * (v[i] / vn);
-        rc = density(m, jacobian, u, &dummy, gp, err);
-        for (int64_t i = 0; i < n; i++)
-            u[i] = unc[i] - h * (v[i] / vn);
-        if (!rc)
-            rc = density(m, jacobian, u, &dummy, gm, err);
-        for (int64_t i = 0; !rc && i < n; i++)
-            hvp[i] = (gp[i] - gm[i]) / (2 * h) * vn;
-    }
-    free(buf);
-    return rc;
+    return kiln_fd_hvp(density_fn, m, kiln_model_n_unc(m->km), jacobian, unc,
+                       v, lp, hvp, err);
 }
-#else
-static int hessian_of(const bs_model *m, int jacobian, const double *unc,
-                      double *lp, double *grad, double *hessian,
-                      kiln_err *err)
-{
-    return kiln_model_log_density_hessian(m->km, jacobian, unc, lp, grad,
-                                          hessian, err);
-}
-
-static int hvp_of(const bs_model *m, int jacobian, const double *unc,
-                  const double *v, double *lp, double *hvp, kiln_err *err)
-{
-    return kiln_model_log_density_hvp(m->km, jacobian, unc, v, lp, hvp, err);
-}
-#endif
 
 /* ---- densities (propto is accepted and ignored: kiln keeps every
  * constant, which BridgeStan's contract allows) --------------------------- */
