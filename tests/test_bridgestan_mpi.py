@@ -3,8 +3,8 @@
 "Under MPI") through the real BridgeStan 2.7.0 Python client.  Run by
 tests/test_bridgestan_mpi.sh:
 
-  test_bridgestan_mpi.py prepare KILN TMP   (no mpirun) writes the model,
-      its data and the libraries into TMP
+  test_bridgestan_mpi.py prepare KILN SRC TMP   (no mpirun) writes the
+      model, its data and the libraries into TMP
   mpirun -np R test_bridgestan_mpi.py MODE TMP   every rank runs it, as a
       user's program would; MODE is one of
       values    rank 0: densities, gradients, Hessians, transforms and a
@@ -12,6 +12,7 @@ tests/test_bridgestan_mpi.sh:
                 a served model refuses to evaluate; two models one after
                 the other
       empty     two observations over three ranks (rank 0 has none)
+      bound     examples/logistic.kg, its CSV data bound in the library
       disagree  rank 1 passes other data: every rank's construct fails
       badaxis   a library naming an axis that sizes a parameter: every
                 rank's construct fails
@@ -151,7 +152,7 @@ def with_axis(src, dst, axis):
     os.chmod(dst, 0o755)
 
 
-def prepare(kiln, tmp):
+def prepare(kiln, src, tmp):
     model = os.path.join(tmp, "reg.kg")
     with open(model, "w") as f:
         f.write(MODEL)
@@ -174,6 +175,17 @@ def prepare(kiln, tmp):
             return 1
     with_axis(os.path.join(tmp, "mpi.so"), os.path.join(tmp, "badaxis.so"),
               "G")
+    # a model whose data are bound into the library (csv(): radon's 919
+    # houses, examples/logistic.kg); every rank slices the bound data
+    logistic = os.path.join(src, "examples", "logistic.kg")
+    for args in (["-o", "logistic.so"], ["--mpi-axis", "N", "-o",
+                                         "logistic_mpi.so"]):
+        r = subprocess.run([kiln, "bridgestan", logistic] + args, cwd=tmp,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True)
+        sys.stdout.write(r.stdout)
+        if r.returncode != 0:
+            return 1
     return 0
 
 
@@ -315,6 +327,22 @@ def empty(out, bs, tmp, size):
     del m
 
 
+def bound(out, bs, tmp, size):
+    """examples/logistic.kg, its CSV data bound into the library."""
+    m = bs.StanModel(os.path.join(tmp, "logistic_mpi.so"), warn=False)
+    if out.rank == 0:
+        s = bs.StanModel(os.path.join(tmp, "logistic.so"), warn=False)
+        out.ok("rows [0, %d) of 919" % (919 // size) in m.model_info(),
+               "rank 0 binds its rows of the bound CSV")
+        for i, u in enumerate(points(3)):
+            lp, g = m.log_density_gradient(u)
+            lps, gs = s.log_density_gradient(u)
+            out.near(np.append(lp, g), np.append(lps, gs), 1e-12,
+                     "logistic (bound csv data), point %d: equal serial" % i,
+                     atol=1e-12)
+    del m
+
+
 def disagree(out, bs, tmp, size):
     data = os.path.join(tmp, "data.json" if out.rank != 1 else "other.json")
     out.raises(lambda: bs.StanModel(os.path.join(tmp, "mpi.so"), data,
@@ -335,13 +363,14 @@ def badaxis(out, bs, tmp, size):
 def main():
     mode = sys.argv[1]
     if mode == "prepare":
-        return prepare(sys.argv[2], sys.argv[3])
+        return prepare(sys.argv[2], sys.argv[3], sys.argv[4])
     tmp = sys.argv[2]
     size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
     out = Out(rank_of())
     import bridgestan as bs
     try:
         {"values": values, "disagree": disagree, "empty": empty,
+         "bound": bound,
          "badaxis": badaxis}[mode](out, bs, tmp, size)
     except Exception as e:  # noqa: BLE001
         import traceback

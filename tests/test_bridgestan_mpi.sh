@@ -50,7 +50,7 @@ run() {
   ok $st "$label: exit status $st"
 }
 
-"$python" "$py" prepare "$kiln" "$tmp" >"$tmp/prep" 2>&1
+"$python" "$py" prepare "$kiln" "$src" "$tmp" >"$tmp/prep" 2>&1
 st=$?
 lines "$tmp/prep" prepare
 ok $st "kiln bridgestan MODEL.kg (serial) and --mpi-axis N"
@@ -90,6 +90,8 @@ for np in 2 3; do
 done
 run "2 observations -np 3" "$mpirun" --oversubscribe --bind-to none -np 3 \
   "$python" "$py" empty "$tmp"
+run "bound data -np 2" "$mpirun" --oversubscribe --bind-to none -np 2 \
+  "$python" "$py" bound "$tmp"
 run "disagreeing data -np 2" "$mpirun" --oversubscribe --bind-to none -np 2 \
   "$python" "$py" disagree "$tmp"
 run "bad axis -np 2" "$mpirun" --oversubscribe --bind-to none -np 2 \
