@@ -13,6 +13,7 @@ tests/test_bridgestan_mpi.sh:
                 the other
       empty     two observations over three ranks (rank 0 has none)
       bound     examples/logistic.kg, its CSV data bound in the library
+      nodestroy rank 0 exits without destroying its model
       disagree  rank 1 passes other data: every rank's construct fails
       badaxis   a library naming an axis that sizes a parameter: every
                 rank's construct fails
@@ -153,6 +154,7 @@ def with_axis(src, dst, axis):
 
 
 def prepare(kiln, src, tmp):
+    kiln, src = os.path.abspath(kiln), os.path.abspath(src)  # cwd=tmp below
     model = os.path.join(tmp, "reg.kg")
     with open(model, "w") as f:
         f.write(MODEL)
@@ -343,6 +345,24 @@ def bound(out, bs, tmp, size):
     del m
 
 
+def nodestroy(out, bs, tmp, size):
+    """A program that never destroys its model (through ctypes, without
+    the client's __del__): the library's exit handler on rank 0 releases
+    the serving ranks and every rank finalises MPI; the job ends."""
+    import ctypes
+    lib = ctypes.CDLL(os.path.join(tmp, "mpi.so"))
+    lib.bs_model_construct.restype = ctypes.c_void_p
+    lib.bs_model_construct.argtypes = [ctypes.c_char_p, ctypes.c_uint,
+                                       ctypes.POINTER(ctypes.c_char_p)]
+    err = ctypes.c_char_p()
+    with open(os.path.join(tmp, "data.json"), "rb") as f:
+        m = lib.bs_model_construct(f.read(), 0, ctypes.byref(err))
+    out.ok(bool(m), "constructed; %s" % ("exiting without bs_model_destruct"
+                                         if out.rank == 0 else
+                                         "construct returned at rank 0's "
+                                         "exit"))
+
+
 def disagree(out, bs, tmp, size):
     data = os.path.join(tmp, "data.json" if out.rank != 1 else "other.json")
     out.raises(lambda: bs.StanModel(os.path.join(tmp, "mpi.so"), data,
@@ -370,7 +390,7 @@ def main():
     import bridgestan as bs
     try:
         {"values": values, "disagree": disagree, "empty": empty,
-         "bound": bound,
+         "bound": bound, "nodestroy": nodestroy,
          "badaxis": badaxis}[mode](out, bs, tmp, size)
     except Exception as e:  # noqa: BLE001
         import traceback

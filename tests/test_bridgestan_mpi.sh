@@ -44,7 +44,7 @@ lines() {
 run() {
   label=$1
   shift
-  timeout 600 "$@" >"$tmp/out" 2>&1
+  timeout ${tmo:-600} "$@" >"$tmp/out" 2>&1
   st=$?
   lines "$tmp/out" "$label"
   ok $st "$label: exit status $st"
@@ -92,6 +92,8 @@ run "2 observations -np 3" "$mpirun" --oversubscribe --bind-to none -np 3 \
   "$python" "$py" empty "$tmp"
 run "bound data -np 2" "$mpirun" --oversubscribe --bind-to none -np 2 \
   "$python" "$py" bound "$tmp"
+tmo=120 run "no bs_model_destruct -np 3" "$mpirun" --oversubscribe \
+  --bind-to none -np 3 "$python" "$py" nodestroy "$tmp"
 run "disagreeing data -np 2" "$mpirun" --oversubscribe --bind-to none -np 2 \
   "$python" "$py" disagree "$tmp"
 run "bad axis -np 2" "$mpirun" --oversubscribe --bind-to none -np 2 \
