@@ -618,7 +618,8 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
 
 /* Slice every bound shared value of g sized by axis `sym` (and the
  * axis's size as an integer scalar) to part `part` of `nparts` of
- * `total` rows in place, and mark g a part.  Errors: KILN_ERR_SHAPE (a
+ * `total` rows in place, and mark g a part (core/model/partition.c, for
+ * the model's copy of the graph).  Errors: KILN_ERR_SHAPE (a
  * value without `total` rows), KILN_ERR_NOMEM (g partly sliced: the
  * model discards it). */
 int kiln_ir_part_slice(kiln_graph *g, int sym, int part, int nparts,

@@ -460,13 +460,36 @@ static void fresh(const kiln_graph *g, const char *base, char *buf,
         snprintf(buf, size, "%s%d", base, k);
 }
 
+/* *out = where(part0__, x, 0) in ng (made once: *out >= 0 afterwards),
+ * with the mask *mask made at its first use (true in part 0 only).
+ * 0, or an error. */
+static int mask_of(kiln_graph *ng, const char *mname, int part,
+                   kiln_value *mask, kiln_value x, kiln_value *out,
+                   kiln_err *err)
+{
+    if (*out >= 0)
+        return 0;
+    if (*mask < 0) {
+        unsigned char one = part == 0;
+        kiln_tensor mt = {.dtype = KILN_BOOL, .rank = 0, .data = &one};
+        if ((*mask = kiln_graph_shared(ng, mname, KILN_BOOL, 0, NULL, &mt,
+                                       err)) < 0)
+            return err->code;
+    }
+    kiln_value zero = kiln_graph_literal(ng, 0, KILN_LIT_INT, err);
+    kiln_value w[3] = {*mask, x, zero};
+    if (zero < 0 ||
+        (*out = kiln_graph_op(ng, "where", 3, w, NULL, 0, err)) < 0)
+        return err->code;
+    return 0;
+}
+
 int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
                          int slice, kiln_err *err)
 {
     kiln_err local;
     if (!err)
         err = &local;
-    char sb[160];
     /* inputs and outputs sized by the axis */
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == KILN_OP_INPUT &&
@@ -547,26 +570,11 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
             in[j] = map[v];
             if (!masks_input(c.mask[i], j) || c.cls[v] != C_FREE)
                 continue;
-            if (masked[v] < 0) {
-                if (mask < 0) {
-                    unsigned char one = part == 0;
-                    kiln_tensor mt = {.dtype = KILN_BOOL, .rank = 0,
-                                      .data = &one};
-                    mask = kiln_graph_shared(ng, mname, KILN_BOOL, 0, NULL,
-                                             &mt, err);
-                }
-                kiln_value zero = mask < 0 ? -1
-                                  : kiln_graph_literal(ng, 0, KILN_LIT_INT,
-                                                       err);
-                kiln_value w[3] = {mask, map[v], zero};
-                masked[v] = zero < 0 ? -1
-                            : kiln_graph_op(ng, "where", 3, w, NULL, 0, err);
-                if (masked[v] < 0) {
-                    if (in != ins)
-                        free(in);
-                    rc = err->code;
-                    goto out;
-                }
+            if (mask_of(ng, mname, part, &mask, map[v], &masked[v], err)) {
+                if (in != ins)
+                    free(in);
+                rc = err->code;
+                goto out;
             }
             in[j] = masked[v];
         }
@@ -618,24 +626,9 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
         kiln_value v = g->outputs[k].value, nv = map[v];
         if (c.cls[v] == C_FREE) {
             /* a value of part 0's only */
-            if (masked[v] < 0) {
-                if (mask < 0) {
-                    unsigned char one = part == 0;
-                    kiln_tensor mt = {.dtype = KILN_BOOL, .rank = 0,
-                                      .data = &one};
-                    mask = kiln_graph_shared(ng, mname, KILN_BOOL, 0, NULL,
-                                             &mt, err);
-                }
-                kiln_value zero = mask < 0 ? -1
-                                  : kiln_graph_literal(ng, 0, KILN_LIT_INT,
-                                                       err);
-                kiln_value w[3] = {mask, nv, zero};
-                masked[v] = zero < 0 ? -1
-                            : kiln_graph_op(ng, "where", 3, w, NULL, 0, err);
-                if (masked[v] < 0) {
-                    rc = err->code;
-                    goto out;
-                }
+            if (mask_of(ng, mname, part, &mask, nv, &masked[v], err)) {
+                rc = err->code;
+                goto out;
             }
             nv = masked[v];
         }
@@ -705,7 +698,6 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
     g->part_n = nparts;
     if (slice)
         g->part_total = total;
-    (void)sb;
 out:
     if (sl)
         for (size_t i = 0; i < nn; i++)
@@ -729,4 +721,53 @@ int kiln_graph_partition(kiln_graph *g, const kiln_partition *p,
                            "partition: the graph is a part already (part %d "
                            "of %d)", g->part_k, g->part_n);
     return kiln_ir_part_rewrite(g, sym, p->part, p->nparts, 1, err);
+}
+
+int kiln_ir_part_slice(kiln_graph *g, int sym, int part, int nparts,
+                       int64_t total, kiln_err *err)
+{
+    int64_t b, e;
+    kiln_ir_part_rows(total, part, nparts, &b, &e);
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *n = &g->nodes[i];
+        int k = axis_pos(&n->type, sym);
+        if (n->op != KILN_OP_SHARED || !n->data ||
+            (k < 0 && !is_axis_scalar(g, n, sym)))
+            continue;
+        kiln_tensor whole = {.dtype = n->type.dtype, .rank = n->type.rank,
+                             .data = n->data}, s;
+        memcpy(whole.shape, n->vshape, sizeof whole.shape);
+        if (k >= 0) {
+            if (n->vshape[k] != total)
+                return kiln_seterr(err, KILN_ERR_SHAPE,
+                                   "partition: shared '%s' has %lld rows "
+                                   "along axis '%s', but the axis is %lld",
+                                   n->name ? n->name : "?",
+                                   (long long)n->vshape[k], g->symbols[sym],
+                                   (long long)total);
+            if (slice_value(g, n, k, &whole, b, e, &s, err))
+                return err ? err->code : KILN_ERR_NOMEM;
+            n->vshape[k] = e - b;
+            n->nbytes = (size_t)kiln_shape_numel(s.rank, s.shape) *
+                        kiln_dtype_size(s.dtype);
+        } else {
+            if (!(s.data = malloc(8)))
+                return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
+            if (n->type.dtype == KILN_I64)
+                *(int64_t *)s.data = e - b;
+            else
+                *(int32_t *)s.data = (int32_t)(e - b);
+        }
+        if (n->blob)
+            kiln_blob_unref(n->blob);
+        else
+            free(n->data);
+        n->blob = NULL;
+        n->data = s.data;
+    }
+    g->part_sym = sym;
+    g->part_k = part;
+    g->part_n = nparts;
+    g->part_total = total;
+    return 0;
 }
