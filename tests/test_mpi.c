@@ -24,6 +24,7 @@
 #include "tap.h"
 
 static int rank, size;
+static int served = 1;   /* ranks != 0: kiln_mpi_serve returned 0 */
 
 /* one collective check: rank 0 prints "ok N - ..." when every rank's
  * cond holds */
@@ -98,6 +99,9 @@ static kiln_options quiet_opt(void)
     memset(&o, 0, sizeof o);
     o.struct_size = sizeof o;
     o.quiet = 1;
+    /* tests/test_mpi.sh's compile counts: a backend whose code the cache
+     * holds (the interpreter's is not) */
+    o.backend = getenv("KILN_MPI_TEST_BACKEND");
     return o;
 }
 
@@ -119,9 +123,10 @@ static void compare(kiln_mpi_model *mm, kiln_model *serial, int serve,
     int evals = 0;
     if (serve && rank != 0) {
         kiln_err e = {0, ""};
-        int rc = kiln_mpi_serve(mm, &e);
-        check(rc == 0, "%s: rank %d served until rank 0 freed the model "
-              "(%s)", what, rank, e.message);
+        served = kiln_mpi_serve(mm, &e) == 0;
+        if (!served)
+            fprintf(stderr, "rank %d: kiln_mpi_serve: %s\n", rank,
+                    e.message);
         return;
     }
     for (int pt = 0; pt < 3 && good; pt++) {
@@ -210,13 +215,14 @@ int main(int argc, char **argv)
     check(not_init, "before MPI_Init: KILN_ERR_ARG \"%s\"", not_init_msg);
 
     /* 1. the whole data (37 rows over 1..4 ranks) */
-    kiln_model *serial = kiln_model_new(g, NULL, data, &o, NULL, &e);
-    check(serial != NULL, "serial kiln_model_new (%s)",
-          serial ? "" : e.message);
+    /* (first: its compile count is on an empty cache in test_mpi.sh) */
     rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, &o, NULL,
                             &mm, &e);
     check(rc == 0 && mm, "kiln_mpi_model_new over %d rank%s (%s)", size,
           size == 1 ? "" : "s", rc ? e.message : "ok");
+    kiln_model *serial = kiln_model_new(g, NULL, data, &o, NULL, &e);
+    check(serial != NULL, "serial kiln_model_new (%s)",
+          serial ? "" : e.message);
     if (mm && serial) {
         int64_t total = -1, b = -1, en = -1;
         const char *ax = kiln_model_partition_range(kiln_mpi_model_part(mm),
@@ -256,7 +262,8 @@ int main(int argc, char **argv)
         }
         kiln_mpi_model_free(mm);   /* rank 0: tells the servers to stop */
         mm = NULL;
-        check(1, "every rank is past serve mode");
+        check(served, "every rank is past serve mode: the servers returned "
+              "0 when rank 0 freed the model");
     }
     kiln_model_free(serial);
 

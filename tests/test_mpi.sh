@@ -49,7 +49,8 @@ fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-mpirun() { command mpirun --oversubscribe --bind-to none "$@"; }
+# (a deadlock would spin: every run is cut off after 3 minutes)
+mpirun() { timeout 180 mpirun --oversubscribe --bind-to none "$@"; }
 api="$build/tests/test_mpi_api"
 
 # every line of $1 equals $2's, numbers to 1e-12 relative, but for the
@@ -64,7 +65,7 @@ same_lines() {
     function abs(x) { return x < 0 ? -x : x }
     NR % 2 == 1 { a = $0; next }
     {
-      na = split(a, A, /[][ ,=]+/); nb = split($0, B, /[][ ,=]+/)
+      na = split(a, A, /[][ ,=:{}"]+/); nb = split($0, B, /[][ ,=:{}"]+/)
       if (na != nb) { print "fields differ: " a " | " $0; bad = 1; next }
       for (i = 1; i <= na; i++) {
         if (num(A[i]) && num(B[i])) {
@@ -132,11 +133,17 @@ pp="$build/backends/interp/.libs"
 for b in tcc llvm; do
   [ -d "$build/backends/$b/.libs" ] && pp="$pp:$build/backends/$b/.libs"
 done
+# a backend whose code the cache holds (tiers start small kernels on the
+# interpreter, whose code is not cached: nothing to count)
+be=interp
+[ -d "$build/backends/llvm/.libs" ] && be=llvm
+[ -d "$build/backends/tcc/.libs" ] && be=tcc
 compiles() {  # compiles NP DIR: kiln run's job total on a fresh cache DIR
   rm -rf "$2"; mkdir -p "$2"
   # shellcheck disable=SC2086
   KILN_CACHE_DIR="$2" KILN_PLUGIN_PATH="$pp" mpirun -np "$1" "$kiln" run \
     "$model" --data "$data" $point --mpi-axis N --mpi-report --quiet \
+    --backend $be \
     2>&1 >/dev/null | sed -n 's/^kiln: mpi: .*compiles: \([0-9]*\) in the job.*/\1/p'
 }
 c1=$(compiles 1 "$tmp/cache1")
@@ -145,20 +152,21 @@ c4=$(compiles 4 "$tmp/cache4")
 ok $? "kiln run: 4 ranks on an empty cache compile what 1 does ($c4 vs $c1)"
 [ -n "$c1" ] && [ "$c1" -gt 0 ]
 st=$?
-if [ -d "$build/backends/tcc/.libs" ] || [ -d "$build/backends/llvm/.libs" ]; then
+if [ $be != interp ]; then
   ok $st "and that is more than nothing ($c1 compiles)"
 else
   skip 1 "no compiling backend built"
 fi
 apic() {  # the C API's job total on a fresh cache
   rm -rf "$2"; mkdir -p "$2"
-  KILN_CACHE_DIR="$2" KILN_PLUGIN_PATH="$pp" mpirun -np "$1" "$api" 2>/dev/null |
+  KILN_CACHE_DIR="$2" KILN_PLUGIN_PATH="$pp" KILN_MPI_TEST_BACKEND=$be \
+    mpirun -np "$1" "$api" 2>/dev/null |
     sed -n 's/^# compiles: job \([0-9]*\),.*/\1/p'
 }
 a1=$(apic 1 "$tmp/cache5")
 a3=$(apic 3 "$tmp/cache6")
-[ -n "$a1" ] && [ "$a1" = "$a3" ]
-ok $? "kiln_mpi_model_new: 3 ranks on an empty cache compile what 1 does ($a3 vs $a1)"
+[ -n "$a1" ] && [ "$a1" = "$a3" ] && { [ $be = interp ] || [ "$a1" -gt 0 ]; }
+ok $? "kiln_mpi_model_new ($be): 3 ranks on an empty cache compile what 1 does ($a3 vs $a1)"
 
 # --- bad input: one line on stderr, a non-zero exit -------------------------
 one_line() {  # one_line ERRFILE PATTERN: exactly one kiln: line, matching
@@ -202,7 +210,7 @@ ok $? "rank 1's data file missing: rank 0 says so in one line, exit $st: $(grep 
 # a rank that hangs / dies: the job ends within the timeout
 t0=$(date +%s)
 # shellcheck disable=SC2086
-KILN_MPI_TEST_FAULT=hang:1 KILN_MPI_TIMEOUT=5 timeout 120 mpirun -np 3 \
+KILN_MPI_TEST_FAULT=hang:1 KILN_MPI_TIMEOUT=5 timeout 120 mpirun --oversubscribe --bind-to none -np 3 \
   "$kiln" run "$model" --data "$data" $point --mpi-axis N >"$tmp/out" 2>"$tmp/err"
 st=$?
 t=$(( $(date +%s) - t0 ))
@@ -211,14 +219,14 @@ t=$(( $(date +%s) - t0 ))
 ok $? "rank 1 hangs: the job fails in ${t}s with one kiln line (exit $st): $(grep '^kiln' "$tmp/err" | head -c 300)"
 t0=$(date +%s)
 # shellcheck disable=SC2086
-KILN_MPI_TEST_FAULT=die:2 KILN_MPI_TIMEOUT=5 timeout 120 mpirun -np 3 \
+KILN_MPI_TEST_FAULT=die:2 KILN_MPI_TIMEOUT=5 timeout 120 mpirun --oversubscribe --bind-to none -np 3 \
   "$kiln" run "$model" --data "$data" $point --mpi-axis N >"$tmp/out" 2>"$tmp/err"
 st=$?
 t=$(( $(date +%s) - t0 ))
 [ $st != 0 ] && [ $st != 124 ] && [ $t -lt 60 ] && [ "$(grep -c '^kiln: ' "$tmp/err")" -le 1 ]
 ok $? "rank 2 dies: the job fails in ${t}s (exit $st), at most one kiln line"
 t0=$(date +%s)
-KILN_MPI_TIMEOUT=3 timeout 120 mpirun -np 2 "$api" hang >"$tmp/out" 2>"$tmp/err"
+KILN_MPI_TIMEOUT=3 timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$api" hang >"$tmp/out" 2>"$tmp/err"
 st=$?
 t=$(( $(date +%s) - t0 ))
 [ $st != 0 ] && [ $st != 124 ] && [ $t -lt 60 ] &&

@@ -864,6 +864,9 @@ static int run_with(int argc, char **argv, const char **assign)
     /* --mpi-axis AXIS / --mpi (the model's declared axis): docs/mpi.md */
     int mpi = 0, mpi_report = 0;
     const char *mpi_axis = NULL;
+#ifndef KILN_WITH_MPI
+    (void)mpi_axis;   /* --mpi-axis is refused when built without MPI */
+#endif
     double tier_wait = -1;
     unsigned long long seed = 0;
     /* limits on the data files the model and -i @FILE name: the caller's
