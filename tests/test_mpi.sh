@@ -208,27 +208,25 @@ st=$?
 ok $? "rank 1's data file missing: rank 0 says so in one line, exit $st: $(grep '^kiln' "$tmp/err" | head -c 300)"
 
 # a rank that hangs / dies: the job ends within the timeout
-t0=$(date +%s)
+timed() {  # timed ENV=VALUE... COMMAND...: st (exit status), t (seconds);
+  # stdout to $tmp/out, stderr to $tmp/err
+  t0=$(date +%s)
+  env "$@" >"$tmp/out" 2>"$tmp/err"
+  st=$?
+  t=$(( $(date +%s) - t0 ))
+}
 # shellcheck disable=SC2086
-KILN_MPI_TEST_FAULT=hang:1 KILN_MPI_TIMEOUT=5 timeout 120 mpirun --oversubscribe --bind-to none -np 3 \
-  "$kiln" run "$model" --data "$data" $point --mpi-axis N >"$tmp/out" 2>"$tmp/err"
-st=$?
-t=$(( $(date +%s) - t0 ))
+timed KILN_MPI_TEST_FAULT=hang:1 KILN_MPI_TIMEOUT=5 timeout 120 mpirun \
+  --oversubscribe --bind-to none -np 3 "$kiln" run "$model" --data "$data" $point --mpi-axis N
 [ $st != 0 ] && [ $st != 124 ] && [ $t -lt 60 ] &&
   one_line "$tmp/err" "mpi: no answer from every rank within 5 s: a rank died or is stuck"
 ok $? "rank 1 hangs: the job fails in ${t}s with one kiln line (exit $st): $(grep '^kiln' "$tmp/err" | head -c 300)"
-t0=$(date +%s)
 # shellcheck disable=SC2086
-KILN_MPI_TEST_FAULT=die:2 KILN_MPI_TIMEOUT=5 timeout 120 mpirun --oversubscribe --bind-to none -np 3 \
-  "$kiln" run "$model" --data "$data" $point --mpi-axis N >"$tmp/out" 2>"$tmp/err"
-st=$?
-t=$(( $(date +%s) - t0 ))
+timed KILN_MPI_TEST_FAULT=die:2 KILN_MPI_TIMEOUT=5 timeout 120 mpirun \
+  --oversubscribe --bind-to none -np 3 "$kiln" run "$model" --data "$data" $point --mpi-axis N
 [ $st != 0 ] && [ $st != 124 ] && [ $t -lt 60 ] && [ "$(grep -c '^kiln: ' "$tmp/err")" -le 1 ]
 ok $? "rank 2 dies: the job fails in ${t}s (exit $st), at most one kiln line"
-t0=$(date +%s)
-KILN_MPI_TIMEOUT=3 timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$api" hang >"$tmp/out" 2>"$tmp/err"
-st=$?
-t=$(( $(date +%s) - t0 ))
+timed KILN_MPI_TIMEOUT=3 timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$api" hang
 [ $st != 0 ] && [ $st != 124 ] && [ $t -lt 60 ] &&
   grep -q '^failed: mpi: no answer from every rank within 3 s' "$tmp/out"
 ok $? "C API, rank 1 never answers: kiln_mpi_log_density fails in ${t}s: $(head -c 300 "$tmp/out")"

@@ -27,6 +27,9 @@ export KILN_CACHE=off
 plugin="$build/plugins/example/.libs/example.so"
 bin="$build/tools/.libs/kiln"        # the real program, not libtool's wrapper
 lib=$(ls "$build"/.libs/libkiln.so.*.*.* 2>/dev/null | head -1)
+# a kiln built with --with-mpi also links libkiln-mpi: copied next to
+# each copy of libkiln (it loads no plugin itself)
+mpilib=$(ls "$build"/.libs/libkiln-mpi.so.*.*.* 2>/dev/null | head -1)
 if [ ! -f "$plugin" ] || [ ! -x "$bin" ] || [ -z "$lib" ]; then
   echo "ok 1 - # SKIP no example plugin, tools/.libs/kiln or .libs/libkiln.so (shared build)"
   echo "1..1"
@@ -63,6 +66,7 @@ refused() { ! grep -qE '^ +0 .* example ' "$tmp/err" && grep -qF "$1" "$tmp/err"
 # an "installed" libkiln: the build's library copied out of the build tree
 mkdir -p "$tmp/lib"
 cp "$lib" "$tmp/lib/libkiln.so.0"
+[ -z "$mpilib" ] || cp "$mpilib" "$tmp/lib/libkiln-mpi.so.0"
 
 run ""
 loaded
@@ -80,6 +84,7 @@ ok $? "nor names that build tree among the directories it searched"
 fake="$tmp/fake"
 mkdir -p "$fake/.libs" "$fake/plugins/example/.libs"
 cp "$lib" "$fake/.libs/libkiln.so.0"
+[ -z "$mpilib" ] || cp "$mpilib" "$fake/.libs/libkiln-mpi.so.0"
 cp "$plugin" "$fake/plugins/example/.libs/example.so"
 run "$fake/.libs"
 ! loaded

@@ -135,6 +135,20 @@ int kiln_mpi_sum(MPI_Comm comm, void *buf, int count, MPI_Datatype type,
     return wait_req(&req, timeout_seconds, err);
 }
 
+/* MPI_Iallgather of `bytes` bytes from every rank into all, polled
+ * against the timeout. */
+static int gather(MPI_Comm comm, const void *mine, int bytes, void *all,
+                  double timeout, kiln_err *err)
+{
+    MPI_Request req;
+    int rc = MPI_Iallgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, comm,
+                            &req);
+    if (rc != MPI_SUCCESS)
+        return seterr(err, KILN_ERR_RUNTIME, "mpi: MPI_Iallgather failed "
+                      "(error %d)", rc);
+    return wait_req(&req, timeout, err);
+}
+
 /* One rank's status, as gathered by kiln_mpi_agree. */
 typedef struct status_msg {
     int code;
@@ -163,14 +177,8 @@ int kiln_mpi_agree(MPI_Comm comm, int rc, const kiln_err *mine,
     status_msg *all = calloc((size_t)size, sizeof *all);
     if (!all)
         return seterr(err, KILN_ERR_NOMEM, "out of memory");
-    MPI_Request req;
-    int mrc = MPI_Iallgather(&me, (int)sizeof me, MPI_BYTE, all,
-                             (int)sizeof me, MPI_BYTE, comm, &req);
-    if (mrc != MPI_SUCCESS || wait_req(&req, timeout_seconds, &e2)) {
+    if (gather(comm, &me, (int)sizeof me, all, timeout_seconds, &e2)) {
         free(all);
-        if (mrc != MPI_SUCCESS)
-            return seterr(err, KILN_ERR_RUNTIME, "mpi: MPI_Iallgather "
-                          "failed (error %d)", mrc);
         return seterr(err, e2.code, "%s", e2.message);
     }
     int first = -1;
@@ -192,6 +200,9 @@ int kiln_mpi_agree(MPI_Comm comm, int rc, const kiln_err *mine,
 int kiln_mpi_same(MPI_Comm comm, const char *name, const void *bytes,
                   size_t len, double timeout_seconds, kiln_err *err)
 {
+    kiln_err local = {0, ""};
+    if (!err)
+        err = &local;
     int rank = 0, size = 1;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
@@ -199,16 +210,9 @@ int kiln_mpi_same(MPI_Comm comm, const char *name, const void *bytes,
     unsigned long long *all = calloc((size_t)size, sizeof *all);
     if (!all)
         return seterr(err, KILN_ERR_NOMEM, "out of memory");
-    MPI_Request req;
-    kiln_err e2 = {0, ""};
-    int mrc = MPI_Iallgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all, 1,
-                             MPI_UNSIGNED_LONG_LONG, comm, &req);
-    if (mrc != MPI_SUCCESS || wait_req(&req, timeout_seconds, &e2)) {
+    if (gather(comm, &mine, (int)sizeof mine, all, timeout_seconds, err)) {
         free(all);
-        if (mrc != MPI_SUCCESS)
-            return seterr(err, KILN_ERR_RUNTIME, "mpi: MPI_Iallgather "
-                          "failed (error %d)", mrc);
-        return seterr(err, e2.code, "%s", e2.message);
+        return err->code;
     }
     char list[512] = "";
     size_t l = 0;

@@ -477,7 +477,9 @@ int kiln_graph_set_partition_axis(kiln_graph *g, const char *axis,
  * rules (which ops keep rows apart, which add up over parts, what is
  * refused) are docs/mpi.md's "Partitions".  A graph declared with
  * `partition N` keeps it; the part itself is not printed by
- * kiln_graph_print (print the graph before partitioning it).  Shared values sized by the axis that are already bound
+ * kiln_graph_print (print the graph before partitioning it).  A function
+ * compiled from a part does not slice: kiln_function_bind_shared binds
+ * the rows it is given (pass the part's own rows).   Shared values sized by the axis that are already bound
  * are sliced to the part's rows now; those bound later
  * (kiln_json_data_bind_graph, `kiln run --data`) are sliced as they are
  * bound.  Outputs and inputs (non-shared) must not be sized by the axis.
