@@ -312,6 +312,16 @@ def values(out, bs, tmp, size):
     del m2
 
 
+def same_as_serial(out, m, s, pts, what):
+    """Rank 0: m's log density and gradient at pts equal the serial
+    model s's to 1e-12."""
+    for i, u in enumerate(pts):
+        lp, g = m.log_density_gradient(u)
+        lps, gs = s.log_density_gradient(u)
+        out.near(np.append(lp, g), np.append(lps, gs), 1e-12,
+                 "%s, point %d: equal serial" % (what, i), atol=1e-12)
+
+
 def empty(out, bs, tmp, size):
     """Two observations over three ranks: rank 0 binds none."""
     data = os.path.join(tmp, "tiny.json")
@@ -320,12 +330,7 @@ def empty(out, bs, tmp, size):
         out.ok("rows [0, 0) of 2" in m.model_info(),
                "rank 0 of %d binds no observation" % size)
         s = bs.StanModel(os.path.join(tmp, "serial.so"), data, warn=False)
-        for i, u in enumerate(points(8)):
-            lp, g = m.log_density_gradient(u)
-            lps, gs = s.log_density_gradient(u)
-            out.near(np.append(lp, g), np.append(lps, gs), 1e-12,
-                      "2 observations, point %d: equal serial" % i,
-                      atol=1e-12)
+        same_as_serial(out, m, s, points(8), "2 observations")
     del m
 
 
@@ -336,12 +341,7 @@ def bound(out, bs, tmp, size):
         s = bs.StanModel(os.path.join(tmp, "logistic.so"), warn=False)
         out.ok("rows [0, %d) of 919" % (919 // size) in m.model_info(),
                "rank 0 binds its rows of the bound CSV")
-        for i, u in enumerate(points(3)):
-            lp, g = m.log_density_gradient(u)
-            lps, gs = s.log_density_gradient(u)
-            out.near(np.append(lp, g), np.append(lps, gs), 1e-12,
-                     "logistic (bound csv data), point %d: equal serial" % i,
-                     atol=1e-12)
+        same_as_serial(out, m, s, points(3), "logistic (bound csv data)")
     del m
 
 
