@@ -40,13 +40,25 @@ lines() {
     esac
   done <"$1"
 }
-# run LABEL CMD...: an mpirun job, its lines numbered, its status a test
+# run LABEL NP PROGRAM ARGS...: PROGRAM on NP ranks under mpirun; each
+# rank's lines are read from its own file (mpirun may splice the ranks'
+# lines together: a "not ok" could hide inside another rank's line) and
+# numbered; the job's exit status is a test
 run() {
   label=$1
-  shift
-  timeout ${tmo:-600} "$@" >"$tmp/out" 2>&1
+  np=$2
+  shift 2
+  rm -rf "$tmp/of"
+  timeout ${tmo:-600} "$mpirun" --oversubscribe --bind-to none \
+    --output-filename "$tmp/of" -np "$np" "$@" >"$tmp/out" 2>&1
   st=$?
-  lines "$tmp/out" "$label"
+  for f in "$tmp"/of/*/rank.*/stdout; do
+    [ -f "$f" ] && lines "$f" "$label"
+  done
+  if [ $st -ne 0 ]; then   # mpirun's and the ranks' messages
+    sed 's/^/# /' "$tmp/out"
+    cat "$tmp"/of/*/rank.*/stderr 2>/dev/null | sed 's/^/# /'
+  fi
   ok $st "$label: exit status $st"
 }
 
@@ -80,24 +92,17 @@ sed 's/^/# /' "$tmp/cli"
 ok $? "kiln bridgestan --mpi takes the model's declared axis"
 
 for np in 1 2 3; do
-  run "python -np $np" "$mpirun" --oversubscribe --bind-to none -np $np \
-    "$python" "$py" values "$tmp"
+  run "python -np $np" $np "$python" "$py" values "$tmp"
 done
 for np in 2 3; do
-  run "C dlopen -np $np" "$mpirun" --oversubscribe --bind-to none -np $np \
-    "$build/tests/test_bridgestan_mpi_dlopen" "$tmp/mpi.so" \
-    "$tmp/serial.so" "$tmp/data.json"
+  run "C dlopen -np $np" $np "$build/tests/test_bridgestan_mpi_dlopen" \
+    "$tmp/mpi.so" "$tmp/serial.so" "$tmp/data.json"
 done
-run "2 observations -np 3" "$mpirun" --oversubscribe --bind-to none -np 3 \
-  "$python" "$py" empty "$tmp"
-run "bound data -np 2" "$mpirun" --oversubscribe --bind-to none -np 2 \
-  "$python" "$py" bound "$tmp"
-tmo=120 run "no bs_model_destruct -np 3" "$mpirun" --oversubscribe \
-  --bind-to none -np 3 "$python" "$py" nodestroy "$tmp"
-run "disagreeing data -np 2" "$mpirun" --oversubscribe --bind-to none -np 2 \
-  "$python" "$py" disagree "$tmp"
-run "bad axis -np 2" "$mpirun" --oversubscribe --bind-to none -np 2 \
-  "$python" "$py" badaxis "$tmp"
+run "2 observations -np 3" 3 "$python" "$py" empty "$tmp"
+run "bound data -np 2" 2 "$python" "$py" bound "$tmp"
+tmo=120 run "no bs_model_destruct -np 3" 3 "$python" "$py" nodestroy "$tmp"
+run "disagreeing data -np 2" 2 "$python" "$py" disagree "$tmp"
+run "bad axis -np 2" 2 "$python" "$py" badaxis "$tmp"
 
 echo "1..$n"
 exit $failed
