@@ -163,5 +163,20 @@ printf 'kiln 1\ngraph g\n  param x: f64\n  output %s = neg(square(x))\nend\n' \
 ok $? "metadata over 64 KiB (a 70000-byte --logp): refused, nothing written"
 cut -c1-200 "$tmp/err" | sed 's/^/# /'
 
+# --mpi-axis (issue 30; the MPI runs are tests/test_bridgestan_mpi.sh): the
+# MPI template is another file, missing when kiln is built without MPI
+printf 'kiln 1\ngraph g\n  shared y: f64[N]\n  param m: f64\n  output logp = sum(neg(square(sub(y, m))))\nend\n' \
+  >"$tmp/obs.kg"
+KILN_BRIDGESTAN_MPI_TEMPLATE="$tmp/none.so" "$kiln" bridgestan "$tmp/obs.kg" \
+  --mpi-axis N -o "$tmp/obs.so" >/dev/null 2>"$tmp/err"; st=$?
+[ $st = 1 ] && [ ! -e "$tmp/obs.so" ] &&
+  grep -q 'no MPI template library.*--with-mpi' "$tmp/err"
+ok $? "--mpi-axis without an MPI template: refused, naming configure --with-mpi"
+sed 's/^/# /' "$tmp/err"
+"$kiln" bridgestan "$tmp/obs.kg" --mpi-axis "" -o "$tmp/obs.so" \
+  >/dev/null 2>&1; st=$?
+[ $st = 2 ] && [ ! -e "$tmp/obs.so" ]
+ok $? "--mpi-axis '': a usage error (exit $st)"
+
 echo "1..$n"
 [ $fails = 0 ]

@@ -706,6 +706,47 @@ static void test_derived_dims(void)
     }
 }
 
+/* f(u) = u0^2 u1 + 3 u1^2 (+ u0 with the Jacobian): its exact Hessian
+ * [[2 u1, 2 u0], [2 u0, 6]], for kiln_fd_hessian / kiln_fd_hvp over a
+ * caller's function (the BridgeStan library under MPI uses them so). */
+static int quad_calls;
+
+static int quad(const void *ctx, int jac, const double *u, double *lp,
+                double *g, kiln_err *err)
+{
+    (void)ctx, (void)err;
+    quad_calls++;
+    *lp = u[0] * u[0] * u[1] + 3 * u[1] * u[1] + (jac ? u[0] : 0);
+    if (g) {
+        g[0] = 2 * u[0] * u[1] + (jac ? 1 : 0);
+        g[1] = u[0] * u[0] + 6 * u[1];
+    }
+    return 0;
+}
+
+static void test_fd_generic(void)
+{
+    double u[2] = {1.5, -0.5}, lp, g[2], H[4], v[2] = {2, 1}, hv[2];
+    kiln_err e = {0, ""};
+    int rc = kiln_fd_hessian(quad, NULL, 2, 1, u, &lp, g, H, &e), calls;
+    calls = quad_calls;
+    ok(rc == 0 && calls == 5, "kiln_fd_hessian over a caller's function: "
+       "2n + 1 calls (%d)", calls);
+    is_close(lp, 1.5 * 1.5 * -0.5 + 0.75 + 1.5, 1e-15, "... its value");
+    is_close(H[0], -1.0, 1e-8, "... H00 = 2 u1");
+    is_close(H[1], 3.0, 1e-8, "... H01 = 2 u0");
+    is_close(H[2], 3.0, 1e-8, "... H10 = 2 u0");
+    is_close(H[3], 6.0, 1e-8, "... H11 = 6");
+    rc = kiln_fd_hvp(quad, NULL, 2, 1, u, v, &lp, hv, &e);
+    ok(rc == 0, "kiln_fd_hvp over a caller's function");
+    is_close(hv[0], -1.0 * 2 + 3.0 * 1, 1e-8, "... (H v)0");
+    is_close(hv[1], 3.0 * 2 + 6.0 * 1, 1e-8, "... (H v)1");
+    ok(kiln_fd_hessian(NULL, NULL, 2, 1, u, &lp, g, H, &e) == KILN_ERR_ARG &&
+       strstr(e.message, "NULL"), "kiln_fd_hessian(NULL fn): %s", e.message);
+    ok(kiln_fd_hvp(quad, NULL, 2, 1, u, NULL, &lp, hv, &e) == KILN_ERR_ARG,
+       "kiln_fd_hvp(NULL v): %s", e.message);
+}
+
 int main(void)
 {
     const char *bk[3];
@@ -725,5 +766,6 @@ int main(void)
     test_derived_dims();
     test_threads();
     test_callback();
+    test_fd_generic();
     return done_testing();
 }

@@ -11,6 +11,11 @@
  *
  * Compiled with -fvisibility=hidden: only the bs_ symbols are exported
  * (and Makefile.am's -export-symbols-regex '^bs_' says so to the linker).
+ *
+ * Compiled a second time with -DKILN_BS_MPI (configure --with-mpi) as
+ * bridgestan-mpi.so, over libkiln-mpi (<kiln/mpi.h>): every rank constructs
+ * the model, rank 0 evaluates it (each call one collective), the other
+ * ranks serve inside bs_model_construct (docs/bridgestan.md, "Under MPI").
  */
 #define _GNU_SOURCE   /* dladdr */
 #include "bridgestan_api.h"
@@ -34,6 +39,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifdef KILN_BS_MPI
+#include <kiln/mpi.h>
+#include <pthread.h>
+#endif
+
 /* The BridgeStan release whose API this is: the 2.7.0 Python client
  * compares these with its own version and warns on a mismatch. */
 const int bs_major_version = 2;
@@ -43,6 +53,11 @@ const int bs_patch_version = 0;
 struct bs_model {
     kiln_model *km;
     char *info;          /* kiln_model_info + what the library is */
+#ifdef KILN_BS_MPI
+    kiln_mpi_model *mm;  /* owns km; NULL once released at exit */
+    int rank, size;
+    struct bs_model *next;   /* the list of models (mpi_models) */
+#endif
 };
 
 /* xoshiro256** state seeded by splitmix64.  kiln models have no random
@@ -303,6 +318,157 @@ out:
     return rc;
 }
 
+/* ---- MPI (bridgestan-mpi.so only) ---------------------------------------
+ *
+ * Every rank runs the same program and constructs the same models in the
+ * same order (bs_model_construct is collective over MPI_COMM_WORLD).  Rank
+ * 0 gets the model and evaluates it: each density call is one
+ * kiln_mpi_log_density, a collective the other ranks answer from
+ * kiln_mpi_serve, which they run inside bs_model_construct until rank 0
+ * destroys the model.  Then their bs_model_construct returns a "served"
+ * model: names, sizes and transforms work on it, densities fail (only
+ * rank 0 evaluates).  One model at a time is served, so rank 0 may hold
+ * one live model of this library.
+ *
+ * mpi_lock serialises every MPI call of this library (the caller may call
+ * from several threads: MPI is initialised MPI_THREAD_SERIALIZED) and
+ * guards the list of models. */
+#ifdef KILN_BS_MPI
+static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
+static bs_model *mpi_models;      /* every constructed model */
+static int mpi_inited_here;       /* this library called MPI_Init_thread */
+static int mpi_exit_registered;
+
+/* At exit: release every model (rank 0's tells the serving ranks to stop,
+ * so a program that never destroys its model does not leave them waiting)
+ * and finalise MPI when this library initialised it. */
+static void mpi_at_exit(void)
+{
+    pthread_mutex_lock(&mpi_lock);
+    int fin = 1;
+    MPI_Finalized(&fin);
+    for (bs_model *m = mpi_models; m && !fin; m = m->next) {
+        kiln_mpi_model_free(m->mm);
+        m->mm = NULL;
+        m->km = NULL;
+    }
+    if (mpi_inited_here && !fin)
+        MPI_Finalize();
+    pthread_mutex_unlock(&mpi_lock);
+}
+
+/* Debian's Open MPI dlopens its components, which need libmpi's symbols
+ * in the global scope; a client such as Python's ctypes loads this
+ * library RTLD_LOCAL, and libmpi with it.  Reopening the libmpi that is
+ * loaded (found by dladdr on MPI_Init: whatever its soname) with
+ * RTLD_NOLOAD | RTLD_GLOBAL makes it (and its dependencies) global.  The
+ * handle is kept: libmpi stays loaded for the process's life anyway. */
+static void mpi_make_global(void)
+{
+    Dl_info info;
+    int (*init)(int *, char ***) = MPI_Init;
+    void *addr;
+    memcpy(&addr, &init, sizeof addr);
+    if (dladdr(addr, &info) && info.dli_fname && info.dli_fname[0])
+        (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+}
+
+/* MPI running, initialised here when the program did not.  Under
+ * mpi_lock.  0, or -1 with a message. */
+static int mpi_start(char **error_msg, const char *fn)
+{
+    int inited = 0, fin = 0;
+    MPI_Finalized(&fin);
+    if (fin)
+        return fail(error_msg, fn, "MPI has been finalised in this process "
+                    "(MPI cannot start again): construct every model "
+                    "before MPI_Finalize");
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int provided = 0;
+        mpi_make_global();
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) !=
+            MPI_SUCCESS)
+            return fail(error_msg, fn, "MPI_Init_thread failed");
+        mpi_inited_here = 1;
+    }
+    if (!mpi_exit_registered && atexit(mpi_at_exit) == 0)
+        mpi_exit_registered = 1;
+    return 0;
+}
+
+/* The collective part of bs_model_construct: m->mm for graph g (rank r
+ * builds part r), on rank 0 refused while another model is live.  Under
+ * mpi_lock.  0, or -1 with a message. */
+static int mpi_model_new(bs_model *m, const kiln_graph *g, const char *logp,
+                         const char *data, const char *axis,
+                         char **error_msg, const char *fn)
+{
+    if (mpi_start(error_msg, fn) != 0)
+        return -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &m->size);
+    for (bs_model *o = mpi_models; o; o = o->next)
+        if (m->rank == 0 && o->mm)
+            return fail(error_msg, fn, "rank 0 already has a live model of "
+                        "this library (the other ranks serve one model at "
+                        "a time): destroy it before constructing another");
+    kiln_mpi_options mo;
+    memset(&mo, 0, sizeof mo);
+    mo.struct_size = sizeof mo;
+    mo.axis = axis[0] ? axis : NULL;
+    kiln_err err = {0, ""};
+    if (kiln_mpi_model_new(MPI_COMM_WORLD, g, logp, data, &mo, NULL, NULL,
+                           &m->mm, &err) != 0)
+        return fail_kiln(error_msg, fn, &err);
+    m->km = kiln_mpi_model_part(m->mm);
+    m->next = mpi_models;
+    mpi_models = m;
+    return 0;
+}
+
+/* "MPI: rank r of R, axis N: rows [b, e) of T" for bs_model_info. */
+static void mpi_describe(const bs_model *m, char *buf, size_t size)
+{
+    int64_t total = 0, b = 0, e = 0;
+    const char *axis = kiln_model_partition_range(m->km, &total, &b, &e);
+    snprintf(buf, size, "\nMPI: rank %d of %d, axis %s: rows [%lld, %lld) "
+             "of %lld%s", m->rank, m->size, axis ? axis : "(none)",
+             (long long)b, (long long)e, (long long)total,
+             m->rank ? "; serves rank 0's calls inside bs_model_construct"
+                     : "; evaluates (the other ranks serve)");
+}
+#endif
+
+/* The log density (grad not NULL: and its gradient) of m at unc, into
+ * err on failure: the model's own in a serial library; under MPI the sum
+ * over the ranks, on rank 0 only. */
+static int density(const bs_model *m, int jacobian, const double *unc,
+                   double *lp, double *grad, kiln_err *err)
+{
+#ifdef KILN_BS_MPI
+    if (!m->mm || m->rank != 0) {
+        err->code = KILN_ERR_ARG;
+        if (!m->mm)
+            snprintf(err->message, sizeof err->message, "the model was "
+                     "released when the process exited");
+        else
+            snprintf(err->message, sizeof err->message, "rank %d of %d "
+                     "served rank 0's model inside bs_model_construct until "
+                     "rank 0 destroyed it: under MPI only rank 0 evaluates "
+                     "the model (docs/bridgestan.md, \"Under MPI\")",
+                     m->rank, m->size);
+        return -1;
+    }
+    pthread_mutex_lock(&mpi_lock);
+    int rc = kiln_mpi_log_density(m->mm, jacobian, unc, lp, grad, err);
+    pthread_mutex_unlock(&mpi_lock);
+    return rc;
+#else
+    return kiln_model_log_density(m->km, jacobian, unc, lp, grad, err);
+#endif
+}
+
 /* ---- construct, destruct ----------------------------------------------- */
 
 bs_model *bs_model_construct(const char *data, unsigned int seed,
@@ -354,18 +520,37 @@ bs_model *bs_model_construct(const char *data, unsigned int seed,
         goto bad;
     }
     const char *logp = e.field[BST_LOGP][0] ? e.field[BST_LOGP] : NULL;
+    char mpi_info[300] = "";
+#ifdef KILN_BS_MPI
+    pthread_mutex_lock(&mpi_lock);
+    r = mpi_model_new(m, g, logp, data, e.field[BST_MPI_AXIS], error_msg,
+                      fn);
+    pthread_mutex_unlock(&mpi_lock);
+    kiln_graph_free(g);
+    if (r != 0)
+        goto bad;
+    mpi_describe(m, mpi_info, sizeof mpi_info);
+#else
+    if (e.field[BST_MPI_AXIS][0]) {   /* only a swapped template does this */
+        kiln_graph_free(g);
+        fail(error_msg, fn, "%s: the model was made for MPI (axis '%.200s') "
+             "but this is the serial template", self_path,
+             e.field[BST_MPI_AXIS]);
+        goto bad;
+    }
     m->km = kiln_model_new(g, logp, data, NULL, NULL, &err);
     kiln_graph_free(g);
     if (!m->km) {
         fail_kiln(error_msg, fn, &err);
         goto bad;
     }
+#endif
     const char *ki = kiln_model_info(m->km);
     const char *fmt = "%s\nBridgeStan C API %d.%d.%d by kiln %s: library "
-                      "%s, model %s";
+                      "%s, model %s%s";
     int n = snprintf(NULL, 0, fmt, ki, bs_major_version, bs_minor_version,
                      bs_patch_version, KILN_VERSION_STRING, self_path,
-                     filename);
+                     filename, mpi_info);
     m->info = n >= 0 ? malloc((size_t)n + 1) : NULL;
     if (!m->info) {
         fail(error_msg, fn, "out of memory");
@@ -373,9 +558,19 @@ bs_model *bs_model_construct(const char *data, unsigned int seed,
     }
     snprintf(m->info, (size_t)n + 1, fmt, ki, bs_major_version,
              bs_minor_version, bs_patch_version, KILN_VERSION_STRING,
-             self_path, filename);
+             self_path, filename, mpi_info);
     free(filename);
     embedded_free(&e);
+#ifdef KILN_BS_MPI
+    /* ranks > 0: serve rank 0 until it destroys the model (no lock: rank
+     * 0's calls drive every collective) */
+    if (m->rank != 0 && kiln_mpi_serve(m->mm, &err) != 0) {
+        fail(error_msg, fn, "rank %d of %d, serving rank 0: %s", m->rank,
+             m->size, err.message);
+        bs_model_destruct(m);
+        return NULL;
+    }
+#endif
     return m;
 bad:
     free(mf);
@@ -389,7 +584,19 @@ void bs_model_destruct(bs_model *m)
 {
     if (!m)
         return;
+#ifdef KILN_BS_MPI
+    /* rank 0: tells the serving ranks to stop; others: local */
+    pthread_mutex_lock(&mpi_lock);
+    for (bs_model **p = &mpi_models; *p; p = &(*p)->next)
+        if (*p == m) {
+            *p = m->next;
+            break;
+        }
+    kiln_mpi_model_free(m->mm);
+    pthread_mutex_unlock(&mpi_lock);
+#else
     kiln_model_free(m->km);
+#endif
     free(m->info);
     free(m);
 }
@@ -480,6 +687,34 @@ int bs_param_unconstrain_json(const bs_model *m, const char *json,
                   error_msg, fn, &err);
 }
 
+/* ---- second derivatives -------------------------------------------------
+ * kiln's central differences of the gradient (kiln_fd_hessian,
+ * kiln_fd_hvp; docs/bridgestan.md "Hessians"), over density(): in a
+ * serial library the model's own gradient, under MPI the sum over the
+ * ranks (2n + 1 collectives for a Hessian). */
+
+/* density() as a kiln_density_fn */
+static int density_fn(const void *ctx, int jacobian, const double *unc,
+                      double *lp, double *grad, kiln_err *err)
+{
+    return density(ctx, jacobian, unc, lp, grad, err);
+}
+
+static int hessian_of(const bs_model *m, int jacobian, const double *unc,
+                      double *lp, double *grad, double *hessian,
+                      kiln_err *err)
+{
+    return kiln_fd_hessian(density_fn, m, kiln_model_n_unc(m->km), jacobian,
+                           unc, lp, grad, hessian, err);
+}
+
+static int hvp_of(const bs_model *m, int jacobian, const double *unc,
+                  const double *v, double *lp, double *hvp, kiln_err *err)
+{
+    return kiln_fd_hvp(density_fn, m, kiln_model_n_unc(m->km), jacobian, unc,
+                       v, lp, hvp, err);
+}
+
 /* ---- densities (propto is accepted and ignored: kiln keeps every
  * constant, which BridgeStan's contract allows) --------------------------- */
 
@@ -491,8 +726,7 @@ int bs_log_density(const bs_model *m, bool propto, bool jacobian,
     CHECK_MODEL(m, fn);
     kiln_err err;
     err.message[0] = '\0';
-    return result(kiln_model_log_density(m->km, jacobian, theta_unc, lp, NULL,
-                                         &err),
+    return result(density(m, jacobian, theta_unc, lp, NULL, &err),
                   error_msg, fn, &err);
 }
 
@@ -508,8 +742,7 @@ int bs_log_density_gradient(const bs_model *m, bool propto, bool jacobian,
                                    "density alone)");
     kiln_err err;
     err.message[0] = '\0';
-    return result(kiln_model_log_density(m->km, jacobian, theta_unc, val, grad,
-                                         &err),
+    return result(density(m, jacobian, theta_unc, val, grad, &err),
                   error_msg, fn, &err);
 }
 
@@ -522,8 +755,8 @@ int bs_log_density_hessian(const bs_model *m, bool propto, bool jacobian,
     CHECK_MODEL(m, fn);
     kiln_err err;
     err.message[0] = '\0';
-    return result(kiln_model_log_density_hessian(m->km, jacobian, theta_unc, val,
-                                                 grad, hessian, &err),
+    return result(hessian_of(m, jacobian, theta_unc, val, grad, hessian,
+                             &err),
                   error_msg, fn, &err);
 }
 
@@ -538,8 +771,7 @@ int bs_log_density_hessian_vector_product(const bs_model *m, bool propto,
     CHECK_MODEL(m, fn);
     kiln_err err;
     err.message[0] = '\0';
-    return result(kiln_model_log_density_hvp(m->km, jacobian, theta_unc, vector,
-                                             val, hvp, &err),
+    return result(hvp_of(m, jacobian, theta_unc, vector, val, hvp, &err),
                   error_msg, fn, &err);
 }
 

@@ -10,11 +10,13 @@
  *   data        the data files the model reads (npy(), csv(), json()),
  *               bound at build time: for each, its resolved path
  *               (NUL-terminated), a little-endian u64 size, its bytes
- *   metadata    BST_NFIELDS NUL-terminated strings, in this order:
- *               the logp output's name ("" = kiln_model_new's default),
- *               the graph's name, the absolute directory of the model
- *               file (base_dir of its data files; a relative one is
- *               refused), the model file's name
+ *   metadata    BST_NFIELDS_SERIAL or BST_NFIELDS NUL-terminated
+ *               strings, in this order: the logp output's name ("" =
+ *               kiln_model_new's default), the graph's name, the absolute
+ *               directory of the model file (base_dir of its data files; a
+ *               relative one is refused), the model file's name, and in a
+ *               library made for MPI (bridgestan-mpi.so, `kiln bridgestan
+ *               --mpi-axis N`) a fifth: the observation axis
  *   footer      little-endian u64 text_len, u64 meta_len,
  *               u64 checksum (FNV-1a 64 over the text, the data, then the
  *               metadata), u32 version (BST_VERSION), u32 data_len,
@@ -38,7 +40,8 @@
 #define BST_MAGIC_LEN 8
 #define BST_VERSION 2u               /* 2: the data region */
 #define BST_FOOTER 40                /* bytes */
-#define BST_NFIELDS 4
+#define BST_NFIELDS 5                /* at most: the last is optional */
+#define BST_NFIELDS_SERIAL 4         /* a serial library's metadata */
 /* Sizes the reader accepts: a model's text is at most 1 GiB (the default
  * data size limit of <kiln/io.h>), its metadata at most 64 KiB. */
 #define BST_TEXT_MAX ((uint64_t)1 << 30)
@@ -46,7 +49,8 @@
 /* The data region (all bound files with their paths) is at most 1 GiB. */
 #define BST_DATA_MAX ((uint64_t)1 << 30)
 
-enum { BST_LOGP = 0, BST_GRAPH = 1, BST_BASE_DIR = 2, BST_FILE = 3 };
+enum { BST_LOGP = 0, BST_GRAPH = 1, BST_BASE_DIR = 2, BST_FILE = 3,
+       BST_MPI_AXIS = 4 };
 
 typedef struct bst_footer {
     uint64_t text_len, meta_len, checksum;
@@ -180,14 +184,18 @@ static inline int bst_base_dir_ok(const char *base_dir)
     return base_dir[0] == '/';
 }
 
-/* Split metadata of `len` bytes into its BST_NFIELDS strings (pointers
- * into meta).  0, or -1 when it is not exactly BST_NFIELDS NUL-terminated
+/* Split metadata of `len` bytes into its strings (pointers into meta):
+ * BST_NFIELDS_SERIAL of them (then field[BST_MPI_AXIS] is "") or
+ * BST_NFIELDS.  0, or -1 when it is not exactly that many NUL-terminated
  * strings. */
 static inline int bst_meta_split(const char *meta, uint64_t len,
                                  const char *field[BST_NFIELDS])
 {
     uint64_t at = 0;
+    field[BST_MPI_AXIS] = "";
     for (int i = 0; i < BST_NFIELDS; i++) {
+        if (i == BST_NFIELDS_SERIAL && at == len)
+            return 0;
         const char *nul = at < len ? memchr(meta + at, 0, (size_t)(len - at))
                                    : NULL;
         if (!nul)

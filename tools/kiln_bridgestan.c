@@ -29,11 +29,15 @@
 #include <unistd.h>
 
 static const char bs_usage[] =
-    "usage: kiln bridgestan MODEL.kg -o LIB.so [--logp NAME]\n"
+    "usage: kiln bridgestan MODEL.kg -o LIB.so [--logp NAME] "
+    "[--mpi | --mpi-axis N]\n"
     "Writes LIB.so, a library exporting BridgeStan's C API for the model\n"
     "(a copy of kiln's template with the model appended; "
     "$KILN_BRIDGESTAN_TEMPLATE\n"
-    "names another template).  See docs/bridgestan.md.\n";
+    "names another template).  --mpi-axis N (--mpi: the model's declared\n"
+    "axis) makes a library that runs under MPI, the data split over the\n"
+    "ranks along N (bridgestan-mpi.so; $KILN_BRIDGESTAN_MPI_TEMPLATE).\n"
+    "See docs/bridgestan.md.\n";
 
 /* The whole regular file at path, NUL-terminated, at most `max` bytes.
  * NULL with a message in why. */
@@ -90,20 +94,25 @@ static char *slurp(const char *path, uint64_t max, size_t *len, char *why,
 
 /* The template library: $KILN_BRIDGESTAN_TEMPLATE (the caller's
  * environment may name code; a model may not), else the one built beside
- * this libkiln when it runs from its build tree, else the installed one. */
-static const char *find_template(char *buf, size_t size)
+ * this libkiln when it runs from its build tree, else the installed one.
+ * With mpi, the MPI template: $KILN_BRIDGESTAN_MPI_TEMPLATE, else
+ * bridgestan-mpi.so found the same way (built only by configure
+ * --with-mpi). */
+static const char *find_template(int mpi, char *buf, size_t size)
 {
-    const char *env = getenv("KILN_BRIDGESTAN_TEMPLATE");
+    const char *env = getenv(mpi ? "KILN_BRIDGESTAN_MPI_TEMPLATE"
+                                 : "KILN_BRIDGESTAN_TEMPLATE");
+    const char *name = mpi ? "bridgestan-mpi.so" : "bridgestan.so";
     if (env && *env)
         return env;
     char top[3000];
     struct stat st;
     if (kiln_loader_build_top(top, sizeof top) == 0) {
-        snprintf(buf, size, "%s/tools/.libs/bridgestan.so", top);
+        snprintf(buf, size, "%s/tools/.libs/%s", top, name);
         if (stat(buf, &st) == 0)
             return buf;
     }
-    snprintf(buf, size, "%s", KILN_PKGLIB_DIR "/bridgestan.so");
+    snprintf(buf, size, "%s/%s", KILN_PKGLIB_DIR, name);
     return buf;
 }
 
@@ -333,17 +342,18 @@ static int check_bound(const char *text, const char *model,
     return 0;
 }
 
-/* The metadata block (bs_trailer.h): BST_NFIELDS NUL-terminated strings.
+/* The metadata block (bs_trailer.h): nfields NUL-terminated strings.
  * malloc'd; NULL when out of memory. */
-static char *make_meta(const char *field[BST_NFIELDS], size_t *len)
+static char *make_meta(const char *field[BST_NFIELDS], int nfields,
+                       size_t *len)
 {
     size_t n = 0;
-    for (int i = 0; i < BST_NFIELDS; i++)
+    for (int i = 0; i < nfields; i++)
         n += strlen(field[i]) + 1;
     char *m = malloc(n), *p = m;
     if (!m)
         return NULL;
-    for (int i = 0; i < BST_NFIELDS; i++) {
+    for (int i = 0; i < nfields; i++) {
         size_t k = strlen(field[i]) + 1;
         memcpy(p, field[i], k);
         p += k;
@@ -366,9 +376,39 @@ static int check_logp(const kiln_graph *g, const char *logp)
     return 1;
 }
 
+/* The axis of an MPI library: `axis` (--mpi-axis), else the model's
+ * declared one; checked by partitioning a copy of the model (part 0 of 1,
+ * no data: what can be checked before the data).  The name, owned by g or
+ * the caller; NULL with a message on stderr. */
+static const char *mpi_axis(kiln_graph *g, const char *text,
+                            const char *model, const char *base_dir,
+                            const char *axis)
+{
+    kiln_err err = {0, ""};
+    if (!axis) {
+        axis = kiln_graph_partition_axis(g);
+        if (!axis) {
+            fprintf(stderr, "kiln: bridgestan: --mpi: %s declares no "
+                    "observation axis (`partition N`); name one with "
+                    "--mpi-axis N\n", model);
+            return NULL;
+        }
+    }
+    kiln_graph *copy = kiln_parse_string(text, model, base_dir, &err);
+    kiln_partition p = {axis, 0, 1};
+    if (!copy || kiln_graph_partition(copy, &p, &err) != 0) {
+        fprintf(stderr, "kiln: bridgestan: --mpi-axis %s: %s: %s\n", axis,
+                model, err.message);
+        axis = NULL;
+    }
+    kiln_graph_free(copy);
+    return axis;
+}
+
 int kiln_cli_bridgestan(int argc, char **argv)
 {
-    const char *model = NULL, *out = NULL, *logp = NULL;
+    const char *model = NULL, *out = NULL, *logp = NULL, *axis = NULL;
+    int mpi = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) &&
@@ -376,6 +416,11 @@ int kiln_cli_bridgestan(int argc, char **argv)
             out = argv[++i];
         else if (strcmp(a, "--logp") == 0 && i + 1 < argc)
             logp = argv[++i];
+        else if (strcmp(a, "--mpi-axis") == 0 && i + 1 < argc) {
+            axis = argv[++i];
+            mpi = 1;
+        } else if (strcmp(a, "--mpi") == 0)
+            mpi = 1;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(bs_usage, stdout);
             return 0;
@@ -397,6 +442,10 @@ int kiln_cli_bridgestan(int argc, char **argv)
     }
     if (logp && !*logp) {
         fputs("kiln: bridgestan: --logp needs a name\n", stderr);
+        return 2;
+    }
+    if (axis && !*axis) {
+        fputs("kiln: bridgestan: --mpi-axis needs a name\n", stderr);
         return 2;
     }
 
@@ -438,10 +487,12 @@ int kiln_cli_bridgestan(int argc, char **argv)
         fprintf(stderr, "kiln: bridgestan: %s: %s\n", model, err.message);
         goto out;
     }
+    if (mpi && !(axis = mpi_axis(g, text, model, base_dir, axis)))
+        goto out;
 
     /* the output may not be the model itself, nor the template */
     char tbuf[PATH_MAX + 64];
-    const char *tmpl = find_template(tbuf, sizeof tbuf);
+    const char *tmpl = find_template(mpi, tbuf, sizeof tbuf);
     if (same_file(out, model)) {
         fprintf(stderr, "kiln: bridgestan: -o %s is the model file itself\n",
                 out);
@@ -470,8 +521,15 @@ int kiln_cli_bridgestan(int argc, char **argv)
     tmpl_bytes = tfd < 0 ? NULL : slurp_fd(tfd, tmpl, (uint64_t)1 << 30,
                                            &tmpl_len, why, sizeof why);
     if (!tmpl_bytes) {
-        fprintf(stderr, "kiln: bridgestan: no template library: %s (set "
-                "KILN_BRIDGESTAN_TEMPLATE to kiln's bridgestan.so)\n", why);
+        if (mpi)
+            fprintf(stderr, "kiln: bridgestan: no MPI template library: %s "
+                    "(kiln builds bridgestan-mpi.so when configured "
+                    "--with-mpi; KILN_BRIDGESTAN_MPI_TEMPLATE names "
+                    "one)\n", why);
+        else
+            fprintf(stderr, "kiln: bridgestan: no template library: %s (set "
+                    "KILN_BRIDGESTAN_TEMPLATE to kiln's bridgestan.so)\n",
+                    why);
         goto out;
     }
     bst_footer f;
@@ -491,7 +549,9 @@ int kiln_cli_bridgestan(int argc, char **argv)
     field[BST_GRAPH] = kiln_graph_name(g);
     field[BST_BASE_DIR] = base_dir;
     field[BST_FILE] = slash ? slash + 1 : abs;
-    meta = make_meta(field, &meta_len);
+    field[BST_MPI_AXIS] = mpi ? axis : "";
+    meta = make_meta(field, mpi ? BST_NFIELDS : BST_NFIELDS_SERIAL,
+                     &meta_len);
     if (!meta) {
         fputs("kiln: out of memory\n", stderr);
         goto out;
@@ -518,6 +578,8 @@ int kiln_cli_bridgestan(int argc, char **argv)
         goto out;
     printf("%s: BridgeStan library of graph '%s' (%s), log density '%s'",
            out, kiln_graph_name(g), abs, chosen);
+    if (mpi)
+        printf("; under MPI, split along '%s'", axis);
     if (nfiles)
         printf("; %d data file%s bound into it (%zu bytes)", nfiles,
                nfiles > 1 ? "s" : "", data_len);

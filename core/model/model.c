@@ -918,29 +918,54 @@ int kiln_model_unconstrain_json(const kiln_model *m, const char *json,
 
 #define FD_STEP 6.0554544523933395e-06   /* cbrt(DBL_EPSILON) */
 
+/* kiln_model_log_density as a kiln_density_fn */
+static int model_density(const void *ctx, int jacobian, const double *unc,
+                         double *lp, double *grad, kiln_err *err)
+{
+    return kiln_model_log_density(ctx, jacobian, unc, lp, grad, err);
+}
+
 int kiln_model_log_density_hessian(const kiln_model *m, int jacobian,
                                    const double *unc, double *lp,
                                    double *grad, double *hessian,
                                    kiln_err *err)
 {
-    if (!m || (!unc && m->n_unc) || !lp || !hessian)
+    if (!m)
         return kiln_seterr(err, KILN_ERR_ARG, "hessian: NULL argument");
-    int64_t n = m->n_unc;
+    return kiln_fd_hessian(model_density, m, m->n_unc, jacobian, unc, lp,
+                           grad, hessian, err);
+}
+
+int kiln_model_log_density_hvp(const kiln_model *m, int jacobian,
+                               const double *unc, const double *v,
+                               double *lp, double *hvp, kiln_err *err)
+{
+    if (!m)
+        return kiln_seterr(err, KILN_ERR_ARG, "hvp: NULL argument");
+    return kiln_fd_hvp(model_density, m, m->n_unc, jacobian, unc, v, lp, hvp,
+                       err);
+}
+
+int kiln_fd_hessian(kiln_density_fn fn, const void *ctx, int64_t n,
+                    int jacobian, const double *unc, double *lp,
+                    double *grad, double *hessian, kiln_err *err)
+{
+    if (!fn || (!unc && n) || !lp || !hessian)
+        return kiln_seterr(err, KILN_ERR_ARG, "hessian: NULL argument");
     double *buf = malloc(sizeof(double) * (size_t)(3 * n + 1));
     if (!buf)
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
     double *u = buf, *gp = buf + n, *gm = buf + 2 * n, dummy;
-    int rc = kiln_model_log_density(m, jacobian, unc, lp, grad ? grad : gp,
-                                    err);
+    int rc = fn(ctx, jacobian, unc, lp, grad ? grad : gp, err);
     if (n)
         memcpy(u, unc, sizeof(double) * (size_t)n);
     for (int64_t j = 0; !rc && j < n; j++) {
         double h = FD_STEP * fmax(1.0, fabs(unc[j]));
         u[j] = unc[j] + h;
-        rc = kiln_model_log_density(m, jacobian, u, &dummy, gp, err);
+        rc = fn(ctx, jacobian, u, &dummy, gp, err);
         u[j] = unc[j] - h;
         if (!rc)
-            rc = kiln_model_log_density(m, jacobian, u, &dummy, gm, err);
+            rc = fn(ctx, jacobian, u, &dummy, gm, err);
         u[j] = unc[j];
         for (int64_t i = 0; !rc && i < n; i++)
             hessian[i * n + j] = (gp[i] - gm[i]) / (2 * h);
@@ -954,19 +979,17 @@ int kiln_model_log_density_hessian(const kiln_model *m, int jacobian,
     return rc;
 }
 
-int kiln_model_log_density_hvp(const kiln_model *m, int jacobian,
-                               const double *unc, const double *v,
-                               double *lp, double *hvp, kiln_err *err)
+int kiln_fd_hvp(kiln_density_fn fn, const void *ctx, int64_t n,
+                int jacobian, const double *unc, const double *v, double *lp,
+                double *hvp, kiln_err *err)
 {
-    if (!m || (!unc && m->n_unc) || (!v && m->n_unc) || !lp ||
-        (!hvp && m->n_unc))
+    if (!fn || (!unc && n) || (!v && n) || !lp || (!hvp && n))
         return kiln_seterr(err, KILN_ERR_ARG, "hvp: NULL argument");
-    int64_t n = m->n_unc;
     double *buf = malloc(sizeof(double) * (size_t)(3 * n + 1));
     if (!buf)
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
     double *u = buf, *gp = buf + n, *gm = buf + 2 * n, dummy;
-    int rc = kiln_model_log_density(m, jacobian, unc, lp, NULL, err);
+    int rc = fn(ctx, jacobian, unc, lp, NULL, err);
     /* H v is linear in v: differentiate along w = v / max|v| (max|w| = 1,
      * so the step is well-defined however small or large v is) and scale
      * back.  A NaN or infinite entry of v makes every entry NaN (fmax
@@ -986,11 +1009,11 @@ int kiln_model_log_density_hvp(const kiln_model *m, int jacobian,
         double h = FD_STEP * fmax(1.0, un);
         for (int64_t i = 0; i < n; i++)
             u[i] = unc[i] + h * (v[i] / vn);
-        rc = kiln_model_log_density(m, jacobian, u, &dummy, gp, err);
+        rc = fn(ctx, jacobian, u, &dummy, gp, err);
         for (int64_t i = 0; i < n; i++)
             u[i] = unc[i] - h * (v[i] / vn);
         if (!rc)
-            rc = kiln_model_log_density(m, jacobian, u, &dummy, gm, err);
+            rc = fn(ctx, jacobian, u, &dummy, gm, err);
         for (int64_t i = 0; !rc && i < n; i++)
             hvp[i] = (gp[i] - gm[i]) / (2 * h) * vn;
     }

@@ -170,6 +170,25 @@ int kiln_model_log_density_hvp(const kiln_model *m, int jacobian,
                                const double *unc, const double *v,
                                double *lp, double *hvp, kiln_err *err);
 
+/* The same two central differences over any log density and gradient of
+ * n unconstrained values: `fn(ctx, jacobian, unc, lp, grad, err)` fills
+ * *lp and, grad not NULL, grad (n values), returning 0 or a kiln_code
+ * with err set.  kiln_model_log_density_hessian and _hvp are these over
+ * kiln_model_log_density; the BridgeStan library under MPI uses them over
+ * the gradient summed across ranks (docs/bridgestan.md, "Under MPI").
+ * Thread-safe when fn is.  Errors: fn's; KILN_ERR_ARG ("hessian: NULL
+ * argument" / "hvp: NULL argument": fn, lp, hessian, or unc, v, hvp when
+ * n > 0), KILN_ERR_NOMEM. */
+typedef int (*kiln_density_fn)(const void *ctx, int jacobian,
+                               const double *unc, double *lp, double *grad,
+                               kiln_err *err);
+int kiln_fd_hessian(kiln_density_fn fn, const void *ctx, int64_t n,
+                    int jacobian, const double *unc, double *lp,
+                    double *grad, double *hessian, kiln_err *err);
+int kiln_fd_hvp(kiln_density_fn fn, const void *ctx, int64_t n,
+                int jacobian, const double *unc, const double *v, double *lp,
+                double *hvp, kiln_err *err);
+
 /* The model's log density and gradient as kiln's sampler callback
  * (kiln_logp_fn, <kiln/kiln.h>; nutpie's RawLogpFunc ABI; docs/sampler.md):
  * x and grad are the unconstrained vector (kiln_model_n_unc values, the

@@ -1,0 +1,108 @@
+#!/bin/sh
+# test_bridgestan_mpi.sh — kiln's BridgeStan library under MPI
+# (bridgestan-mpi.so, `kiln bridgestan --mpi-axis N`; docs/bridgestan.md,
+# "Under MPI"): the real BridgeStan Python client and the C API (dlopen)
+# under `mpirun --oversubscribe --bind-to none -np 1, 2, 3`, against the
+# serial library; bad input.  Skips without MPI (configure --with-mpi,
+# mpirun), without ../shared/clients, numpy or /usr/bin/python3, and in
+# sanitizer builds.
+# TAP output: every rank's lines, numbered here.
+. "${KILN_SRCDIR:-.}/tests/bridgestan_env.sh"
+[ -f "$build/tools/.libs/bridgestan-mpi.so" ] ||
+  skip_all "kiln built without MPI (configure --with-mpi)"
+mpirun=$(command -v mpirun) || skip_all "no mpirun"
+# Open MPI refuses root without these (CI runs as root)
+OMPI_ALLOW_RUN_AS_ROOT=1
+OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# a hung rank fails the test instead of hanging it
+KILN_MPI_TIMEOUT=${KILN_MPI_TIMEOUT:-120}
+KILN_CACHE_DIR="$tmp/cache"
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM KILN_MPI_TIMEOUT \
+  KILN_CACHE_DIR
+py="$src/tests/test_bridgestan_mpi.py"
+
+n=0
+failed=0
+ok() { # ok STATUS WHAT
+  n=$((n + 1))
+  if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else
+    echo "not ok $n - $2"; failed=1; fi
+}
+# number the unnumbered TAP lines of a run's output (file $1), label $2
+lines() {
+  while IFS= read -r l; do
+    case $l in
+      "ok - "*) ok 0 "$2: ${l#ok - }" ;;
+      "not ok - "*) ok 1 "$2: ${l#not ok - }" ;;
+      "#"*) echo "$l" ;;
+      "") ;;
+      *) echo "# $l" ;;
+    esac
+  done <"$1"
+}
+# run LABEL NP PROGRAM ARGS...: PROGRAM on NP ranks under mpirun; each
+# rank's lines are read from its own file (mpirun may splice the ranks'
+# lines together: a "not ok" could hide inside another rank's line) and
+# numbered; the job's exit status is a test
+run() {
+  label=$1
+  np=$2
+  shift 2
+  rm -rf "$tmp/of"
+  timeout ${tmo:-600} "$mpirun" --oversubscribe --bind-to none \
+    --output-filename "$tmp/of" -np "$np" "$@" >"$tmp/out" 2>&1
+  st=$?
+  for f in "$tmp"/of/*/rank.*/stdout; do
+    [ -f "$f" ] && lines "$f" "$label"
+  done
+  if [ $st -ne 0 ]; then   # mpirun's and the ranks' messages
+    sed 's/^/# /' "$tmp/out"
+    cat "$tmp"/of/*/rank.*/stderr 2>/dev/null | sed 's/^/# /'
+  fi
+  ok $st "$label: exit status $st"
+}
+
+"$python" "$py" prepare "$kiln" "$src" "$tmp" >"$tmp/prep" 2>&1
+st=$?
+lines "$tmp/prep" prepare
+ok $st "kiln bridgestan MODEL.kg (serial) and --mpi-axis N"
+grep -q "under MPI, split along 'N'" "$tmp/prep"
+ok $? "kiln bridgestan --mpi-axis N says the axis"
+
+# the CLI's checks of the axis (no data needed)
+for axis in G nope; do
+  "$kiln" bridgestan "$tmp/reg.kg" --mpi-axis $axis -o "$tmp/x.so" \
+    >"$tmp/cli" 2>&1
+  st=$?
+  sed 's/^/# /' "$tmp/cli"
+  [ $st -eq 1 ] && grep -q "mpi-axis $axis" "$tmp/cli" && [ ! -e "$tmp/x.so" ]
+  ok $? "kiln bridgestan --mpi-axis $axis: refused (exit $st), nothing written"
+done
+"$kiln" bridgestan "$tmp/reg.kg" --mpi -o "$tmp/x.so" >"$tmp/cli" 2>&1
+st=$?
+sed 's/^/# /' "$tmp/cli"
+[ $st -eq 1 ] && grep -q "declares no observation axis" "$tmp/cli"
+ok $? "kiln bridgestan --mpi without a declared axis: refused"
+# a declared axis (`partition N`) is used by --mpi
+sed 's/^end$/  partition N\nend/' "$tmp/reg.kg" >"$tmp/decl.kg"
+"$kiln" bridgestan "$tmp/decl.kg" --mpi -o "$tmp/decl.so" >"$tmp/cli" 2>&1
+st=$?
+sed 's/^/# /' "$tmp/cli"
+[ $st -eq 0 ] && grep -q "split along 'N'" "$tmp/cli"
+ok $? "kiln bridgestan --mpi takes the model's declared axis"
+
+for np in 1 2 3; do
+  run "python -np $np" $np "$python" "$py" values "$tmp"
+done
+for np in 2 3; do
+  run "C dlopen -np $np" $np "$build/tests/test_bridgestan_mpi_dlopen" \
+    "$tmp/mpi.so" "$tmp/serial.so" "$tmp/data.json"
+done
+run "2 observations -np 3" 3 "$python" "$py" empty "$tmp"
+run "bound data -np 2" 2 "$python" "$py" bound "$tmp"
+tmo=120 run "no bs_model_destruct -np 3" 3 "$python" "$py" nodestroy "$tmp"
+run "disagreeing data -np 2" 2 "$python" "$py" disagree "$tmp"
+run "bad axis -np 2" 2 "$python" "$py" badaxis "$tmp"
+
+echo "1..$n"
+exit $failed
