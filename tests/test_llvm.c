@@ -25,11 +25,12 @@
  *
  * Skips everything when the plugin was not built.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* dl_iterate_phdr, RTLD_NOLOAD */
 #include <kiln/backend.h>
 #include <kiln/kiln.h>
 
 #include <dlfcn.h>
+#include <link.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -583,6 +584,7 @@ static kiln_kernel mkmove(uint32_t kind, uint32_t nin, const kiln_arg_desc *in,
 static unsigned char obuf[OB], opat[OB], ores[5][OB];
 static float fs[4 * N];
 static long move_allocs;      /* allocations of steady-state prepared calls */
+static long move_blas;        /* ... made inside the BLAS library, not counted */
 
 /* Kernel k on interp and on llvm — fn, fn of a callable loaded from the
  * artifact bytes, a prepared call and a second run of the same plan —
@@ -616,15 +618,17 @@ static int agree(const char *what, const kiln_kernel *k, const kiln_view *in,
             }
         }
 #if COUNT_ALLOCS
-        long a0 = n_allocs;
+        long a0 = n_allocs, s0 = n_skipped;
 #endif
         rcs[v] = v == 0 ? ci->fn(ci->state, &call)
                : v == 1 ? cl->fn(cl->state, &call)
                : v == 2 ? cb->fn(cb->state, &call)
                : plan ? cl->run(plan, &call) : cl->fn(cl->state, &call);
 #if COUNT_ALLOCS
-        if (v == 4 && plan)
+        if (v == 4 && plan) {
             move_allocs += n_allocs - a0;
+            move_blas += n_skipped - s0;
+        }
 #endif
         memcpy(ores[v], obuf, nb);
     }
@@ -883,8 +887,54 @@ static void test_dotk(void)
        "interp bitwise, prepared and not");
 }
 
+#if COUNT_ALLOCS
+static void *blas_sym;   /* cblas_dgemm as the loaded plugins see it */
+
+/* dl_iterate_phdr callback: find a loaded object exporting cblas_dgemm
+ * (searching each object's dependencies), then the object whose loaded
+ * segments hold that address; set [skip_lo, skip_hi) to them. */
+static int find_blas(struct dl_phdr_info *info, size_t size, void *pass)
+{
+    (void)size;
+    if (*(int *)pass == 0) {
+        void *h = dlopen(info->dlpi_name[0] ? info->dlpi_name : NULL,
+                         RTLD_LAZY | RTLD_NOLOAD);
+        if (h) {
+            blas_sym = dlsym(h, "cblas_dgemm");
+            dlclose(h);
+        }
+        return blas_sym != NULL;
+    }
+    uintptr_t lo = UINTPTR_MAX, hi = 0, at = (uintptr_t)blas_sym;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD) {
+            uintptr_t a = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+            lo = a < lo ? a : lo;
+            hi = a + info->dlpi_phdr[i].p_memsz > hi ? a + info->dlpi_phdr[i].p_memsz
+                                                     : hi;
+        }
+    if (at < lo || at >= hi)
+        return 0;
+    skip_lo = lo;
+    skip_hi = hi;
+    return 1;
+}
+#endif
+
 static void test_moves(void)
 {
+#if COUNT_ALLOCS
+    /* OpenBLAS 0.3.21's small-matrix dgemm kernels (e.g.
+     * dgemm_small_kernel_b0_nn_COOPERLAKE, under cblas_dgemm) malloc a
+     * buffer on every call, so no warm-up avoids it and kiln cannot
+     * prevent it: allocations called directly from the BLAS library are
+     * not counted here.  Every allocation kiln's code makes still is. */
+    int pass = 0;
+    dl_iterate_phdr(find_blas, &pass);
+    pass = 1;
+    if (blas_sym)
+        dl_iterate_phdr(find_blas, &pass);
+#endif
     for (int i = 0; i < 4 * N; i++)
         fs[i] = (float)(sin(0.23 * i) * 4.0);
     memset(opat, 0x5a, sizeof opat);
@@ -893,7 +943,8 @@ static void test_moves(void)
     test_scatter();
     if (COUNT_ALLOCS)
         ok(move_allocs == 0, "steady-state prepared JOIN/SCATTER/DOT calls "
-           "allocate nothing (%ld allocations)", move_allocs);
+           "allocate nothing (%ld allocations; %ld more from inside the BLAS "
+           "library, not counted)", move_allocs, move_blas);
     else
         ok(1, "allocation count # SKIP under a sanitizer");
 }
