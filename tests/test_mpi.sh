@@ -105,6 +105,41 @@ st=$?
   same_lines "$tmp/j1" "$tmp/j2"
 ok $? "-np 3 --json: one line, serial's values (exit $st; $(head -c 300 "$tmp/mpi.json.err"))"
 
+# outputs that share their bytes (two outputs of one value; a gradient
+# asked twice): each summed once (they were summed once per output, so
+# k aliased outputs on R ranks came out R^(k-1) times too large; found
+# by a new user, issue 30)
+cat >"$tmp/alias.kg" <<'EOF_KG'
+kiln 1
+graph alias
+  shared X: f64[N, K]
+  shared y: f64[N]
+  input alpha: f64
+  input beta: f64[K]
+  input log_sigma: f64
+  a = mul(sum(y), alpha)
+  output a
+  output b = mul(a, 1.0)
+  output c = mul(a, 1.0)
+  lp = add(normal_lpdf(y, add(alpha, dot(X, beta)), exp(log_sigma)), normal_lpdf(beta, 0, 5))
+  output lp
+  g = grad(lp, beta)
+  output g
+  output g2 = mul(g, 1.0)
+end
+EOF_KG
+# shellcheck disable=SC2086
+"$kiln" run "$tmp/alias.kg" --data "$data" $point >"$tmp/alias.serial" 2>"$tmp/alias.serial.err"
+st0=$?
+for np in 2 3; do
+  # shellcheck disable=SC2086
+  mpirun -np $np "$kiln" run "$tmp/alias.kg" --data "$data" $point --mpi-axis N \
+    >"$tmp/alias$np" 2>"$tmp/alias$np.err"
+  st=$?
+  [ $st0 = 0 ] && [ $st = 0 ] && same_lines "$tmp/alias$np" "$tmp/alias.serial"
+  ok $? "-np $np: outputs sharing their bytes summed once each (exit $st0/$st; $(head -c 300 "$tmp/alias.serial.err") $(head -c 300 "$tmp/alias$np.err") $(head -c 300 "$tmp/cmp.out"))"
+done
+
 # --mpi: the axis the model declares (`partition N`)
 sed 's/^  input alpha: f64$/  partition N\n  input alpha: f64/' "$model" >"$tmp/declared.kg"
 if "$kiln" check "$tmp/declared.kg" >/dev/null 2>&1; then

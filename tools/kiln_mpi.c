@@ -185,9 +185,35 @@ int kiln_cli_mpi_same_file(const char *name, const char *path)
     return rc;
 }
 
+/* Every output summed over the ranks.  Outputs may share their bytes
+ * (two outputs of one value, `grad` asked twice): each output's bytes are
+ * copied out before any is summed, each copy summed, then written back,
+ * so a shared buffer is summed once per output from its own value, never
+ * from an already summed one (it was: R^(k-1) times too large). */
 int kiln_cli_mpi_sum_outputs(kiln_tensor *out, int n)
 {
-    for (int k = 0; k < n; k++) {
+    void **copy = calloc((size_t)(n ? n : 1), sizeof *copy);
+    size_t *bytes = calloc((size_t)(n ? n : 1), sizeof *bytes);
+    int rc = !copy || !bytes;
+    if (rc)
+        fprintf(stderr, "kiln: mpi: out of memory summing the outputs\n");
+    for (int k = 0; !rc && k < n; k++) {
+        int64_t numel = kiln_shape_numel(out[k].rank, out[k].shape);
+        if (numel > 0x7fffffff) {
+            fprintf(stderr, "kiln: mpi: output '%d' has more than 2^31 - 1 "
+                    "elements\n", k);
+            rc = 1;
+            break;
+        }
+        bytes[k] = (size_t)numel * kiln_dtype_size(out[k].dtype);
+        if (bytes[k] && !(copy[k] = malloc(bytes[k]))) {
+            fprintf(stderr, "kiln: mpi: out of memory summing the outputs\n");
+            rc = 1;
+        } else if (bytes[k]) {
+            memcpy(copy[k], out[k].data, bytes[k]);
+        }
+    }
+    for (int k = 0; !rc && k < n; k++) {
         MPI_Datatype t;
         switch (out[k].dtype) {
         case KILN_F64: t = MPI_DOUBLE; break;
@@ -196,18 +222,22 @@ int kiln_cli_mpi_sum_outputs(kiln_tensor *out, int n)
         case KILN_I32: t = MPI_INT32_T; break;
         default: t = MPI_UINT8_T; break;
         }
-        int64_t numel = kiln_shape_numel(out[k].rank, out[k].shape);
-        if (numel > 0x7fffffff) {
-            fprintf(stderr, "kiln: mpi: output '%d' has more than 2^31 - 1 "
-                    "elements\n", k);
-            return 1;
-        }
         kiln_err e = {0, ""};
-        if (numel > 0 &&
-            kiln_mpi_sum(M.comm, out[k].data, (int)numel, t, M.timeout, &e))
+        if (!bytes[k])
+            continue;
+        if (kiln_mpi_sum(M.comm, copy[k],
+                         (int)(bytes[k] / kiln_dtype_size(out[k].dtype)), t,
+                         M.timeout, &e))
             timed_out(&e);
     }
-    return 0;
+    for (int k = 0; !rc && k < n; k++)
+        if (bytes[k])
+            memcpy(out[k].data, copy[k], bytes[k]);
+    for (int k = 0; copy && k < n; k++)
+        free(copy[k]);
+    free(copy);
+    free(bytes);
+    return rc;
 }
 
 long long kiln_cli_mpi_job_total(long long mine)
