@@ -108,7 +108,8 @@ ok $? "-np 3 --json: one line, serial's values (exit $st; $(head -c 300 "$tmp/mp
 # outputs that share their bytes (two outputs of one value; a gradient
 # asked twice): each summed once (they were summed once per output, so
 # k aliased outputs on R ranks came out R^(k-1) times too large; found
-# by a new user, issue 30)
+# by a new user, issue 30); a bool output that does not depend on the
+# axis stays bool (the mask made it i64)
 cat >"$tmp/alias.kg" <<'EOF_KG'
 kiln 1
 graph alias
@@ -126,6 +127,7 @@ graph alias
   g = grad(lp, beta)
   output g
   output g2 = mul(g, 1.0)
+  output pos = gt(alpha, 0)
 end
 EOF_KG
 # shellcheck disable=SC2086

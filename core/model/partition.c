@@ -476,7 +476,12 @@ static int mask_of(kiln_graph *ng, const char *mname, int part,
                                        err)) < 0)
             return err->code;
     }
-    kiln_value zero = kiln_graph_literal(ng, 0, KILN_LIT_INT, err);
+    /* false for a bool x: an int 0 would promote where's result to i64
+     * (a bool output printed as 1 under MPI; a new user's find) */
+    kiln_value zero = kiln_graph_literal(ng, 0,
+                                         ng->nodes[x].type.dtype == KILN_BOOL
+                                             ? KILN_LIT_BOOL : KILN_LIT_INT,
+                                         err);
     kiln_value w[3] = {*mask, x, zero};
     if (zero < 0 ||
         (*out = kiln_graph_op(ng, "where", 3, w, NULL, 0, err)) < 0)
