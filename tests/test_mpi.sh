@@ -230,6 +230,14 @@ mpirun -np 2 sh -c '"$kiln" run "$model" --data "$tmp/d$OMPI_COMM_WORLD_RANK.jso
 st=$?
 [ $st != 0 ] && one_line "$tmp/err" "ranks disagree on the data: rank 1 differs from rank 0"
 ok $? "data that differ on rank 1: one line, exit $st: $(grep '^kiln' "$tmp/err" | head -c 300)"
+# inputs that differ on rank 1 (an -i of its own): refused, not summed
+# into a wrong number (found by an attack)
+# shellcheck disable=SC2016
+mpirun -np 2 sh -c '"$kiln" run "$model" --data "$data" -i alpha=0.$((3 + OMPI_COMM_WORLD_RANK)) -i beta=[0.5,-0.2,0.1] -i log_sigma=-0.1 --mpi-axis N' \
+  >"$tmp/out" 2>"$tmp/err"
+st=$?
+[ $st != 0 ] && one_line "$tmp/err" "ranks disagree on the inputs: rank 1 differs from rank 0"
+ok $? "inputs that differ on rank 1: one line, exit $st: $(grep '^kiln' "$tmp/err" | head -c 300)"
 # shellcheck disable=SC2016
 mpirun -np 2 sh -c '"$kiln" run "$tmp/m$OMPI_COMM_WORLD_RANK.kg" --data "$data" $point --mpi-axis N' \
   >"$tmp/out" 2>"$tmp/err"

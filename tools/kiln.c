@@ -1245,10 +1245,39 @@ static int run_with(int argc, char **argv, const char **assign)
     /* --tier-wait: every kernel with a tier-1 backend is compiled (into
      * the disk cache) before the timed calls, or the time is up */
 #ifdef KILN_WITH_MPI
-    /* checkpoint 4: every rank has its inputs */
+    /* checkpoint 4: every rank has its inputs, and the same ones (they
+     * are not sized by the axis: inputs that differ per rank, a -i or an
+     * --inputs file of its own, would be summed over the ranks into a
+     * wrong number; found by an attack) */
     if (mpi) {
         kiln_cli_mpi_fault();
         if (kiln_cli_mpi_checkpoint(0))
+            goto done;
+        size_t ib = 0, at = 0;
+        for (int k = 0; k < ni; k++)
+            ib += sizeof in[k].dtype + sizeof in[k].rank +
+                  sizeof in[k].shape[0] * (size_t)in[k].rank +
+                  (size_t)kiln_shape_numel(in[k].rank, in[k].shape) *
+                      kiln_dtype_size(in[k].dtype);
+        unsigned char *ibuf = malloc(ib ? ib : 1);
+        for (int k = 0; ibuf && k < ni; k++) {
+            size_t nb = (size_t)kiln_shape_numel(in[k].rank, in[k].shape) *
+                        kiln_dtype_size(in[k].dtype);
+            memcpy(ibuf + at, &in[k].dtype, sizeof in[k].dtype);
+            at += sizeof in[k].dtype;
+            memcpy(ibuf + at, &in[k].rank, sizeof in[k].rank);
+            at += sizeof in[k].rank;
+            memcpy(ibuf + at, in[k].shape,
+                   sizeof in[k].shape[0] * (size_t)in[k].rank);
+            at += sizeof in[k].shape[0] * (size_t)in[k].rank;
+            if (nb)
+                memcpy(ibuf + at, in[k].data, nb);
+            at += nb;
+        }
+        int bad = kiln_cli_mpi_same("the inputs", ibuf ? (void *)ibuf : "",
+                                    ibuf ? at : 0);
+        free(ibuf);
+        if (bad)
             goto done;
     }
 #endif
