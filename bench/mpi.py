@@ -3,8 +3,17 @@
 ranks (issue 30; docs/performance.md "MPI (issue 30)", docs/hpc.md).
 
 usage: mpi.py BUILDDIR [--quick] [--seconds S] [--only WHAT,...]
-WHAT: allreduce, grad, cold (default: all three).
+WHAT: allreduce, stream, grad, cold (default: all four).
 
+Every process runs with one BLAS/OpenMP thread (OPENBLAS_NUM_THREADS=1,
+OMP_NUM_THREADS=1), ranks are bound one per core (mpirun --bind-to core)
+and the serial process is pinned to core 0 (taskset): "1 rank" and
+"serial" are one core each, as every rank of "2 ranks" is.
+
+0. stream: the memory read bandwidth of 1 and 2 ranks streaming 400 MB
+   each at once (bench/mpi_stream.c): a gradient that is bound by memory
+   bandwidth (the 10^7 regression reads its 400 MB design matrix twice)
+   cannot gain more from the second core than this ratio.
 1. allreduce: MPI_Allreduce and MPI_Bcast of k doubles, k = 2..10^4, on 2
    ranks (bench/mpi_allreduce.c): this machine's shared memory, a lower
    bound for the scaling model of docs/hpc.md.
@@ -94,6 +103,14 @@ def mpirun_cmd(np_):
         cmd += ["--oversubscribe", "--bind-to", "none"]
     else:
         cmd += ["--bind-to", "core"]
+    return cmd
+
+
+def pinned(cmd):
+    """cmd pinned to core 0 (taskset), as mpirun --bind-to core pins a rank:
+    a serial process gets one core, like one rank."""
+    if shutil.which("taskset"):
+        return ["taskset", "-c", "0"] + cmd
     return cmd
 
 
@@ -196,7 +213,7 @@ def main():
     build = os.path.abspath(args[0])
     quick = "--quick" in args
     seconds = 1.0 if quick else 3.0
-    only = {"allreduce", "grad", "cold"}
+    only = {"allreduce", "stream", "grad", "cold"}
     for i, a in enumerate(args):
         if a == "--seconds":
             seconds = float(args[i + 1])
@@ -204,7 +221,8 @@ def main():
             only = set(args[i + 1].split(","))
     bench = os.path.join(build, "bench", "bench_mpi")
     allreduce = os.path.join(build, "bench", "mpi_allreduce")
-    for p in (bench, allreduce):
+    stream = os.path.join(build, "bench", "mpi_stream")
+    for p in (bench, allreduce, stream):
         if not os.access(p, os.X_OK):
             die("%s is not built (make bench-mpi builds it; configure --with-mpi)" % p)
     if not shutil.which("mpirun"):
@@ -215,6 +233,10 @@ def main():
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     for k in ("KILN_CACHE", "KILN_CACHE_PATH", "KILN_BACKEND", "KILN_POLICY"):
         env.pop(k, None)
+    # One BLAS/OpenMP thread per process: otherwise OpenBLAS gives the one
+    # process both cores for X @ beta and X^T r, and "1 rank" is 2 cores.
+    for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[k] = "1"
     work = os.path.join(build, "bench-mpi")
     os.makedirs(work, exist_ok=True)
     try:
@@ -240,6 +262,21 @@ def main():
                       (r["k"], r["bytes"], r["allreduce_us"], r["allreduce_min_us"],
                        r["bcast_us"], r["bcast_min_us"]))
 
+    if "stream" in only:
+        # the ceiling of a memory-bound gradient's speed-up: what two cores
+        # read together over what one reads alone
+        print("\n## Memory read bandwidth, R ranks streaming at once (mpi_stream, 400 MB per rank)\n")
+        print("| ranks | GB/s per rank (min-max) | GB/s, all ranks | vs 1 rank |")
+        print("|---:|---:|---:|---:|")
+        one = None
+        for np_ in (1, 2):
+            out, _w, _c = run(mpirun_cmd(np_) + [stream, "400", "5" if quick else "10"], env)
+            r = parse(out)
+            tot = float(r["gbs_total"])
+            one = one or tot
+            print("| %d | %s-%s | %.1f | %.2f |" % (np_, r["gbs_rank_min"], r["gbs_rank_max"],
+                                                  tot, tot / one))
+
     pdb = os.path.join(SRC, "examples", "posteriordb")
     models = [("regression 10^3", regression(work, 10 ** 3), "-"),
               ("regression 10^6", regression(work, 10 ** 6), "-")]
@@ -259,9 +296,9 @@ def main():
         for name, kg, data in models:
             ser_pt = os.path.join(work, "point-serial.txt")
             # untimed: fills the cache
-            run([bench, kg, data, "--serial", "--seconds", "0"] + LLVM, env_g)
-            out, _w, _c = run([bench, kg, data, "--serial", "--seconds", str(seconds),
-                               "--out", ser_pt] + LLVM, env_g)
+            run(pinned([bench, kg, data, "--serial", "--seconds", "0"] + LLVM), env_g)
+            out, _w, _c = run(pinned([bench, kg, data, "--serial", "--seconds", str(seconds),
+                                      "--out", ser_pt] + LLVM), env_g)
             ser = parse(out)
             base = float(ser["ms_per_grad"])
             m = re.match(r"regression 10\^(\d+)$", name)
