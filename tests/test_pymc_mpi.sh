@@ -1,0 +1,72 @@
+#!/bin/sh
+# test_pymc_mpi.sh — PyMC models split over MPI ranks (kiln.pymc's
+# mpi_axis; docs/pymc.md, "Under MPI"): tests/test_pymc_mpi.py converts a
+# regression, radon and a two-row model with their observation axis
+# (PyMC's own logp/dlogp are the reference), then runs their MPI
+# BridgeStan libraries under `mpirun --oversubscribe -np 1, 2, 3` with the
+# real BridgeStan client against the serial libraries and PyMC.  Skips
+# without MPI (configure --with-mpi, mpirun), ../shared/clients,
+# ../shared/python (PyMC), numpy or /usr/bin/python3, and in sanitizer
+# builds.
+. "${KILN_SRCDIR:-.}/tests/bridgestan_env.sh"
+[ -f "$build/tools/.libs/bridgestan-mpi.so" ] ||
+  skip_all "kiln built without MPI (configure --with-mpi)"
+mpirun=$(command -v mpirun) || skip_all "no mpirun"
+shared_py=${KILN_SHARED_PYTHON:-$src/../shared/python}
+[ -d "$shared_py/site/pymc" ] || skip_all "no PyMC in $shared_py (../shared/python)"
+[ -f "$build/.libs/libkiln.so" ] || skip_all "no $build/.libs/libkiln.so"
+OMPI_ALLOW_RUN_AS_ROOT=1
+OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+KILN_MPI_TIMEOUT=${KILN_MPI_TIMEOUT:-120}
+KILN_CACHE_DIR="$tmp/cache"
+KILN_LIBRARY="$build/.libs/libkiln.so"
+KILN_BIN="$kiln"
+PYTHONPATH="$src/python:$src/tests:$PYTHONPATH"
+PYTHONDONTWRITEBYTECODE=1
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM KILN_MPI_TIMEOUT \
+  KILN_CACHE_DIR KILN_LIBRARY KILN_BIN PYTHONPATH PYTHONDONTWRITEBYTECODE
+py="$src/tests/test_pymc_mpi.py"
+
+n=0
+failed=0
+ok() { # ok STATUS WHAT
+  n=$((n + 1))
+  if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else
+    echo "not ok $n - $2"; failed=1; fi
+}
+lines() { # number the unnumbered TAP lines of file $1, label $2
+  while IFS= read -r l; do
+    case $l in
+      "ok - "*) ok 0 "$2: ${l#ok - }" ;;
+      "not ok - "*) ok 1 "$2: ${l#not ok - }" ;;
+      "#"*) echo "$l" ;;
+      "") ;;
+      *) echo "# $l" ;;
+    esac
+  done <"$1"
+}
+
+timeout 900 "$python" "$py" prepare "$tmp" >"$tmp/prep" 2>&1
+st=$?
+lines "$tmp/prep" prepare
+ok $st "prepare: PyMC models converted with their axis (exit $st)"
+[ $st -eq 0 ] || { echo "1..$n"; exit 1; }
+
+for np in 1 2 3; do
+  rm -rf "$tmp/of"
+  timeout 300 "$mpirun" --oversubscribe --bind-to none \
+    --output-filename "$tmp/of" -np $np "$python" "$py" run "$tmp" \
+    >"$tmp/out" 2>&1
+  st=$?
+  for f in "$tmp"/of/*/rank.*/stdout; do
+    [ -f "$f" ] && lines "$f" "-np $np"
+  done
+  if [ $st -ne 0 ]; then
+    sed 's/^/# /' "$tmp/out"
+    cat "$tmp"/of/*/rank.*/stderr 2>/dev/null | sed 's/^/# /'
+  fi
+  ok $st "-np $np: exit status $st"
+done
+
+echo "1..$n"
+exit $failed
