@@ -34,7 +34,7 @@ SRC = os.environ.get("KILN_SRCDIR", os.path.join(HERE, ".."))
 SHARED = os.path.join(SRC, "..", "shared")
 PYDIR = os.environ.get("KILN_SHARED_PYTHON", os.path.join(SHARED, "python"))
 RADON = os.environ.get("KILN_RADON_CSV", os.path.join(SHARED, "data", "radon.csv"))
-MODELS = ("linreg", "radon", "tiny")
+MODELS = ("linreg", "radon", "tiny", "shaped")
 
 
 # ---- the models (prepare only: they need PyMC) ------------------------------
@@ -87,7 +87,25 @@ def tiny(pm):
     return m
 
 
-AXES = {"linreg": "obs_id", "radon": "obs_id", "tiny": 2}
+def shaped(pm):
+    """No dims: pm.Data X and an observed pm.Data, sizes taken from the
+    data (pt.alloc(c, X.shape[0]), shape=X.shape[0]): mpi_axis=61."""
+    import pytensor.tensor as pt
+    rng = np.random.RandomState(9)
+    x = rng.normal(size=(61, 2))
+    y = x @ np.array([0.5, -1.0]) + rng.normal(size=61)
+    with pm.Model() as m:
+        X = pm.Data("X", x)
+        yd = pm.Data("y_obs", y)
+        b = pm.Normal("b", 0, 5, shape=2)
+        c = pm.Normal("c", 0, 1)
+        s = pm.HalfNormal("s", 2)
+        pm.Normal("y", X @ b + pt.alloc(c, X.shape[0]), s, observed=yd,
+                  shape=X.shape[0])
+    return m
+
+
+AXES = {"linreg": "obs_id", "radon": "obs_id", "tiny": 2, "shaped": 61}
 
 
 def points(n, k=4, seed=5):
@@ -117,7 +135,8 @@ def prepare(tmp):
     import kiln.pymc as kp
     ref = Mode(linker="py", optimizer=None)
     for name in MODELS:
-        m = {"linreg": linreg, "radon": radon, "tiny": tiny}[name](pm)
+        m = {"linreg": linreg, "radon": radon, "tiny": tiny,
+             "shaped": shaped}[name](pm)
         axis = AXES[name]
         d = os.path.join(tmp, name)
         with warnings.catch_warnings(record=True) as w:
@@ -177,6 +196,12 @@ def prepare(tmp):
             pm.Normal("y", X @ b + pt.alloc(c, 40), 1.0, observed=y, dims="obs_id")
         return m
 
+    def latent():
+        with pm.Model(coords={"obs_id": range(40)}) as m:
+            z = pm.Normal("z", 0, 1, dims="obs_id")
+            pm.Normal("y", z, 1.0, observed=y, dims="obs_id")
+        return m
+
     def nosuch():
         return centred()
 
@@ -190,6 +215,9 @@ def prepare(tmp):
     out.raises(lambda: kp.model_to_kg(baked(), mpi_axis="obs_id"),
                ["cannot split", "length 40 is built into the graph", "shape=[40]"],
                "a length baked into a broadcast: refused, naming the line")
+    out.raises(lambda: kp.model_to_kg(latent(), mpi_axis="obs_id"),
+               ["cannot split", "free variable 'z' has the axis's length"],
+               "a latent value per observation: refused, naming the variable")
     out.raises(lambda: kp.model_to_kg(nosuch(), mpi_axis="rows"),
                ["'rows' is not a dim"], "an unknown dim: refused")
     out.raises(lambda: kp.model_to_kg(nosuch(), mpi_axis=7),
@@ -208,10 +236,13 @@ def run(tmp):
     for name in MODELS:
         d = os.path.join(tmp, name)
         m = bs.StanModel(os.path.join(d, "mpi.so"), warn=False)
-        if name == "tiny" and size == 3 and out.rank == 0:
-            out.ok("rows [0, 0) of 2" in m.model_info(),
-                   "tiny: rank 0 of 3 binds no row (%s)"
-                   % m.model_info().replace("\n", " ")[-60:])
+        # rank r of R binds rows [T r / R, T (r + 1) / R) (tiny: rank 0 of
+        # 3 none); a serial library (no axis) would say nothing of rows
+        t = {"linreg": 103, "radon": 919, "tiny": 2, "shaped": 61}[name]
+        rows = "rows [%d, %d) of %d" % (t * out.rank // size,
+                                        t * (out.rank + 1) // size, t)
+        out.ok(rows in m.model_info(), "%s: rank %d of %d binds %s"
+               % (name, out.rank, size, rows))
         if out.rank == 0:
             s = bs.StanModel(os.path.join(d, "serial.so"), warn=False)
             pts = np.load(os.path.join(d, "points.npy"))

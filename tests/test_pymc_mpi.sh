@@ -68,5 +68,34 @@ for np in 1 2 3; do
   ok $st "-np $np: exit status $st"
 done
 
+# the command line on the files write_model wrote: `kiln run --mpi` (the
+# declared axis) on 1, 2, 3 ranks prints the serial `kiln run`'s outputs
+# (random inputs from one seed: the same on every rank)
+for m in linreg radon; do
+  "$kiln" run "$tmp/$m/model.kg" --random-inputs 7 --json \
+    >"$tmp/$m/serial.json" 2>"$tmp/err"
+  ok $? "$m: kiln run (serial)"
+  for np in 1 2 3; do
+    timeout 300 "$mpirun" --oversubscribe --bind-to none -np $np \
+      "$kiln" run "$tmp/$m/model.kg" --mpi --random-inputs 7 --json \
+      >"$tmp/$m/mpi.json" 2>"$tmp/err"
+    st=$?
+    [ $st -eq 0 ] || sed 's/^/# /' "$tmp/err"
+    "$python" - "$tmp/$m/serial.json" "$tmp/$m/mpi.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f))["outputs"] for f in sys.argv[1:3])
+ok = a.keys() == b.keys()
+for k in a:
+    x, y = a[k]["value"], b[k]["value"]
+    x, y = (v if isinstance(v, list) else [v] for v in (x, y))
+    ok = ok and len(x) == len(y) and all(
+        abs(p - q) <= 1e-12 * max(1.0, abs(p)) for p, q in zip(x, y))
+print("# logp serial %r, MPI %r" % (a["logp"]["value"], b["logp"]["value"]))
+sys.exit(0 if ok else 1)
+PY
+    ok $? "$m: kiln run --mpi -np $np (exit $st) = serial kiln run to 1e-12"
+  done
+done
+
 echo "1..$n"
 exit $failed

@@ -562,9 +562,15 @@ def _check_split(kg, layout, split):
             if ln and 0 < int(ln.group(1)) <= len(text_lines):
                 km = kname_re.match(text_lines[int(ln.group(1)) - 1])
                 src = _pt_node(kg, km.group(1)) if km else None
+        latent = [p["rv_name"] for p in layout.params if n in p["shape"]]
         raise UnsupportedModel(
             f"pymc: cannot split the model along {what}: {msg}"
-            + (f"; that node is {src}" if src else ""))
+            + (f"; that node is {src}" if src else "")
+            + (f"; free variable{'s' if len(latent) > 1 else ''} "
+               + ", ".join(repr(v) for v in latent)
+               + f" ha{'ve' if len(latent) > 1 else 's'} the axis's length: "
+               "a value per observation is a parameter, and parameters "
+               "are not split" if latent else ""))
 
 
 class PymcModel(_kiln.Model):
