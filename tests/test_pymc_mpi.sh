@@ -27,24 +27,7 @@ export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM KILN_MPI_TIMEOUT \
   KILN_CACHE_DIR KILN_LIBRARY KILN_BIN PYTHONPATH PYTHONDONTWRITEBYTECODE
 py="$src/tests/test_pymc_mpi.py"
 
-n=0
-failed=0
-ok() { # ok STATUS WHAT
-  n=$((n + 1))
-  if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else
-    echo "not ok $n - $2"; failed=1; fi
-}
-lines() { # number the unnumbered TAP lines of file $1, label $2
-  while IFS= read -r l; do
-    case $l in
-      "ok - "*) ok 0 "$2: ${l#ok - }" ;;
-      "not ok - "*) ok 1 "$2: ${l#not ok - }" ;;
-      "#"*) echo "$l" ;;
-      "") ;;
-      *) echo "# $l" ;;
-    esac
-  done <"$1"
-}
+. "$src/tests/mpi_tap.sh"
 
 timeout 900 "$python" "$py" prepare "$tmp" >"$tmp/prep" 2>&1
 st=$?
@@ -53,19 +36,7 @@ ok $st "prepare: PyMC models converted with their axis (exit $st)"
 [ $st -eq 0 ] || { echo "1..$n"; exit 1; }
 
 for np in 1 2 3; do
-  rm -rf "$tmp/of"
-  timeout 300 "$mpirun" --oversubscribe --bind-to none \
-    --output-filename "$tmp/of" -np $np "$python" "$py" run "$tmp" \
-    >"$tmp/out" 2>&1
-  st=$?
-  for f in "$tmp"/of/*/rank.*/stdout; do
-    [ -f "$f" ] && lines "$f" "-np $np"
-  done
-  if [ $st -ne 0 ]; then
-    sed 's/^/# /' "$tmp/out"
-    cat "$tmp"/of/*/rank.*/stderr 2>/dev/null | sed 's/^/# /'
-  fi
-  ok $st "-np $np: exit status $st"
+  tmo=300 run "-np $np" $np "$python" "$py" run "$tmp"
 done
 
 # the command line on the files write_model wrote: `kiln run --mpi` (the

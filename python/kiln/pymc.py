@@ -762,6 +762,16 @@ def kiln_executable():
                           + "); set KILN_BIN to its path")
 
 
+def _layout_of(model, deterministics, mpi_axis):
+    """The layout of a PymcModel, or of a PyMC model converted now."""
+    if isinstance(model, PymcModel):
+        if mpi_axis is not None and model.layout.axis is None:
+            raise UnsupportedModel("pymc: this PymcModel was compiled without "
+                                   "mpi_axis: pass the PyMC model")
+        return model.layout
+    return model_to_kg(model, deterministics=deterministics, mpi_axis=mpi_axis)[1]
+
+
 def _write_files(layout_or_text, directory, name="model"):
     text = getattr(layout_or_text, "text", layout_or_text)
     data = getattr(layout_or_text, "data", {}) or {}
@@ -782,14 +792,7 @@ def write_model(model, directory, mpi_axis=None, name="model",
     what ``kiln run DIRECTORY/NAME.kg --mpi`` and ``kiln bridgestan
     DIRECTORY/NAME.kg --mpi`` take (docs/pymc.md, "Under MPI").  Returns
     the ``.kg`` file's absolute path."""
-    if isinstance(model, PymcModel):
-        if mpi_axis is not None and model.layout.axis is None:
-            raise UnsupportedModel("pymc: this PymcModel was compiled without "
-                                   "mpi_axis: pass the PyMC model")
-        layout = model.layout
-    else:
-        _, layout = model_to_kg(model, deterministics=deterministics,
-                                mpi_axis=mpi_axis)
+    layout = _layout_of(model, deterministics, mpi_axis)
     return _write_files(layout, directory, name)
 
 
@@ -822,12 +825,5 @@ def to_bridgestan(model, path, kiln_bin=None, deterministics=True, mpi_axis=None
     one) the library is kiln's MPI library (``kiln bridgestan
     --mpi-axis``; docs/bridgestan.md, "Under MPI"), its data split over
     the ranks of ``mpirun``; the data are bound into the library too."""
-    if isinstance(model, PymcModel):
-        if mpi_axis is not None and model.layout.axis is None:
-            raise UnsupportedModel("pymc: this PymcModel was compiled without "
-                                   "mpi_axis: pass the PyMC model")
-        layout = model.layout
-    else:
-        _, layout = model_to_kg(model, deterministics=deterministics,
-                                mpi_axis=mpi_axis)
+    layout = _layout_of(model, deterministics, mpi_axis)
     return _write_bridgestan(layout, path, kiln_bin)
