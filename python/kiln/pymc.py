@@ -34,7 +34,9 @@ variable maps:
 
 Deterministics are ``output tp`` too.  Data (observed values, ``pm.Data``
 and other shared variables) are constants of the graph, taken when the
-model is compiled.  Discrete free variables are refused (NUTS cannot move
+model is compiled; with ``mpi_axis`` (``model_to_kg``, ``write_model``,
+``to_bridgestan``) the data along the observation axis are shared values
+sized by a symbol instead, split over MPI ranks.  Discrete free variables are refused (NUTS cannot move
 them).
 """
 
