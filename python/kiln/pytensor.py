@@ -1876,8 +1876,14 @@ def _nodes_to_kg(nodes, inputs, outputs, name="pytensor"):
         outs.append((on, vn))
         out_names.append(on)
     text = em.text(name, outs)
-    return KgGraph(text, list(inputs), list(outputs), in_names, out_names, em.checks,
-                   [v.type.dtype for v in inputs], [v.type.dtype for v in outputs])
+    kg = KgGraph(text, list(inputs), list(outputs), in_names, out_names, em.checks,
+                 [v.type.dtype for v in inputs], [v.type.dtype for v in outputs])
+    # kiln name -> the PyTensor variable it came from (for messages that
+    # name a node of the text, e.g. a partition's refusal)
+    kg.var_of = {}
+    for var, kname in em.val.items():
+        kg.var_of.setdefault(kname, var)
+    return kg
 
 
 def fgraph_to_kg(fgraph, name="pytensor"):
