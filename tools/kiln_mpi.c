@@ -152,20 +152,21 @@ static void timed_out(const kiln_err *e)
     _exit(1);
 }
 
-static int checkpoint(int status, double timeout);
+static int checkpoint(int status, int build);
 
 int kiln_cli_mpi_checkpoint(int status)
 {
-    return checkpoint(status, M.timeout);
+    return checkpoint(status, 0);
 }
 
 int kiln_cli_mpi_build_checkpoint(int status)
 {
-    return checkpoint(status, M.build_timeout);
+    return checkpoint(status, 1);
 }
 
-static int checkpoint(int status, double timeout)
+static int checkpoint(int status, int build)
 {
+    double timeout = build ? M.build_timeout : M.timeout;
     if (!M.active || M.agreed)
         return status ? 1 : 0;
     kiln_err mine = {0, ""}, e = {0, ""};
@@ -177,8 +178,14 @@ static int checkpoint(int status, double timeout)
                             timeout, &e);
     if (!rc)
         return 0;
-    if (strstr(e.message, "no answer from every rank"))
+    if (strstr(e.message, "no answer from every rank")) {
+        if (build) {
+            size_t l = strlen(e.message);
+            snprintf(e.message + l, sizeof e.message - l, " (waiting for "
+                     "a build: KILN_MPI_BUILD_TIMEOUT)");
+        }
         timed_out(&e);
+    }
     M.agreed = 1;
     /* rank 0 prints another rank's failure (its own is printed) */
     if (M.rank == 0 && !status)

@@ -87,7 +87,7 @@ static int env_seconds(const char *name, double fallback, double *seconds,
     if (!((e[0] >= '0' && e[0] <= '9') || e[0] == '.') || errno || !end ||
         *end || !(v >= TIMEOUT_MIN && v <= TIMEOUT_MAX))
         return seterr(err, KILN_ERR_ARG, "mpi: %s='%.64s' is not a number "
-                      "of seconds from %g to %g", name, e, TIMEOUT_MIN,
+                      "of seconds from %.0f to %.0f", name, e, TIMEOUT_MIN,
                       TIMEOUT_MAX);
     *seconds = v;
     return 0;
@@ -116,7 +116,7 @@ int kiln_mpi_timeouts(double seconds, double *timeout, double *build_timeout,
         *build_timeout = b;
     if (seconds != 0 && !(seconds >= TIMEOUT_MIN && seconds <= TIMEOUT_MAX))
         return seterr(err, KILN_ERR_ARG, "mpi: timeout_seconds must be 0 "
-                      "(the default) or from %g to %g, got %g", TIMEOUT_MIN,
+                      "(the default) or from %.0f to %.0f, got %g", TIMEOUT_MIN,
                       TIMEOUT_MAX, seconds);
     if (seconds != 0)
         t = seconds;

@@ -140,9 +140,9 @@ double kiln_mpi_timeout(double seconds);
  * *build_timeout is $KILN_MPI_BUILD_TIMEOUT (unset: the larger of 3600
  * and *timeout).  Either pointer may be NULL.  Errors: KILN_ERR_ARG for a
  * `seconds` out of range ("mpi: timeout_seconds must be 0 (the default)
- * or from 1 to 3.1536e+07, got -1") or a variable that is not a decimal
+ * or from 1 to 31536000, got -1") or a variable that is not a decimal
  * number of seconds in that range ("mpi: KILN_MPI_TIMEOUT='abc' is not a
- * number of seconds from 1 to 3.1536e+07"); the outputs are then the
+ * number of seconds from 1 to 31536000"); the outputs are then the
  * defaults.  Not collective; reads the environment. */
 int kiln_mpi_timeouts(double seconds, double *timeout, double *build_timeout,
                       kiln_err *err);
