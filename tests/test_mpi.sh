@@ -168,6 +168,46 @@ for np in 1 2 3 4; do
   [ $st = 0 ] || { sed 's/^/# /' "$tmp/api$np"; head -20 "$tmp/api$np.err" | sed 's/^/# /'; }
 done
 
+# docs/mpi.md's C API program: the doc's ```c block is
+# tests/mpi_example.c, which runs on 1..3 ranks; lp and gradient at
+# unc = 0.1 against numpy/scipy (an independent computation)
+awk '/^```c$/ { on = 1; next } on && /^```$/ { exit } on' "$top/docs/mpi.md" >"$tmp/doc.c"
+cmp -s "$tmp/doc.c" "$top/tests/mpi_example.c"
+ok $? "docs/mpi.md's C API program is tests/mpi_example.c ($(diff "$tmp/doc.c" "$top/tests/mpi_example.c" | head -c 300))"
+cat >"$tmp/chk.py" <<'EOF_PY'
+import json, sys
+import numpy as np
+from scipy.stats import norm
+d = json.load(open(sys.argv[1]))
+X = np.array(d["X"]); y = np.array(d["y"])
+alpha, beta, ls = 0.1, np.full(X.shape[1], 0.1), 0.1   # unc = 0.1 each
+s = np.exp(ls)                                          # sigma lower=0
+mu = alpha + X @ beta
+lp = (norm.logpdf(alpha, 0, 2) + norm.logpdf(beta, 0, 2).sum() +
+      norm.logpdf(s, 0, 1) + norm.logpdf(y, mu, s).sum() + ls)
+r = (y - mu) / s**2
+g = np.array([-alpha / 4 + r.sum()] + list(-beta / 4 + X.T @ r) +
+             [s * (-s - len(y) / s + ((y - mu)**2).sum() / s**3) + 1])
+out = open(sys.argv[2]).read().split("\n")
+lp2 = float(out[0].split("=")[1])
+g2 = np.array([float(v) for v in out[1].split("=")[1].split()])
+good = abs(lp - lp2) <= 1e-12 * max(1, abs(lp)) and g2.shape == g.shape and \
+    np.all(np.abs(g - g2) <= 1e-12 * max(1, np.max(np.abs(g))))
+print("lp %.17g vs numpy %.17g" % (lp2, lp))
+sys.exit(0 if good else 1)
+EOF_PY
+for np in 1 2 3; do
+  mpirun -np $np "$build/tests/mpi_example" "$top/tests/graphs/mpi/linreg_model.kg" \
+    "$data" N >"$tmp/ex$np" 2>"$tmp/ex$np.err"
+  st=$?
+  if /usr/bin/python3 -c 'import numpy, scipy' 2>/dev/null; then
+    [ $st = 0 ] && /usr/bin/python3 "$tmp/chk.py" "$data" "$tmp/ex$np" >"$tmp/chk.out" 2>&1
+    ok $? "mpi_example on $np rank(s): lp and gradient equal numpy's to 1e-12 (exit $st; $(head -c 200 "$tmp/chk.out") $(head -c 200 "$tmp/ex$np.err"))"
+  else
+    skip 1 "/usr/bin/python3 lacks numpy or scipy"
+  fi
+done
+
 # --- one compile per job --------------------------------------------------
 # the compiling backends too (the interpreter's kernels are not cached)
 pp="$build/backends/interp/.libs"
