@@ -83,11 +83,16 @@ st=$?
 sed 's/^/# /' "$tmp/cli"
 [ $st -eq 1 ] && grep -q "declares no observation axis" "$tmp/cli"
 ok $? "kiln bridgestan --mpi without a declared axis: refused"
+# bs_cli MODEL.kg OUT.so ARGS...: kiln bridgestan --mpi on MODEL with
+# `partition N` added; st its exit status, its output in $tmp/cli
+bs_cli() {
+  sed 's/^end$/  partition N\nend/' "$1" >"$1.decl.kg"
+  "$kiln" bridgestan "$1.decl.kg" --mpi -o "$2" >"$tmp/cli" 2>&1
+  st=$?
+  sed 's/^/# /' "$tmp/cli"
+}
 # a declared axis (`partition N`) is used by --mpi
-sed 's/^end$/  partition N\nend/' "$tmp/reg.kg" >"$tmp/decl.kg"
-"$kiln" bridgestan "$tmp/decl.kg" --mpi -o "$tmp/decl.so" >"$tmp/cli" 2>&1
-st=$?
-sed 's/^/# /' "$tmp/cli"
+bs_cli "$tmp/reg.kg" "$tmp/decl.so"
 [ $st -eq 0 ] && grep -q "split along 'N'" "$tmp/cli"
 ok $? "kiln bridgestan --mpi takes the model's declared axis"
 
@@ -110,10 +115,7 @@ for kind in gq tp; do
   "$kiln" bridgestan "$tmp/dep.kg" -o "$tmp/x.so" >"$tmp/cli" 2>&1
   ok $? "... the serial library takes it"
 done
-sed 's/^end$/  partition N\nend/' "$tmp/dep.kg" >"$tmp/dep2.kg"
-"$kiln" bridgestan "$tmp/dep2.kg" --mpi -o "$tmp/x.so" >"$tmp/cli" 2>&1
-st=$?
-sed 's/^/# /' "$tmp/cli"
+bs_cli "$tmp/dep.kg" "$tmp/x.so"
 [ $st -eq 1 ] && grep -q "^kiln: bridgestan: --mpi: .*'ssr' depends on the axis 'N'" "$tmp/cli"
 ok $? "kiln bridgestan --mpi: the refusal names --mpi, not --mpi-axis (exit $st)"
 

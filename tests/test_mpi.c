@@ -169,14 +169,22 @@ static void compare(kiln_mpi_model *mm, kiln_model *serial, int serve,
           size == 1 ? "" : "s");
 }
 
+/* kiln_mpi_model_new over MPI_COMM_WORLD, axis N, this timeout */
+static int model_new(kiln_graph *g, const char *data, double timeout,
+                     kiln_mpi_model **mm, kiln_err *e)
+{
+    kiln_mpi_options mo = {sizeof mo, "N", timeout};
+    kiln_options o = quiet_opt();
+    *mm = NULL;
+    return kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, &o, NULL,
+                              mm, e);
+}
+
 static int hang_mode(kiln_graph *g, const char *data)
 {
-    kiln_mpi_options mo = {sizeof mo, "N", 0};
-    kiln_options o = quiet_opt();
     kiln_mpi_model *mm = NULL;
     kiln_err e = {0, ""};
-    if (kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, &o, NULL, &mm,
-                           &e)) {
+    if (model_new(g, data, 0, &mm, &e)) {
         if (rank == 0)
             printf("model: %s\n", e.message);
         return 1;
@@ -225,12 +233,9 @@ static int nullcomm_mode(kiln_graph *g, const char *data)
  * serve) or on every rank (`all`) */
 static int finalize_mode(kiln_graph *g, const char *data, int all)
 {
-    kiln_mpi_options mo = {sizeof mo, "N", 20};
-    kiln_options o = quiet_opt();
     kiln_mpi_model *mm = NULL;
     kiln_err e = {0, ""};
-    if (kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, &o, NULL, &mm,
-                           &e)) {
+    if (model_new(g, data, 20, &mm, &e)) {
         fprintf(stderr, "rank %d: model: %s\n", rank, e.message);
         MPI_Finalize();
         return 1;
