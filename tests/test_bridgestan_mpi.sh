@@ -44,13 +44,41 @@ st=$?
 sed 's/^/# /' "$tmp/cli"
 [ $st -eq 1 ] && grep -q "declares no observation axis" "$tmp/cli"
 ok $? "kiln bridgestan --mpi without a declared axis: refused"
+# bs_cli MODEL.kg OUT.so ARGS...: kiln bridgestan --mpi on MODEL with
+# `partition N` added; st its exit status, its output in $tmp/cli
+bs_cli() {
+  sed 's/^end$/  partition N\nend/' "$1" >"$1.decl.kg"
+  "$kiln" bridgestan "$1.decl.kg" --mpi -o "$2" >"$tmp/cli" 2>&1
+  st=$?
+  sed 's/^/# /' "$tmp/cli"
+}
 # a declared axis (`partition N`) is used by --mpi
-sed 's/^end$/  partition N\nend/' "$tmp/reg.kg" >"$tmp/decl.kg"
-"$kiln" bridgestan "$tmp/decl.kg" --mpi -o "$tmp/decl.so" >"$tmp/cli" 2>&1
-st=$?
-sed 's/^/# /' "$tmp/cli"
+bs_cli "$tmp/reg.kg" "$tmp/decl.so"
 [ $st -eq 0 ] && grep -q "split along 'N'" "$tmp/cli"
 ok $? "kiln bridgestan --mpi takes the model's declared axis"
+
+# a transformed parameter / generated quantity that depends on the axis:
+# refused when the library is built, naming it (it was refused only at
+# param_constrain time); one that does not depend on it is kept
+for kind in gq tp; do
+  sed "s/^  output logp = /  output $kind ssr = sum(square(z))\n  output logp = /" \
+    "$tmp/reg.kg" >"$tmp/dep.kg"
+  rm -f "$tmp/x.so"
+  "$kiln" bridgestan "$tmp/dep.kg" --mpi-axis N -o "$tmp/x.so" >"$tmp/cli" 2>&1
+  st=$?
+  sed 's/^/# /' "$tmp/cli"
+  what="generated quantity"
+  [ $kind = tp ] && what="transformed parameter"
+  [ $st -eq 1 ] && [ ! -e "$tmp/x.so" ] && [ "$(grep -c '^kiln: ' "$tmp/cli")" = 1 ] &&
+    grep -q "^kiln: bridgestan: --mpi-axis N: .*dep.kg: $what 'ssr' depends on the axis 'N'" "$tmp/cli"
+  ok $? "kiln bridgestan --mpi-axis N: a $what that depends on N refused at build time (exit $st)"
+  # the serial library takes it
+  "$kiln" bridgestan "$tmp/dep.kg" -o "$tmp/x.so" >"$tmp/cli" 2>&1
+  ok $? "... the serial library takes it"
+done
+bs_cli "$tmp/dep.kg" "$tmp/x.so"
+[ $st -eq 1 ] && grep -q "^kiln: bridgestan: --mpi: .*'ssr' depends on the axis 'N'" "$tmp/cli"
+ok $? "kiln bridgestan --mpi: the refusal names --mpi, not --mpi-axis (exit $st)"
 
 for np in 1 2 3; do
   run "python -np $np" $np "$python" "$py" values "$tmp"

@@ -7,6 +7,15 @@
  *   test_mpi_api hang       rank 1 never answers: rank 0's
  *                           kiln_mpi_log_density fails with the timeout
  *                           ($KILN_MPI_TIMEOUT) and the job is aborted
+ *   test_mpi_api nullcomm   rank 1 passes MPI_COMM_NULL: it fails at once,
+ *                           the others time out in the first collective
+ *                           (timeout_seconds 2); rank 0 prints both
+ *                           messages, then the job is aborted
+ *   test_mpi_api finalize   rank 0 calls MPI_Finalize without
+ *                           kiln_mpi_model_free while the others serve:
+ *                           they return from kiln_mpi_serve (exit 0)
+ *   test_mpi_api finalize2  every rank calls MPI_Finalize without
+ *                           kiln_mpi_model_free (collective use): exit 0
  *
  * Expected values come from kiln_model_new on the whole data in each
  * process (no MPI), the independent computation a partition must match.
@@ -160,14 +169,22 @@ static void compare(kiln_mpi_model *mm, kiln_model *serial, int serve,
           size == 1 ? "" : "s");
 }
 
+/* kiln_mpi_model_new over MPI_COMM_WORLD, axis N, this timeout */
+static int model_new(kiln_graph *g, const char *data, double timeout,
+                     kiln_mpi_model **mm, kiln_err *e)
+{
+    kiln_mpi_options mo = {sizeof mo, "N", timeout};
+    kiln_options o = quiet_opt();
+    *mm = NULL;
+    return kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, &o, NULL,
+                              mm, e);
+}
+
 static int hang_mode(kiln_graph *g, const char *data)
 {
-    kiln_mpi_options mo = {sizeof mo, "N", 0};
-    kiln_options o = quiet_opt();
     kiln_mpi_model *mm = NULL;
     kiln_err e = {0, ""};
-    if (kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, &o, NULL, &mm,
-                           &e)) {
+    if (model_new(g, data, 0, &mm, &e)) {
         if (rank == 0)
             printf("model: %s\n", e.message);
         return 1;
@@ -184,6 +201,100 @@ static int hang_mode(kiln_graph *g, const char *data)
     /* the job cannot go on: end it (what kiln run does) */
     MPI_Abort(MPI_COMM_WORLD, rc ? 7 : 1);
     return 1;
+}
+
+/* rank 1 passes MPI_COMM_NULL (the others cannot hear of it) */
+static int nullcomm_mode(kiln_graph *g, const char *data)
+{
+    kiln_mpi_options mo = {sizeof mo, "N", 2};
+    kiln_options o = quiet_opt();
+    kiln_mpi_model *mm = NULL;
+    kiln_err e = {0, ""};
+    int rc = kiln_mpi_model_new(rank == 1 ? MPI_COMM_NULL : MPI_COMM_WORLD,
+                                g, NULL, data, &mo, &o, NULL, &mm, &e);
+    /* rank 1 tells rank 0 its message on a communicator of its own */
+    char msg[sizeof e.message] = "";
+    if (rank == 1)
+        MPI_Send(e.message, (int)sizeof e.message, MPI_CHAR, 0, 7,
+                 MPI_COMM_WORLD);
+    if (rank == 0) {
+        MPI_Recv(msg, (int)sizeof msg, MPI_CHAR, 1, 7, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+        printf("rank 0: %d %s\nrank 1: %s\n", rc, e.message, msg);
+        fflush(stdout);
+    }
+    /* the others' duplicate never completes: end the job */
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Abort(MPI_COMM_WORLD, 7);
+    return 1;
+}
+
+/* MPI_Finalize without kiln_mpi_model_free: on rank 0 alone (the others
+ * serve) or on every rank (`all`) */
+static int finalize_mode(kiln_graph *g, const char *data, int all)
+{
+    kiln_mpi_model *mm = NULL;
+    kiln_err e = {0, ""};
+    if (model_new(g, data, 20, &mm, &e)) {
+        fprintf(stderr, "rank %d: model: %s\n", rank, e.message);
+        MPI_Finalize();
+        return 1;
+    }
+    double unc[8] = {0}, lp = 0;
+    int rc = 0;
+    if (rank == 0 || all) {
+        rc = kiln_mpi_log_density(mm, 1, unc, &lp, NULL, &e);
+        if (rc)
+            fprintf(stderr, "rank %d: log density: %s\n", rank, e.message);
+        MPI_Finalize();   /* no kiln_mpi_model_free */
+        /* after MPI_Finalize: calls refused, free without MPI */
+        int rc2 = kiln_mpi_log_density(mm, 1, unc, &lp, NULL, &e);
+        if (rc2 != KILN_ERR_ARG || !strstr(e.message, "finalised")) {
+            fprintf(stderr, "rank %d: after MPI_Finalize: %d %s\n", rank,
+                    rc2, e.message);
+            rc = 1;
+        }
+        kiln_mpi_model_free(mm);
+        if (rank == 0)
+            printf("finalized: %s\n", rc ? "failed" : "ok");
+        return rc ? 1 : 0;
+    }
+    rc = kiln_mpi_serve(mm, &e);
+    if (rc)
+        fprintf(stderr, "rank %d: serve: %s\n", rank, e.message);
+    kiln_mpi_model_free(mm);
+    MPI_Finalize();
+    return rc ? 1 : 0;
+}
+
+/* kiln_mpi_model_new with a bad argument on rank `bad` only (-1: every
+ * rank): every rank fails at once with KILN_ERR_ARG; the bad rank's
+ * message has `what`, the others' say that it failed (they waited for
+ * it in MPI_Comm_dup forever) */
+static void one_bad(kiln_graph *g, const char *data, int bad,
+                    const kiln_mpi_options *mine, const char *env,
+                    int null_out, const char *what, const char *label)
+{
+    kiln_mpi_options mo = {sizeof mo, "N", 0};
+    kiln_options o = quiet_opt();
+    kiln_mpi_model *mm = NULL;
+    kiln_err e = {0, ""};
+    int me = bad < 0 || rank == bad;
+    if (me && env)
+        setenv("KILN_MPI_TIMEOUT", env, 1);
+    int rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data,
+                                me && mine ? mine : &mo, &o, NULL,
+                                me && null_out ? NULL : &mm, &e);
+    if (env)
+        unsetenv("KILN_MPI_TIMEOUT");
+    char other[64];
+    snprintf(other, sizeof other, "mpi: rank %d failed: ", bad < 0 ? 0 : bad);
+    int good = rc == KILN_ERR_ARG && !mm && strstr(e.message, what) &&
+               (me || strncmp(e.message, other, strlen(other)) == 0);
+    check(good, "%s on %s: every rank fails at once (rank %d: %s)", label,
+          bad < 0 ? "every rank" : "one rank", rank, e.message);
+    if (mm)
+        kiln_mpi_model_free(mm);
 }
 
 int main(int argc, char **argv)
@@ -210,6 +321,10 @@ int main(int argc, char **argv)
         return 1;
     if (argc > 1 && strcmp(argv[1], "hang") == 0)
         return hang_mode(g, data);
+    if (argc > 1 && strcmp(argv[1], "nullcomm") == 0)
+        return nullcomm_mode(g, data);
+    if (argc > 1 && strncmp(argv[1], "finalize", 8) == 0)
+        return finalize_mode(g, data, strcmp(argv[1], "finalize2") == 0);
 
     check(g != NULL, "the model parses (%s)", g ? "" : e.message);
     check(not_init, "before MPI_Init: KILN_ERR_ARG \"%s\"", not_init_msg);
@@ -329,6 +444,54 @@ int main(int argc, char **argv)
                             &mm, &e);
     check(rc == KILN_ERR_ARG && !mm, "a negative timeout: KILN_ERR_ARG (%s)",
           e.message);
+    /* a bad argument on one rank (it returned at once while the others
+     * waited in MPI_Comm_dup forever) */
+    {
+        int b = size - 1;
+        kiln_mpi_options neg = {sizeof neg, "N", -1};
+        kiln_mpi_options tiny = {sizeof tiny, "N", 1e-9};
+        kiln_mpi_options big = {sizeof big + 8, "N", 0};
+        one_bad(g, data, b, &neg, NULL, 0, "timeout_seconds must be",
+                "timeout_seconds -1");
+        one_bad(g, data, b, &tiny, NULL, 0, "timeout_seconds must be",
+                "timeout_seconds 1e-9");
+        one_bad(g, data, b, &big, NULL, 0, "struct_size",
+                "a wrong struct_size");
+        one_bad(g, data, b, NULL, NULL, 1, "out is NULL", "out NULL");
+        /* $KILN_MPI_TIMEOUT: garbage refused, naming it and its value */
+        static const char *garbage[] = {"abc", "-5", "inf", "1e-9", "",
+                                        "0.5", "300s"};
+        for (int k = 0; k < 7; k++) {
+            char what[64], label[64];
+            snprintf(what, sizeof what, "KILN_MPI_TIMEOUT='%s'", garbage[k]);
+            snprintf(label, sizeof label, "KILN_MPI_TIMEOUT='%s'",
+                     garbage[k]);
+            one_bad(g, data, -1, NULL, garbage[k], 0, what, label);
+        }
+        one_bad(g, data, b, NULL, "abc", 0, "KILN_MPI_TIMEOUT='abc'",
+                "KILN_MPI_TIMEOUT='abc'");
+        double t = 0, bt = 0;
+        kiln_err te = {0, ""};
+        setenv("KILN_MPI_TIMEOUT", "2.5", 1);
+        int r1 = kiln_mpi_timeouts(0, &t, &bt, &te);
+        int ok1 = r1 == 0 && t == 2.5 && bt == 3600;
+        setenv("KILN_MPI_BUILD_TIMEOUT", "7", 1);
+        r1 = kiln_mpi_timeouts(5000, &t, &bt, &te);
+        ok1 = ok1 && r1 == 0 && t == 5000 && bt == 7;
+        unsetenv("KILN_MPI_BUILD_TIMEOUT");
+        r1 = kiln_mpi_timeouts(5000, &t, &bt, &te);
+        ok1 = ok1 && r1 == 0 && t == 5000 && bt == 5000;
+        setenv("KILN_MPI_BUILD_TIMEOUT", "inf", 1);
+        r1 = kiln_mpi_timeouts(0, &t, &bt, &te);
+        ok1 = ok1 && r1 == KILN_ERR_ARG &&
+              strstr(te.message, "KILN_MPI_BUILD_TIMEOUT='inf'");
+        unsetenv("KILN_MPI_BUILD_TIMEOUT");
+        unsetenv("KILN_MPI_TIMEOUT");
+        r1 = kiln_mpi_timeouts(0, &t, &bt, &te);
+        ok1 = ok1 && r1 == 0 && t == 300 && bt == 3600;
+        check(ok1, "kiln_mpi_timeouts: the variables, the defaults (300, "
+              "3600, the larger of 3600 and the timeout), garbage refused");
+    }
     /* a rank whose data file cannot be read: every rank fails, naming it */
     if (size > 1) {
         rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL,

@@ -9,7 +9,11 @@
 #   - bad input: an axis that is no data dimension, ranks that disagree on
 #     the data or the model, a rank whose data is missing, a rank that
 #     hangs or dies (KILN_MPI_TEST_FAULT, a test-only knob): one line and a
-#     non-zero exit within KILN_MPI_TIMEOUT, never a hang.
+#     non-zero exit within KILN_MPI_TIMEOUT, never a hang; rank 0 hanging
+#     too; a bad argument on one rank of the C API, MPI_Finalize without
+#     kiln_mpi_model_free, KILN_MPI_TIMEOUT garbage, a first compile
+#     longer than the timeout (KILN_MPI_BUILD_TIMEOUT), --tier-wait's
+#     compiles, the option named in errors and given once.
 # Without `configure --with-mpi`: --mpi-axis says kiln was built without
 # MPI, the rest is skipped.
 top=${KILN_SRCDIR:-.}
@@ -164,6 +168,46 @@ for np in 1 2 3 4; do
   [ $st = 0 ] || { sed 's/^/# /' "$tmp/api$np"; head -20 "$tmp/api$np.err" | sed 's/^/# /'; }
 done
 
+# docs/mpi.md's C API program: the doc's ```c block is
+# tests/mpi_example.c, which runs on 1..3 ranks; lp and gradient at
+# unc = 0.1 against numpy/scipy (an independent computation)
+awk '/^```c$/ { on = 1; next } on && /^```$/ { exit } on' "$top/docs/mpi.md" >"$tmp/doc.c"
+cmp -s "$tmp/doc.c" "$top/tests/mpi_example.c"
+ok $? "docs/mpi.md's C API program is tests/mpi_example.c ($(diff "$tmp/doc.c" "$top/tests/mpi_example.c" | head -c 300))"
+cat >"$tmp/chk.py" <<'EOF_PY'
+import json, sys
+import numpy as np
+from scipy.stats import norm
+d = json.load(open(sys.argv[1]))
+X = np.array(d["X"]); y = np.array(d["y"])
+alpha, beta, ls = 0.1, np.full(X.shape[1], 0.1), 0.1   # unc = 0.1 each
+s = np.exp(ls)                                          # sigma lower=0
+mu = alpha + X @ beta
+lp = (norm.logpdf(alpha, 0, 2) + norm.logpdf(beta, 0, 2).sum() +
+      norm.logpdf(s, 0, 1) + norm.logpdf(y, mu, s).sum() + ls)
+r = (y - mu) / s**2
+g = np.array([-alpha / 4 + r.sum()] + list(-beta / 4 + X.T @ r) +
+             [s * (-s - len(y) / s + ((y - mu)**2).sum() / s**3) + 1])
+out = open(sys.argv[2]).read().split("\n")
+lp2 = float(out[0].split("=")[1])
+g2 = np.array([float(v) for v in out[1].split("=")[1].split()])
+good = abs(lp - lp2) <= 1e-12 * max(1, abs(lp)) and g2.shape == g.shape and \
+    np.all(np.abs(g - g2) <= 1e-12 * max(1, np.max(np.abs(g))))
+print("lp %.17g vs numpy %.17g" % (lp2, lp))
+sys.exit(0 if good else 1)
+EOF_PY
+for np in 1 2 3; do
+  mpirun -np $np "$build/tests/mpi_example" "$top/tests/graphs/mpi/linreg_model.kg" \
+    "$data" N >"$tmp/ex$np" 2>"$tmp/ex$np.err"
+  st=$?
+  if /usr/bin/python3 -c 'import numpy, scipy' 2>/dev/null; then
+    [ $st = 0 ] && /usr/bin/python3 "$tmp/chk.py" "$data" "$tmp/ex$np" >"$tmp/chk.out" 2>&1
+    ok $? "mpi_example on $np rank(s): lp and gradient equal numpy's to 1e-12 (exit $st; $(head -c 200 "$tmp/chk.out") $(head -c 200 "$tmp/ex$np.err"))"
+  else
+    skip 1 "/usr/bin/python3 lacks numpy or scipy"
+  fi
+done
+
 # --- one compile per job --------------------------------------------------
 # the compiling backends too (the interpreter's kernels are not cached)
 pp="$build/backends/interp/.libs"
@@ -275,4 +319,121 @@ timed KILN_MPI_TIMEOUT=3 timeout 120 mpirun --oversubscribe --bind-to none -np 2
 [ $st != 0 ] && [ $st != 124 ] && [ $t -lt 60 ] &&
   grep -q '^failed: mpi: no answer from every rank within 3 s' "$tmp/out"
 ok $? "C API, rank 1 never answers: kiln_mpi_log_density fails in ${t}s: $(head -c 300 "$tmp/out")"
+
+# rank 0 hangs: the others time out; their message went to their hidden
+# stderr and the job ended with Open MPI's MPI_ABORT notice alone; now
+# the lowest live rank prints one kiln line on the real stderr
+# shellcheck disable=SC2086
+timed KILN_MPI_TEST_FAULT=hang:0 KILN_MPI_TIMEOUT=3 timeout 120 mpirun \
+  --oversubscribe --bind-to none -np 3 "$kiln" run "$model" --data "$data" $point --mpi-axis N
+[ $st != 0 ] && [ $st != 124 ] && [ $t -lt 60 ] &&
+  one_line "$tmp/err" "mpi: no answer from every rank within 3 s: a rank died or is stuck (rank 1"
+ok $? "rank 0 hangs: the job fails in ${t}s with one kiln line (exit $st): $(grep '^kiln' "$tmp/err" | head -c 300)"
+
+# a bad argument on one rank of kiln_mpi_model_new: the others waited in
+# MPI_Comm_dup forever (test_mpi_api checks struct_size, the timeout and
+# out NULL in-process); MPI_COMM_NULL on rank 1: the others time out
+timed timeout 120 mpirun --oversubscribe --bind-to none -np 3 "$api" nullcomm
+[ $st != 124 ] && [ $t -lt 60 ] &&
+  grep -q '^rank 0: [0-9]* mpi: no answer from every rank within 2 s' "$tmp/out" &&
+  grep -q '^rank 1: mpi: the communicator is MPI_COMM_NULL' "$tmp/out"
+ok $? "C API, MPI_COMM_NULL on rank 1: it says so, the others time out in ${t}s: $(head -c 300 "$tmp/out")"
+
+# MPI_Finalize on rank 0 without kiln_mpi_model_free: the serving ranks
+# waited forever (MPI_COMM_SELF's delete callback stops them now); every
+# rank without it (collective use) also ends
+for mode in finalize finalize2; do
+  timed timeout 60 mpirun --oversubscribe --bind-to none -np 3 "$api" $mode
+  [ $st = 0 ] && grep -q '^finalized: ok' "$tmp/out"
+  ok $? "C API $mode: MPI_Finalize without kiln_mpi_model_free ends the job in ${t}s (exit $st): $(head -c 300 "$tmp/out") $(head -c 300 "$tmp/err")"
+done
+
+# $KILN_MPI_TIMEOUT garbage: refused with one line naming it and its value
+# (it fell back to 300 s, or 1e-9 s aborted a healthy job)
+for v in abc -5 inf 1e-9 "" 0.5; do
+  # shellcheck disable=SC2086
+  timed KILN_MPI_TIMEOUT="$v" timeout 60 mpirun --oversubscribe --bind-to none \
+    -np 2 "$kiln" run "$model" --data "$data" $point --mpi-axis N
+  [ $st = 1 ] && one_line "$tmp/err" "mpi: KILN_MPI_TIMEOUT='$v' is not a number of seconds from 1 to 31536000" &&
+    ! grep -q '^logp' "$tmp/out"
+  ok $? "KILN_MPI_TIMEOUT='$v': one line, exit $st: $(grep '^kiln' "$tmp/err" | head -c 300)"
+done
+# shellcheck disable=SC2016
+timed timeout 60 mpirun --oversubscribe --bind-to none -np 2 sh -c \
+  'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export KILN_MPI_BUILD_TIMEOUT=x; fi; exec "$kiln" run "$model" --data "$data" $point --mpi-axis N'
+[ $st = 1 ] && one_line "$tmp/err" "mpi: rank 1 failed: mpi: KILN_MPI_BUILD_TIMEOUT='x' is not"
+ok $? "KILN_MPI_BUILD_TIMEOUT garbage on rank 1: rank 0 says so, exit $st: $(grep '^kiln' "$tmp/err" | head -c 300)"
+
+# rank 0's first compile longer than the timeout: the others wait for a
+# build under KILN_MPI_BUILD_TIMEOUT (default 3600 s), not the timeout
+# (KILN_MPI_TEST_FAULT=slow-build:0:5: rank 0 sleeps 5 s before compiling)
+# shellcheck disable=SC2086
+timed KILN_MPI_TEST_FAULT=slow-build:0:5 KILN_MPI_TIMEOUT=2 timeout 120 mpirun \
+  --oversubscribe --bind-to none -np 3 "$kiln" run "$model" --data "$data" $point --mpi-axis N
+cp "$tmp/out" "$tmp/slow"
+[ $st = 0 ] && same_lines "$tmp/slow" "$tmp/serial"
+ok $? "rank 0 builds for 5 s, KILN_MPI_TIMEOUT=2: the job succeeds (exit $st, ${t}s): $(grep '^kiln' "$tmp/err" | head -c 300)"
+# shellcheck disable=SC2086
+timed KILN_MPI_TEST_FAULT=slow-build:0:8 KILN_MPI_TIMEOUT=2 KILN_MPI_BUILD_TIMEOUT=2 \
+  timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$kiln" run "$model" --data "$data" $point --mpi-axis N
+[ $st != 0 ] && [ $st != 124 ] && [ $t -lt 60 ] &&
+  one_line "$tmp/err" "mpi: no answer from every rank within 2 s: a rank died or is stuck (waiting for a build: KILN_MPI_BUILD_TIMEOUT)"
+ok $? "... and with KILN_MPI_BUILD_TIMEOUT=2 it times out (exit $st, ${t}s): $(grep '^kiln' "$tmp/err" | head -c 300)"
+
+# --tier-wait under the default policy: rank 0 tiers up before the others
+# build, so the job compiles once (it compiled on every rank after the
+# ranks met, and --mpi-report said 0)
+tw() {  # tw NP DIR: kiln run --tier-wait's job total on a fresh cache DIR
+  rm -rf "$2"; mkdir -p "$2"
+  # shellcheck disable=SC2086
+  KILN_CACHE_DIR="$2" KILN_PLUGIN_PATH="$pp" mpirun -np "$1" "$kiln" run \
+    "$model" --data "$data" $point --mpi-axis N --mpi-report --quiet \
+    --tier-wait 100 2>&1 >/dev/null |
+    sed -n 's/^kiln: mpi: .*compiles: \([0-9]*\) in the job.*/\1/p'
+}
+t1=$(tw 1 "$tmp/cache7")
+t4=$(tw 4 "$tmp/cache8")
+if [ $be != interp ]; then
+  [ -n "$t1" ] && [ "$t1" -gt 0 ] && [ "$t1" = "$t4" ]
+  ok $? "--tier-wait (default policy): 4 ranks compile what 1 does, and more than nothing ($t4 vs $t1)"
+else
+  skip 1 "no compiling backend built"
+fi
+
+# the command line: the option given is the one named; each once
+# shellcheck disable=SC2086
+"$kiln" run "$model" --data "$data" $point --mpi >"$tmp/out" 2>"$tmp/err"
+st=$?
+[ $st = 1 ] && one_line "$tmp/err" "--mpi: partition: no axis named" && ! grep -q -- '--mpi-axis' "$tmp/err"
+ok $? "--mpi on a model without 'partition': the error names --mpi (exit $st): $(head -c 300 "$tmp/err")"
+# shellcheck disable=SC2086
+"$kiln" run "$model" --data "$data" $point --mpi --check-grad >"$tmp/out" 2>"$tmp/err"
+st=$?
+[ $st = 2 ] && one_line "$tmp/err" "--check-grad is not available with --mpi "
+ok $? "--mpi --check-grad names --mpi (exit $st): $(head -c 300 "$tmp/err")"
+for twice in "--mpi-axis N --mpi-axis K" "--mpi --mpi" "--mpi --mpi-axis N"; do
+  # shellcheck disable=SC2086
+  "$kiln" run "$model" --data "$data" $point $twice >"$tmp/out" 2>"$tmp/err"
+  st=$?
+  [ $st = 2 ] && one_line "$tmp/err" "given" && ! grep -q '^logp' "$tmp/out"
+  ok $? "$twice: refused (exit $st): $(head -c 300 "$tmp/err")"
+done
+
+# the 0-based index hint of an error (index == size: 1-based data) is
+# kept when the failing rank is not 0
+cat >"$tmp/idx.kg" <<'EOF_KG'
+kiln 1
+graph idx
+  shared g: i64[N]
+  shared y: f64[N]
+  input a: f64[J]
+  output s = sum(mul(take(a, g), y))
+end
+EOF_KG
+echo '{"N": 6, "J": 3, "g": [0, 1, 2, 0, 1, 3], "y": [1, 2, 3, 4, 5, 6]}' >"$tmp/idx.json"
+mpirun -np 2 "$kiln" run "$tmp/idx.kg" --data "$tmp/idx.json" -i 'a=[1,2,3]' --mpi-axis N \
+  >"$tmp/out" 2>"$tmp/err"
+st=$?
+[ $st = 1 ] && one_line "$tmp/err" "mpi: rank 1 failed: .*index 3 is out of bounds for axis 0 with size 3 (kiln's indices are 0-based"
+ok $? "an index error on rank 1 keeps the 0-based hint (exit $st): $(grep '^kiln' "$tmp/err" | head -c 400)"
 finish

@@ -776,6 +776,26 @@ static void test_errors(void)
            "NULL graph or partition: KILN_ERR_ARG");
         kiln_graph_free(g);
     }
+    /* a bare `partition` line: the file, line and column, and what is
+     * expected there (it said "expected '=' after the name") */
+    {
+        kiln_err e;
+        static const char *bad[] = {"  partition\n", "  partition 3\n"};
+        static const char *col[] = {"b.kg:4:12: ", "b.kg:4:13: "};
+        for (int k = 0; k < 2; k++) {
+            char text[256];
+            snprintf(text, sizeof text, "kiln 1\ngraph t\n  shared y: "
+                     "f64[N]\n%s  output o = sum(y)\nend\n", bad[k]);
+            kiln_graph *g = kiln_parse_string(text, "b.kg", NULL, &e);
+            ok(!g && e.code == KILN_ERR_PARSE &&
+                   strncmp(e.message, col[k], strlen(col[k])) == 0 &&
+                   strstr(e.message, "expected the observation axis after "
+                          "'partition'"),
+               "a bare 'partition' line: file:line:column and what is "
+               "expected (%s)", e.message);
+            kiln_graph_free(g);
+        }
+    }
     /* the model API */
     kiln_options o = opts("interp");
     kiln_err e;

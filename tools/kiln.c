@@ -837,7 +837,7 @@ static int cmd_run(int argc, char **argv)
         if (strcmp(argv[i], "--mpi-axis") == 0 || strcmp(argv[i], "--mpi") == 0) {
             if (kiln_cli_mpi_start()) {
                 free(assign);
-                return 1;
+                return kiln_cli_mpi_end(1);
             }
             break;
         }
@@ -863,9 +863,10 @@ static int run_with(int argc, char **argv, const char **assign)
     int quiet = 0, trace = 0;
     /* --mpi-axis AXIS / --mpi (the model's declared axis): docs/mpi.md */
     int mpi = 0, mpi_report = 0;
-    const char *mpi_axis = NULL;
+    const char *mpi_axis = NULL, *mpi_opt = NULL;   /* the option given */
 #ifndef KILN_WITH_MPI
     (void)mpi_axis;   /* --mpi-axis is refused when built without MPI */
+    (void)mpi_opt;
 #endif
     double tier_wait = -1;
     unsigned long long seed = 0;
@@ -1014,12 +1015,24 @@ static int run_with(int argc, char **argv, const char **assign)
                     "(configure --with-mpi)\n", a);
             return 2;
 #else
+            if (strcmp(a, "--mpi-report") == 0) {
+                mpi_report = 1;
+                continue;
+            }
+            /* one of --mpi-axis AXIS / --mpi, once (the last one won) */
+            if (mpi_opt) {
+                if (strcmp(mpi_opt, a) == 0)
+                    fprintf(stderr, "kiln: %s given twice\n", a);
+                else
+                    fprintf(stderr, "kiln: --mpi-axis AXIS and --mpi both "
+                            "given (--mpi takes the axis the model "
+                            "declares): give one\n");
+                return 2;
+            }
+            mpi_opt = a;
             if (strcmp(a, "--mpi-axis") == 0)
                 mpi_axis = argv[++i];
-            if (strcmp(a, "--mpi-report") == 0)
-                mpi_report = 1;
-            else
-                mpi = 1;
+            mpi = 1;
 #endif
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "kiln: unknown or incomplete option '%s'\n%s", a,
@@ -1042,9 +1055,10 @@ static int run_with(int argc, char **argv, const char **assign)
         return 2;
     }
     if (mpi && (check_grad || trace)) {
-        fprintf(stderr, "kiln: %s is not available with --mpi-axis (run it "
+        fprintf(stderr, "kiln: %s is not available with %s (run it "
                 "without MPI)\n", check_grad ? "--check-grad"
-                                              : "--trace-nonfinite");
+                                              : "--trace-nonfinite",
+                mpi_opt);
         return 2;
     }
     rng_state = seed;
@@ -1064,7 +1078,7 @@ static int run_with(int argc, char **argv, const char **assign)
                                kiln_cli_mpi_size()};
         if (!(mpi_text = kiln_graph_print(g, &err)) ||
             kiln_graph_partition(g, &part, &err)) {
-            fprintf(stderr, "kiln: --mpi-axis: %s\n", err.message);
+            fprintf(stderr, "kiln: %s: %s\n", mpi_opt, err.message);
             free(mpi_text);
             kiln_graph_free(g);
             return 1;
@@ -1126,6 +1140,7 @@ static int run_with(int argc, char **argv, const char **assign)
     opt.tier_threads = tier_threads;
     opt.quiet = quiet;
     double t0 = now_ms();
+    double tier_wait_ms = 0;   /* --tier-wait's time (under MPI: in the build) */
     kiln_function *f = NULL;
     uint64_t compiles0 = kiln_compile_count();
 #ifdef KILN_WITH_MPI
@@ -1133,12 +1148,25 @@ static int run_with(int argc, char **argv, const char **assign)
      * its tier-1 compiles waited for), then the others load the cache
      * (checkpoints 2 and 3) */
     if (mpi) {
+        /* --tier-wait: rank 0 tiers every kernel up (into the cache)
+         * before the others build, so they find the tier-1 code there
+         * and tier up from the cache: one compile per job (it ran after
+         * the ranks met: every rank compiled) */
         int r0 = kiln_cli_mpi_rank() == 0;
-        if (r0 && (f = kiln_compile(g, &opt, &err)))
-            (void)kiln_function_tier_wait(f, kiln_mpi_timeout(0));
+        kiln_cli_mpi_fault_build();
+        double w0 = now_ms();
+        if (r0 && (f = kiln_compile(g, &opt, &err))) {
+            w0 = now_ms();
+            if (tier_wait >= 0) {
+                (void)kiln_cli_tier_wait(f, tier_wait, quiet);
+                tier_wait_ms = now_ms() - w0;
+            } else {
+                (void)kiln_function_tier_wait(f, kiln_cli_mpi_build_timeout());
+            }
+        }
         if (r0 && !f)
             fprintf(stderr, "kiln: %s\n", err.message);
-        if (kiln_cli_mpi_checkpoint(r0 && !f)) {
+        if (kiln_cli_mpi_build_checkpoint(r0 && !f)) {
             kiln_cli_function_free(f, 1);
             kiln_graph_free(g);
             kiln_json_data_free(bound);
@@ -1146,7 +1174,12 @@ static int run_with(int argc, char **argv, const char **assign)
         }
         if (!r0 && !(f = kiln_compile(g, &opt, &err)))
             fprintf(stderr, "kiln: %s\n", err.message);
-        if (kiln_cli_mpi_checkpoint(!f)) {
+        if (!r0 && f && tier_wait >= 0) {
+            w0 = now_ms();
+            (void)kiln_cli_tier_wait(f, tier_wait, quiet);
+            tier_wait_ms = now_ms() - w0;
+        }
+        if (kiln_cli_mpi_build_checkpoint(!f)) {
             kiln_cli_function_free(f, 1);
             kiln_graph_free(g);
             kiln_json_data_free(bound);
@@ -1155,7 +1188,7 @@ static int run_with(int argc, char **argv, const char **assign)
     } else
 #endif
         f = kiln_compile(g, &opt, &err);
-    double compile_ms = now_ms() - t0;
+    double compile_ms = now_ms() - t0 - tier_wait_ms;
     if (!f) {
         fprintf(stderr, "kiln: %s\n", err.message);
         kiln_graph_free(g);
@@ -1281,8 +1314,7 @@ static int run_with(int argc, char **argv, const char **assign)
             goto done;
     }
 #endif
-    double tier_wait_ms = 0;
-    if (tier_wait >= 0) {
+    if (tier_wait >= 0 && !mpi) {
         double w0 = now_ms();
         (void)kiln_cli_tier_wait(f, tier_wait, quiet);
         tier_wait_ms = now_ms() - w0;

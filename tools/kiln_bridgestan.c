@@ -378,13 +378,21 @@ static int check_logp(const kiln_graph *g, const char *logp)
 
 /* The axis of an MPI library: `axis` (--mpi-axis), else the model's
  * declared one; checked by partitioning a copy of the model (part 0 of 1,
- * no data: what can be checked before the data).  The name, owned by g or
- * the caller; NULL with a message on stderr. */
+ * no data: what can be checked before the data), and no transformed
+ * parameter or generated quantity may depend on it (a rank's
+ * param_constrain cannot compute it: it was refused only there).  The
+ * name, owned by g or the caller; NULL with a message on stderr. */
 static const char *mpi_axis(kiln_graph *g, const char *text,
                             const char *model, const char *base_dir,
                             const char *axis)
 {
     kiln_err err = {0, ""};
+    /* the option given, for the messages */
+    char opt[160];
+    if (axis)
+        snprintf(opt, sizeof opt, "--mpi-axis %.120s", axis);
+    else
+        snprintf(opt, sizeof opt, "--mpi");
     if (!axis) {
         axis = kiln_graph_partition_axis(g);
         if (!axis) {
@@ -397,11 +405,35 @@ static const char *mpi_axis(kiln_graph *g, const char *text,
     kiln_graph *copy = kiln_parse_string(text, model, base_dir, &err);
     kiln_partition p = {axis, 0, 1};
     if (!copy || kiln_graph_partition(copy, &p, &err) != 0) {
-        fprintf(stderr, "kiln: bridgestan: --mpi-axis %s: %s: %s\n", axis,
-                model, err.message);
+        fprintf(stderr, "kiln: bridgestan: %s: %s: %s\n", opt, model,
+                err.message);
         axis = NULL;
     }
     kiln_graph_free(copy);
+    int sym = -1;
+    for (int k = 0; axis && k < g->n_symbols; k++)
+        if (g->symbols[k] && strcmp(g->symbols[k], axis) == 0)
+            sym = k;
+    for (int j = 0; axis && sym >= 0 && j < g->n_outputs; j++) {
+        const kiln_output *o = &g->outputs[j];
+        if (o->kind != KILN_OUTPUT_TP && o->kind != KILN_OUTPUT_GQ)
+            continue;
+        int dep = kiln_ir_part_depends(g, sym, o->value, &err);
+        if (dep == 0)
+            continue;
+        if (dep < 0)
+            fprintf(stderr, "kiln: bridgestan: %s: %s: %s\n", opt, model,
+                    err.message);
+        else
+            fprintf(stderr, "kiln: bridgestan: %s: %s: %s '%s' depends on "
+                    "the axis '%s': under MPI no rank can compute it "
+                    "(param_constrain would refuse it); compute it from "
+                    "the draws, or build a serial library\n", opt, model,
+                    o->kind == KILN_OUTPUT_TP ? "transformed parameter"
+                                              : "generated quantity",
+                    o->name, axis);
+        axis = NULL;
+    }
     return axis;
 }
 

@@ -144,19 +144,29 @@ void kiln_cli_data_error(const char *path, const char *message);
  * bytes (a file's) are the same on every rank (1 with rank 0 printing
  * which ranks differ).  sum_outputs: every output summed over the ranks in
  * place.  job_total: a number summed over the ranks.  fault: the test-only
- * $KILN_MPI_TEST_FAULT (hang:R, die:R).  end: the last checkpoint and
- * MPI_Finalize; returns the exit status.  A timeout (no answer within
- * $KILN_MPI_TIMEOUT s) ends the job: rank 0 prints it and MPI_Aborts. */
+ * $KILN_MPI_TEST_FAULT (hang:R, die:R; fault_build: slow-build:R:S, rank
+ * R sleeps S seconds before it compiles).  build_checkpoint: a checkpoint
+ * that waits for a rank's build, under $KILN_MPI_BUILD_TIMEOUT.  end: the
+ * last checkpoint and MPI_Finalize; returns the exit status.  A timeout
+ * (no answer within $KILN_MPI_TIMEOUT s) ends the job: rank 0 prints it
+ * and MPI_Aborts; when rank 0 is the one that does not answer, the
+ * lowest rank that timed out prints it on the real stderr (ranks r > 0
+ * wait 2 r s first, time for rank 0's own abort).  start refuses a bad
+ * $KILN_MPI_TIMEOUT / $KILN_MPI_BUILD_TIMEOUT (rank 0 prints why; then
+ * call end). */
 int kiln_cli_mpi_active(void);
 int kiln_cli_mpi_rank(void);
 int kiln_cli_mpi_size(void);
+double kiln_cli_mpi_build_timeout(void);
 int kiln_cli_mpi_start(void);
 int kiln_cli_mpi_checkpoint(int status);
+int kiln_cli_mpi_build_checkpoint(int status);
 int kiln_cli_mpi_same(const char *name, const void *bytes, size_t len);
 int kiln_cli_mpi_same_file(const char *name, const char *path);
 int kiln_cli_mpi_sum_outputs(kiln_tensor *out, int n);
 long long kiln_cli_mpi_job_total(long long mine);
 void kiln_cli_mpi_fault(void);
+void kiln_cli_mpi_fault_build(void);
 int kiln_cli_mpi_end(int status);
 
 #endif

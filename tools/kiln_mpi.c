@@ -11,8 +11,11 @@
  * ...").  The ranks meet at checkpoints (kiln_mpi_agree): a rank that
  * fails goes straight to the next checkpoint, so that every rank learns of
  * the failure there and the job ends with one line and exit status 1.  A
- * rank that does not answer within $KILN_MPI_TIMEOUT seconds (default 300)
- * makes rank 0 print the timeout and MPI_Abort the job.
+ * rank that does not answer within $KILN_MPI_TIMEOUT seconds (default 300;
+ * $KILN_MPI_BUILD_TIMEOUT, default 3600, while a rank builds) makes rank 0
+ * print the timeout and MPI_Abort the job; when rank 0 is the one that
+ * does not answer, another rank prints it on the real stderr (kept as
+ * err_fd) before its MPI_Abort.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <kiln/mpi.h>
@@ -30,10 +33,11 @@ static struct {
     int rank, size;
     int agreed;       /* a checkpoint reported a failure to every rank */
     int ended;
-    double timeout;
+    double timeout, build_timeout;
     MPI_Comm comm;
     FILE *err_copy;   /* ranks != 0: where their stderr went */
-} M = {0, 0, 1, 0, 0, 300, MPI_COMM_NULL, NULL};
+    int err_fd;       /* ranks != 0: the real stderr (-1: none) */
+} M = {0, 0, 1, 0, 0, 300, 3600, MPI_COMM_NULL, NULL, -1};
 
 int kiln_cli_mpi_active(void)
 {
@@ -50,6 +54,11 @@ int kiln_cli_mpi_size(void)
     return M.size;
 }
 
+double kiln_cli_mpi_build_timeout(void)
+{
+    return M.build_timeout;
+}
+
 int kiln_cli_mpi_start(void)
 {
     if (M.active)
@@ -57,11 +66,10 @@ int kiln_cli_mpi_start(void)
     int init = 0;
     MPI_Initialized(&init);
     if (!init && MPI_Init(NULL, NULL) != MPI_SUCCESS) {
-        fprintf(stderr, "kiln: --mpi-axis: MPI_Init failed\n");
+        fprintf(stderr, "kiln: --mpi-axis / --mpi: MPI_Init failed\n");
         return 1;
     }
     M.active = 1;
-    M.timeout = kiln_mpi_timeout(0);
     MPI_Comm_dup(MPI_COMM_WORLD, &M.comm);
     MPI_Comm_rank(M.comm, &M.rank);
     MPI_Comm_size(M.comm, &M.size);
@@ -72,10 +80,19 @@ int kiln_cli_mpi_start(void)
             return 1;
         FILE *t = tmpfile();
         if (t) {
+            M.err_fd = dup(2);
             dup2(fileno(t), 2);
             M.err_copy = t;
         }
     }
+    /* $KILN_MPI_TIMEOUT and $KILN_MPI_BUILD_TIMEOUT: garbage is refused on
+     * every rank (the defaults serve for this one agreement) */
+    kiln_err bad = {0, ""};
+    int rc = kiln_mpi_timeouts(0, &M.timeout, &M.build_timeout, &bad);
+    if (rc)
+        fprintf(stderr, "kiln: %s\n", bad.message);
+    if (kiln_cli_mpi_checkpoint(rc))
+        return 1;
     return 0;
 }
 
@@ -110,18 +127,46 @@ static void last_line(kiln_err *e)
     }
 }
 
-/* A timeout: rank 0 says so and ends the job (a rank may never answer). */
+/* A timeout: rank 0 says so and ends the job (a rank may never answer).
+ * Another rank says it on the real stderr when rank 0 has not ended the
+ * job first: rank r waits 2 r s (at most 20 s), so that a live rank 0,
+ * whose deadline falls at about the same time, aborts the job before
+ * and the lowest live rank speaks when rank 0 is the one stuck: one
+ * line either way. */
 static void timed_out(const kiln_err *e)
 {
-    if (M.rank == 0)
+    if (M.rank == 0) {
         fprintf(stderr, "kiln: %s\n", e->message);
+    } else if (M.err_fd >= 0) {
+        struct timespec ts = {2 * (M.rank < 10 ? M.rank : 10), 0};
+        nanosleep(&ts, NULL);
+        char line[sizeof e->message + 64];
+        int n = snprintf(line, sizeof line, "kiln: %s (rank %d; rank 0 "
+                         "did not end the job)\n", e->message, M.rank);
+        if (n > 0)
+            (void)!write(M.err_fd, line, (size_t)n < sizeof line
+                                             ? (size_t)n : sizeof line - 1);
+    }
     fflush(NULL);
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
 }
 
+static int checkpoint(int status, int build);
+
 int kiln_cli_mpi_checkpoint(int status)
 {
+    return checkpoint(status, 0);
+}
+
+int kiln_cli_mpi_build_checkpoint(int status)
+{
+    return checkpoint(status, 1);
+}
+
+static int checkpoint(int status, int build)
+{
+    double timeout = build ? M.build_timeout : M.timeout;
     if (!M.active || M.agreed)
         return status ? 1 : 0;
     kiln_err mine = {0, ""}, e = {0, ""};
@@ -130,11 +175,17 @@ int kiln_cli_mpi_checkpoint(int status)
         mine.code = KILN_ERR_RUNTIME;
     }
     int rc = kiln_mpi_agree(M.comm, status ? KILN_ERR_RUNTIME : 0, &mine,
-                            M.timeout, &e);
+                            timeout, &e);
     if (!rc)
         return 0;
-    if (strstr(e.message, "no answer from every rank"))
+    if (strstr(e.message, "no answer from every rank")) {
+        if (build) {
+            size_t l = strlen(e.message);
+            snprintf(e.message + l, sizeof e.message - l, " (waiting for "
+                     "a build: KILN_MPI_BUILD_TIMEOUT)");
+        }
         timed_out(&e);
+    }
     M.agreed = 1;
     /* rank 0 prints another rank's failure (its own is printed) */
     if (M.rank == 0 && !status)
@@ -267,6 +318,20 @@ void kiln_cli_mpi_fault(void)
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL);
     }
+}
+
+void kiln_cli_mpi_fault_build(void)
+{
+    /* test-only: KILN_MPI_TEST_FAULT=slow-build:R:S makes rank R sleep S
+     * seconds before it compiles (a first compile longer than the
+     * timeout) */
+    const char *f = getenv("KILN_MPI_TEST_FAULT");
+    int r = -1, secs = 0;
+    if (!f || !M.active || sscanf(f, "slow-build:%d:%d", &r, &secs) != 2 ||
+        r != M.rank || secs <= 0)
+        return;
+    struct timespec ts = {secs, 0};
+    nanosleep(&ts, NULL);
 }
 
 int kiln_cli_mpi_end(int status)

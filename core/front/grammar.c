@@ -1929,7 +1929,9 @@ static int stmt_partition(parser *p)
         return -1;
     tok name = p->t;
     if (name.kind != T_IDENT)
-        return kiln_lex_expected(p, "a symbol's name after 'partition'");
+        return kiln_lex_expected(p, "the observation axis after 'partition' "
+                                  "(a symbol that sizes data, as in "
+                                  "'partition N')");
     if (p->g->part_axis)
         return kiln_lex_fail_at(p, name.line, name.col, KILN_ERR_PARSE,
                                 "partition: the graph declares its axis "
@@ -2447,8 +2449,9 @@ static int parse_block(parser *p)
             rc = stmt_output(p);
         else if (nx->kind == T_IDENT && kiln_lex_is_word(&p->t, "param"))
             rc = stmt_param(p);
-        else if (nx->kind == T_IDENT && kiln_lex_is_word(&p->t, "partition"))
-            rc = stmt_partition(p);
+        else if (nx->kind != T_EQ && nx->kind != T_COMMA &&
+                 kiln_lex_is_word(&p->t, "partition"))
+            rc = stmt_partition(p);   /* a bare `partition` too: says what */
         else if (nx->kind == T_EQ)
             rc = stmt_assign(p);
         else if (nx->kind == T_COMMA)

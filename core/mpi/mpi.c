@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,14 +32,21 @@
 #include <xxhash.h>
 
 #define DEFAULT_TIMEOUT 300.0
+#define DEFAULT_BUILD_TIMEOUT 3600.0
+/* the range a timeout may take, in seconds (docs/mpi.md "Timeouts") */
+#define TIMEOUT_MIN 1.0
+#define TIMEOUT_MAX 31536000.0
 
 struct kiln_mpi_model {
     MPI_Comm comm;
     int rank, size;
     int n_unc;
     double timeout;
+    double build_timeout;  /* waits for another rank's build */
     int broken;            /* a collective timed out: send nothing more */
     int stopped;           /* rank 0 said stop (kiln_mpi_serve returned) */
+    int finalized;         /* MPI_Finalize ran: no MPI call any more */
+    struct kiln_mpi_model *next;   /* the live models (at_finalize) */
     kiln_model *part;
     double *buf;           /* n_unc + 3: requests, then sums */
     long long compiles_rank, compiles_job;
@@ -63,19 +71,66 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* $name as a timeout: *seconds = the value, or `fallback` when unset;
+ * anything but a decimal number from TIMEOUT_MIN to TIMEOUT_MAX is
+ * refused (it was taken as 300 s, or 1e-9 s, without a word). */
+static int env_seconds(const char *name, double fallback, double *seconds,
+                       kiln_err *err)
+{
+    const char *e = getenv(name);
+    *seconds = fallback;
+    if (!e)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(e, &end);
+    if (!((e[0] >= '0' && e[0] <= '9') || e[0] == '.') || errno || !end ||
+        *end || !(v >= TIMEOUT_MIN && v <= TIMEOUT_MAX))
+        return seterr(err, KILN_ERR_ARG, "mpi: %s='%.64s' is not a number "
+                      "of seconds from %.0f to %.0f", name, e, TIMEOUT_MIN,
+                      TIMEOUT_MAX);
+    *seconds = v;
+    return 0;
+}
+
 double kiln_mpi_timeout(double seconds)
 {
     if (seconds > 0 && isfinite(seconds))
         return seconds;
-    const char *e = getenv("KILN_MPI_TIMEOUT");
-    if (e && *e) {
-        char *end = NULL;
-        errno = 0;
-        double v = strtod(e, &end);
-        if (!errno && end && !*end && v > 0 && isfinite(v))
-            return v;
-    }
-    return DEFAULT_TIMEOUT;
+    double v = DEFAULT_TIMEOUT;
+    kiln_err e = {0, ""};
+    return env_seconds("KILN_MPI_TIMEOUT", DEFAULT_TIMEOUT, &v, &e)
+               ? DEFAULT_TIMEOUT : v;
+}
+
+int kiln_mpi_timeouts(double seconds, double *timeout, double *build_timeout,
+                      kiln_err *err)
+{
+    kiln_err local = {0, ""};
+    if (!err)
+        err = &local;
+    double t = DEFAULT_TIMEOUT, b = DEFAULT_BUILD_TIMEOUT;
+    if (timeout)
+        *timeout = t;
+    if (build_timeout)
+        *build_timeout = b;
+    if (seconds != 0 && !(seconds >= TIMEOUT_MIN && seconds <= TIMEOUT_MAX))
+        return seterr(err, KILN_ERR_ARG, "mpi: timeout_seconds must be 0 "
+                      "(the default) or from %.0f to %.0f, got %g", TIMEOUT_MIN,
+                      TIMEOUT_MAX, seconds);
+    if (seconds != 0)
+        t = seconds;
+    else if (env_seconds("KILN_MPI_TIMEOUT", DEFAULT_TIMEOUT, &t, err))
+        return err->code;
+    if (env_seconds("KILN_MPI_BUILD_TIMEOUT",
+                    t > DEFAULT_BUILD_TIMEOUT ? t : DEFAULT_BUILD_TIMEOUT, &b,
+                    err))
+        return err->code;
+    if (timeout)
+        *timeout = t;
+    if (build_timeout)
+        *build_timeout = b;
+    return 0;
 }
 
 int kiln_mpi_check_init(kiln_err *err)
@@ -320,10 +375,13 @@ static int build_part(kiln_mpi_model *mm, const kiln_graph *g,
     mm->part = kiln_model_new_partition(g, logp, data, &p, opt, ropt, err);
     if (!mm->part)
         return err->code ? err->code : KILN_ERR_RUNTIME;
-    /* rank 0 publishes its tier-1 code before the others start */
-    if (mm->rank == 0 && kiln_model_tier_wait(mm->part, mm->timeout) == 1) {
+    /* rank 0 publishes its tier-1 code before the others start (they
+     * wait for it under the build timeout) */
+    if (mm->rank == 0 &&
+        kiln_model_tier_wait(mm->part, mm->build_timeout) == 1) {
         return seterr(err, KILN_ERR_RUNTIME, "mpi: rank 0's tier-1 compiles "
-                      "did not finish within %g s", mm->timeout);
+                      "did not finish within %g s (KILN_MPI_BUILD_TIMEOUT)",
+                      mm->build_timeout);
     }
     mm->compiles_rank = (long long)(kiln_compile_count() - c0);
     mm->n_unc = kiln_model_n_unc(mm->part);
@@ -333,13 +391,82 @@ static int build_part(kiln_mpi_model *mm, const kiln_graph *g,
     return 0;
 }
 
+/* The models not freed yet, oldest first: MPI_Finalize stops them
+ * (at_finalize) so that serving ranks are not left waiting forever when
+ * rank 0 finalises without kiln_mpi_model_free. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static kiln_mpi_model *live;
+static int self_keyval = MPI_KEYVAL_INVALID;
+
+static int bcast_request(kiln_mpi_model *mm, double timeout, kiln_err *err);
+
+/* Rank 0 says stop (a zero request); the others receive it. */
+static void send_stop(kiln_mpi_model *mm)
+{
+    if (mm->broken || mm->stopped || mm->finalized)
+        return;
+    if (mm->rank == 0)
+        memset(mm->buf, 0, ((size_t)mm->n_unc + 3) * sizeof *mm->buf);
+    kiln_err e = {0, ""};
+    (void)bcast_request(mm, mm->timeout, &e);
+    mm->stopped = 1;
+}
+
+/* The delete callback of an attribute on MPI_COMM_SELF: MPI_Finalize
+ * calls it first, while MPI still works (MPI-3.1 section 8.7.1).  Every
+ * live model gets its stop, as kiln_mpi_model_free would send it: a
+ * serving rank returns from kiln_mpi_serve, a rank finalising without
+ * free receives it here.  The models stay allocated (the caller may still
+ * free them) but make no MPI call any more. */
+static int at_finalize(MPI_Comm comm, int keyval, void *value, void *extra)
+{
+    (void)comm;
+    (void)keyval;
+    (void)value;
+    (void)extra;
+    pthread_mutex_lock(&live_lock);
+    for (kiln_mpi_model *m = live; m; m = m->next) {
+        send_stop(m);
+        m->finalized = 1;
+    }
+    pthread_mutex_unlock(&live_lock);
+    return MPI_SUCCESS;
+}
+
+static void live_add(kiln_mpi_model *mm)
+{
+    pthread_mutex_lock(&live_lock);
+    if (self_keyval == MPI_KEYVAL_INVALID &&
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize,
+                               &self_keyval, NULL) == MPI_SUCCESS &&
+        MPI_Comm_set_attr(MPI_COMM_SELF, self_keyval, NULL) != MPI_SUCCESS)
+        self_keyval = MPI_KEYVAL_INVALID;
+    kiln_mpi_model **pp = &live;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = mm;
+    mm->next = NULL;
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void live_remove(kiln_mpi_model *mm)
+{
+    pthread_mutex_lock(&live_lock);
+    for (kiln_mpi_model **pp = &live; *pp; pp = &(*pp)->next)
+        if (*pp == mm) {
+            *pp = mm->next;
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+}
+
 static void model_release(kiln_mpi_model *mm)
 {
     if (!mm)
         return;
     kiln_model_free(mm->part);
     free(mm->buf);
-    if (!mm->broken && mm->comm != MPI_COMM_NULL)
+    if (!mm->broken && !mm->finalized && mm->comm != MPI_COMM_NULL)
         MPI_Comm_free(&mm->comm);
     free(mm);
 }
@@ -354,36 +481,63 @@ int kiln_mpi_model_new(MPI_Comm comm, const kiln_graph *g,
     kiln_err local = {0, ""};
     if (!err)
         err = &local;
-    if (!out)
-        return seterr(err, KILN_ERR_ARG, "mpi: out is NULL");
-    *out = NULL;
+    if (out)
+        *out = NULL;
     if (kiln_mpi_check_init(err))
         return err->code;
-    if (mopt && mopt->struct_size != sizeof *mopt)
-        return seterr(err, KILN_ERR_ARG, "mpi: kiln_mpi_options.struct_size "
-                      "is %zu, expected %zu", mopt->struct_size,
-                      sizeof *mopt);
-    if (mopt && (mopt->timeout_seconds < 0 ||
-                 !isfinite(mopt->timeout_seconds)))
-        return seterr(err, KILN_ERR_ARG, "mpi: timeout_seconds must be 0 "
-                      "(the default) or positive, got %g",
-                      mopt->timeout_seconds);
+    /* with no communicator this rank cannot tell the others: they time
+     * out in the first collective below */
     if (comm == MPI_COMM_NULL)
         return seterr(err, KILN_ERR_ARG, "mpi: the communicator is "
                       "MPI_COMM_NULL");
+    /* any other bad argument is told to every rank at the first
+     * collective, so that no rank is left waiting for this one */
+    kiln_err bad = {0, ""};
+    double timeout = DEFAULT_TIMEOUT, build_timeout = DEFAULT_BUILD_TIMEOUT;
+    if (!out)
+        seterr(&bad, KILN_ERR_ARG, "mpi: out is NULL");
+    else if (mopt && mopt->struct_size != sizeof *mopt)
+        seterr(&bad, KILN_ERR_ARG, "mpi: kiln_mpi_options.struct_size is "
+               "%zu, expected %zu", mopt->struct_size, sizeof *mopt);
+    else
+        (void)kiln_mpi_timeouts(mopt ? mopt->timeout_seconds : 0, &timeout,
+                                &build_timeout, &bad);
     kiln_mpi_model *mm = calloc(1, sizeof *mm);
-    if (!mm)
-        return seterr(err, KILN_ERR_NOMEM, "out of memory");
+    if (!mm && !bad.code)
+        seterr(&bad, KILN_ERR_NOMEM, "out of memory");
+    if (!mm) {
+        /* still meet the others: a duplicate of comm that is freed at
+         * once, then the agreement on this rank's failure */
+        MPI_Comm c = MPI_COMM_NULL;
+        MPI_Request req;
+        if (MPI_Comm_idup(comm, &c, &req) != MPI_SUCCESS ||
+            wait_req(&req, timeout, err))
+            return seterr(err, bad.code, "%s", bad.message);
+        (void)kiln_mpi_agree(c, bad.code, &bad, timeout, err);
+        MPI_Comm_free(&c);
+        return seterr(err, bad.code, "%s", bad.message);
+    }
     mm->comm = MPI_COMM_NULL;
-    if (MPI_Comm_dup(comm, &mm->comm) != MPI_SUCCESS) {
+    mm->timeout = timeout;
+    mm->build_timeout = build_timeout;
+    MPI_Request dreq;
+    if (MPI_Comm_idup(comm, &mm->comm, &dreq) != MPI_SUCCESS) {
         free(mm);
-        return seterr(err, KILN_ERR_RUNTIME, "mpi: MPI_Comm_dup failed");
+        return seterr(err, KILN_ERR_RUNTIME, "mpi: MPI_Comm_idup failed");
+    }
+    if (wait_req(&dreq, timeout, err)) {
+        /* the duplicate may still complete into mm->comm: mm is left
+         * allocated (the caller should MPI_Abort) */
+        if (bad.code)
+            seterr(err, bad.code, "%s", bad.message);
+        return err->code;
     }
     MPI_Comm_rank(mm->comm, &mm->rank);
     MPI_Comm_size(mm->comm, &mm->size);
-    mm->timeout = kiln_mpi_timeout(mopt ? mopt->timeout_seconds : 0);
-    const char *axis = mopt ? mopt->axis : NULL;
+    const char *axis = mopt && !bad.code ? mopt->axis : NULL;
     int rc;
+    if ((rc = kiln_mpi_agree(mm->comm, bad.code, &bad, timeout, err)))
+        goto fail;
 
     /* 1. every rank has the same graph and data (digests) */
     kiln_err mine = {0, ""};
@@ -416,13 +570,13 @@ int kiln_mpi_model_new(MPI_Comm comm, const kiln_graph *g,
     int r0 = 0;
     if (mm->rank == 0)
         r0 = build_part(mm, g, logp_output, data, axis, opt, ropt, &mine);
-    rc = kiln_mpi_agree(mm->comm, r0, &mine, mm->timeout, err);
+    rc = kiln_mpi_agree(mm->comm, r0, &mine, mm->build_timeout, err);
     if (rc)
         goto fail;
     int rk = 0;
     if (mm->rank != 0)
         rk = build_part(mm, g, logp_output, data, axis, opt, ropt, &mine);
-    rc = kiln_mpi_agree(mm->comm, rk, &mine, mm->timeout, err);
+    rc = kiln_mpi_agree(mm->comm, rk, &mine, mm->build_timeout, err);
     if (rc)
         goto fail;
     /* every part has the same parameters */
@@ -446,6 +600,7 @@ int kiln_mpi_model_new(MPI_Comm comm, const kiln_graph *g,
                     nu[0]);
         goto fail;
     }
+    live_add(mm);
     *out = mm;
     return 0;
 fail:
@@ -557,6 +712,8 @@ int kiln_mpi_log_density(kiln_mpi_model *mm, int jacobian, const double *unc,
     if (mm->broken)
         return seterr(err, KILN_ERR_RUNTIME, "mpi: the model is unusable "
                       "after an earlier timeout");
+    if (mm->finalized)
+        return seterr(err, KILN_ERR_ARG, "mpi: MPI is finalised");
     if (mm->stopped)
         return seterr(err, KILN_ERR_ARG, "mpi: rank 0 freed the model");
     if (mm->rank == 0) {
@@ -593,6 +750,9 @@ int kiln_mpi_serve(kiln_mpi_model *mm, kiln_err *err)
     if (mm->broken)
         return seterr(err, KILN_ERR_RUNTIME, "mpi: the model is unusable "
                       "after an earlier timeout");
+    if (mm->finalized || mm->stopped)
+        return seterr(err, KILN_ERR_ARG, "mpi: %s", mm->finalized
+                      ? "MPI is finalised" : "rank 0 freed the model");
     double *g = calloc((size_t)mm->n_unc + 1, sizeof *g);
     if (!g)
         return seterr(err, KILN_ERR_NOMEM, "out of memory");
@@ -622,13 +782,9 @@ void kiln_mpi_model_free(kiln_mpi_model *mm)
 {
     if (!mm)
         return;
-    if (!mm->broken && !mm->stopped) {
-        /* rank 0 says stop: a serving rank returns from kiln_mpi_serve;
-         * a rank in kiln_mpi_model_free receives it here */
-        if (mm->rank == 0)
-            memset(mm->buf, 0, ((size_t)mm->n_unc + 3) * sizeof *mm->buf);
-        kiln_err e = {0, ""};
-        (void)bcast_request(mm, mm->timeout, &e);
-    }
+    live_remove(mm);
+    /* rank 0 says stop: a serving rank returns from kiln_mpi_serve; a
+     * rank in kiln_mpi_model_free receives it here */
+    send_stop(mm);
     model_release(mm);
 }

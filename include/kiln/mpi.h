@@ -23,8 +23,13 @@
  * (kiln_mpi_options.timeout_seconds; $KILN_MPI_TIMEOUT; default 300 s)
  * fails with KILN_ERR_RUNTIME ("mpi: no answer from every rank within
  * 300 s: a rank died or is stuck"); the caller should then MPI_Abort
- * (the CLI does).  Collectives are non-blocking (MPI_Ibcast,
- * MPI_Iallreduce) polled against that deadline.
+ * (the CLI does).  Waits for another rank's build (compiles) have their
+ * own, longer limit: $KILN_MPI_BUILD_TIMEOUT, default the larger of 3600 s
+ * and the timeout.  Every timeout is from 1 to 31536000 s (a year); a
+ * variable set to anything else (empty, "abc", "-5", "inf", "1e-9") is
+ * KILN_ERR_ARG naming it and its value.  Collectives are non-blocking
+ * (MPI_Comm_idup, MPI_Ibcast, MPI_Iallreduce) polled against that
+ * deadline.
  */
 #ifndef KILN_MPI_H
 #define KILN_MPI_H
@@ -46,8 +51,8 @@ typedef struct kiln_mpi_options {
     size_t struct_size;      /* sizeof(kiln_mpi_options) */
     /* the observation axis (NULL: the graph's declared axis) */
     const char *axis;
-    /* seconds a collective may wait before failing (0: $KILN_MPI_TIMEOUT,
-     * else 300) */
+    /* seconds a collective may wait before failing, 0 or from 1 to
+     * 31536000 (0: $KILN_MPI_TIMEOUT, else 300) */
     double timeout_seconds;
 } kiln_mpi_options;
 
@@ -60,9 +65,19 @@ typedef struct kiln_mpi_options {
  * first and publishes every kernel (docs/mpi.md says how), the other
  * ranks then load them and compile nothing that rank 0 compiled.
  * Errors: KILN_ERR_ARG (MPI not initialised: "mpi: MPI is not initialised
- * (call MPI_Init first)"; disagreeing ranks; bad options), the errors of
- * kiln_model_new_partition (on the rank that had them; the others fail
- * with "mpi: rank 2 failed: <its message>"), and timeouts. */
+ * (call MPI_Init first)"; disagreeing ranks; bad arguments: out NULL, a
+ * wrong struct_size, a timeout out of range, a bad $KILN_MPI_TIMEOUT or
+ * $KILN_MPI_BUILD_TIMEOUT), the errors of kiln_model_new_partition, all
+ * on the rank that had them, the others failing with "mpi: rank 2 failed:
+ * <its message>"; and timeouts.  A rank passing comm MPI_COMM_NULL fails
+ * at once (KILN_ERR_ARG) and cannot tell the others: they fail with the
+ * timeout.  Rank 0 waits for its build, the others wait for rank 0's and
+ * then build, under the build timeout (above).
+ * Every model not freed when MPI_Finalize is called is stopped there, as
+ * kiln_mpi_model_free would stop it (an attribute of MPI_COMM_SELF whose
+ * delete callback MPI_Finalize runs first): rank 0 finalising without
+ * kiln_mpi_model_free ends the other ranks' kiln_mpi_serve (returning 0);
+ * the models then only refuse calls until freed. */
 int kiln_mpi_model_new(MPI_Comm comm, const kiln_graph *g,
                        const char *logp_output, const char *data,
                        const kiln_mpi_options *mopt,
@@ -115,9 +130,22 @@ int kiln_mpi_model_size(const kiln_mpi_model *mm);
  * collective one takes a timeout in seconds (kiln_mpi_timeout) and fails
  * with the timeout's KILN_ERR_RUNTIME above. */
 
-/* `seconds` when > 0, else $KILN_MPI_TIMEOUT when it is a positive
- * number, else 300.  Not collective. */
+/* `seconds` when > 0, else $KILN_MPI_TIMEOUT when it is a number from 1
+ * to 31536000, else 300 (callers that must refuse a bad variable use
+ * kiln_mpi_timeouts).  Not collective. */
 double kiln_mpi_timeout(double seconds);
+
+/* The timeouts a model uses: *timeout is `seconds` (0, or from 1 to
+ * 31536000), or when it is 0 $KILN_MPI_TIMEOUT (unset: 300);
+ * *build_timeout is $KILN_MPI_BUILD_TIMEOUT (unset: the larger of 3600
+ * and *timeout).  Either pointer may be NULL.  Errors: KILN_ERR_ARG for a
+ * `seconds` out of range ("mpi: timeout_seconds must be 0 (the default)
+ * or from 1 to 31536000, got -1") or a variable that is not a decimal
+ * number of seconds in that range ("mpi: KILN_MPI_TIMEOUT='abc' is not a
+ * number of seconds from 1 to 31536000"); the outputs are then the
+ * defaults.  Not collective; reads the environment. */
+int kiln_mpi_timeouts(double seconds, double *timeout, double *build_timeout,
+                      kiln_err *err);
 
 /* 0 when MPI is initialised and not finalised; else KILN_ERR_ARG ("mpi:
  * MPI is not initialised (call MPI_Init first)" or "... is finalised").
