@@ -809,6 +809,11 @@ static int bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
     if (whole && part.data) {
         rc = bind_shared(g, v, &part, 0, NULL, 0, err);
         free(part.data);
+        if (!rc) {
+            /* the whole value's digest (kiln_graph_data_digest) */
+            n->has_wdigest = 1;
+            n->wdigest = kiln_ir_part_value_digest(value);
+        }
         return rc;
     }
     rc = shared_value_check(g, n->name, n->type.dtype, n->type.rank,

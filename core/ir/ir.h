@@ -219,6 +219,11 @@ typedef struct kiln_node {
                                      made it (set by the parser), 0 for
                                      nodes made otherwise (the builder
                                      API, rewrites, gradients) */
+    /* SHARED bound to part of a whole value (issue 30: a part's rows):
+     * has_wdigest 1 and wdigest the whole value's digest, taken before
+     * slicing (kiln_ir_part_value_digest), for kiln_graph_data_digest */
+    int has_wdigest;
+    uint64_t wdigest;
 } kiln_node;
 
 typedef struct kiln_output {
@@ -597,6 +602,11 @@ void kiln_ir_part_rows(int64_t total, int part, int nparts, int64_t *begin,
  * axis), KILN_ERR_NAME (no such symbol). */
 int kiln_ir_part_axis(const kiln_graph *g, const kiln_partition *p,
                       int *sym, kiln_err *err);
+
+/* XXH3-64 of a value: dtype, rank, shape and bytes (C order).  The
+ * digest kiln_graph_data_digest keeps of a whole value a part holds rows
+ * of. */
+uint64_t kiln_ir_part_value_digest(const kiln_tensor *value);
 
 /* When g is a part (kiln_graph_partition ran) and shared n is sized by
  * its axis (or is the axis's size as an integer scalar), the part's rows

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#define XXH_STATIC_LINKING_ONLY   /* XXH3_state_t on the stack */
+#include <xxhash.h>
 
 /* ---- rows of a part --------------------------------------------------- */
 
@@ -113,6 +115,64 @@ int kiln_ir_part_bind_slice(kiln_graph *g, const kiln_node *n,
                            err))
         return err ? err->code : KILN_ERR_NOMEM;
     g->part_total = total;
+    return 0;
+}
+
+/* ---- digests of the data (kiln_graph_data_digest) --------------------- */
+
+/* Start a value's digest: its dtype, rank and shape. */
+static void digest_head(XXH3_state_t *st, const kiln_tensor *v)
+{
+    int32_t h[2] = {(int32_t)v->dtype, (int32_t)v->rank};
+    XXH3_64bits_update(st, h, sizeof h);
+    if (v->rank > 0)
+        XXH3_64bits_update(st, v->shape, sizeof *v->shape * (size_t)v->rank);
+}
+
+uint64_t kiln_ir_part_value_digest(const kiln_tensor *value)
+{
+    XXH3_state_t st;
+    XXH3_INITSTATE(&st);
+    XXH3_64bits_reset(&st);
+    digest_head(&st, value);
+    size_t nb = (size_t)kiln_shape_numel(value->rank, value->shape) *
+                kiln_dtype_size(value->dtype);
+    if (nb && value->data)
+        XXH3_64bits_update(&st, value->data, nb);
+    return (uint64_t)XXH3_64bits_digest(&st);
+}
+
+int kiln_graph_data_digest(const kiln_graph *g, uint64_t *digest,
+                           kiln_err *err)
+{
+    if (!g || !digest)
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "kiln_graph_data_digest: NULL argument");
+    XXH3_state_t st;
+    XXH3_INITSTATE(&st);
+    XXH3_64bits_reset(&st);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        if (n->op != KILN_OP_SHARED || n->hoisted)
+            continue;
+        const char *nm = n->name ? n->name : "";
+        XXH3_64bits_update(&st, nm, strlen(nm) + 1);
+        uint64_t d = 0;
+        unsigned char bound = n->data != NULL || n->has_wdigest;
+        if (!bound) {
+            /* not bound: its name only */
+        } else if (n->has_wdigest) {
+            d = n->wdigest;
+        } else {
+            kiln_tensor v = {.dtype = n->type.dtype, .rank = n->type.rank,
+                             .data = n->data};
+            memcpy(v.shape, n->vshape, sizeof v.shape);
+            d = kiln_ir_part_value_digest(&v);
+        }
+        XXH3_64bits_update(&st, &bound, 1);
+        XXH3_64bits_update(&st, &d, sizeof d);
+    }
+    *digest = (uint64_t)XXH3_64bits_digest(&st);
     return 0;
 }
 

@@ -89,6 +89,7 @@ struct kiln_model {
     int part_sym;
     int64_t part_total, part_b, part_e;
     char *dep[2];
+    uint64_t data_digest;       /* kiln_model_data_digest */
 };
 
 /* ---- small helpers --------------------------------------------------- */
@@ -1350,6 +1351,7 @@ static kiln_model *model_new(const kiln_graph *g, const char *logp_output,
         symsz[s] = -1;
     if (bind_data(w, d, symsz, err) ||
         (p && part_data(m, w, p, symsz, err)) ||
+        kiln_graph_data_digest(w, &m->data_digest, err) ||
         kiln_ir_symbols_derive(w, symsz, NULL, err) ||
         layout_params(m, w, symsz, d, err))
         goto fail;
@@ -1430,6 +1432,11 @@ kiln_model *kiln_model_new_partition(const kiln_graph *g,
                                      kiln_err *err)
 {
     return model_new(g, logp_output, data, p, opt, ropt, err);
+}
+
+uint64_t kiln_model_data_digest(const kiln_model *m)
+{
+    return m ? m->data_digest : 0;
 }
 
 const char *kiln_model_partition_range(const kiln_model *m, int64_t *total,

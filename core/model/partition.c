@@ -475,6 +475,10 @@ static int mask_of(kiln_graph *ng, const char *mname, int part,
         if ((*mask = kiln_graph_shared(ng, mname, KILN_BOOL, 0, NULL, &mt,
                                        err)) < 0)
             return err->code;
+        /* the mask differs by part, not by data: one digest for every
+         * part (kiln_graph_data_digest) */
+        ng->nodes[*mask].has_wdigest = 1;
+        ng->nodes[*mask].wdigest = 0;
     }
     /* false for a bool x: an int 0 would promote where's result to i64
      * (a bool output printed as 1 under MPI; a new user's find) */
@@ -603,6 +607,10 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
                 *(int64_t *)sl[i].data = e - b;
             else
                 *(int32_t *)sl[i].data = (int32_t)(e - b);
+            if (!rc) {
+                proto.has_wdigest = 1;
+                proto.wdigest = kiln_ir_part_value_digest(&whole);
+            }
             if (!rc && k >= 0) {
                 proto.vshape[k] = e - b;
                 proto.nbytes = (size_t)kiln_shape_numel(sl[i].rank,
@@ -742,6 +750,7 @@ int kiln_ir_part_slice(kiln_graph *g, int sym, int part, int nparts,
         kiln_tensor whole = {.dtype = n->type.dtype, .rank = n->type.rank,
                              .data = n->data}, s;
         memcpy(whole.shape, n->vshape, sizeof whole.shape);
+        uint64_t wd = kiln_ir_part_value_digest(&whole);
         if (k >= 0) {
             if (n->vshape[k] != total)
                 return kiln_seterr(err, KILN_ERR_SHAPE,
@@ -769,6 +778,8 @@ int kiln_ir_part_slice(kiln_graph *g, int sym, int part, int nparts,
             free(n->data);
         n->blob = NULL;
         n->data = s.data;
+        n->has_wdigest = 1;
+        n->wdigest = wd;
     }
     g->part_sym = sym;
     g->part_k = part;

@@ -272,6 +272,15 @@ kiln_model *kiln_model_new_partition(const kiln_graph *g,
 const char *kiln_model_partition_range(const kiln_model *m, int64_t *total,
                                        int64_t *begin, int64_t *end);
 
+/* The digest of the data m was built with (kiln_graph_data_digest of the
+ * model's graph once every shared value is bound, before a part's rows
+ * are sliced out: the whole data's digest, the same for every part of a
+ * model built from the same graph and data; a model of other data has
+ * another).  Values read from a JSON data file count as the numbers read:
+ * two files differing only in whitespace or key order give the same
+ * digest.  0 when m is NULL.  Thread-safe. */
+uint64_t kiln_model_data_digest(const kiln_model *m);
+
 #ifdef __cplusplus
 }
 #endif
