@@ -205,6 +205,23 @@ a3=$(apic 3 "$tmp/cache6")
 [ -n "$a1" ] && [ "$a1" = "$a3" ] && { [ $be = interp ] || [ "$a1" -gt 0 ]; }
 ok $? "kiln_mpi_model_new ($be): 3 ranks on an empty cache compile what 1 does ($a3 vs $a1)"
 
+# --- more ranks than rows: sum(y) * log(p) at p = 0 -------------------------
+# an empty part computed 0 * -inf = NaN (an attack's find); it adds 0 now,
+# so the job prints serial's -inf (and serial's finite value elsewhere)
+printf 'kiln 1\ngraph sumlog\n  shared y: f64[N]\n  input p: f64\n  output logp = add(normal_lpdf(p, 1, 2), mul(sum(y), log(p)))\nend\n' >"$tmp/sumlog.kg"
+printf '{"y": [1.5, 2]}\n' >"$tmp/sumlog.json"
+for pv in 0 0.3; do
+  "$kiln" run "$tmp/sumlog.kg" --data "$tmp/sumlog.json" -i p=$pv >"$tmp/serial" 2>/dev/null
+  for np in 3 4; do
+    mpirun -np $np "$kiln" run "$tmp/sumlog.kg" --data "$tmp/sumlog.json" -i p=$pv --mpi-axis N \
+      >"$tmp/out" 2>"$tmp/err"
+    st=$?
+    [ $st = 0 ] && same_lines "$tmp/out" "$tmp/serial" &&
+      { [ $pv != 0 ] || grep -q -- '-inf' "$tmp/serial"; }
+    ok $? "sum(y) * log(p) at p = $pv, 2 rows over $np ranks: serial's $(grep '^logp' "$tmp/serial" | head -c 80) (got $(grep '^logp' "$tmp/out" | head -c 80), exit $st)"
+  done
+done
+
 # --- bad input: one line on stderr, a non-zero exit -------------------------
 one_line() {  # one_line ERRFILE PATTERN: exactly one kiln: line, matching
   [ "$(grep -c '^kiln: ' "$1")" = 1 ] && grep -q "^kiln: .*$2" "$1"

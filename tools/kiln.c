@@ -1324,6 +1324,15 @@ static int run_with(int argc, char **argv, const char **assign)
             n_bad += !(rows[r].max_error <= CHECK_GRAD_TOL);
     }
 #ifdef KILN_WITH_MPI
+    /* an empty part but part 0 adds exactly 0 (its evaluation could give
+     * 0 * -inf = NaN: docs/mpi.md "What is split") */
+    int64_t pb = 0, pe = 0;
+    if (mpi && kiln_cli_mpi_rank() != 0 &&
+        kiln_graph_partition_rows(g, NULL, &pb, &pe) && pb == pe)
+        for (int k = 0; k < no; k++)
+            memset(out[k].data, 0,
+                   (size_t)kiln_shape_numel(out[k].rank, out[k].shape) *
+                       kiln_dtype_size(out[k].dtype));
     /* checkpoint 5: every rank's calls succeeded; the outputs summed */
     if (mpi && (kiln_cli_mpi_checkpoint(0) ||
                 kiln_cli_mpi_sum_outputs(out, no)))

@@ -592,8 +592,10 @@ int kiln_ir_part_slice_value(const kiln_graph *g, const kiln_node *n, int k,
                              const kiln_tensor *value, int64_t b, int64_t e,
                              kiln_tensor *out, kiln_err *err);
 
-/* Rows [*begin, *end) of part `part` of `nparts` of `total` rows:
- * floor(total part / nparts) .. floor(total (part+1) / nparts). */
+/* Rows [*begin, *end) of part `part` of `nparts` of `total` rows: with
+ * q = floor(total / nparts) and r = total mod nparts, part p has q rows,
+ * plus one when p < r, from q p + min(p, r): part 0 has rows whenever
+ * total >= 1, and the empty parts (nparts > total) are the last ones. */
 void kiln_ir_part_rows(int64_t total, int part, int nparts, int64_t *begin,
                        int64_t *end);
 

@@ -19,8 +19,12 @@
 void kiln_ir_part_rows(int64_t total, int part, int nparts, int64_t *begin,
                        int64_t *end)
 {
-    *begin = (int64_t)((__int128)total * part / nparts);
-    *end = (int64_t)((__int128)total * (part + 1) / nparts);
+    /* q rows each, one more for the first r parts: part 0 has rows
+     * whenever there are any, and empty parts come last (an empty part
+     * other than part 0 contributes exactly 0: kiln_model_log_density) */
+    int64_t q = total / nparts, r = total % nparts;
+    *begin = q * part + (part < r ? part : r);
+    *end = *begin + q + (part < r);
 }
 
 /* The dim of type t that is symbol sym, or -1 (the first). */
@@ -174,6 +178,22 @@ int kiln_graph_data_digest(const kiln_graph *g, uint64_t *digest,
     }
     *digest = (uint64_t)XXH3_64bits_digest(&st);
     return 0;
+}
+
+const char *kiln_graph_partition_rows(const kiln_graph *g, int64_t *total,
+                                      int64_t *begin, int64_t *end)
+{
+    int part = g && g->part_n;
+    int64_t t = part ? g->part_total : 0, b = 0, e = 0;
+    if (part && t >= 0)
+        kiln_ir_part_rows(t, g->part_k, g->part_n, &b, &e);
+    if (total)
+        *total = t;
+    if (begin)
+        *begin = b;
+    if (end)
+        *end = e;
+    return part ? g->symbols[g->part_sym] : NULL;
 }
 
 /* ---- the axis ---------------------------------------------------------- */

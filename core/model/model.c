@@ -86,7 +86,7 @@ struct kiln_model {
      * part's rows [part_b, part_e); the first tp / gq output that depends
      * on the axis (refused by constrain), or NULL */
     char *part_axis;
-    int part_sym;
+    int part_sym, part_k;       /* ... and the part's number */
     int64_t part_total, part_b, part_e;
     char *dep[2];
     uint64_t data_digest;       /* kiln_model_data_digest */
@@ -698,6 +698,14 @@ int kiln_model_log_density(const kiln_model *m, int jacobian,
     if (!m || (!unc && m->n_unc) || !lp)
         return kiln_seterr(err, KILN_ERR_ARG,
                            "log_density: NULL argument");
+    if (m->part_axis && m->part_b == m->part_e && m->part_k != 0) {
+        /* an empty part but part 0 adds nothing: exactly 0 (evaluating
+         * it could give 0 * -inf = NaN; docs/mpi.md "What is split") */
+        *lp = 0;
+        if (grad && m->n_unc)
+            memset(grad, 0, sizeof *grad * (size_t)m->n_unc);
+        return 0;
+    }
     kiln_tensor sin[NSMALL], sout[NSMALL];
     double jac = jacobian ? 1.0 : 0.0;
     kiln_tensor *in = param_tensors(m, unc, m->has_jac ? &jac : NULL, sin,
@@ -1317,6 +1325,7 @@ static kiln_model *model_new(const kiln_graph *g, const char *logp_output,
     if (p) {
         if (kiln_ir_part_axis(g, p, &m->part_sym, err))
             goto fail;
+        m->part_k = p->part;
         if (!(m->part_axis = dupstr(g->symbols[m->part_sym]))) {
             kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
             goto fail;

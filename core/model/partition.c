@@ -2,9 +2,10 @@
  * partition.c — data partitions of graphs and models (issue 30;
  * <kiln/graph.h>, <kiln/model.h>, docs/mpi.md "Partitions").
  *
- * Part p of P of a graph runs the same nodes on rows [T p / P, T (p+1) / P)
- * of every shared value sized by the axis symbol (T rows in the whole
- * data).  An output's value is then the sum over the parts of the parts'
+ * Part p of P of a graph runs the same nodes on rows [b_p, e_p) of every
+ * shared value sized by the axis symbol (T rows in the whole data: part p
+ * has floor(T / P) rows, one more when p < T mod P, in order;
+ * kiln_ir_part_rows).  An output's value is then the sum over the parts of the parts'
  * values when every node is one of:
  *
  *   FREE  does not depend on the axis: the same in every part;

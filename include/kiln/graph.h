@@ -484,6 +484,15 @@ int kiln_graph_set_partition_axis(kiln_graph *g, const char *axis,
 int kiln_graph_data_digest(const kiln_graph *g, uint64_t *digest,
                            kiln_err *err);
 
+/* When g is a part (kiln_graph_partition ran): the axis's name (owned by
+ * g), the whole data's size of the axis (*total; -1 until data sized by
+ * it is bound) and the part's rows [*begin, *end) of it (0, 0 until
+ * then; kiln_model_new_partition says how rows are split).  Else (or g
+ * NULL) NULL and 0s.  Any pointer may be NULL.  Thread-safe on a g no
+ * thread changes. */
+const char *kiln_graph_partition_rows(const kiln_graph *g, int64_t *total,
+                                      int64_t *begin, int64_t *end);
+
 /* Rewrite `g` in place into part `p` of itself: afterwards, the sum over
  * the nparts parts of each output (each part run on its own rows of the
  * data) equals the whole graph's output (to rounding).  Terms that do not

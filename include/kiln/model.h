@@ -143,6 +143,9 @@ int kiln_model_unconstrain_json(const kiln_model *m, const char *json,
  * gradient with respect to the unconstrained values into grad
  * (kiln_model_n_unc values).  `jacobian` non-zero adds the
  * log-Jacobians.  A non-finite density is not an error (*lp holds it).
+ * A part with no rows other than part 0 (kiln_model_new_partition, more
+ * parts than rows) is not evaluated: *lp is 0 and the gradient 0, its
+ * exact contribution to the sum over parts.
  * Errors: KILN_ERR_ARG (NULL unc or lp) and kiln_function_call's
  * (KILN_ERR_CHECK when a `check` of the model fails: PyMC's
  * ParameterValueError). */
@@ -228,8 +231,12 @@ void kiln_model_tier_count(const kiln_model *m, int *tiered, int *kernels);
  *
  * A model whose log density is a sum over observations can be evaluated in
  * parts: the observation axis is a symbol (`N`) that sizes data; part p of
- * P binds only rows [floor(N p / P), floor(N (p+1) / P)) of every data
- * value sized by that symbol (along the dim it sizes), and computes its
+ * P binds only rows [b, b + n) of every data value sized by that symbol
+ * (along the dim it sizes; n = floor(N / P), plus one when p < N mod P,
+ * b = p floor(N / P) + min(p, N mod P): part 0 has rows whenever N >= 1,
+ * the empty parts when P > N are the last ones, and an empty part other
+ * than part 0 contributes exactly 0: its log density and gradient are 0,
+ * not evaluated, so `sum(y) * log(p)` at p = 0 gives no NaN), and computes its
  * partial log density and gradient; terms that do not depend on the axis
  * (priors, log-Jacobians) are counted by part 0 only.  The sum over the P
  * parts of the partial results equals the unpartitioned model's (to
