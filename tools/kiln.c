@@ -1050,6 +1050,16 @@ static int run_with(int argc, char **argv, const char **assign)
     rng_state = seed;
     kiln_err err = {0, ""};
     int status = 1;
+#ifdef KILN_WITH_MPI
+    /* --mpi-axis N: npy() data sized by N read as this rank's rows only
+     * (docs/mpi.md "Reading a part's rows"; --mpi's declared axis is
+     * known after the parse: read whole) */
+    if (mpi && mpi_axis) {
+        data.part_axis = mpi_axis;
+        data.part_index = kiln_cli_mpi_rank();
+        data.part_nparts = kiln_cli_mpi_size();
+    }
+#endif
     kiln_graph *g = kiln_parse_file_opts(file, &data, &err);
     if (!g) {
         fprintf(stderr, "kiln: %s\n", err.message);

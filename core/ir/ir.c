@@ -570,6 +570,9 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
     c->part_k = g->part_k;
     c->part_n = g->part_n;
     c->part_total = g->part_total;
+    c->read_k = g->read_k;
+    c->read_n = g->read_n;
+    c->read_sym = g->read_sym;
     return c;
 nomem:
     kiln_graph_free(c);

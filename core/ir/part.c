@@ -133,17 +133,22 @@ static void digest_head(XXH3_state_t *st, const kiln_tensor *v)
         XXH3_64bits_update(st, v->shape, sizeof *v->shape * (size_t)v->rank);
 }
 
-uint64_t kiln_ir_part_value_digest(const kiln_tensor *value)
+uint64_t kiln_ir_part_head_digest(const kiln_tensor *value)
 {
     XXH3_state_t st;
     XXH3_INITSTATE(&st);
     XXH3_64bits_reset(&st);
     digest_head(&st, value);
+    return (uint64_t)XXH3_64bits_digest(&st);
+}
+
+uint64_t kiln_ir_part_value_digest(const kiln_tensor *value)
+{
     size_t nb = (size_t)kiln_shape_numel(value->rank, value->shape) *
                 kiln_dtype_size(value->dtype);
-    if (nb && value->data)
-        XXH3_64bits_update(&st, value->data, nb);
-    return (uint64_t)XXH3_64bits_digest(&st);
+    return (uint64_t)XXH3_64bits_withSeed(value->data ? value->data : "",
+                                          value->data ? nb : 0,
+                                          kiln_ir_part_head_digest(value));
 }
 
 int kiln_graph_data_digest(const kiln_graph *g, uint64_t *digest,
@@ -194,6 +199,21 @@ const char *kiln_graph_partition_rows(const kiln_graph *g, int64_t *total,
     if (end)
         *end = e;
     return part ? g->symbols[g->part_sym] : NULL;
+}
+
+int kiln_ir_part_read_check(const kiln_graph *g, int sym, int part,
+                            int nparts, kiln_err *err)
+{
+    if (!g->read_n || (g->read_k == part && g->read_n == nparts &&
+                       g->read_sym == sym))
+        return 0;
+    return kiln_seterr(err, KILN_ERR_ARG,
+                       "partition: the graph's data was read as part %d of "
+                       "%d along '%s' (kiln_read_options.part_*), not part "
+                       "%d of %d along '%s'", g->read_k, g->read_n,
+                       g->symbols[g->read_sym] ? g->symbols[g->read_sym]
+                                               : "?", part, nparts,
+                       g->symbols[sym] ? g->symbols[sym] : "?");
 }
 
 /* ---- the axis ---------------------------------------------------------- */

@@ -167,7 +167,11 @@ static int bind_data(kiln_graph *g, const kiln_json_data *d, int64_t *symsz,
         for (int k = 0; k < n->type.rank; k++)
             if (KILN_DIM_IS_SYM(n->type.dims[k]) &&
                 symsz[KILN_SYM_INDEX(n->type.dims[k])] < 0)
-                symsz[KILN_SYM_INDEX(n->type.dims[k])] = n->vshape[k];
+                /* a part's rows read by the parser: the whole's size */
+                symsz[KILN_SYM_INDEX(n->type.dims[k])] =
+                    n->read_part &&
+                            KILN_SYM_INDEX(n->type.dims[k]) == g->read_sym
+                        ? n->read_total : n->vshape[k];
     }
     for (int i = 0; i < g->n_nodes; i++) {
         kiln_node *n = &g->nodes[i];
@@ -1350,6 +1354,17 @@ static kiln_model *model_new(const kiln_graph *g, const char *logp_output,
             goto fail;
     }
     if (!(w = kiln_ir_clone(g, err)))
+        goto fail;
+    /* data read as a part's rows (kiln_read_options.part_*): only that
+     * part can be made of it */
+    if (g->read_n && !p) {
+        kiln_seterr(err, KILN_ERR_ARG, "model: the graph's data was read as "
+                    "part %d of %d (kiln_read_options.part_*): make that "
+                    "part (kiln_model_new_partition)", g->read_k, g->read_n);
+        goto fail;
+    }
+    if (p && kiln_ir_part_read_check(g, m->part_sym, p->part, p->nparts,
+                                     err))
         goto fail;
     symsz = malloc(sizeof *symsz * (size_t)(w->n_symbols + 1));
     if (!symsz) {

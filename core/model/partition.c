@@ -515,6 +515,8 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
                                "the parts' values of it would not add up to "
                                "the whole's", g->symbols[sym],
                                g->outputs[k].name);
+    if (kiln_ir_part_read_check(g, sym, part, nparts, err))
+        return err->code;
     pclass c;
     memset(&c, 0, sizeof c);
     kiln_graph *ng = NULL;
@@ -549,7 +551,8 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
             if (n->op != KILN_OP_SHARED || !n->data ||
                 (k < 0 && !is_axis_scalar(g, n, sym)))
                 continue;
-            int64_t tt = k >= 0 ? n->vshape[k]
+            int64_t tt = n->read_part ? n->read_total
+                         : k >= 0 ? n->vshape[k]
                          : n->type.dtype == KILN_I64
                              ? *(const int64_t *)n->data
                              : *(const int32_t *)n->data;
@@ -593,7 +596,7 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
         proto.data = NULL;
         proto.blob = NULL;
         int k = axis_pos(&n->type, sym);
-        if (slice && n->op == KILN_OP_SHARED && n->data &&
+        if (slice && n->op == KILN_OP_SHARED && n->data && !n->read_part &&
             (k >= 0 || is_axis_scalar(g, n, sym))) {
             int64_t b, e;
             kiln_ir_part_rows(total, part, nparts, &b, &e);
@@ -742,12 +745,24 @@ int kiln_ir_part_slice(kiln_graph *g, int sym, int part, int nparts,
 {
     int64_t b, e;
     kiln_ir_part_rows(total, part, nparts, &b, &e);
+    if (kiln_ir_part_read_check(g, sym, part, nparts, err))
+        return err->code;
     for (int i = 0; i < g->n_nodes; i++) {
         kiln_node *n = &g->nodes[i];
         int k = axis_pos(&n->type, sym);
         if (n->op != KILN_OP_SHARED || !n->data ||
             (k < 0 && !is_axis_scalar(g, n, sym)))
             continue;
+        if (n->read_part) {     /* read as the part's rows already */
+            if (n->read_total != total)
+                return kiln_seterr(err, KILN_ERR_SHAPE,
+                                   "partition: shared '%s' has %lld rows "
+                                   "along axis '%s', but the axis is %lld",
+                                   n->name ? n->name : "?",
+                                   (long long)n->read_total,
+                                   g->symbols[sym], (long long)total);
+            continue;
+        }
         kiln_tensor whole = {.dtype = n->type.dtype, .rank = n->type.rank,
                              .data = n->data}, s;
         memcpy(whole.shape, n->vshape, sizeof whole.shape);
