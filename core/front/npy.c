@@ -631,6 +631,7 @@ static int npy_read_file(const data_file *df, const char *path,
             goto done;
         }
     }
+    int64_t pb = 0, pe = 0;
     if (rows) {
         /* a part's rows: the whole streamed through its digest, the
          * part's bytes kept (docs/mpi.md "Reading a part's rows") */
@@ -639,12 +640,12 @@ static int npy_read_file(const data_file *df, const char *path,
                          "split", path, h.rank, rows->dim);
             goto done;
         }
-        int64_t n = h.dims[rows->dim], b, e;
+        int64_t n = h.dims[rows->dim];
         size_t row = itemsize;
         for (int i = rows->dim + 1; i < h.rank; i++)
             row *= (size_t)h.dims[i];
-        kiln_ir_part_rows(n, rows->part, rows->nparts, &b, &e);
-        size_t keep = n ? nbytes / (size_t)n * (size_t)(e - b) : 0;
+        kiln_ir_part_rows(n, rows->part, rows->nparts, &pb, &pe);
+        size_t keep = n ? nbytes / (size_t)n * (size_t)(pe - pb) : 0;
         data = malloc(keep ? keep : 1);
         if (!data) {
             rc = npy_err(err, KILN_ERR_NOMEM, "%s: out of memory for %zu "
@@ -655,45 +656,30 @@ static int npy_read_file(const data_file *df, const char *path,
         for (int i = 0; i < h.rank; i++)
             whole.shape[i] = h.dims[i];
         if ((rc = npy_stream_rows(f, path, nbytes, itemsize, dtype, row, n,
-                                  b, e, data,
+                                  pb, pe, data,
                                   kiln_ir_part_head_digest(&whole),
                                   &rows->digest, err)))
             goto done;
-        if (getc(f) != EOF) {
-            rc = npy_err(err, KILN_ERR_PARSE,
-                         "%s: trailing data after the %" PRId64 " elements "
-                         "(%zu bytes) the header describes", path, numel,
-                         nbytes);
+        rows->total = n;
+    } else {
+        data = malloc(nbytes ? nbytes : 1);
+        if (!data) {
+            rc = npy_err(err, KILN_ERR_NOMEM, "%s: out of memory for %zu "
+                         "bytes of data", path, nbytes);
             goto done;
         }
-        rows->total = n;
-        memset(out, 0, sizeof *out);
-        out->dtype = dtype;
-        out->rank = h.rank;
-        for (int i = 0; i < h.rank; i++)
-            out->shape[i] = h.dims[i];
-        out->shape[rows->dim] = e - b;
-        out->data = data;
-        data = NULL;
-        rc = KILN_OK;
-        goto done;
-    }
-    data = malloc(nbytes ? nbytes : 1);
-    if (!data) {
-        rc = npy_err(err, KILN_ERR_NOMEM,
-                     "%s: out of memory for %zu bytes of data", path, nbytes);
-        goto done;
-    }
-    got = npy_fread(f, data, nbytes, path, err);
-    if (got == (size_t)-1) {
-        rc = KILN_ERR_IO;
-        goto done;
-    }
-    if (got < nbytes) {
-        rc = npy_err(err, KILN_ERR_PARSE,
-                     "%s: truncated: header says %" PRId64 " elements "
-                     "(%zu bytes), file has %zu", path, numel, nbytes, got);
-        goto done;
+        got = npy_fread(f, data, nbytes, path, err);
+        if (got == (size_t)-1) {
+            rc = KILN_ERR_IO;
+            goto done;
+        }
+        if (got < nbytes) {
+            rc = npy_err(err, KILN_ERR_PARSE,
+                         "%s: truncated: header says %" PRId64 " elements "
+                         "(%zu bytes), file has %zu", path, numel, nbytes,
+                         got);
+            goto done;
+        }
     }
     if (getc(f) != EOF) {
         rc = npy_err(err, KILN_ERR_PARSE,
@@ -707,7 +693,7 @@ static int npy_read_file(const data_file *df, const char *path,
                      strerror(errno));
         goto done;
     }
-    if (dtype == KILN_BOOL) {
+    if (dtype == KILN_BOOL && !rows) {      /* (rows: checked as read) */
         for (size_t i = 0; i < nbytes; i++)
             if (data[i] > 1) {
                 rc = npy_err(err, KILN_ERR_PARSE,
@@ -716,7 +702,7 @@ static int npy_read_file(const data_file *df, const char *path,
                 goto done;
             }
     }
-    if (!npy_host_is_little())
+    if (!npy_host_is_little() && !rows)
         npy_byteswap(data, nbytes, itemsize);
 
     memset(out, 0, sizeof *out);
@@ -724,6 +710,8 @@ static int npy_read_file(const data_file *df, const char *path,
     out->rank = h.rank;
     for (int i = 0; i < h.rank; i++)
         out->shape[i] = h.dims[i];
+    if (rows)
+        out->shape[rows->dim] = pe - pb;
     out->data = data;
     data = NULL;
     rc = KILN_OK;
@@ -738,36 +726,37 @@ int kiln_npy_read(const char *path, kiln_tensor *out, kiln_err *err)
     return kiln_npy_read_opts(path, NULL, out, err);
 }
 
-int kiln_npy_read_opts(const char *path, const kiln_read_options *opt,
-                       kiln_tensor *out, kiln_err *err)
+/* Open `path` under `opt` and read it (whole, or rows' part). */
+static int npy_read_path(const char *path, const kiln_read_options *opt,
+                         npy_rows *rows, kiln_tensor *out, kiln_err *err)
 {
     data_file df;
     int rc;
-
     if (!path || !out)
         return npy_err(err, KILN_ERR_ARG, "kiln_npy_read: %s is NULL",
                        !path ? "path" : "out");
     if ((rc = data_open(path, opt, &df, err)) != 0)
         return rc;
-    rc = npy_read_file(&df, path, NULL, out, err);
+    rc = npy_read_file(&df, path, rows, out, err);
     fclose(df.f);
     return rc;
+}
+
+int kiln_npy_read_opts(const char *path, const kiln_read_options *opt,
+                       kiln_tensor *out, kiln_err *err)
+{
+    return npy_read_path(path, opt, NULL, out, err);
 }
 
 int kiln_ir_part_npy_read(const char *path, const kiln_read_options *opt,
                           int dim, int part, int nparts, kiln_tensor *out,
                           int64_t *total, uint64_t *digest, kiln_err *err)
 {
-    data_file df;
-    int rc;
-    if (!path || !out || nparts < 1 || part < 0 || part >= nparts)
-        return npy_err(err, KILN_ERR_ARG, "kiln_ir_part_npy_read: bad "
-                       "argument");
-    if ((rc = data_open(path, opt, &df, err)) != 0)
-        return rc;
+    if (nparts < 1 || part < 0 || part >= nparts)
+        return npy_err(err, KILN_ERR_ARG, "kiln_ir_part_npy_read: part %d "
+                       "of %d", part, nparts);
     npy_rows rows = {dim, part, nparts, 0, 0};
-    rc = npy_read_file(&df, path, &rows, out, err);
-    fclose(df.f);
+    int rc = npy_read_path(path, opt, &rows, out, err);
     if (!rc) {
         *total = rows.total;
         *digest = rows.digest;
