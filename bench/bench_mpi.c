@@ -136,7 +136,17 @@ int main(int argc, char **argv)
     kiln_err e;
     runner r = {0};
     double t0 = bench_now();
-    kiln_graph *g = kiln_parse_file(model, &e);
+    /* under MPI with --axis: each rank reads only its rows of the npy()
+     * data (kiln_read_options.part_*; docs/mpi.md) */
+    kiln_read_options ro;
+    memset(&ro, 0, sizeof ro);
+    ro.struct_size = sizeof ro;
+    if (!serial && axis) {
+        ro.part_axis = axis;
+        ro.part_index = rank;
+        ro.part_nparts = size;
+    }
+    kiln_graph *g = kiln_parse_file_opts(model, &ro, &e);
     int rc = g ? 0 : 1;
     if (g && serial) {
         r.serial = kiln_model_new(g, NULL, data, &opt, NULL, &e);

@@ -11,7 +11,7 @@ tests/test_bridgestan_mpi.sh:
                 MALA chain against the serial library; the other ranks:
                 a served model refuses to evaluate; two models one after
                 the other
-      empty     two observations over three ranks (rank 0 has none)
+      empty     two observations over three ranks (rank 2 has none)
       bound     examples/logistic.kg, its CSV data bound in the library
       nodestroy rank 0 exits without destroying its model
       disagree  rank 1 passes other data: every rank's construct fails
@@ -215,6 +215,14 @@ def mala(model, n, steps=300, eps=0.05, seed=11):
     return np.array(draws), acc
 
 
+def part_rows(n, size, rank):
+    """Rank's rows of n over size ranks, as numpy.array_split splits
+    them (independent of kiln's arithmetic)."""
+    parts = np.array_split(np.arange(n), size)
+    b = sum(len(q) for q in parts[:rank])
+    return b, b + len(parts[rank])
+
+
 def values(out, bs, tmp, size):
     rank = out.rank
     data = os.path.join(tmp, "data.json")
@@ -223,7 +231,7 @@ def values(out, bs, tmp, size):
     n = m.param_unc_num()
     out.ok(n == 8, "8 unconstrained parameters on every rank (got %d)" % n)
     info = m.model_info()
-    rows = "rows [%d, %d) of %d" % (N * rank // size, N * (rank + 1) // size, N)
+    rows = "rows [%d, %d) of %d" % (part_rows(N, size, rank) + (N,))
     if not out.ok(("MPI: rank %d of %d, axis N: %s" % (rank, size, rows))
                   in info, "bs_model_info: this rank binds %s" % rows):
         out.diag(info)
@@ -318,12 +326,16 @@ def same_as_serial(out, m, s, pts, what):
 
 
 def empty(out, bs, tmp, size):
-    """Two observations over three ranks: rank 0 binds none."""
+    """Two observations over three ranks: rank 2 binds none (an empty
+    part adds exactly 0; part 0 has a row and the priors)."""
     data = os.path.join(tmp, "tiny.json")
     m = bs.StanModel(os.path.join(tmp, "mpi.so"), data, warn=False)
+    if out.rank == size - 1:
+        out.ok("rows [2, 2) of 2" in m.model_info(),
+               "rank %d of %d binds no observation" % (size - 1, size))
     if out.rank == 0:
-        out.ok("rows [0, 0) of 2" in m.model_info(),
-               "rank 0 of %d binds no observation" % size)
+        out.ok("rows [0, 1) of 2" in m.model_info(),
+               "rank 0 of %d binds one observation" % size)
         s = bs.StanModel(os.path.join(tmp, "serial.so"), data, warn=False)
         same_as_serial(out, m, s, points(8), "2 observations")
     del m
@@ -335,7 +347,8 @@ def bound(out, bs, tmp, size):
     if out.rank == 0:
         s = bs.StanModel(os.path.join(tmp, "logistic_serial.so"),
                          warn=False)
-        out.ok("rows [0, %d) of 919" % (919 // size) in m.model_info(),
+        out.ok("rows [0, %d) of 919" % part_rows(919, size, 0)[1]
+               in m.model_info(),
                "rank 0 binds its rows of the bound CSV")
         same_as_serial(out, m, s, points(3), "logistic (bound csv data)")
     del m

@@ -342,11 +342,20 @@ int main(int argc, char **argv)
         int64_t total = -1, b = -1, en = -1;
         const char *ax = kiln_model_partition_range(kiln_mpi_model_part(mm),
                                                     &total, &b, &en);
-        int64_t want_b = 37 * (int64_t)rank / size;
-        int64_t want_e = 37 * (int64_t)(rank + 1) / size;
+        /* expected: rows dealt one at a time, round robin, then each
+         * rank's count laid out in rank order (the first 37 mod R ranks
+         * one row more) */
+        int64_t cnt[64] = {0}, want_b = 0;
+        for (int i = 0; i < 37 && size <= 64; i++)
+            cnt[i % size]++;
+        for (int r = 0; r < rank && r < 64; r++)
+            want_b += cnt[r];
+        int64_t want_e = want_b + (rank < 64 ? cnt[rank] : 0);
         check(size == 1 || (ax && strcmp(ax, "N") == 0 && total == 37 &&
                             b == want_b && en == want_e),
-              "each rank's rows are [37 r / R, 37 (r+1) / R)");
+              "each rank's rows are the round robin's count, in order "
+              "([%lld, %lld) want [%lld, %lld))", (long long)b,
+              (long long)en, (long long)want_b, (long long)want_e);
         compare(mm, serial, 0, "37 rows");
         long long mine = -1, job = -1;
         kiln_mpi_model_compiles(mm, &mine, &job);
@@ -396,6 +405,49 @@ int main(int argc, char **argv)
     kiln_model_free(serial);
     free(small);
 
+    /* 3b. sum(y) * log(p) at p = 0 with fewer rows than ranks: serial's
+     * -inf (an empty part computed 0 * -inf = NaN: an attack's find),
+     * and elsewhere serial's value; part 0 holds the prior and the one
+     * row, the other parts nothing */
+    {
+        const char *t3 = "kiln 1\ngraph sumlog\n  shared y: f64[N]\n"
+                         "  param a: f64\n  p = mul(a, a)\n"
+                         "  output logp = add(normal_lpdf(a, 1, 2), "
+                         "mul(sum(y), log(p)))\nend\n";
+        const char *d3 = "{\"y\": [1.5]}";
+        kiln_graph *g3 = kiln_parse_string(t3, "sumlog.kg", NULL, &e);
+        kiln_model *s3 = g3 ? kiln_model_new(g3, NULL, d3, &o, NULL, &e)
+                            : NULL;
+        rc = s3 ? kiln_mpi_model_new(MPI_COMM_WORLD, g3, NULL, d3, &mo, &o,
+                                     NULL, &mm, &e) : -1;
+        check(rc == 0 && mm, "sum(y) * log(p), 1 row over %d rank%s (%s)",
+              size, size > 1 ? "s" : "", rc ? e.message : "ok");
+        double us[2] = {0, 0.4}, lp3 = 0, gr3 = 0, ls3 = 0, gs3 = 0;
+        for (int k = 0; k < 2 && mm; k++) {
+            /* (at a = 0 the gradient is inf * 0: lp alone) */
+            int a = kiln_mpi_log_density(mm, 0, &us[k], &lp3,
+                                         k ? &gr3 : NULL, &e);
+            int b3 = kiln_model_log_density(s3, 0, &us[k], &ls3,
+                                            k ? &gs3 : NULL, &e);
+            if (k == 0)
+                check(a == 0 && b3 == 0 && isinf(ls3) && ls3 < 0 &&
+                      isinf(lp3) && lp3 < 0,
+                      "sum(y) * log(p) at p = 0 over %d rank%s: serial's "
+                      "-inf (got %g, serial %g)", size, size > 1 ? "s" : "",
+                      lp3, ls3);
+            else
+                check(a == 0 && b3 == 0 && rel_close(lp3, ls3, 1e-12) &&
+                      rel_close(gr3, gs3, 1e-12),
+                      "sum(y) * log(p) at p = 0.16 over %d rank%s: "
+                      "serial's lp and gradient (%.17g vs %.17g)", size,
+                      size > 1 ? "s" : "", lp3, ls3);
+        }
+        kiln_mpi_model_free(mm);
+        mm = NULL;
+        kiln_model_free(s3);
+        kiln_graph_free(g3);
+    }
+
     /* 4. bad input */
     if (size > 1) {
         char *mine = make_data(37, rank == size - 1 ? 1.0 : 0.0);
@@ -423,9 +475,47 @@ int main(int argc, char **argv)
               e.message);
         kiln_graph_free(g1);
         free(text);
+        /* a value bound through the C API (not in the model's text) that
+         * differs on the last rank: refused too (it was summed into a
+         * wrong number: an attack's find); the same values: accepted */
+        for (int differ = 1; differ >= 0; differ--) {
+            double yv[5] = {0.5, -1.0, 2.0, 0.25, 1.5};
+            if (differ && rank == size - 1)
+                yv[3] = 0.26;
+            kiln_graph *ga = kiln_graph_new("api", &e);
+            int64_t N = ga ? kiln_graph_symbol(ga, "N") : 0;
+            kiln_tensor yt = {.dtype = KILN_F64, .rank = 1, .shape = {5},
+                              .data = yv};
+            kiln_value y = ga ? kiln_graph_shared(ga, "y", KILN_F64, 1, &N,
+                                                  &yt, &e) : -1;
+            kiln_value mu = y < 0 ? -1
+                : kiln_graph_param(ga, "mu", KILN_F64, 0, NULL, -INFINITY,
+                                   -1, INFINITY, -1, &e);
+            kiln_value one = mu < 0 ? -1
+                : kiln_graph_literal(ga, 1, KILN_LIT_INT, &e);
+            kiln_value in[3] = {y, mu, one};
+            kiln_value lp = one < 0 ? -1
+                : kiln_graph_op(ga, "normal_lpdf", 3, in, NULL, 0, &e);
+            rc = lp < 0 || kiln_graph_output(ga, "logp", lp, &e) ? -1
+                : kiln_mpi_model_new(MPI_COMM_WORLD, ga, NULL, NULL, &mo, &o,
+                                     NULL, &mm, &e);
+            if (differ)
+                check(rc == KILN_ERR_ARG && !mm && strstr(e.message, want),
+                      "C API: y bound by kiln_graph_shared differs on rank "
+                      "%d: every rank fails: %s", size - 1, e.message);
+            else
+                check(rc == 0 && mm, "C API: y bound by kiln_graph_shared, "
+                      "the same on every rank: accepted (%s)",
+                      rc ? e.message : "ok");
+            kiln_mpi_model_free(mm);
+            mm = NULL;
+            kiln_graph_free(ga);
+        }
     } else {
         check(1, "data that differ on a rank # SKIP one rank");
         check(1, "a model that differs on a rank # SKIP one rank");
+        check(1, "C API values that differ on a rank # SKIP one rank");
+        check(1, "C API values the same on every rank # SKIP one rank");
     }
     /* an axis that is no symbol; a symbol that sizes a parameter */
     kiln_mpi_options bad = {sizeof bad, "Q", 0};

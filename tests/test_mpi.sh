@@ -249,6 +249,23 @@ a3=$(apic 3 "$tmp/cache6")
 [ -n "$a1" ] && [ "$a1" = "$a3" ] && { [ $be = interp ] || [ "$a1" -gt 0 ]; }
 ok $? "kiln_mpi_model_new ($be): 3 ranks on an empty cache compile what 1 does ($a3 vs $a1)"
 
+# --- more ranks than rows: sum(y) * log(p) at p = 0 -------------------------
+# an empty part computed 0 * -inf = NaN (an attack's find); it adds 0 now,
+# so the job prints serial's -inf (and serial's finite value elsewhere)
+printf 'kiln 1\ngraph sumlog\n  shared y: f64[N]\n  input p: f64\n  output logp = add(normal_lpdf(p, 1, 2), mul(sum(y), log(p)))\nend\n' >"$tmp/sumlog.kg"
+printf '{"y": [1.5, 2]}\n' >"$tmp/sumlog.json"
+for pv in 0 0.3; do
+  "$kiln" run "$tmp/sumlog.kg" --data "$tmp/sumlog.json" -i p=$pv >"$tmp/serial" 2>/dev/null
+  for np in 3 4; do
+    mpirun -np $np "$kiln" run "$tmp/sumlog.kg" --data "$tmp/sumlog.json" -i p=$pv --mpi-axis N \
+      >"$tmp/out" 2>"$tmp/err"
+    st=$?
+    [ $st = 0 ] && same_lines "$tmp/out" "$tmp/serial" &&
+      { [ $pv != 0 ] || grep -q -- '-inf' "$tmp/serial"; }
+    ok $? "sum(y) * log(p) at p = $pv, 2 rows over $np ranks: serial's $(grep '^logp' "$tmp/serial" | head -c 80) (got $(grep '^logp' "$tmp/out" | head -c 80), exit $st)"
+  done
+done
+
 # --- bad input: one line on stderr, a non-zero exit -------------------------
 one_line() {  # one_line ERRFILE PATTERN: exactly one kiln: line, matching
   [ "$(grep -c '^kiln: ' "$1")" = 1 ] && grep -q "^kiln: .*$2" "$1"
@@ -288,6 +305,67 @@ mpirun -np 2 sh -c '"$kiln" run "$tmp/m$OMPI_COMM_WORLD_RANK.kg" --data "$data" 
 st=$?
 [ $st != 0 ] && one_line "$tmp/err" "ranks disagree on the model: rank 1 differs from rank 0"
 ok $? "a model that differs on rank 1: one line, exit $st: $(grep '^kiln' "$tmp/err" | head -c 300)"
+# data bound inside the .kg (csv(), npy()) that differs per rank (node-
+# local copies): refused on every rank, no number (it was summed into a
+# wrong number: an attack's find); copies that differ only in whitespace
+# (csv) or in whitespace and key order (--data JSON) give serial's lines
+for r in 0 1; do
+  mkdir -p "$tmp/r$r"
+  printf 'kiln 1\ngraph files\n  shared y: f64[N] = csv("y.csv", "y")\n  shared w: f64[N] = npy("w.npy")\n  input mu: f64\n  output logp = add(normal_lpdf(y, mu, 1), normal_lpdf(w, mu, 2))\nend\n' >"$tmp/r$r/m.kg"
+done
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, sys
+import numpy as np
+t = sys.argv[1]
+y = [0.5, -1.25, 2.0, 0.75, 1.5]
+w = np.array([0.1, 0.2, -0.3, 0.4, 1.0])
+def csv(path, ys, fmt):
+    with open(path, "w") as f:
+        f.write(fmt[0] + "y\n" + "".join(fmt[1] % v for v in ys))
+csv(t + "/r0/y.csv", y, ("", "%r\n"))
+np.save(t + "/r0/w.npy", w)
+# what differs: one csv value, one npy value, csv whitespace only
+csv(t + "/ycsv.csv", [0.5, -1.25, 2.0, 0.76, 1.5], ("", "%r\n"))
+w2 = w.copy(); w2[2] = -0.30000000000000004
+np.save(t + "/wnpy.npy", w2)
+csv(t + "/yws.csv", y, ("", "  %r \r\n"))
+d = json.load(open(sys.argv[1] + "/d0.json"))
+json.dump(dict(reversed(list(d.items()))), open(t + "/dws.json", "w"),
+          indent=3)
+PY
+cp "$tmp/r0/w.npy" "$tmp/r1/w.npy"
+for case in csv npy ws; do
+  cp "$tmp/r0/y.csv" "$tmp/r1/y.csv"
+  cp "$tmp/r0/w.npy" "$tmp/r1/w.npy"
+  case $case in
+    csv) cp "$tmp/ycsv.csv" "$tmp/r1/y.csv" ;;
+    npy) cp "$tmp/wnpy.npy" "$tmp/r1/w.npy" ;;
+    ws) cp "$tmp/yws.csv" "$tmp/r1/y.csv" ;;
+  esac
+  cmp -s "$tmp/r0/y.csv" "$tmp/r1/y.csv" && cmp -s "$tmp/r0/w.npy" "$tmp/r1/w.npy" &&
+    echo "# $case: rank 1's files are rank 0's"
+  # shellcheck disable=SC2016
+  mpirun -np 2 sh -c '"$kiln" run "$tmp/r$OMPI_COMM_WORLD_RANK/m.kg" -i mu=0.3 --mpi-axis N' \
+    >"$tmp/out" 2>"$tmp/err"
+  st=$?
+  if [ $case = ws ]; then
+    "$kiln" run "$tmp/r0/m.kg" -i mu=0.3 >"$tmp/serial" 2>/dev/null
+    [ $st = 0 ] && same_lines "$tmp/out" "$tmp/serial"
+    ok $? "csv() that differs on rank 1 in whitespace only: serial's lines (exit $st: $(head -c 300 "$tmp/err") $(head -c 200 "$tmp/cmp.out"))"
+  else
+    [ $st = 1 ] && one_line "$tmp/err" "ranks disagree on the data: rank 1 differs from rank 0" &&
+      ! grep -q '^logp' "$tmp/out"
+    ok $? "$case() in the .kg that differs on rank 1 in one value: one line, no number, exit $st: $(grep '^kiln' "$tmp/err" | head -c 300)"
+  fi
+done
+# shellcheck disable=SC2016
+mpirun -np 2 sh -c 'if [ $OMPI_COMM_WORLD_RANK = 0 ]; then d=d0; else d=dws; fi; "$kiln" run "$model" --data "$tmp/$d.json" $point --mpi-axis N' \
+  >"$tmp/out" 2>"$tmp/err"
+st=$?
+# shellcheck disable=SC2086
+"$kiln" run "$model" --data "$data" $point >"$tmp/serial" 2>/dev/null
+[ $st = 0 ] && same_lines "$tmp/out" "$tmp/serial"
+ok $? "--data JSON that differs on rank 1 in whitespace and key order only: serial's lines (exit $st: $(head -c 300 "$tmp/err") $(head -c 200 "$tmp/cmp.out"))"
 rm -f "$tmp/d1.json"
 # shellcheck disable=SC2016
 mpirun -np 3 sh -c '"$kiln" run "$model" --data "$tmp/d$OMPI_COMM_WORLD_RANK.json" $point --mpi-axis N' \

@@ -1064,6 +1064,16 @@ static int run_with(int argc, char **argv, const char **assign)
     rng_state = seed;
     kiln_err err = {0, ""};
     int status = 1;
+#ifdef KILN_WITH_MPI
+    /* --mpi-axis N: npy() data sized by N read as this rank's rows only
+     * (docs/mpi.md "Reading a part's rows"; --mpi's declared axis is
+     * known after the parse: read whole) */
+    if (mpi && mpi_axis) {
+        data.part_axis = mpi_axis;
+        data.part_index = kiln_cli_mpi_rank();
+        data.part_nparts = kiln_cli_mpi_size();
+    }
+#endif
     kiln_graph *g = kiln_parse_file_opts(file, &data, &err);
     if (!g) {
         fprintf(stderr, "kiln: %s\n", err.message);
@@ -1111,10 +1121,14 @@ static int run_with(int argc, char **argv, const char **assign)
     /* checkpoint 1: every rank parsed, partitioned and bound its data;
      * then the model and the data are the same on every rank */
     if (mpi) {
+        /* the data: every value bound (in the .kg, --weights, --data as
+         * parsed), whole, digested before its rows were sliced out */
+        uint64_t dd = 0;
+        kiln_graph_data_digest(g, &dd, NULL);   /* g is not NULL */
         int bad = kiln_cli_mpi_checkpoint(0) ||
                   kiln_cli_mpi_same("the model", mpi_text,
                                     strlen(mpi_text)) ||
-                  kiln_cli_mpi_same_file("the data", data_json);
+                  kiln_cli_mpi_same("the data", &dd, sizeof dd);
         free(mpi_text);
         if (bad) {
             kiln_graph_free(g);
@@ -1352,6 +1366,15 @@ static int run_with(int argc, char **argv, const char **assign)
             n_bad += !(rows[r].max_error <= CHECK_GRAD_TOL);
     }
 #ifdef KILN_WITH_MPI
+    /* an empty part but part 0 adds exactly 0 (its evaluation could give
+     * 0 * -inf = NaN: docs/mpi.md "What is split") */
+    int64_t pb = 0, pe = 0;
+    if (mpi && kiln_cli_mpi_rank() != 0 &&
+        kiln_graph_partition_rows(g, NULL, &pb, &pe) && pb == pe)
+        for (int k = 0; k < no; k++)
+            memset(out[k].data, 0,
+                   (size_t)kiln_shape_numel(out[k].rank, out[k].shape) *
+                       kiln_dtype_size(out[k].dtype));
     /* checkpoint 5: every rank's calls succeeded; the outputs summed */
     if (mpi && (kiln_cli_mpi_checkpoint(0) ||
                 kiln_cli_mpi_sum_outputs(out, no)))

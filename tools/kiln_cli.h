@@ -140,7 +140,7 @@ void kiln_cli_data_error(const char *path, const char *message);
  * stderr to a temporary file); 0 or 1 with a message.  checkpoint: every
  * rank passes its status and learns whether any failed (0 all right, 1 a
  * failure; rank 0 prints another rank's message); a rank that failed
- * meets the others at their next checkpoint.  same / same_file: the
+ * meets the others at their next checkpoint.  same: the
  * bytes (a file's) are the same on every rank (1 with rank 0 printing
  * which ranks differ).  sum_outputs: every output summed over the ranks in
  * place.  job_total: a number summed over the ranks.  fault: the test-only
@@ -162,7 +162,6 @@ int kiln_cli_mpi_start(void);
 int kiln_cli_mpi_checkpoint(int status);
 int kiln_cli_mpi_build_checkpoint(int status);
 int kiln_cli_mpi_same(const char *name, const void *bytes, size_t len);
-int kiln_cli_mpi_same_file(const char *name, const char *path);
 int kiln_cli_mpi_sum_outputs(kiln_tensor *out, int n);
 long long kiln_cli_mpi_job_total(long long mine);
 void kiln_cli_mpi_fault(void);

@@ -206,36 +206,6 @@ int kiln_cli_mpi_same(const char *name, const void *bytes, size_t len)
     return 1;
 }
 
-int kiln_cli_mpi_same_file(const char *name, const char *path)
-{
-    char *b = NULL;
-    size_t len = 0;
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    if (f) {
-        size_t cap = 1 << 16;
-        b = malloc(cap);
-        while (b) {
-            len += fread(b + len, 1, cap - len, f);
-            if (len < cap)
-                break;
-            char *nb = realloc(b, cap * 2);
-            if (!nb) {
-                free(b);
-                b = NULL;
-            } else {
-                b = nb;
-                cap *= 2;
-            }
-        }
-        fclose(f);
-    }
-    /* an unreadable file hashes as its path (the bind step said why) */
-    int rc = kiln_cli_mpi_same(name, b ? b : path ? path : "",
-                               b ? len : path ? strlen(path) : 0);
-    free(b);
-    return rc;
-}
-
 /* Every output summed over the ranks.  Outputs may share their bytes
  * (two outputs of one value, `grad` asked twice): each output's bytes are
  * copied out before any is summed, each copy summed, then written back,

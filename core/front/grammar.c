@@ -1755,6 +1755,25 @@ static size_t put_escaped(char *dst, size_t k, const char *s)
     return k;
 }
 
+/* The dim of a shared value's declared type that the read options'
+ * partition axis sizes (issue 30: read only a part's rows), or -1. */
+static int part_dim(const parser *p, const decl_type *ty)
+{
+    const kiln_read_options *ro = p->data;
+    if (!ro || ro->struct_size < offsetof(kiln_read_options, part_nparts) +
+                                     sizeof ro->part_nparts ||
+        !ro->part_axis || ro->part_nparts < 1 || ro->part_index < 0 ||
+        ro->part_index >= ro->part_nparts)
+        return -1;
+    for (int k = 0; k < ty->rank; k++) {
+        int64_t d = ty->dims[k];
+        if (KILN_DIM_IS_SYM(d) && p->g->symbols[KILN_SYM_INDEX(d)] &&
+            strcmp(p->g->symbols[KILN_SYM_INDEX(d)], ro->part_axis) == 0)
+            return k;
+    }
+    return -1;
+}
+
 static int stmt_shared(parser *p)
 {
     tok name;
@@ -1763,6 +1782,9 @@ static int stmt_shared(parser *p)
     decl_type ty;
     kiln_tensor t;
     int have_t = 0;
+    int pk = -1, read_part = 0;     /* a part's rows read (issue 30) */
+    int64_t rtotal = 0;
+    uint64_t rdig = 0;
     int rc = -1;
     memset(&t, 0, sizeof t);
     if (decl_head(p, "shared", &name, &s) || parse_type(p, &ty))
@@ -1872,8 +1894,34 @@ static int stmt_shared(parser *p)
         } else if (kind[0] == 'c') {
             r = kiln_csv_read_column_opts(full, column, ty.dt, p->data, &t,
                                           &p->e);
+        } else if ((pk = part_dim(p, &ty)) >= 0) {
+            /* a part's rows only (issue 30): the whole is streamed
+             * through its digest, the part's bytes kept */
+            const kiln_read_options *ro = p->data;
+            r = kiln_ir_part_npy_read(full, ro, pk, ro->part_index,
+                                      ro->part_nparts, &t, &rtotal, &rdig,
+                                      &p->e);
+            read_part = !r;
         } else {
             r = kiln_npy_read_opts(full, p->data, &t, &p->e);
+        }
+        if (!r && !read_part && kind[0] != 's' &&
+            (pk = part_dim(p, &ty)) >= 0 && pk < t.rank) {
+            /* csv(), json(): read whole, then the part's rows kept */
+            const kiln_read_options *ro = p->data;
+            int64_t b, e;
+            kiln_tensor s2;
+            rtotal = t.shape[pk];
+            rdig = kiln_ir_part_value_digest(&t);
+            kiln_ir_part_rows(rtotal, ro->part_index, ro->part_nparts, &b,
+                              &e);
+            r = kiln_ir_part_slice_value(p->g, NULL, pk, &t, b, e, &s2,
+                                         &p->e);
+            if (!r) {
+                free(t.data);
+                t = s2;
+                read_part = 1;
+            }
         }
         if (r) {
             kiln_lex_builder_fail(p, src.line, src.col);
@@ -1909,6 +1957,17 @@ static int stmt_shared(parser *p)
     }
     p->g->nodes[v].source = source;
     source = NULL;
+    if (read_part) {
+        const kiln_read_options *ro = p->data;
+        kiln_node *nd = &p->g->nodes[v];
+        nd->read_part = 1;
+        nd->read_total = rtotal;
+        nd->has_wdigest = 1;
+        nd->wdigest = rdig;
+        p->g->read_k = ro->part_index;
+        p->g->read_n = ro->part_nparts;
+        p->g->read_sym = KILN_SYM_INDEX(ty.dims[pk]);
+    }
     rc = record_def(p, v, name.line);
 out:
     if (have_t)

@@ -14,6 +14,7 @@
 
 #include "datafile.h"
 #include "excerpt.h"
+#include "../ir/ir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,8 @@
 
 #if !defined(__STDC_NO_ATOMICS__)
 #include <stdatomic.h>
+#define XXH_STATIC_LINKING_ONLY   /* XXH3_state_t on the stack */
+#include <xxhash.h>
 #endif
 
 #if defined(__GNUC__)
@@ -418,8 +421,80 @@ static size_t npy_fread(FILE *f, void *buf, size_t n, const char *path,
     return got;
 }
 
+/* A part's rows (kiln_ir_part_npy_read): NULL reads the whole array. */
+typedef struct npy_rows {
+    int dim, part, nparts;
+    int64_t total;              /* out: the whole's size along dim */
+    uint64_t digest;            /* out: the whole value's digest */
+} npy_rows;
+
+/* Stream the nbytes of data from f through the whole value's digest
+ * (kiln_ir_part_value_digest), keeping in `dst` only the bytes of rows
+ * [b, e) along a dim of `n` rows whose one row is `row` bytes.  0, or an
+ * error naming `path` (a truncated file, a bad bool, a read error). */
+static int npy_stream_rows(FILE *f, const char *path, size_t nbytes,
+                           size_t itemsize, kiln_dtype dtype, size_t row,
+                           int64_t n, int64_t b, int64_t e,
+                           unsigned char *dst, uint64_t seed,
+                           uint64_t *digest, kiln_err *err)
+{
+    enum { CHUNK = 1 << 20 };   /* a multiple of every item size */
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf)
+        return npy_err(err, KILN_ERR_NOMEM, "%s: out of memory", path);
+    XXH3_state_t st;
+    XXH3_INITSTATE(&st);
+    XXH3_64bits_reset_withSeed(&st, seed);
+    size_t done = 0, kept = 0;
+    int rc = 0;
+    while (done < nbytes) {
+        size_t want = nbytes - done < CHUNK ? nbytes - done : CHUNK;
+        size_t got = npy_fread(f, buf, want, path, err);
+        if (got == (size_t)-1) {
+            rc = KILN_ERR_IO;
+            break;
+        }
+        if (got < want) {
+            rc = npy_err(err, KILN_ERR_PARSE, "%s: truncated: the header "
+                         "describes %zu bytes of data, file has %zu", path,
+                         nbytes, done + got);
+            break;
+        }
+        if (!npy_host_is_little())
+            npy_byteswap(buf, got, itemsize);
+        for (size_t i = 0; dtype == KILN_BOOL && i < got; i++)
+            if (buf[i] > 1) {
+                rc = npy_err(err, KILN_ERR_PARSE, "%s: bool element %zu has "
+                             "byte value %u (must be 0 or 1)", path,
+                             done + i, (unsigned)buf[i]);
+                break;
+            }
+        if (rc)
+            break;
+        XXH3_64bits_update(&st, buf, got);
+        /* the chunk's bytes in runs of one row each: kept when the row's
+         * index along the dim is in [b, e) */
+        for (size_t s = 0; s < got && row;) {
+            size_t x = done + s, u = x / row;
+            size_t end = (u + 1) * row - done;
+            if (end > got)
+                end = got;
+            int64_t r = (int64_t)(u % (size_t)n);
+            if (r >= b && r < e) {
+                memcpy(dst + kept, buf + s, end - s);
+                kept += end - s;
+            }
+            s = end;
+        }
+        done += got;
+    }
+    free(buf);
+    *digest = (uint64_t)XXH3_64bits_digest(&st);
+    return rc;
+}
+
 static int npy_read_file(const data_file *df, const char *path,
-                         kiln_tensor *out, kiln_err *err)
+                         npy_rows *rows, kiln_tensor *out, kiln_err *err)
 {
     FILE *f = df->f;
     unsigned char pre[12];
@@ -556,22 +631,55 @@ static int npy_read_file(const data_file *df, const char *path,
             goto done;
         }
     }
-    data = malloc(nbytes ? nbytes : 1);
-    if (!data) {
-        rc = npy_err(err, KILN_ERR_NOMEM,
-                     "%s: out of memory for %zu bytes of data", path, nbytes);
-        goto done;
-    }
-    got = npy_fread(f, data, nbytes, path, err);
-    if (got == (size_t)-1) {
-        rc = KILN_ERR_IO;
-        goto done;
-    }
-    if (got < nbytes) {
-        rc = npy_err(err, KILN_ERR_PARSE,
-                     "%s: truncated: header says %" PRId64 " elements "
-                     "(%zu bytes), file has %zu", path, numel, nbytes, got);
-        goto done;
+    int64_t pb = 0, pe = 0;
+    if (rows) {
+        /* a part's rows: the whole streamed through its digest, the
+         * part's bytes kept (docs/mpi.md "Reading a part's rows") */
+        if (rows->dim < 0 || rows->dim >= h.rank) {
+            rc = npy_err(err, KILN_ERR_SHAPE, "%s: rank %d, no dim %d to "
+                         "split", path, h.rank, rows->dim);
+            goto done;
+        }
+        int64_t n = h.dims[rows->dim];
+        size_t row = itemsize;
+        for (int i = rows->dim + 1; i < h.rank; i++)
+            row *= (size_t)h.dims[i];
+        kiln_ir_part_rows(n, rows->part, rows->nparts, &pb, &pe);
+        size_t keep = n ? nbytes / (size_t)n * (size_t)(pe - pb) : 0;
+        data = malloc(keep ? keep : 1);
+        if (!data) {
+            rc = npy_err(err, KILN_ERR_NOMEM, "%s: out of memory for %zu "
+                         "bytes of data", path, keep);
+            goto done;
+        }
+        kiln_tensor whole = {.dtype = dtype, .rank = h.rank};
+        for (int i = 0; i < h.rank; i++)
+            whole.shape[i] = h.dims[i];
+        if ((rc = npy_stream_rows(f, path, nbytes, itemsize, dtype, row, n,
+                                  pb, pe, data,
+                                  kiln_ir_part_head_digest(&whole),
+                                  &rows->digest, err)))
+            goto done;
+        rows->total = n;
+    } else {
+        data = malloc(nbytes ? nbytes : 1);
+        if (!data) {
+            rc = npy_err(err, KILN_ERR_NOMEM, "%s: out of memory for %zu "
+                         "bytes of data", path, nbytes);
+            goto done;
+        }
+        got = npy_fread(f, data, nbytes, path, err);
+        if (got == (size_t)-1) {
+            rc = KILN_ERR_IO;
+            goto done;
+        }
+        if (got < nbytes) {
+            rc = npy_err(err, KILN_ERR_PARSE,
+                         "%s: truncated: header says %" PRId64 " elements "
+                         "(%zu bytes), file has %zu", path, numel, nbytes,
+                         got);
+            goto done;
+        }
     }
     if (getc(f) != EOF) {
         rc = npy_err(err, KILN_ERR_PARSE,
@@ -585,7 +693,7 @@ static int npy_read_file(const data_file *df, const char *path,
                      strerror(errno));
         goto done;
     }
-    if (dtype == KILN_BOOL) {
+    if (dtype == KILN_BOOL && !rows) {      /* (rows: checked as read) */
         for (size_t i = 0; i < nbytes; i++)
             if (data[i] > 1) {
                 rc = npy_err(err, KILN_ERR_PARSE,
@@ -594,7 +702,7 @@ static int npy_read_file(const data_file *df, const char *path,
                 goto done;
             }
     }
-    if (!npy_host_is_little())
+    if (!npy_host_is_little() && !rows)
         npy_byteswap(data, nbytes, itemsize);
 
     memset(out, 0, sizeof *out);
@@ -602,6 +710,8 @@ static int npy_read_file(const data_file *df, const char *path,
     out->rank = h.rank;
     for (int i = 0; i < h.rank; i++)
         out->shape[i] = h.dims[i];
+    if (rows)
+        out->shape[rows->dim] = pe - pb;
     out->data = data;
     data = NULL;
     rc = KILN_OK;
@@ -616,19 +726,41 @@ int kiln_npy_read(const char *path, kiln_tensor *out, kiln_err *err)
     return kiln_npy_read_opts(path, NULL, out, err);
 }
 
-int kiln_npy_read_opts(const char *path, const kiln_read_options *opt,
-                       kiln_tensor *out, kiln_err *err)
+/* Open `path` under `opt` and read it (whole, or rows' part). */
+static int npy_read_path(const char *path, const kiln_read_options *opt,
+                         npy_rows *rows, kiln_tensor *out, kiln_err *err)
 {
     data_file df;
     int rc;
-
     if (!path || !out)
         return npy_err(err, KILN_ERR_ARG, "kiln_npy_read: %s is NULL",
                        !path ? "path" : "out");
     if ((rc = data_open(path, opt, &df, err)) != 0)
         return rc;
-    rc = npy_read_file(&df, path, out, err);
+    rc = npy_read_file(&df, path, rows, out, err);
     fclose(df.f);
+    return rc;
+}
+
+int kiln_npy_read_opts(const char *path, const kiln_read_options *opt,
+                       kiln_tensor *out, kiln_err *err)
+{
+    return npy_read_path(path, opt, NULL, out, err);
+}
+
+int kiln_ir_part_npy_read(const char *path, const kiln_read_options *opt,
+                          int dim, int part, int nparts, kiln_tensor *out,
+                          int64_t *total, uint64_t *digest, kiln_err *err)
+{
+    if (nparts < 1 || part < 0 || part >= nparts)
+        return npy_err(err, KILN_ERR_ARG, "kiln_ir_part_npy_read: part %d "
+                       "of %d", part, nparts);
+    npy_rows rows = {dim, part, nparts, 0, 0};
+    int rc = npy_read_path(path, opt, &rows, out, err);
+    if (!rc) {
+        *total = rows.total;
+        *digest = rows.digest;
+    }
     return rc;
 }
 

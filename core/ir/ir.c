@@ -570,6 +570,9 @@ kiln_graph *kiln_ir_clone(const kiln_graph *g, kiln_err *err)
     c->part_k = g->part_k;
     c->part_n = g->part_n;
     c->part_total = g->part_total;
+    c->read_k = g->read_k;
+    c->read_n = g->read_n;
+    c->read_sym = g->read_sym;
     return c;
 nomem:
     kiln_graph_free(c);
@@ -809,6 +812,11 @@ static int bind_shared(kiln_graph *g, kiln_value v, const kiln_tensor *value,
     if (whole && part.data) {
         rc = bind_shared(g, v, &part, 0, NULL, 0, err);
         free(part.data);
+        if (!rc) {
+            /* the whole value's digest (kiln_graph_data_digest) */
+            n->has_wdigest = 1;
+            n->wdigest = kiln_ir_part_value_digest(value);
+        }
         return rc;
     }
     rc = shared_value_check(g, n->name, n->type.dtype, n->type.rank,

@@ -11,6 +11,7 @@
 
 #include <kiln/graph.h>
 #include <kiln/backend.h>
+#include <kiln/io.h>
 #include <stdarg.h>
 
 /* Graph-level ops.  The elementwise block maps one-to-one to a scalar
@@ -219,6 +220,16 @@ typedef struct kiln_node {
                                      made it (set by the parser), 0 for
                                      nodes made otherwise (the builder
                                      API, rewrites, gradients) */
+    /* SHARED bound to part of a whole value (issue 30: a part's rows):
+     * has_wdigest 1 and wdigest the whole value's digest, taken before
+     * slicing (kiln_ir_part_value_digest), for kiln_graph_data_digest */
+    int has_wdigest;
+    uint64_t wdigest;
+    /* SHARED read as a part's rows by the .kg parser (kiln_read_options'
+     * part fields; docs/mpi.md "Reading a part's rows"): read_part 1 and
+     * read_total the whole's size along the axis (g->read_sym) */
+    int read_part;
+    int64_t read_total;
 } kiln_node;
 
 typedef struct kiln_output {
@@ -273,6 +284,9 @@ struct kiln_graph {
     char *part_axis;
     int part_sym, part_k, part_n;
     int64_t part_total;
+    /* data read as a part's rows by the parser: part read_k of read_n
+     * (read_n 0: none) along symbol read_sym */
+    int read_k, read_n, read_sym;
 };
 
 /* Take a reference to body b (NULL allowed); returns b.  A body is
@@ -587,8 +601,10 @@ int kiln_ir_part_slice_value(const kiln_graph *g, const kiln_node *n, int k,
                              const kiln_tensor *value, int64_t b, int64_t e,
                              kiln_tensor *out, kiln_err *err);
 
-/* Rows [*begin, *end) of part `part` of `nparts` of `total` rows:
- * floor(total part / nparts) .. floor(total (part+1) / nparts). */
+/* Rows [*begin, *end) of part `part` of `nparts` of `total` rows: with
+ * q = floor(total / nparts) and r = total mod nparts, part p has q rows,
+ * plus one when p < r, from q p + min(p, r): part 0 has rows whenever
+ * total >= 1, and the empty parts (nparts > total) are the last ones. */
 void kiln_ir_part_rows(int64_t total, int part, int nparts, int64_t *begin,
                        int64_t *end);
 
@@ -597,6 +613,32 @@ void kiln_ir_part_rows(int64_t total, int part, int nparts, int64_t *begin,
  * axis), KILN_ERR_NAME (no such symbol). */
 int kiln_ir_part_axis(const kiln_graph *g, const kiln_partition *p,
                       int *sym, kiln_err *err);
+
+/* XXH3-64 of a value: its bytes (C order) seeded with the head digest
+ * (dtype, rank, shape).  The digest kiln_graph_data_digest keeps of a
+ * whole value a part holds rows of; a reader streaming the bytes
+ * (kiln_ir_part_npy_read) computes the same. */
+uint64_t kiln_ir_part_value_digest(const kiln_tensor *value);
+uint64_t kiln_ir_part_head_digest(const kiln_tensor *value);
+
+/* 0 when g's data was read whole, or as part `part` of `nparts` along
+ * symbol sym (the .kg parser's kiln_read_options.part_*); else
+ * KILN_ERR_ARG saying which part it was read as. */
+int kiln_ir_part_read_check(const kiln_graph *g, int sym, int part,
+                            int nparts, kiln_err *err);
+
+/* Read part `part` of `nparts` of the .npy file `path` (read options
+ * `opt`): the rows [b, e) kiln_ir_part_rows gives along dim `dim` into
+ * *out (out->data malloc'd), the whole's size along it into *total and
+ * the whole value's digest (kiln_ir_part_value_digest) into *digest.
+ * The whole file is read in 1 MiB chunks, each digested, and only the
+ * part's bytes kept: memory is the part's (npy.c).  Errors: those of
+ * kiln_npy_read_opts (each naming the file; a truncated file is
+ * KILN_ERR_PARSE "<path>: truncated: ..."), KILN_ERR_SHAPE (no dim
+ * `dim`). */
+int kiln_ir_part_npy_read(const char *path, const kiln_read_options *opt,
+                          int dim, int part, int nparts, kiln_tensor *out,
+                          int64_t *total, uint64_t *digest, kiln_err *err);
 
 /* When g is a part (kiln_graph_partition ran) and shared n is sized by
  * its axis (or is the axis's size as an integer scalar), the part's rows

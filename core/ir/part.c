@@ -11,14 +11,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#define XXH_STATIC_LINKING_ONLY   /* XXH3_state_t on the stack */
+#include <xxhash.h>
 
 /* ---- rows of a part --------------------------------------------------- */
 
 void kiln_ir_part_rows(int64_t total, int part, int nparts, int64_t *begin,
                        int64_t *end)
 {
-    *begin = (int64_t)((__int128)total * part / nparts);
-    *end = (int64_t)((__int128)total * (part + 1) / nparts);
+    /* q rows each, one more for the first r parts: part 0 has rows
+     * whenever there are any, and empty parts come last (an empty part
+     * other than part 0 contributes exactly 0: kiln_model_log_density) */
+    int64_t q = total / nparts, r = total % nparts;
+    *begin = q * part + (part < r ? part : r);
+    *end = *begin + q + (part < r);
 }
 
 /* The dim of type t that is symbol sym, or -1 (the first). */
@@ -114,6 +120,100 @@ int kiln_ir_part_bind_slice(kiln_graph *g, const kiln_node *n,
         return err ? err->code : KILN_ERR_NOMEM;
     g->part_total = total;
     return 0;
+}
+
+/* ---- digests of the data (kiln_graph_data_digest) --------------------- */
+
+/* Start a value's digest: its dtype, rank and shape. */
+static void digest_head(XXH3_state_t *st, const kiln_tensor *v)
+{
+    int32_t h[2] = {(int32_t)v->dtype, (int32_t)v->rank};
+    XXH3_64bits_update(st, h, sizeof h);
+    if (v->rank > 0)
+        XXH3_64bits_update(st, v->shape, sizeof *v->shape * (size_t)v->rank);
+}
+
+uint64_t kiln_ir_part_head_digest(const kiln_tensor *value)
+{
+    XXH3_state_t st;
+    XXH3_INITSTATE(&st);
+    XXH3_64bits_reset(&st);
+    digest_head(&st, value);
+    return (uint64_t)XXH3_64bits_digest(&st);
+}
+
+uint64_t kiln_ir_part_value_digest(const kiln_tensor *value)
+{
+    size_t nb = (size_t)kiln_shape_numel(value->rank, value->shape) *
+                kiln_dtype_size(value->dtype);
+    return (uint64_t)XXH3_64bits_withSeed(value->data ? value->data : "",
+                                          value->data ? nb : 0,
+                                          kiln_ir_part_head_digest(value));
+}
+
+int kiln_graph_data_digest(const kiln_graph *g, uint64_t *digest,
+                           kiln_err *err)
+{
+    if (!g || !digest)
+        return kiln_seterr(err, KILN_ERR_ARG,
+                           "kiln_graph_data_digest: NULL argument");
+    XXH3_state_t st;
+    XXH3_INITSTATE(&st);
+    XXH3_64bits_reset(&st);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        if (n->op != KILN_OP_SHARED || n->hoisted)
+            continue;
+        const char *nm = n->name ? n->name : "";
+        XXH3_64bits_update(&st, nm, strlen(nm) + 1);
+        uint64_t d = 0;
+        unsigned char bound = n->data != NULL || n->has_wdigest;
+        if (!bound) {
+            /* not bound: its name only */
+        } else if (n->has_wdigest) {
+            d = n->wdigest;
+        } else {
+            kiln_tensor v = {.dtype = n->type.dtype, .rank = n->type.rank,
+                             .data = n->data};
+            memcpy(v.shape, n->vshape, sizeof v.shape);
+            d = kiln_ir_part_value_digest(&v);
+        }
+        XXH3_64bits_update(&st, &bound, 1);
+        XXH3_64bits_update(&st, &d, sizeof d);
+    }
+    *digest = (uint64_t)XXH3_64bits_digest(&st);
+    return 0;
+}
+
+const char *kiln_graph_partition_rows(const kiln_graph *g, int64_t *total,
+                                      int64_t *begin, int64_t *end)
+{
+    int part = g && g->part_n;
+    int64_t t = part ? g->part_total : 0, b = 0, e = 0;
+    if (part && t >= 0)
+        kiln_ir_part_rows(t, g->part_k, g->part_n, &b, &e);
+    if (total)
+        *total = t;
+    if (begin)
+        *begin = b;
+    if (end)
+        *end = e;
+    return part ? g->symbols[g->part_sym] : NULL;
+}
+
+int kiln_ir_part_read_check(const kiln_graph *g, int sym, int part,
+                            int nparts, kiln_err *err)
+{
+    if (!g->read_n || (g->read_k == part && g->read_n == nparts &&
+                       g->read_sym == sym))
+        return 0;
+    return kiln_seterr(err, KILN_ERR_ARG,
+                       "partition: the graph's data was read as part %d of "
+                       "%d along '%s' (kiln_read_options.part_*), not part "
+                       "%d of %d along '%s'", g->read_k, g->read_n,
+                       g->symbols[g->read_sym] ? g->symbols[g->read_sym]
+                                               : "?", part, nparts,
+                       g->symbols[sym] ? g->symbols[sym] : "?");
 }
 
 /* ---- the axis ---------------------------------------------------------- */

@@ -86,9 +86,10 @@ struct kiln_model {
      * part's rows [part_b, part_e); the first tp / gq output that depends
      * on the axis (refused by constrain), or NULL */
     char *part_axis;
-    int part_sym;
+    int part_sym, part_k;       /* ... and the part's number */
     int64_t part_total, part_b, part_e;
     char *dep[2];
+    uint64_t data_digest;       /* kiln_model_data_digest */
 };
 
 /* ---- small helpers --------------------------------------------------- */
@@ -166,7 +167,11 @@ static int bind_data(kiln_graph *g, const kiln_json_data *d, int64_t *symsz,
         for (int k = 0; k < n->type.rank; k++)
             if (KILN_DIM_IS_SYM(n->type.dims[k]) &&
                 symsz[KILN_SYM_INDEX(n->type.dims[k])] < 0)
-                symsz[KILN_SYM_INDEX(n->type.dims[k])] = n->vshape[k];
+                /* a part's rows read by the parser: the whole's size */
+                symsz[KILN_SYM_INDEX(n->type.dims[k])] =
+                    n->read_part &&
+                            KILN_SYM_INDEX(n->type.dims[k]) == g->read_sym
+                        ? n->read_total : n->vshape[k];
     }
     for (int i = 0; i < g->n_nodes; i++) {
         kiln_node *n = &g->nodes[i];
@@ -697,6 +702,14 @@ int kiln_model_log_density(const kiln_model *m, int jacobian,
     if (!m || (!unc && m->n_unc) || !lp)
         return kiln_seterr(err, KILN_ERR_ARG,
                            "log_density: NULL argument");
+    if (m->part_axis && m->part_b == m->part_e && m->part_k != 0) {
+        /* an empty part but part 0 adds nothing: exactly 0 (evaluating
+         * it could give 0 * -inf = NaN; docs/mpi.md "What is split") */
+        *lp = 0;
+        if (grad && m->n_unc)
+            memset(grad, 0, sizeof *grad * (size_t)m->n_unc);
+        return 0;
+    }
     kiln_tensor sin[NSMALL], sout[NSMALL];
     double jac = jacobian ? 1.0 : 0.0;
     kiln_tensor *in = param_tensors(m, unc, m->has_jac ? &jac : NULL, sin,
@@ -1316,6 +1329,7 @@ static kiln_model *model_new(const kiln_graph *g, const char *logp_output,
     if (p) {
         if (kiln_ir_part_axis(g, p, &m->part_sym, err))
             goto fail;
+        m->part_k = p->part;
         if (!(m->part_axis = dupstr(g->symbols[m->part_sym]))) {
             kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
             goto fail;
@@ -1341,6 +1355,17 @@ static kiln_model *model_new(const kiln_graph *g, const char *logp_output,
     }
     if (!(w = kiln_ir_clone(g, err)))
         goto fail;
+    /* data read as a part's rows (kiln_read_options.part_*): only that
+     * part can be made of it */
+    if (g->read_n && !p) {
+        kiln_seterr(err, KILN_ERR_ARG, "model: the graph's data was read as "
+                    "part %d of %d (kiln_read_options.part_*): make that "
+                    "part (kiln_model_new_partition)", g->read_k, g->read_n);
+        goto fail;
+    }
+    if (p && kiln_ir_part_read_check(g, m->part_sym, p->part, p->nparts,
+                                     err))
+        goto fail;
     symsz = malloc(sizeof *symsz * (size_t)(w->n_symbols + 1));
     if (!symsz) {
         kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
@@ -1350,6 +1375,7 @@ static kiln_model *model_new(const kiln_graph *g, const char *logp_output,
         symsz[s] = -1;
     if (bind_data(w, d, symsz, err) ||
         (p && part_data(m, w, p, symsz, err)) ||
+        kiln_graph_data_digest(w, &m->data_digest, err) ||
         kiln_ir_symbols_derive(w, symsz, NULL, err) ||
         layout_params(m, w, symsz, d, err))
         goto fail;
@@ -1430,6 +1456,11 @@ kiln_model *kiln_model_new_partition(const kiln_graph *g,
                                      kiln_err *err)
 {
     return model_new(g, logp_output, data, p, opt, ropt, err);
+}
+
+uint64_t kiln_model_data_digest(const kiln_model *m)
+{
+    return m ? m->data_digest : 0;
 }
 
 const char *kiln_model_partition_range(const kiln_model *m, int64_t *total,

@@ -2,9 +2,10 @@
  * partition.c — data partitions of graphs and models (issue 30;
  * <kiln/graph.h>, <kiln/model.h>, docs/mpi.md "Partitions").
  *
- * Part p of P of a graph runs the same nodes on rows [T p / P, T (p+1) / P)
- * of every shared value sized by the axis symbol (T rows in the whole
- * data).  An output's value is then the sum over the parts of the parts'
+ * Part p of P of a graph runs the same nodes on rows [b_p, e_p) of every
+ * shared value sized by the axis symbol (T rows in the whole data: part p
+ * has floor(T / P) rows, one more when p < T mod P, in order;
+ * kiln_ir_part_rows).  An output's value is then the sum over the parts of the parts'
  * values when every node is one of:
  *
  *   FREE  does not depend on the axis: the same in every part;
@@ -475,6 +476,10 @@ static int mask_of(kiln_graph *ng, const char *mname, int part,
         if ((*mask = kiln_graph_shared(ng, mname, KILN_BOOL, 0, NULL, &mt,
                                        err)) < 0)
             return err->code;
+        /* the mask differs by part, not by data: one digest for every
+         * part (kiln_graph_data_digest) */
+        ng->nodes[*mask].has_wdigest = 1;
+        ng->nodes[*mask].wdigest = 0;
     }
     /* false for a bool x: an int 0 would promote where's result to i64
      * (a bool output printed as 1 under MPI; a new user's find) */
@@ -510,6 +515,8 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
                                "the parts' values of it would not add up to "
                                "the whole's", g->symbols[sym],
                                g->outputs[k].name);
+    if (kiln_ir_part_read_check(g, sym, part, nparts, err))
+        return err->code;
     pclass c;
     memset(&c, 0, sizeof c);
     kiln_graph *ng = NULL;
@@ -544,7 +551,8 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
             if (n->op != KILN_OP_SHARED || !n->data ||
                 (k < 0 && !is_axis_scalar(g, n, sym)))
                 continue;
-            int64_t tt = k >= 0 ? n->vshape[k]
+            int64_t tt = n->read_part ? n->read_total
+                         : k >= 0 ? n->vshape[k]
                          : n->type.dtype == KILN_I64
                              ? *(const int64_t *)n->data
                              : *(const int32_t *)n->data;
@@ -588,7 +596,7 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
         proto.data = NULL;
         proto.blob = NULL;
         int k = axis_pos(&n->type, sym);
-        if (slice && n->op == KILN_OP_SHARED && n->data &&
+        if (slice && n->op == KILN_OP_SHARED && n->data && !n->read_part &&
             (k >= 0 || is_axis_scalar(g, n, sym))) {
             int64_t b, e;
             kiln_ir_part_rows(total, part, nparts, &b, &e);
@@ -603,6 +611,10 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
                 *(int64_t *)sl[i].data = e - b;
             else
                 *(int32_t *)sl[i].data = (int32_t)(e - b);
+            if (!rc) {
+                proto.has_wdigest = 1;
+                proto.wdigest = kiln_ir_part_value_digest(&whole);
+            }
             if (!rc && k >= 0) {
                 proto.vshape[k] = e - b;
                 proto.nbytes = (size_t)kiln_shape_numel(sl[i].rank,
@@ -733,15 +745,28 @@ int kiln_ir_part_slice(kiln_graph *g, int sym, int part, int nparts,
 {
     int64_t b, e;
     kiln_ir_part_rows(total, part, nparts, &b, &e);
+    if (kiln_ir_part_read_check(g, sym, part, nparts, err))
+        return err->code;
     for (int i = 0; i < g->n_nodes; i++) {
         kiln_node *n = &g->nodes[i];
         int k = axis_pos(&n->type, sym);
         if (n->op != KILN_OP_SHARED || !n->data ||
             (k < 0 && !is_axis_scalar(g, n, sym)))
             continue;
+        if (n->read_part) {     /* read as the part's rows already */
+            if (n->read_total != total)
+                return kiln_seterr(err, KILN_ERR_SHAPE,
+                                   "partition: shared '%s' has %lld rows "
+                                   "along axis '%s', but the axis is %lld",
+                                   n->name ? n->name : "?",
+                                   (long long)n->read_total,
+                                   g->symbols[sym], (long long)total);
+            continue;
+        }
         kiln_tensor whole = {.dtype = n->type.dtype, .rank = n->type.rank,
                              .data = n->data}, s;
         memcpy(whole.shape, n->vshape, sizeof whole.shape);
+        uint64_t wd = kiln_ir_part_value_digest(&whole);
         if (k >= 0) {
             if (n->vshape[k] != total)
                 return kiln_seterr(err, KILN_ERR_SHAPE,
@@ -769,6 +794,8 @@ int kiln_ir_part_slice(kiln_graph *g, int sym, int part, int nparts,
             free(n->data);
         n->blob = NULL;
         n->data = s.data;
+        n->has_wdigest = 1;
+        n->wdigest = wd;
     }
     g->part_sym = sym;
     g->part_k = part;

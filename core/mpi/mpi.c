@@ -290,59 +290,6 @@ int kiln_mpi_same(MPI_Comm comm, const char *name, const void *bytes,
                   n > 1 ? "" : "s");
 }
 
-/* The bytes the data digest covers: a .json path's file, else the text.
- * *owned is set when the bytes were read (free it).  NULL with *err set
- * when the file cannot be read (the rank's model build would fail the
- * same way: its message is kept). */
-static const void *data_bytes(const char *data, size_t *len, void **owned,
-                              kiln_err *err)
-{
-    *owned = NULL;
-    if (!data) {
-        *len = 0;
-        return "";
-    }
-    size_t n = strlen(data);
-    if (n < 5 || strcmp(data + n - 5, ".json") != 0) {
-        *len = n;
-        return data;
-    }
-    FILE *f = fopen(data, "rb");
-    if (!f) {
-        seterr(err, KILN_ERR_IO, "mpi: cannot read the data file '%s': %s",
-               data, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, used = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t got = fread(b + used, 1, cap - used, f);
-        used += got;
-        if (used < cap)
-            break;
-        char *nb = cap > ((size_t)-1) / 2 ? NULL : realloc(b, cap * 2);
-        if (!nb) {
-            free(b);
-            b = NULL;
-            break;
-        }
-        b = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!b || bad) {
-        free(b);
-        seterr(err, b ? KILN_ERR_IO : KILN_ERR_NOMEM, b
-               ? "mpi: cannot read the data file '%s'" : "out of memory",
-               data);
-        return NULL;
-    }
-    *owned = b;
-    *len = used;
-    return b;
-}
-
 /* The graph's digest text: its canonical print, the log density's name
  * and the axis (NULL: the error, with *err set). */
 static char *graph_text(const kiln_graph *g, const char *logp,
@@ -553,17 +500,8 @@ int kiln_mpi_model_new(MPI_Comm comm, const kiln_graph *g,
     free(text);
     if (rc)
         goto fail;
-    void *owned = NULL;
-    size_t dlen = 0;
-    const void *bytes = data_bytes(data, &dlen, &owned, &mine);
-    rc = kiln_mpi_agree(mm->comm, bytes ? 0 : mine.code, &mine, mm->timeout,
-                        err);
-    if (!rc)
-        rc = kiln_mpi_same(mm->comm, "the data", bytes, dlen, mm->timeout,
-                           err);
-    free(owned);
-    if (rc)
-        goto fail;
+    /* (the data: every value bound, as read, once the parts are built:
+     *  step 2's end; reading it here would parse it twice) */
 
     /* 2. rank 0 builds first (compiles, fills the cache, waits for its
      *    tier-1 compiles), then the others (cache hits) */
@@ -578,6 +516,13 @@ int kiln_mpi_model_new(MPI_Comm comm, const kiln_graph *g,
         rk = build_part(mm, g, logp_output, data, axis, opt, ropt, &mine);
     rc = kiln_mpi_agree(mm->comm, rk, &mine, mm->build_timeout, err);
     if (rc)
+        goto fail;
+    /* every part was built from the same data: the digest of every value
+     * bound (the graph's and the data file's as parsed), whole, taken
+     * before its rows were sliced out (kiln_model_data_digest) */
+    uint64_t dd = kiln_model_data_digest(mm->part);
+    if ((rc = kiln_mpi_same(mm->comm, "the data", &dd, sizeof dd,
+                            mm->timeout, err)))
         goto fail;
     /* every part has the same parameters */
     int nu[2] = {mm->n_unc, -mm->n_unc};

@@ -467,6 +467,32 @@ const char *kiln_graph_partition_axis(const kiln_graph *g);
 int kiln_graph_set_partition_axis(kiln_graph *g, const char *axis,
                                   kiln_err *err);
 
+/* A 64-bit digest (XXH3) of the data bound to g's shared values: for each
+ * shared value in declaration order, its name, whether it is bound, and
+ * the digest of its whole value (dtype, shape, bytes in C order).  A
+ * part's values (kiln_graph_partition, data bound after it) count as the
+ * whole values they were sliced from (their digest is taken before
+ * slicing), and its mask `part0__` as the same value in every part, so
+ * every part of a graph bound to the same data gives the same digest,
+ * whichever rows it holds; a graph bound to other data (any value, shape
+ * or dtype) gives another one (but for XXH3's 2^-64 collisions).  Values
+ * bound from text (JSON, csv) count as the numbers read, not the text:
+ * whitespace and key order do not matter.  The MPI layer (<kiln/mpi.h>)
+ * compares it across ranks.  No copy of the data is made (one pass over
+ * the bytes bound; a part's are already digested).  Thread-safe on a g no
+ * thread changes.  Errors: KILN_ERR_ARG (g or digest NULL). */
+int kiln_graph_data_digest(const kiln_graph *g, uint64_t *digest,
+                           kiln_err *err);
+
+/* When g is a part (kiln_graph_partition ran): the axis's name (owned by
+ * g), the whole data's size of the axis (*total; -1 until data sized by
+ * it is bound) and the part's rows [*begin, *end) of it (0, 0 until
+ * then; kiln_model_new_partition says how rows are split).  Else (or g
+ * NULL) NULL and 0s.  Any pointer may be NULL.  Thread-safe on a g no
+ * thread changes. */
+const char *kiln_graph_partition_rows(const kiln_graph *g, int64_t *total,
+                                      int64_t *begin, int64_t *end);
+
 /* Rewrite `g` in place into part `p` of itself: afterwards, the sum over
  * the nparts parts of each output (each part run on its own rows of the
  * data) equals the whole graph's output (to rounding).  Terms that do not

@@ -67,6 +67,21 @@ typedef struct kiln_read_options {
     const kiln_memfile *memfiles;
     size_t n_memfiles;
     int memfiles_only;
+    /* Added for issue 30 (check struct_size): read only a part's rows.
+     * With part_nparts >= 1 and part_axis naming a symbol, the .kg
+     * parser reads each `shared` value whose declared type has that
+     * symbol as a dim (`shared X: f64[N, K] = npy(...)`) as part
+     * part_index of part_nparts of it (rows as kiln_model_new_partition
+     * splits them): an npy() file is streamed in 1 MiB chunks through
+     * the whole value's digest and only the part's rows are kept (memory
+     * is the part's; the file is still read whole), a csv() or json()
+     * source is read whole, then sliced.  The graph must then be made
+     * that part (kiln_graph_partition, kiln_model_new_partition,
+     * kiln_mpi_model_new with the same axis, part and count; any other
+     * is refused).  0 / NULL: values are read whole.  The readers
+     * (kiln_npy_read_opts, ...) ignore these fields. */
+    const char *part_axis;
+    int part_index, part_nparts;
 } kiln_read_options;
 
 /* Read the NumPy array file `path` into `*out`.

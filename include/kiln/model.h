@@ -143,6 +143,9 @@ int kiln_model_unconstrain_json(const kiln_model *m, const char *json,
  * gradient with respect to the unconstrained values into grad
  * (kiln_model_n_unc values).  `jacobian` non-zero adds the
  * log-Jacobians.  A non-finite density is not an error (*lp holds it).
+ * A part with no rows other than part 0 (kiln_model_new_partition, more
+ * parts than rows) is not evaluated: *lp is 0 and the gradient 0, its
+ * exact contribution to the sum over parts.
  * Errors: KILN_ERR_ARG (NULL unc or lp) and kiln_function_call's
  * (KILN_ERR_CHECK when a `check` of the model fails: PyMC's
  * ParameterValueError). */
@@ -228,8 +231,12 @@ void kiln_model_tier_count(const kiln_model *m, int *tiered, int *kernels);
  *
  * A model whose log density is a sum over observations can be evaluated in
  * parts: the observation axis is a symbol (`N`) that sizes data; part p of
- * P binds only rows [floor(N p / P), floor(N (p+1) / P)) of every data
- * value sized by that symbol (along the dim it sizes), and computes its
+ * P binds only rows [b, b + n) of every data value sized by that symbol
+ * (along the dim it sizes; n = floor(N / P), plus one when p < N mod P,
+ * b = p floor(N / P) + min(p, N mod P): part 0 has rows whenever N >= 1,
+ * the empty parts when P > N are the last ones, and an empty part other
+ * than part 0 contributes exactly 0: its log density and gradient are 0,
+ * not evaluated, so `sum(y) * log(p)` at p = 0 gives no NaN), and computes its
  * partial log density and gradient; terms that do not depend on the axis
  * (priors, log-Jacobians) are counted by part 0 only.  The sum over the P
  * parts of the partial results equals the unpartitioned model's (to
@@ -271,6 +278,15 @@ kiln_model *kiln_model_new_partition(const kiln_graph *g,
  * Any pointer may be NULL.  Thread-safe. */
 const char *kiln_model_partition_range(const kiln_model *m, int64_t *total,
                                        int64_t *begin, int64_t *end);
+
+/* The digest of the data m was built with (kiln_graph_data_digest of the
+ * model's graph once every shared value is bound, before a part's rows
+ * are sliced out: the whole data's digest, the same for every part of a
+ * model built from the same graph and data; a model of other data has
+ * another).  Values read from a JSON data file count as the numbers read:
+ * two files differing only in whitespace or key order give the same
+ * digest.  0 when m is NULL.  Thread-safe. */
+uint64_t kiln_model_data_digest(const kiln_model *m);
 
 #ifdef __cplusplus
 }

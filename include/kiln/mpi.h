@@ -58,9 +58,11 @@ typedef struct kiln_mpi_options {
 
 /* Collective over `comm` (duplicated: the model keeps its own).  Every
  * rank passes the same graph and data (checked: a digest of the graph's
- * canonical text and of the data is compared across ranks at start;
- * ranks that disagree all fail with KILN_ERR_ARG naming the ranks and
- * what differs).  Rank r of R builds part r of R
+ * canonical text is compared across ranks at start, and once the parts
+ * are built the digest of every data value bound, whole, in the graph
+ * and from `data` as parsed (kiln_model_data_digest); ranks that
+ * disagree all fail with KILN_ERR_ARG naming the ranks and what
+ * differs).  Rank r of R builds part r of R
  * (kiln_model_new_partition).  Compiles once per job: rank 0 compiles
  * first and publishes every kernel (docs/mpi.md says how), the other
  * ranks then load them and compile nothing that rank 0 compiled.
