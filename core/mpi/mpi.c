@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,7 +40,7 @@ struct kiln_mpi_model {
     double timeout;
     int broken;            /* a collective timed out: send nothing more */
     int stopped;           /* rank 0 said stop (kiln_mpi_serve returned) */
-    kiln_model *part;
+    kiln_model_blocks *part;   /* the rank's part, in cache-sized blocks */
     double *buf;           /* n_unc + 3: requests, then sums */
     long long compiles_rank, compiles_job;
 };
@@ -309,24 +310,28 @@ static char *graph_text(const kiln_graph *g, const char *logp,
     return t;
 }
 
-/* Build this rank's part (step 3 of kiln_mpi_model_new). */
+/* Build this rank's part (step 3 of kiln_mpi_model_new) as `blocks`
+ * cache-sized blocks of rows (kiln_model_blocks_new; 0: automatic, the
+ * same count on every rank). */
 static int build_part(kiln_mpi_model *mm, const kiln_graph *g,
                       const char *logp, const char *data, const char *axis,
-                      const kiln_options *opt, const kiln_read_options *ropt,
-                      kiln_err *err)
+                      int blocks, const kiln_options *opt,
+                      const kiln_read_options *ropt, kiln_err *err)
 {
     kiln_partition p = {axis, mm->rank, mm->size};
     uint64_t c0 = kiln_compile_count();
-    mm->part = kiln_model_new_partition(g, logp, data, &p, opt, ropt, err);
+    mm->part = kiln_model_blocks_new(g, logp, data, &p, blocks, opt, ropt,
+                                     err);
     if (!mm->part)
         return err->code ? err->code : KILN_ERR_RUNTIME;
     /* rank 0 publishes its tier-1 code before the others start */
-    if (mm->rank == 0 && kiln_model_tier_wait(mm->part, mm->timeout) == 1) {
+    if (mm->rank == 0 &&
+        kiln_model_blocks_tier_wait(mm->part, mm->timeout) == 1) {
         return seterr(err, KILN_ERR_RUNTIME, "mpi: rank 0's tier-1 compiles "
                       "did not finish within %g s", mm->timeout);
     }
     mm->compiles_rank = (long long)(kiln_compile_count() - c0);
-    mm->n_unc = kiln_model_n_unc(mm->part);
+    mm->n_unc = kiln_model_n_unc(kiln_model_blocks_model(mm->part, 0));
     mm->buf = calloc((size_t)mm->n_unc + 3, sizeof *mm->buf);
     if (!mm->buf)
         return seterr(err, KILN_ERR_NOMEM, "out of memory");
@@ -337,7 +342,7 @@ static void model_release(kiln_mpi_model *mm)
 {
     if (!mm)
         return;
-    kiln_model_free(mm->part);
+    kiln_model_blocks_free(mm->part);
     free(mm->buf);
     if (!mm->broken && mm->comm != MPI_COMM_NULL)
         MPI_Comm_free(&mm->comm);
@@ -359,10 +364,16 @@ int kiln_mpi_model_new(MPI_Comm comm, const kiln_graph *g,
     *out = NULL;
     if (kiln_mpi_check_init(err))
         return err->code;
-    if (mopt && mopt->struct_size != sizeof *mopt)
+    /* the size before `blocks` was added is accepted too */
+    if (mopt && mopt->struct_size != sizeof *mopt &&
+        mopt->struct_size != offsetof(kiln_mpi_options, blocks))
         return seterr(err, KILN_ERR_ARG, "mpi: kiln_mpi_options.struct_size "
                       "is %zu, expected %zu", mopt->struct_size,
                       sizeof *mopt);
+    int blocks = mopt && mopt->struct_size == sizeof *mopt ? mopt->blocks : 0;
+    if (blocks < 0)
+        return seterr(err, KILN_ERR_ARG, "mpi: kiln_mpi_options.blocks must "
+                      "be 0 (automatic) or positive, got %d", blocks);
     if (mopt && (mopt->timeout_seconds < 0 ||
                  !isfinite(mopt->timeout_seconds)))
         return seterr(err, KILN_ERR_ARG, "mpi: timeout_seconds must be 0 "
@@ -415,13 +426,15 @@ int kiln_mpi_model_new(MPI_Comm comm, const kiln_graph *g,
      *    tier-1 compiles), then the others (cache hits) */
     int r0 = 0;
     if (mm->rank == 0)
-        r0 = build_part(mm, g, logp_output, data, axis, opt, ropt, &mine);
+        r0 = build_part(mm, g, logp_output, data, axis, blocks, opt, ropt,
+                        &mine);
     rc = kiln_mpi_agree(mm->comm, r0, &mine, mm->timeout, err);
     if (rc)
         goto fail;
     int rk = 0;
     if (mm->rank != 0)
-        rk = build_part(mm, g, logp_output, data, axis, opt, ropt, &mine);
+        rk = build_part(mm, g, logp_output, data, axis, blocks, opt, ropt,
+                        &mine);
     rc = kiln_mpi_agree(mm->comm, rk, &mine, mm->timeout, err);
     if (rc)
         goto fail;
@@ -458,6 +471,11 @@ fail:
 }
 
 kiln_model *kiln_mpi_model_part(const kiln_mpi_model *mm)
+{
+    return mm ? kiln_model_blocks_model(mm->part, 0) : NULL;
+}
+
+const kiln_model_blocks *kiln_mpi_model_blocks(const kiln_mpi_model *mm)
 {
     return mm ? mm->part : NULL;
 }
@@ -507,8 +525,10 @@ static int evaluate(kiln_mpi_model *mm, double *lp, double *grad,
     if (!sums)
         return seterr(err, KILN_ERR_NOMEM, "out of memory");
     kiln_err mine = {0, ""};
-    int rc = kiln_model_log_density(mm->part, jac, mm->buf + 3, &sums[0],
-                                    want_grad ? sums + 1 : NULL, &mine);
+    int rc = kiln_model_blocks_log_density(mm->part, jac, mm->buf + 3,
+                                           &sums[0],
+                                           want_grad ? sums + 1 : NULL,
+                                           &mine);
     if (rc) {
         memset(sums, 0, ((size_t)n + 2) * sizeof *sums);
         sums[n + 1] = 1;
