@@ -161,6 +161,27 @@ static void compare(kiln_mpi_model *mm, kiln_model *serial, int serve,
           size == 1 ? "" : "s");
 }
 
+/* 2 rows of data over the ranks (ranks without observations) with
+ * options mo: the MPI model equals the serial one. */
+static void two_rows(kiln_graph *g, const kiln_mpi_options *mo,
+                     const char *what)
+{
+    kiln_options o = quiet_opt();
+    kiln_err e = {0, ""};
+    char *small = make_data(2, 0);
+    kiln_model *serial = kiln_model_new(g, NULL, small, &o, NULL, &e);
+    kiln_mpi_model *mm = NULL;
+    int rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, small, mo, &o, NULL,
+                                &mm, &e);
+    check(rc == 0 && serial, "%s over %d ranks (%s)", what, size,
+          rc ? e.message : "ok");
+    if (rc == 0 && serial)
+        compare(mm, serial, 0, what);
+    kiln_mpi_model_free(mm);
+    kiln_model_free(serial);
+    free(small);
+}
+
 /* Write an f64 .npy file (version 1.0, C order).  0 or -1. */
 static int write_npy(const char *path, int r, const int64_t *shape,
                      const double *v)
@@ -286,20 +307,10 @@ static void test_blocks(kiln_graph *g, const char *data, const char *dir)
         }
     }
     /* fewer rows than blocks on every rank: 2 rows, 3 blocks a rank */
-    char *small = make_data(2, 0);
-    kiln_model *s2 = kiln_model_new(g, NULL, small, &o, NULL, &e);
     kiln_mpi_options mo3 = {sizeof mo3, "N", 0, 3};
+    two_rows(g, &mo3, "2 rows in 3 blocks a rank");
     kiln_mpi_model *mm = NULL;
-    int rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, small, &mo3, &o,
-                                NULL, &mm, &e);
-    check(rc == 0 && s2, "2 rows, 3 blocks a rank (%s)",
-          rc ? e.message : "ok");
-    if (rc == 0 && s2)
-        compare(mm, s2, 0, "2 rows in 3 blocks a rank");
-    kiln_mpi_model_free(mm);
-    mm = NULL;
-    kiln_model_free(s2);
-    free(small);
+    int rc;
     /* the struct without `blocks` (its size then) is accepted */
     kiln_mpi_options old = {offsetof(kiln_mpi_options, blocks), "N", 0, 99};
     rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &old, &o, NULL,
@@ -492,18 +503,7 @@ int main(int argc, char **argv)
     kiln_model_free(serial);
 
     /* 3. fewer rows than ranks: ranks with no observations */
-    char *small = make_data(2, 0);
-    serial = kiln_model_new(g, NULL, small, &o, NULL, &e);
-    rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, small, &mo, &o, NULL,
-                            &mm, &e);
-    check(rc == 0 && serial, "2 rows over %d ranks (%s)", size,
-          rc ? e.message : "ok");
-    if (rc == 0 && serial)
-        compare(mm, serial, 0, "2 rows (ranks without observations)");
-    kiln_mpi_model_free(mm);
-    mm = NULL;
-    kiln_model_free(serial);
-    free(small);
+    two_rows(g, &mo, "2 rows (ranks without observations)");
 
     /* 4. bad input */
     if (size > 1) {
