@@ -344,7 +344,25 @@ static void test_blocks(kiln_graph *g, const char *data, const char *dir)
               "%d %d %d)", a1, a2, aj, big, dflt);
         setenv("KILN_BLOCK_BYTES", "100", 1);
         kiln_mpi_options mo0 = {sizeof mo0, "N", 0, 0};
-        rc = kiln_mpi_model_new(MPI_COMM_WORLD, gb, NULL, NULL, &mo0, &o,
+        /* kernels that tier up at run time: no automatic blocks */
+        kiln_options tiered = o;
+        tiered.backend = NULL;
+        tiered.tiers = KILN_TIERS_POLICY;
+        rc = kiln_mpi_model_new(MPI_COMM_WORLD, gb, NULL, NULL, &mo0,
+                                &tiered, NULL, &mm, &e);
+        const char *kb = getenv("KILN_BACKEND");
+        check(rc == 0 && ((kb && *kb) ||
+                          kiln_model_blocks_count(kiln_mpi_model_blocks(mm))
+                          == 1),
+              "automatic blocks with tiers on: 1 (%s)",
+              rc ? e.message : "ok");
+        kiln_mpi_model_free(mm);
+        mm = NULL;
+        /* an explicit backend: no tiers */
+        kiln_options fixed = o;
+        if (!fixed.backend)
+            fixed.backend = "interp";
+        rc = kiln_mpi_model_new(MPI_COMM_WORLD, gb, NULL, NULL, &mo0, &fixed,
                                 NULL, &mm, &e);
         unsetenv("KILN_BLOCK_BYTES");
         int want = 1184 / size / 100;
@@ -360,6 +378,7 @@ static void test_blocks(kiln_graph *g, const char *data, const char *dir)
     } else {
         check(1, "kiln_model_blocks_auto # SKIP $KILN_BLOCKS set");
         check(1, "automatic blocks # SKIP $KILN_BLOCKS set");
+        check(1, "automatic blocks with tiers on # SKIP $KILN_BLOCKS set");
     }
     /* a plain model in blocks (no MPI): equals kiln_model_new's */
     if (gb) {

@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,26 @@ static long long env_count(const char *name)
     errno = 0;
     long long v = strtoll(e, &end, 10);
     return !errno && end && !*end && v > 0 ? v : 0;
+}
+
+/* 1 when the model's kernels tier up at run time (tiers by the policy, no
+ * explicit backend): then automatic blocks are off.  A block's kernel
+ * runs 1/B of the part's time and each block's function has its own
+ * tier-up trigger (time spent on tier 0), so B blocks tier up B times
+ * later, each on its own: 22 blocks of the 10^6 regression ran 2.5x
+ * slower than one (docs/mpi.md "Blocks").  (A policy whose `tiers:` is
+ * off is not looked at here: pass blocks explicitly.) */
+static int tiers_on(const kiln_options *opt)
+{
+    const char *be = getenv("KILN_BACKEND");
+    if (be && *be)
+        return 0;
+    if (!opt)
+        return 1;
+    if (opt->backend && *opt->backend)
+        return 0;
+    return opt->struct_size < offsetof(kiln_options, tiers) + sizeof(int) ||
+           opt->tiers == KILN_TIERS_POLICY;
 }
 
 /* The axis's rows in g's bound data and their bytes (every shared value
@@ -129,7 +150,9 @@ kiln_model_blocks *kiln_model_blocks_new(const kiln_graph *g,
                     "or positive, got %d", blocks);
         return NULL;
     }
-    int B = blocks ? blocks : kiln_model_blocks_auto(g, data, p);
+    int B = blocks ? blocks
+                   : tiers_on(opt) && !env_count("KILN_BLOCKS")
+                   ? 1 : kiln_model_blocks_auto(g, data, p);
     int nparts = p ? p->nparts : 1, part = p ? p->part : 0;
     if (B > 1 && (nparts < 1 || part < 0 || part >= nparts))
         B = 1;   /* kiln_model_new_partition's error, below */

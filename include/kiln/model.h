@@ -301,7 +301,12 @@ int kiln_model_blocks_auto(const kiln_graph *g, const char *data,
  * kiln_model_blocks_auto).  With 1 block this is kiln_model_new_partition
  * (p NULL: kiln_model_new) exactly.  With B > 1, data bound in g is
  * shared between the blocks' builds (each copies its own rows), while a
- * JSON `data` is read by every block's build (B reads).  Blocks may have
+ * JSON `data` is read by every block's build (B reads).  blocks 0 gives
+ * 1 block when kernels tier up at run time (opt NULL or its tiers
+ * KILN_TIERS_POLICY, and no backend in opt or $KILN_BACKEND) and
+ * $KILN_BLOCKS is not set: each block's function has its own tier-up
+ * trigger, so B blocks would tier up B times later (docs/mpi.md
+ * "Blocks").  Blocks may have
  * no rows (B larger than the part's rows).  The caller frees the result
  * with kiln_model_blocks_free.  Errors: KILN_ERR_ARG (blocks < 0; P * B
  * over INT_MAX parts), KILN_ERR_NOMEM, and those of
