@@ -5,7 +5,7 @@
  *
  * usage: mpirun -np R bench_mpi MODEL.kg DATA [options]
  *        bench_mpi MODEL.kg DATA --serial [options]   (no MPI at all:
- *                                 kiln_model_new, one process)
+ *                                 kiln_model_blocks_new, one process)
  * DATA is a .json file, or "-" for none (data bound by the .kg itself).
  * options:
  *   --axis NAME     the observation axis (default: the model's `partition`)
@@ -18,11 +18,13 @@
  *                   policy's rules' backend before the model is made:
  *                   kiln_options.tiers = KILN_TIERS_OFF)
  *   --backend NAME  every kernel with NAME (kiln_options.backend; no tiers)
+ *   --blocks B      blocks of rows per rank (kiln_mpi_options.blocks; with
+ *                   --serial, kiln_model_blocks_new's; default 0: automatic)
  *
  * Prints one line (rank 0):
- *   ranks=R n_unc=D build_s=B first_s=F ms_per_grad=T rounds=K lp=LP
+ *   ranks=R blocks=B n_unc=D build_s=B first_s=F ms_per_grad=T rounds=K lp=LP
  *   cpu_build_s=C cpu_s=U compiles_build=B0 compiles=J misses=M writes=W
- * build_s: wall seconds from before parsing to the model built on every
+ * blocks: rank 0's blocks of rows; build_s: wall seconds from before parsing to the model built on every
  * rank (a barrier after kiln_mpi_model_new); first_s: to the first
  * gradient; ms_per_grad: the median over 7 rounds of the time of one
  * kiln_mpi_log_density with the gradient (broadcast of the point, each
@@ -80,7 +82,7 @@ static void cache_counts(uint64_t *misses, uint64_t *writes)
 
 /* One evaluation, collective under MPI (every rank calls it). */
 typedef struct runner {
-    kiln_model *serial;
+    kiln_model_blocks *serial;
     kiln_mpi_model *mm;
 } runner;
 
@@ -88,7 +90,7 @@ static int eval(runner *r, const double *x, double *lp, double *grad,
                 kiln_err *e)
 {
     if (r->serial)
-        return kiln_model_log_density(r->serial, 1, x, lp, grad, e);
+        return kiln_model_blocks_log_density(r->serial, 1, x, lp, grad, e);
     return kiln_mpi_log_density(r->mm, 1, x, lp, grad, e);
 }
 
@@ -103,12 +105,14 @@ int main(int argc, char **argv)
     const char *model = argv[1], *data = strcmp(argv[2], "-") ? argv[2] : NULL;
     const char *axis = NULL, *out = NULL;
     double seconds = 2.0;
-    int serial = 0;
+    int serial = 0, blocks = 0;
     kiln_options opt = {0};
     opt.struct_size = sizeof opt;
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--serial") == 0)
             serial = 1;
+        else if (strcmp(argv[i], "--blocks") == 0 && i + 1 < argc)
+            blocks = atoi(argv[++i]);
         else if (strcmp(argv[i], "--axis") == 0 && i + 1 < argc)
             axis = argv[++i];
         else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
@@ -149,10 +153,14 @@ int main(int argc, char **argv)
     kiln_graph *g = kiln_parse_file_opts(model, &ro, &e);
     int rc = g ? 0 : 1;
     if (g && serial) {
-        r.serial = kiln_model_new(g, NULL, data, &opt, NULL, &e);
+        /* --axis: blocks along it (else the declared axis, if any) */
+        kiln_partition whole = {axis, 0, 1};
+        r.serial = kiln_model_blocks_new(g, NULL, data,
+                                         axis && blocks != 1 ? &whole : NULL,
+                                         blocks, &opt, NULL, &e);
         rc = r.serial ? 0 : 1;
     } else if (g) {
-        kiln_mpi_options mo = {sizeof mo, axis, 0};
+        kiln_mpi_options mo = {sizeof mo, axis, 0, blocks};
         rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, &opt,
                                 NULL, &r.mm, &e);
     }
@@ -170,7 +178,9 @@ int main(int argc, char **argv)
     long long compiles_build = (long long)kiln_compile_count();
     if (!serial)
         kiln_mpi_model_compiles(r.mm, NULL, &compiles_build);
-    kiln_model *part = serial ? r.serial : kiln_mpi_model_part(r.mm);
+    const kiln_model_blocks *blk = serial ? r.serial
+                                          : kiln_mpi_model_blocks(r.mm);
+    kiln_model *part = kiln_model_blocks_model(blk, 0);
     int n = kiln_model_n_unc(part);
     double *x = malloc(sizeof *x * (size_t)(n ? n : 1));
     double *grad = malloc(sizeof *grad * (size_t)(n ? n : 1));
@@ -215,7 +225,7 @@ int main(int argc, char **argv)
             if (!serial)   /* rank 0 decides for all: same call count */
                 MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
         }
-        kiln_model_tier_wait(part, 120.0);
+        kiln_model_blocks_tier_wait(blk, 120.0);
         if (!serial)
             MPI_Barrier(MPI_COMM_WORLD);
         double a = bench_now();
@@ -243,8 +253,9 @@ int main(int argc, char **argv)
         qsort(t, ROUNDS, sizeof t[0], bench_cmp_double);
         med = t[ROUNDS / 2];
     }
+    int nblocks = kiln_model_blocks_count(blk);
     if (serial)
-        kiln_model_free(r.serial);
+        kiln_model_blocks_free(r.serial);
     else
         kiln_mpi_model_free(r.mm);
     double cpu = cpu_seconds(), cpu_sum = cpu, cpu_build_sum = cpu_build;
@@ -259,10 +270,10 @@ int main(int argc, char **argv)
     if (rank == 0) {
         uint64_t misses, writes;
         cache_counts(&misses, &writes);
-        printf("ranks=%d n_unc=%d build_s=%.4f first_s=%.4f ms_per_grad=%.6f "
+        printf("ranks=%d blocks=%d n_unc=%d build_s=%.4f first_s=%.4f ms_per_grad=%.6f "
                "rounds=%ld lp=%.17g cpu_build_s=%.4f cpu_s=%.4f "
                "compiles_build=%lld compiles=%lld misses=%llu writes=%llu\n",
-               serial ? 0 : size, n, build, first, med, per_round, lp,
+               serial ? 0 : size, nblocks, n, build, first, med, per_round, lp,
                cpu_build_sum, cpu_sum, compiles_build, compiles_sum,
                (unsigned long long)misses,
                (unsigned long long)writes);

@@ -22,7 +22,7 @@ int main(int argc, char **argv)
      * it) and builds its part: rows [T r / R, T (r+1) / R) of the data */
     kiln_err err = {0, ""};
     kiln_graph *g = kiln_parse_file(argv[1], &err);
-    kiln_mpi_options mo = {sizeof mo, argv[3], 0};   /* axis; 0: default timeout */
+    kiln_mpi_options mo = {sizeof mo, argv[3], 0, 0};   /* axis; 0s: defaults */
     kiln_mpi_model *mm = NULL;
     int rc = g ? kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, argv[2], &mo,
                                     NULL, NULL, &mm, &err)

@@ -216,11 +216,12 @@ def mala(model, n, steps=300, eps=0.05, seed=11):
 
 
 def part_rows(n, size, rank):
-    """Rank's rows of n over size ranks, as numpy.array_split splits
-    them (independent of kiln's arithmetic)."""
-    parts = np.array_split(np.arange(n), size)
-    b = sum(len(q) for q in parts[:rank])
-    return b, b + len(parts[rank])
+    """Rank's rows of n over size ranks: the rows i with
+    floor(i size / n) = rank, in order (independent of kiln's arithmetic,
+    rows [ceil(n r / R), ceil(n (r+1) / R)))."""
+    mine = [i for i in range(n) if i * size // n == rank]
+    b = mine[0] if mine else next((i for i in range(n) if i * size // n > rank), n)
+    return b, b + len(mine)
 
 
 def values(out, bs, tmp, size):

@@ -24,6 +24,7 @@
 #include <kiln/mpi.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,11 +174,264 @@ static void compare(kiln_mpi_model *mm, kiln_model *serial, int serve,
 static int model_new(kiln_graph *g, const char *data, double timeout,
                      kiln_mpi_model **mm, kiln_err *e)
 {
-    kiln_mpi_options mo = {sizeof mo, "N", timeout};
+    kiln_mpi_options mo = {sizeof mo, "N", timeout, 0};
     kiln_options o = quiet_opt();
     *mm = NULL;
     return kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &mo, &o, NULL,
                               mm, e);
+}
+
+/* 2 rows of data over the ranks (ranks without observations) with
+ * options mo: the MPI model equals the serial one. */
+static void two_rows(kiln_graph *g, const kiln_mpi_options *mo,
+                     const char *what)
+{
+    kiln_options o = quiet_opt();
+    kiln_err e = {0, ""};
+    char *small = make_data(2, 0);
+    kiln_model *serial = kiln_model_new(g, NULL, small, &o, NULL, &e);
+    kiln_mpi_model *mm = NULL;
+    int rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, small, mo, &o, NULL,
+                                &mm, &e);
+    check(rc == 0 && serial, "%s over %d ranks (%s)", what, size,
+          rc ? e.message : "ok");
+    if (rc == 0 && serial)
+        compare(mm, serial, 0, what);
+    kiln_mpi_model_free(mm);
+    kiln_model_free(serial);
+    free(small);
+}
+
+/* Write an f64 .npy file (version 1.0, C order).  0 or -1. */
+static int write_npy(const char *path, int r, const int64_t *shape,
+                     const double *v)
+{
+    char h[128], sh[64];
+    if (r > 1)
+        snprintf(sh, sizeof sh, "(%lld, %lld)", (long long)shape[0],
+                 (long long)shape[1]);
+    else
+        snprintf(sh, sizeof sh, "(%lld,)", (long long)shape[0]);
+    int l = snprintf(h, sizeof h, "{'descr': '<f8', 'fortran_order': False, "
+                     "'shape': %s, }", sh);
+    int total = 10 + l + 1, pad = (64 - total % 64) % 64;
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    unsigned short hl = (unsigned short)(l + pad + 1);
+    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+    fputc(hl & 0xff, f);
+    fputc(hl >> 8, f);
+    fwrite(h, 1, (size_t)l, f);
+    for (int i = 0; i < pad; i++)
+        fputc(' ', f);
+    fputc('\n', f);
+    size_t n = (size_t)shape[0] * (size_t)(r > 1 ? shape[1] : 1);
+    int bad = fwrite(v, sizeof *v, n, f) != n;
+    return fclose(f) || bad ? -1 : 0;
+}
+
+/* The model with `n` rows of X (n x 3) and y bound in the graph from
+ * .npy files in `dir` (the LCG of make_data), the axis N declared.  NULL
+ * with a diagnostic when a file cannot be written. */
+static kiln_graph *bound_model(const char *dir, int n)
+{
+    double *x = malloc(sizeof *x * (size_t)(3 * n + 1));
+    double *y = malloc(sizeof *y * (size_t)(n + 1));
+    unsigned long long st = 777;
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < 3; j++) {
+            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+            x[3 * i + j] = (double)(st >> 11) / 9007199254740992.0 - 0.5;
+        }
+        y[i] = 0.3 + x[3 * i] - 0.5 * x[3 * i + 1] + 0.25 * x[3 * i + 2];
+    }
+    char px[512], py[512];
+    snprintf(px, sizeof px, "%s/X%d.npy", dir, n);
+    snprintf(py, sizeof py, "%s/y%d.npy", dir, n);
+    int64_t sx[2] = {n, 3}, sy[1] = {n};
+    int bad = rank == 0 && (write_npy(px, 2, sx, x) || write_npy(py, 1, sy, y));
+    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    free(x);
+    free(y);
+    if (bad) {
+        diag("cannot write %s", px);
+        return NULL;
+    }
+    char text[2048];
+    snprintf(text, sizeof text,
+             "kiln 1\n"
+             "graph linreg_bound\n"
+             "  shared X: f64[N, K] = npy(\"X%d.npy\")\n"
+             "  shared y: f64[N] = npy(\"y%d.npy\")\n"
+             "  partition N\n"
+             "  param alpha: f64\n"
+             "  param beta: f64[K]\n"
+             "  param sigma: f64 lower=0\n"
+             "  mu = add(alpha, dot(X, beta))\n"
+             "  lp_prior = add(add(normal_lpdf(alpha, 0, 2), "
+             "normal_lpdf(beta, 0, 2)), normal_lpdf(sigma, 0, 1))\n"
+             "  output logp = add(lp_prior, normal_lpdf(y, mu, sigma))\n"
+             "end\n", n, n);
+    kiln_err e = {0, ""};
+    kiln_graph *g = kiln_parse_string(text, "linreg_bound.kg", dir, &e);
+    if (!g)
+        diag("bound model: %s", e.message);
+    return g;
+}
+
+/* Blocks of rows per rank (kiln_mpi_options.blocks, <kiln/model.h>
+ * "Blocks"): every block count, with JSON data and with data bound in the
+ * graph, equals the serial model; the blocks cover the rank's rows. */
+static void test_blocks(kiln_graph *g, const char *data, const char *dir)
+{
+    kiln_options o = quiet_opt();
+    kiln_err e = {0, ""};
+    kiln_graph *gb = bound_model(dir, 37);
+    check(gb != NULL, "the model with X, y bound from .npy parses");
+    kiln_model *sj = kiln_model_new(g, NULL, data, &o, NULL, &e);
+    kiln_model *sb = gb ? kiln_model_new(gb, NULL, NULL, &o, NULL, &e) : NULL;
+    check(sj && sb, "serial models (%s)", sj && sb ? "ok" : e.message);
+    static const int counts[] = {1, 2, 3, 5, 50};
+    for (size_t c = 0; sj && sb && c < sizeof counts / sizeof *counts; c++) {
+        for (int bound = 0; bound < 2; bound++) {
+            int B = counts[c];
+            kiln_mpi_options mo = {sizeof mo, "N", 0, B};
+            kiln_mpi_model *mm = NULL;
+            unsigned long long c0 = (unsigned long long)kiln_compile_count();
+            int rc = kiln_mpi_model_new(MPI_COMM_WORLD, bound ? gb : g, NULL,
+                                        bound ? NULL : data, &mo, &o, NULL,
+                                        &mm, &e);
+            unsigned long long dc =
+                (unsigned long long)kiln_compile_count() - c0;
+            char what[128];
+            snprintf(what, sizeof what, "%d block%s a rank, %s data", B,
+                     B > 1 ? "s" : "", bound ? "graph-bound" : "JSON");
+            check(rc == 0, "%s: kiln_mpi_model_new (%s)", what,
+                  rc ? e.message : "ok");
+            if (rc)
+                continue;
+            const kiln_model_blocks *mb = kiln_mpi_model_blocks(mm);
+            int64_t t = -1, b = -1, en = -1;
+            const char *ax = kiln_model_blocks_range(mb, &t, &b, &en);
+            check(kiln_model_blocks_count(mb) == B && ax &&
+                  strcmp(ax, "N") == 0 && t == 37 &&
+                  b == (37 * (int64_t)rank + size - 1) / size &&
+                  en == (37 * (int64_t)(rank + 1) + size - 1) / size,
+                  "%s: %d blocks cover rows [ceil(37 r / R), "
+                  "ceil(37 (r+1) / R))", what,
+                  kiln_model_blocks_count(mb));
+            /* the cache holds every kernel by now: blocks compile none */
+            check(dc == 0, "%s: no compiles (%llu)", what, dc);
+            compare(mm, bound ? sb : sj, 0, what);
+            kiln_mpi_model_free(mm);
+        }
+    }
+    /* fewer rows than blocks on every rank: 2 rows, 3 blocks a rank */
+    kiln_mpi_options mo3 = {sizeof mo3, "N", 0, 3};
+    two_rows(g, &mo3, "2 rows in 3 blocks a rank");
+    kiln_mpi_model *mm = NULL;
+    int rc;
+    /* the struct without `blocks` (its size then) is accepted */
+    kiln_mpi_options old = {offsetof(kiln_mpi_options, blocks), "N", 0, 99};
+    rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &old, &o, NULL,
+                            &mm, &e);
+    check(rc == 0 && kiln_model_blocks_count(kiln_mpi_model_blocks(mm)) ==
+          (getenv("KILN_BLOCKS") ? atoi(getenv("KILN_BLOCKS")) : 1),
+          "struct_size without blocks: accepted, blocks ignored (%s)",
+          rc ? e.message : "ok");
+    kiln_mpi_model_free(mm);
+    mm = NULL;
+    kiln_mpi_options neg = {sizeof neg, "N", 0, -2};
+    rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &neg, &o, NULL,
+                            &mm, &e);
+    check(rc == KILN_ERR_ARG && !mm && strstr(e.message, "blocks"),
+          "blocks -2: KILN_ERR_ARG (%s)", e.message);
+    /* automatic: graph-bound data over $KILN_BLOCK_BYTES; JSON: 1 */
+    if (gb && !getenv("KILN_BLOCKS")) {
+        /* 37 rows of X (3 f64) and y: 1184 bytes; 100-byte blocks */
+        kiln_partition whole = {"N", 0, 1}, half = {"N", rank % 2, 2};
+        setenv("KILN_BLOCK_BYTES", "100", 1);
+        int a1 = kiln_model_blocks_auto(gb, NULL, &whole);
+        int a2 = kiln_model_blocks_auto(gb, NULL, &half);
+        int aj = kiln_model_blocks_auto(g, data, &whole);
+        setenv("KILN_BLOCK_BYTES", "100000", 1);
+        int big = kiln_model_blocks_auto(gb, NULL, &whole);
+        unsetenv("KILN_BLOCK_BYTES");
+        int dflt = kiln_model_blocks_auto(gb, NULL, &whole);
+        check(a1 == 11 && a2 == 5 && aj == 1 && big == 1 && dflt == 1,
+              "kiln_model_blocks_auto: 11 blocks of 100 bytes, 5 for half "
+              "the rows, 1 for JSON, 1 under 2 blocks, 1 by default (%d %d "
+              "%d %d %d)", a1, a2, aj, big, dflt);
+        setenv("KILN_BLOCK_BYTES", "100", 1);
+        kiln_mpi_options mo0 = {sizeof mo0, "N", 0, 0};
+        /* kernels that tier up at run time: no automatic blocks */
+        kiln_options tiered = o;
+        tiered.backend = NULL;
+        tiered.tiers = KILN_TIERS_POLICY;
+        rc = kiln_mpi_model_new(MPI_COMM_WORLD, gb, NULL, NULL, &mo0,
+                                &tiered, NULL, &mm, &e);
+        const char *kb = getenv("KILN_BACKEND");
+        check(rc == 0 && ((kb && *kb) ||
+                          kiln_model_blocks_count(kiln_mpi_model_blocks(mm))
+                          == 1),
+              "automatic blocks with tiers on: 1 (%s)",
+              rc ? e.message : "ok");
+        kiln_mpi_model_free(mm);
+        mm = NULL;
+        /* an explicit backend: no tiers */
+        kiln_options fixed = o;
+        if (!fixed.backend)
+            fixed.backend = "interp";
+        rc = kiln_mpi_model_new(MPI_COMM_WORLD, gb, NULL, NULL, &mo0, &fixed,
+                                NULL, &mm, &e);
+        unsetenv("KILN_BLOCK_BYTES");
+        int want = 1184 / size / 100;
+        if (want < 2 || 37 / size < 2)
+            want = 1;
+        check(rc == 0 && kiln_model_blocks_count(kiln_mpi_model_blocks(mm))
+              == want, "automatic blocks of 100 bytes over %d rank%s: %d "
+              "(%s)", size, size > 1 ? "s" : "", want, rc ? e.message : "ok");
+        if (rc == 0)
+            compare(mm, sb, 0, "automatic blocks");
+        kiln_mpi_model_free(mm);
+        mm = NULL;
+    } else {
+        check(1, "kiln_model_blocks_auto # SKIP $KILN_BLOCKS set");
+        check(1, "automatic blocks # SKIP $KILN_BLOCKS set");
+        check(1, "automatic blocks with tiers on # SKIP $KILN_BLOCKS set");
+    }
+    /* a plain model in blocks (no MPI): equals kiln_model_new's */
+    if (gb) {
+        int good = 1;
+        for (int B = 1; B <= 4; B += 3) {
+            kiln_model_blocks *pb = kiln_model_blocks_new(gb, NULL, NULL,
+                                                          NULL, B, &o, NULL,
+                                                          &e);
+            good = good && pb && kiln_model_blocks_count(pb) == B;
+            double unc[5] = {0.1, -0.2, 0.3, 0.05, -0.1}, g1[5], g2[5];
+            double l1 = 0, l2 = 0;
+            good = good && pb && kiln_model_n_unc(sb) == 5 &&
+                   kiln_model_blocks_log_density(pb, 1, unc, &l1, g1,
+                                                 &e) == 0 &&
+                   kiln_model_log_density(sb, 1, unc, &l2, g2, &e) == 0 &&
+                   rel_close(l1, l2, 1e-12);
+            for (int i = 0; good && i < 5; i++)
+                good = rel_close(g1[i], g2[i], 1e-12);
+            kiln_model_blocks_free(pb);
+        }
+        check(good, "kiln_model_blocks_new without a partition, 1 and 4 "
+              "blocks: equal to kiln_model_new (%s)", e.message);
+        kiln_model_blocks *pb = kiln_model_blocks_new(g, NULL, data, NULL,
+                                                      3, &o, NULL, &e);
+        check(!pb && e.code == KILN_ERR_ARG,
+              "3 blocks of a model that declares no axis: refused (%s)",
+              e.message);
+        kiln_model_blocks_free(pb);
+    }
+    kiln_model_free(sj);
+    kiln_model_free(sb);
+    kiln_graph_free(gb);
 }
 
 static int hang_mode(kiln_graph *g, const char *data)
@@ -206,7 +460,7 @@ static int hang_mode(kiln_graph *g, const char *data)
 /* rank 1 passes MPI_COMM_NULL (the others cannot hear of it) */
 static int nullcomm_mode(kiln_graph *g, const char *data)
 {
-    kiln_mpi_options mo = {sizeof mo, "N", 2};
+    kiln_mpi_options mo = {sizeof mo, "N", 2, 0};
     kiln_options o = quiet_opt();
     kiln_mpi_model *mm = NULL;
     kiln_err e = {0, ""};
@@ -275,7 +529,7 @@ static void one_bad(kiln_graph *g, const char *data, int bad,
                     const kiln_mpi_options *mine, const char *env,
                     int null_out, const char *what, const char *label)
 {
-    kiln_mpi_options mo = {sizeof mo, "N", 0};
+    kiln_mpi_options mo = {sizeof mo, "N", 0, 0};
     kiln_options o = quiet_opt();
     kiln_mpi_model *mm = NULL;
     kiln_err e = {0, ""};
@@ -303,7 +557,7 @@ int main(int argc, char **argv)
     kiln_graph *g = kiln_parse_string(model_text, "linreg.kg", NULL, &e);
     char *data = make_data(37, 0);
     kiln_options o = quiet_opt();
-    kiln_mpi_options mo = {sizeof mo, "N", 0};
+    kiln_mpi_options mo = {sizeof mo, "N", 0, 0};
 
     /* before MPI_Init: refused (every rank) */
     kiln_mpi_model *mm = NULL;
@@ -340,20 +594,28 @@ int main(int argc, char **argv)
           serial ? "" : e.message);
     if (mm && serial) {
         int64_t total = -1, b = -1, en = -1;
-        const char *ax = kiln_model_partition_range(kiln_mpi_model_part(mm),
-                                                    &total, &b, &en);
-        /* expected: rows dealt one at a time, round robin, then each
-         * rank's count laid out in rank order (the first 37 mod R ranks
-         * one row more) */
-        int64_t cnt[64] = {0}, want_b = 0;
-        for (int i = 0; i < 37 && size <= 64; i++)
-            cnt[i % size]++;
-        for (int r = 0; r < rank && r < 64; r++)
-            want_b += cnt[r];
-        int64_t want_e = want_b + (rank < 64 ? cnt[rank] : 0);
+        /* (the blocks' rows: $KILN_BLOCKS may split the part) */
+        const char *ax = kiln_model_blocks_range(kiln_mpi_model_blocks(mm),
+                                                 &total, &b, &en);
+        /* expected: rank r's rows are [ceil(37 r / R), ceil(37 (r+1) / R)),
+         * counted here by dealing the rows: row i goes to the first rank
+         * r with 37 (r+1) > i R */
+        int64_t want_b = -1, want_e = 0;
+        for (int64_t i = 0; i < 37; i++) {
+            int r = 0;
+            while (37 * (int64_t)(r + 1) <= i * (int64_t)size)
+                r++;
+            if (r == rank) {
+                if (want_b < 0)
+                    want_b = i;
+                want_e = i + 1;
+            }
+        }
+        if (want_b < 0)
+            want_b = want_e = 0;
         check(size == 1 || (ax && strcmp(ax, "N") == 0 && total == 37 &&
                             b == want_b && en == want_e),
-              "each rank's rows are the round robin's count, in order "
+              "each rank's rows are [ceil(37 r / R), ceil(37 (r+1) / R)) "
               "([%lld, %lld) want [%lld, %lld))", (long long)b,
               (long long)en, (long long)want_b, (long long)want_e);
         compare(mm, serial, 0, "37 rows");
@@ -392,18 +654,7 @@ int main(int argc, char **argv)
     kiln_model_free(serial);
 
     /* 3. fewer rows than ranks: ranks with no observations */
-    char *small = make_data(2, 0);
-    serial = kiln_model_new(g, NULL, small, &o, NULL, &e);
-    rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, small, &mo, &o, NULL,
-                            &mm, &e);
-    check(rc == 0 && serial, "2 rows over %d ranks (%s)", size,
-          rc ? e.message : "ok");
-    if (rc == 0 && serial)
-        compare(mm, serial, 0, "2 rows (ranks without observations)");
-    kiln_mpi_model_free(mm);
-    mm = NULL;
-    kiln_model_free(serial);
-    free(small);
+    two_rows(g, &mo, "2 rows (ranks without observations)");
 
     /* 3b. sum(y) * log(p) at p = 0 with fewer rows than ranks: serial's
      * -inf (an empty part computed 0 * -inf = NaN: an attack's find),
@@ -518,7 +769,7 @@ int main(int argc, char **argv)
         check(1, "C API values the same on every rank # SKIP one rank");
     }
     /* an axis that is no symbol; a symbol that sizes a parameter */
-    kiln_mpi_options bad = {sizeof bad, "Q", 0};
+    kiln_mpi_options bad = {sizeof bad, "Q", 0, 0};
     rc = kiln_mpi_model_new(MPI_COMM_WORLD, g, NULL, data, &bad, &o, NULL,
                             &mm, &e);
     check(rc != 0 && !mm && strstr(e.message, "Q"),
@@ -538,9 +789,9 @@ int main(int argc, char **argv)
      * waited in MPI_Comm_dup forever) */
     {
         int b = size - 1;
-        kiln_mpi_options neg = {sizeof neg, "N", -1};
-        kiln_mpi_options tiny = {sizeof tiny, "N", 1e-9};
-        kiln_mpi_options big = {sizeof big + 8, "N", 0};
+        kiln_mpi_options neg = {sizeof neg, "N", -1, 0};
+        kiln_mpi_options tiny = {sizeof tiny, "N", 1e-9, 0};
+        kiln_mpi_options big = {sizeof big + 8, "N", 0, 0};
         one_bad(g, data, b, &neg, NULL, 0, "timeout_seconds must be",
                 "timeout_seconds -1");
         one_bad(g, data, b, &tiny, NULL, 0, "timeout_seconds must be",
@@ -594,6 +845,26 @@ int main(int argc, char **argv)
     }
     check(kiln_mpi_timeout(2.5) == 2.5 && kiln_mpi_timeout(0) > 0,
           "kiln_mpi_timeout");
+
+    /* 5. blocks of rows (files for the graph-bound model: a directory
+     *    every rank sees, made by rank 0) */
+    char dir[256] = "/tmp/kiln-test-mpi-XXXXXX";
+    int made = rank == 0 ? mkdtemp(dir) != NULL : 1;
+    MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&made, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    check(made, "a temporary directory %s", dir);
+    if (made) {
+        test_blocks(g, data, dir);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) {
+            char p[320];
+            snprintf(p, sizeof p, "%s/X37.npy", dir);
+            unlink(p);
+            snprintf(p, sizeof p, "%s/y37.npy", dir);
+            unlink(p);
+            rmdir(dir);
+        }
+    }
 
     kiln_graph_free(g);
     free(data);

@@ -248,6 +248,16 @@ a1=$(apic 1 "$tmp/cache5")
 a3=$(apic 3 "$tmp/cache6")
 [ -n "$a1" ] && [ "$a1" = "$a3" ] && { [ $be = interp ] || [ "$a1" -gt 0 ]; }
 ok $? "kiln_mpi_model_new ($be): 3 ranks on an empty cache compile what 1 does ($a3 vs $a1)"
+# blocks of rows (docs/mpi.md "Blocks"): 7 blocks a rank compile nothing
+# more, and every check of test_mpi_api holds with them
+a7=$(KILN_BLOCKS=7 apic 3 "$tmp/cache7")
+[ -n "$a1" ] && [ "$a1" = "$a7" ]
+ok $? "kiln_mpi_model_new ($be): 3 ranks of 7 blocks on an empty cache compile what 1 rank does ($a7 vs $a1)"
+KILN_BLOCKS=4 mpirun -np 2 "$api" >"$tmp/apib" 2>"$tmp/apib.err"
+st=$?
+[ $st = 0 ] && grep -q '^ok ' "$tmp/apib" && ! grep -q '^not ok' "$tmp/apib"
+ok $? "KILN_BLOCKS=4 mpirun -np 2 test_mpi_api (exit $st)"
+[ $st = 0 ] || { grep '^not ok' "$tmp/apib" | sed 's/^/# /'; head -20 "$tmp/apib.err" | sed 's/^/# /'; }
 
 # --- more ranks than rows: sum(y) * log(p) at p = 0 -------------------------
 # an empty part computed 0 * -inf = NaN (an attack's find); it adds 0 now,

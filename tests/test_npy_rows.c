@@ -6,7 +6,7 @@
  * The .kg parser asked for part p of P along N reads only the part's rows
  * of each npy() value sized by N; the test checks, for P = 1..5 and
  * P > N (7 rows over 9 parts), each part's bytes against the whole value
- * read whole and sliced here (rows dealt round robin, independently of
+ * read whole and sliced here (rows r with floor(r P / n) = p, independently of
  * kiln's arithmetic), for f64 [N, 3] (the axis at dim 0), f64 [2, N] (at
  * dim 1), f32 [N] and i64 [N]; the data digest of every part equals the
  * whole graph's (the stream's digest is the whole value's); a Fortran
@@ -129,16 +129,16 @@ static const kiln_node *node(const kiln_graph *g, const char *name)
     return v >= 0 ? &g->nodes[v] : NULL;
 }
 
-/* rows of part p of P of n rows, dealt round robin */
+/* rows of part p of P of n rows: the rows r with floor(r P / n) = p,
+ * in order (kiln's arithmetic is [ceil(n p / P), ceil(n (p+1) / P))) */
 static void rows_of(int64_t n, int p, int P, int64_t *b, int64_t *e)
 {
-    int64_t cnt[16] = {0};
-    for (int64_t r = 0; r < n; r++)
-        cnt[r % P]++;
     *b = 0;
-    for (int k = 0; k < p; k++)
-        *b += cnt[k];
-    *e = *b + cnt[p];
+    while (*b < n && *b * P / n < p)
+        (*b)++;
+    *e = *b;
+    while (*e < n && *e * P / n == p)
+        (*e)++;
 }
 
 /* node `name` of part graph gp equals rows [b, e) along dim k of the

@@ -213,11 +213,11 @@ static void check_model(const char *name, const char *kg, const char *path,
                 }
                 int64_t t, b, en;
                 const char *an = kiln_model_partition_range(m, &t, &b, &en);
-                /* the part's row count: rows dealt round robin (so part
-                 * 0 has rows whenever any, the empty parts come last) */
+                /* the part's row count: the rows r with floor(r P / t)
+                 * = p (so part 0 has rows whenever any; parts nest) */
                 int64_t want = 0;
                 for (int64_t r = 0; r < t; r++)
-                    want += r % P == p;
+                    want += r * P / t == p;
                 if (!an || b != next || en - b != want ||
                     (axis && strcmp(an, axis)))
                     good = 0;
@@ -230,7 +230,7 @@ static void check_model(const char *name, const char *kg, const char *path,
             }
             int rows_ok = good && next == tot;
             ok(good && rows_ok, "[%s] %s: %d part%s made, rows contiguous, "
-               "the round robin's counts (jacobian %d)", be, name, P, P > 1 ? "s" : "", jac);
+               "floor(r P / T) = p's counts (jacobian %d)", be, name, P, P > 1 ? "s" : "", jac);
             ok(good && close_rel(&lps, &lpw, 1) && close_rel(gs, gw, n),
                "[%s] %s: sum of %d parts' lp and gradient = the whole's "
                "(jacobian %d)", be, name, P, jac);

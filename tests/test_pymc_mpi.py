@@ -236,11 +236,13 @@ def run(tmp):
     for name in MODELS:
         d = os.path.join(tmp, name)
         m = bs.StanModel(os.path.join(d, "mpi.so"), warn=False)
-        # rank r of R binds rows [T r / R, T (r + 1) / R) (tiny: rank 0 of
-        # 3 none); a serial library (no axis) would say nothing of rows
+        # rank r of R binds the rows i with floor(i R / T) = r, in order
+        # (tiny: 2 rows over 3 ranks, rank 1 none); a serial library (no
+        # axis) would say nothing of rows
         t = {"linreg": 103, "radon": 919, "tiny": 2, "shaped": 61}[name]
-        rows = "rows [%d, %d) of %d" % (t * out.rank // size,
-                                        t * (out.rank + 1) // size, t)
+        mine = [i for i in range(t) if i * size // t == out.rank]
+        b = mine[0] if mine else next((i for i in range(t) if i * size // t > out.rank), t)
+        rows = "rows [%d, %d) of %d" % (b, b + len(mine), t)
         out.ok(rows in m.model_info(), "%s: rank %d of %d binds %s"
                % (name, out.rank, size, rows))
         if out.rank == 0:

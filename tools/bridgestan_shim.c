@@ -431,7 +431,9 @@ static int mpi_model_new(bs_model *m, const kiln_graph *g, const char *logp,
 static void mpi_describe(const bs_model *m, char *buf, size_t size)
 {
     int64_t total = 0, b = 0, e = 0;
-    const char *axis = kiln_model_partition_range(m->km, &total, &b, &e);
+    /* the rank's rows (m->km is its first block when it is in blocks) */
+    const char *axis = kiln_model_blocks_range(kiln_mpi_model_blocks(m->mm),
+                                               &total, &b, &e);
     snprintf(buf, size, "\nMPI: rank %d of %d, axis %s: rows [%lld, %lld) "
              "of %lld%s", m->rank, m->size, axis ? axis : "(none)",
              (long long)b, (long long)e, (long long)total,

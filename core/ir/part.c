@@ -19,12 +19,15 @@
 void kiln_ir_part_rows(int64_t total, int part, int nparts, int64_t *begin,
                        int64_t *end)
 {
-    /* q rows each, one more for the first r parts: part 0 has rows
-     * whenever there are any, and empty parts come last (an empty part
-     * other than part 0 contributes exactly 0: kiln_model_log_density) */
+    /* rows [ceil(T p / P), ceil(T (p+1) / P)): part 0 has rows whenever
+     * there are any (an empty part other than part 0 contributes exactly
+     * 0: kiln_model_log_density), and the parts nest: parts p B .. p B +
+     * B - 1 of P B are part p of P, row for row (blocks of a rank's part:
+     * kiln_model_blocks_new).  T p = q P p + r p with q = T / P, r = T % P:
+     * r p < P^2 does not overflow for P < 2^31. */
     int64_t q = total / nparts, r = total % nparts;
-    *begin = q * part + (part < r ? part : r);
-    *end = *begin + q + (part < r);
+    *begin = q * part + (r * part + nparts - 1) / nparts;
+    *end = q * (part + 1) + (r * (part + 1) + nparts - 1) / nparts;
 }
 
 /* The dim of type t that is symbol sym, or -1 (the first). */
@@ -207,10 +210,16 @@ int kiln_ir_part_read_check(const kiln_graph *g, int sym, int part,
     if (!g->read_n || (g->read_k == part && g->read_n == nparts &&
                        g->read_sym == sym))
         return 0;
+    /* a part nested in the part read (a block of it): part k B + b of
+     * n B inside part k of n */
+    if (g->read_sym == sym && nparts % g->read_n == 0 &&
+        part / (nparts / g->read_n) == g->read_k)
+        return 0;
     return kiln_seterr(err, KILN_ERR_ARG,
                        "partition: the graph's data was read as part %d of "
                        "%d along '%s' (kiln_read_options.part_*), not part "
-                       "%d of %d along '%s'", g->read_k, g->read_n,
+                       "%d of %d along '%s' (nor a part nested in it)",
+                       g->read_k, g->read_n,
                        g->symbols[g->read_sym] ? g->symbols[g->read_sym]
                                                : "?", part, nparts,
                        g->symbols[sym] ? g->symbols[sym] : "?");

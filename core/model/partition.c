@@ -3,9 +3,8 @@
  * <kiln/graph.h>, <kiln/model.h>, docs/mpi.md "Partitions").
  *
  * Part p of P of a graph runs the same nodes on rows [b_p, e_p) of every
- * shared value sized by the axis symbol (T rows in the whole data: part p
- * has floor(T / P) rows, one more when p < T mod P, in order;
- * kiln_ir_part_rows).  An output's value is then the sum over the parts of the parts'
+ * shared value sized by the axis symbol (T rows in the whole data: b_p =
+ * ceil(T p / P), e_p = ceil(T (p+1) / P); kiln_ir_part_rows).  An output's value is then the sum over the parts of the parts'
  * values when every node is one of:
  *
  *   FREE  does not depend on the axis: the same in every part;
@@ -616,6 +615,31 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
                 proto.wdigest = kiln_ir_part_value_digest(&whole);
             }
             if (!rc && k >= 0) {
+                proto.vshape[k] = e - b;
+                proto.nbytes = (size_t)kiln_shape_numel(sl[i].rank,
+                                                         sl[i].shape) *
+                               kiln_dtype_size(sl[i].dtype);
+            }
+        } else if (slice && n->op == KILN_OP_SHARED && n->data &&
+                   n->read_part && k >= 0 &&
+                   (part != g->read_k || nparts != g->read_n)) {
+            /* a part nested in the part read (a block of a rank's rows;
+             * kiln_ir_part_read_check): its rows out of the rows read.
+             * The whole value's digest is the reader's (proto's). */
+            int64_t rb, re, b, e;
+            kiln_ir_part_rows(n->read_total, g->read_k, g->read_n, &rb, &re);
+            kiln_ir_part_rows(total, part, nparts, &b, &e);
+            kiln_tensor got = {.dtype = n->type.dtype, .rank = n->type.rank,
+                               .data = n->data};
+            memcpy(got.shape, n->vshape, sizeof got.shape);
+            if (b < rb || e > re || got.shape[k] != re - rb)
+                rc = kiln_seterr(err, KILN_ERR_ARG, "partition: rows [%lld, "
+                                 "%lld) of shared '%s' were not read",
+                                 (long long)b, (long long)e,
+                                 n->name ? n->name : "?");
+            else
+                rc = slice_value(g, n, k, &got, b - rb, e - rb, &sl[i], err);
+            if (!rc) {
                 proto.vshape[k] = e - b;
                 proto.nbytes = (size_t)kiln_shape_numel(sl[i].rank,
                                                          sl[i].shape) *

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -47,7 +48,7 @@ struct kiln_mpi_model {
     int stopped;           /* rank 0 said stop (kiln_mpi_serve returned) */
     int finalized;         /* MPI_Finalize ran: no MPI call any more */
     struct kiln_mpi_model *next;   /* the live models (at_finalize) */
-    kiln_model *part;
+    kiln_model_blocks *part;   /* the rank's part, in cache-sized blocks */
     double *buf;           /* n_unc + 3: requests, then sums */
     long long compiles_rank, compiles_job;
 };
@@ -311,27 +312,30 @@ static char *graph_text(const kiln_graph *g, const char *logp,
     return t;
 }
 
-/* Build this rank's part (step 3 of kiln_mpi_model_new). */
+/* Build this rank's part (step 3 of kiln_mpi_model_new) as `blocks`
+ * cache-sized blocks of rows (kiln_model_blocks_new; 0: automatic, the
+ * same count on every rank). */
 static int build_part(kiln_mpi_model *mm, const kiln_graph *g,
                       const char *logp, const char *data, const char *axis,
-                      const kiln_options *opt, const kiln_read_options *ropt,
-                      kiln_err *err)
+                      int blocks, const kiln_options *opt,
+                      const kiln_read_options *ropt, kiln_err *err)
 {
     kiln_partition p = {axis, mm->rank, mm->size};
     uint64_t c0 = kiln_compile_count();
-    mm->part = kiln_model_new_partition(g, logp, data, &p, opt, ropt, err);
+    mm->part = kiln_model_blocks_new(g, logp, data, &p, blocks, opt, ropt,
+                                     err);
     if (!mm->part)
         return err->code ? err->code : KILN_ERR_RUNTIME;
     /* rank 0 publishes its tier-1 code before the others start (they
      * wait for it under the build timeout) */
     if (mm->rank == 0 &&
-        kiln_model_tier_wait(mm->part, mm->build_timeout) == 1) {
+        kiln_model_blocks_tier_wait(mm->part, mm->build_timeout) == 1) {
         return seterr(err, KILN_ERR_RUNTIME, "mpi: rank 0's tier-1 compiles "
                       "did not finish within %g s (KILN_MPI_BUILD_TIMEOUT)",
                       mm->build_timeout);
     }
     mm->compiles_rank = (long long)(kiln_compile_count() - c0);
-    mm->n_unc = kiln_model_n_unc(mm->part);
+    mm->n_unc = kiln_model_n_unc(kiln_model_blocks_model(mm->part, 0));
     mm->buf = calloc((size_t)mm->n_unc + 3, sizeof *mm->buf);
     if (!mm->buf)
         return seterr(err, KILN_ERR_NOMEM, "out of memory");
@@ -411,7 +415,7 @@ static void model_release(kiln_mpi_model *mm)
 {
     if (!mm)
         return;
-    kiln_model_free(mm->part);
+    kiln_model_blocks_free(mm->part);
     free(mm->buf);
     if (!mm->broken && !mm->finalized && mm->comm != MPI_COMM_NULL)
         MPI_Comm_free(&mm->comm);
@@ -440,12 +444,18 @@ int kiln_mpi_model_new(MPI_Comm comm, const kiln_graph *g,
     /* any other bad argument is told to every rank at the first
      * collective, so that no rank is left waiting for this one */
     kiln_err bad = {0, ""};
+    int blocks = mopt && mopt->struct_size == sizeof *mopt ? mopt->blocks : 0;
     double timeout = DEFAULT_TIMEOUT, build_timeout = DEFAULT_BUILD_TIMEOUT;
     if (!out)
         seterr(&bad, KILN_ERR_ARG, "mpi: out is NULL");
-    else if (mopt && mopt->struct_size != sizeof *mopt)
+    else if (mopt && mopt->struct_size != sizeof *mopt &&
+             mopt->struct_size != offsetof(kiln_mpi_options, blocks))
+        /* (the size before `blocks` was added is accepted too) */
         seterr(&bad, KILN_ERR_ARG, "mpi: kiln_mpi_options.struct_size is "
                "%zu, expected %zu", mopt->struct_size, sizeof *mopt);
+    else if (blocks < 0)
+        seterr(&bad, KILN_ERR_ARG, "mpi: kiln_mpi_options.blocks must be 0 "
+               "(automatic) or positive, got %d", blocks);
     else
         (void)kiln_mpi_timeouts(mopt ? mopt->timeout_seconds : 0, &timeout,
                                 &build_timeout, &bad);
@@ -507,20 +517,22 @@ int kiln_mpi_model_new(MPI_Comm comm, const kiln_graph *g,
      *    tier-1 compiles), then the others (cache hits) */
     int r0 = 0;
     if (mm->rank == 0)
-        r0 = build_part(mm, g, logp_output, data, axis, opt, ropt, &mine);
+        r0 = build_part(mm, g, logp_output, data, axis, blocks, opt, ropt,
+                        &mine);
     rc = kiln_mpi_agree(mm->comm, r0, &mine, mm->build_timeout, err);
     if (rc)
         goto fail;
     int rk = 0;
     if (mm->rank != 0)
-        rk = build_part(mm, g, logp_output, data, axis, opt, ropt, &mine);
+        rk = build_part(mm, g, logp_output, data, axis, blocks, opt, ropt,
+                        &mine);
     rc = kiln_mpi_agree(mm->comm, rk, &mine, mm->build_timeout, err);
     if (rc)
         goto fail;
     /* every part was built from the same data: the digest of every value
      * bound (the graph's and the data file's as parsed), whole, taken
      * before its rows were sliced out (kiln_model_data_digest) */
-    uint64_t dd = kiln_model_data_digest(mm->part);
+    uint64_t dd = kiln_model_data_digest(kiln_model_blocks_model(mm->part, 0));
     if ((rc = kiln_mpi_same(mm->comm, "the data", &dd, sizeof dd,
                             mm->timeout, err)))
         goto fail;
@@ -558,6 +570,11 @@ fail:
 }
 
 kiln_model *kiln_mpi_model_part(const kiln_mpi_model *mm)
+{
+    return mm ? kiln_model_blocks_model(mm->part, 0) : NULL;
+}
+
+const kiln_model_blocks *kiln_mpi_model_blocks(const kiln_mpi_model *mm)
 {
     return mm ? mm->part : NULL;
 }
@@ -607,8 +624,10 @@ static int evaluate(kiln_mpi_model *mm, double *lp, double *grad,
     if (!sums)
         return seterr(err, KILN_ERR_NOMEM, "out of memory");
     kiln_err mine = {0, ""};
-    int rc = kiln_model_log_density(mm->part, jac, mm->buf + 3, &sums[0],
-                                    want_grad ? sums + 1 : NULL, &mine);
+    int rc = kiln_model_blocks_log_density(mm->part, jac, mm->buf + 3,
+                                           &sums[0],
+                                           want_grad ? sums + 1 : NULL,
+                                           &mine);
     if (rc) {
         memset(sums, 0, ((size_t)n + 2) * sizeof *sums);
         sums[n + 1] = 1;

@@ -232,10 +232,11 @@ void kiln_model_tier_count(const kiln_model *m, int *tiered, int *kernels);
  * A model whose log density is a sum over observations can be evaluated in
  * parts: the observation axis is a symbol (`N`) that sizes data; part p of
  * P binds only rows [b, b + n) of every data value sized by that symbol
- * (along the dim it sizes; n = floor(N / P), plus one when p < N mod P,
- * b = p floor(N / P) + min(p, N mod P): part 0 has rows whenever N >= 1,
- * the empty parts when P > N are the last ones, and an empty part other
- * than part 0 contributes exactly 0: its log density and gradient are 0,
+ * (along the dim it sizes; b = ceil(N p / P), b + n = ceil(N (p+1) / P):
+ * row i is in part floor(i P / N); part 0 has rows whenever N >= 1, parts
+ * nest (parts p B .. p B + B - 1 of P B are part p of P: blocks,
+ * kiln_model_blocks_new), and an empty part other than part 0 (P > N)
+ * contributes exactly 0: its log density and gradient are 0,
  * not evaluated, so `sum(y) * log(p)` at p = 0 gives no NaN), and computes its
  * partial log density and gradient; terms that do not depend on the axis
  * (priors, log-Jacobians) are counted by part 0 only.  The sum over the P
@@ -287,6 +288,84 @@ const char *kiln_model_partition_range(const kiln_model *m, int64_t *total,
  * two files differing only in whitespace or key order give the same
  * digest.  0 when m is NULL.  Thread-safe. */
 uint64_t kiln_model_data_digest(const kiln_model *m);
+
+/* ---- Blocks (issue 30, part p30block; docs/mpi.md "Blocks") ------------
+ *
+ * A model, or part p of P, evaluated as B blocks of rows: block b is part
+ * p*B + b of P*B (kiln_model_new_partition), so the blocks cover exactly
+ * the part's rows and their sum is the part's value (to rounding: ~1e-15
+ * relative).  Each block's data and intermediates then fit in cache: a
+ * regression's X @ beta and X^T r read a block of X twice from cache
+ * instead of streaming the part's whole X from memory twice.  Every block
+ * compiles the same kernels (B blocks add no compiles); the blocks hold
+ * the part's rows once between them (each its own rows).  libkiln-mpi
+ * evaluates each rank's part this way (<kiln/mpi.h>). */
+typedef struct kiln_model_blocks kiln_model_blocks;
+
+/* The automatic number of blocks for part p (NULL: the whole model, split
+ * along the graph's declared axis) of g with `data`: $KILN_BLOCKS when it
+ * is a positive integer; else 1 when data is not NULL or "" (JSON data is
+ * not sized before it is parsed; pass blocks explicitly), when there is
+ * no axis, or when the part's data rows bound in g (every shared value
+ * sized by the axis: .kg npy()/csv(), the C API) are under 2 blocks of
+ * $KILN_BLOCK_BYTES bytes (default 2 MiB); else their bytes over that
+ * size, at most the part's rows.  The same on every part of the same
+ * graph.  Not an error when g is NULL (1).  Thread-safe. */
+int kiln_model_blocks_auto(const kiln_graph *g, const char *data,
+                           const kiln_partition *p);
+
+/* Build part p of g (p NULL: the whole model) as `blocks` blocks (0:
+ * kiln_model_blocks_auto).  With 1 block this is kiln_model_new_partition
+ * (p NULL: kiln_model_new) exactly.  With B > 1, data bound in g is
+ * shared between the blocks' builds (each copies its own rows), while a
+ * JSON `data` is read by every block's build (B reads).  blocks 0 gives
+ * 1 block when kernels tier up at run time (opt NULL or its tiers
+ * KILN_TIERS_POLICY, and no backend in opt or $KILN_BACKEND) and
+ * $KILN_BLOCKS is not set: each block's function has its own tier-up
+ * trigger, so B blocks would tier up B times later (docs/mpi.md
+ * "Blocks").  Blocks may have
+ * no rows (B larger than the part's rows).  The caller frees the result
+ * with kiln_model_blocks_free.  Errors: KILN_ERR_ARG (blocks < 0; P * B
+ * over INT_MAX parts), KILN_ERR_NOMEM, and those of
+ * kiln_model_new_partition (with B > 1 and p NULL: "no axis named or
+ * declared" when the graph declares none). */
+kiln_model_blocks *kiln_model_blocks_new(const kiln_graph *g,
+                                         const char *logp_output,
+                                         const char *data,
+                                         const kiln_partition *p,
+                                         int blocks,
+                                         const kiln_options *opt,
+                                         const kiln_read_options *ropt,
+                                         kiln_err *err);
+
+/* The number of blocks (0 for NULL) and block i's model (NULL when i is
+ * out of range; owned by mb: its log density is that block's share).
+ * Not collective, thread-safe. */
+int kiln_model_blocks_count(const kiln_model_blocks *mb);
+kiln_model *kiln_model_blocks_model(const kiln_model_blocks *mb, int i);
+
+/* As kiln_model_partition_range for the blocks together: the axis (NULL
+ * for a whole model built as one block), its whole size and the rows
+ * [*begin, *end) of the part.  Thread-safe. */
+const char *kiln_model_blocks_range(const kiln_model_blocks *mb,
+                                    int64_t *total, int64_t *begin,
+                                    int64_t *end);
+
+/* The sum over the blocks of kiln_model_log_density (grad: NULL, or
+ * kiln_model_n_unc values, written only on success).  Thread-safe as
+ * kiln_model_log_density is.  Errors: KILN_ERR_ARG (mb or lp NULL),
+ * KILN_ERR_NOMEM, the first failing block's error. */
+int kiln_model_blocks_log_density(const kiln_model_blocks *mb, int jacobian,
+                                  const double *unc, double *lp,
+                                  double *grad, kiln_err *err);
+
+/* kiln_model_tier_wait on every block in turn: 0, 1 on a timeout (of one
+ * block's wait), KILN_ERR_ARG for mb NULL. */
+int kiln_model_blocks_tier_wait(const kiln_model_blocks *mb,
+                                double timeout_seconds);
+
+/* NULL allowed. */
+void kiln_model_blocks_free(kiln_model_blocks *mb);
 
 #ifdef __cplusplus
 }

@@ -54,6 +54,12 @@ typedef struct kiln_mpi_options {
     /* seconds a collective may wait before failing, 0 or from 1 to
      * 31536000 (0: $KILN_MPI_TIMEOUT, else 300) */
     double timeout_seconds;
+    /* blocks of rows per rank (docs/mpi.md "Blocks"): 0 automatic
+     * (kiln_model_blocks_auto: $KILN_BLOCKS, else ~2 MiB of data rows a
+     * block when the data are bound in the graph), B >= 1 exactly B.
+     * Added by part p30block: a struct_size without it (the offset of
+     * this field) is accepted and means 0. */
+    int blocks;
 } kiln_mpi_options;
 
 /* Collective over `comm` (duplicated: the model keeps its own).  Every
@@ -62,8 +68,10 @@ typedef struct kiln_mpi_options {
  * are built the digest of every data value bound, whole, in the graph
  * and from `data` as parsed (kiln_model_data_digest); ranks that
  * disagree all fail with KILN_ERR_ARG naming the ranks and what
- * differs).  Rank r of R builds part r of R
- * (kiln_model_new_partition).  Compiles once per job: rank 0 compiles
+ * differs).  Rank r of R builds part r of R (kiln_model_new_partition)
+ * as B blocks of rows (kiln_model_blocks_new; B from
+ * kiln_mpi_options.blocks, the same on every rank).  Compiles once per
+ * job: rank 0 compiles
  * first and publishes every kernel (docs/mpi.md says how), the other
  * ranks then load them and compile nothing that rank 0 compiled.
  * Errors: KILN_ERR_ARG (MPI not initialised: "mpi: MPI is not initialised
@@ -87,8 +95,17 @@ int kiln_mpi_model_new(MPI_Comm comm, const kiln_graph *g,
                        const kiln_read_options *ropt,
                        kiln_mpi_model **out, kiln_err *err);
 
-/* The part's model (rank-local; not collective).  Owned by mm. */
+/* The part's model (rank-local; not collective).  Owned by mm.  When the
+ * part is evaluated in blocks (kiln_mpi_options.blocks), this is its first
+ * block: its parameters, constrain and unconstrain are the model's, its
+ * log density and partition range the first block's only (the rank's:
+ * kiln_mpi_model_blocks). */
 kiln_model *kiln_mpi_model_part(const kiln_mpi_model *mm);
+
+/* The rank's part as blocks (<kiln/model.h> "Blocks"; owned by mm):
+ * kiln_model_blocks_count, kiln_model_blocks_range give the rank's block
+ * count and rows.  Not collective. */
+const kiln_model_blocks *kiln_mpi_model_blocks(const kiln_mpi_model *mm);
 
 /* Collective: the whole model's log density (and, grad not NULL, its
  * gradient; kiln_model_n_unc values) at rank 0's `unc` (broadcast; the
