@@ -305,6 +305,59 @@ static void test_models(const char *be)
            "gradient sum to the whole model's (rel. error %.2g)", be, P,
            err);
     }
+    /* blocks of a part read by rows (libkiln-mpi's rank in B blocks):
+     * block b of part p of P is part p B + b of P B, sliced out of the
+     * rows read; the blocks of every part sum to the whole model (this
+     * gave B times the part's value when the blocks were not sliced) */
+    int Bs[] = {2, 5, 40};
+    for (size_t k = 0; k < sizeof Bs / sizeof *Bs; k++) {
+        int P = 3, B = Bs[k], good = 1;
+        double lps = 0;
+        memset(gs, 0, sizeof gs);
+        for (int p = 0; p < P && good; p++) {
+            kiln_graph *g = parse("model.kg", MODEL_KG, p, P, "N", &e);
+            kiln_partition pt = {"N", p, P};
+            kiln_model_blocks *mb = g ? kiln_model_blocks_new(g, NULL, NULL,
+                                                              &pt, B, &o,
+                                                              NULL, &e)
+                                      : NULL;
+            int64_t t = -1, rb = -1, re = -1, wb, we;
+            kiln_model_blocks_range(mb, &t, &rb, &re);
+            rows_of(NROWS, p, P, &wb, &we);
+            double lp = 0;
+            if (!mb || kiln_model_blocks_count(mb) != B || rb != wb ||
+                re != we ||
+                kiln_model_blocks_log_density(mb, 1, u, &lp, gp, &e)) {
+                diag("[%s] part %d of %d in %d blocks: %s", be, p, P, B,
+                     mb ? "rows or count" : e.message);
+                good = 0;
+            } else {
+                lps += lp;
+                for (int i = 0; i < n; i++)
+                    gs[i] += gp[i];
+            }
+            kiln_model_blocks_free(mb);
+            kiln_graph_free(g);
+        }
+        double err = fabs(lps - lpw) / fmax(1, fabs(lpw));
+        for (int i = 0; i < n; i++)
+            err = fmax(err, fabs(gs[i] - gwv[i]) / fmax(1, fabs(gwv[i])));
+        ok(good && err <= 1e-12, "[%s] 3 parts read by rows, each in %d "
+           "blocks: lp and gradient sum to the whole model's (rel. error "
+           "%.2g)", be, B, err);
+    }
+    /* a part not nested in the part read: refused */
+    {
+        kiln_graph *g = parse("model.kg", MODEL_KG, 1, 3, "N", &e);
+        kiln_partition pt = {"N", 0, 6};
+        kiln_model *m = g ? kiln_model_new_partition(g, NULL, NULL, &pt, &o,
+                                                     NULL, &e)
+                          : NULL;
+        ok(!m && strstr(e.message, "nested"), "[%s] part 0 of 6 of a graph "
+           "read as part 1 of 3: refused (%s)", be, m ? "made" : e.message);
+        kiln_model_free(m);
+        kiln_graph_free(g);
+    }
     /* a whole model of a graph read as a part: refused */
     kiln_graph *g = parse("model.kg", MODEL_KG, 0, 2, "N", &e);
     kiln_model *m = g ? kiln_model_new(g, NULL, NULL, &o, NULL, &e) : NULL;

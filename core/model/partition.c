@@ -785,6 +785,32 @@ int kiln_ir_part_slice(kiln_graph *g, int sym, int part, int nparts,
                                    n->name ? n->name : "?",
                                    (long long)n->read_total,
                                    g->symbols[sym], (long long)total);
+            if ((part == g->read_k && nparts == g->read_n) || k < 0)
+                continue;
+            /* a part nested in the part read (a block of a rank's rows;
+             * kiln_ir_part_read_check): its rows out of the rows read;
+             * the whole value's digest stays the reader's */
+            int64_t rb, re;
+            kiln_ir_part_rows(total, g->read_k, g->read_n, &rb, &re);
+            kiln_tensor got = {.dtype = n->type.dtype, .rank = n->type.rank,
+                               .data = n->data}, s;
+            memcpy(got.shape, n->vshape, sizeof got.shape);
+            if (b < rb || e > re || got.shape[k] != re - rb)
+                return kiln_seterr(err, KILN_ERR_ARG, "partition: rows "
+                                   "[%lld, %lld) of shared '%s' were not "
+                                   "read", (long long)b, (long long)e,
+                                   n->name ? n->name : "?");
+            if (slice_value(g, n, k, &got, b - rb, e - rb, &s, err))
+                return err ? err->code : KILN_ERR_NOMEM;
+            n->vshape[k] = e - b;
+            n->nbytes = (size_t)kiln_shape_numel(s.rank, s.shape) *
+                        kiln_dtype_size(s.dtype);
+            if (n->blob)
+                kiln_blob_unref(n->blob);
+            else
+                free(n->data);
+            n->blob = NULL;
+            n->data = s.data;
             continue;
         }
         kiln_tensor whole = {.dtype = n->type.dtype, .rank = n->type.rank,
