@@ -493,6 +493,38 @@ static int mask_of(kiln_graph *ng, const char *mname, int part,
     return 0;
 }
 
+/* Rows of part `part` of `nparts` of shared n (read as part read_k of
+ * read_n by the parser: n's data are those rows) along dim k, T rows in
+ * the whole: a new buffer in *out.  The part must be nested in the part
+ * read (kiln_ir_part_read_check): a block of a rank's rows. */
+static int nested_rows(const kiln_graph *g, const kiln_node *n, int k,
+                       int64_t total, int part, int nparts, kiln_tensor *out,
+                       kiln_err *err)
+{
+    int64_t rb, re, b, e;
+    kiln_ir_part_rows(total, g->read_k, g->read_n, &rb, &re);
+    kiln_ir_part_rows(total, part, nparts, &b, &e);
+    kiln_tensor got = {.dtype = n->type.dtype, .rank = n->type.rank,
+                       .data = n->data};
+    memcpy(got.shape, n->vshape, sizeof got.shape);
+    if (b < rb || e > re || got.shape[k] != re - rb)
+        return kiln_seterr(err, KILN_ERR_ARG, "partition: rows [%lld, %lld) "
+                           "of shared '%s' were not read", (long long)b,
+                           (long long)e, n->name ? n->name : "?");
+    return slice_value(g, n, k, &got, b - rb, e - rb, out, err);
+}
+
+/* n's data become `data` (n's old data released). */
+static void replace_data(kiln_node *n, void *data)
+{
+    if (n->blob)
+        kiln_blob_unref(n->blob);
+    else
+        free(n->data);
+    n->blob = NULL;
+    n->data = data;
+}
+
 int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
                          int slice, kiln_err *err)
 {
@@ -626,21 +658,10 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
             /* a part nested in the part read (a block of a rank's rows;
              * kiln_ir_part_read_check): its rows out of the rows read.
              * The whole value's digest is the reader's (proto's). */
-            int64_t rb, re, b, e;
-            kiln_ir_part_rows(n->read_total, g->read_k, g->read_n, &rb, &re);
-            kiln_ir_part_rows(total, part, nparts, &b, &e);
-            kiln_tensor got = {.dtype = n->type.dtype, .rank = n->type.rank,
-                               .data = n->data};
-            memcpy(got.shape, n->vshape, sizeof got.shape);
-            if (b < rb || e > re || got.shape[k] != re - rb)
-                rc = kiln_seterr(err, KILN_ERR_ARG, "partition: rows [%lld, "
-                                 "%lld) of shared '%s' were not read",
-                                 (long long)b, (long long)e,
-                                 n->name ? n->name : "?");
-            else
-                rc = slice_value(g, n, k, &got, b - rb, e - rb, &sl[i], err);
+            rc = nested_rows(g, n, k, n->read_total, part, nparts, &sl[i],
+                             err);
             if (!rc) {
-                proto.vshape[k] = e - b;
+                proto.vshape[k] = sl[i].shape[k];
                 proto.nbytes = (size_t)kiln_shape_numel(sl[i].rank,
                                                          sl[i].shape) *
                                kiln_dtype_size(sl[i].dtype);
@@ -790,27 +811,13 @@ int kiln_ir_part_slice(kiln_graph *g, int sym, int part, int nparts,
             /* a part nested in the part read (a block of a rank's rows;
              * kiln_ir_part_read_check): its rows out of the rows read;
              * the whole value's digest stays the reader's */
-            int64_t rb, re;
-            kiln_ir_part_rows(total, g->read_k, g->read_n, &rb, &re);
-            kiln_tensor got = {.dtype = n->type.dtype, .rank = n->type.rank,
-                               .data = n->data}, s;
-            memcpy(got.shape, n->vshape, sizeof got.shape);
-            if (b < rb || e > re || got.shape[k] != re - rb)
-                return kiln_seterr(err, KILN_ERR_ARG, "partition: rows "
-                                   "[%lld, %lld) of shared '%s' were not "
-                                   "read", (long long)b, (long long)e,
-                                   n->name ? n->name : "?");
-            if (slice_value(g, n, k, &got, b - rb, e - rb, &s, err))
+            kiln_tensor s;
+            if (nested_rows(g, n, k, total, part, nparts, &s, err))
                 return err ? err->code : KILN_ERR_NOMEM;
             n->vshape[k] = e - b;
             n->nbytes = (size_t)kiln_shape_numel(s.rank, s.shape) *
                         kiln_dtype_size(s.dtype);
-            if (n->blob)
-                kiln_blob_unref(n->blob);
-            else
-                free(n->data);
-            n->blob = NULL;
-            n->data = s.data;
+            replace_data(n, s.data);
             continue;
         }
         kiln_tensor whole = {.dtype = n->type.dtype, .rank = n->type.rank,
@@ -838,12 +845,7 @@ int kiln_ir_part_slice(kiln_graph *g, int sym, int part, int nparts,
             else
                 *(int32_t *)s.data = (int32_t)(e - b);
         }
-        if (n->blob)
-            kiln_blob_unref(n->blob);
-        else
-            free(n->data);
-        n->blob = NULL;
-        n->data = s.data;
+        replace_data(n, s.data);
         n->has_wdigest = 1;
         n->wdigest = wd;
     }
