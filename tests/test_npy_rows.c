@@ -346,6 +346,39 @@ static void test_models(const char *be)
            "blocks: lp and gradient sum to the whole model's (rel. error "
            "%.2g)", be, B, err);
     }
+    /* $KILN_BLOCKS / $KILN_BLOCK_BYTES that are not integers in range:
+     * refused naming the variable (they were ignored: an attack's and a
+     * new user's find) */
+    {
+        static const char *bad[][2] = {
+            {"KILN_BLOCKS", "abc"}, {"KILN_BLOCKS", "0"},
+            {"KILN_BLOCKS", "-1"}, {"KILN_BLOCKS", "99999999999"},
+            {"KILN_BLOCKS", ""}, {"KILN_BLOCK_BYTES", "2M"},
+            {"KILN_BLOCK_BYTES", "1"},
+        };
+        kiln_graph *g = parse("model.kg", MODEL_KG, 0, 0, NULL, &e);
+        kiln_partition pt = {"N", 0, 2};
+        for (size_t i = 0; g && i < sizeof bad / sizeof *bad; i++) {
+            setenv(bad[i][0], bad[i][1], 1);
+            kiln_model_blocks *mb = kiln_model_blocks_new(g, NULL, NULL, &pt,
+                                                          0, &o, NULL, &e);
+            ok(!mb && e.code == KILN_ERR_ARG && strstr(e.message,
+                                                       bad[i][0]),
+               "[%s] %s='%s': refused (%s)", be, bad[i][0], bad[i][1],
+               mb ? "built" : e.message);
+            kiln_model_blocks_free(mb);
+            unsetenv(bad[i][0]);
+        }
+        setenv("KILN_BLOCKS", "3", 1);
+        kiln_model_blocks *mb = g ? kiln_model_blocks_new(g, NULL, NULL, &pt,
+                                                          0, &o, NULL, &e)
+                                  : NULL;
+        ok(mb && kiln_model_blocks_count(mb) == 3, "[%s] KILN_BLOCKS=3: 3 "
+           "blocks (%s)", be, mb ? "ok" : e.message);
+        kiln_model_blocks_free(mb);
+        unsetenv("KILN_BLOCKS");
+        kiln_graph_free(g);
+    }
     /* a part not nested in the part read: refused */
     {
         kiln_graph *g = parse("model.kg", MODEL_KG, 1, 3, "N", &e);

@@ -45,6 +45,32 @@ static long long env_count(const char *name)
     return !errno && end && !*end && v > 0 ? v : 0;
 }
 
+/* The most blocks a part may have (and $KILN_BLOCKS may ask): a block
+ * is a model build, so more would take minutes and gigabytes for
+ * nothing (a block of a few rows is no faster than its part). */
+#define MAX_BLOCKS (1 << 16)
+
+/* $KILN_BLOCKS and $KILN_BLOCK_BYTES, when set, must be integers in
+ * range: 0, or KILN_ERR_ARG naming the variable and its value. */
+static int env_check(kiln_err *err)
+{
+    static const struct { const char *name; long long lo, hi; } v[] = {
+        {"KILN_BLOCKS", 1, MAX_BLOCKS},
+        {"KILN_BLOCK_BYTES", 4096, 1LL << 40},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        const char *e = getenv(v[i].name);
+        if (!e)
+            continue;
+        long long x = env_count(v[i].name);
+        if (!x || x < v[i].lo || x > v[i].hi)
+            return kiln_seterr(err, KILN_ERR_ARG, "model: %s='%s' is not an "
+                               "integer from %lld to %lld", v[i].name, e,
+                               v[i].lo, v[i].hi);
+    }
+    return 0;
+}
+
 /* 1 when the model's kernels tier up at run time (tiers by the policy, no
  * explicit backend): then automatic blocks are off.  A block's kernel
  * runs 1/B of the part's time and each block's function has its own
@@ -154,11 +180,13 @@ kiln_model_blocks *kiln_model_blocks_new(const kiln_graph *g,
     kiln_err local;
     if (!err)
         err = &local;
-    if (blocks < 0) {
+    if (blocks < 0 || blocks > MAX_BLOCKS) {
         kiln_seterr(err, KILN_ERR_ARG, "model: blocks must be 0 (automatic) "
-                    "or positive, got %d", blocks);
+                    "or from 1 to %d, got %d", MAX_BLOCKS, blocks);
         return NULL;
     }
+    if (!blocks && env_check(err))
+        return NULL;
     int B = blocks ? blocks
                    : tiers_on(opt) && !env_count("KILN_BLOCKS")
                    ? 1 : kiln_model_blocks_auto(g, data, p);

@@ -237,7 +237,9 @@ void kiln_model_tier_count(const kiln_model *m, int *tiered, int *kernels);
  * nest (parts p B .. p B + B - 1 of P B are part p of P: blocks,
  * kiln_model_blocks_new), and an empty part other than part 0 (P > N)
  * contributes exactly 0: its log density and gradient are 0,
- * not evaluated, so `sum(y) * log(p)` at p = 0 gives no NaN), and computes its
+ * not evaluated: `sum(y) * log(p)` at p = 0 gives no NaN from a part
+ * without rows; a part with rows whose sum(y) is 0 still does, as
+ * 0 * -inf: docs/mpi.md), and computes its
  * partial log density and gradient; terms that do not depend on the axis
  * (priors, log-Jacobians) are counted by part 0 only.  The sum over the P
  * parts of the partial results equals the unpartitioned model's (to
@@ -325,8 +327,11 @@ int kiln_model_blocks_auto(const kiln_graph *g, const char *data,
  * trigger, so B blocks would tier up B times later (docs/mpi.md
  * "Blocks").  Blocks may have
  * no rows (B larger than the part's rows).  The caller frees the result
- * with kiln_model_blocks_free.  Errors: KILN_ERR_ARG (blocks < 0; P * B
- * over INT_MAX parts), KILN_ERR_NOMEM, and those of
+ * with kiln_model_blocks_free.  Errors: KILN_ERR_ARG (blocks < 0 or
+ * over 65536; with blocks 0, $KILN_BLOCKS set to anything but an integer
+ * from 1 to 65536, or $KILN_BLOCK_BYTES to anything but one from 4096 to
+ * 2^40: "model: KILN_BLOCKS='abc' is not an integer from 1 to 65536";
+ * P * B over INT_MAX parts), KILN_ERR_NOMEM, and those of
  * kiln_model_new_partition (with B > 1 and p NULL: "no axis named or
  * declared" when the graph declares none). */
 kiln_model_blocks *kiln_model_blocks_new(const kiln_graph *g,
