@@ -1,7 +1,8 @@
 /* mpi_example.c: the log density and gradient of a model whose data are
  * split over the MPI ranks (docs/mpi.md, "The C API").
  *   cc mpi_example.c $(pkg-config --cflags --libs kiln-mpi) -o mpi_example
- *   mpirun -np 4 ./mpi_example MODEL.kg DATA.json AXIS */
+ *   mpirun -np 4 ./mpi_example MODEL.kg DATA.json AXIS
+ * (DATA.json: "" when MODEL.kg binds its own data, e.g. with npy()) */
 #include <kiln/mpi.h>
 
 #include <stdio.h>
