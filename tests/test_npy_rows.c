@@ -354,7 +354,7 @@ static void test_models(const char *be)
             {"KILN_BLOCKS", "abc"}, {"KILN_BLOCKS", "0"},
             {"KILN_BLOCKS", "-1"}, {"KILN_BLOCKS", "99999999999"},
             {"KILN_BLOCKS", ""}, {"KILN_BLOCK_BYTES", "2M"},
-            {"KILN_BLOCK_BYTES", "1"},
+            {"KILN_BLOCK_BYTES", "0"},
         };
         kiln_graph *g = parse("model.kg", MODEL_KG, 0, 0, NULL, &e);
         kiln_partition pt = {"N", 0, 2};

@@ -56,7 +56,7 @@ static int env_check(kiln_err *err)
 {
     static const struct { const char *name; long long lo, hi; } v[] = {
         {"KILN_BLOCKS", 1, MAX_BLOCKS},
-        {"KILN_BLOCK_BYTES", 4096, 1LL << 40},
+        {"KILN_BLOCK_BYTES", 1, 1LL << 40},
     };
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         const char *e = getenv(v[i].name);
