@@ -28,6 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <pthread.h>
+#include <sys/inotify.h>
+#endif
 
 #define NROWS 7
 
@@ -352,7 +356,7 @@ static void test_models(const char *be)
     {
         static const char *bad[][2] = {
             {"KILN_BLOCKS", "abc"}, {"KILN_BLOCKS", "0"},
-            {"KILN_BLOCKS", "-1"}, {"KILN_BLOCKS", "99999999999"},
+            {"KILN_BLOCKS", "-1"}, {"KILN_BLOCKS", "1025"},
             {"KILN_BLOCKS", ""}, {"KILN_BLOCK_BYTES", "2M"},
             {"KILN_BLOCK_BYTES", "0"},
         };
@@ -403,6 +407,92 @@ static void test_models(const char *be)
     kiln_graph_free(gw);
 }
 
+#ifdef __linux__
+/* ---- blocks over a JSON file that changes between two blocks' reads ----
+ * (an attack's find: each block's build parses the file again, and only
+ * block 0's data were compared: a sum of two data sets, exit 0).  A
+ * thread renames NEW over PATH after the first close-after-read of PATH
+ * (inotify), i.e. between block 0's read and block 1's. */
+typedef struct swapper {
+    char path[512], repl[512];
+    int fd, swapped;
+} swapper;
+
+static void *swap_after_read(void *arg)
+{
+    swapper *w = arg;
+    char buf[4096];
+    ssize_t n = read(w->fd, buf, sizeof buf);   /* blocks: the first event */
+    if (n > 0 && rename(w->repl, w->path) == 0)
+        w->swapped = 1;
+    return NULL;
+}
+
+static void test_changing_json(const char *be)
+{
+    static const char *kg =
+        "kiln 1\n"
+        "graph jsonblocks\n"
+        "  shared y: f64[N]\n"
+        "  param mu: f64\n"
+        "  output logp = add(normal_lpdf(y, mu, 1), normal_lpdf(mu, 0, 5))\n"
+        "  partition N\n"
+        "end\n";
+    kiln_err e;
+    kiln_options o = opts(be);
+    kiln_graph *g = parse("jb.kg", kg, 0, 0, NULL, &e);
+    if (!ok(g != NULL, "[%s] the JSON-bound model parses (%s)", be,
+            g ? "ok" : e.message))
+        return;
+    int refused = 0, raced = 0;
+    for (int attempt = 0; attempt < 3 && !refused; attempt++) {
+        swapper w;
+        path_of(w.path, sizeof w.path, "jb.json");
+        path_of(w.repl, sizeof w.repl, "jb-new.json");
+        FILE *f = fopen(w.path, "w"), *f2 = fopen(w.repl, "w");
+        if (!f || !f2) {
+            if (f)
+                fclose(f);
+            if (f2)
+                fclose(f2);
+            break;
+        }
+        fputs("{\"y\": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}\n", f);
+        fputs("{\"y\": [100.1, 100.2, 100.3, 100.4, 100.5, 100.6]}\n", f2);
+        fclose(f);
+        fclose(f2);
+        w.swapped = 0;
+        w.fd = inotify_init();
+        pthread_t t;
+        if (w.fd < 0 || inotify_add_watch(w.fd, w.path, IN_CLOSE_NOWRITE) < 0 ||
+            pthread_create(&t, NULL, swap_after_read, &w) != 0) {
+            if (w.fd >= 0)
+                close(w.fd);
+            break;
+        }
+        kiln_partition pt = {NULL, 0, 1};
+        kiln_model_blocks *mb = kiln_model_blocks_new(g, NULL, w.path, &pt, 2,
+                                                      &o, NULL, &e);
+        close(w.fd);             /* ends the thread's read if no event came */
+        pthread_join(t, NULL);
+        if (!mb && strstr(e.message, "changed while"))
+            refused = 1;
+        else if (mb && w.swapped)
+            raced = 1;           /* the rename came after block 1's read */
+        kiln_model_blocks_free(mb);
+    }
+    if (!refused && !raced)
+        ok(0, "[%s] blocks over a JSON file renamed between two blocks' "
+           "reads: refused (%s)", be, e.message);
+    else
+        ok(refused, "[%s] blocks over a JSON file renamed between two "
+           "blocks' reads: refused, 'the data changed while its 2 blocks "
+           "were read'%s", be, refused ? "" : " (the rename came too late "
+           "in 3 attempts)");
+    kiln_graph_free(g);
+}
+#endif
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/kiln_npy_rows.XXXXXX");
@@ -440,6 +530,9 @@ int main(void)
     int nb = found_backends(bk);
     for (int b = 0; b < nb; b++)
         test_models(bk[b]);
+#ifdef __linux__
+    test_changing_json(bk[0]);
+#endif
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

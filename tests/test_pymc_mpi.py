@@ -224,6 +224,30 @@ def prepare(tmp):
                ["nothing to split"], "a length no data has: refused")
     out.raises(lambda: kp.model_to_kg(nosuch(), mpi_axis=1),
                ["at least 2 rows"], "a length 1: refused")
+
+    # data whose dims name another coordinate of the axis's length: not
+    # split (it was, and the model was refused blaming 'beta': an attack's
+    # find)
+    def coef_as_long():
+        xs = np.linspace(-1, 1, 5)
+        with pm.Model(coords={"obs_id": range(5), "coef": range(5)}) as m:
+            w = pm.Data("w", np.array([1.0, 2.0, -1.0, 0.5, 3.0]), dims="coef")
+            beta = pm.Normal("beta", mu=w, sigma=1.0, dims="coef")
+            mu = beta.sum() * 0.1 + 2 * pm.Data("x", xs, dims="obs_id")
+            pm.Normal("y", mu, 1.0, observed=0.5 + 2 * xs, dims="obs_id")
+        return m
+    try:
+        kc = kp.compile_model(coef_as_long(), mpi_axis="obs_id")
+        kc0 = kp.compile_model(coef_as_long())
+        u = points(kc.n_unc)[0]
+        out.ok("shared x: f64[N]" in kc.text and "shared w" not in kc.text,
+               "a coef-dim datum as long as the axis: not split (x is, w stays "
+               "a constant)")
+        near(out, np.append(*kc.log_density_gradient(u)),
+             np.append(*kc0.log_density_gradient(u)), 1e-12,
+             "  ... and the split text equals the unsplit model")
+    except Exception as e:   # noqa: BLE001 - the refusal is the failure
+        out.ok(False, "a coef-dim datum as long as the axis: %s" % e)
     return 1 if out.failed else 0
 
 

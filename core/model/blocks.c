@@ -45,10 +45,12 @@ static long long env_count(const char *name)
     return !errno && end && !*end && v > 0 ? v : 0;
 }
 
-/* The most blocks a part may have (and $KILN_BLOCKS may ask): a block
- * is a model build, so more would take minutes and gigabytes for
- * nothing (a block of a few rows is no faster than its part). */
-#define MAX_BLOCKS (1 << 16)
+/* The most blocks a part may have (and $KILN_BLOCKS may ask; the
+ * automatic count stops there too: larger data get larger blocks).  A
+ * block is a model with its own copy of the kernels' code (~13 memory
+ * mappings): ~5,000 blocks exhausted a process's 65,530 mappings (an
+ * attack's find: "out of memory", or minutes of CPU). */
+#define MAX_BLOCKS 1024
 
 /* $KILN_BLOCKS and $KILN_BLOCK_BYTES, when set, must be integers in
  * range: 0, or KILN_ERR_ARG naming the variable and its value. */
@@ -143,6 +145,8 @@ int kiln_model_blocks_auto(const kiln_graph *g, const char *data,
         return 1;
     if (b > (double)share)
         b = (double)share;
+    if (b > MAX_BLOCKS)
+        b = MAX_BLOCKS;
     if (b > (double)(INT_MAX / nparts))
         b = (double)(INT_MAX / nparts);
     return (int)b;
@@ -236,6 +240,18 @@ kiln_model_blocks *kiln_model_blocks_new(const kiln_graph *g,
         kiln_model_blocks_free(mb);
         return NULL;
     }
+    /* every block was built from the same data: a JSON file is read by
+     * every block's build, and one that changed between two reads would
+     * give a sum of two data sets (an attack's find) */
+    uint64_t d0 = kiln_model_data_digest(mb->m[0]);
+    for (int b = 1; b < B; b++)
+        if (kiln_model_data_digest(mb->m[b]) != d0) {
+            kiln_seterr(err, KILN_ERR_IO, "model: the data changed while "
+                        "its %d blocks were read (block %d read other data "
+                        "than block 0): '%s'", B, b, data ? data : "");
+            kiln_model_blocks_free(mb);
+            return NULL;
+        }
     return mb;
 }
 

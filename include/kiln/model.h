@@ -328,9 +328,9 @@ int kiln_model_blocks_auto(const kiln_graph *g, const char *data,
  * "Blocks").  Blocks may have
  * no rows (B larger than the part's rows).  The caller frees the result
  * with kiln_model_blocks_free.  Errors: KILN_ERR_ARG (blocks < 0 or
- * over 65536; with blocks 0, $KILN_BLOCKS set to anything but an integer
- * from 1 to 65536, or $KILN_BLOCK_BYTES to anything but one from 1 to
- * 2^40: "model: KILN_BLOCKS='abc' is not an integer from 1 to 65536";
+ * over 1024; with blocks 0, $KILN_BLOCKS set to anything but an integer
+ * from 1 to 1024, or $KILN_BLOCK_BYTES to anything but one from 1 to
+ * 2^40: "model: KILN_BLOCKS='abc' is not an integer from 1 to 1024";
  * P * B over INT_MAX parts), KILN_ERR_NOMEM, and those of
  * kiln_model_new_partition (with B > 1 and p NULL: "no axis named or
  * declared" when the graph declares none). */

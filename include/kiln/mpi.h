@@ -56,7 +56,7 @@ typedef struct kiln_mpi_options {
     double timeout_seconds;
     /* blocks of rows per rank (docs/mpi.md "Blocks"): 0 automatic
      * (kiln_model_blocks_auto: $KILN_BLOCKS, else ~2 MiB of data rows a
-     * block when the data are bound in the graph), B from 1 to 65536:
+     * block when the data are bound in the graph), B from 1 to 1024:
      * exactly B.
      * Added by part p30block: a struct_size without it (the offset of
      * this field) is accepted and means 0. */

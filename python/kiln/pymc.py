@@ -369,7 +369,7 @@ def _axis_data(model, outputs, mpi_axis):
             val = model.rvs_to_values[v]   # an observed value: its RV's dims
             if val.name:
                 dims_of.setdefault(val.name, dims)
-    of, inputs, entries, seen = {}, [], [], {}
+    of, inputs, entries, seen, kept = {}, [], [], {}, set()
     for x in graph_inputs(outputs):
         if isinstance(x, SharedVariable):
             val = np.asarray(x.get_value(borrow=True))
@@ -386,6 +386,13 @@ def _axis_data(model, outputs, mpi_axis):
                     "pymc: data %r has %d rows along dim %r, the model's coords "
                     "say %d (after pm.set_data, set the coords too)"
                     % (x.name, val.shape[d], dim, n))
+        elif dim is not None and dims is not None and any(dims):
+            # data with PyMC dims that do not name the axis: another
+            # coordinate that happens to have the axis's length (a "coef"
+            # dim as long as "obs"): not split
+            if x.name:
+                kept.add(x.name)
+            continue
         elif not where:
             continue
         elif len(where) > 1:
@@ -409,7 +416,7 @@ def _axis_data(model, outputs, mpi_axis):
         raise UnsupportedModel(
             "pymc: no data of the model has a dim of the axis's length %d "
             "(mpi_axis %r): nothing to split" % (n, mpi_axis))
-    return dict(n=n, dim=dim, of=of, inputs=inputs, entries=entries,
+    return dict(n=n, dim=dim, of=of, inputs=inputs, entries=entries, kept=kept,
                 given=mpi_axis)
 
 
@@ -537,6 +544,10 @@ def _check_split(kg, layout, split):
         if m:
             lists.append(m.group(1))
         if any(str(n) in [t.strip() for t in lst.split(",")] for lst in lists):
+            cm = re.match(r"^\s*const (\w+):", line)
+            v = getattr(kg, "var_of", {}).get(cm.group(1)) if cm else None
+            if v is not None and v.name in split.get("kept", ()):
+                continue   # data of another dim as long as the axis: kept
             km = kname_re.match(line)
             src = _pt_node(kg, km.group(1)) if km else None
             raise UnsupportedModel(
