@@ -161,7 +161,8 @@ static int classify_guard(const kiln_graph *g, const pclass *c, int i, int ax,
             *why = "guards a value that is neither per row nor a sum";
             return C_BAD;
         }
-        if (c->checked[n->in[0]] && y == C_FREE && (x == C_ELEM || x == C_SUM))
+        if (c->checked[n->in[0]] && y == C_FREE && x < C_BAD &&
+            (x != C_FREE || !ax))
             return x;   /* a check's gradient: exact where checks hold */
         *why = "selects by all over it other than as a check "
                "(where(all(c), x, -inf))";
@@ -182,6 +183,9 @@ static int classify_guard(const kiln_graph *g, const pclass *c, int i, int ax,
                "(where(all(c), x, -inf))";
         return C_BAD;
     }
+    if (n->op == KILN_OP_FILL && nG + nD == 1 && c->cls[n->in[1]] < C_BAD &&
+        (c->cls[n->in[1]] != C_SUM || !ax))   /* the model gives a shape */
+        return ax ? C_ELEM : c->cls[n->in[1]];
     if (nD && !nG && !nS) {
         switch (n->op) {
         case KILN_OP_SUM:
