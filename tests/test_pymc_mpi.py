@@ -4,8 +4,12 @@ mpi_axis; docs/pymc.md, "Under MPI").  Run by tests/test_pymc_mpi.sh:
   test_pymc_mpi.py prepare TMP     (no mpirun; needs PyMC) converts a
       linear regression (pm.Data X and y over dim "obs_id"), the radon
       varying-intercept model (../shared/data/radon.csv, a numpy county
-      index per row) and a two-row regression (mpi_axis given as a length)
-      with their axis; writes each one's .kg and .npy files, its serial
+      index per row), a two-row regression (mpi_axis given as a length), a
+      logistic and a Poisson regression with PyMC's default check_bounds
+      (its parameter checks, where(all(c), logp, -inf) over the rows) and
+      a per-row sigma whose check fails on one row (log density -inf:
+      PyMC's own compile_logp raises ParameterValueError there) with their
+      axis; writes each one's .kg and .npy files, its serial
       BridgeStan library (data as constants, no axis) and its MPI library,
       and the expected values at a few points: PyMC's own
       model.compile_logp() / compile_dlogp() in PyTensor's Python mode (C
@@ -228,7 +232,7 @@ def prepare(tmp):
                 out.ok(name == "negsig" and type(e).__name__ ==
                        "ParameterValueError" and "sigma > 0" in str(e),
                        "%s, point %d: PyMC's own check refuses the point "
-                       "(%s)" % (name, i, e))
+                       "(%s)" % (name, i, str(e).splitlines()[0]))
                 ref_v = np.append(-np.inf, np.full(km.n_unc, np.nan))
             want.append(ref_v)
             near(out, np.append(lp, g), np.append(lp0, g0), 1e-12,
