@@ -100,6 +100,37 @@ static const char *NVAL =
     "  output logp = add(add(lp, normal_lpdf(mu, 0, 10)), mul(0.25, cnt))\n"
     "end\n";
 
+/* checks over the rows as kiln.pymc emits PyMC's check_parameters:
+ * where(all(c), x, -inf), the conditions stacked and anded, -inf an f32
+ * constant cast; c3 fails on a row y_i within 0.03 of a; lp_z guards a
+ * sum (where(GUARD, SUM, -inf)) */
+static const char *GUARD =
+    "kiln 1\n"
+    "graph guard\n"
+    "  shared X: f64[N, K]\n"
+    "  shared y: f64[N]\n"
+    "  shared yb: i64[N]\n"
+    "  param beta: f64[K]\n"
+    "  param a: f64\n"
+    "  const ninf: f32[1] = [-inf]\n"
+    "  partition N\n"
+    "  eta = add(matmul(X, beta), a)\n"
+    "  lrow = where(ne(yb, 0), neg(softplus(neg(eta))), "
+    "neg(softplus(eta)))\n"
+    "  p = sigmoid(eta)\n"
+    "  c1 = all(le(p, 1.0), axis=[0])\n"
+    "  c2 = all(ge(p, 0.0), axis=[0])\n"
+    "  c3 = all(gt(square(sub(y, a)), 0.001), axis=[0])\n"
+    "  okp = expand_dims(all(stack(c2, c1), axis=[0]), axis=[0])\n"
+    "  ok3 = expand_dims(c3, axis=[0])\n"
+    "  lp_y = sum(where(and(okp, ok3), lrow, cast(ninf, dtype=f64)), "
+    "axis=[0])\n"
+    "  lp_z = sum(where(ok3, mul(-0.5, sum(square(sub(y, a)))), "
+    "cast(ninf, dtype=f64)))\n"
+    "  output logp = add(add(lp_y, lp_z), add(normal_lpdf(beta, 0, 2), "
+    "normal_lpdf(a, 0, 2)))\n"
+    "end\n";
+
 #define NR 7    /* rows */
 
 static char *fmt_data(const char *which)
@@ -240,6 +271,51 @@ static void check_model(const char *name, const char *kg, const char *path,
     free(gw);
     free(gs);
     free(gp);
+    kiln_model_free(whole);
+    kiln_graph_free(g);
+}
+
+/* GUARD at points where one row's check fails (a = y_0, y_3, y_6: rows in
+ * the first, a middle and the last part): the whole's lp is -inf, and so
+ * is the sum of the parts' for P = 1..5 and P > N. */
+static void check_guard_fails(const char *data, const char *be)
+{
+    kiln_err e;
+    kiln_graph *g = kiln_parse_string(GUARD, "m.kg", NULL, &e);
+    kiln_options o = opts(be);
+    kiln_model *whole = g ? kiln_model_new(g, NULL, data, &o, NULL, &e)
+                          : NULL;
+    if (!ok(whole != NULL, "[%s] guard: whole model", be)) {
+        diag("%s", e.message);
+        kiln_graph_free(g);
+        return;
+    }
+    const int rows[3] = {0, 3, NR - 1};
+    int sizes[6] = {1, 2, 3, 4, 5, NR + 2};
+    for (int r = 0; r < 3; r++) {
+        int i = rows[r];
+        double yi = 0.7 * i - 1.5 + 0.3 * sin(5.0 * i);   /* fmt_data */
+        double u[3] = {0.1, -0.2, round(yi * 1000) / 1000 + 0.01}, lpw, gw[3];
+        int good = !kiln_model_log_density(whole, 1, u, &lpw, gw, &e) &&
+                   isinf(lpw) && lpw < 0;
+        for (int s = 0; s < 6 && good; s++) {
+            double lps = 0;
+            for (int p = 0; p < sizes[s] && good; p++) {
+                kiln_partition part = {"N", p, sizes[s]};
+                kiln_model *m = kiln_model_new_partition(g, NULL, data, &part,
+                                                         &o, NULL, &e);
+                double lpp, gp[3];
+                good = m && !kiln_model_log_density(m, 1, u, &lpp, gp, &e);
+                lps += good ? lpp : 0;
+                kiln_model_free(m);
+            }
+            good = good && isinf(lps) && lps < 0;
+            if (!good)
+                diag("%d parts: %.17g (%s)", sizes[s], lps, e.message);
+        }
+        ok(good, "[%s] guard: row %d's check fails: the whole's lp is -inf, "
+           "and the sum of 1..5 and %d parts' lp", be, i, NR + 2);
+    }
     kiln_model_free(whole);
     kiln_graph_free(g);
 }
@@ -751,6 +827,36 @@ static void test_errors(void)
                KILN_ERR_TYPE, "(op log");
     expect_err("logsumexp over the axis", "  output o = logsumexp(y)\n", "N",
                0, 2, KILN_ERR_TYPE, "(op logsumexp");
+    /* all over the axis other than as a check where(all(c), x, -inf) */
+#define NINF "  const ninf: f64[1] = [-inf]\n" \
+             "  c = expand_dims(all(gt(y, mu), axis=[0]), axis=[0])\n"
+    expect_err("where(all(c), y, 0): not a check",
+               NINF "  output o = sum(where(c, y, 0.0))\n", "N", 0, 2,
+               KILN_ERR_TYPE, "(op where, line 8) selects by all over it "
+               "other than as a check");
+    expect_err("all(c) added to the lp",
+               NINF "  output o = add(sum(y), sum(cast(c, dtype=f64)))\n",
+               "N", 0, 2, KILN_ERR_TYPE, "(op cast, line 8) uses all over "
+               "it other than as a check's condition");
+    expect_err("all(c) as an output",
+               "  output o = all(gt(y, mu), axis=[0])\n", "N", 0, 2,
+               KILN_ERR_TYPE, "(op all, line 6) is a check over it given");
+    expect_err("or of two checks",
+               NINF "  d = or(c, expand_dims(all(lt(y, mu), axis=[0]), "
+               "axis=[0]))\n  output o = sum(where(d, y, ninf))\n", "N", 0,
+               2, KILN_ERR_TYPE, "(op or, line 8) uses all over it");
+    expect_err("any over the axis as a check",
+               "  const ninf: f64[1] = [-inf]\n  output o = sum(where("
+               "expand_dims(any(gt(y, mu), axis=[0]), axis=[0]), y, ninf))\n",
+               "N", 0, 2, KILN_ERR_TYPE, "(op any, line 7) reduces over it "
+               "by any");
+    expect_err("exp of a checked value",
+               NINF "  output o = sum(exp(where(c, y, ninf)))\n", "N", 0, 2,
+               KILN_ERR_TYPE, "(op exp, line 8) uses a checked value");
+    expect_err("a check guarding a FREE value",
+               NINF "  output o = sum(where(c, mu, ninf))\n", "N", 0, 2,
+               KILN_ERR_TYPE, "guards a value that is neither per row");
+#undef NINF
 
     /* an input sized by the axis */
     {
@@ -941,6 +1047,8 @@ int main(void)
         check_model("hier", HIER, NULL, data, NULL, 2 * NR, bk[b]);
         check_model("nval", NVAL, NULL, data, NULL, NR + 1, bk[b]);
         check_model("radon", NULL, radon, radon_data, "N", 6, bk[b]);
+        check_model("guard", GUARD, NULL, data, "N", NR + 2, bk[b]);
+        check_guard_fails(data, bk[b]);
         test_plain_radon(bk[b]);
         test_late_binding(bk[b]);
         test_ops(bk[b]);

@@ -1,7 +1,9 @@
 #!/bin/sh
 # test_pymc_mpi.sh — PyMC models split over MPI ranks (kiln.pymc's
 # mpi_axis; docs/pymc.md, "Under MPI"): tests/test_pymc_mpi.py converts a
-# regression, radon and a two-row model with their observation axis
+# regression, radon, a two-row model, a logistic and a Poisson regression
+# with PyMC's parameter checks and a model whose check fails on one row
+# (-inf) with their observation axis
 # (PyMC's own logp/dlogp are the reference), then runs their MPI
 # BridgeStan libraries under `mpirun --oversubscribe -np 1, 2, 3` with the
 # real BridgeStan client against the serial libraries and PyMC.  Skips

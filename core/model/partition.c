@@ -17,6 +17,20 @@
  *         then linear maps of SUMs (add/sub of SUMs, neg, mul/div by a
  *         FREE, shape ops, sums over other axes).
  *
+ * A check over the rows, where(all(c), x, -inf) with all reducing the axis
+ * (PyMC's check_parameters), splits too: all(c) is a GUARD (and so are
+ * `and`s, stacks, all over other dims and shape ops of GUARDs and FREE
+ * bools), and the where is GUARDED: summed over the axis it is a SUM, since
+ * per part where(all_p(c), x_p, -inf) adds up to the whole's value (every
+ * row's condition holds: each part's x; one fails: its part's -inf; a part
+ * without rows: all = true, 0).  A GUARDED value may meet only adds, subs,
+ * negation, products with a FREE and sums before its sum over the axis
+ * (-inf stays -inf); where(GUARD, SUM, -inf) is a SUM.  where(GUARD, x, y)
+ * with another y is x's class when the same GUARD guards a where with
+ * -inf (the gradient of a check): exact wherever every check holds (at a
+ * log density of -inf the parts' gradients differ from the whole's).  Any
+ * other use of all over the axis, and any any(), is refused.
+ *
  * A FREE term that meets a SUM in a linear map (add(SUM, FREE): the prior
  * beside the likelihood) is masked, where(part0__, x, 0), with part0__ a
  * bool shared scalar true in part 0 only: every part compiles the same
@@ -33,7 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { C_FREE = 0, C_ELEM, C_SUM, C_BAD };
+enum { C_FREE = 0, C_ELEM, C_SUM, C_BAD, C_GUARD, C_GUARDED };
 
 /* Which FREE inputs of a node are masked: none, all, all but the first
  * (where's condition), all but the second (an advanced set/inc's index),
@@ -65,6 +79,7 @@ typedef struct pclass {
     int *culprit;          /* C_BAD: the node that mixes rows */
     const char **why;      /* ... and how (for the culprit) */
     unsigned char *mask;   /* per node: which FREE inputs are masked, M_* */
+    unsigned char *checked; /* per node: the condition of a where(., ., -inf) */
 } pclass;
 
 static int is_full_slice(const kiln_index *ix)
@@ -98,6 +113,107 @@ static void dot_contracted(const kiln_type *a, const kiln_type *b, int *ka,
     *kb = b->rank == 1 ? 0 : b->rank - 2;
 }
 
+/* 1 when v is the constant -inf (every entry), through casts and shape
+ * ops. */
+static int is_neg_inf(const kiln_graph *g, kiln_value v)
+{
+    const kiln_node *n = &g->nodes[v];
+    while (n->n_in == 1 &&
+           (n->op == KILN_OP_CAST || n->op == KILN_OP_EXPAND_DIMS ||
+            n->op == KILN_OP_RESHAPE || n->op == KILN_OP_SQUEEZE ||
+            n->op == KILN_OP_BROADCAST_TO))
+        n = &g->nodes[n->in[0]];
+    if (n->op == KILN_OP_LITERAL)
+        return n->value < 0 && n->value * 0.0 != 0.0;
+    if ((n->op != KILN_OP_CONST && n->op != KILN_OP_SHARED) || !n->data ||
+        (n->type.dtype != KILN_F64 && n->type.dtype != KILN_F32))
+        return 0;
+    int64_t m = kiln_shape_numel(n->type.rank, n->vshape);
+    for (int64_t k = 0; k < m; k++) {
+        double x = n->type.dtype == KILN_F64 ? ((const double *)n->data)[k]
+                                             : ((const float *)n->data)[k];
+        if (!(x < 0 && x * 0.0 != 0.0))
+            return 0;
+    }
+    return m > 0;
+}
+
+/* Node i has a GUARD or GUARDED input (docs at the top): its class, or
+ * C_BAD with *why. */
+static int classify_guard(const kiln_graph *g, const pclass *c, int i, int ax,
+                          int xk, const char **why)
+{
+    const kiln_node *n = &g->nodes[i];
+    int nG = 0, nD = 0, nS = 0;
+    for (int j = 0; j < n->n_in; j++) {
+        int cj = c->cls[n->in[j]];
+        nG += cj == C_GUARD;
+        nD += cj == C_GUARDED;
+        nS += cj == C_SUM;
+    }
+    if (n->op == KILN_OP_WHERE && c->cls[n->in[0]] == C_GUARD && nG == 1) {
+        int x = c->cls[n->in[1]], y = c->cls[n->in[2]];
+        if (is_neg_inf(g, n->in[2])) {
+            if (x == C_SUM)
+                return C_SUM;
+            if ((x == C_ELEM || x == C_GUARDED) && ax)
+                return C_GUARDED;
+            *why = "guards a value that is neither per row nor a sum";
+            return C_BAD;
+        }
+        if (c->checked[n->in[0]] && y == C_FREE && x < C_BAD &&
+            (x != C_FREE || !ax))
+            return x;   /* a check's gradient: exact where checks hold */
+        *why = "selects by all over it other than as a check "
+               "(where(all(c), x, -inf))";
+        return C_BAD;
+    }
+    if (nG && !nD && !nS && !ax) {
+        switch (n->op) {
+        case KILN_OP_AND: case KILN_OP_STACK: case KILN_OP_JOIN:
+        case KILN_OP_EXPAND_DIMS: case KILN_OP_SQUEEZE: case KILN_OP_RESHAPE:
+        case KILN_OP_BROADCAST_TO: case KILN_OP_ALL:
+            if (n->type.dtype == KILN_BOOL)
+                return C_GUARD;
+            break;
+        default:
+            break;
+        }
+        *why = "uses all over it other than as a check's condition "
+               "(where(all(c), x, -inf))";
+        return C_BAD;
+    }
+    if (n->op == KILN_OP_FILL && nG + nD == 1 && c->cls[n->in[1]] < C_BAD &&
+        (c->cls[n->in[1]] != C_SUM || !ax))   /* the model gives a shape */
+        return ax ? C_ELEM : c->cls[n->in[1]];
+    if (nD && !nG && !nS) {
+        switch (n->op) {
+        case KILN_OP_SUM:
+            if (xk >= 0 && c->cls[n->in[0]] == C_GUARDED &&
+                reduces_dim(n->attrs, g->nodes[n->in[0]].type.rank, xk))
+                return C_SUM;
+            /* fall through */
+        case KILN_OP_ADD: case KILN_OP_SUB: case KILN_OP_NEG:
+        case KILN_OP_EXPAND_DIMS: case KILN_OP_SQUEEZE:
+            if (ax)
+                return C_GUARDED;
+            break;
+        case KILN_OP_MUL:
+            if (ax && n->n_in == 2 && (c->cls[n->in[0]] == C_FREE ||
+                                       c->cls[n->in[1]] == C_FREE))
+                return C_GUARDED;
+            break;
+        default:
+            break;
+        }
+    }
+    *why = nD ? "uses a checked value (where(all(c), x, -inf)) other than "
+                "in adds and a sum over it"
+              : "uses all over it other than as a check's condition "
+                "(where(all(c), x, -inf))";
+    return C_BAD;
+}
+
 /* Classify node i from its inputs' classes.  Sets c->cls[i], and for
  * C_BAD the culprit (i itself, with why, or an input's). */
 static void classify(const kiln_graph *g, int sym, const char *derived,
@@ -106,7 +222,7 @@ static void classify(const kiln_graph *g, int sym, const char *derived,
     const kiln_node *n = &g->nodes[i];
     const kiln_type *t = &n->type;
     int ax = axis_count(t, sym);
-    int nE = 0, nS = 0;
+    int nE = 0, nS = 0, nG = 0;
     const char *why = NULL;
     int cls = C_FREE;
     c->mask[i] = 0;
@@ -119,6 +235,7 @@ static void classify(const kiln_graph *g, int sym, const char *derived,
         }
         nE += ci == C_ELEM;
         nS += ci == C_SUM;
+        nG += ci == C_GUARD || ci == C_GUARDED;
     }
     for (int k = 0; k < t->rank; k++)
         if (KILN_DIM_IS_SYM(t->dims[k]) &&
@@ -139,6 +256,17 @@ static void classify(const kiln_graph *g, int sym, const char *derived,
         return;
     default:
         break;
+    }
+    if (nG) {
+        const kiln_type *x0 = n->n_in ? &g->nodes[n->in[0]].type : NULL;
+        cls = classify_guard(g, c, i, ax, x0 ? axis_pos(x0, sym) : -1, &why);
+        if (cls == C_BAD)
+            goto bad;
+        c->cls[i] = (signed char)cls;
+        c->culprit[i] = i;   /* should it reach an output */
+        c->why[i] = cls == C_GUARD ? "is a check over it given as a value"
+                    : "is a checked value not summed over it";
+        return;
     }
     if (nE == 0 && nS == 0) {
         /* ones(shape=[N]), broadcast_to(x, [N]): per-row copies */
@@ -331,6 +459,14 @@ static void classify(const kiln_graph *g, int sym, const char *derived,
             return;
         }
         break;
+    case KILN_OP_ALL:     /* a check's condition: all rows pass */
+        if (xc == C_ELEM && xk >= 0 && reduces_dim(at, x->rank, xk)) {
+            c->cls[i] = C_GUARD;
+            c->culprit[i] = i;
+            c->why[i] = "is a check over it given as a value";
+            return;
+        }
+        break;
     case KILN_OP_CHECK:
         if (xc == C_FREE) {   /* x checked against per-row conditions */
             c->cls[i] = C_FREE;
@@ -347,7 +483,11 @@ static void classify(const kiln_graph *g, int sym, const char *derived,
     }
     switch (kiln_ir_op_info(n->op)->category) {
     case KILN_CAT_REDUCE:
-        why = "reduces over it (only a sum may)";
+        why = n->op == KILN_OP_ANY
+                  ? "reduces over it by any (only a sum may, or all as a "
+                    "check's condition)"
+                  : "reduces over it (only a sum may, or all as a check's "
+                    "condition)";
         break;
     case KILN_CAT_INDEX:
         why = "selects rows of it";
@@ -372,7 +512,8 @@ static int pclass_new(pclass *c, int n, kiln_err *err)
     c->culprit = calloc(nn, sizeof *c->culprit);
     c->why = calloc(nn, sizeof *c->why);
     c->mask = calloc(nn, 1);
-    if (!c->cls || !c->culprit || !c->why || !c->mask)
+    c->checked = calloc(nn, 1);
+    if (!c->cls || !c->culprit || !c->why || !c->mask || !c->checked)
         return kiln_seterr(err, KILN_ERR_NOMEM, "out of memory");
     return 0;
 }
@@ -383,6 +524,7 @@ static void pclass_free(pclass *c)
     free(c->culprit);
     free(c->why);
     free(c->mask);
+    free(c->checked);
 }
 
 static int derived_cb(const char *name, size_t len, void *arg)
@@ -406,6 +548,10 @@ static int classify_all(const kiln_graph *g, int sym, pclass *c,
                      kiln_ir_dim_is_expr(g->symbols[s]) &&
                      kiln_ir_dimexpr_names(g->symbols[s], derived_cb,
                                            g->symbols[sym]);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == KILN_OP_WHERE && g->nodes[i].n_in == 3 &&
+            is_neg_inf(g, g->nodes[i].in[2]))
+            c->checked[g->nodes[i].in[0]] = 1;
     for (int i = 0; i < g->n_nodes; i++)
         classify(g, sym, derived, c, i);
     free(derived);
@@ -559,7 +705,8 @@ int kiln_ir_part_rewrite(kiln_graph *g, int sym, int part, int nparts,
     if ((rc = classify_all(g, sym, &c, err)))
         goto out;
     for (int k = 0; k < g->n_outputs; k++)
-        if (c.cls[g->outputs[k].value] == C_BAD) {
+        if (c.cls[g->outputs[k].value] == C_BAD ||
+            c.cls[g->outputs[k].value] >= C_GUARD) {
             rc = refuse(g, sym, &c, g->outputs[k].name, g->outputs[k].value,
                         err);
             goto out;
